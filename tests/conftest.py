@@ -1,0 +1,49 @@
+"""Fixtures shared by every test tier: temporary directories, shm directories, seeds."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--seed",
+        action="store",
+        type=int,
+        default=None,
+        help="replay one simulation seed (printed by a failing simulation test)",
+    )
+    parser.addoption(
+        "--rewrite",
+        action="store_true",
+        default=False,
+        help="rewrite scenario transcripts with the observed output",
+    )
+
+
+@pytest.fixture
+def seed_option(request: pytest.FixtureRequest) -> int | None:
+    value = request.config.getoption("--seed")
+    return None if value is None else int(value)
+
+
+@pytest.fixture
+def rewrite(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--rewrite"))
+
+
+@pytest.fixture
+def shm_dir() -> Iterator[Path]:
+    """A private directory on tmpfs for rings, removed afterwards."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    path = Path(tempfile.mkdtemp(prefix="zlog-test-", dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
