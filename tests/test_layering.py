@@ -1,0 +1,76 @@
+"""Imports follow DESIGN.md's direction, and the pure modules stay pure.
+
+Data moves client -> transport -> broker -> shm_segments; `raft` and `shm_segments` import
+nothing else of zlog but the small shared modules. Pure modules (the Raft core, the batch
+codec, the ring layout, retention) import no I/O, clocks or sockets, so they can be tested
+deterministically.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "zlog"
+SHARED = {"zlog.errors", "zlog.limits", "zlog.clock", "zlog.types"}
+
+# package -> zlog packages it may import (besides itself and SHARED)
+ALLOWED: dict[str, set[str]] = {
+    "shm_segments": set(),
+    "raft": set(),
+    "transport": set(),
+    "groups": {"zlog.transport"},
+    "client": {"zlog.transport", "zlog.shm_segments"},
+    "broker": {"zlog.shm_segments", "zlog.raft", "zlog.groups", "zlog.transport"},
+    "spark": {"zlog.client"},
+}
+PURE_MODULES = {
+    "zlog/raft/core.py", "zlog/raft/chain.py", "zlog/raft/quorum.py", "zlog/raft/messages.py",
+    "zlog/shm_segments/ring_layout.py", "zlog/shm_segments/retention.py",
+    "zlog/shm_segments/varint.py", "zlog/errors.py", "zlog/limits.py",
+}
+IMPURE_IMPORTS = {"os", "time", "socket", "zmq", "mmap", "threading", "subprocess", "asyncio",
+                  "fcntl", "signal", "select", "multiprocessing", "psutil"}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def _package_of(path: Path) -> str | None:
+    parts = path.relative_to(ROOT).parts
+    return parts[0] if len(parts) > 1 else None
+
+
+def test_packages_import_only_in_the_allowed_direction() -> None:
+    wrong: list[str] = []
+    for path in sorted(ROOT.rglob("*.py")):
+        package = _package_of(path)
+        if package is None or package not in ALLOWED:
+            continue
+        allowed = ALLOWED[package] | SHARED | {f"zlog.{package}"}
+        for name in _imports(path):
+            if name == "zlog" or not name.startswith("zlog."):
+                continue
+            if not any(name == a or name.startswith(a + ".") for a in allowed):
+                wrong.append(f"{path.relative_to(ROOT.parent)} imports {name}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_pure_modules_do_no_io() -> None:
+    wrong: list[str] = []
+    for relative in sorted(PURE_MODULES):
+        path = ROOT.parent / relative
+        if not path.exists():
+            continue
+        for name in _imports(path):
+            if name.split(".")[0] in IMPURE_IMPORTS:
+                wrong.append(f"{relative} imports {name}")
+    assert not wrong, "\n".join(wrong)

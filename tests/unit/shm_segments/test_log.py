@@ -1,0 +1,338 @@
+"""PartitionLog over real files and a real shared-memory ring."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
+from zlog.clock import ManualClock
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.batch import validate_batch
+from zlog.shm_segments.log import PartitionLog
+from zlog.shm_segments.log_config import LogConfig
+from zlog.shm_segments.retention import DiskUsage
+
+
+def _open(
+    data: Path, shm: Path, clock: ManualClock | None = None, **config: object
+) -> PartitionLog:
+    config.setdefault("ring_bytes", 256 * 1024)  # a 64 MiB default ring is faulted in at open
+    settings = LogConfig(**config)  # type: ignore[arg-type]
+    return PartitionLog(data, "events", 0, settings, ring_dir=shm, clock=clock)
+
+
+def _all_batches(log: PartitionLog, start: int | None = None) -> list[bytes]:
+    offset = log.log_start_offset if start is None else start
+    return split_batches(log.read(offset, 1 << 30))
+
+
+def test_append_assigns_consecutive_offsets_and_reads_back(tmp_path: Path, shm_dir: Path) -> None:
+    with _open(tmp_path, shm_dir) as log:
+        bases = [log.append(make_batch(tag, record_count=tag + 1)) for tag in range(5)]
+        assert bases == [0, 1, 3, 6, 10]
+        assert log.log_end_offset == 15
+        batches = _all_batches(log)
+        assert [base_offset_of(b) for b in batches] == bases
+        for tag, batch in enumerate(batches):
+            validate_batch(batch)  # stamping the offset kept the CRC valid
+            assert batch_tags(batch) == [tag] * (tag + 1)
+
+
+def test_read_starts_at_the_batch_holding_the_offset(tmp_path: Path, shm_dir: Path) -> None:
+    with _open(tmp_path, shm_dir) as log:
+        for tag in range(4):
+            log.append(make_batch(tag, record_count=5))
+        for offset in range(20):
+            first = split_batches(log.read(offset, 1 << 20))[0]
+            assert base_offset_of(first) == offset // 5 * 5
+
+
+def test_read_honours_max_bytes_but_returns_at_least_one_batch(
+    tmp_path: Path, shm_dir: Path
+) -> None:
+    with _open(tmp_path, shm_dir) as log:
+        size = len(make_batch(0))
+        for tag in range(10):
+            log.append(make_batch(tag))
+        assert len(split_batches(log.read(0, 1))) == 1
+        assert len(split_batches(log.read(0, size * 3))) == 3
+        assert len(split_batches(log.read(0, size * 3 + size // 2))) == 3
+        assert sum(len(v) for v in log.read(0, size * 3)) == size * 3
+
+
+def test_read_never_returns_batches_at_or_above_upto(tmp_path: Path, shm_dir: Path) -> None:
+    with _open(tmp_path, shm_dir) as log:
+        for tag in range(5):
+            log.append(make_batch(tag))  # 3 records each
+        batches = split_batches(log.read(0, 1 << 20, upto_offset=9))
+        assert [base_offset_of(b) for b in batches] == [0, 3, 6]
+        assert log.read(9, 1 << 20, upto_offset=9) == []
+
+
+def test_read_outside_the_log_is_offset_out_of_range(tmp_path: Path, shm_dir: Path) -> None:
+    with _open(tmp_path, shm_dir) as log:
+        log.append(make_batch(0))
+        assert log.read(3, 100) == []  # the log end: nothing yet, not an error
+        for bad in (-1, 4, 1000):
+            with pytest.raises(ZlogError) as caught:
+                log.read(bad, 100)
+            assert caught.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_segments_roll_by_size_and_are_named_by_base_offset(tmp_path: Path, shm_dir: Path) -> None:
+    size = len(make_batch(0))
+    with _open(tmp_path, shm_dir, segment_bytes=size * 2) as log:
+        for tag in range(7):
+            log.append(make_batch(tag))
+        names = sorted(p.name for p in (tmp_path / "events-0").glob("*.log"))
+        assert names == [f"{base:020d}.log" for base in (0, 6, 12, 18)]
+        assert [batch_tags(b)[0] for b in _all_batches(log)] == list(range(7))
+        assert [base_offset_of(b) for b in _all_batches(log, 7)] == [6, 9, 12, 15, 18]
+
+
+def test_segments_roll_by_age(tmp_path: Path, shm_dir: Path) -> None:
+    clock = ManualClock(1_700_000_000_000)
+    with _open(tmp_path, shm_dir, clock, segment_ms=1000) as log:
+        log.append(make_batch(0, timestamp_ms=clock.wall_ms()))
+        clock.advance(999)
+        log.append(make_batch(1, timestamp_ms=clock.wall_ms()))
+        assert log.segment_count == 1
+        clock.advance(1)
+        log.append(make_batch(2, timestamp_ms=clock.wall_ms()))
+        assert log.segment_count == 2
+
+
+def test_reopen_keeps_offsets_data_and_log_start(tmp_path: Path, shm_dir: Path) -> None:
+    size = len(make_batch(0))
+    with _open(tmp_path, shm_dir, segment_bytes=size * 2) as log:
+        for tag in range(9):
+            log.append(make_batch(tag))
+        log.delete_records_before(7)
+        before = _all_batches(log)
+    with _open(tmp_path, shm_dir, segment_bytes=size * 2) as log:
+        assert log.log_end_offset == 27
+        assert log.log_start_offset == 7
+        assert _all_batches(log) == before
+        assert log.append(make_batch(9)) == 27
+
+
+def test_opening_reads_only_the_active_segment(tmp_path: Path, shm_dir: Path) -> None:
+    size = len(make_batch(0))
+    with _open(tmp_path, shm_dir, segment_bytes=size) as log:
+        for tag in range(50):
+            log.append(make_batch(tag))
+    with _open(tmp_path, shm_dir, segment_bytes=size) as log:
+        sealed = log.segments_snapshot()[:-1]
+        assert len(sealed) == 49
+        assert all(segment._offsets is None for segment in sealed)  # nothing loaded yet
+        assert batch_tags(_all_batches(log, 30)[0]) == [10] * 3
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage", "wrong"])
+def test_a_missing_or_damaged_index_is_rebuilt(tmp_path: Path, shm_dir: Path, damage: str) -> None:
+    size = len(make_batch(0))
+    config = {"segment_bytes": size * 20, "index_interval_bytes": size}
+    with _open(tmp_path, shm_dir, **config) as log:
+        for tag in range(30):
+            log.append(make_batch(tag))
+    index_path = tmp_path / "events-0" / f"{0:020d}.index"
+    if damage == "missing":
+        index_path.unlink()
+    elif damage == "garbage":
+        index_path.write_bytes(os.urandom(21))
+    else:
+        index_path.write_bytes((b"\x00\x00\x00\x09" + b"\xff\xff\x00\x00") * 3)  # past the end
+    with _open(tmp_path, shm_dir, **config) as log:
+        for offset in range(0, 60, 7):
+            assert base_offset_of(split_batches(log.read(offset, 1))[0]) == offset // 3 * 3
+    assert index_path.stat().st_size == 20 * 8  # one entry per batch, written back
+
+
+def test_truncate_to_cuts_whole_batches_and_appends_continue(tmp_path: Path, shm_dir: Path) -> None:
+    size = len(make_batch(0))
+    with _open(tmp_path, shm_dir, segment_bytes=size * 3) as log:
+        for tag in range(10):
+            log.append(make_batch(tag))
+        log.truncate_to(16)  # inside batch 5 (offsets 15-17): it goes too
+        assert log.log_end_offset == 15
+        assert [batch_tags(b)[0] for b in _all_batches(log)] == [0, 1, 2, 3, 4]
+        assert log.append(make_batch(99)) == 15
+        log.truncate_to(4)  # back into the first segment
+        assert log.log_end_offset == 3
+        assert log.append(make_batch(100)) == 3
+        expected = [0, 100]
+        assert [batch_tags(b)[0] for b in _all_batches(log)] == expected
+    with _open(tmp_path, shm_dir, segment_bytes=size * 3) as log:
+        assert [batch_tags(b)[0] for b in _all_batches(log)] == expected
+        assert log.log_end_offset == 6
+
+
+def test_truncate_below_log_start_restarts_the_log(tmp_path: Path, shm_dir: Path) -> None:
+    with _open(tmp_path, shm_dir) as log:
+        for tag in range(3):
+            log.append(make_batch(tag))
+        log.truncate_fully_and_start_at(100)
+        assert (log.log_start_offset, log.log_end_offset) == (100, 100)
+        assert log.append(make_batch(7)) == 100
+
+
+def test_delete_records_before_advances_log_start(tmp_path: Path, shm_dir: Path) -> None:
+    size = len(make_batch(0))
+    with _open(tmp_path, shm_dir, segment_bytes=size * 2) as log:
+        for tag in range(6):
+            log.append(make_batch(tag))
+        assert log.delete_records_before(7) == 7
+        with pytest.raises(ZlogError) as caught:
+            log.read(6, 100)
+        assert caught.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert base_offset_of(_all_batches(log)[0]) == 6  # the batch holding 7
+        assert log.segment_count == 2  # [0, 6) deleted; [6, 12) and [12, 18) remain
+        with pytest.raises(ZlogError):
+            log.delete_records_before(19)
+        log.delete_records_before(18)
+        assert log.read(18, 100) == []
+
+
+def test_retention_by_bytes_and_time_deletes_oldest_segments(tmp_path: Path, shm_dir: Path) -> None:
+    clock = ManualClock(1_700_000_000_000)
+    size = len(make_batch(0))
+    config = {"segment_bytes": size, "retention_bytes": size * 3, "retention_ms": 10_000}
+    with _open(tmp_path, shm_dir, clock, **config) as log:
+        for tag in range(6):
+            log.append(make_batch(tag, timestamp_ms=clock.wall_ms() + tag * 1000))
+        assert log.enforce_retention() == 3  # 6 segments; keep >= 3 * size
+        assert log.log_start_offset == 9
+        clock.advance(14_500)  # batches 3 and 4 now older than 10 s; 5 is active
+        assert log.enforce_retention() == 2
+        assert log.log_start_offset == 15
+        assert [batch_tags(b)[0] for b in _all_batches(log)] == [5]
+
+
+def test_retention_by_disk_percent(tmp_path: Path, shm_dir: Path) -> None:
+    size = len(make_batch(0))
+    config = {"segment_bytes": size, "retention_disk_percent": 50.0, "retention_ms": -1}
+    with _open(tmp_path, shm_dir, **config) as log:
+        for tag in range(5):
+            log.append(make_batch(tag))
+        full = DiskUsage(total_bytes=1000 * size, used_bytes=500 * size + 2 * size)
+        assert log.enforce_retention(full) == 2
+        assert log.enforce_retention(DiskUsage(1000 * size, 10 * size)) == 0
+
+
+def test_offset_for_timestamp_finds_the_first_record_at_or_after(
+    tmp_path: Path, shm_dir: Path
+) -> None:
+    size = len(make_batch(0))
+    with _open(tmp_path, shm_dir, segment_bytes=size * 2) as log:
+        for tag in range(6):
+            log.append(make_batch(tag, timestamp_ms=1000 * (tag + 1)))
+        assert log.offset_for_timestamp(0) == 0
+        assert log.offset_for_timestamp(1000) == 0
+        assert log.offset_for_timestamp(1001) == 3
+        assert log.offset_for_timestamp(4500) == 12
+        assert log.offset_for_timestamp(6000) == 15
+        assert log.offset_for_timestamp(6001) is None
+
+
+def test_flush_messages_fsyncs_every_n_messages(tmp_path: Path, shm_dir: Path) -> None:
+    with _open(tmp_path, shm_dir, flush_messages=5) as log:
+        log.append(make_batch(0))
+        assert log.segments_snapshot()[-1].unsynced_messages == 3
+        log.append(make_batch(1))
+        assert log.segments_snapshot()[-1].unsynced_messages == 0
+
+
+def test_flush_ms_fsyncs_on_the_next_tick_after_the_interval(tmp_path: Path, shm_dir: Path) -> None:
+    clock = ManualClock()
+    with _open(tmp_path, shm_dir, clock, flush_ms=100) as log:
+        log.append(make_batch(0))
+        assert log.segments_snapshot()[-1].unsynced_messages == 3
+        clock.advance(100)
+        log.tick()
+        assert log.segments_snapshot()[-1].unsynced_messages == 0
+
+
+def test_batches_pending_in_the_ring_are_readable(tmp_path: Path, shm_dir: Path) -> None:
+    with _open(tmp_path, shm_dir, ring_flush_bytes=1 << 20) as log:
+        for tag in range(4):
+            log.append(make_batch(tag))
+        assert log.segments_snapshot()[-1].size_bytes == 0  # all still in the ring
+        assert [batch_tags(b)[0] for b in _all_batches(log)] == [0, 1, 2, 3]
+    with _open(tmp_path, shm_dir) as log:
+        assert log.log_end_offset == 12
+
+
+def test_a_full_ring_flushes_instead_of_dropping(tmp_path: Path, shm_dir: Path) -> None:
+    config = {"ring_bytes": 64 * 1024, "ring_flush_bytes": 1 << 30}
+    with _open(tmp_path, shm_dir, **config) as log:
+        for tag in range(40):
+            log.append(make_batch(tag, record_count=10, value_bytes=500))
+        assert [batch_tags(b)[0] for b in _all_batches(log)] == list(range(40))
+
+
+def test_a_batch_larger_than_the_ring_goes_straight_to_the_segment(
+    tmp_path: Path, shm_dir: Path
+) -> None:
+    with _open(tmp_path, shm_dir, ring_bytes=64 * 1024, max_message_bytes=1 << 20) as log:
+        log.append(make_batch(0))
+        log.append(make_batch(1, record_count=20, value_bytes=10_000))
+        log.append(make_batch(2))
+        tags = [tag for batch in _all_batches(log) for tag in batch_tags(batch)]
+        assert tags == [0] * 3 + [1] * 20 + [2] * 3
+        assert log.log_end_offset == 26
+
+
+def test_replicated_batches_keep_their_offsets(tmp_path: Path, shm_dir: Path) -> None:
+    with _open(tmp_path, shm_dir) as leader, _open(tmp_path / "f", shm_dir / "f") as follower:
+        for tag in range(3):
+            leader.append(make_batch(tag))
+        for batch in _all_batches(leader):
+            follower.append_replicated(batch)
+        assert _all_batches(follower) == _all_batches(leader)
+        with pytest.raises(ZlogError) as caught:
+            follower.append_replicated(_all_batches(leader)[0])
+        assert caught.value.code == ErrorCode.INVALID_REQUEST
+
+
+def test_bad_batches_are_rejected_and_change_nothing(tmp_path: Path, shm_dir: Path) -> None:
+    with _open(tmp_path, shm_dir, max_message_bytes=10_000) as log:
+        log.append(make_batch(0))
+        before = (_all_batches(log), log.log_end_offset)
+        corrupt = bytearray(make_batch(1))
+        corrupt[-1] ^= 0xFF
+        too_big = make_batch(2, record_count=100, value_bytes=200)
+        for bad, code in [
+            (bytes(corrupt), ErrorCode.CORRUPT_MESSAGE),
+            (too_big, ErrorCode.MESSAGE_TOO_LARGE),
+            (b"\x00" * 10, ErrorCode.CORRUPT_MESSAGE),
+        ]:
+            with pytest.raises(ZlogError) as caught:
+                log.append(bad)
+            assert caught.value.code == code
+            assert (_all_batches(log), log.log_end_offset) == before
+
+
+def test_a_second_writer_is_refused(tmp_path: Path, shm_dir: Path) -> None:
+    with _open(tmp_path, shm_dir), pytest.raises(ZlogError) as caught:
+        _open(tmp_path, shm_dir)
+    assert caught.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def test_delete_removes_data_and_ring(tmp_path: Path, shm_dir: Path) -> None:
+    log = _open(tmp_path, shm_dir)
+    log.append(make_batch(0))
+    log.delete()
+    assert not (tmp_path / "events-0").exists()
+    assert not log.ring_path.exists()
+
+
+def test_unknown_or_bad_topic_configs_are_invalid_config() -> None:
+    assert LogConfig.from_topic_configs({"segment.bytes": "1024"}).segment_bytes == 1024
+    for bad in ({"segment.bytez": "1"}, {"retention.ms": "soon"}, {"segment.bytes": "1"},
+                {"cleanup.policy": "shred"}, {"ring.bytes": "65536"}):
+        with pytest.raises(ZlogError) as caught:
+            LogConfig.from_topic_configs(bad)
+        assert caught.value.code == ErrorCode.INVALID_CONFIG

@@ -1,0 +1,66 @@
+"""Retention picks the oldest sealed segments by age, size and disk fullness."""
+
+from __future__ import annotations
+
+from zlog.shm_segments.retention import (
+    DiskUsage,
+    RetentionPolicy,
+    SegmentInfo,
+    segments_to_delete,
+)
+
+NOW_MS = 1_000_000
+
+
+def _segments(count: int, size_bytes: int = 100, age_step_ms: int = 1000) -> list[SegmentInfo]:
+    # Oldest first: segment i's newest record is (count - i) steps old.
+    return [
+        SegmentInfo(i * 10, i * 10 + 10, size_bytes, NOW_MS - (count - i) * age_step_ms)
+        for i in range(count)
+    ]
+
+
+def test_nothing_is_deleted_without_limits() -> None:
+    assert segments_to_delete(_segments(5), 100, RetentionPolicy(), NOW_MS) == 0
+
+
+def test_age_deletes_the_prefix_older_than_retention_ms() -> None:
+    # Ages are 5000, 4000, 3000, 2000, 1000 ms.
+    policy = RetentionPolicy(retention_ms=2500)
+    assert segments_to_delete(_segments(5), 100, policy, NOW_MS) == 3
+
+
+def test_age_stops_at_the_first_young_segment() -> None:
+    infos = _segments(3)
+    young_first = [SegmentInfo(0, 10, 100, NOW_MS), *infos[1:]]
+    policy = RetentionPolicy(retention_ms=10)
+    assert segments_to_delete(young_first, 100, policy, NOW_MS) == 0
+
+
+def test_size_keeps_the_log_at_or_above_retention_bytes() -> None:
+    # 5 sealed x 100 + 100 active = 600 bytes; keeping at least 250 allows deleting 3.
+    policy = RetentionPolicy(retention_bytes=250)
+    assert segments_to_delete(_segments(5), 100, policy, NOW_MS) == 3
+
+
+def test_size_never_counts_the_active_segment() -> None:
+    policy = RetentionPolicy(retention_bytes=0)
+    assert segments_to_delete(_segments(4), 10_000, policy, NOW_MS) == 4
+
+
+def test_disk_percent_frees_what_the_disk_is_over_the_limit() -> None:
+    disk = DiskUsage(total_bytes=10_000, used_bytes=9_250)  # 92.5% used
+    policy = RetentionPolicy(retention_disk_percent=90.0)  # must free 250 bytes
+    assert segments_to_delete(_segments(5), 100, policy, NOW_MS, disk) == 3
+
+
+def test_disk_below_the_limit_deletes_nothing() -> None:
+    disk = DiskUsage(total_bytes=10_000, used_bytes=5_000)
+    policy = RetentionPolicy(retention_disk_percent=90.0)
+    assert segments_to_delete(_segments(5), 100, policy, NOW_MS, disk) == 0
+
+
+def test_the_strictest_rule_wins() -> None:
+    policy = RetentionPolicy(retention_ms=4500, retention_bytes=350)
+    # age deletes 1; size deletes 2 (600 -> 500 -> 400; a third would leave 300 < 350)
+    assert segments_to_delete(_segments(5), 100, policy, NOW_MS) == 2

@@ -1,0 +1,606 @@
+"""PartitionLog: one partition's ordered segments, fed through its shared-memory ring.
+
+Write path: `append` validates the batch header and CRC (never the records one by one),
+copies the batch into the ring with its base offset stamped, and then flushes ring ->
+active segment (after every append by default, or once `ring_flush_bytes` are pending).
+Because the ring lives in shared memory, an append that returned survives a SIGKILL of this
+process: the next `PartitionLog` opened on the partition replays the ring into the segment.
+
+Ownership: exactly one process writes a partition (the ring's flock enforces it). Within that
+process, appends, truncation and retention run on one thread; compaction may run on another
+and only swaps sealed segments under `_segments_lock`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import itertools
+import logging
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import psutil
+
+from zlog.clock import Clock, SystemClock
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments import batch as batch_codec
+from zlog.shm_segments import batch_fast
+from zlog.shm_segments.log_config import LogConfig
+from zlog.shm_segments.retention import DiskUsage, SegmentInfo, segments_to_delete
+from zlog.shm_segments.ring import RingFullError, RingWriter
+from zlog.shm_segments.segment import BatchMeta, Segment, batch_meta
+
+log = logging.getLogger(__name__)
+
+_LOG_START_FILE = "log-start-offset"
+_LEFTOVER_SUFFIXES = (".tmp", ".cleaned", ".swap", ".deleted")
+_RELATIVE_OFFSET_MAX = 2**32 - 1
+
+
+def default_ring_dir(data_dir: Path) -> Path:
+    """Rings of one data directory live together on tmpfs, apart from other brokers' rings."""
+    digest = hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(data_dir) / ".rings"
+    return base / f"zlog-{digest}"
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    assert partition >= 0 and topic and "/" not in topic and topic not in {".", ".."}
+    return f"{topic}-{partition}"
+
+
+class PartitionLog:
+    """The jocko CommitLog/Partition API over rings and segments."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        *,
+        ring_dir: Path | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config or LogConfig()
+        self.clock = clock or SystemClock()
+        self.topic, self.partition = topic, partition
+        self.directory = Path(data_dir) / partition_dir_name(topic, partition)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        ring_base = ring_dir or default_ring_dir(Path(data_dir))
+        ring_base.mkdir(parents=True, exist_ok=True)
+        self.ring_path = ring_base / f"{partition_dir_name(topic, partition)}.ring"
+        self._segments_lock = threading.Lock()
+        self._closed = False
+        self._last_sync_ms = self.clock.monotonic_ms()
+        self.recovered_bytes_dropped = 0
+        self._open_segments()
+        self._ring = self._open_ring()
+        self._replay_ring()
+        self._log_start_offset = max(self._read_log_start(), self._bases[0])
+
+    # ------------------------------------------------------------------ opening
+
+    def _open_segments(self) -> None:
+        """List segments by name; recover only the last one, so opening time stays flat.
+
+        Sealed segments are not even made into objects here (`_materialize` does that on
+        first use): a log of thousands of segments opens like a log of one.
+        """
+        names = os.listdir(self.directory)
+        for name in names:
+            if name.endswith(_LEFTOVER_SUFFIXES):
+                os.unlink(self.directory / name)
+        bases = sorted(int(n[:-4]) for n in names if n.endswith(".log") and n[:-4].isdigit())
+        now_ms = self.clock.wall_ms()
+        interval = self.config.index_interval_bytes
+        self._lazy_bases: list[int] = []
+        if not bases:
+            start = self._read_log_start()
+            self._segments = [
+                Segment.create(self.directory, start, index_interval_bytes=interval, now_ms=now_ms)
+            ]
+            bases = [start]
+        else:
+            active, dropped = Segment.recover(
+                self.directory, bases[-1], index_interval_bytes=interval, now_ms=now_ms
+            )
+            self.recovered_bytes_dropped = dropped
+            self._segments = [active]
+            self._lazy_bases = bases
+        self._bases = bases
+
+    def _materialize(self) -> list[Segment]:
+        """All segments as objects, oldest first (call with `_segments_lock` held)."""
+        if self._lazy_bases:
+            interval = self.config.index_interval_bytes
+            sealed = [
+                Segment.sealed_lazy(self.directory, base, following, index_interval_bytes=interval)
+                for base, following in itertools.pairwise(self._lazy_bases)
+            ]
+            self._lazy_bases = []
+            self._segments[0:0] = sealed
+        return self._segments
+
+    def _open_ring(self) -> RingWriter:
+        try:
+            return RingWriter(self.ring_path, self.config.ring_bytes)
+        except ZlogError as error:
+            if "lock" in error.message.lower() or "another" in error.message.lower():
+                raise
+            log.warning("ring %s unusable (%s); starting a new one", self.ring_path, error)
+            self.ring_path.unlink(missing_ok=True)
+            return RingWriter(self.ring_path, self.config.ring_bytes)
+
+    def _replay_ring(self) -> None:
+        """Flush into the segment what a previous writer left in the ring and had not flushed."""
+        leo = self._active.next_offset
+        replayed = 0
+        for _position, view in self._ring.unflushed_batches():
+            try:
+                batch_codec.validate_batch(view, strict=False)
+            except ZlogError as error:
+                log.warning("ring %s: stopping replay at a bad batch: %s", self.ring_path, error)
+                break
+            meta = batch_meta(view)
+            if meta.next_offset <= leo:
+                continue
+            if meta.base_offset != leo:
+                log.error(
+                    "ring %s: batch at offset %d does not follow the log end %d; not replayed",
+                    self.ring_path, meta.base_offset, leo,
+                )
+                break
+            self._write_to_segments([view], [meta])
+            leo = meta.next_offset
+            replayed += 1
+        if replayed:
+            log.info("ring %s: replayed %d batches into the log", self.ring_path, replayed)
+        self.replayed_batches = replayed
+        self._ring.reset(leo)
+
+    # ------------------------------------------------------------------ offsets
+
+    @property
+    def _active(self) -> Segment:
+        return self._segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets (Kafka's LEO)."""
+        return max(self._ring.next_offset, self._active.next_offset)
+
+    def _read_log_start(self) -> int:
+        try:
+            return int((self.directory / _LOG_START_FILE).read_text().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def _write_log_start(self) -> None:
+        path = self.directory / _LOG_START_FILE
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(f"{self._log_start_offset}\n")
+        os.replace(temporary, path)
+
+    # ------------------------------------------------------------------ appending
+
+    def append(self, batch: memoryview | bytes | bytearray, *, leader_epoch: int = -1) -> int:
+        """Assign offsets to a producer's batch and store it; returns its base offset."""
+        header = batch_codec.validate_batch(batch, strict=True, check_crc=False)
+        return self._append(batch, header, self.log_end_offset, leader_epoch)
+
+    def append_replicated(self, batch: memoryview | bytes | bytearray) -> int:
+        """Store a batch copied from the leader with its offsets as they are (followers)."""
+        header = batch_codec.validate_batch(batch, strict=False, check_crc=False)
+        if header.base_offset < self.log_end_offset:
+            raise ZlogError(
+                ErrorCode.INVALID_REQUEST,
+                f"replicated batch at offset {header.base_offset} is below the log end "
+                f"{self.log_end_offset}; truncate first",
+            )
+        return self._append(batch, header, None, None)
+
+    def _append(
+        self,
+        batch: memoryview | bytes | bytearray,
+        header: batch_codec.BatchHeader,
+        base_offset: int | None,
+        leader_epoch: int | None,
+    ) -> int:
+        """Copy into the ring (CRC checked on the ring's copy), then flush per the policy."""
+        assert not self._closed, "append on a closed log"
+        size_bytes = len(batch)
+        if size_bytes > self.config.max_message_bytes:
+            raise ZlogError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {size_bytes} bytes exceeds max.message.bytes "
+                f"{self.config.max_message_bytes}",
+            )
+        if size_bytes > self.config.segment_bytes:
+            raise ZlogError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"batch of {size_bytes} bytes exceeds segment.bytes {self.config.segment_bytes}",
+            )
+        base = header.base_offset if base_offset is None else base_offset
+        meta = BatchMeta(base, base + header.last_offset_delta + 1, header.max_timestamp_ms,
+                         size_bytes)
+        ring = self._ring
+        if size_bytes > ring.max_batch_bytes:
+            self._append_directly(batch, base_offset, leader_epoch)
+        else:
+            position = self._ring_append(batch, meta.next_offset, base_offset, leader_epoch)
+            if self.config.ring_flush_bytes == 0 and ring.flushed_position == position:
+                # Write-through, the common case: exactly this batch is pending.
+                self._write_to_segments(ring.unflushed_views(), [meta])
+                ring.mark_flushed(position + size_bytes)
+            elif ring.unflushed_bytes() > self.config.ring_flush_bytes:
+                self.flush()
+        if self._syncing:
+            self._maybe_sync()
+        return base
+
+    def _ring_append(
+        self,
+        batch: memoryview | bytes | bytearray,
+        next_offset: int,
+        base_offset: int | None,
+        leader_epoch: int | None,
+    ) -> int:
+        check = batch_codec.verify_crc
+        try:
+            return self._ring.append(
+                batch, next_offset, base_offset=base_offset,
+                partition_leader_epoch=leader_epoch, check=check,
+            )
+        except RingFullError:
+            self.flush()  # backpressure: make room by moving data to the segment, never drop
+            return self._ring.append(
+                batch, next_offset, base_offset=base_offset,
+                partition_leader_epoch=leader_epoch, check=check,
+            )
+
+    def _append_directly(
+        self, batch: memoryview | bytes | bytearray, base_offset: int | None,
+        leader_epoch: int | None,
+    ) -> None:
+        """A batch too large for the ring goes straight to the segment, after what is pending."""
+        batch_codec.verify_crc(batch)
+        self.flush()
+        stamped = bytearray(batch)
+        if base_offset is not None:
+            batch_codec.stamp(stamped, base_offset, leader_epoch)
+        view = memoryview(stamped)
+        self._write_to_segments([view], [batch_meta(view)])
+        self._ring.reset(self._active.next_offset)
+
+    def flush(self) -> None:
+        """Move everything pending in the ring into the active segment (no fsync)."""
+        views: list[memoryview] = []
+        metas: list[BatchMeta] = []
+        end = self._ring.flushed_position
+        for position, view in self._ring.unflushed_batches():
+            views.append(view)
+            metas.append(batch_meta(view))
+            end = position + len(view)
+        if views:
+            self._write_to_segments(views, metas)
+            self._ring.mark_flushed(end)
+
+    def _write_to_segments(self, views: list[memoryview], metas: list[BatchMeta]) -> None:
+        """Write whole batches, rolling to a new segment where size, age or offsets demand."""
+        start = 0
+        while start < len(views):
+            self._maybe_roll(metas[start])
+            active = self._active
+            room = self.config.segment_bytes - active.size_bytes
+            stop = start
+            while stop < len(views) and (stop == start or metas[stop].size_bytes <= room):
+                if stop > start and self._must_roll_for(active, metas[stop]):
+                    break
+                room -= metas[stop].size_bytes
+                stop += 1
+            active.write(views[start:stop], metas[start:stop])
+            start = stop
+
+    def _must_roll_for(self, active: Segment, meta: BatchMeta) -> bool:
+        if meta.next_offset - active.base_offset > _RELATIVE_OFFSET_MAX:
+            return True
+        return active.size_bytes + meta.size_bytes > self.config.segment_bytes
+
+    def _maybe_roll(self, meta: BatchMeta) -> None:
+        active = self._active
+        if active.size_bytes == 0:
+            return
+        too_old = self.clock.wall_ms() - active.created_ms >= self.config.segment_ms
+        if too_old or self._must_roll_for(active, meta):
+            self.roll()
+
+    def roll(self) -> None:
+        """Seal the active segment and start a new one at the log end."""
+        active = self._active
+        if self._syncing:
+            active.sync()
+        active.seal()
+        fresh = Segment.create(
+            self.directory, active.next_offset,
+            index_interval_bytes=self.config.index_interval_bytes, now_ms=self.clock.wall_ms(),
+        )
+        with self._segments_lock:
+            self._segments.append(fresh)
+            self._bases.append(fresh.base_offset)
+
+    # ------------------------------------------------------------------ durability knobs
+
+    @property
+    def _syncing(self) -> bool:
+        return self.config.flush_messages > 0 or self.config.flush_ms >= 0
+
+    def _maybe_sync(self) -> None:
+        if not self._syncing:
+            return
+        now_ms = self.clock.monotonic_ms()
+        by_count = 0 < self.config.flush_messages <= self._active.unsynced_messages
+        by_time = 0 <= self.config.flush_ms <= now_ms - self._last_sync_ms
+        if by_count or by_time:
+            self.sync()
+
+    def sync(self) -> None:
+        """Flush the ring and fsync the active segment."""
+        self.flush()
+        self._active.sync()
+        self._last_sync_ms = self.clock.monotonic_ms()
+
+    def tick(self) -> None:
+        """Periodic work of the writer: time-based flush and fsync (`flush.ms`)."""
+        if self._ring.unflushed_bytes():
+            self.flush()
+        self._maybe_sync()
+
+    # ------------------------------------------------------------------ reading
+
+    def read(
+        self, offset: int, max_bytes: int, upto_offset: int | None = None
+    ) -> list[memoryview]:
+        """Whole batches from the one holding `offset`, at most about `max_bytes`.
+
+        Returns memoryviews of the segment files' pages (no copy), one per segment touched.
+        The first batch is returned whole even when larger than `max_bytes`. Batches at or
+        above `upto_offset` (the high watermark, for consumers) are never returned.
+        """
+        end = self.log_end_offset
+        if offset < self._log_start_offset or offset > end:
+            raise ZlogError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} is outside [{self._log_start_offset}, {end}] "
+                f"of {self.topic}-{self.partition}",
+            )
+        limit = end if upto_offset is None else min(upto_offset, end)
+        if offset >= limit:
+            return []
+        if self._ring.unflushed_bytes() and limit > self._active.next_offset:
+            self.flush()
+        views: list[memoryview] = []
+        remaining = max_bytes
+        with self._segments_lock:
+            if offset >= self._active.base_offset:
+                segments, bases = [self._active], [self._active.base_offset]
+            else:
+                segments, bases = list(self._materialize()), list(self._bases)
+        slot = max(bisect.bisect_right(bases, offset) - 1, 0)
+        while slot < len(segments) and offset < limit and (remaining > 0 or not views):
+            segment = segments[slot]
+            view, offset = segment.read(offset, remaining, limit, at_least_one=not views)
+            if view is not None:
+                views.append(view)
+                remaining -= len(view)
+            if offset >= segment.next_offset:
+                slot += 1
+            elif view is None:
+                break
+        return views
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """The earliest offset whose record timestamp is >= `timestamp_ms` (None if none)."""
+        self.flush()
+        for segment in self.segments_snapshot():
+            if segment.is_empty or segment.next_offset <= self._log_start_offset:
+                continue
+            found = segment.first_batch_at_or_after_time(timestamp_ms)
+            if found is None:
+                continue
+            parsed = batch_fast.parse_batch(found, check_crc=False)
+            for offset, stamp in zip(
+                parsed.offsets.tolist(), parsed.timestamps_ms.tolist(), strict=True
+            ):
+                if stamp >= timestamp_ms and offset >= self._log_start_offset:
+                    return int(offset)
+        return None
+
+    # ------------------------------------------------------------------ cutting
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding an offset >= `offset` (a follower's divergent tail)."""
+        if offset >= self.log_end_offset:
+            return
+        self.flush()
+        if offset <= self._log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        with self._segments_lock:
+            self._materialize()
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                self._segments.pop().delete()
+                self._bases.pop()
+            if self._segments[-1].sealed:
+                self._segments[-1] = self._reopen_active(self._segments[-1])
+        self._active.truncate_to(offset)
+        self._ring.reset(self._active.next_offset)
+        if self._active.next_offset < self._log_start_offset:
+            # The batch holding the log start was cut: the log is now empty at its end.
+            self._log_start_offset = self._active.next_offset
+            self._write_log_start()
+
+    def _reopen_active(self, sealed: Segment) -> Segment:
+        """Make the last sealed segment writable again (after truncation removed newer ones)."""
+        sealed.close()
+        for path in (sealed.index_path, sealed.time_index_path):
+            path.unlink(missing_ok=True)
+        active, dropped = Segment.recover(
+            self.directory, sealed.base_offset,
+            index_interval_bytes=self.config.index_interval_bytes, now_ms=self.clock.wall_ms(),
+        )
+        assert dropped == 0, "a sealed segment had a torn tail"
+        return active
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop all data; the log restarts empty at `offset` (a follower far behind a leader)."""
+        assert offset >= 0
+        self.flush()
+        with self._segments_lock:
+            for segment in self._materialize():
+                segment.delete()
+            self._segments = [
+                Segment.create(
+                    self.directory, offset, index_interval_bytes=self.config.index_interval_bytes,
+                    now_ms=self.clock.wall_ms(),
+                )
+            ]
+            self._bases = [offset]
+        self._log_start_offset = offset
+        self._write_log_start()
+        self._ring.reset(offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """Advance the log start offset (Kafka DeleteRecords); returns the new log start."""
+        end = self.log_end_offset
+        if offset < 0 or offset > end:
+            raise ZlogError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"cannot delete records before {offset}: the log ends at {end}",
+            )
+        if offset <= self._log_start_offset:
+            return self._log_start_offset
+        self._log_start_offset = offset
+        self._write_log_start()
+        self.flush()
+        if offset >= self._active.next_offset and self._active.size_bytes:
+            self.roll()
+        self._delete_oldest(self._count_below(offset))
+        return self._log_start_offset
+
+    def _count_below(self, offset: int) -> int:
+        count = 0
+        for segment in self.segments_snapshot()[:-1]:
+            if segment.next_offset > offset:
+                break
+            count += 1
+        return count
+
+    def _delete_oldest(self, count: int) -> None:
+        if count <= 0:
+            return
+        with self._segments_lock:
+            doomed = self._materialize()[:count]
+            self._segments = self._segments[count:]
+            self._bases = self._bases[count:]
+            for segment in doomed:
+                segment.delete()
+        if self._segments[0].base_offset > self._log_start_offset:
+            self._log_start_offset = self._segments[0].base_offset
+            self._write_log_start()
+
+    # ------------------------------------------------------------------ retention
+
+    def sealed_segment_infos(self) -> list[SegmentInfo]:
+        sealed = self.segments_snapshot()[:-1]
+        return [
+            SegmentInfo(s.base_offset, s.next_offset, s.size_bytes, s.max_timestamp_ms)
+            for s in sealed
+        ]
+
+    def enforce_retention(self, disk: DiskUsage | None = None) -> int:
+        """Delete the oldest sealed segments that retention says to; returns how many."""
+        self.flush()
+        if disk is None and self.config.retention_disk_percent > 0:
+            usage = psutil.disk_usage(str(self.directory))
+            disk = DiskUsage(usage.total, usage.used)
+        count = segments_to_delete(
+            self.sealed_segment_infos(), self._active.size_bytes, self.config.retention,
+            self.clock.wall_ms(), disk,
+        )
+        self._delete_oldest(count)
+        return count
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size_bytes for segment in self.segments_snapshot())
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._bases)
+
+    def segments_snapshot(self) -> list[Segment]:
+        """The current segments, oldest first (compaction reads the sealed ones)."""
+        with self._segments_lock:
+            return list(self._materialize())
+
+    def swap_compacted(self, old: Segment, cleaned_path: Path) -> bool:
+        """Put a compacted copy of a sealed segment in its place, unless it is gone meanwhile.
+
+        Under the lock, so retention or truncation cannot delete the segment between the
+        check and the rename. The old indexes go first: after a crash at any point the
+        segment has either its old or its new data, and an index is rebuilt if missing.
+        Returns False (and discards the copy) when the segment is no longer in the log.
+        """
+        with self._segments_lock:
+            if old not in self._materialize()[:-1]:
+                cleaned_path.unlink(missing_ok=True)
+                return False
+            slot = self._segments.index(old)
+            for path in (old.index_path, old.time_index_path):
+                path.unlink(missing_ok=True)
+            os.replace(cleaned_path, old.log_path)
+            self._segments[slot] = Segment.sealed_lazy(
+                self.directory, old.base_offset, old.next_offset,
+                index_interval_bytes=self.config.index_interval_bytes,
+            )
+        old.close()
+        return True
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Flush the ring into the segment and release the partition."""
+        if self._closed:
+            return
+        self.flush()
+        if self._syncing:
+            self._active.sync()
+        for segment in self._segments:
+            segment.close()
+        self._ring.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Remove the partition's data and ring for good (topic deletion)."""
+        if not self._closed:
+            for segment in self._segments:
+                segment.close()
+            self._ring.unlink()
+            self._closed = True
+        else:
+            self.ring_path.unlink(missing_ok=True)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> PartitionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

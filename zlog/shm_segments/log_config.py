@@ -1,0 +1,116 @@
+"""Per-partition log settings, under Kafka's topic config names.
+
+Each field's docstring gives meaning, unit and default; `from_topic_configs` maps the dotted
+Kafka names (`segment.bytes`, `retention.ms`, ...) onto fields and rejects anything else with
+INVALID_CONFIG, so a typo in a topic config is an error and never silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+
+from zlog import limits
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.retention import RetentionPolicy
+
+_SEGMENT_BYTES_MAX = 2**31 - 1  # index positions are uint32; Kafka's own bound is int32
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = limits.segment_bytes_default
+    """segment.bytes: roll to a new segment file before it would grow past this many bytes."""
+    segment_ms: int = limits.segment_ms_default
+    """segment.ms: roll once the active segment's first batch is this old (ms)."""
+    index_interval_bytes: int = limits.index_interval_bytes_default
+    """index.interval.bytes: one sparse index entry per this many bytes of batches."""
+    retention_ms: int = limits.retention_ms_default
+    """retention.ms: delete sealed segments whose newest record is older (ms); -1 = forever."""
+    retention_bytes: int = -1
+    """retention.bytes: delete oldest sealed segments while the log is larger; -1 = no limit."""
+    retention_disk_percent: float = -1.0
+    """retention.disk.percent: delete oldest segments while the disk is fuller than this."""
+    cleanup_policy: str = "delete"
+    """cleanup.policy: "delete", "compact", or "compact,delete"."""
+    delete_retention_ms: int = limits.delete_retention_ms_default
+    """delete.retention.ms: how long compaction keeps a tombstone (ms)."""
+    min_compaction_lag_ms: int = 0
+    """min.compaction.lag.ms: records younger than this are never compacted away (ms)."""
+    flush_messages: int = -1
+    """flush.messages: fsync after this many messages; -1 = never (replication is the safety)."""
+    flush_ms: int = -1
+    """flush.ms: fsync when the last fsync is this old (ms); -1 = never."""
+    max_message_bytes: int = 1_048_588
+    """max.message.bytes: the largest batch accepted (Kafka's default)."""
+    ring_bytes: int = limits.ring_size_bytes_default
+    """Capacity of the partition's shared-memory ring (bytes)."""
+    ring_flush_bytes: int = 0
+    """Flush ring -> segment once this much is unflushed; 0 = after every append."""
+
+    def __post_init__(self) -> None:
+        _require(self.segment_bytes >= limits.segment_bytes_min, "segment.bytes is too small")
+        _require(self.segment_bytes <= _SEGMENT_BYTES_MAX, "segment.bytes must fit in 31 bits")
+        _require(self.segment_ms >= 1, "segment.ms must be positive")
+        _require(self.index_interval_bytes >= 0, "index.interval.bytes must be >= 0")
+        _require(self.retention_ms >= -1, "retention.ms must be >= -1")
+        _require(self.retention_bytes >= -1, "retention.bytes must be >= -1")
+        _require(
+            self.retention_disk_percent == -1 or 0 < self.retention_disk_percent <= 100,
+            "retention.disk.percent must be in (0, 100] or -1",
+        )
+        _require(
+            self.cleanup_policy in {"delete", "compact", "compact,delete", "delete,compact"},
+            "cleanup.policy must be delete, compact or compact,delete",
+        )
+        _require(self.delete_retention_ms >= 0, "delete.retention.ms must be >= 0")
+        _require(self.flush_messages == -1 or self.flush_messages >= 1, "flush.messages >= 1")
+        _require(self.flush_ms == -1 or self.flush_ms >= 0, "flush.ms must be >= 0 or -1")
+        _require(self.max_message_bytes >= 1, "max.message.bytes must be positive")
+        _require(self.ring_bytes >= limits.ring_size_bytes_min, "ring bytes too small")
+        _require(self.ring_flush_bytes >= 0, "ring flush bytes must be >= 0")
+
+    @property
+    def compacted(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def deletes(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @property
+    def retention(self) -> RetentionPolicy:
+        if not self.deletes:
+            return RetentionPolicy()
+        return RetentionPolicy(
+            self.retention_ms, self.retention_bytes, self.retention_disk_percent
+        )
+
+    @classmethod
+    def from_topic_configs(
+        cls, configs: Mapping[str, str], base: LogConfig | None = None
+    ) -> LogConfig:
+        """Kafka-named string settings -> a LogConfig; unknown keys are INVALID_CONFIG."""
+        known = {field.name.replace("_", "."): field for field in fields(cls)}
+        changes: dict[str, object] = {}
+        for key, text in configs.items():
+            field = known.get(key)
+            if field is None or key.startswith("ring."):
+                raise ZlogError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
+            try:
+                if field.type in ("int", int):
+                    changes[field.name] = int(text)
+                elif field.type in ("float", float):
+                    changes[field.name] = float(text)
+                else:
+                    changes[field.name] = str(text).replace(" ", "")
+            except ValueError:
+                raise ZlogError(
+                    ErrorCode.INVALID_CONFIG, f"{key} must be a number, not {text!r}"
+                ) from None
+        return replace(base or cls(), **changes)  # type: ignore[arg-type]
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ZlogError(ErrorCode.INVALID_CONFIG, message)

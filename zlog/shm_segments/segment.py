@@ -1,0 +1,458 @@
+"""One segment of a partition log: a `.log` file of whole record batches plus its indexes.
+
+A segment is written by one process (the partition's writer) and read through an mmap, so
+`read()` hands out memoryviews of the page cache without copying. Two rules keep those views
+safe: a segment file is never shrunk while the writer runs (a truncation overwrites the cut
+tail with zeros and moves the logical end instead; recovery shrinks the file at the next open,
+when no view can exist), and deleted segments are unlinked, which leaves existing mappings
+valid until their last view goes away.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments import batch as batch_codec
+from zlog.shm_segments.index import (
+    OFFSET_ENTRY,
+    TIME_ENTRY,
+    SparseIndex,
+    is_consistent,
+    lookup_position,
+    lookup_position_at_or_before,
+    lookup_time,
+)
+
+log = logging.getLogger(__name__)
+
+# Batch header fields the log needs, in one unpack: base offset, batch length, leader epoch,
+# magic, crc, attributes, last offset delta, base timestamp, max timestamp.
+_HEADER = struct.Struct(">qiibIhiqq")
+HEADER_PREFIX_BYTES = _HEADER.size  # 43
+_ZERO_CHUNK_BYTES = 1 << 20
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """Files are named by base offset in 20 digits, so a plain sort is offset order."""
+    assert base_offset >= 0
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMeta:
+    """What the log needs to know of a batch to place and index it."""
+
+    base_offset: int
+    next_offset: int
+    max_timestamp_ms: int
+    size_bytes: int
+
+
+def batch_meta(buf: memoryview | bytes | bytearray | mmap.mmap, position: int = 0) -> BatchMeta:
+    """Read the placement fields of the batch at `position` (the caller validated it)."""
+    fields = _HEADER.unpack_from(buf, position)
+    base_offset, batch_length, last_offset_delta, max_timestamp_ms = (
+        fields[0], fields[1], fields[6], fields[8],
+    )
+    return BatchMeta(
+        base_offset=base_offset,
+        next_offset=base_offset + last_offset_delta + 1,
+        max_timestamp_ms=max_timestamp_ms,
+        size_bytes=batch_length + batch_codec.LOG_OVERHEAD_BYTES,
+    )
+
+
+class Segment:
+    """A `.log` file and its sparse indexes; sealed segments load lazily on first use."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        next_offset: int,
+        index_interval_bytes: int,
+        sealed: bool,
+        created_ms: int,
+    ) -> None:
+        assert base_offset >= 0 and next_offset >= base_offset
+        self.directory = directory
+        self.base_offset = base_offset
+        self.next_offset = next_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.sealed = sealed
+        self.created_ms = created_ms
+        self._size_bytes: int | None = None
+        self._max_timestamp_ms: int | None = None
+        self._offsets: SparseIndex | None = None
+        self._times: SparseIndex | None = None
+        self._bytes_since_entry = 0
+        self._fd: int | None = None
+        self._map: mmap.mmap | None = None
+        self._map_bytes = 0
+        self.unsynced_messages = 0
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int
+    ) -> Segment:
+        """A new, empty active segment (an existing empty file of that name is reused)."""
+        segment = cls(
+            directory, base_offset, next_offset=base_offset,
+            index_interval_bytes=index_interval_bytes, sealed=False, created_ms=now_ms,
+        )
+        segment._fd = os.open(segment.log_path, os.O_CREAT | os.O_WRONLY, 0o644)
+        os.ftruncate(segment._fd, 0)
+        segment._size_bytes = 0
+        segment._max_timestamp_ms = -1
+        segment._offsets = SparseIndex(OFFSET_ENTRY)
+        segment._times = SparseIndex(TIME_ENTRY)
+        return segment
+
+    @classmethod
+    def recover(
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int
+    ) -> tuple[Segment, int]:
+        """Open the active segment after any stop: keep the CRC-valid prefix, cut the rest.
+
+        Returns the segment and how many bytes were dropped. The segment's age for
+        `segment.ms` starts now: record timestamps are the producers' and may be far in the
+        past, which would roll a segment per append. Only the active segment is ever
+        scanned, so opening a log costs the same whatever the number of sealed segments.
+        """
+        segment = cls(
+            directory, base_offset, next_offset=base_offset,
+            index_interval_bytes=index_interval_bytes, sealed=False, created_ms=now_ms,
+        )
+        segment._fd = os.open(segment.log_path, os.O_CREAT | os.O_RDWR, 0o644)
+        file_bytes = os.fstat(segment._fd).st_size
+        segment._offsets = SparseIndex(OFFSET_ENTRY)
+        segment._times = SparseIndex(TIME_ENTRY)
+        segment._size_bytes = 0
+        segment._max_timestamp_ms = -1
+        valid_bytes = 0
+        if file_bytes > 0:
+            with mmap.mmap(segment._fd, file_bytes, access=mmap.ACCESS_READ) as whole:
+                view = memoryview(whole)
+                try:
+                    found, valid_bytes = batch_codec.scan_batches(view, 0, check_crc=True)
+                    for position, header in found:
+                        segment._index_batch(
+                            position,
+                            BatchMeta(header.base_offset, header.next_offset,
+                                      header.max_timestamp_ms, header.size_bytes),
+                        )
+                finally:
+                    view.release()
+        dropped = file_bytes - valid_bytes
+        if dropped:
+            os.ftruncate(segment._fd, valid_bytes)
+            log.warning(
+                "segment %s: dropped %d bytes of torn or corrupt tail after offset %d",
+                segment.log_path, dropped, segment.next_offset,
+            )
+        segment._size_bytes = valid_bytes
+        return segment, dropped
+
+    @classmethod
+    def sealed_lazy(
+        cls, directory: Path, base_offset: int, next_offset: int, *, index_interval_bytes: int
+    ) -> Segment:
+        """A sealed segment known only by name: nothing is read until it is used."""
+        return cls(
+            directory, base_offset, next_offset=next_offset,
+            index_interval_bytes=index_interval_bytes, sealed=True, created_ms=0,
+        )
+
+    # ------------------------------------------------------------------ properties
+    # Paths are built on use: opening a log of thousands of segments must not build
+    # thousands of Path objects it will never need.
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / segment_file_name(self.base_offset, ".log")
+
+    @property
+    def index_path(self) -> Path:
+        return self.directory / segment_file_name(self.base_offset, ".index")
+
+    @property
+    def time_index_path(self) -> Path:
+        return self.directory / segment_file_name(self.base_offset, ".timeindex")
+
+    @property
+    def size_bytes(self) -> int:
+        if self._size_bytes is None:
+            self._size_bytes = self.log_path.stat().st_size
+        return self._size_bytes
+
+    @property
+    def max_timestamp_ms(self) -> int:
+        if self._max_timestamp_ms is None:
+            self._load_indexes()
+        assert self._max_timestamp_ms is not None
+        return self._max_timestamp_ms
+
+    @property
+    def is_empty(self) -> bool:
+        return self.next_offset == self.base_offset
+
+    # ------------------------------------------------------------------ writing
+
+    def write(self, views: list[memoryview], metas: list[BatchMeta]) -> None:
+        """Append whole, validated batches (contiguous in offsets) in one system call."""
+        assert not self.sealed and self._fd is not None
+        assert metas and metas[0].base_offset >= self.next_offset
+        position = self.size_bytes
+        written = os.pwritev(self._fd, views, position)
+        for meta in metas:
+            self._index_batch(position, meta)
+            self.unsynced_messages += meta.next_offset - meta.base_offset
+            position += meta.size_bytes
+        if written != position - self.size_bytes:
+            self._write_rest(views, self.size_bytes, written)
+        self._size_bytes = position
+
+    def _write_rest(self, views: list[memoryview], position: int, written: int) -> None:
+        """Finish a short write (a full disk raises; a signal may leave part undone)."""
+        assert self._fd is not None and written >= 0
+        offset = position + written
+        skip = written
+        for view in views:
+            if skip >= len(view):
+                skip -= len(view)
+                continue
+            rest, skip = view[skip:], 0
+            while len(rest):
+                count = os.pwrite(self._fd, rest, offset)
+                if count <= 0:
+                    raise ZlogError(ErrorCode.KAFKA_STORAGE_ERROR, f"short write: {self.log_path}")
+                rest, offset = rest[count:], offset + count
+
+    def _index_batch(self, position: int, meta: BatchMeta) -> None:
+        assert self._offsets is not None and self._times is not None
+        assert meta.base_offset >= self.base_offset
+        if self._max_timestamp_ms is None or meta.max_timestamp_ms > self._max_timestamp_ms:
+            self._max_timestamp_ms = meta.max_timestamp_ms
+        if position == 0 or self._bytes_since_entry >= self.index_interval_bytes:
+            relative = meta.base_offset - self.base_offset
+            self._offsets.append(relative, position)
+            self._times.append(self._max_timestamp_ms, relative, position)
+            self._bytes_since_entry = 0
+        self._bytes_since_entry += meta.size_bytes
+        self.next_offset = meta.next_offset
+
+    def sync(self) -> None:
+        """fsync the data (only when a topic asks for it: replication is the default safety)."""
+        if self._fd is not None:
+            os.fdatasync(self._fd)
+        self.unsynced_messages = 0
+
+    def seal(self) -> None:
+        """The segment will not grow again: write its indexes and stop writing."""
+        assert not self.sealed
+        assert self._offsets is not None and self._times is not None
+        self._offsets.write(self.index_path)
+        self._times.write(self.time_index_path)
+        self._drop_slack()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.sealed = True
+
+    def _drop_slack(self) -> None:
+        """Shrink the file to its logical size (zeros left by a truncation go).
+
+        A view handed out before the truncation and still held now would point past the end
+        of the file; fetch responses are sent within milliseconds, and a segment is sealed
+        only once it is full again, so none is left by then.
+        """
+        if self._fd is not None and os.fstat(self._fd).st_size > self.size_bytes:
+            os.ftruncate(self._fd, self.size_bytes)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch that holds an offset >= `offset`; the writer keeps running.
+
+        The cut bytes are overwritten with zeros rather than removed from the file, so views
+        handed out earlier never point past the end of the file (which would be SIGBUS).
+        """
+        assert not self.sealed and self._fd is not None
+        position = self._position_of(offset)
+        old_size = self.size_bytes
+        zeros = bytes(min(_ZERO_CHUNK_BYTES, max(old_size - position, 0)))
+        cursor = position
+        while cursor < old_size:
+            chunk = zeros[: old_size - cursor]
+            cursor += os.pwrite(self._fd, chunk, cursor)
+        self._size_bytes = position
+        self._rebuild_after_cut(position)
+
+    def _rebuild_after_cut(self, position: int) -> None:
+        """Recompute next offset, max timestamp and indexes for the prefix [0, position)."""
+        self._offsets = SparseIndex(OFFSET_ENTRY)
+        self._times = SparseIndex(TIME_ENTRY)
+        self._max_timestamp_ms = -1
+        self._bytes_since_entry = 0
+        self.next_offset = self.base_offset
+        view = self._view()
+        cursor = 0
+        while cursor < position:
+            meta = batch_meta(view, cursor)
+            self._index_batch(cursor, meta)
+            cursor += meta.size_bytes
+        assert cursor == position
+
+    # ------------------------------------------------------------------ reading
+
+    def _view(self) -> memoryview:
+        """A read-only view of the whole segment; the mapping is renewed when the file grew."""
+        size = self.size_bytes
+        if size == 0:
+            return memoryview(b"")
+        if self._map is None or self._map_bytes < size:
+            fd = os.open(self.log_path, os.O_RDONLY)
+            try:
+                self._map = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+            finally:
+                os.close(fd)
+            self._map_bytes = size
+        return memoryview(self._map)[:size]
+
+    def _position_of(self, offset: int) -> int:
+        """Start of the first batch whose offsets reach `offset` (size_bytes if none)."""
+        self._load_indexes()
+        assert self._offsets is not None
+        view = self._view()
+        size = self.size_bytes
+        position = lookup_position(self._offsets, offset - self.base_offset)
+        while position < size:
+            meta = batch_meta(view, position)
+            if meta.next_offset > offset:
+                return position
+            position += meta.size_bytes
+        return size
+
+    def read(
+        self, offset: int, max_bytes: int, upto_offset: int, *, at_least_one: bool = True
+    ) -> tuple[memoryview | None, int]:
+        """Whole batches from the one holding `offset`, ending before `upto_offset`.
+
+        Returns one contiguous view (None when nothing qualifies) and the offset to continue
+        from. With `at_least_one`, the first batch is returned even when it is larger than
+        `max_bytes`, so that a consumer always makes progress (Kafka's rule); without it, a
+        batch that does not fit leaves the view None and the offset unchanged.
+        """
+        start = self._position_of(offset)
+        view = self._view()
+        size = self.size_bytes
+        if start >= size:
+            return None, self.next_offset
+        first = batch_meta(view, start)
+        if first.base_offset >= upto_offset:
+            return None, first.base_offset
+        if first.size_bytes > max_bytes and not at_least_one:
+            return None, offset
+        limit = min(start + max(max_bytes, 0), self._position_of(upto_offset))
+        end = start + first.size_bytes
+        next_offset = first.next_offset
+        assert self._offsets is not None
+        jump = lookup_position_at_or_before(self._offsets, limit)
+        if jump > end:
+            end = jump
+            next_offset = batch_meta(view, end).base_offset
+        while end < size:
+            meta = batch_meta(view, end)
+            if end + meta.size_bytes > limit or meta.base_offset >= upto_offset:
+                break
+            end += meta.size_bytes
+            next_offset = meta.next_offset
+        assert end > start
+        return view[start:end], next_offset
+
+    def first_batch_at_or_after_time(self, timestamp_ms: int) -> memoryview | None:
+        """The first batch whose max timestamp is >= `timestamp_ms`, if this segment has one."""
+        self._load_indexes()
+        assert self._times is not None
+        if self.max_timestamp_ms < timestamp_ms:
+            return None
+        view = self._view()
+        position = lookup_time(self._times, timestamp_ms)
+        while position < self.size_bytes:
+            meta = batch_meta(view, position)
+            if meta.max_timestamp_ms >= timestamp_ms:
+                return view[position : position + meta.size_bytes]
+            position += meta.size_bytes
+        return None
+
+    def batch_views(self) -> list[memoryview]:
+        """Every batch of the segment, in order (for compaction and tests)."""
+        view = self._view()
+        views: list[memoryview] = []
+        position = 0
+        while position < self.size_bytes:
+            meta = batch_meta(view, position)
+            views.append(view[position : position + meta.size_bytes])
+            position += meta.size_bytes
+        return views
+
+    # ------------------------------------------------------------------ lazy index load
+
+    def _load_indexes(self) -> None:
+        """Load a sealed segment's indexes; rebuild them if missing or not trustworthy."""
+        if self._offsets is not None:
+            return
+        offsets = SparseIndex.read(self.index_path, OFFSET_ENTRY)
+        times = SparseIndex.read(self.time_index_path, TIME_ENTRY)
+        span = max(self.next_offset - self.base_offset, 1)
+        if offsets is not None and times is not None and is_consistent(
+            offsets, times, self.size_bytes, span
+        ):
+            self._offsets, self._times = offsets, times
+            self._max_timestamp_ms = self._last_batches_max_timestamp()
+            return
+        log.warning("segment %s: rebuilding a missing or damaged index", self.log_path)
+        self._offsets = SparseIndex(OFFSET_ENTRY)
+        self._times = SparseIndex(TIME_ENTRY)
+        self._max_timestamp_ms = -1
+        end_offset = self.next_offset
+        self._rebuild_after_cut(self.size_bytes)
+        self.next_offset = end_offset
+        self._offsets.write(self.index_path)
+        self._times.write(self.time_index_path)
+
+    def _last_batches_max_timestamp(self) -> int:
+        """The segment's max timestamp: the last index entry's, then the batches after it."""
+        assert self._times is not None
+        entries = self._times.entries
+        running = int(entries["timestamp_ms"][-1]) if len(entries) else -1
+        position = int(entries["position"][-1]) if len(entries) else 0
+        view = self._view()
+        while position < self.size_bytes:
+            meta = batch_meta(view, position)
+            running = max(running, meta.max_timestamp_ms)
+            position += meta.size_bytes
+        return running
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Stop writing; a sealed segment's mapping is left to the garbage collector."""
+        if self._fd is not None:
+            self._drop_slack()
+            os.close(self._fd)
+            self._fd = None
+        self._map = None
+
+    def delete(self) -> None:
+        """Unlink the files; views handed out earlier stay valid (the inode lives on)."""
+        self.close()
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            path.unlink(missing_ok=True)
