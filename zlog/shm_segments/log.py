@@ -90,11 +90,14 @@ class PartitionLog:
         Sealed segments are not even made into objects here (`_materialize` does that on
         first use): a log of thousands of segments opens like a log of one.
         """
-        names = os.listdir(self.directory)
-        for name in names:
-            if name.endswith(_LEFTOVER_SUFFIXES):
+        bases: list[int] = []
+        for name in os.listdir(self.directory):
+            if name.endswith(".log"):
+                if name[:-4].isdigit():
+                    bases.append(int(name[:-4]))
+            elif name.endswith(_LEFTOVER_SUFFIXES):
                 os.unlink(self.directory / name)
-        bases = sorted(int(n[:-4]) for n in names if n.endswith(".log") and n[:-4].isdigit())
+        bases.sort()
         now_ms = self.clock.wall_ms()
         interval = self.config.index_interval_bytes
         self._lazy_bases: list[int] = []
