@@ -1,0 +1,512 @@
+"""Binary codec for Chained-Raft: peer messages, blocks, snapshots, configs and hard state.
+
+Everything a node sends to a peer, writes to disk or answers a client goes through here, so
+the format is defined once. Each top-level value starts with a version byte (`VERSION`) and a
+tag byte; integers are big-endian and fixed width, so a field's offset is the sum of the
+fields before it. Layouts (one line per field):
+
+    header      u8 version | u8 tag | u64 term | u64 from | u64 to
+    Vote        header | BlockId head | u8 flags (1 = pre, 2 = transfer)
+    VoteResp    header | u8 flags (1 = granted, 2 = pre)
+    Append      header | BlockId prev | BlockId commit | u64 seq | u32 count | Block * count
+    AppendResp  header | u8 flags (1 = success) | BlockId match | BlockId hint_head
+                | BlockId hint_commit | u64 seq
+    InstallSnap header | Snapshot
+    TimeoutNow  header
+    BlockId     u64 term | u64 height
+    Block       BlockId id | u8 has_parent | BlockId parent (zeros when absent) | u8 kind
+                | u32 payload_len | u32 crc32c(payload) | payload
+    Snapshot    BlockId last | Config | u32 data_len | u32 crc32c(data) | data
+    Config      u32 len | ConfigState.encode() (messages.py: the CONFIG block payload too)
+    HardState   u64 term | u8 has_vote | u64 vote | BlockId commit
+
+Decoding never trusts a length: each is checked against a bound below and against the bytes
+that remain, and any failure (short input, unknown tag, bad CRC, trailing bytes) raises
+`CodecError`, never IndexError or struct.error. The runner treats CodecError from a peer as
+a dropped message; storage treats it as a torn or corrupt record.
+
+The client protocol (ClientRequest/ClientReply) and the command batch that makes up a CMD
+block's payload live here too: they are part of the same wire and need the same care.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Final, TypeVar
+
+import crc32c
+
+from zlog.errors import ErrorCode, ZlogError
+from zlog.raft.messages import (
+    CONFIG_MEMBERS_MAX,
+    Append,
+    AppendResp,
+    Block,
+    BlockId,
+    BlockKind,
+    ConfigState,
+    HardState,
+    InstallSnapshot,
+    Message,
+    Snapshot,
+    TimeoutNow,
+    Vote,
+    VoteResp,
+)
+
+VERSION: Final = 1
+
+_T = TypeVar("_T")
+
+# Bounds on every length read off the wire or the disk. They sit far above what zlog's
+# metadata needs, and far below what would let a corrupt length allocate the machine away.
+block_payload_bytes_max: Final = 16 * 1024 * 1024
+append_blocks_max: Final = 4096
+snapshot_data_bytes_max: Final = 256 * 1024 * 1024
+config_bytes_max: Final = 8 + 8 * CONFIG_MEMBERS_MAX
+command_bytes_max: Final = 1024 * 1024
+batch_commands_max: Final = 65_536
+client_body_bytes_max: Final = command_bytes_max
+node_id_max: Final = 2**64 - 1
+
+_HEADER = struct.Struct(">BBQQQ")
+_BLOCK_ID = struct.Struct(">QQ")
+_BLOCK_HEAD = struct.Struct(">QQBQQBII")
+BLOCK_HEADER_BYTES: Final = _BLOCK_HEAD.size  # an encoded block is this plus its payload
+_VOTE = struct.Struct(">QQB")
+_APPEND_HEAD = struct.Struct(">QQQQQI")
+_APPEND_RESP = struct.Struct(">BQQQQQQQ")
+_HARD_STATE = struct.Struct(">QBQQQ")
+_SNAP_DATA = struct.Struct(">II")
+_U8 = struct.Struct(">B")
+_U32 = struct.Struct(">I")
+_CLIENT_REQUEST = struct.Struct(">BBQI")
+_CLIENT_REPLY = struct.Struct(">BBQhiI")
+
+
+class CodecError(ZlogError):
+    """Bytes that do not decode: truncated, corrupt, from an unknown version, or oversized."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.CORRUPT_MESSAGE, message)
+
+
+class Tag(IntEnum):
+    """The second byte of every top-level value: what follows."""
+
+    VOTE = 1
+    VOTE_RESP = 2
+    APPEND = 3
+    APPEND_RESP = 4
+    INSTALL_SNAPSHOT = 5
+    TIMEOUT_NOW = 6
+    CLIENT_PROPOSE = 16
+    CLIENT_READ = 17
+    CLIENT_REPLY = 18
+    CLIENT_STATUS = 19
+    BLOCK = 32
+    SNAPSHOT = 33
+    CONFIG = 34
+    HARD_STATE = 35
+
+
+class Reader:
+    """A cursor over bytes that raises CodecError instead of reading past the end."""
+
+    __slots__ = ("_data", "_offset")
+
+    def __init__(self, data: bytes | memoryview, offset: int = 0) -> None:
+        self._data = memoryview(data)
+        self._offset = offset
+
+    @property
+    def offset(self) -> int:
+        return self._offset
+
+    def remaining(self) -> int:
+        return len(self._data) - self._offset
+
+    def unpack(self, fmt: struct.Struct) -> tuple[int, ...]:
+        if self.remaining() < fmt.size:
+            raise CodecError(f"truncated: need {fmt.size} bytes, have {self.remaining()}")
+        values = fmt.unpack_from(self._data, self._offset)
+        self._offset += fmt.size
+        return values
+
+    def take(self, size_bytes: int, size_bytes_max: int, what: str) -> bytes:
+        if size_bytes > size_bytes_max:
+            raise CodecError(f"{what} of {size_bytes} bytes exceeds {size_bytes_max}")
+        if self.remaining() < size_bytes:
+            raise CodecError(f"truncated {what}: need {size_bytes}, have {self.remaining()}")
+        start = self._offset
+        self._offset += size_bytes
+        return bytes(self._data[start : self._offset])
+
+    def expect_end(self) -> None:
+        if self.remaining() != 0:
+            raise CodecError(f"{self.remaining()} trailing bytes")
+
+
+def _flag_bits(flags: int, allowed: int, what: str) -> int:
+    if flags & ~allowed:
+        raise CodecError(f"unknown {what} flags {flags:#x}")
+    return flags
+
+
+# --- building blocks, shared with storage ------------------------------------------------
+
+
+def write_block_id(out: bytearray, block_id: BlockId) -> None:
+    out += _BLOCK_ID.pack(block_id.term, block_id.height)
+
+
+def read_block_id(reader: Reader) -> BlockId:
+    term, height = reader.unpack(_BLOCK_ID)
+    return BlockId(term, height)
+
+
+def write_block(out: bytearray, block: Block) -> None:
+    """Append one block; the CRC lets a reader on the far side check the payload it got."""
+    assert len(block.payload) <= block_payload_bytes_max, "block payload over its bound"
+    parent = block.parent if block.parent is not None else BlockId(0, 0)
+    out += _BLOCK_HEAD.pack(
+        block.id.term,
+        block.id.height,
+        int(block.parent is not None),
+        parent.term,
+        parent.height,
+        int(block.kind),
+        len(block.payload),
+        crc32c.crc32c(block.payload),
+    )
+    out += block.payload
+
+
+def read_block(reader: Reader) -> Block:
+    term, height, has_parent, p_term, p_height, kind, size, crc = reader.unpack(_BLOCK_HEAD)
+    if has_parent > 1:
+        raise CodecError(f"bad has_parent byte {has_parent}")
+    if not has_parent and (p_term or p_height):
+        raise CodecError("absent parent with a nonzero id")
+    try:
+        block_kind = BlockKind(kind)
+    except ValueError:
+        raise CodecError(f"unknown block kind {kind}") from None
+    payload = reader.take(size, block_payload_bytes_max, "block payload")
+    if crc32c.crc32c(payload) != crc:
+        raise CodecError(f"block ({term}, {height}) payload fails its CRC")
+    parent = BlockId(p_term, p_height) if has_parent else None
+    return Block(BlockId(term, height), parent, block_kind, payload)
+
+
+def write_config(out: bytearray, config: ConfigState) -> None:
+    encoded = config.encode()
+    assert len(encoded) <= config_bytes_max, "config over its bound"
+    out += _U32.pack(len(encoded))
+    out += encoded
+
+
+def read_config(reader: Reader) -> ConfigState:
+    (size,) = reader.unpack(_U32)
+    encoded = reader.take(size, config_bytes_max, "config")
+    try:
+        return ConfigState.decode(encoded)
+    except ValueError as error:
+        raise CodecError(f"bad config: {error}") from None
+
+
+def write_snapshot(out: bytearray, snapshot: Snapshot) -> None:
+    assert len(snapshot.data) <= snapshot_data_bytes_max, "snapshot over its bound"
+    write_block_id(out, snapshot.last)
+    write_config(out, snapshot.config)
+    out += _SNAP_DATA.pack(len(snapshot.data), crc32c.crc32c(snapshot.data))
+    out += snapshot.data
+
+
+def read_snapshot(reader: Reader) -> Snapshot:
+    last = read_block_id(reader)
+    config = read_config(reader)
+    size, crc = reader.unpack(_SNAP_DATA)
+    data = reader.take(size, snapshot_data_bytes_max, "snapshot data")
+    if crc32c.crc32c(data) != crc:
+        raise CodecError(f"snapshot at {tuple(last)} fails its CRC")
+    return Snapshot(last=last, config=config, data=data)
+
+
+def write_hard_state(out: bytearray, hard_state: HardState) -> None:
+    vote = hard_state.vote
+    assert vote is None or 0 <= vote <= node_id_max, "vote is not a node id"
+    out += _HARD_STATE.pack(
+        hard_state.term,
+        int(vote is not None),
+        vote or 0,
+        hard_state.commit.term,
+        hard_state.commit.height,
+    )
+
+
+def read_hard_state(reader: Reader) -> HardState:
+    term, has_vote, vote, c_term, c_height = reader.unpack(_HARD_STATE)
+    if has_vote > 1 or (not has_vote and vote):
+        raise CodecError(f"bad vote fields ({has_vote}, {vote})")
+    return HardState(term=term, vote=vote if has_vote else None, commit=BlockId(c_term, c_height))
+
+
+# --- top-level values: version byte, tag byte, body ----------------------------------------
+
+
+def _open(data: bytes | memoryview, expected: Tag | None = None) -> tuple[Tag, Reader]:
+    reader = Reader(data)
+    version, tag = reader.unpack(struct.Struct(">BB"))
+    if version != VERSION:
+        raise CodecError(f"unknown codec version {version}")
+    try:
+        known = Tag(tag)
+    except ValueError:
+        raise CodecError(f"unknown tag {tag}") from None
+    if expected is not None and known != expected:
+        raise CodecError(f"expected {expected.name}, got {known.name}")
+    return known, reader
+
+
+def _encode_value(tag: Tag, write: Callable[[bytearray, _T], None], value: _T) -> bytes:
+    out = bytearray((VERSION, tag))
+    write(out, value)
+    return bytes(out)
+
+
+def encode_block(block: Block) -> bytes:
+    return _encode_value(Tag.BLOCK, write_block, block)
+
+
+def decode_block(data: bytes | memoryview) -> Block:
+    _, reader = _open(data, Tag.BLOCK)
+    block = read_block(reader)
+    reader.expect_end()
+    return block
+
+
+def encode_snapshot(snapshot: Snapshot) -> bytes:
+    return _encode_value(Tag.SNAPSHOT, write_snapshot, snapshot)
+
+
+def decode_snapshot(data: bytes | memoryview) -> Snapshot:
+    _, reader = _open(data, Tag.SNAPSHOT)
+    snapshot = read_snapshot(reader)
+    reader.expect_end()
+    return snapshot
+
+
+def encode_config(config: ConfigState) -> bytes:
+    """A config on its own (a CONFIG block's payload is ConfigState.encode(), unframed)."""
+    return _encode_value(Tag.CONFIG, write_config, config)
+
+
+def decode_config(data: bytes | memoryview) -> ConfigState:
+    _, reader = _open(data, Tag.CONFIG)
+    config = read_config(reader)
+    reader.expect_end()
+    return config
+
+
+def encode_hard_state(hard_state: HardState) -> bytes:
+    return _encode_value(Tag.HARD_STATE, write_hard_state, hard_state)
+
+
+def decode_hard_state(data: bytes | memoryview) -> HardState:
+    _, reader = _open(data, Tag.HARD_STATE)
+    hard_state = read_hard_state(reader)
+    reader.expect_end()
+    return hard_state
+
+
+# --- peer messages -------------------------------------------------------------------------
+
+
+def encode_message(message: Message) -> bytes:
+    """One peer message as the single frame the runner sends."""
+    assert 0 <= message.from_ <= node_id_max and 0 <= message.to <= node_id_max, "bad node id"
+    out = bytearray()
+    if isinstance(message, Vote):
+        out += _HEADER.pack(VERSION, Tag.VOTE, message.term, message.from_, message.to)
+        flags = int(message.pre) | int(message.transfer) << 1
+        out += _VOTE.pack(message.head.term, message.head.height, flags)
+    elif isinstance(message, VoteResp):
+        out += _HEADER.pack(VERSION, Tag.VOTE_RESP, message.term, message.from_, message.to)
+        out += _U8.pack(int(message.granted) | int(message.pre) << 1)
+    elif isinstance(message, Append):
+        assert len(message.blocks) <= append_blocks_max, "append over its block bound"
+        out += _HEADER.pack(VERSION, Tag.APPEND, message.term, message.from_, message.to)
+        prev, commit = message.prev, message.commit
+        out += _APPEND_HEAD.pack(
+            prev.term, prev.height, commit.term, commit.height, message.seq, len(message.blocks)
+        )
+        for block in message.blocks:
+            write_block(out, block)
+    elif isinstance(message, AppendResp):
+        out += _HEADER.pack(VERSION, Tag.APPEND_RESP, message.term, message.from_, message.to)
+        match, head, commit = message.match, message.hint_head, message.hint_commit
+        out += _APPEND_RESP.pack(
+            int(message.success),
+            match.term,
+            match.height,
+            head.term,
+            head.height,
+            commit.term,
+            commit.height,
+            message.seq,
+        )
+    elif isinstance(message, InstallSnapshot):
+        out += _HEADER.pack(
+            VERSION, Tag.INSTALL_SNAPSHOT, message.term, message.from_, message.to
+        )
+        write_snapshot(out, message.snapshot)
+    else:
+        assert isinstance(message, TimeoutNow), f"not a message: {message!r}"
+        out += _HEADER.pack(VERSION, Tag.TIMEOUT_NOW, message.term, message.from_, message.to)
+    return bytes(out)
+
+
+def decode_message(data: bytes | memoryview) -> Message:
+    """The inverse of encode_message; raises CodecError for anything it did not produce."""
+    reader = Reader(data)
+    version, tag, term, from_, to = reader.unpack(_HEADER)
+    if version != VERSION:
+        raise CodecError(f"unknown codec version {version}")
+    message: Message
+    if tag == Tag.VOTE:
+        h_term, h_height, flags = reader.unpack(_VOTE)
+        _flag_bits(flags, 0b11, "vote")
+        message = Vote(term, from_, to, BlockId(h_term, h_height), bool(flags & 1), bool(flags & 2))
+    elif tag == Tag.VOTE_RESP:
+        (flags,) = reader.unpack(_U8)
+        _flag_bits(flags, 0b11, "vote response")
+        message = VoteResp(term, from_, to, bool(flags & 1), bool(flags & 2))
+    elif tag == Tag.APPEND:
+        p_term, p_height, c_term, c_height, seq, count = reader.unpack(_APPEND_HEAD)
+        if count > append_blocks_max:
+            raise CodecError(f"append of {count} blocks exceeds {append_blocks_max}")
+        blocks = tuple(read_block(reader) for _ in range(count))
+        prev, commit = BlockId(p_term, p_height), BlockId(c_term, c_height)
+        message = Append(term, from_, to, prev, blocks, commit, seq)
+    elif tag == Tag.APPEND_RESP:
+        success, m_t, m_h, h_t, h_h, c_t, c_h, seq = reader.unpack(_APPEND_RESP)
+        _flag_bits(success, 0b1, "append response")
+        message = AppendResp(
+            term, from_, to, bool(success), BlockId(m_t, m_h), BlockId(h_t, h_h),
+            BlockId(c_t, c_h), seq,
+        )
+    elif tag == Tag.INSTALL_SNAPSHOT:
+        message = InstallSnapshot(term, from_, to, read_snapshot(reader))
+    elif tag == Tag.TIMEOUT_NOW:
+        message = TimeoutNow(term, from_, to)
+    else:
+        raise CodecError(f"unknown message tag {tag}")
+    reader.expect_end()
+    return message
+
+
+# --- the command batch inside a CMD block --------------------------------------------------
+
+
+def encode_commands(commands: list[bytes] | tuple[bytes, ...]) -> bytes:
+    """A CMD block's payload: u32 count, then u32 length + bytes per command, in order.
+
+    Many proposals that arrive together share one block, so one fsync and one round trip
+    commit all of them; the state machine applies them in this order.
+    """
+    assert 0 < len(commands) <= batch_commands_max, "batch size out of bounds"
+    out = bytearray(_U32.pack(len(commands)))
+    for command in commands:
+        assert len(command) <= command_bytes_max, "command over its bound"
+        out += _U32.pack(len(command))
+        out += command
+    assert len(out) <= block_payload_bytes_max, "batch over the block payload bound"
+    return bytes(out)
+
+
+def decode_commands(payload: bytes | memoryview) -> list[bytes]:
+    reader = Reader(payload)
+    (count,) = reader.unpack(_U32)
+    if count > batch_commands_max:
+        raise CodecError(f"batch of {count} commands exceeds {batch_commands_max}")
+    commands = []
+    for _ in range(count):
+        (size,) = reader.unpack(_U32)
+        commands.append(reader.take(size, command_bytes_max, "command"))
+    reader.expect_end()
+    return commands
+
+
+# --- the client protocol -------------------------------------------------------------------
+
+
+class RequestKind(IntEnum):
+    PROPOSE = Tag.CLIENT_PROPOSE  # body: a state-machine command to commit and apply
+    READ = Tag.CLIENT_READ  # body: a state-machine query, answered linearizably
+    STATUS = Tag.CLIENT_STATUS  # body empty; the reply is this node's status as JSON
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRequest:
+    """A client's call to a node: `u8 version | u8 kind | u64 request_id | u32 len | body`."""
+
+    kind: RequestKind
+    request_id: int  # chosen by the client, echoed in the reply; unique per client socket
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ClientReply:
+    """`u8 version | u8 tag | u64 request_id | i16 error_code | i32 leader_hint | u32 len | body`.
+
+    On success `error_code` is 0 and `body` is the state machine's answer; otherwise `body`
+    is a UTF-8 message and `leader_hint` (or -1) names the node the client should try next.
+    """
+
+    request_id: int
+    error_code: int
+    leader_hint: int
+    body: bytes
+
+
+def encode_client_request(request: ClientRequest) -> bytes:
+    assert len(request.body) <= client_body_bytes_max, "client body over its bound"
+    head = _CLIENT_REQUEST.pack(VERSION, request.kind, request.request_id, len(request.body))
+    return head + request.body
+
+
+def decode_client_request(data: bytes | memoryview) -> ClientRequest:
+    reader = Reader(data)
+    version, kind, request_id, size = reader.unpack(_CLIENT_REQUEST)
+    if version != VERSION:
+        raise CodecError(f"unknown codec version {version}")
+    try:
+        request_kind = RequestKind(kind)
+    except ValueError:
+        raise CodecError(f"unknown client request kind {kind}") from None
+    body = reader.take(size, client_body_bytes_max, "client request body")
+    reader.expect_end()
+    return ClientRequest(request_kind, request_id, body)
+
+
+def encode_client_reply(reply: ClientReply) -> bytes:
+    assert len(reply.body) <= client_body_bytes_max, "client reply over its bound"
+    head = _CLIENT_REPLY.pack(
+        VERSION, Tag.CLIENT_REPLY, reply.request_id, reply.error_code, reply.leader_hint,
+        len(reply.body),
+    )
+    return head + reply.body
+
+
+def decode_client_reply(data: bytes | memoryview) -> ClientReply:
+    reader = Reader(data)
+    version, tag, request_id, error_code, leader_hint, size = reader.unpack(_CLIENT_REPLY)
+    if version != VERSION or tag != Tag.CLIENT_REPLY:
+        raise CodecError(f"not a client reply (version {version}, tag {tag})")
+    body = reader.take(size, client_body_bytes_max, "client reply body")
+    reader.expect_end()
+    return ClientReply(request_id, error_code, leader_hint, body)

@@ -1,0 +1,657 @@
+"""The Chained-Raft runner: one node of the metadata log in one OS process (or thread).
+
+The core (`core.Node`) is pure: it counts ticks, takes messages and hands back Ready batches.
+This module gives it a clock, a disk, a network and a state machine, in one loop on one
+thread, and follows the driver contract of design/chained-raft.md §5 for every Ready:
+
+    1. persist hard state, head, new blocks, snapshot and pruned ids: ONE fsync (storage.py);
+    2. send the messages (transport.py; never blocks, drops when a peer is down);
+    3. apply the committed blocks to the state machine (after restoring it from a leader's
+       snapshot when `ready.restore`), and answer the proposals and reads they settle;
+    4. advance().
+
+with two moves that take the local fsync off the commit path and that change nothing a
+crash can observe (etcd's synchronous driver makes both):
+
+    - Appends go out BEFORE step 1 (Raft dissertation §10.2.1). Only a leader sends them;
+      it counts its own copy toward commit only once advance() reports it durable, and a
+      majority of followers holding a block makes it durable without the leader, so the
+      leader's fsync and the followers' run at the same time instead of in turn.
+    - Step 3 runs BEFORE step 1, and its replies go out at once. A committed block is
+      already durable on a quorum (the core counts this node only after an earlier
+      advance()), so neither the state machine (rebuilt from the log after a crash) nor a
+      client's answer depends on this Ready's fsync; waiting for it would add one fsync to
+      every commit under load, since a Ready usually carries new blocks too.
+
+Every other message (votes, acks, snapshots) still waits for the fsync it depends on.
+
+Loop turn, bounded in every step so that no source starves another:
+
+    poll(peer ROUTER, client ROUTER, wake pipe; timeout = time to the next tick)
+    -> step every peer message received -> queue client requests and in-process calls
+    -> tick() when due (and expire deadlines) -> propose ONE block per batch of queued
+    commands, one read_index for all queued reads -> run Readies until none is left
+
+Batching is what makes it fast: while the loop is busy with an fsync, requests pile up in the
+sockets, and the next turn proposes all of them as one block (one fsync and one round trip
+for the lot). Commands in a block are `codec.encode_commands`; the state machine applies them
+in order and each proposer gets its own command's result.
+
+Use it either as a process (`python -m zlog.raft.node --id 1 --peers 1=tcp://...,2=...
+--data-dir D --client-port C`; SIGTERM hands leadership off and exits cleanly) or embedded:
+`RaftRunner(...).start()` runs the loop on a thread, and `propose()` / `read()` return
+concurrent.futures.Future objects that any thread may wait on. The loop thread is the only
+one that touches the core, the sockets, the storage and the state machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import logging
+import os
+import random
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import zmq
+
+from zlog.errors import ErrorCode, ZlogError
+from zlog.raft import codec
+from zlog.raft.codec import ClientReply, CodecError, RequestKind
+from zlog.raft.core import Node, RaftConfig
+from zlog.raft.errors import NotLeaderError
+from zlog.raft.errors import ProposalDroppedError as CoreRefusedError
+from zlog.raft.fsm import KvStateMachine, StateMachine
+from zlog.raft.messages import GENESIS, Append, Block, BlockKind, ConfigState, Ready
+from zlog.raft.proposals import (
+    NotLeaderOrFollowerError,
+    Outcome,
+    ProposalTracker,
+    ReadTracker,
+    Waiter,
+)
+from zlog.raft.storage import RaftStorage, rewrite_threshold_bytes_default
+from zlog.raft.transport import ClientEndpoint, PeerTransport
+
+log = logging.getLogger("zlog.raft.node")
+
+readies_per_turn_max: Final = 64  # then go back to the sockets; the rest waits one turn
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerConfig:
+    """Timing and bounds of one runner. Ticks are the core's only notion of time."""
+
+    tick_ms: int = 50  # wall time per core tick; failover takes election_ticks..2x of them
+    election_ticks: int = 10  # ticks without a leader before a follower campaigns (E)
+    heartbeat_ticks: int = 1  # leader heartbeat period in ticks (H < E)
+    max_append_blocks: int = 64  # blocks per Append message
+    pre_vote: bool = True  # §4 pre-vote: an isolated node rejoining does not bump the term
+    check_quorum: bool = True  # §4: a leader that lost its quorum steps down within E ticks
+    compaction_threshold_blocks: int = 8192  # snapshot once this many blocks are past the base
+    compaction_threshold_bytes: int = 32 * 1024 * 1024  # or once the store holds this much
+    proposal_timeout_ms: int = 10_000  # then REQUEST_TIMED_OUT (outcome unknown)
+    read_timeout_ms: int = 5_000  # then REQUEST_TIMED_OUT (reads are safe to retry)
+    batch_commands_max: int = 4096  # commands per block
+    batch_bytes_max: int = 1024 * 1024  # command bytes per block
+    fsync: bool = True  # off only to measure something other than the disk
+    rewrite_threshold_bytes: int = rewrite_threshold_bytes_default  # storage file rewrite
+    stop_transfer_timeout_ms: int = 1000  # how long a stopping leader waits to hand off
+
+    def raft_config(self) -> RaftConfig:
+        return RaftConfig(
+            election_ticks=self.election_ticks,
+            heartbeat_ticks=self.heartbeat_ticks,
+            max_append_blocks=self.max_append_blocks,
+            pre_vote=self.pre_vote,
+            check_quorum=self.check_quorum,
+            compaction_threshold_blocks=self.compaction_threshold_blocks,
+        )
+
+
+@dataclass(slots=True)
+class RunnerStatistics:
+    """Counters a benchmark or a metrics endpoint reads; only the loop thread writes them."""
+
+    loop_turns: int = 0
+    ticks: int = 0
+    readies: int = 0
+    blocks_proposed: int = 0
+    commands_proposed: int = 0
+    blocks_applied: int = 0
+    commands_applied: int = 0
+    reads_answered: int = 0
+    snapshots_taken: int = 0
+    snapshots_restored: int = 0
+    peer_messages_received: int = 0
+    peer_messages_sent: int = 0
+    corrupt_peer_messages: int = 0
+    client_requests: int = 0
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _future_waiter(future: Future[bytes]) -> Waiter:
+    """A waiter that completes `future`; a caller that cancelled it simply gets nothing."""
+
+    def complete(outcome: Outcome) -> None:
+        try:
+            if isinstance(outcome, ZlogError):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+        except InvalidStateError:
+            pass
+
+    return complete
+
+
+class RaftRunner:
+    """Drives one core Node: clock, storage, sockets, state machine, proposals and reads."""
+
+    def __init__(
+        self,
+        node_id: int,
+        peers: Mapping[int, str],
+        data_dir: Path,
+        fsm: StateMachine,
+        *,
+        client_address: str | None = None,
+        config: RunnerConfig | None = None,
+        rng: random.Random | None = None,
+        context: zmq.Context[Any] | None = None,
+    ) -> None:
+        assert node_id in peers, "peers maps every voter, this node included, to its address"
+        self.node_id = node_id
+        self.peers = dict(peers)
+        self.config = config or RunnerConfig()
+        self.fsm = fsm
+        self.client_address = client_address
+        self.statistics = RunnerStatistics()
+        self.storage = RaftStorage(
+            data_dir,
+            rewrite_threshold_bytes=self.config.rewrite_threshold_bytes,
+            fsync=self.config.fsync,
+        )
+        persisted = self.storage.load()
+        self._applied = GENESIS
+        self._base = GENESIS
+        if persisted is not None and persisted.snapshot is not None:
+            self._base = persisted.snapshot.last
+            if self._base != GENESIS:
+                fsm.restore(persisted.snapshot.data)
+                self._applied = self._base
+        bootstrap = None if persisted is not None else ConfigState.of(sorted(self.peers))
+        self.node = Node(
+            node_id,
+            self.config.raft_config(),
+            persisted,
+            rng or random.Random(int.from_bytes(os.urandom(8), "big")),
+            bootstrap=bootstrap,
+        )
+        self.proposals = ProposalTracker(
+            batch_commands_max=self.config.batch_commands_max,
+            batch_bytes_max=self.config.batch_bytes_max,
+        )
+        self.reads = ReadTracker()
+        self._context = context or zmq.Context.instance()
+        self._inbox: deque[tuple[RequestKind, bytes, Waiter]] = deque()
+        self._wake_read_fd, self._wake_write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_lock = threading.RLock()
+        self._stop_requested = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._was_leader = False
+        self._status_lock = threading.Lock()
+        self._status: dict[str, Any] = {}
+        self._publish_status()
+
+    # -- API for other threads ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run the loop on a daemon thread (embedded use)."""
+        assert self._thread is None, "started twice"
+        self._thread = threading.Thread(target=self.run, name=f"raft-{self.node_id}", daemon=True)
+        self._thread.start()
+
+    def propose(self, command: bytes) -> Future[bytes]:
+        """Commit and apply `command`; the future holds its result from the state machine.
+
+        It fails with NotLeaderOrFollowerError (not applied; retry at `leader_hint`),
+        ProposalSupersededError (not applied; retry), or REQUEST_TIMED_OUT (unknown).
+        """
+        assert len(command) <= codec.command_bytes_max, "command over its bound"
+        return self._submit(RequestKind.PROPOSE, command)
+
+    def read(self, query: bytes) -> Future[bytes]:
+        """Answer `query` from the state machine, linearizably (ReadIndex, §4)."""
+        return self._submit(RequestKind.READ, query)
+
+    def status(self) -> dict[str, Any]:
+        """A snapshot of the node's view (role, term, leader, head, commit, applied)."""
+        with self._status_lock:
+            return dict(self._status)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask the loop to stop (leader: hand off first) and wait for it when on a thread."""
+        self.request_stop()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            assert not self._thread.is_alive(), "raft loop did not stop"
+
+    def request_stop(self) -> None:
+        """Safe from a signal handler or any thread: the loop stops at its next turn."""
+        self._stop_requested.set()
+        self._wake()
+
+    def _submit(self, kind: RequestKind, body: bytes) -> Future[bytes]:
+        future: Future[bytes] = Future()
+        self._inbox.append((kind, body, _future_waiter(future)))
+        self._wake()
+        if self._stopped.is_set():  # the loop may have drained the inbox for the last time
+            self._fail_inbox()
+        return future
+
+    def _fail_inbox(self) -> None:
+        """Answer what no loop turn will pick up; popleft makes each answer happen once."""
+        error = ZlogError(ErrorCode.BROKER_NOT_AVAILABLE, "raft node stopped")
+        with contextlib.suppress(IndexError):
+            while True:
+                self._inbox.popleft()[2](error)
+
+    def _wake(self) -> None:
+        """Make the loop's poll return. Under the lock that closes the pipe, so a wake-up
+        never lands on a closed (or since reused) descriptor; re-entrant, because SIGTERM's
+        handler may run on the loop thread while it closes."""
+        with self._wake_lock:
+            if self._wake_write_fd < 0:
+                return
+            with contextlib.suppress(BlockingIOError):  # full of wake-ups already: enough
+                os.write(self._wake_write_fd, b"\x01")
+
+    def _close_wake_pipe(self) -> None:
+        with self._wake_lock:
+            read_fd, write_fd = self._wake_read_fd, self._wake_write_fd
+            self._wake_read_fd = self._wake_write_fd = -1
+        os.close(read_fd)
+        os.close(write_fd)
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """The loop; returns after stop. Creates and closes its own sockets."""
+        transport = PeerTransport(self._context, self.node_id, self.peers)
+        clients = None
+        if self.client_address is not None:
+            clients = ClientEndpoint(self._context, self.client_address)
+        poller = zmq.Poller()
+        poller.register(transport.router, zmq.POLLIN)
+        if clients is not None:
+            poller.register(clients.router, zmq.POLLIN)
+        poller.register(self._wake_read_fd, zmq.POLLIN)
+        self._transport, self._clients = transport, clients
+        log.info("raft node %d serving (peers %s)", self.node_id, self.peers)
+        next_tick_ms = _monotonic_ms() + self.config.tick_ms
+        stop_deadline_ms: int | None = None
+        try:
+            while True:
+                if self._stop_requested.is_set() and stop_deadline_ms is None:
+                    stop_deadline_ms = self._begin_stop()
+                if stop_deadline_ms is not None and self._may_stop(stop_deadline_ms):
+                    break
+                timeout_ms = max(0, next_tick_ms - _monotonic_ms())
+                if self.node.has_ready():  # a turn stopped at readies_per_turn_max
+                    timeout_ms = 0
+                poller.poll(timeout_ms)
+                self.statistics.loop_turns += 1
+                self._receive_peers(transport)
+                if clients is not None:
+                    self._receive_clients(clients)
+                self._drain_inbox()
+                now_ms = _monotonic_ms()
+                if now_ms >= next_tick_ms:
+                    self._tick(now_ms)
+                    # One tick per turn; after a stall, realign rather than burst ticks.
+                    next_tick_ms += self.config.tick_ms
+                    if next_tick_ms <= now_ms:
+                        next_tick_ms = now_ms + self.config.tick_ms
+                self._propose_queued()
+                self._request_reads()
+                self._handle_readies()
+                if clients is not None:
+                    clients.flush()
+        finally:
+            self._shut_down(transport, clients)
+
+    def _begin_stop(self) -> int:
+        """A stopping leader hands off to a peer so the cluster does not wait a timeout."""
+        now_ms = _monotonic_ms()
+        if not self._is_leader():
+            return now_ms
+        others = [peer for peer in self.node.config.voters if peer != self.node_id]
+        if others:
+            # The most caught-up voter takes over soonest (and is surely alive).
+            target = max(others, key=lambda peer: (self.node.match_height(peer) or 0, -peer))
+            try:
+                self.node.transfer_leader(target)
+            except ZlogError as error:
+                log.info("leader transfer on stop refused: %s", error)
+                return now_ms
+        return now_ms + self.config.stop_transfer_timeout_ms
+
+    def _may_stop(self, stop_deadline_ms: int) -> bool:
+        return not self._is_leader() or _monotonic_ms() >= stop_deadline_ms
+
+    def _shut_down(self, transport: PeerTransport, clients: ClientEndpoint | None) -> None:
+        self._stopped.set()
+        error = ZlogError(ErrorCode.BROKER_NOT_AVAILABLE, "raft node stopped")
+        self.proposals.fail_queued(error)
+        self.proposals.expire(now_ms=2**62)
+        self.reads.fail_all(error)
+        self._fail_inbox()
+        transport.close()
+        if clients is not None:
+            clients.close()
+        self.storage.close()
+        self._close_wake_pipe()
+        log.info("raft node %d stopped", self.node_id)
+
+    # -- inputs -----------------------------------------------------------------------------------
+
+    def _receive_peers(self, transport: PeerTransport) -> None:
+        for sender, frame in transport.receive():
+            self.statistics.peer_messages_received += 1
+            try:
+                message = codec.decode_message(frame)
+            except CodecError as error:
+                self.statistics.corrupt_peer_messages += 1
+                log.warning("dropped a corrupt message from node %d: %s", sender, error)
+                continue
+            if message.from_ != sender or message.to != self.node_id:
+                self.statistics.corrupt_peer_messages += 1
+                continue
+            self.node.step(message)
+
+    def _receive_clients(self, clients: ClientEndpoint) -> None:
+        for identity, frame in clients.receive():
+            self.statistics.client_requests += 1
+            try:
+                request = codec.decode_client_request(frame)
+            except CodecError as error:
+                clients.reply(identity, ClientReply(0, error.code, -1, error.message.encode()))
+                continue
+            waiter = functools.partial(self._reply_client, clients, identity, request.request_id)
+            if request.kind == RequestKind.STATUS:
+                waiter(json.dumps(self._publish_status(with_digest=True)).encode())
+            else:
+                self._queue(request.kind, request.body, waiter)
+
+    def _drain_inbox(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_read_fd, 4096):
+                pass
+        while self._inbox:
+            kind, body, waiter = self._inbox.popleft()
+            self._queue(kind, body, waiter)
+
+    def _queue(self, kind: RequestKind, body: bytes, waiter: Waiter) -> None:
+        if not self._is_leader():
+            waiter(NotLeaderOrFollowerError(self.node.leader_id))
+            return
+        now_ms = _monotonic_ms()
+        if kind == RequestKind.PROPOSE:
+            deadline_ms = now_ms + self.config.proposal_timeout_ms
+            accepted = self.proposals.enqueue(body, waiter, deadline_ms)
+        else:
+            accepted = self.reads.enqueue(body, waiter, now_ms + self.config.read_timeout_ms)
+        if not accepted:
+            waiter(ZlogError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, "too many requests waiting"))
+
+    def _reply_client(
+        self, clients: ClientEndpoint, identity: bytes, request_id: int, outcome: Outcome
+    ) -> None:
+        if isinstance(outcome, ZlogError):
+            hint = outcome.leader_hint if isinstance(outcome, NotLeaderOrFollowerError) else None
+            if hint is None:
+                hint = self.node.leader_id
+            reply = ClientReply(
+                request_id, int(outcome.code), -1 if hint is None else hint,
+                outcome.message.encode(),
+            )
+        else:
+            reply = ClientReply(request_id, 0, -1, outcome)
+        clients.reply(identity, reply)
+
+    def _tick(self, now_ms: int) -> None:
+        self.node.tick()
+        self.statistics.ticks += 1
+        self.proposals.expire(now_ms)
+        self.reads.expire(now_ms)
+        self._publish_status()
+
+    # -- proposals and reads ----------------------------------------------------------------------
+
+    def _is_leader(self) -> bool:
+        return str(self.node.role) == "leader"
+
+    def _propose_queued(self) -> None:
+        if self.proposals.queued_count == 0:
+            return
+        if not self._is_leader():
+            self.proposals.fail_queued(NotLeaderOrFollowerError(self.node.leader_id))
+            return
+        while self.proposals.queued_count:
+            batch = self.proposals.take_batch()
+            payload = codec.encode_commands([pending.payload for pending in batch])
+            try:
+                block_id = self.node.propose(payload)
+            except NotLeaderError as error:
+                self.proposals.requeue_front(batch)
+                self.proposals.fail_queued(NotLeaderOrFollowerError(error.leader_hint))
+                return
+            except CoreRefusedError:
+                self.proposals.requeue_front(batch)  # back-pressure: retry after a Ready
+                return
+            self.proposals.proposed(block_id, batch)
+            self.statistics.blocks_proposed += 1
+            self.statistics.commands_proposed += len(batch)
+
+    def _request_reads(self) -> None:
+        ctx = self.reads.take_batch()
+        if ctx is None:
+            return
+        try:
+            self.node.read_index(ctx)
+        except NotLeaderError as error:
+            self.reads.fail_all(NotLeaderOrFollowerError(error.leader_hint))
+        except CoreRefusedError as error:  # a transfer is under way, or too many reads
+            self.reads.fail_all(ZlogError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, error.message))
+
+    def _check_leadership(self) -> None:
+        """On losing leadership, fail what can no longer be ordered here (safe retries)."""
+        leader = self._is_leader()
+        if self._was_leader and not leader:
+            error = NotLeaderOrFollowerError(self.node.leader_id)
+            self.proposals.fail_queued(error)
+            self.reads.fail_all(error)
+        self._was_leader = leader
+
+    # -- the Ready contract -----------------------------------------------------------------------
+
+    def _handle_readies(self) -> None:
+        handled = 0
+        while handled < readies_per_turn_max and self.node.has_ready():
+            handled += 1
+            ready = self.node.ready()
+            self.statistics.readies += 1
+            self._send(ready, early=True)  # a leader's Appends overlap its own fsync
+            self._apply(ready)  # 3. committed blocks are durable on a quorum already
+            if self._clients is not None:
+                self._clients.flush()  # so their answers do not wait for this fsync
+            self.storage.save(ready)  # 1. persist (one fsync)
+            self._send(ready, early=False)  # 2. everything that depends on the fsync
+            self.node.advance(ready)  # 4. advance
+            if ready.read_states:
+                for read_state in ready.read_states:
+                    self.reads.confirmed(read_state.ctx, read_state.index)
+        self._check_leadership()
+        self._answer_reads()
+        self._maybe_compact()
+        if handled:
+            self._publish_status()  # so status() never lags what callers were told
+
+    def _send(self, ready: Ready, *, early: bool) -> None:
+        for message in ready.messages:
+            if isinstance(message, Append) == early:
+                self._transport.send(message.to, codec.encode_message(message))
+                self.statistics.peer_messages_sent += 1
+
+    def _apply(self, ready: Ready) -> None:
+        if ready.restore:
+            assert ready.snapshot is not None and not ready.committed
+            self.fsm.restore(ready.snapshot.data)
+            self.proposals.skipped_to(ready.snapshot.last)
+            self._applied = self._base = ready.snapshot.last
+            self.statistics.snapshots_restored += 1
+        elif ready.snapshot is not None and ready.snapshot.last.height > self._base.height:
+            self._base = ready.snapshot.last  # our own compaction, now durable
+        for block in ready.committed:
+            self._apply_block(block)
+
+    def _apply_block(self, block: Block) -> None:
+        assert block.id.height == self._applied.height + 1, "committed blocks come in order"
+        assert block.parent == self._applied, "committed blocks form one chain"
+        results: list[bytes] | None = None
+        if block.kind == BlockKind.CMD:
+            results = [self.fsm.apply(command) for command in codec.decode_commands(block.payload)]
+            self.statistics.commands_applied += len(results)
+        self.proposals.applied(block, results)
+        self._applied = block.id
+        self.statistics.blocks_applied += 1
+
+    def _answer_reads(self) -> None:
+        for read in self.reads.ready(self._applied.height):
+            read.waiter(self.fsm.query(read.payload))
+            self.statistics.reads_answered += 1
+
+    def _maybe_compact(self) -> None:
+        """Snapshot the state machine at `applied` once the store has grown past a threshold."""
+        if self._applied.height <= self._base.height:
+            return
+        too_big = self.storage.live_bytes >= self.config.compaction_threshold_bytes
+        if self.node.compaction_due or too_big:
+            self.node.compact(self._applied, self.fsm.snapshot())
+            self._base = self._applied
+            self.statistics.snapshots_taken += 1
+
+    def _publish_status(self, *, with_digest: bool = False) -> dict[str, Any]:
+        """Refresh the status other threads read (every tick); the state machine's digest
+        costs a full snapshot, so only a client's STATUS request computes it."""
+        node = self.node
+        digest = getattr(self.fsm, "digest", None) if with_digest else None
+        status: dict[str, Any] = {
+            "node_id": self.node_id,
+            "role": str(node.role),
+            "term": node.term,
+            "leader": node.leader_id,
+            "head": list(node.head),
+            "commit": list(node.commit),
+            "applied": list(self._applied),
+            "base": list(self._base),
+            "fsm_digest": digest() if callable(digest) else None,
+            "commands_applied": self.statistics.commands_applied,
+            "statistics": {
+                "readies": self.statistics.readies,
+                "fsyncs": self.storage.statistics.fsyncs,
+                "fsync_ms_total": round(self.storage.statistics.fsync_ms_total, 1),
+                "fsync_ms_max": round(self.storage.statistics.fsync_ms_max, 2),
+                "blocks_proposed": self.statistics.blocks_proposed,
+                "commands_proposed": self.statistics.commands_proposed,
+                "snapshots_taken": self.statistics.snapshots_taken,
+                "snapshots_restored": self.statistics.snapshots_restored,
+                "loop_turns": self.statistics.loop_turns,
+            },
+        }
+        with self._status_lock:
+            self._status = status
+        return status
+
+
+# -- the process --------------------------------------------------------------------------------
+
+
+def parse_peers(text: str) -> dict[int, str]:
+    """`1=tcp://127.0.0.1:7001,2=tcp://...` -> {1: "tcp://127.0.0.1:7001", 2: ...}."""
+    peers: dict[int, str] = {}
+    for item in text.split(","):
+        node_id, _, address = item.strip().partition("=")
+        if not address:
+            raise argparse.ArgumentTypeError(f"peer {item!r} is not id=address")
+        peers[int(node_id)] = address
+    return peers
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    defaults = RunnerConfig()
+    parser = argparse.ArgumentParser(description="Run one Chained-Raft node over ZeroMQ.")
+    parser.add_argument("--id", type=int, required=True, help="this node's id")
+    parser.add_argument("--peers", type=parse_peers, required=True,
+                        help="every voter as id=tcp://host:port, comma-separated, this one too")
+    parser.add_argument("--data-dir", type=Path, required=True, help="where raft.log lives")
+    parser.add_argument("--client-port", type=int, required=True,
+                        help="TCP port of the client ROUTER (bound on --client-host)")
+    parser.add_argument("--client-host", default="127.0.0.1")
+    parser.add_argument("--tick-ms", type=int, default=defaults.tick_ms)
+    parser.add_argument("--election-ticks", type=int, default=defaults.election_ticks)
+    parser.add_argument("--heartbeat-ticks", type=int, default=defaults.heartbeat_ticks)
+    parser.add_argument("--compaction-threshold-blocks", type=int,
+                        default=defaults.compaction_threshold_blocks)
+    parser.add_argument("--no-fsync", action="store_true", help="for measurements only")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = _arguments(argv)
+    logging.basicConfig(
+        level=logging.INFO, format=f"%(asctime)s raft-{arguments.id} %(levelname)s %(message)s"
+    )
+    config = RunnerConfig(
+        tick_ms=arguments.tick_ms,
+        election_ticks=arguments.election_ticks,
+        heartbeat_ticks=arguments.heartbeat_ticks,
+        compaction_threshold_blocks=arguments.compaction_threshold_blocks,
+        fsync=not arguments.no_fsync,
+    )
+    runner = RaftRunner(
+        arguments.id,
+        arguments.peers,
+        arguments.data_dir,
+        KvStateMachine(),
+        client_address=f"tcp://{arguments.client_host}:{arguments.client_port}",
+        config=config,
+    )
+
+    def on_signal(signum: int, frame: object) -> None:
+        del signum, frame
+        runner.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    runner.run()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
