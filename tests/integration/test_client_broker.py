@@ -1,0 +1,444 @@
+"""The client library against a real `zlog serve`: produce, fetch, idempotence, bad input.
+
+Spec: docs/protocol.md (Produce v0, Fetch v0, ListOffsets v0, the control plane) and DESIGN.md
+section 5 (bad input gets its error code and the broker keeps serving). One broker process per
+module, on a free port of 127.0.0.1; each test uses its own topics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.waiting import wait_until
+from zlog.client import EARLIEST, LATEST, Admin, Consumer, NewTopic, Producer, TopicPartition
+from zlog.client.partitioner import partition_for_key
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.batch import NewRecord, build_batch
+from zlog.shm_segments.batch_fast import build_batch_from_values
+from zlog.transport.messages import (
+    ApiVersionsRequestV0,
+    ApiVersionsResponseV0,
+    FetchEntry,
+    FetchRequestV0,
+    FetchResponseV0,
+    InitProducerIdRequestV0,
+    InitProducerIdResponseV0,
+    MetadataRequestV0,
+    MetadataResponseV0,
+    ProduceEntry,
+    ProduceRequestV0,
+    ProduceResponseV0,
+    ProduceResult,
+)
+from zlog.transport.rpc import RpcClient, RpcResult
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 30.0
+CALL_TIMEOUT_MS = 10_000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class BrokerProcess:
+    """`python -m zlog.cli serve` on a free port with private data and ring directories."""
+
+    def __init__(self, workers: int = 2) -> None:
+        # Short paths: the supervisor keeps an ipc socket in the data dir.
+        self.directory = Path(tempfile.mkdtemp(prefix="zc-", dir="/tmp"))
+        shm_base = "/dev/shm" if Path("/dev/shm").is_dir() else None
+        self.ring_dir = Path(tempfile.mkdtemp(prefix="zc-ring-", dir=shm_base))
+        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.log_path = self.directory / "broker.log"
+        command = [sys.executable, "-m", "zlog.cli", "serve",
+                   "--data-dir", str(self.directory / "data"), "--listen", self.endpoint,
+                   "--workers", str(workers), "--ring-dir", str(self.ring_dir)]
+        with self.log_path.open("wb") as log_file:
+            self.process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file,
+                                            stderr=subprocess.STDOUT)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self) -> None:
+        """Until the control endpoint answers ApiVersions and Metadata (with a deadline)."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, f"the broker exited:\n{self.log_text()}"
+            with RpcClient(self.endpoint) as rpc:
+                try:
+                    versions = rpc.call(ApiVersionsRequestV0(), 200)
+                    metadata = rpc.call(MetadataRequestV0(None), 1000)
+                except ZlogError:
+                    continue
+            if isinstance(versions, ApiVersionsResponseV0) and isinstance(
+                    metadata, MetadataResponseV0):
+                return
+        raise AssertionError(f"the broker did not answer in {START_TIMEOUT_S}s:\n"
+                             f"{self.log_text()}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(START_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    for child in psutil.Process(self.process.pid).children(recursive=True):
+                        child.kill()
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        shutil.rmtree(self.ring_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_broker(workers: int = 2) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(workers)
+    try:
+        broker.wait_ready()
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[BrokerProcess]:
+    with running_broker() as instance:
+        yield instance
+
+
+@pytest.fixture
+def admin(broker: BrokerProcess) -> Iterator[Admin]:
+    with Admin(broker.endpoint, request_timeout_ms=CALL_TIMEOUT_MS) as instance:
+        yield instance
+
+
+_names = iter(range(1_000_000))
+
+
+def new_topic(admin: Admin, partitions: int = 1, prefix: str = "t") -> str:
+    name = f"{prefix}-{next(_names)}"
+    admin.create_topics([NewTopic(name, partitions)])
+    return name
+
+
+def read_all(broker: BrokerProcess, topic: str, partition: int, count: int,
+             offset: int | None = None) -> list[tuple[int, bytes | None]]:
+    """`count` records from the beginning (or `offset`), as (offset, value)."""
+    with Consumer(broker.endpoint, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
+        tp = TopicPartition(topic, partition)
+        c.assign([tp])
+        if offset is not None:
+            c.seek(tp, offset)
+        records: list[tuple[int, bytes | None]] = []
+        deadline = time.monotonic() + 20
+        while len(records) < count and time.monotonic() < deadline:
+            records.extend((r.offset, r.value) for r in c.poll(500))
+        return records
+
+
+def leader_endpoint(broker: BrokerProcess, topic: str, partition: int) -> str:
+    with RpcClient(broker.endpoint) as rpc:
+        response = rpc.call(MetadataRequestV0((topic,)), CALL_TIMEOUT_MS)
+    assert isinstance(response, MetadataResponseV0)
+    (found,) = response.topics
+    return next(p.endpoint for p in found.partitions if p.partition == partition)
+
+
+def produce_raw(endpoint: str, topic: str, partition: int, batch: bytes,
+                acks: int = 1) -> ProduceResult:
+    with RpcClient(endpoint) as rpc:
+        response = rpc.call(
+            ProduceRequestV0(acks, 5000, (ProduceEntry(topic, partition, (batch,)),)),
+            CALL_TIMEOUT_MS)
+    assert isinstance(response, ProduceResponseV0)
+    (result,) = response.entries
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Topics.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_create_describe_list_delete(admin: Admin) -> None:
+    name = new_topic(admin, partitions=3)
+    (description,) = admin.describe_topics([name])
+    assert [p.partition for p in description.partitions] == [0, 1, 2]
+    assert all(p.leader >= 0 and p.endpoint for p in description.partitions)
+    assert name in admin.list_topics()
+    cluster = admin.describe_cluster()
+    assert cluster.brokers and cluster.raft_leader is not None
+    admin.delete_topics([name])
+    wait_until(lambda: name not in admin.list_topics(), what="the topic to disappear")
+
+
+def test_bad_topic_requests_get_their_codes(admin: Admin) -> None:
+    cases = [
+        (NewTopic("bad/name", 1), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (NewTopic("..", 1), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (NewTopic("zero-partitions", 0), ErrorCode.INVALID_PARTITIONS),
+        (NewTopic("too-replicated", 1, replication_factor=5),
+         ErrorCode.INVALID_REPLICATION_FACTOR),
+        (NewTopic("bad-config", 1, configs={"no.such.config": "1"}), ErrorCode.INVALID_CONFIG),
+    ]
+    for topic, code in cases:
+        with pytest.raises(ZlogError) as caught:
+            admin.create_topics([topic])
+        assert caught.value.code == code, (topic, caught.value)
+    existing = new_topic(admin)
+    with pytest.raises(ZlogError) as caught:
+        admin.create_topics([NewTopic(existing, 1)])
+    assert caught.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
+    with pytest.raises(ZlogError) as caught:
+        admin.describe_topics(["never-created"])
+    assert caught.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# ---------------------------------------------------------------------------------------------
+# Producing.
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("acks", [0, 1, "all"])
+def test_produce_with_each_acks_and_read_back(broker: BrokerProcess, admin: Admin,
+                                              acks: int | str) -> None:
+    topic = new_topic(admin)
+    values = [f"{acks}-{i}".encode() for i in range(200)]
+    with Producer(broker.endpoint, acks=acks, linger_ms=2) as producer:
+        futures = [producer.send(topic, v, partition=0) for v in values]
+        producer.flush(timeout_ms=20_000)
+    offsets = [f.result().offset for f in futures]
+    if acks == 0:
+        assert offsets == [-1] * len(values)  # nobody told us
+        tp = TopicPartition(topic, 0)
+        wait_until(lambda: admin.list_offsets({tp: LATEST})[tp].offset == len(values),
+                   what="acks=0 records to land")
+    else:
+        assert offsets == list(range(len(values)))
+    assert read_all(broker, topic, 0, len(values)) == list(enumerate(values))
+
+
+def test_keyed_records_land_where_kafka_would_put_them(broker: BrokerProcess,
+                                                       admin: Admin) -> None:
+    topic = new_topic(admin, partitions=4)
+    keys = [f"user-{i}".encode() for i in range(40)]
+    with Producer(broker.endpoint) as producer:
+        futures = [producer.send(topic, b"v", key=k, headers={"h": b"1"}) for k in keys]
+        producer.flush()
+    for key, future in zip(keys, futures, strict=True):
+        assert future.result().partition == partition_for_key(key, 4)
+
+
+def test_send_many_fast_path(broker: BrokerProcess, admin: Admin) -> None:
+    topic = new_topic(admin, partitions=3)
+    values = [f"value-{i:06d}".encode() for i in range(30_000)]
+    keys = [f"k{i % 97}".encode() for i in range(30_000)]
+    with Producer(broker.endpoint, batch_size=64 * 1024) as producer:
+        batches = producer.send_many(topic, values, keys=keys).result(timeout=30)
+        keyless = producer.send_many(topic, values[:1000], partition=1).result(timeout=30)
+    assert sum(b.record_count for b in batches) == 30_000
+    assert sum(b.record_count for b in keyless) == 1000
+    expected = {p: [v for v, k in zip(values, keys, strict=True) if partition_for_key(k, 3) == p]
+                for p in range(3)}
+    expected[1] += values[:1000]
+    with Consumer(broker.endpoint, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(3)])
+        got: dict[int, list[bytes | None]] = {0: [], 1: [], 2: []}
+        deadline = time.monotonic() + 30
+        while sum(map(len, got.values())) < 31_000 and time.monotonic() < deadline:
+            for tp, view in consumer.poll_batches(1000):
+                got[tp.partition].extend(view.values())
+    assert got == expected
+
+
+def test_idempotent_retry_is_appended_once(broker: BrokerProcess, admin: Admin) -> None:
+    """KIP-98: the same (producer id, epoch, sequence) batch sent twice lands once."""
+    topic = new_topic(admin)
+    with RpcClient(broker.endpoint) as control:
+        init = control.call(InitProducerIdRequestV0(None), CALL_TIMEOUT_MS)
+    assert isinstance(init, InitProducerIdResponseV0) and init.producer_id >= 0
+    batch = build_batch_from_values([b"a", b"b", b"c"], timestamp_ms=1, producer_id=
+                                    init.producer_id, producer_epoch=init.producer_epoch,
+                                    base_sequence=0)
+    endpoint = leader_endpoint(broker, topic, 0)
+    first = produce_raw(endpoint, topic, 0, batch)
+    retry = produce_raw(endpoint, topic, 0, batch)
+    assert first.error_code == 0 and retry.error_code == 0
+    assert retry.base_offset == first.base_offset == 0
+    tp = TopicPartition(topic, 0)
+    assert admin.list_offsets({tp: LATEST})[tp].offset == 3
+    # A gap in the sequence is refused.
+    gap = build_batch_from_values([b"d"], timestamp_ms=1, producer_id=init.producer_id,
+                                  producer_epoch=init.producer_epoch, base_sequence=10)
+    assert produce_raw(endpoint, topic, 0, gap).error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert admin.list_offsets({tp: LATEST})[tp].offset == 3
+
+
+def test_producer_refuses_unknown_topics_and_partitions(broker: BrokerProcess,
+                                                        admin: Admin) -> None:
+    topic = new_topic(admin, partitions=2)
+    with Producer(broker.endpoint, max_block_ms=5000) as producer:
+        with pytest.raises(ZlogError) as caught:
+            producer.send("no-such-topic", b"v")
+        assert caught.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        with pytest.raises(ZlogError) as caught:
+            producer.send(topic, b"v", partition=2)
+        assert caught.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert producer.send(topic, b"still fine", partition=1).result(10).offset == 0
+
+
+def test_bad_batches_get_their_codes_and_the_broker_keeps_serving(broker: BrokerProcess,
+                                                                  admin: Admin) -> None:
+    topic = new_topic(admin)
+    endpoint = leader_endpoint(broker, topic, 0)
+    good = build_batch([NewRecord(b"ok")])
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF
+    assert produce_raw(endpoint, topic, 0, bytes(corrupt)).error_code == ErrorCode.CORRUPT_MESSAGE
+    assert produce_raw(endpoint, topic, 0, b"short").error_code == ErrorCode.CORRUPT_MESSAGE
+    out_of_range = produce_raw(endpoint, topic, 7, good).error_code
+    assert out_of_range in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert produce_raw(endpoint, "nope", 0, good).error_code in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert produce_raw(endpoint, topic, 0, good, acks=5).error_code == (
+        ErrorCode.INVALID_REQUIRED_ACKS)
+    with RpcClient(endpoint) as rpc:
+        rpc.socket.send_multipart([b"\x00"])  # not even a header: dropped
+        unknown_api = struct.pack(">hhiH", 99, 0, 2**31 - 1, 0)  # an id the client never uses
+        rpc.socket.send_multipart([unknown_api, b"{}"])
+        assert isinstance(rpc.call(FetchRequestV0(-1, 0, 0, 0, ()), CALL_TIMEOUT_MS),
+                          FetchResponseV0)
+        assert rpc.late_responses_count == 1  # the UNSUPPORTED_VERSION reply came first
+    # Still serving, nothing appended.
+    assert produce_raw(endpoint, topic, 0, good).base_offset == 0
+    assert read_all(broker, topic, 0, 1) == [(0, b"ok")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Fetching.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_long_poll_fetch_returns_when_data_arrives(broker: BrokerProcess, admin: Admin) -> None:
+    topic = new_topic(admin)
+    endpoint = leader_endpoint(broker, topic, 0)
+    with RpcClient(endpoint) as rpc:
+        started = time.monotonic()
+        correlation_id = rpc.send(
+            FetchRequestV0(-1, 20_000, 1, 1 << 20, (FetchEntry(topic, 0, 0, 1 << 20),)), 30_000)
+        assert rpc.poll_responses(300) == []  # parked: nothing to read yet
+        produce_raw(endpoint, topic, 0, build_batch([NewRecord(b"wake up")]))
+        results: list[RpcResult] = []
+        while not results:
+            results = rpc.poll_responses(10_000)
+        elapsed_s = time.monotonic() - started
+    (result,) = results
+    assert result.correlation_id == correlation_id
+    response = result.unwrap()
+    assert isinstance(response, FetchResponseV0)
+    (entry,) = response.entries
+    assert entry.error_code == 0 and entry.high_watermark == 1 and entry.chunks
+    assert elapsed_s < 10, "the fetch waited for max_wait_ms instead of the data"
+
+
+def test_consumer_positions_seek_latest_and_reset(broker: BrokerProcess, admin: Admin) -> None:
+    topic = new_topic(admin)
+    tp = TopicPartition(topic, 0)
+    with Consumer(broker.endpoint) as empty_reader:
+        assert empty_reader.latest(topic, 0) is None
+    with Producer(broker.endpoint, linger_ms=0) as producer:
+        for i in range(10):
+            producer.send(topic, f"m{i}".encode(), partition=0)
+        producer.flush()
+    assert [o for o, _ in read_all(broker, topic, 0, 10)] == list(range(10))
+    assert read_all(broker, topic, 0, 5, offset=5) == [(i, f"m{i}".encode()) for i in range(5, 10)]
+    with Consumer(broker.endpoint, auto_offset_reset="latest", fetch_max_wait_ms=100) as consumer:
+        last = consumer.latest(topic, 0)
+        assert last is not None and (last.offset, last.value) == (9, b"m9")
+        consumer.assign([tp])
+        assert consumer.position(tp) == 10
+        assert consumer.poll(200) == []
+        with Producer(broker.endpoint, linger_ms=0) as producer:
+            producer.send(topic, b"new", partition=0).result(10)
+        records: list = []  # type: ignore[type-arg]
+        deadline = time.monotonic() + 10
+        while not records and time.monotonic() < deadline:
+            records = consumer.poll(500)
+        assert [(r.offset, r.value) for r in records] == [(10, b"new")]
+        consumer.seek(tp, 1000)  # past the end: OFFSET_OUT_OF_RANGE, then auto_offset_reset
+        assert consumer.poll(500) == []
+        wait_until(lambda: consumer.position(tp) == 11, what="the reset to latest")
+        consumer.seek_to_beginning()
+        assert consumer.position(tp) == 0
+        consumer.seek_to_end()
+        assert consumer.position(tp) == 11
+    offsets = admin.list_offsets({tp: EARLIEST})
+    assert offsets[tp].offset == 0
+
+
+def test_consumer_of_unknown_topic_raises(broker: BrokerProcess) -> None:
+    with Consumer(broker.endpoint) as consumer:
+        consumer.assign([TopicPartition("never-made", 0)])
+        with pytest.raises(ZlogError) as caught:
+            consumer.poll(100)
+        assert caught.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_throughput_smoke(broker: BrokerProcess, admin: Admin) -> None:
+    """Not a benchmark: checks the fast paths move a few hundred thousand records quickly."""
+    topic = new_topic(admin)
+    count = 200_000
+    started = time.monotonic()
+    with Producer(broker.endpoint, batch_size=256 * 1024, compression=None) as producer:
+        producer.send_many(topic, [b"x" * 100] * count, partition=0).result(60)
+    produce_s = time.monotonic() - started
+    started = time.monotonic()
+    seen = 0
+    with Consumer(broker.endpoint, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        while seen < count and time.monotonic() - started < 60:
+            seen += sum(len(view) for _, view in consumer.poll_batches(1000))
+    consume_s = time.monotonic() - started
+    assert seen == count
+    print(f"produced {count / produce_s:,.0f} records/s, consumed {count / consume_s:,.0f}/s")
+
+
+def test_offsets_by_time_and_iteration(broker: BrokerProcess, admin: Admin) -> None:
+    topic = new_topic(admin)
+    tp = TopicPartition(topic, 0)
+    with Producer(broker.endpoint, linger_ms=0) as producer:
+        for stamp_ms in (1000, 2000, 3000):
+            producer.send(topic, f"at {stamp_ms}".encode(), partition=0,
+                          timestamp_ms=stamp_ms).result(10)
+    found = admin.list_offsets({tp: 2000})
+    assert (found[tp].offset, found[tp].timestamp_ms) == (1, 2000)
+    assert admin.list_offsets({tp: 2001})[tp].offset == 2
+    assert admin.list_offsets({(topic, 0): 10**12})[tp].offset == -1
+    with Consumer(broker.endpoint, auto_offset_reset="earliest", group_id="later",
+                  consumer_timeout_ms=300) as consumer:
+        consumer.assign([tp])
+        records = list(consumer)  # ends after 300 ms without a record
+    assert [(r.offset, r.timestamp_ms, r.value) for r in records] == [
+        (0, 1000, b"at 1000"), (1, 2000, b"at 2000"), (2, 3000, b"at 3000")]

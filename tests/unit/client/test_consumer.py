@@ -1,0 +1,190 @@
+"""Consumer positions against a fake partition leader: resets, seeks and stale answers.
+
+The fake serves one partition holding batches of 5 records (offsets 0..19), answers
+ListOffsets (-2: 0, -1: 20) and Fetch with every stored batch that ends past the offset asked
+for, whole, as a real worker does (docs/protocol.md, Fetch v0). It can hold fetch answers back
+to let a test seek while a fetch is in flight.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import zmq
+
+from zlog.client import Consumer, TopicPartition
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.batch_fast import BatchView, build_batch_from_values
+from zlog.transport.codec import RequestHeader, decode_request, encode_response
+from zlog.transport.messages import (
+    BrokerInfo,
+    Buffer,
+    FetchRequestV0,
+    FetchResponseV0,
+    FetchResult,
+    ListOffsetsRequestV0,
+    ListOffsetsResponseV0,
+    ListOffsetsResult,
+    MetadataResponseV0,
+    PartitionMetadata,
+    TopicMetadata,
+)
+from zlog.transport.sockets import make_router, recv_routed, send_routed
+
+TOPIC = "t"
+TP = TopicPartition(TOPIC, 0)
+HIGH_WATERMARK = 20
+BATCHES = [
+    build_batch_from_values([f"v{o}".encode() for o in range(base, base + 5)], timestamp_ms=7,
+                            base_offset=base)
+    for base in range(0, HIGH_WATERMARK, 5)
+]
+
+
+class FakeLeader:
+    def __init__(self) -> None:
+        self.socket, self.endpoint = make_router("tcp://127.0.0.1:0")
+        self.fetch_offsets: list[int] = []
+        self.hold = threading.Event()  # set: fetch answers wait until it is cleared
+        self._held: list[tuple[bytes, RequestHeader, FetchRequestV0]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not self.hold.is_set():
+                for held_identity, held_header, held_request in self._held:
+                    send_routed(self.socket, held_identity,
+                                self._fetch(held_header, held_request))
+                self._held.clear()
+            if not self.socket.poll(5, zmq.POLLIN):
+                continue
+            received = recv_routed(self.socket)
+            assert received is not None
+            identity, frames = received
+            header, request = decode_request(frames)
+            if isinstance(request, FetchRequestV0):
+                self.fetch_offsets.extend(e.fetch_offset for e in request.entries)
+                if self.hold.is_set():
+                    self._held.append((identity, header, request))
+                    continue
+                reply = self._fetch(header, request)
+            elif isinstance(request, ListOffsetsRequestV0):
+                results = tuple(
+                    ListOffsetsResult(p.partition, 0, "", 0 if p.timestamp == -2 else 20, -1)
+                    for p in request.partitions)
+                reply = encode_response(header, ListOffsetsResponseV0(TOPIC, results))
+            else:
+                partition = PartitionMetadata(0, 1, 0, (1,), (1,), self.endpoint)
+                topic = TopicMetadata(TOPIC, 0, "", {}, (partition,))
+                reply = encode_response(header, MetadataResponseV0(
+                    "c", 1, (BrokerInfo(1, "h", self.endpoint),), (topic,)))
+            send_routed(self.socket, identity, reply)
+
+    def _fetch(self, header: RequestHeader, request: FetchRequestV0) -> list[Buffer]:
+        (entry,) = request.entries
+        if not 0 <= entry.fetch_offset <= HIGH_WATERMARK:
+            result = FetchResult(TOPIC, 0, ErrorCode.OFFSET_OUT_OF_RANGE, HIGH_WATERMARK,
+                                 HIGH_WATERMARK, 0, (), "out of range")
+        else:
+            chunks = tuple(b for i, b in enumerate(BATCHES) if 5 * i + 5 > entry.fetch_offset)
+            result = FetchResult(TOPIC, 0, 0, HIGH_WATERMARK, HIGH_WATERMARK, 0,
+                                 (b"".join(chunks),) if chunks else ())
+        return encode_response(header, FetchResponseV0((result,)))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.socket.close(linger=0)
+
+
+@pytest.fixture
+def leader() -> Iterator[FakeLeader]:
+    fake = FakeLeader()
+    yield fake
+    fake.close()
+
+
+def consumer_for(leader: FakeLeader, reset: str) -> Consumer:
+    consumer = Consumer(leader.endpoint, auto_offset_reset=reset, fetch_max_wait_ms=50)
+    consumer.assign([TP])
+    return consumer
+
+
+def poll_offsets(consumer: Consumer, count: int) -> list[int]:
+    offsets: list[int] = []
+    for _ in range(50):
+        offsets.extend(r.offset for r in consumer.poll(100, max_records=count - len(offsets)))
+        if len(offsets) >= count:
+            break
+    return offsets
+
+
+def test_reset_policies_pick_the_first_position(leader: FakeLeader) -> None:
+    with consumer_for(leader, "earliest") as earliest:
+        assert earliest.position(TP) == 0
+    with consumer_for(leader, "latest") as latest:
+        assert latest.position(TP) == HIGH_WATERMARK
+    with consumer_for(leader, "none") as strict, pytest.raises(ZlogError) as caught:
+        strict.position(TP)
+    assert caught.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_records_below_the_position_in_a_returned_batch_are_skipped(leader: FakeLeader) -> None:
+    with consumer_for(leader, "earliest") as consumer:
+        consumer.seek(TP, 7)
+        assert poll_offsets(consumer, 13) == list(range(7, 20))
+        assert consumer.position(TP) == 20
+        assert leader.fetch_offsets[0] == 7
+
+
+def test_max_records_splits_a_batch_and_the_position_follows(leader: FakeLeader) -> None:
+    with consumer_for(leader, "earliest") as consumer:
+        assert poll_offsets(consumer, 3) == [0, 1, 2]
+        assert consumer.position(TP) == 3
+        assert poll_offsets(consumer, 4) == [3, 4, 5, 6]
+
+
+def test_an_answer_to_a_fetch_from_before_a_seek_is_dropped(leader: FakeLeader) -> None:
+    with consumer_for(leader, "earliest") as consumer:
+        leader.hold.set()
+        assert consumer.poll(50) == []  # a fetch from offset 0 is now held by the leader
+        consumer.seek(TP, 15)
+        leader.hold.clear()
+        assert poll_offsets(consumer, 5) == [15, 16, 17, 18, 19]
+
+
+def test_offset_out_of_range_follows_auto_offset_reset(leader: FakeLeader) -> None:
+    with consumer_for(leader, "earliest") as consumer:
+        consumer.seek(TP, 500)
+        assert poll_offsets(consumer, 2) == [0, 1]
+    with consumer_for(leader, "none") as strict:
+        strict.seek(TP, 500)
+        with pytest.raises(ZlogError) as caught:
+            poll_offsets(strict, 1)
+        assert caught.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_poll_batches_returns_views_from_the_position(leader: FakeLeader) -> None:
+    with consumer_for(leader, "earliest") as consumer:
+        consumer.seek(TP, 12)
+        views: list[BatchView] = []
+        for _ in range(50):
+            views.extend(view for _, view in consumer.poll_batches(100))
+            if consumer.position(TP) == HIGH_WATERMARK:
+                break
+        assert [int(o) for view in views for o in view.offsets] == list(range(12, 20))
+        assert views[0].values()[0] == b"v12"
+
+
+def test_unassigned_partitions_are_refused(leader: FakeLeader) -> None:
+    with consumer_for(leader, "earliest") as consumer:
+        with pytest.raises(ZlogError) as caught:
+            consumer.seek(TopicPartition("other", 0), 1)
+        assert caught.value.code == ErrorCode.INVALID_REQUEST
+        consumer.assign([])
+        assert consumer.assignment() == set()
+        assert consumer.poll(10) == []

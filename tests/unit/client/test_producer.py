@@ -1,0 +1,252 @@
+"""The producer's retries and idempotence, against a scripted fake broker on 127.0.0.1.
+
+KIP-98: a retried batch keeps its producer id, epoch, sequence and bytes, so the broker can
+recognise it; later in-flight batches of a partition that failed with it are retried in
+sequence order. The fake broker answers Metadata, InitProducerId and Produce, checks sequences
+the way the real one does, and fails or drops entries as a test scripts it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future
+
+import pytest
+import zmq
+
+from tests.waiting import wait_until
+from zlog.client import Producer
+from zlog.client.records import RecordMetadata
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.batch import read_records, validate_batch
+from zlog.transport.codec import RequestHeader, decode_request, encode_response
+from zlog.transport.messages import (
+    BrokerInfo,
+    InitProducerIdRequestV0,
+    InitProducerIdResponseV0,
+    MetadataRequestV0,
+    MetadataResponseV0,
+    PartitionMetadata,
+    ProduceRequestV0,
+    ProduceResponseV0,
+    ProduceResult,
+    Request,
+    TopicMetadata,
+)
+from zlog.transport.sockets import make_router, recv_routed, send_routed
+
+TOPIC = "t"
+PRODUCER_ID = 42
+DROP = "drop"  # a scripted action: no reply to the whole request
+
+
+class FakeBroker:
+    """Control and data endpoint in one, serving TOPIC with `partitions` partitions."""
+
+    def __init__(self, partitions: int = 2) -> None:
+        self.socket, self.endpoint = make_router("tcp://127.0.0.1:0")
+        self.partitions = partitions
+        self.script: deque[ErrorCode | str] = deque()  # consumed one produce entry at a time
+        self.attempts: list[tuple[int, bytes]] = []  # (partition, batch) as received
+        self.logs: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        self.next_sequence: dict[int, int] = {}
+        self.appended: dict[tuple[int, int], int] = {}  # (partition, sequence) -> base offset
+        self.metadata_requests = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not self.socket.poll(10, zmq.POLLIN):
+                continue
+            received = recv_routed(self.socket)
+            assert received is not None
+            identity, frames = received
+            header, request = decode_request(frames)
+            with self._lock:
+                reply = self._answer(header, request)
+            if reply is not None:
+                send_routed(self.socket, identity, reply)
+
+    def _answer(self, header: RequestHeader, request: Request) -> list[bytes] | None:
+        if isinstance(request, MetadataRequestV0):
+            self.metadata_requests += 1
+            partitions = tuple(PartitionMetadata(p, 1, 0, (1,), (1,), self.endpoint)
+                               for p in range(self.partitions))
+            topics = tuple(
+                TopicMetadata(name, 0, "", {}, partitions) if name == TOPIC
+                else TopicMetadata(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
+                for name in (request.topics or (TOPIC,))
+            )
+            response = MetadataResponseV0("fake", 1, (BrokerInfo(1, "h", self.endpoint),),
+                                          topics)
+            return encode_response(header, response)  # type: ignore[return-value]
+        if isinstance(request, InitProducerIdRequestV0):
+            return encode_response(  # type: ignore[return-value]
+                header, InitProducerIdResponseV0(0, PRODUCER_ID, 0))
+        assert isinstance(request, ProduceRequestV0)
+        results = []
+        dropped = False
+        for entry in request.entries:
+            (batch,) = entry.batches
+            raw = bytes(batch)
+            self.attempts.append((entry.partition, raw))
+            action = self.script.popleft() if self.script else "ok"
+            dropped = dropped or action == DROP
+            if isinstance(action, ErrorCode):
+                results.append(ProduceResult(entry.topic, entry.partition, action, -1))
+                continue
+            code, base_offset = self._append(entry.partition, raw)
+            results.append(ProduceResult(entry.topic, entry.partition, code, base_offset))
+        if dropped or request.acks == 0:
+            return None
+        return encode_response(header, ProduceResponseV0(tuple(results)))  # type: ignore[return-value]
+
+    def _append(self, partition: int, raw: bytes) -> tuple[int, int]:
+        header = validate_batch(raw)
+        if header.producer_id >= 0:
+            key = (partition, header.base_sequence)
+            if key in self.appended:
+                return 0, self.appended[key]  # a retry: the original offset, nothing appended
+            if header.base_sequence != self.next_sequence.get(partition, 0):
+                return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+            self.next_sequence[partition] = header.base_sequence + header.record_count
+        base_offset = sum(len(read_records(b)) for b in self.logs[partition])
+        self.logs[partition].append(raw)
+        if header.producer_id >= 0:
+            self.appended[(partition, header.base_sequence)] = base_offset
+        return 0, base_offset
+
+    def values(self, partition: int) -> list[bytes | None]:
+        with self._lock:
+            return [r.value for batch in self.logs[partition] for r in read_records(batch)]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.socket.close(linger=0)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeBroker]:
+    broker = FakeBroker()
+    yield broker
+    broker.close()
+
+
+def offsets(futures: list[Future[RecordMetadata]]) -> list[int]:
+    return [f.result(timeout=10).offset for f in futures]
+
+
+def test_retry_keeps_sequence_and_bytes_and_refreshes_metadata(fake: FakeBroker) -> None:
+    fake.script.extend([ErrorCode.NOT_LEADER_OR_FOLLOWER])
+    with Producer(fake.endpoint, retry_backoff_ms=10, linger_ms=0) as producer:
+        future = producer.send(TOPIC, b"v", partition=0)
+        assert future.result(timeout=10).offset == 0
+    first, second = fake.attempts
+    assert first == second  # same bytes: same producer id, epoch and sequence
+    header = validate_batch(first[1])
+    assert (header.producer_id, header.base_sequence) == (PRODUCER_ID, 0)
+    assert fake.metadata_requests >= 2
+    assert fake.values(0) == [b"v"]
+
+
+def test_lost_response_is_retried_and_deduplicated(fake: FakeBroker) -> None:
+    fake.script.extend([DROP])
+    with Producer(fake.endpoint, request_timeout_ms=200, retry_backoff_ms=10,
+                  linger_ms=0) as producer:
+        assert offsets([producer.send(TOPIC, b"once", partition=0)]) == [0]
+    assert len(fake.attempts) == 2
+    assert fake.values(0) == [b"once"]
+
+
+def test_later_batches_are_retried_in_order_after_a_failure(fake: FakeBroker) -> None:
+    fake.script.extend([ErrorCode.NOT_LEADER_OR_FOLLOWER])
+    with Producer(fake.endpoint, batch_size=1, linger_ms=0, retry_backoff_ms=10) as producer:
+        futures = [producer.send(TOPIC, f"v{i}".encode(), partition=0) for i in range(4)]
+        assert offsets(futures) == [0, 1, 2, 3]
+    assert fake.values(0) == [b"v0", b"v1", b"v2", b"v3"]
+    sequences = [validate_batch(raw).base_sequence for _, raw in fake.attempts]
+    assert sorted(set(sequences)) == [0, 1, 2, 3]
+
+
+def test_non_retriable_error_fails_the_future(fake: FakeBroker) -> None:
+    fake.script.extend([ErrorCode.MESSAGE_TOO_LARGE])
+    with Producer(fake.endpoint, linger_ms=0) as producer:
+        error = producer.send(TOPIC, b"v", partition=1).exception(timeout=10)
+        assert isinstance(error, ZlogError) and error.code == ErrorCode.MESSAGE_TOO_LARGE
+        assert not error.retriable
+        assert producer.send(TOPIC, b"next", partition=1).result(timeout=10).offset == 0
+
+
+@pytest.mark.slow
+def test_delivery_timeout_bounds_the_retries(fake: FakeBroker) -> None:
+    fake.script.extend([DROP] * 1000)
+    with Producer(fake.endpoint, request_timeout_ms=50, delivery_timeout_ms=300,
+                  retry_backoff_ms=10, linger_ms=0) as producer:
+        error = producer.send(TOPIC, b"v", partition=0).exception(timeout=10)
+    assert isinstance(error, ZlogError) and error.code == ErrorCode.REQUEST_TIMED_OUT
+
+
+def test_full_buffer_blocks_send_then_raises(fake: FakeBroker) -> None:
+    fake.script.extend([DROP] * 1000)
+    producer = Producer(fake.endpoint, buffer_memory=2000, max_block_ms=200, linger_ms=0,
+                        request_timeout_ms=60_000)
+    try:
+        with pytest.raises(ZlogError) as caught:
+            for _ in range(100):
+                producer.send(TOPIC, b"x" * 100, partition=0)
+        assert caught.value.code == ErrorCode.REQUEST_TIMED_OUT
+        assert "buffer_memory" in caught.value.message
+    finally:
+        producer.close(timeout_ms=0)
+
+
+def test_sequences_count_records_per_partition(fake: FakeBroker) -> None:
+    with Producer(fake.endpoint, batch_size=5 * 20 + 61) as producer:
+        producer.send_many(TOPIC, [b"abcd"] * 10, partition=0).result(timeout=10)
+        producer.send_many(TOPIC, [b"abcd"] * 3, partition=1).result(timeout=10)
+    by_partition: dict[int, list[int]] = {0: [], 1: []}
+    for partition, raw in fake.attempts:
+        by_partition[partition].append(validate_batch(raw).base_sequence)
+    assert by_partition == {0: [0, 5], 1: [0]}
+
+
+def test_acks_zero_turns_idempotence_off(fake: FakeBroker) -> None:
+    with Producer(fake.endpoint, acks=0, linger_ms=0) as producer:
+        assert producer.send(TOPIC, b"v", partition=0).result(timeout=10).offset == -1
+    wait_until(lambda: len(fake.attempts) == 1, what="the acks=0 batch to arrive")
+    assert validate_batch(fake.attempts[0][1]).producer_id == -1
+
+
+def test_unknown_topic_and_partition_raise_at_send(fake: FakeBroker) -> None:
+    with Producer(fake.endpoint, max_block_ms=2000) as producer:
+        with pytest.raises(ZlogError) as caught:
+            producer.send("elsewhere", b"v")
+        assert caught.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        with pytest.raises(ZlogError) as caught:
+            producer.send(TOPIC, b"v", partition=5)
+        assert caught.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert producer.partitions_for(TOPIC) == [0, 1]
+
+
+def test_closed_producer_refuses_sends(fake: FakeBroker) -> None:
+    producer = Producer(fake.endpoint)
+    producer.send(TOPIC, b"v", partition=0)
+    producer.close()
+    assert fake.values(0) == [b"v"]  # close sent what was queued
+    with pytest.raises(ZlogError):
+        producer.send(TOPIC, b"late", partition=0)
+
+
+@pytest.mark.parametrize(("option", "value"), [("acks", 2), ("acks", "some"),
+                                              ("compression", "zstd"), ("batch_size", 0),
+                                              ("linger_ms", -1)])
+def test_bad_configuration_is_invalid_config(option: str, value: object) -> None:
+    with pytest.raises(ZlogError) as caught:
+        Producer("tcp://127.0.0.1:9", **{option: value})  # type: ignore[arg-type]
+    assert caught.value.code == ErrorCode.INVALID_CONFIG

@@ -1,0 +1,35 @@
+"""The zlog client library: Producer, Consumer and Admin over zlog's ZeroMQ transport.
+
+producer.py (+ accumulator.py, partitioner.py, sender.py), consumer.py (+ fetch_buffer.py),
+admin.py, cluster.py (metadata and connections), records.py (the public records).
+"""
+
+from zlog.client.admin import EARLIEST, LATEST, Admin
+from zlog.client.consumer import Consumer
+from zlog.client.producer import Producer
+from zlog.client.records import (
+    BatchMetadata,
+    ClusterDescription,
+    ConsumerRecord,
+    NewTopic,
+    OffsetAndTimestamp,
+    RecordMetadata,
+    TopicDescription,
+    TopicPartition,
+)
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "Admin",
+    "BatchMetadata",
+    "ClusterDescription",
+    "Consumer",
+    "ConsumerRecord",
+    "NewTopic",
+    "OffsetAndTimestamp",
+    "Producer",
+    "RecordMetadata",
+    "TopicDescription",
+    "TopicPartition",
+]

@@ -1,0 +1,350 @@
+"""The producer's record accumulator: per-partition batches, bounded by bytes, sent on time.
+
+Kafka's design (RecordAccumulator): `send` appends a record to the open batch of its partition;
+a batch is ready when it reaches `batch_size_bytes`, when it has waited `linger_ms`, or on
+flush. The sender thread takes ready batches, oldest first per partition, so records of one
+partition leave in the order they were sent. `send_many` appends whole pre-cut batches after
+closing the open one, so its values never pass through Python one record at a time.
+
+Memory is bounded: every queued record reserves its estimated size out of
+`buffer_memory_bytes` until its batch completes; the producer blocks senders when full.
+
+Batches keep their *records* until the sender first takes them, and are encoded then, because
+the RecordBatch header (covered by the CRC) carries the producer id and base sequence that are
+only assigned at that moment. A retry resends the same bytes, so the sequence never changes.
+
+The module is pure: time comes in as `now_ms`; the caller holds the producer's lock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from zlog.client.records import BatchMetadata, RecordMetadata, TopicPartition
+from zlog.errors import ZlogError
+from zlog.shm_segments.batch import Compression, NewRecord, build_batch
+from zlog.shm_segments.batch_fast import build_batch_from_values
+
+RecordHeaders: TypeAlias = tuple[tuple[str, bytes | None], ...]
+UInt8Rows: TypeAlias = npt.NDArray[np.uint8]
+
+# Estimated bytes a record adds to a batch beyond its key and value: the record's varints and
+# attribute byte. An estimate only: it decides when a batch is full and what memory it holds.
+RECORD_OVERHEAD_BYTES: Final = 16
+BATCH_OVERHEAD_BYTES: Final = 61
+
+
+class BulkCompletion:
+    """Completes one `send_many` call's future once every batch it was cut into is answered."""
+
+    def __init__(self, batch_count: int) -> None:
+        assert batch_count > 0
+        self.future: Future[list[BatchMetadata]] = Future()
+        self._results: list[BatchMetadata | None] = [None] * batch_count
+        self._remaining = batch_count
+
+    def batch_done(self, index: int, metadata: BatchMetadata) -> None:
+        assert self._results[index] is None, "each batch completes once"
+        self._results[index] = metadata
+        self._remaining -= 1
+        if self._remaining == 0 and not self.future.done():
+            self.future.set_result([m for m in self._results if m is not None])
+
+    def batch_failed(self, error: ZlogError) -> None:
+        if not self.future.done():
+            self.future.set_exception(error)
+
+
+@dataclass(slots=True, eq=False)
+class PendingBatch:
+    """Records bound for one partition that will travel as one RecordBatch."""
+
+    tp: TopicPartition
+    created_ms: int
+    values: list[bytes | None] | UInt8Rows
+    keys: list[bytes | None] | None
+    timestamps_ms: list[int] | int  # one per record (send) or one for all (send_many)
+    headers: list[RecordHeaders] | None
+    futures: list[Future[RecordMetadata]] | None  # one per record (send)
+    completion: BulkCompletion | None  # the send_many call this batch belongs to
+    completion_index: int
+    size_bytes: int  # estimate, also what it holds of buffer_memory
+    record_count: int
+    is_open: bool
+    # Set by the sender when it first takes the batch; kept across retries.
+    encoded: bytes | None = None
+    base_sequence: int = -1
+    attempts: int = 0
+    retry_at_ms: int = 0
+    finished: bool = False  # completed or failed; flush waits for this
+
+    def first_timestamp_ms(self) -> int:
+        stamps = self.timestamps_ms
+        return stamps if isinstance(stamps, int) else stamps[0]
+
+    def encode(self, compression: Compression, producer_id: int, producer_epoch: int,
+               base_sequence: int) -> bytes:
+        """The RecordBatch v2 bytes; array codec when the records allow it."""
+        if isinstance(self.values, np.ndarray) or (
+            self.headers is None and all(v is not None for v in self.values)
+        ):
+            stamps = self.timestamps_ms
+            keys = self.keys
+            if keys is not None and all(k is None for k in keys):
+                keys = None
+            return build_batch_from_values(
+                self.values,  # type: ignore[arg-type]  # no None values on this path
+                keys=keys,
+                timestamp_ms=stamps if isinstance(stamps, int) else np.array(stamps, np.int64),
+                compression=compression,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=base_sequence,
+            )
+        assert isinstance(self.timestamps_ms, list)
+        headers = self.headers or [()] * self.record_count
+        keys_or_none = self.keys or [None] * self.record_count
+        records = [
+            NewRecord(value, key=key, headers=h, timestamp_ms=stamp_ms)
+            for value, key, h, stamp_ms in zip(
+                self.values, keys_or_none, headers, self.timestamps_ms, strict=True
+            )
+        ]
+        return build_batch(
+            records,
+            compression=compression,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+        )
+
+    def complete(self, base_offset: int, log_append_time_ms: int) -> None:
+        """Resolve every future of this batch with where its records landed."""
+        topic, partition = self.tp
+        if self.futures is not None:
+            stamps = self.timestamps_ms
+            assert isinstance(stamps, list)
+            for index, future in enumerate(self.futures):
+                offset = -1 if base_offset < 0 else base_offset + index
+                stamp_ms = stamps[index] if log_append_time_ms < 0 else log_append_time_ms
+                if not future.done():
+                    future.set_result(RecordMetadata(topic, partition, offset, stamp_ms))
+        if self.completion is not None:
+            stamp_ms = self.first_timestamp_ms() if log_append_time_ms < 0 else log_append_time_ms
+            self.completion.batch_done(
+                self.completion_index,
+                BatchMetadata(topic, partition, base_offset, self.record_count, stamp_ms),
+            )
+
+    def fail(self, error: ZlogError) -> None:
+        if self.futures is not None:
+            for future in self.futures:
+                if not future.done():
+                    future.set_exception(error)
+        if self.completion is not None:
+            self.completion.batch_failed(error)
+
+
+def record_size_bytes(value: bytes | None, key: bytes | None, headers: RecordHeaders) -> int:
+    size = RECORD_OVERHEAD_BYTES + (len(value) if value else 0) + (len(key) if key else 0)
+    for name, header_value in headers:
+        size += len(name) + (len(header_value) if header_value else 0) + 4
+    return size
+
+
+class RecordAccumulator:
+    """Per-partition queues of pending batches; at most the last one of each is open."""
+
+    def __init__(self, *, batch_size_bytes: int, linger_ms: int, buffer_memory_bytes: int) -> None:
+        assert batch_size_bytes > 0 and linger_ms >= 0 and buffer_memory_bytes > 0
+        self.batch_size_bytes = batch_size_bytes
+        self.linger_ms = linger_ms
+        self.buffer_memory_bytes = buffer_memory_bytes
+        self.used_bytes = 0
+        self._queues: dict[TopicPartition, deque[PendingBatch]] = {}
+        # Batches created and not yet completed or failed, queued or not: what flush waits on.
+        self.unfinished: set[PendingBatch] = set()
+
+    # -- memory ---------------------------------------------------------------------------
+
+    def has_room(self, size_bytes: int) -> bool:
+        return self.used_bytes + size_bytes <= self.buffer_memory_bytes
+
+    def release(self, batch: PendingBatch) -> None:
+        """Give back a finished batch's memory."""
+        assert batch in self.unfinished, "each batch is released once"
+        self.unfinished.discard(batch)
+        self.used_bytes -= batch.size_bytes
+        assert self.used_bytes >= 0, "released more than was reserved"
+
+    # -- appending ------------------------------------------------------------------------
+
+    def append(
+        self,
+        tp: TopicPartition,
+        *,
+        value: bytes | None,
+        key: bytes | None,
+        timestamp_ms: int,
+        headers: RecordHeaders,
+        future: Future[RecordMetadata],
+        now_ms: int,
+    ) -> tuple[bool, bool]:
+        """Add one record; returns (opened a new batch, closed a full batch).
+
+        The producer wakes the sender on either: a new batch starts a linger timer, a closed
+        one is ready now (and moves keyless records to another sticky partition).
+        """
+        size_bytes = record_size_bytes(value, key, headers)
+        queue = self._queues.setdefault(tp, deque())
+        batch = queue[-1] if queue and queue[-1].is_open else None
+        closed = False
+        if batch is not None and batch.size_bytes + size_bytes > self.batch_size_bytes:
+            batch.is_open = False
+            batch = None
+            closed = True
+        opened = batch is None
+        if batch is None:
+            batch = PendingBatch(tp, now_ms, [], [], [], None, [], None, 0,
+                                 BATCH_OVERHEAD_BYTES, 0, is_open=True)
+            self.used_bytes += BATCH_OVERHEAD_BYTES
+            queue.append(batch)
+            self.unfinished.add(batch)
+        assert isinstance(batch.values, list) and isinstance(batch.timestamps_ms, list)
+        assert batch.keys is not None and batch.futures is not None
+        if headers and batch.headers is None:
+            batch.headers = [()] * batch.record_count
+        batch.values.append(value)
+        batch.keys.append(key)
+        batch.timestamps_ms.append(timestamp_ms)
+        if batch.headers is not None:
+            batch.headers.append(headers)
+        batch.futures.append(future)
+        batch.record_count += 1
+        batch.size_bytes += size_bytes
+        self.used_bytes += size_bytes
+        if batch.size_bytes >= self.batch_size_bytes:
+            batch.is_open = False
+            closed = True
+        return opened, closed
+
+    def append_chunk(
+        self,
+        tp: TopicPartition,
+        *,
+        values: list[bytes | None] | UInt8Rows,
+        keys: list[bytes | None] | None,
+        timestamp_ms: int,
+        completion: BulkCompletion,
+        completion_index: int,
+        size_bytes: int,
+        now_ms: int,
+    ) -> None:
+        """Queue one pre-cut batch of `send_many` (see `cut_points`), closed and ready."""
+        queue = self._queues.setdefault(tp, deque())
+        if queue and queue[-1].is_open:
+            queue[-1].is_open = False  # what was sent before goes first
+        batch = PendingBatch(
+            tp, now_ms, values, keys, timestamp_ms, None, None, completion, completion_index,
+            size_bytes, len(values), is_open=False,
+        )
+        queue.append(batch)
+        self.unfinished.add(batch)
+        self.used_bytes += size_bytes
+
+    # -- taking ---------------------------------------------------------------------------
+
+    def ready_partitions(self, now_ms: int, *, flushing: bool) -> list[TopicPartition]:
+        """Partitions whose first batch may be sent now."""
+        ready: list[TopicPartition] = []
+        for tp, queue in self._queues.items():
+            if queue and self._is_ready(queue[0], now_ms, flushing):
+                ready.append(tp)
+        return ready
+
+    def first_is_ready(self, tp: TopicPartition, now_ms: int, *, flushing: bool) -> bool:
+        queue = self._queues.get(tp)
+        return bool(queue) and self._is_ready(queue[0], now_ms, flushing)  # type: ignore[index]
+
+    def _is_ready(self, batch: PendingBatch, now_ms: int, flushing: bool) -> bool:
+        return flushing or not batch.is_open or now_ms - batch.created_ms >= self.linger_ms
+
+    def next_ready_ms(self, now_ms: int) -> int | None:
+        """The first moment after now_ms when a lingering batch becomes ready (None: none)."""
+        times = [
+            q[0].created_ms + self.linger_ms for q in self._queues.values()
+            if q and q[0].is_open and q[0].created_ms + self.linger_ms > now_ms
+        ]
+        return min(times) if times else None
+
+    def pop_first(self, tp: TopicPartition) -> PendingBatch:
+        queue = self._queues[tp]
+        batch = queue.popleft()
+        batch.is_open = False
+        if not queue:
+            del self._queues[tp]
+        return batch
+
+    def batches(self) -> Iterator[PendingBatch]:
+        for queue in self._queues.values():
+            yield from queue
+
+    def expire(self, now_ms: int, delivery_timeout_ms: int) -> list[PendingBatch]:
+        """Remove queued batches older than the delivery timeout (the caller fails them)."""
+        expired: list[PendingBatch] = []
+        for tp in list(self._queues):
+            queue = self._queues[tp]
+            while queue and now_ms - queue[0].created_ms >= delivery_timeout_ms:
+                expired.append(self.pop_first(tp))
+                if tp not in self._queues:
+                    break
+        return expired
+
+    def drain_all(self) -> list[PendingBatch]:
+        """Every queued batch, removed (for close without flush)."""
+        drained = list(self.batches())
+        self._queues.clear()
+        return drained
+
+    @property
+    def is_empty(self) -> bool:
+        return not self._queues
+
+
+def cut_points(
+    values: Sequence[bytes] | UInt8Rows,
+    keys: Sequence[bytes | None] | None,
+    batch_size_bytes: int,
+) -> list[tuple[int, int, int]]:
+    """(start, stop, estimated bytes) runs of about batch_size_bytes, by numpy, not per record."""
+    count = len(values)
+    if count == 0:
+        return []
+    if isinstance(values, np.ndarray):
+        sizes = np.full(count, values.shape[1], np.int64)
+    else:
+        sizes = np.fromiter(map(len, values), np.int64, count)
+    if keys is not None:
+        sizes += np.fromiter((0 if k is None else len(k) for k in keys), np.int64, count)
+    sizes += RECORD_OVERHEAD_BYTES
+    records_bytes_max = max(1, batch_size_bytes - BATCH_OVERHEAD_BYTES)
+    ends = np.cumsum(sizes)
+    cuts: list[tuple[int, int, int]] = []
+    start = 0
+    # Each pass emits one batch of at least one record, so the loop ends within count passes.
+    while start < count:
+        before = int(ends[start - 1]) if start else 0
+        stop = int(np.searchsorted(ends, before + records_bytes_max, side="right"))
+        stop = max(stop, start + 1)
+        stop = min(stop, count)
+        cuts.append((start, stop, int(ends[stop - 1]) - before + BATCH_OVERHEAD_BYTES))
+        start = stop
+    assert cuts[-1][1] == count
+    return cuts

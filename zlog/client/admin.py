@@ -1,0 +1,199 @@
+"""zlog.Admin: topics, offsets and the cluster's state, one synchronous call at a time.
+
+Topic and cluster calls go to a control endpoint (the supervisor); `list_offsets` goes to the
+workers that lead the partitions, as the data path does. Every failure raises ZlogError with
+Kafka's code. Not thread-safe: one Admin per thread (it owns sockets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
+
+from zlog.client.cluster import DEFAULT_BOOTSTRAP, Connections
+from zlog.client.records import (
+    BrokerDescription,
+    ClusterDescription,
+    NewTopic,
+    OffsetAndTimestamp,
+    PartitionDescription,
+    TopicDescription,
+    TopicPartition,
+)
+from zlog.errors import ErrorCode, ZlogError, for_code
+from zlog.transport.messages import (
+    CreateTopicsRequestV0,
+    CreateTopicsResponseV0,
+    DeleteTopicsRequestV0,
+    DeleteTopicsResponseV0,
+    DescribeClusterRequestV0,
+    DescribeClusterResponseV0,
+    ListOffsetsPartition,
+    ListOffsetsRequestV0,
+    ListOffsetsResponseV0,
+    MetadataRequestV0,
+    MetadataResponseV0,
+    Response,
+    TopicResult,
+    TopicSpec,
+)
+
+LATEST = -1  # list_offsets: the high watermark (the next offset to be written and visible)
+EARLIEST = -2  # list_offsets: the log start offset
+
+R = TypeVar("R", bound=Response)
+
+
+def _expect(response: Response, cls: type[R]) -> R:
+    if not isinstance(response, cls):
+        raise ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                        f"expected {cls.__name__}, the server sent {type(response).__name__}")
+    return response
+
+
+def _topic_results(results: Iterable[TopicResult], *, raise_on_error: bool) -> (
+    dict[str, ZlogError | None]
+):
+    outcome: dict[str, ZlogError | None] = {}
+    for result in results:
+        outcome[result.name] = (
+            None if result.error_code == ErrorCode.NONE
+            else for_code(result.error_code, f"topic {result.name!r}: {result.error_message}")
+        )
+    if raise_on_error:
+        for error in outcome.values():
+            if error is not None:
+                raise error
+    return outcome
+
+
+class Admin:
+    """Administrative calls; `request_timeout_ms` bounds each one."""
+
+    def __init__(self, bootstrap: str | Sequence[str] = DEFAULT_BOOTSTRAP, *,
+                 request_timeout_ms: int = 30_000) -> None:
+        self.request_timeout_ms = request_timeout_ms
+        self._connections = Connections(bootstrap)
+
+    def create_topics(self, topics: Sequence[NewTopic], *, validate_only: bool = False,
+                      raise_on_error: bool = True) -> dict[str, ZlogError | None]:
+        """Create topics; the answer comes once they are committed and their partitions open.
+
+        Returns each name's error (None: created). With raise_on_error (the default) the first
+        error is raised instead.
+        """
+        specs = tuple(TopicSpec(t.name, t.partitions, t.replication_factor, dict(t.configs))
+                      for t in topics)
+        response = self._connections.call_control(
+            CreateTopicsRequestV0(specs, validate_only), self.request_timeout_ms)
+        results = _expect(response, CreateTopicsResponseV0).topics
+        return _topic_results(results, raise_on_error=raise_on_error)
+
+    def delete_topics(self, names: Sequence[str], *, raise_on_error: bool = True) -> (
+        dict[str, ZlogError | None]
+    ):
+        response = self._connections.call_control(
+            DeleteTopicsRequestV0(tuple(names)), self.request_timeout_ms)
+        results = _expect(response, DeleteTopicsResponseV0).topics
+        for name in names:
+            self._connections.metadata.invalidate(name)
+        return _topic_results(results, raise_on_error=raise_on_error)
+
+    def list_topics(self) -> list[str]:
+        """Every topic's name, sorted."""
+        response = self._metadata(None)
+        return sorted(t.name for t in response.topics if t.error_code == ErrorCode.NONE)
+
+    def describe_topics(self, names: Sequence[str] | None = None) -> list[TopicDescription]:
+        """Partitions, leaders, replicas and configs; an unknown name raises its error."""
+        response = self._metadata(None if names is None else tuple(names))
+        descriptions: list[TopicDescription] = []
+        for topic in response.topics:
+            if topic.error_code != ErrorCode.NONE:
+                raise for_code(topic.error_code, f"topic {topic.name!r}: {topic.error_message}")
+            partitions = tuple(
+                PartitionDescription(p.partition, p.leader, p.leader_epoch, p.replicas, p.isr,
+                                     p.endpoint)
+                for p in sorted(topic.partitions, key=lambda p: p.partition)
+            )
+            descriptions.append(TopicDescription(topic.name, partitions, dict(topic.configs)))
+        return descriptions
+
+    def describe_cluster(self) -> ClusterDescription:
+        response = _expect(
+            self._connections.call_control(DescribeClusterRequestV0(), self.request_timeout_ms),
+            DescribeClusterResponseV0,
+        )
+        brokers = tuple(BrokerDescription(b.node_id, b.host, b.control_endpoint)
+                        for b in response.brokers)
+        raft = response.raft
+        return ClusterDescription(response.cluster_id, response.controller_id, brokers,
+                                  raft.leader, raft.term, raft.commit)
+
+    def list_offsets(
+        self, specs: Mapping[TopicPartition | tuple[str, int], int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """Offsets by spec: LATEST (-1), EARLIEST (-2) or a timestamp in ms (first record at or
+        after it; offset -1 if none is that recent)."""
+        wanted = {TopicPartition(*tp): spec for tp, spec in specs.items()}
+        self._refresh_for(t.topic for t in wanted)
+        groups: dict[tuple[str, str], list[ListOffsetsPartition]] = {}
+        for tp, spec in wanted.items():
+            endpoint = self._leader(tp)
+            groups.setdefault((endpoint, tp.topic), []).append(
+                ListOffsetsPartition(tp.partition, spec))
+        answers: dict[TopicPartition, OffsetAndTimestamp] = {}
+        for (endpoint, topic), partitions in groups.items():
+            response = _expect(
+                self._connections.client(endpoint).call(
+                    ListOffsetsRequestV0(topic, tuple(partitions)), self.request_timeout_ms),
+                ListOffsetsResponseV0,
+            )
+            for result in response.partitions:
+                if result.error_code != ErrorCode.NONE:
+                    if result.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                        self._connections.metadata.invalidate(topic)
+                    raise for_code(result.error_code,
+                                   f"{topic}-{result.partition}: {result.error_message}")
+                answers[TopicPartition(topic, result.partition)] = OffsetAndTimestamp(
+                    result.offset, result.timestamp)
+        return answers
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _metadata(self, topics: tuple[str, ...] | None) -> MetadataResponseV0:
+        response = _expect(
+            self._connections.call_control(MetadataRequestV0(topics), self.request_timeout_ms),
+            MetadataResponseV0,
+        )
+        self._connections.metadata.update(response)
+        return response
+
+    def _refresh_for(self, topics: Iterable[str]) -> None:
+        missing = sorted({t for t in topics if self._connections.metadata.topic(t) is None})
+        if not missing:
+            return
+        errors = self._connections.refresh(missing, self.request_timeout_ms)
+        for error in errors.values():
+            raise error
+
+    def _leader(self, tp: TopicPartition) -> str:
+        metadata = self._connections.metadata
+        count = metadata.partition_count(tp.topic)
+        if count is not None and not 0 <= tp.partition < count:
+            raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"topic {tp.topic!r} has partitions 0..{count - 1}, not {tp.partition}")
+        endpoint = metadata.leader_endpoint(*tp)
+        if endpoint is None:
+            raise ZlogError(ErrorCode.LEADER_NOT_AVAILABLE,
+                            f"{tp.topic}-{tp.partition} has no leader right now")
+        return endpoint
+
+    def close(self) -> None:
+        self._connections.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

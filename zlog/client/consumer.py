@@ -1,0 +1,458 @@
+"""zlog.Consumer: reads assigned partitions from their leaders, Kafka's consumer model.
+
+Poll-driven, no background thread: everything happens inside `poll` on the caller's thread,
+so a Consumer belongs to one thread (as Kafka's does). To keep the network busy while the
+caller works, `poll` sends the next fetch for every partition before it returns records
+(pipelining); the answer waits in the socket for the next `poll`.
+
+Positions: each assigned partition has a position, the offset of the next record `poll` will
+return. A partition without one (just assigned, or after seek_to_beginning/seek_to_end, or
+after OFFSET_OUT_OF_RANGE) gets it from ListOffsets per `auto_offset_reset` ("earliest": log
+start, "latest": the high watermark; "none": raise). Fetches return whole batches, so records
+below the position are skipped (fetch_buffer).
+
+`group_id` is accepted and kept for the consumer groups to come; offsets are not committed
+yet, so a restarted consumer starts from `auto_offset_reset` or from where it `seek`s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Final
+
+import zmq
+
+from zlog.client.cluster import DEFAULT_BOOTSTRAP, Connections
+from zlog.client.fetch_buffer import PartitionBuffer, batches_from_chunk
+from zlog.client.records import ConsumerRecord, TopicPartition
+from zlog.clock import Clock, SystemClock
+from zlog.errors import ErrorCode, ZlogError, for_code
+from zlog.shm_segments.batch_fast import BatchView
+from zlog.transport.messages import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    FetchEntry,
+    FetchRequestV0,
+    FetchResponseV0,
+    ListOffsetsPartition,
+    ListOffsetsRequestV0,
+    ListOffsetsResponseV0,
+)
+from zlog.transport.rpc import RpcResult
+
+CONSUMER_REPLICA_ID: Final = -1
+MAX_POLL_RECORDS_DEFAULT: Final = 500
+_WAIT_SLICE_MS: Final = 100
+_RESETS: Final = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "none": None}
+_REFRESH_ON: Final = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
+})
+
+
+class Consumer:
+    """Reads records from assigned partitions; see the module docstring for the model."""
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str] = DEFAULT_BOOTSTRAP,
+        *,
+        auto_offset_reset: str = "latest",
+        group_id: str | None = None,
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_bytes: int = 50 * 1024 * 1024,
+        max_partition_fetch_bytes: int = 1024 * 1024,
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        consumer_timeout_ms: int | None = None,
+        check_crcs: bool = True,
+        clock: Clock | None = None,
+    ) -> None:
+        if auto_offset_reset not in _RESETS:
+            raise ZlogError(ErrorCode.INVALID_CONFIG,
+                            f"auto_offset_reset must be earliest, latest or none, "
+                            f"not {auto_offset_reset!r}")
+        self.auto_offset_reset = auto_offset_reset
+        self.group_id = group_id  # kept for consumer groups; commits are not supported yet
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_bytes = fetch_max_bytes
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.consumer_timeout_ms = consumer_timeout_ms
+        self.check_crcs = check_crcs
+        self._clock = clock or SystemClock()
+        self._connections = Connections(bootstrap)
+        self._assignment: list[TopicPartition] = []
+        self._positions: dict[TopicPartition, int | None] = {}
+        self._pending_resets: dict[TopicPartition, int] = {}  # tp -> LATEST/EARLIEST
+        self._buffers: dict[TopicPartition, PartitionBuffer] = {}
+        self._high_watermarks: dict[TopicPartition, int] = {}
+        self._fetching: dict[tuple[str, int], dict[TopicPartition, int]] = {}  # asked offsets
+        self._backoff_until_ms: dict[TopicPartition, int] = {}
+        self._next_start = 0  # round-robin over partitions between polls
+        self._closed = False
+
+    # -- assignment and positions ---------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Read exactly these partitions (replaces the previous assignment)."""
+        wanted = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
+        for tp in list(self._positions):
+            if tp not in wanted:
+                self._forget(tp)
+        for tp in wanted:
+            if tp not in self._positions:
+                self._positions[tp] = None
+                self._buffers[tp] = PartitionBuffer()
+        self._assignment = wanted
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._assignment)
+
+    def seek(self, tp: TopicPartition | tuple[str, int], offset: int) -> None:
+        """The next poll returns records from `offset` on."""
+        key = self._assigned(tp)
+        if offset < 0:
+            raise ZlogError(ErrorCode.INVALID_REQUEST, f"offset must be >= 0, not {offset}")
+        self._positions[key] = offset
+        self._pending_resets.pop(key, None)
+        self._buffers[key].clear()
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None
+                          = None) -> None:
+        self._seek_to(partitions, EARLIEST_TIMESTAMP)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None
+                    = None) -> None:
+        self._seek_to(partitions, LATEST_TIMESTAMP)
+
+    def _seek_to(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None,
+                 timestamp: int) -> None:
+        targets = self._assignment if partitions is None else [self._assigned(p)
+                                                               for p in partitions]
+        for tp in targets:
+            self._positions[tp] = None
+            self._pending_resets[tp] = timestamp
+            self._buffers[tp].clear()
+
+    def position(self, tp: TopicPartition | tuple[str, int]) -> int:
+        """The offset of the next record poll will return for `tp`."""
+        key = self._assigned(tp)
+        self._resolve_positions()
+        position = self._positions[key]
+        assert position is not None
+        return position
+
+    def highwater(self, tp: TopicPartition | tuple[str, int]) -> int | None:
+        """The high watermark seen in the last fetch answer for `tp` (None before one)."""
+        return self._high_watermarks.get(TopicPartition(*tp))
+
+    # -- polling --------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int = 0, max_records: int = MAX_POLL_RECORDS_DEFAULT) -> (
+        list[ConsumerRecord]
+    ):
+        """Records at the positions, waiting up to timeout_ms for some to arrive."""
+        assert max_records > 0
+        deadline_ms = self._clock.monotonic_ms() + max(timeout_ms, 0)
+        while True:
+            records = self._take_records(max_records)
+            if records:
+                self._send_fetches()  # the next answers arrive while the caller works
+                return records
+            if not self._wait_for_data(deadline_ms):
+                return []
+
+    def poll_batches(self, timeout_ms: int = 0) -> list[tuple[TopicPartition, BatchView]]:
+        """Whole decoded batches (records at or past the position only), no object per record.
+
+        Each BatchView has `offsets`, `timestamps_ms`, `values()`, `values_concatenated()`...;
+        positions move past every batch returned.
+        """
+        deadline_ms = self._clock.monotonic_ms() + max(timeout_ms, 0)
+        while True:
+            batches: list[tuple[TopicPartition, BatchView]] = []
+            for tp in self._assignment:
+                views, next_position = self._buffers[tp].take_batches()
+                if next_position is not None:
+                    self._positions[tp] = next_position
+                batches.extend((tp, view) for view in views)
+            if batches:
+                self._send_fetches()
+                return batches
+            if not self._wait_for_data(deadline_ms):
+                return []
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        """Records forever, or until consumer_timeout_ms passes without one."""
+        while not self._closed:
+            wait_ms = self.consumer_timeout_ms if self.consumer_timeout_ms is not None else 1000
+            records = self.poll(wait_ms)
+            if not records and self.consumer_timeout_ms is not None:
+                return
+            yield from records
+
+    def _wait_for_data(self, deadline_ms: int) -> bool:
+        """Send fetches and take in answers until the deadline; False when it has passed."""
+        self._resolve_positions()
+        self._send_fetches()
+        remaining_ms = deadline_ms - self._clock.monotonic_ms()
+        if remaining_ms <= 0:
+            self._receive(0)
+            return any(self._buffers[tp] for tp in self._assignment)
+        self._receive(remaining_ms)
+        return True
+
+    def _take_records(self, max_records: int) -> list[ConsumerRecord]:
+        records: list[ConsumerRecord] = []
+        count = len(self._assignment)
+        for step in range(count):
+            tp = self._assignment[(self._next_start + step) % count]
+            taken, next_position = self._buffers[tp].take_records(tp, max_records - len(records))
+            if next_position is not None:
+                self._positions[tp] = next_position
+            records.extend(taken)
+            if len(records) >= max_records:
+                break
+        if count:
+            self._next_start = (self._next_start + 1) % count
+        return records
+
+    # -- fetching -------------------------------------------------------------------------
+
+    def _fetchable(self, now_ms: int) -> list[TopicPartition]:
+        in_flight = {tp for asked in self._fetching.values() for tp in asked}
+        return [
+            tp for tp in self._assignment
+            if self._positions[tp] is not None and not self._buffers[tp]
+            and tp not in in_flight and self._backoff_until_ms.get(tp, 0) <= now_ms
+        ]
+
+    def _send_fetches(self) -> None:
+        now_ms = self._clock.monotonic_ms()
+        candidates = self._fetchable(now_ms)
+        if not candidates:
+            return
+        self._refresh_metadata({tp.topic for tp in candidates})
+        by_endpoint: dict[str, list[TopicPartition]] = {}
+        for tp in candidates:
+            endpoint = self._connections.metadata.leader_endpoint(*tp)
+            if endpoint is None:
+                self._back_off(tp, now_ms)
+                continue
+            by_endpoint.setdefault(endpoint, []).append(tp)
+        for endpoint, tps in by_endpoint.items():
+            asked = {tp: self._position_of(tp) for tp in tps}
+            request = FetchRequestV0(
+                CONSUMER_REPLICA_ID, self.fetch_max_wait_ms, self.fetch_min_bytes,
+                self.fetch_max_bytes,
+                tuple(FetchEntry(tp.topic, tp.partition, offset, self.max_partition_fetch_bytes)
+                      for tp, offset in asked.items()),
+            )
+            rpc = self._connections.client(endpoint)
+            if not rpc.has_capacity:
+                continue
+            timeout_ms = self.request_timeout_ms + self.fetch_max_wait_ms
+            correlation_id = rpc.send(request, timeout_ms)
+            self._fetching[(endpoint, correlation_id)] = asked
+
+    def _receive(self, timeout_ms: int) -> None:
+        """Take in fetch answers, waiting up to timeout_ms for the first one.
+
+        With nothing in flight (every partition backing off), just waits out the time.
+        """
+        deadline_ms = self._clock.monotonic_ms() + timeout_ms
+        while True:
+            endpoints = sorted({endpoint for endpoint, _ in self._fetching})
+            got_any = False
+            for endpoint in endpoints:
+                for result in self._connections.client(endpoint).poll_responses(0):
+                    got_any = True
+                    self._on_fetch_result(endpoint, result)
+            remaining_ms = deadline_ms - self._clock.monotonic_ms()
+            if got_any or remaining_ms <= 0:
+                return
+            # Bounded so that request deadlines are checked (poll_responses expires them).
+            wait_ms = min(remaining_ms, _WAIT_SLICE_MS)
+            if not endpoints:
+                time.sleep(min(wait_ms, self.retry_backoff_ms) / 1000)
+                self._send_fetches()  # a backoff may have ended
+                continue
+            poller = zmq.Poller()
+            for endpoint in endpoints:
+                poller.register(self._connections.client(endpoint).socket, zmq.POLLIN)
+            poller.poll(wait_ms)
+
+    def _on_fetch_result(self, endpoint: str, result: RpcResult) -> None:
+        asked = self._fetching.pop((endpoint, result.correlation_id), None)
+        if asked is None:
+            return
+        now_ms = self._clock.monotonic_ms()
+        if result.error is not None:
+            for tp in asked:
+                self._on_partition_error(tp, result.error, now_ms)
+            return
+        response = result.response
+        assert isinstance(response, FetchResponseV0)
+        for entry in response.entries:
+            tp = TopicPartition(entry.topic, entry.partition)
+            if tp not in asked or self._positions.get(tp) != asked[tp]:
+                continue  # unassigned or sought elsewhere since this fetch left
+            if entry.error_code != ErrorCode.NONE:
+                self._on_partition_error(tp, for_code(entry.error_code, entry.error_message),
+                                         now_ms)
+                continue
+            self._high_watermarks[tp] = entry.high_watermark
+            position = asked[tp]
+            for chunk in entry.chunks:
+                views = batches_from_chunk(chunk, position, check_crc=self.check_crcs)
+                if views:
+                    self._buffers[tp].add(views)
+                    position = views[-1].header.next_offset
+
+    def _on_partition_error(self, tp: TopicPartition, error: ZlogError, now_ms: int) -> None:
+        if error.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            reset = _RESETS[self.auto_offset_reset]
+            if reset is None:
+                raise ZlogError(error.code, f"{tp.topic}-{tp.partition}: {error.message} "
+                                            "(auto_offset_reset is none)")
+            self._positions[tp] = None
+            self._pending_resets[tp] = reset
+            return
+        if error.code in _REFRESH_ON:
+            self._connections.metadata.invalidate(tp.topic)
+            self._back_off(tp, now_ms)
+            return
+        raise ZlogError(error.code, f"fetching {tp.topic}-{tp.partition}: {error.message}")
+
+    def _back_off(self, tp: TopicPartition, now_ms: int) -> None:
+        self._backoff_until_ms[tp] = now_ms + self.retry_backoff_ms
+
+    # -- offsets --------------------------------------------------------------------------
+
+    def _resolve_positions(self) -> None:
+        """Give every assigned partition without a position one, per its pending reset."""
+        missing = [tp for tp in self._assignment if self._positions[tp] is None]
+        if not missing:
+            return
+        default = _RESETS[self.auto_offset_reset]
+        wanted: dict[TopicPartition, int] = {}
+        for tp in missing:
+            reset = self._pending_resets.get(tp, default)
+            if reset is None:
+                raise ZlogError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                f"{tp.topic}-{tp.partition} has no position and "
+                                "auto_offset_reset is none: seek first")
+            wanted[tp] = reset
+        for tp, offset in self.list_offsets(wanted).items():
+            self._positions[tp] = offset
+            self._pending_resets.pop(tp, None)
+
+    def list_offsets(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """ListOffsets against the leaders: -1 high watermark, -2 log start, else a time."""
+        self._refresh_metadata({tp.topic for tp in specs})
+        groups: dict[tuple[str, str], list[ListOffsetsPartition]] = {}
+        for tp, spec in specs.items():
+            endpoint = self._connections.metadata.leader_endpoint(*tp)
+            if endpoint is None:
+                raise ZlogError(ErrorCode.LEADER_NOT_AVAILABLE,
+                                f"{tp.topic}-{tp.partition} has no leader right now")
+            groups.setdefault((endpoint, tp.topic), []).append(
+                ListOffsetsPartition(tp.partition, spec))
+        offsets: dict[TopicPartition, int] = {}
+        for (endpoint, topic), partitions in groups.items():
+            try:
+                response = self._connections.client(endpoint).call(
+                    ListOffsetsRequestV0(topic, tuple(partitions)), self.request_timeout_ms)
+            except ZlogError as error:
+                if error.code in _REFRESH_ON:
+                    self._connections.metadata.invalidate(topic)
+                raise
+            assert isinstance(response, ListOffsetsResponseV0)
+            for result in response.partitions:
+                if result.error_code != ErrorCode.NONE:
+                    self._connections.metadata.invalidate(topic)
+                    raise for_code(result.error_code,
+                                   f"{topic}-{result.partition}: {result.error_message}")
+                offsets[TopicPartition(topic, result.partition)] = result.offset
+        return offsets
+
+    def latest(self, topic: str, partition: int) -> ConsumerRecord | None:
+        """The last record below the high watermark, or None if the partition is empty.
+
+        A one-off read that leaves this consumer's positions alone.
+        """
+        tp = TopicPartition(topic, partition)
+        bounds = self.list_offsets({tp: LATEST_TIMESTAMP})
+        high_watermark = bounds[tp]
+        start = self.list_offsets({tp: EARLIEST_TIMESTAMP})[tp]
+        if high_watermark <= start:
+            return None
+        endpoint = self._connections.metadata.leader_endpoint(*tp)
+        assert endpoint is not None, "list_offsets found the leader"
+        wanted = high_watermark - 1
+        request = FetchRequestV0(CONSUMER_REPLICA_ID, 0, 0, self.max_partition_fetch_bytes,
+                                 (FetchEntry(topic, partition, wanted,
+                                             self.max_partition_fetch_bytes),))
+        response = self._connections.client(endpoint).call(request, self.request_timeout_ms)
+        assert isinstance(response, FetchResponseV0)
+        entry = response.entries[0]
+        if entry.error_code != ErrorCode.NONE:
+            raise for_code(entry.error_code, f"{topic}-{partition}: {entry.error_message}")
+        buffer = PartitionBuffer()
+        for chunk in entry.chunks:
+            buffer.add(batches_from_chunk(chunk, wanted, check_crc=self.check_crcs))
+        records, _ = buffer.take_records(tp, 2**31 - 1)
+        below = [r for r in records if r.offset < high_watermark]
+        return below[-1] if below else None
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _refresh_metadata(self, topics: set[str]) -> None:
+        metadata = self._connections.metadata
+        missing = sorted(t for t in topics if metadata.topic(t) is None)
+        if missing:
+            errors = self._connections.refresh(missing, self.request_timeout_ms)
+            for error in errors.values():
+                if not error.retriable or error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    raise error
+        for tp in self._assignment:
+            count = metadata.partition_count(tp.topic)
+            if tp.topic in topics and count is not None and not 0 <= tp.partition < count:
+                raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"topic {tp.topic!r} has partitions 0..{count - 1}, "
+                                f"not {tp.partition}")
+
+    def _position_of(self, tp: TopicPartition) -> int:
+        position = self._positions[tp]
+        assert position is not None, "fetches go only to partitions with a position"
+        return position
+
+    def _assigned(self, tp: TopicPartition | tuple[str, int]) -> TopicPartition:
+        key = TopicPartition(*tp)
+        if key not in self._positions:
+            raise ZlogError(ErrorCode.INVALID_REQUEST,
+                            f"{key.topic}-{key.partition} is not assigned to this consumer")
+        return key
+
+    def _forget(self, tp: TopicPartition) -> None:
+        self._positions.pop(tp, None)
+        self._pending_resets.pop(tp, None)
+        self._buffers.pop(tp, None)
+        self._high_watermarks.pop(tp, None)
+        self._backoff_until_ms.pop(tp, None)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._connections.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,99 @@
+"""The small public records of the client API, named as Kafka's clients name them.
+
+TopicPartition is a NamedTuple so that a plain `("orders", 0)` works wherever one is expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where an acknowledged record landed. offset is -1 for acks=0 (nobody told us)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    """Where an acknowledged batch from `Producer.send_many` landed: records base_offset.."""
+
+    topic: str
+    partition: int
+    base_offset: int  # -1 for acks=0
+    record_count: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    """A topic to create. configs are topic-level keys such as retention.ms (strings)."""
+
+    name: str
+    partitions: int
+    replication_factor: int = 1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    partition: int
+    leader: int  # node id, -1 while there is none
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    endpoint: str  # data endpoint of the leading worker
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    partitions: tuple[PartitionDescription, ...]
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerDescription:
+    node_id: int
+    host: str
+    control_endpoint: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str
+    controller_id: int
+    brokers: tuple[BrokerDescription, ...]
+    raft_leader: int | None
+    raft_term: int
+    raft_commit: tuple[int, int]  # (term, height) of the last committed metadata block
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndTimestamp:
+    """An answer of `Admin.list_offsets`: offset -1 when no record is that recent."""
+
+    offset: int
+    timestamp_ms: int

@@ -1,0 +1,495 @@
+"""The producer's I/O thread: takes ready batches, sends them to partition leaders, retries.
+
+Kafka's producer design: user threads only append to the accumulator (under `lock`); this one
+thread owns every socket, so sockets are never shared between threads. Each pass it
+
+1. refreshes metadata for topics that user threads are waiting on or that failed with
+   NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (at most once per retry backoff);
+2. gets a producer id from the control endpoint (InitProducerId) if idempotence is on;
+3. takes ready batches and due retries, encodes new ones with their sequence, and sends one
+   Produce request per leader endpoint, each batch as its own entry (one result per batch);
+4. waits on all sockets (and a wake-up pipe that user threads write to) for answers.
+
+Idempotence (KIP-98): a batch gets its partition's next sequence when it is first taken and
+keeps it, and its bytes, across retries, so the broker recognises a retry and answers it with
+the original offset. At most `IDEMPOTENT_IN_FLIGHT_MAX` batches of a partition are in flight,
+since the broker remembers five. If a batch fails retriably, later in-flight batches of its
+partition come back OUT_OF_ORDER_SEQUENCE_NUMBER; they are retried too, in sequence order, and
+no new batch of that partition leaves until the retries are through. A batch that fails for
+good leaves a gap in its partition's sequences, so the producer then takes a new producer id
+once nothing is in flight and starts every sequence at 0 again; batches waiting to be retried
+are re-encoded with the new id (Kafka resets sequences in the same situation, KIP-360).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+import zmq
+
+from zlog.client.accumulator import PendingBatch, RecordAccumulator
+from zlog.client.cluster import Connections
+from zlog.client.records import TopicPartition
+from zlog.errors import ErrorCode, ZlogError, for_code
+from zlog.shm_segments.batch import Compression
+from zlog.transport.messages import (
+    InitProducerIdRequestV0,
+    InitProducerIdResponseV0,
+    ProduceEntry,
+    ProduceRequestV0,
+    ProduceResponseV0,
+)
+from zlog.transport.rpc import RpcResult
+
+log = logging.getLogger("zlog.client.producer")
+
+IDEMPOTENT_IN_FLIGHT_MAX: Final = 5  # batches per partition: what the broker can deduplicate
+REQUEST_BYTES_MAX: Final = 16 * 1024 * 1024  # batches per request, beyond the first
+POLL_INTERVAL_MS_MAX: Final = 50  # the longest the thread sleeps without checking deadlines
+SEQUENCE_MODULUS: Final = 2**31
+# Retriable in Kafka's table, but a corrupt batch that this producer built would only fail
+# again: the transport below checks integrity already.
+_NOT_RETRIED: Final = frozenset({ErrorCode.CORRUPT_MESSAGE})
+_REFRESH_ON: Final = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
+})
+
+
+@dataclass(frozen=True, slots=True)
+class SenderConfig:
+    acks: int
+    compression: Compression
+    idempotent: bool
+    retries: int
+    retry_backoff_ms: int
+    request_timeout_ms: int
+    delivery_timeout_ms: int
+
+
+@dataclass(slots=True)
+class SharedState:
+    """What user threads and the sender thread share; every field is guarded by `lock`."""
+
+    lock: threading.Condition
+    accumulator: RecordAccumulator
+    partition_counts: dict[str, int] = field(default_factory=dict)
+    topic_errors: dict[str, ZlogError] = field(default_factory=dict)
+    wanted_topics: set[str] = field(default_factory=set)
+    flushes_waiting: int = 0
+    closing: bool = False
+    sender_failure: BaseException | None = None
+
+
+@dataclass(slots=True)
+class _PartitionState:
+    next_sequence: int = 0
+    in_flight: list[PendingBatch] = field(default_factory=list)
+    retries: list[PendingBatch] = field(default_factory=list)  # by base_sequence
+
+
+class Sender:
+    """Runs in its own thread; see the module docstring for what one pass does."""
+
+    def __init__(self, config: SenderConfig, shared: SharedState, connections: Connections,
+                 clock_ms: Callable[[], int]) -> None:
+        self.config = config
+        self.shared = shared
+        self.connections = connections
+        self._clock_ms = clock_ms
+        self._partitions: dict[TopicPartition, _PartitionState] = {}
+        self._requests: dict[tuple[str, int], list[PendingBatch]] = {}
+        self._stale_topics: set[str] = set()
+        self._last_refresh_ms = -(2**62)
+        self._last_init_attempt_ms = -(2**62)
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._reset_pending = False
+        self._stopping = False
+        self._abandon = False
+        self._pipe_closed = False
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+
+    # -- called from any thread -----------------------------------------------------------
+
+    def wake(self) -> None:
+        """Cut the thread's wait short (a batch got ready, a flush or metadata is wanted)."""
+        if self._pipe_closed:
+            return
+        with contextlib.suppress(BlockingIOError):  # full: a wake-up is pending already
+            os.write(self._wake_write, b"w")
+
+    def stop(self, *, abandon: bool) -> None:
+        """Exit once nothing is left to send, or at once (failing what is left) if `abandon`."""
+        self._stopping = True
+        self._abandon = abandon
+        self.wake()
+
+    # -- the thread -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            while True:
+                self._run_once()
+                with self.shared.lock:
+                    idle = self.shared.accumulator.is_empty and not self._has_in_flight()
+                    if self._stopping and (idle or self._abandon):
+                        break
+        except BaseException as error:  # a bug: fail everything loudly, never hang callers
+            log.exception("the producer's sender thread failed")
+            with self.shared.lock:
+                self.shared.sender_failure = error
+                self.shared.lock.notify_all()
+            self._fail_everything(ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                            f"the producer's I/O thread failed: {error!r}"))
+        finally:
+            self._fail_everything(ZlogError(ErrorCode.NETWORK_EXCEPTION, "the producer closed"))
+            self.connections.close()
+
+    def dispose(self) -> None:
+        """Close the wake-up pipe; only after the thread has ended (the producer joins it)."""
+        if not self._pipe_closed:
+            self._pipe_closed = True
+            os.close(self._wake_read)
+            os.close(self._wake_write)
+
+    def _run_once(self) -> None:
+        self._refresh_metadata_if_needed()
+        if self.config.idempotent:
+            self._maybe_init_producer_id()
+        now_ms = self._clock_ms()
+        self._expire(now_ms)
+        self._send_ready(now_ms)
+        self._wait_and_receive(self._wait_ms(now_ms))
+
+    def _has_in_flight(self) -> bool:
+        return bool(self._requests) or any(p.retries for p in self._partitions.values())
+
+    # -- metadata and producer id ---------------------------------------------------------
+
+    def _refresh_metadata_if_needed(self) -> None:
+        with self.shared.lock:
+            wanted = set(self.shared.wanted_topics)
+        wanted |= self._stale_topics
+        now_ms = self._clock_ms()
+        if not wanted or now_ms - self._last_refresh_ms < self.config.retry_backoff_ms:
+            return
+        self._last_refresh_ms = now_ms
+        try:
+            errors = self.connections.refresh(sorted(wanted), self.config.request_timeout_ms)
+        except ZlogError as error:
+            errors = dict.fromkeys(wanted, error)
+        self._stale_topics -= wanted
+        with self.shared.lock:
+            for topic in wanted:
+                count = self.connections.metadata.partition_count(topic)
+                if count is not None:
+                    self.shared.partition_counts[topic] = count
+                    self.shared.topic_errors.pop(topic, None)
+                    self.shared.wanted_topics.discard(topic)
+                elif topic in errors:
+                    self.shared.topic_errors[topic] = errors[topic]
+                    if not errors[topic].retriable or (
+                        errors[topic].code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    ):
+                        self.shared.wanted_topics.discard(topic)
+            self.shared.lock.notify_all()
+
+    def _maybe_init_producer_id(self) -> None:
+        if self._reset_pending and not self._requests:
+            self._producer_id = -1
+            self._reset_pending = False
+            for state in self._partitions.values():
+                state.next_sequence = 0
+                for batch in state.retries:
+                    batch.encoded = None  # re-encoded with the new id and sequences
+        if self._producer_id >= 0:
+            return
+        now_ms = self._clock_ms()
+        if now_ms - self._last_init_attempt_ms < self.config.retry_backoff_ms:
+            return
+        self._last_init_attempt_ms = now_ms
+        try:
+            response = self.connections.call_control(
+                InitProducerIdRequestV0(None), self.config.request_timeout_ms)
+        except ZlogError as error:
+            log.warning("InitProducerId failed, will retry: %s", error)
+            return
+        if not isinstance(response, InitProducerIdResponseV0):
+            log.warning("InitProducerId answered with %s", type(response).__name__)
+            return
+        if response.error_code != ErrorCode.NONE:
+            log.warning("InitProducerId answered %s", for_code(response.error_code))
+            return
+        self._producer_id = response.producer_id
+        self._producer_epoch = response.producer_epoch
+
+    # -- sending --------------------------------------------------------------------------
+
+    def _partition(self, tp: TopicPartition) -> _PartitionState:
+        state = self._partitions.get(tp)
+        if state is None:
+            state = self._partitions[tp] = _PartitionState()
+        return state
+
+    def _can_take(self, tp: TopicPartition, state: _PartitionState) -> bool:
+        if not self.config.idempotent:
+            return True
+        if self._producer_id < 0 or self._reset_pending:
+            return False
+        return len(state.in_flight) < IDEMPOTENT_IN_FLIGHT_MAX
+
+    def _take_batches(self, now_ms: int) -> dict[str, list[PendingBatch]]:
+        """Due retries first, then ready new batches, grouped by leader endpoint."""
+        by_endpoint: dict[str, list[PendingBatch]] = {}
+        metadata = self.connections.metadata
+        id_missing = self.config.idempotent and (self._producer_id < 0 or self._reset_pending)
+        for tp, state in self._partitions.items():
+            while not id_missing and state.retries and state.retries[0].retry_at_ms <= now_ms:
+                endpoint = metadata.leader_endpoint(*tp)
+                if endpoint is None:
+                    self._stale_topics.add(tp.topic)
+                    break
+                if self.config.idempotent and len(state.in_flight) >= IDEMPOTENT_IN_FLIGHT_MAX:
+                    break
+                batch = state.retries.pop(0)
+                state.in_flight.append(batch)
+                by_endpoint.setdefault(endpoint, []).append(batch)
+        with self.shared.lock:
+            flushing = self.shared.flushes_waiting > 0 or self.shared.closing
+            accumulator = self.shared.accumulator
+            for tp in accumulator.ready_partitions(now_ms, flushing=flushing):
+                state = self._partition(tp)
+                endpoint = metadata.leader_endpoint(*tp)
+                if endpoint is None:
+                    self._stale_topics.add(tp.topic)
+                    continue
+                # Nothing new overtakes a retry of the same partition.
+                while (
+                    not state.retries
+                    and self._can_take(tp, state)
+                    and accumulator.first_is_ready(tp, now_ms, flushing=flushing)
+                ):
+                    batch = accumulator.pop_first(tp)
+                    state.in_flight.append(batch)
+                    by_endpoint.setdefault(endpoint, []).append(batch)
+        return by_endpoint
+
+    def _encode(self, batch: PendingBatch) -> bool:
+        """Encode a batch the first time it leaves; False (batch failed) if it cannot be."""
+        if batch.encoded is not None:
+            return True
+        state = self._partition(batch.tp)
+        sequence = state.next_sequence if self.config.idempotent else -1
+        try:
+            batch.encoded = batch.encode(self.config.compression, self._producer_id,
+                                         self._producer_epoch, sequence)
+        except ZlogError as error:
+            state.in_flight.remove(batch)
+            self._finish(batch, error)
+            return False
+        if self.config.idempotent:
+            batch.base_sequence = sequence
+            state.next_sequence = (sequence + batch.record_count) % SEQUENCE_MODULUS
+        return True
+
+    def _send_ready(self, now_ms: int) -> None:
+        for endpoint, batches in self._take_batches(now_ms).items():
+            sendable = [b for b in batches if self._encode(b)]
+            while sendable:
+                request_batches = _cut_request(sendable)
+                sendable = sendable[len(request_batches):]
+                self._send_request(endpoint, request_batches)
+
+    def _send_request(self, endpoint: str, batches: list[PendingBatch]) -> None:
+        entries = tuple(
+            ProduceEntry(b.tp.topic, b.tp.partition, (_encoded(b),)) for b in batches
+        )
+        request = ProduceRequestV0(self.config.acks, self.config.request_timeout_ms, entries)
+        try:
+            rpc = self.connections.client(endpoint)
+            if not rpc.has_capacity:
+                self._requeue(batches)  # max_in_flight requests wait on this endpoint
+                return
+            for batch in batches:
+                batch.attempts += 1
+            correlation_id = rpc.send(request, self.config.request_timeout_ms)
+        except ZlogError as error:
+            for batch in batches:
+                self._on_batch_error(batch, error, self._clock_ms())
+            return
+        if self.config.acks == 0:
+            for batch in batches:
+                self._partition(batch.tp).in_flight.remove(batch)
+                self._finish(batch, None, base_offset=-1)
+            return
+        self._requests[(endpoint, correlation_id)] = batches
+
+    def _requeue(self, batches: list[PendingBatch]) -> None:
+        """Put taken batches back, in order, to be sent on a later pass (no attempt used)."""
+        now_ms = self._clock_ms()
+        for batch in batches:
+            state = self._partition(batch.tp)
+            state.in_flight.remove(batch)
+            batch.retry_at_ms = now_ms
+            state.retries.append(batch)
+            state.retries.sort(key=lambda b: (b.base_sequence, b.created_ms))
+
+    # -- receiving ------------------------------------------------------------------------
+
+    def _wait_ms(self, now_ms: int) -> int:
+        """Until the next linger or backoff ends, at most POLL_INTERVAL_MS_MAX.
+
+        Deadlines already past are ignored: what was due and is still here could not leave
+        (no capacity, no leader, no producer id yet), and what unblocks it (an answer, a
+        wake-up) ends the wait anyway. Counting them would spin the thread.
+        """
+        with self.shared.lock:
+            ready_ms = self.shared.accumulator.next_ready_ms(now_ms)
+        deadlines_ms = [ready_ms] if ready_ms is not None else []
+        deadlines_ms.extend(s.retries[0].retry_at_ms for s in self._partitions.values()
+                            if s.retries)
+        future_waits = [d - now_ms for d in deadlines_ms if d > now_ms]
+        return min([POLL_INTERVAL_MS_MAX, *future_waits])
+
+    def _wait_and_receive(self, wait_ms: int) -> None:
+        poller = zmq.Poller()
+        poller.register(self._wake_read, zmq.POLLIN)
+        clients = list(self.connections.clients())
+        for rpc in clients:
+            if rpc.in_flight:
+                poller.register(rpc.socket, zmq.POLLIN)
+        events = dict(poller.poll(wait_ms))
+        if self._wake_read in events:
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._wake_read, 4096)
+        for rpc in clients:
+            if rpc.in_flight:
+                for result in rpc.poll_responses(0):
+                    self._on_result(rpc.endpoint, result)
+
+    def _on_result(self, endpoint: str, result: RpcResult) -> None:
+        batches = self._requests.pop((endpoint, result.correlation_id), None)
+        if batches is None:
+            return
+        now_ms = self._clock_ms()
+        for batch in batches:
+            self._partition(batch.tp).in_flight.remove(batch)
+        if result.error is not None:
+            for batch in batches:
+                self._on_batch_error(batch, result.error, now_ms)
+            return
+        response = result.response
+        assert isinstance(response, ProduceResponseV0)
+        if len(response.entries) != len(batches):
+            error = ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                              f"{len(response.entries)} results for {len(batches)} batches")
+            for batch in batches:
+                self._finish(batch, error)
+            return
+        for batch, entry in zip(batches, response.entries, strict=True):
+            if entry.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                self._finish(batch, None, base_offset=entry.base_offset,
+                             log_append_time_ms=entry.log_append_time_ms)
+            else:
+                self._on_batch_error(batch, for_code(entry.error_code, entry.error_message),
+                                     now_ms)
+
+    def _on_batch_error(self, batch: PendingBatch, error: ZlogError, now_ms: int) -> None:
+        state = self._partition(batch.tp)
+        if batch in state.in_flight:
+            state.in_flight.remove(batch)
+        if error.code in _REFRESH_ON:
+            self._stale_topics.add(batch.tp.topic)
+        retriable = error.retriable and error.code not in _NOT_RETRIED
+        if self.config.idempotent and error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            # Not this batch's fault when an earlier batch of the partition is being retried,
+            # or failed for good (then the producer id is renewed and this batch re-encoded).
+            retriable = self._reset_pending or any(
+                _sequence_before(other.base_sequence, batch.base_sequence)
+                for other in state.retries + state.in_flight
+            )
+        expired = now_ms - batch.created_ms >= self.config.delivery_timeout_ms
+        if retriable and batch.attempts <= self.config.retries and not expired:
+            batch.retry_at_ms = now_ms + self.config.retry_backoff_ms
+            state.retries.append(batch)
+            state.retries.sort(key=lambda b: (b.base_sequence, b.created_ms))
+            return
+        self._finish(batch, error)
+
+    # -- completion -----------------------------------------------------------------------
+
+    def _finish(self, batch: PendingBatch, error: ZlogError | None, *, base_offset: int = -1,
+                log_append_time_ms: int = -1) -> None:
+        if error is None:
+            batch.complete(base_offset, log_append_time_ms)
+        else:
+            batch.fail(error)
+            if self.config.idempotent and batch.base_sequence >= 0:
+                # Its sequences will never be appended, so later batches of its partition
+                # would meet a gap: renew the producer id and start every sequence again.
+                self._reset_pending = True
+        with self.shared.lock:
+            if not batch.finished:
+                batch.finished = True
+                self.shared.accumulator.release(batch)
+            self.shared.lock.notify_all()
+
+    def _expire(self, now_ms: int) -> None:
+        timeout_ms = self.config.delivery_timeout_ms
+        with self.shared.lock:
+            expired = self.shared.accumulator.expire(now_ms, timeout_ms)
+        for state in self._partitions.values():
+            keep = [b for b in state.retries if now_ms - b.created_ms < timeout_ms]
+            expired.extend(b for b in state.retries if now_ms - b.created_ms >= timeout_ms)
+            state.retries = keep
+        for batch in expired:
+            self._finish(batch, ZlogError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"{batch.record_count} records for {batch.tp.topic}-{batch.tp.partition} "
+                f"were not acknowledged within delivery_timeout_ms={timeout_ms}",
+            ))
+
+    def _fail_everything(self, error: ZlogError) -> None:
+        with self.shared.lock:
+            pending = self.shared.accumulator.drain_all()
+        for batches in self._requests.values():
+            pending.extend(batches)
+        self._requests.clear()
+        for state in self._partitions.values():
+            pending.extend(state.retries)
+            state.retries.clear()
+            state.in_flight.clear()
+        for batch in pending:
+            self._finish(batch, error)
+
+
+def _encoded(batch: PendingBatch) -> bytes:
+    assert batch.encoded is not None, "batches are encoded before they are sent"
+    return batch.encoded
+
+
+def _cut_request(batches: list[PendingBatch]) -> list[PendingBatch]:
+    """The longest prefix of `batches` (at least one) within REQUEST_BYTES_MAX."""
+    total_bytes = 0
+    for index, batch in enumerate(batches):
+        assert batch.encoded is not None
+        total_bytes += len(batch.encoded)
+        if index > 0 and total_bytes > REQUEST_BYTES_MAX:
+            return batches[:index]
+    return batches
+
+
+def _sequence_before(first: int, second: int) -> bool:
+    """Whether sequence `first` comes before `second`, allowing for wrap at 2^31."""
+    if first < 0 or second < 0:
+        return False
+    return 0 < (second - first) % SEQUENCE_MODULUS < SEQUENCE_MODULUS // 2

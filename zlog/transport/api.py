@@ -1,0 +1,70 @@
+"""API keys and the versions of each that zlog speaks (docs/protocol.md, "API keys").
+
+The numbers are Kafka's where Kafka has the API, so a Kafka-protocol listener can map requests
+one to one. Every API starts at version 0; a request naming a version outside its range gets
+UNSUPPORTED_VERSION, never a crash.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Final
+
+
+class ApiKey(IntEnum):
+    """The int16 in the first two bytes of every request and response header."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_CLUSTER = 60
+
+
+# (min_version, max_version), both inclusive.
+SUPPORTED_VERSIONS: Final[dict[ApiKey, tuple[int, int]]] = dict.fromkeys(ApiKey, (0, 0))
+
+# Which endpoint answers which API: partition workers serve the data path, the supervisor the
+# control plane; both answer ApiVersions so a client can probe either.
+DATA_APIS: Final = frozenset(
+    {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.API_VERSIONS}
+)
+CONTROL_APIS: Final = frozenset(
+    {
+        ApiKey.METADATA,
+        ApiKey.API_VERSIONS,
+        ApiKey.CREATE_TOPICS,
+        ApiKey.DELETE_TOPICS,
+        ApiKey.INIT_PRODUCER_ID,
+        ApiKey.DESCRIBE_CLUSTER,
+    }
+)
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    """Whether (api_key, api_version) names a request this build can decode."""
+    try:
+        key = ApiKey(api_key)
+    except ValueError:
+        return False
+    low, high = SUPPORTED_VERSIONS[key]
+    return low <= api_version <= high
+
+
+def supported_range_text(api_key: int) -> str:
+    """The sentence an UNSUPPORTED_VERSION reply carries: what the caller may send instead."""
+    try:
+        key = ApiKey(api_key)
+    except ValueError:
+        known = ", ".join(f"{k.name}={int(k)}" for k in ApiKey)
+        return f"unknown api key {api_key}; supported keys are {known}"
+    low, high = SUPPORTED_VERSIONS[key]
+    return f"{key.name} supports versions {low} to {high}"
+
+
+assert all(low <= high for low, high in SUPPORTED_VERSIONS.values())
+assert set(ApiKey) == DATA_APIS | CONTROL_APIS

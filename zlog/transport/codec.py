@@ -1,0 +1,250 @@
+"""Messages <-> lists of frames: the fixed headers, and dispatch to the body codecs.
+
+A request is `[header][body][record batch frame]...`, a response the same with its own header
+(docs/protocol.md, "Frames"). This module never touches a socket (pyzmq's lesson: keep codecs
+out of sockets); `sockets.py` moves the frames. Frames may be bytes, memoryviews or received
+`zmq.Frame`s; batches are handed through as views, never copied.
+
+Decoding never lets a parsing exception escape. A server sees three outcomes:
+
+* `HeaderError`: frame 0 is not even a header, so there is no correlation id to reply to; the
+  message is dropped and counted.
+* `RequestBodyError` (carries the decoded `.header`): unknown api key or version
+  (UNSUPPORTED_VERSION) or a malformed body (INVALID_REQUEST); reply with
+  `encode_error_response(error.header, error.code, error.message)`.
+* Success: `(RequestHeader, Request)`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.api import ApiKey, is_supported, supported_range_text
+from zlog.transport.json_bodies import decode_json_body, encode_json_body
+from zlog.transport.messages import (
+    REQUEST_TYPES,
+    RESPONSE_TYPES,
+    Buffer,
+    ErrorBody,
+    FetchRequestV0,
+    FetchResponseV0,
+    ProduceRequestV0,
+    ProduceResponseV0,
+    Request,
+    Response,
+)
+from zlog.transport.struct_bodies import (
+    decode_fetch_request,
+    decode_fetch_response,
+    decode_produce_request,
+    decode_produce_response,
+    encode_fetch_request,
+    encode_fetch_response,
+    encode_produce_request,
+    encode_produce_response,
+)
+from zlog.transport.wire import (
+    INT32_MAX,
+    INT32_MIN,
+    Cursor,
+    FrameLike,
+    check_range,
+    clip_message,
+    frame_view,
+)
+
+REQUEST_HEADER: Final = struct.Struct(">hhiH")  # api_key, api_version, correlation_id, flags
+RESPONSE_HEADER: Final = struct.Struct(">hhih")  # api_key, api_version, correlation_id, error
+_ERROR_MESSAGE_LENGTH: Final = struct.Struct(">H")
+
+# What a client reports when a response cannot be decoded: the server misbehaved, and
+# retrying the same request would most likely meet the same answer.
+RESPONSE_DECODE_ERROR: Final = ErrorCode.UNKNOWN_SERVER_ERROR
+
+Frame = Buffer | FrameLike
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int  # int16; an int, not an ApiKey, so unknown keys can still be answered
+    api_version: int  # int16
+    correlation_id: int  # int32, echoed in the response
+    flags: int = 0  # uint16, reserved
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseHeader:
+    api_key: int  # int16, the request's
+    api_version: int  # int16, the request's
+    correlation_id: int  # int32, the request's
+    error_code: int  # int16: non-zero when the request as a whole failed
+
+
+class HeaderError(ZlogError):
+    """Frame 0 is not a header: there is nobody to reply to, so the server drops the message."""
+
+
+class RequestBodyError(ZlogError):
+    """The header decoded but the rest did not: the server replies with an error response."""
+
+    def __init__(self, header: RequestHeader, code: ErrorCode, message: str) -> None:
+        super().__init__(code, message)
+        self.header = header
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests.
+# ---------------------------------------------------------------------------------------------
+
+
+def encode_request(correlation_id: int, msg: Request) -> list[Buffer]:
+    """[header, body, *batches]; the batches are the caller's buffers, not copies."""
+    check_range(correlation_id, INT32_MIN, INT32_MAX, "correlation_id",
+                code=ErrorCode.INVALID_REQUEST)
+    header = REQUEST_HEADER.pack(msg.API_KEY, msg.API_VERSION, correlation_id, 0)
+    frames: list[Buffer]
+    if isinstance(msg, ProduceRequestV0):
+        body, frames = encode_produce_request(msg)
+    elif isinstance(msg, FetchRequestV0):
+        body, frames = encode_fetch_request(msg), []
+    else:
+        body, frames = encode_json_body(msg), []
+    return [header, body, *frames]
+
+
+def decode_request_header(frames: Sequence[Frame]) -> RequestHeader:
+    """The header alone; `HeaderError` when frame 0 is missing or shorter than 10 bytes."""
+    if not frames:
+        raise HeaderError(ErrorCode.INVALID_REQUEST, "an empty message has no header")
+    view = frame_view(frames[0])
+    if view.nbytes < REQUEST_HEADER.size:
+        raise HeaderError(
+            ErrorCode.INVALID_REQUEST,
+            f"a request header is {REQUEST_HEADER.size} bytes, frame 0 has {view.nbytes}",
+        )
+    return RequestHeader(*REQUEST_HEADER.unpack_from(view, 0))
+
+
+def decode_request(frames: Sequence[Frame]) -> tuple[RequestHeader, Request]:
+    """Decode a whole request (routing frames already removed)."""
+    header = decode_request_header(frames)
+    if not is_supported(header.api_key, header.api_version):
+        raise RequestBodyError(
+            header,
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"api key {header.api_key} version {header.api_version} is not supported: "
+            f"{supported_range_text(header.api_key)}",
+        )
+    try:
+        return header, _decode_request_body(header, frames)
+    except RequestBodyError:
+        raise
+    except ZlogError as error:
+        raise RequestBodyError(header, error.code, error.message) from None
+
+
+def _decode_request_body(header: RequestHeader, frames: Sequence[Frame]) -> Request:
+    if frame_view(frames[0]).nbytes != REQUEST_HEADER.size:
+        raise ZlogError(ErrorCode.INVALID_REQUEST, "frame 0 must be exactly the 10-byte header")
+    if len(frames) < 2:
+        raise ZlogError(ErrorCode.INVALID_REQUEST, "a request needs a body frame after its header")
+    body = frame_view(frames[1])
+    data = [frame_view(frame) for frame in frames[2:]]
+    cls = REQUEST_TYPES[(ApiKey(header.api_key), header.api_version)]
+    code = ErrorCode.INVALID_REQUEST
+    if cls is ProduceRequestV0:
+        return decode_produce_request(body, data, code)
+    if cls is FetchRequestV0:
+        return decode_fetch_request(body, data, code)
+    if data:
+        raise ZlogError(code, f"{cls.__name__} takes 2 frames, the message has {len(frames)}")
+    return decode_json_body(cls, body, code)
+
+
+def expects_response(msg: Request) -> bool:
+    """False only for acks=0 produce requests, which the server never answers."""
+    return not (isinstance(msg, ProduceRequestV0) and msg.acks == 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses.
+# ---------------------------------------------------------------------------------------------
+
+
+def _response_header(header: RequestHeader, error_code: int) -> bytes:
+    return RESPONSE_HEADER.pack(
+        header.api_key, header.api_version, header.correlation_id, error_code
+    )
+
+
+def encode_response(header: RequestHeader, msg: Response) -> list[Buffer]:
+    """[header, body, *chunks] answering the request whose header is `header`."""
+    assert (header.api_key, header.api_version) == (msg.API_KEY, msg.API_VERSION), (
+        f"{type(msg).__name__} does not answer api {header.api_key} v{header.api_version}"
+    )
+    frames: list[Buffer]
+    if isinstance(msg, ProduceResponseV0):
+        body, frames = encode_produce_response(msg), []
+    elif isinstance(msg, FetchResponseV0):
+        body, frames = encode_fetch_response(msg)
+    else:
+        body, frames = encode_json_body(msg), []
+    return [_response_header(header, 0), body, *frames]
+
+
+def encode_error_response(header: RequestHeader, code: ErrorCode, message: str) -> list[Buffer]:
+    """A whole-request failure: the error code in the header, `>H` length + message as body."""
+    assert code != ErrorCode.NONE, "an error response carries an error"
+    text = clip_message(message)
+    return [_response_header(header, code), _ERROR_MESSAGE_LENGTH.pack(len(text)) + text]
+
+
+def decode_response_header(frames: Sequence[Frame]) -> ResponseHeader:
+    if not frames:
+        raise HeaderError(RESPONSE_DECODE_ERROR, "an empty message has no header")
+    view = frame_view(frames[0])
+    if view.nbytes != RESPONSE_HEADER.size:
+        raise HeaderError(
+            RESPONSE_DECODE_ERROR,
+            f"a response header is {RESPONSE_HEADER.size} bytes, frame 0 has {view.nbytes}",
+        )
+    return ResponseHeader(*RESPONSE_HEADER.unpack_from(view, 0))
+
+
+def decode_response(frames: Sequence[Frame]) -> tuple[ResponseHeader, Response | ErrorBody]:
+    """Decode a response; `HeaderError` if frame 0 is unusable, else `ZlogError` if the rest is.
+
+    Raises `ZlogError(RESPONSE_DECODE_ERROR)` for a malformed body; a whole-request failure
+    reported by the server is not raised but returned as an `ErrorBody`.
+    """
+    header = decode_response_header(frames)
+    code = RESPONSE_DECODE_ERROR
+    if len(frames) < 2:
+        raise ZlogError(code, "a response needs a body frame after its header")
+    body = frame_view(frames[1])
+    data = [frame_view(frame) for frame in frames[2:]]
+    if header.error_code != 0:
+        return header, _decode_error_body(header, body, len(frames))
+    if not is_supported(header.api_key, header.api_version):
+        raise ZlogError(code, f"a response for api {header.api_key} v{header.api_version}")
+    cls = RESPONSE_TYPES[(ApiKey(header.api_key), header.api_version)]
+    if cls is ProduceResponseV0:
+        return header, decode_produce_response(body, data, code)
+    if cls is FetchResponseV0:
+        return header, decode_fetch_response(body, data, code)
+    if data:
+        raise ZlogError(code, f"{cls.__name__} takes 2 frames, the message has {len(frames)}")
+    return header, decode_json_body(cls, body, code)
+
+
+def _decode_error_body(header: ResponseHeader, body: memoryview, frame_count: int) -> ErrorBody:
+    cursor = Cursor(body, RESPONSE_DECODE_ERROR, "error response")
+    if frame_count != 2:
+        raise cursor.fail(f"an error response takes 2 frames, it has {frame_count}")
+    message = cursor.short_text("message")
+    cursor.expect_end()
+    return ErrorBody(header.error_code, message)

@@ -1,0 +1,382 @@
+"""The JSON bodies: ListOffsets and the control plane (docs/protocol.md, "Control plane").
+
+Control-plane calls are rare and their shapes change more often than the data path's, so they
+travel as one UTF-8 JSON object each. Unknown fields are ignored (a newer peer may add some);
+a missing required field or a value of the wrong type is the caller's error code
+(INVALID_REQUEST for requests). `json.loads` is wrapped so that no ValueError,
+RecursionError or UnicodeDecodeError escapes: only `ZlogError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
+
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.messages import (
+    EARLIEST_TIMESTAMP,
+    ApiVersionRange,
+    ApiVersionsRequestV0,
+    ApiVersionsResponseV0,
+    BrokerInfo,
+    CreateTopicsRequestV0,
+    CreateTopicsResponseV0,
+    DeleteTopicsRequestV0,
+    DeleteTopicsResponseV0,
+    DescribeClusterRequestV0,
+    DescribeClusterResponseV0,
+    InitProducerIdRequestV0,
+    InitProducerIdResponseV0,
+    ListOffsetsPartition,
+    ListOffsetsRequestV0,
+    ListOffsetsResponseV0,
+    ListOffsetsResult,
+    MetadataRequestV0,
+    MetadataResponseV0,
+    PartitionMetadata,
+    RaftStatus,
+    Request,
+    Response,
+    TopicMetadata,
+    TopicResult,
+    TopicSpec,
+)
+from zlog.transport.wire import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+
+# A JSON body larger than this is refused before parsing: metadata for thousands of
+# partitions is a few MiB, so this leaves room while bounding the parser's work.
+JSON_BODY_BYTES_MAX: Final = 16 * 1024 * 1024
+
+_MISSING: Final = object()
+T = TypeVar("T")
+
+
+class Fields:
+    """Typed access to one JSON object; a wrong or missing field raises the caller's code."""
+
+    __slots__ = ("_code", "_object", "_where")
+
+    def __init__(self, value: object, code: ErrorCode, where: str) -> None:
+        if not isinstance(value, dict):
+            raise ZlogError(code, f"{where} must be a JSON object, not {type(value).__name__}")
+        self._object: dict[str, object] = value
+        self._code = code
+        self._where = where
+
+    def _fail(self, key: str, expected: str) -> ZlogError:
+        return ZlogError(self._code, f"{self._where}.{key} must be {expected}")
+
+    def fail(self, message: str) -> ZlogError:
+        """The error for a field combination that is wrong as a whole; the caller raises it."""
+        return ZlogError(self._code, f"{self._where}: {message}")
+
+    def _get(self, key: str, default: object) -> object:
+        value = self._object.get(key, _MISSING)
+        if value is _MISSING:
+            if default is _MISSING:
+                raise ZlogError(self._code, f"{self._where}.{key} is required")
+            return default
+        return value
+
+    def integer(
+        self, key: str, *, low: int = INT64_MIN, high: int = INT64_MAX, default: object = _MISSING
+    ) -> int:
+        value = self._get(key, default)
+        # bool is an int in Python but not in JSON's eyes: refuse true/false as numbers.
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise self._fail(key, f"an integer in {low}..{high}")
+        return value
+
+    def text(self, key: str, *, default: object = _MISSING) -> str:
+        value = self._get(key, default)
+        if not isinstance(value, str):
+            raise self._fail(key, "a string")
+        return value
+
+    def optional_text(self, key: str) -> str | None:
+        value = self._get(key, None)
+        if value is not None and not isinstance(value, str):
+            raise self._fail(key, "a string or null")
+        return value
+
+    def boolean(self, key: str, *, default: object = _MISSING) -> bool:
+        value = self._get(key, default)
+        if not isinstance(value, bool):
+            raise self._fail(key, "true or false")
+        return value
+
+    def array(self, key: str, *, default: object = _MISSING) -> list[object]:
+        value = self._get(key, default)
+        if not isinstance(value, list):
+            raise self._fail(key, "a list")
+        return value
+
+    def optional_integer(
+        self, key: str, *, low: int = INT64_MIN, high: int = INT64_MAX
+    ) -> int | None:
+        if self._get(key, None) is None:
+            return None
+        return self.integer(key, low=low, high=high)
+
+    def texts(self, key: str) -> tuple[str, ...]:
+        strings: list[str] = []
+        for item in self.array(key):
+            if not isinstance(item, str):
+                raise self._fail(key, "a list of strings")
+            strings.append(item)
+        return tuple(strings)
+
+    def optional_texts(self, key: str) -> tuple[str, ...] | None:
+        if self._get(key, None) is None:
+            return None
+        return self.texts(key)
+
+    def integers(self, key: str, *, low: int = INT32_MIN, high: int = INT32_MAX) -> tuple[int, ...]:
+        numbers: list[int] = []
+        for item in self.array(key):
+            if not isinstance(item, int) or isinstance(item, bool) or not low <= item <= high:
+                raise self._fail(key, f"a list of integers in {low}..{high}")
+            numbers.append(item)
+        return tuple(numbers)
+
+    def text_map(self, key: str) -> dict[str, str]:
+        value = self._get(key, {})
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise self._fail(key, "an object of string values")
+        return {str(k): str(v) for k, v in value.items()}
+
+    def nested_list(
+        self, key: str, parse: Callable[[Fields], T], *, default: object = _MISSING
+    ) -> tuple[T, ...]:
+        items = self.array(key, default=default)
+        return tuple(
+            parse(Fields(item, self._code, f"{self._where}.{key}[{index}]"))
+            for index, item in enumerate(items)
+        )
+
+    def nested(self, key: str) -> Fields:
+        return Fields(self._get(key, _MISSING), self._code, f"{self._where}.{key}")
+
+
+def parse_json_object(body: memoryview, code: ErrorCode, what: str) -> Fields:
+    """The body as a JSON object, or `code`: never a parser exception."""
+    if body.nbytes > JSON_BODY_BYTES_MAX:
+        raise ZlogError(code, f"{what}: a JSON body of {body.nbytes} bytes exceeds the bound")
+    try:
+        value = json.loads(str(body, "utf-8"))
+    except (ValueError, RecursionError) as error:  # JSONDecodeError and UnicodeDecodeError too
+        raise ZlogError(code, f"{what}: the body is not UTF-8 JSON ({error})") from None
+    return Fields(value, code, what)
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding: message -> JSON-ready dict.
+# ---------------------------------------------------------------------------------------------
+
+
+def _broker(broker: BrokerInfo) -> dict[str, Any]:
+    return {
+        "node_id": broker.node_id,
+        "host": broker.host,
+        "control_endpoint": broker.control_endpoint,
+    }
+
+
+def _partition_metadata(partition: PartitionMetadata) -> dict[str, Any]:
+    return {
+        "partition": partition.partition,
+        "leader": partition.leader,
+        "leader_epoch": partition.leader_epoch,
+        "replicas": list(partition.replicas),
+        "isr": list(partition.isr),
+        "endpoint": partition.endpoint,
+        "error_code": partition.error_code,
+    }
+
+
+def _topic_metadata(topic: TopicMetadata) -> dict[str, Any]:
+    return {
+        "name": topic.name,
+        "error_code": topic.error_code,
+        "error_message": topic.error_message,
+        "configs": dict(topic.configs),
+        "partitions": [_partition_metadata(p) for p in topic.partitions],
+    }
+
+
+def _topic_result(result: TopicResult) -> dict[str, Any]:
+    return {"name": result.name, "error_code": result.error_code,
+            "error_message": result.error_message}
+
+
+def _as_dict(msg: Request | Response) -> dict[str, Any]:
+    match msg:
+        case ListOffsetsRequestV0():
+            return {"topic": msg.topic, "partitions": [
+                {"partition": p.partition, "timestamp": p.timestamp} for p in msg.partitions]}
+        case ListOffsetsResponseV0():
+            return {"topic": msg.topic, "partitions": [
+                {"partition": p.partition, "error_code": p.error_code,
+                 "error_message": p.error_message, "offset": p.offset, "timestamp": p.timestamp}
+                for p in msg.partitions]}
+        case MetadataRequestV0():
+            return {"topics": None if msg.topics is None else list(msg.topics)}
+        case MetadataResponseV0():
+            return {"cluster_id": msg.cluster_id, "controller_id": msg.controller_id,
+                    "brokers": [_broker(b) for b in msg.brokers],
+                    "topics": [_topic_metadata(t) for t in msg.topics]}
+        case ApiVersionsRequestV0() | DescribeClusterRequestV0():
+            return {}
+        case ApiVersionsResponseV0():
+            return {"api_versions": [
+                {"api_key": v.api_key, "min_version": v.min_version, "max_version": v.max_version}
+                for v in msg.api_versions], "server": msg.server}
+        case CreateTopicsRequestV0():
+            return {"topics": [
+                {"name": t.name, "partitions": t.partitions,
+                 "replication_factor": t.replication_factor, "configs": dict(t.configs)}
+                for t in msg.topics], "validate_only": msg.validate_only}
+        case CreateTopicsResponseV0() | DeleteTopicsResponseV0():
+            return {"topics": [_topic_result(t) for t in msg.topics]}
+        case DeleteTopicsRequestV0():
+            return {"topics": list(msg.topics)}
+        case InitProducerIdRequestV0():
+            return {"transactional_id": msg.transactional_id}
+        case InitProducerIdResponseV0():
+            return {"error_code": msg.error_code, "producer_id": msg.producer_id,
+                    "producer_epoch": msg.producer_epoch}
+        case DescribeClusterResponseV0():
+            return {"cluster_id": msg.cluster_id, "controller_id": msg.controller_id,
+                    "brokers": [_broker(b) for b in msg.brokers],
+                    "raft": {"leader": msg.raft.leader, "term": msg.raft.term,
+                             "commit": list(msg.raft.commit)}}
+    raise AssertionError(f"{type(msg).__name__} has no JSON body")
+
+
+def encode_json_body(msg: Request | Response) -> bytes:
+    """Compact UTF-8 JSON; NaN and infinities are refused since JSON has no such numbers."""
+    try:
+        return json.dumps(_as_dict(msg), separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False).encode("utf-8")
+    except (ValueError, TypeError) as error:
+        raise ZlogError(ErrorCode.INVALID_REQUEST, f"unencodable message: {error}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding: Fields -> message.
+# ---------------------------------------------------------------------------------------------
+
+
+def _parse_broker(f: Fields) -> BrokerInfo:
+    return BrokerInfo(f.integer("node_id", low=INT32_MIN, high=INT32_MAX), f.text("host"),
+                      f.text("control_endpoint"))
+
+
+def _parse_partition_metadata(f: Fields) -> PartitionMetadata:
+    return PartitionMetadata(
+        partition=f.integer("partition", low=INT32_MIN, high=INT32_MAX),
+        leader=f.integer("leader", low=INT32_MIN, high=INT32_MAX),
+        leader_epoch=f.integer("leader_epoch", low=INT32_MIN, high=INT32_MAX),
+        replicas=f.integers("replicas"),
+        isr=f.integers("isr"),
+        endpoint=f.text("endpoint"),
+        error_code=f.integer("error_code", low=INT16_MIN, high=INT16_MAX, default=0),
+    )
+
+
+def _parse_topic_metadata(f: Fields) -> TopicMetadata:
+    return TopicMetadata(
+        name=f.text("name"),
+        error_code=f.integer("error_code", low=INT16_MIN, high=INT16_MAX),
+        error_message=f.text("error_message", default=""),
+        configs=f.text_map("configs"),
+        partitions=f.nested_list("partitions", _parse_partition_metadata, default=[]),
+    )
+
+
+def _parse_topic_result(f: Fields) -> TopicResult:
+    return TopicResult(f.text("name"), f.integer("error_code", low=INT16_MIN, high=INT16_MAX),
+                       f.text("error_message", default=""))
+
+
+def _parse_topic_spec(f: Fields) -> TopicSpec:
+    return TopicSpec(
+        name=f.text("name"),
+        partitions=f.integer("partitions", low=INT32_MIN, high=INT32_MAX),
+        replication_factor=f.integer(
+            "replication_factor", low=INT16_MIN, high=INT16_MAX, default=1
+        ),
+        configs=f.text_map("configs"),
+    )
+
+
+def _parse_list_offsets_partition(f: Fields) -> ListOffsetsPartition:
+    # Below -2 is no sentinel and no time: the protocol makes it INVALID_REQUEST.
+    timestamp = f.integer("timestamp", low=EARLIEST_TIMESTAMP)
+    return ListOffsetsPartition(f.integer("partition", low=INT32_MIN, high=INT32_MAX), timestamp)
+
+
+def _parse_list_offsets_result(f: Fields) -> ListOffsetsResult:
+    return ListOffsetsResult(
+        partition=f.integer("partition", low=INT32_MIN, high=INT32_MAX),
+        error_code=f.integer("error_code", low=INT16_MIN, high=INT16_MAX),
+        error_message=f.text("error_message", default=""),
+        offset=f.integer("offset"),
+        timestamp=f.integer("timestamp"),
+    )
+
+
+def _parse_raft(f: Fields) -> RaftStatus:
+    commit = f.integers("commit", low=INT64_MIN, high=INT64_MAX)
+    if len(commit) != 2:
+        raise f.fail("commit must be [term, height]")
+    leader = f.optional_integer("leader", low=INT32_MIN, high=INT32_MAX)
+    return RaftStatus(leader, f.integer("term"), (commit[0], commit[1]))
+
+
+_PARSERS: Final[Mapping[type, Callable[[Fields], Request | Response]]] = {
+    ListOffsetsRequestV0: lambda f: ListOffsetsRequestV0(
+        f.text("topic"), f.nested_list("partitions", _parse_list_offsets_partition)),
+    ListOffsetsResponseV0: lambda f: ListOffsetsResponseV0(
+        f.text("topic"), f.nested_list("partitions", _parse_list_offsets_result)),
+    MetadataRequestV0: lambda f: MetadataRequestV0(f.optional_texts("topics")),
+    MetadataResponseV0: lambda f: MetadataResponseV0(
+        f.text("cluster_id"), f.integer("controller_id", low=INT32_MIN, high=INT32_MAX),
+        f.nested_list("brokers", _parse_broker), f.nested_list("topics", _parse_topic_metadata)),
+    ApiVersionsRequestV0: lambda f: ApiVersionsRequestV0(),
+    ApiVersionsResponseV0: lambda f: ApiVersionsResponseV0(
+        f.nested_list("api_versions", lambda v: ApiVersionRange(
+            v.integer("api_key", low=INT16_MIN, high=INT16_MAX),
+            v.integer("min_version", low=INT16_MIN, high=INT16_MAX),
+            v.integer("max_version", low=INT16_MIN, high=INT16_MAX))),
+        f.text("server", default="")),
+    CreateTopicsRequestV0: lambda f: CreateTopicsRequestV0(
+        f.nested_list("topics", _parse_topic_spec), f.boolean("validate_only", default=False)),
+    CreateTopicsResponseV0: lambda f: CreateTopicsResponseV0(
+        f.nested_list("topics", _parse_topic_result)),
+    DeleteTopicsRequestV0: lambda f: DeleteTopicsRequestV0(f.texts("topics")),
+    DeleteTopicsResponseV0: lambda f: DeleteTopicsResponseV0(
+        f.nested_list("topics", _parse_topic_result)),
+    InitProducerIdRequestV0: lambda f: InitProducerIdRequestV0(f.optional_text("transactional_id")),
+    InitProducerIdResponseV0: lambda f: InitProducerIdResponseV0(
+        f.integer("error_code", low=INT16_MIN, high=INT16_MAX), f.integer("producer_id"),
+        f.integer("producer_epoch", low=INT16_MIN, high=INT16_MAX)),
+    DescribeClusterRequestV0: lambda f: DescribeClusterRequestV0(),
+    DescribeClusterResponseV0: lambda f: DescribeClusterResponseV0(
+        f.text("cluster_id"), f.integer("controller_id", low=INT32_MIN, high=INT32_MAX),
+        f.nested_list("brokers", _parse_broker), _parse_raft(f.nested("raft"))),
+}
+
+
+def has_json_body(cls: type) -> bool:
+    return cls in _PARSERS
+
+
+def decode_json_body(cls: type[T], body: memoryview, code: ErrorCode) -> T:
+    """Parse `body` as the JSON form of `cls`; `code` for anything malformed."""
+    parse = _PARSERS[cls]
+    fields = parse_json_object(body, code, f"{cls.__name__}")
+    message = parse(fields)
+    assert isinstance(message, cls)
+    return message

@@ -1,0 +1,402 @@
+"""One frozen dataclass per (api, version): the typed form of every body in docs/protocol.md.
+
+Field names are the wire's names, so a reader can hold this file next to the protocol page.
+Record batches stay buffers (memoryviews of received frames): nothing here copies them.
+Encoding and decoding live in `codec.py` (frames and headers), `struct_bodies.py` (Produce
+and Fetch) and `json_bodies.py` (everything else); this module only says what a message is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, TypeAlias
+
+from zlog.transport.api import ApiKey
+
+Buffer: TypeAlias = bytes | bytearray | memoryview
+
+# Timestamps a ListOffsets request may name instead of a time (Kafka's sentinels).
+LATEST_TIMESTAMP = -1  # the high watermark
+EARLIEST_TIMESTAMP = -2  # the log start offset
+
+# Acks a Produce request may carry; -1 means every in-sync replica.
+ACKS_ALL = -1
+
+
+# ---------------------------------------------------------------------------------------------
+# Produce v0 (struct body; batches as frames).
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceEntry:
+    """The batches for one partition; each buffer is exactly one RecordBatch v2."""
+
+    topic: str
+    partition: int  # int32
+    batches: tuple[Buffer, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.PRODUCE
+    API_VERSION: ClassVar[int] = 0
+
+    acks: int  # int16: 0 (no reply), 1 (leader), -1 (all in-sync replicas)
+    timeout_ms: int  # int32: how long acks=-1 may wait for replication
+    entries: tuple[ProduceEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    topic: str
+    partition: int  # int32
+    error_code: int  # int16
+    base_offset: int  # int64: the first batch's offset, -1 on error
+    log_append_time_ms: int = -1  # int64: -1 when records keep their CreateTime
+    log_start_offset: int = -1  # int64
+    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.PRODUCE
+    API_VERSION: ClassVar[int] = 0
+
+    entries: tuple[ProduceResult, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# Fetch v0 (struct body; record data as frames).
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FetchEntry:
+    topic: str
+    partition: int  # int32
+    fetch_offset: int  # int64: the first offset wanted
+    partition_max_bytes: int  # int32: soft cap for this partition (one whole batch always fits)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.FETCH
+    API_VERSION: ClassVar[int] = 0
+
+    replica_id: int  # int32: -1 for consumers, the broker id for followers
+    max_wait_ms: int  # int32: long-poll bound
+    min_bytes: int  # int32: answer as soon as this much data is ready
+    max_bytes: int  # int32: soft cap over all partitions
+    entries: tuple[FetchEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    topic: str
+    partition: int  # int32
+    error_code: int  # int16
+    high_watermark: int  # int64
+    last_stable_offset: int  # int64 (= high watermark: no transactions yet)
+    log_start_offset: int  # int64
+    chunks: tuple[Buffer, ...] = ()  # frames, each one or more whole batches as stored
+    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.FETCH
+    API_VERSION: ClassVar[int] = 0
+
+    entries: tuple[FetchResult, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# ListOffsets v0 (JSON; one topic per request).
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsPartition:
+    partition: int
+    timestamp: int  # -1 latest, -2 earliest, else a record time in ms
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.LIST_OFFSETS
+    API_VERSION: ClassVar[int] = 0
+
+    topic: str
+    partitions: tuple[ListOffsetsPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResult:
+    partition: int
+    error_code: int
+    error_message: str
+    offset: int  # -1 when no record is that recent
+    timestamp: int  # the found record's timestamp, -1 for the sentinels
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.LIST_OFFSETS
+    API_VERSION: ClassVar[int] = 0
+
+    topic: str
+    partitions: tuple[ListOffsetsResult, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# Metadata v0 (JSON).
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    control_endpoint: str  # where this broker's supervisor answers, e.g. tcp://10.0.0.1:7400
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    partition: int
+    leader: int  # node id, -1 when there is none
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    endpoint: str  # the data endpoint of the worker that leads this partition
+    error_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    name: str
+    error_code: int
+    error_message: str
+    configs: Mapping[str, str] = field(default_factory=dict)
+    partitions: tuple[PartitionMetadata, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.METADATA
+    API_VERSION: ClassVar[int] = 0
+
+    topics: tuple[str, ...] | None  # None: every topic
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.METADATA
+    API_VERSION: ClassVar[int] = 0
+
+    cluster_id: str
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+    topics: tuple[TopicMetadata, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# ApiVersions v0 (JSON).
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionRange:
+    api_key: int
+    min_version: int
+    max_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionsRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.API_VERSIONS
+    API_VERSION: ClassVar[int] = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionsResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.API_VERSIONS
+    API_VERSION: ClassVar[int] = 0
+
+    api_versions: tuple[ApiVersionRange, ...]
+    server: str  # "zlog <version>"
+
+
+# ---------------------------------------------------------------------------------------------
+# CreateTopics / DeleteTopics v0 (JSON).
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    replication_factor: int = 1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicResult:
+    name: str
+    error_code: int
+    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.CREATE_TOPICS
+    API_VERSION: ClassVar[int] = 0
+
+    topics: tuple[TopicSpec, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.CREATE_TOPICS
+    API_VERSION: ClassVar[int] = 0
+
+    topics: tuple[TopicResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.DELETE_TOPICS
+    API_VERSION: ClassVar[int] = 0
+
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.DELETE_TOPICS
+    API_VERSION: ClassVar[int] = 0
+
+    topics: tuple[TopicResult, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# InitProducerId v0 (JSON).
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.INIT_PRODUCER_ID
+    API_VERSION: ClassVar[int] = 0
+
+    transactional_id: str | None = None  # transactions come later; always None for now
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.INIT_PRODUCER_ID
+    API_VERSION: ClassVar[int] = 0
+
+    error_code: int
+    producer_id: int  # int64, never reused: it comes from the metadata log
+    producer_epoch: int  # int16
+
+
+# ---------------------------------------------------------------------------------------------
+# DescribeCluster v0 (JSON).
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RaftStatus:
+    leader: int | None  # node id of the metadata-log leader, None while there is none
+    term: int
+    commit: tuple[int, int]  # (term, height) of the last committed block
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeClusterRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_CLUSTER
+    API_VERSION: ClassVar[int] = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeClusterResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_CLUSTER
+    API_VERSION: ClassVar[int] = 0
+
+    cluster_id: str
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+    raft: RaftStatus
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole-request failures.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorBody:
+    """The body of a response whose header carries a non-zero error code."""
+
+    error_code: int
+    message: str
+
+
+Request: TypeAlias = (
+    ProduceRequestV0
+    | FetchRequestV0
+    | ListOffsetsRequestV0
+    | MetadataRequestV0
+    | ApiVersionsRequestV0
+    | CreateTopicsRequestV0
+    | DeleteTopicsRequestV0
+    | InitProducerIdRequestV0
+    | DescribeClusterRequestV0
+)
+Response: TypeAlias = (
+    ProduceResponseV0
+    | FetchResponseV0
+    | ListOffsetsResponseV0
+    | MetadataResponseV0
+    | ApiVersionsResponseV0
+    | CreateTopicsResponseV0
+    | DeleteTopicsResponseV0
+    | InitProducerIdResponseV0
+    | DescribeClusterResponseV0
+)
+
+REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
+    (cls.API_KEY, cls.API_VERSION): cls
+    for cls in (
+        ProduceRequestV0,
+        FetchRequestV0,
+        ListOffsetsRequestV0,
+        MetadataRequestV0,
+        ApiVersionsRequestV0,
+        CreateTopicsRequestV0,
+        DeleteTopicsRequestV0,
+        InitProducerIdRequestV0,
+        DescribeClusterRequestV0,
+    )
+}
+RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
+    (cls.API_KEY, cls.API_VERSION): cls
+    for cls in (
+        ProduceResponseV0,
+        FetchResponseV0,
+        ListOffsetsResponseV0,
+        MetadataResponseV0,
+        ApiVersionsResponseV0,
+        CreateTopicsResponseV0,
+        DeleteTopicsResponseV0,
+        InitProducerIdResponseV0,
+        DescribeClusterResponseV0,
+    )
+}
+
+assert set(REQUEST_TYPES) == set(RESPONSE_TYPES), "every request has its response"
+assert len(REQUEST_TYPES) == len(ApiKey), "one version-0 pair per api key"

@@ -1,0 +1,138 @@
+"""ZeroMQ sockets as zlog uses them: setup with every bound set, and frame moving without copies.
+
+Servers bind ROUTER, clients connect DEALER (DESIGN.md section 3). This module only moves
+frames; `codec.py` turns them into messages. Settings and why:
+
+* linger 0: closing a socket never blocks the process on unsent messages; an unanswered
+  request is the client's timeout to handle, not a hang at shutdown.
+* send/receive high-water marks: bound the messages queued per peer, so a slow or dead peer
+  costs bounded memory.
+* MAXMSGSIZE: bounds each received frame, so a peer cannot make us allocate more than one
+  batch-sized frame (zmq drops the connection of a peer that sends more).
+* ROUTER_MANDATORY: a reply to a peer that has gone away fails at once (EHOSTUNREACH) instead
+  of vanishing silently; `send_routed` reports it as False and the server moves on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import zmq
+
+from zlog import limits
+from zlog.transport.json_bodies import JSON_BODY_BYTES_MAX
+from zlog.transport.messages import Buffer
+
+# A server receives frames of at most one batch (produce) or one JSON body.
+SERVER_FRAME_BYTES_MAX: Final = max(limits.batch_size_bytes_max, JSON_BODY_BYTES_MAX) + 1024
+# A client receives fetch chunks: up to max_bytes of batches, and always at least one whole
+# batch even if that batch alone exceeds max_bytes, as in Kafka.
+CLIENT_FRAME_BYTES_MAX: Final = 2 * limits.batch_size_bytes_max
+# Messages queued per peer in each direction before sends fail with EAGAIN.
+SERVER_HWM_MESSAGES: Final = 10_000
+CLIENT_HWM_MESSAGES: Final = 1_000
+RECONNECT_INTERVAL_MS: Final = 100
+RECONNECT_INTERVAL_MS_MAX: Final = 2_000
+# Messages taken from a socket in one drain, so one busy socket cannot starve a loop.
+DRAIN_MESSAGES_MAX: Final = 1_024
+
+Frames = Sequence[Buffer | zmq.Frame]
+
+
+def shared_context() -> zmq.Context[zmq.Socket[bytes]]:
+    """The process-wide context: one I/O thread pool per process is what zmq recommends."""
+    return zmq.Context.instance()
+
+
+def _apply_common(sock: zmq.Socket[bytes], frame_bytes_max: int, hwm_messages: int) -> None:
+    assert frame_bytes_max > 0 and hwm_messages > 0
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, hwm_messages)
+    sock.setsockopt(zmq.RCVHWM, hwm_messages)
+    sock.setsockopt(zmq.MAXMSGSIZE, frame_bytes_max)
+
+
+def make_dealer(
+    endpoint: str,
+    *,
+    context: zmq.Context[zmq.Socket[bytes]] | None = None,
+    frame_bytes_max: int = CLIENT_FRAME_BYTES_MAX,
+    hwm_messages: int = CLIENT_HWM_MESSAGES,
+) -> zmq.Socket[bytes]:
+    """A DEALER connected to `endpoint`; zmq reconnects by itself if the server restarts."""
+    sock = (context or shared_context()).socket(zmq.DEALER)
+    _apply_common(sock, frame_bytes_max, hwm_messages)
+    sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_INTERVAL_MS)
+    sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_INTERVAL_MS_MAX)
+    sock.connect(endpoint)
+    return sock
+
+
+def make_router(
+    endpoint: str,
+    *,
+    context: zmq.Context[zmq.Socket[bytes]] | None = None,
+    frame_bytes_max: int = SERVER_FRAME_BYTES_MAX,
+    hwm_messages: int = SERVER_HWM_MESSAGES,
+) -> tuple[zmq.Socket[bytes], str]:
+    """A ROUTER bound to `endpoint` and the endpoint it really bound (resolves port `*`/0)."""
+    if endpoint.startswith("tcp://") and endpoint.endswith(":0"):
+        endpoint = endpoint[:-2] + ":*"
+    sock = (context or shared_context()).socket(zmq.ROUTER)
+    _apply_common(sock, frame_bytes_max, hwm_messages)
+    sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    try:
+        sock.bind(endpoint)
+    except zmq.ZMQError:
+        sock.close(linger=0)
+        raise
+    bound = sock.getsockopt(zmq.LAST_ENDPOINT)
+    assert isinstance(bound, bytes)
+    return sock, bound.decode("ascii")
+
+
+def send_frames(sock: zmq.Socket[bytes], frames: Frames, *, block: bool = True) -> bool:
+    """Send one multipart message without copying buffers; False if it would block."""
+    assert frames, "a message has at least one frame"
+    try:
+        sock.send_multipart(frames, flags=0 if block else zmq.NOBLOCK, copy=False)
+    except zmq.Again:
+        return False
+    return True
+
+
+def recv_frames(sock: zmq.Socket[bytes], *, block: bool = True) -> list[zmq.Frame] | None:
+    """One multipart message as zmq.Frames (their `.buffer` is a view, not a copy)."""
+    try:
+        return sock.recv_multipart(flags=0 if block else zmq.NOBLOCK, copy=False)
+    except zmq.Again:
+        return None
+
+
+def send_routed(sock: zmq.Socket[bytes], identity: bytes, frames: Frames) -> bool:
+    """Reply through a ROUTER; False (never an exception) when the peer is gone or backed up.
+
+    A server must keep serving others when one client vanishes or stops reading; that client
+    sees a timeout and retries, as it would after a lost network packet.
+    """
+    try:
+        sock.send_multipart([identity, *frames], flags=zmq.NOBLOCK, copy=False)
+    except zmq.Again:
+        return False
+    except zmq.ZMQError as error:
+        if error.errno == zmq.EHOSTUNREACH:
+            return False
+        raise
+    return True
+
+
+def recv_routed(
+    sock: zmq.Socket[bytes], *, block: bool = True
+) -> tuple[bytes, list[zmq.Frame]] | None:
+    """(peer identity, the frames after it) from a ROUTER, or None if nothing is waiting."""
+    frames = recv_frames(sock, block=block)
+    if frames is None:
+        return None
+    assert frames, "a ROUTER always prefixes the peer identity"
+    return frames[0].bytes, frames[1:]

@@ -1,0 +1,254 @@
+"""Produce v0 and Fetch v0 bodies: fixed structs, with record batches riding as their own frames.
+
+These two are the data path, so their bodies are structs rather than JSON (docs/protocol.md,
+"Produce v0" and "Fetch v0"), and batches are never copied: a decoded entry holds memoryviews
+of the received frames, an encoded message lists the caller's buffers as frames.
+
+Every count read off the wire is checked against the bytes (or frames) actually present before
+it is used, and every malformed body raises `ZlogError` with the caller's code.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Final
+
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.messages import (
+    Buffer,
+    FetchEntry,
+    FetchRequestV0,
+    FetchResponseV0,
+    FetchResult,
+    ProduceEntry,
+    ProduceRequestV0,
+    ProduceResponseV0,
+    ProduceResult,
+)
+from zlog.transport.wire import Cursor, clip_message, encode_text
+
+_PRODUCE_REQUEST: Final = struct.Struct(">hiI")  # acks, timeout_ms, entry_count
+_PRODUCE_REQUEST_ENTRY: Final = struct.Struct(">iIH")  # partition, batch_count, topic_length
+_PRODUCE_RESPONSE_ENTRY: Final = struct.Struct(
+    ">ihqqqH"  # partition, error_code, base_offset, log_append_time_ms, log_start_offset,
+)  # message_length; then message bytes, then topic as >H + bytes
+_FETCH_REQUEST: Final = struct.Struct(">iiiiI")  # replica_id, max_wait_ms, min_bytes,
+# max_bytes, entry_count
+_FETCH_REQUEST_ENTRY: Final = struct.Struct(">iqiH")  # partition, fetch_offset,
+# partition_max_bytes, topic_length; then topic bytes
+_FETCH_RESPONSE_ENTRY: Final = struct.Struct(
+    ">ihqqqIH"  # partition, error_code, high_watermark, last_stable_offset, log_start_offset,
+)  # frame_count, message_length; then message bytes, then topic as >H + bytes
+_COUNT: Final = struct.Struct(">I")
+_TEXT_LENGTH: Final = struct.Struct(">H")
+
+# The fewest bytes an entry can take, which bounds a claimed entry count.
+_PRODUCE_RESPONSE_ENTRY_BYTES_MIN: Final = _PRODUCE_RESPONSE_ENTRY.size + _TEXT_LENGTH.size
+_FETCH_RESPONSE_ENTRY_BYTES_MIN: Final = _FETCH_RESPONSE_ENTRY.size + _TEXT_LENGTH.size
+
+
+def _pack(layout: struct.Struct, values: tuple[int, ...], what: str) -> bytes:
+    """struct.pack, with an out-of-range field reported as INVALID_REQUEST, not struct.error."""
+    try:
+        return layout.pack(*values)
+    except struct.error as error:
+        raise ZlogError(ErrorCode.INVALID_REQUEST, f"{what}: {error}") from None
+
+
+def _topic_bytes(topic: str) -> bytes:
+    return encode_text(topic, "topic", code=ErrorCode.INVALID_TOPIC_EXCEPTION)
+
+
+def _take_frames(
+    frames: Sequence[memoryview], start: int, count: int, cursor: Cursor
+) -> tuple[memoryview, ...]:
+    if count > len(frames) - start:
+        raise cursor.fail(f"an entry claims {count} frames, {len(frames) - start} remain")
+    return tuple(frames[start : start + count])
+
+
+def _expect_all_frames_used(frames: Sequence[memoryview], used: int, cursor: Cursor) -> None:
+    if used != len(frames):
+        raise cursor.fail(f"entries account for {used} frames, the message has {len(frames)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Produce.
+# ---------------------------------------------------------------------------------------------
+
+
+def encode_produce_request(msg: ProduceRequestV0) -> tuple[bytes, list[Buffer]]:
+    parts = [_pack(_PRODUCE_REQUEST, (msg.acks, msg.timeout_ms, len(msg.entries)), "produce")]
+    frames: list[Buffer] = []
+    for entry in msg.entries:
+        topic = _topic_bytes(entry.topic)
+        fields = (entry.partition, len(entry.batches), len(topic))
+        parts.append(_pack(_PRODUCE_REQUEST_ENTRY, fields, "produce entry"))
+        parts.append(topic)
+        frames.extend(entry.batches)
+    return b"".join(parts), frames
+
+
+def decode_produce_request(
+    body: memoryview, frames: Sequence[memoryview], code: ErrorCode
+) -> ProduceRequestV0:
+    cursor = Cursor(body, code, "Produce v0 request")
+    acks, timeout_ms, claimed = cursor.unpack(_PRODUCE_REQUEST)
+    entry_count = cursor.count(claimed, _PRODUCE_REQUEST_ENTRY.size, "entry_count")
+    entries: list[ProduceEntry] = []
+    used = 0
+    for _ in range(entry_count):
+        partition, batch_count, topic_length = cursor.unpack(_PRODUCE_REQUEST_ENTRY)
+        topic = cursor.text(topic_length, "topic")
+        batches = _take_frames(frames, used, batch_count, cursor)
+        used += batch_count
+        entries.append(ProduceEntry(topic, partition, batches))
+    cursor.expect_end()
+    _expect_all_frames_used(frames, used, cursor)
+    return ProduceRequestV0(acks, timeout_ms, tuple(entries))
+
+
+def encode_produce_response(msg: ProduceResponseV0) -> bytes:
+    parts = [_pack(_COUNT, (len(msg.entries),), "produce response")]
+    for entry in msg.entries:
+        message = clip_message(entry.error_message)
+        topic = _topic_bytes(entry.topic)
+        fields = (
+            entry.partition,
+            entry.error_code,
+            entry.base_offset,
+            entry.log_append_time_ms,
+            entry.log_start_offset,
+            len(message),
+        )
+        parts.append(_pack(_PRODUCE_RESPONSE_ENTRY, fields, "produce result"))
+        parts.append(message)
+        parts.append(_pack(_TEXT_LENGTH, (len(topic),), "topic"))
+        parts.append(topic)
+    return b"".join(parts)
+
+
+def decode_produce_response(
+    body: memoryview, frames: Sequence[memoryview], code: ErrorCode
+) -> ProduceResponseV0:
+    cursor = Cursor(body, code, "Produce v0 response")
+    (claimed,) = cursor.unpack(_COUNT)
+    entry_count = cursor.count(claimed, _PRODUCE_RESPONSE_ENTRY_BYTES_MIN, "entry_count")
+    entries: list[ProduceResult] = []
+    for _ in range(entry_count):
+        fields = cursor.unpack(_PRODUCE_RESPONSE_ENTRY)
+        partition, error_code, base_offset, append_time_ms, log_start_offset = fields[:5]
+        message = cursor.text(fields[5], "error message")
+        topic = cursor.short_text("topic")
+        entries.append(
+            ProduceResult(
+                topic,
+                partition,
+                error_code,
+                base_offset,
+                append_time_ms,
+                log_start_offset,
+                message,
+            )
+        )
+    cursor.expect_end()
+    _expect_all_frames_used(frames, 0, cursor)
+    return ProduceResponseV0(tuple(entries))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fetch.
+# ---------------------------------------------------------------------------------------------
+
+
+def encode_fetch_request(msg: FetchRequestV0) -> bytes:
+    fields = (msg.replica_id, msg.max_wait_ms, msg.min_bytes, msg.max_bytes, len(msg.entries))
+    parts = [_pack(_FETCH_REQUEST, fields, "fetch")]
+    for entry in msg.entries:
+        topic = _topic_bytes(entry.topic)
+        entry_fields = (entry.partition, entry.fetch_offset, entry.partition_max_bytes, len(topic))
+        parts.append(_pack(_FETCH_REQUEST_ENTRY, entry_fields, "fetch entry"))
+        parts.append(topic)
+    return b"".join(parts)
+
+
+def decode_fetch_request(
+    body: memoryview, frames: Sequence[memoryview], code: ErrorCode
+) -> FetchRequestV0:
+    """Also refuses negative waits and sizes: they have no meaning a worker could act on."""
+    cursor = Cursor(body, code, "Fetch v0 request")
+    replica_id, max_wait_ms, min_bytes, max_bytes, claimed = cursor.unpack(_FETCH_REQUEST)
+    for name, value in (("max_wait_ms", max_wait_ms), ("min_bytes", min_bytes),
+                        ("max_bytes", max_bytes)):
+        if value < 0:
+            raise cursor.fail(f"{name} is {value}, it must not be negative")
+    entry_count = cursor.count(claimed, _FETCH_REQUEST_ENTRY.size, "entry_count")
+    entries: list[FetchEntry] = []
+    for _ in range(entry_count):
+        partition, fetch_offset, partition_max_bytes, topic_length = cursor.unpack(
+            _FETCH_REQUEST_ENTRY
+        )
+        if partition_max_bytes < 0:
+            raise cursor.fail(f"partition_max_bytes is {partition_max_bytes}, it must not be < 0")
+        topic = cursor.text(topic_length, "topic")
+        entries.append(FetchEntry(topic, partition, fetch_offset, partition_max_bytes))
+    cursor.expect_end()
+    _expect_all_frames_used(frames, 0, cursor)
+    return FetchRequestV0(replica_id, max_wait_ms, min_bytes, max_bytes, tuple(entries))
+
+
+def encode_fetch_response(msg: FetchResponseV0) -> tuple[bytes, list[Buffer]]:
+    parts = [_pack(_COUNT, (len(msg.entries),), "fetch response")]
+    frames: list[Buffer] = []
+    for entry in msg.entries:
+        message = clip_message(entry.error_message)
+        topic = _topic_bytes(entry.topic)
+        fields = (
+            entry.partition,
+            entry.error_code,
+            entry.high_watermark,
+            entry.last_stable_offset,
+            entry.log_start_offset,
+            len(entry.chunks),
+            len(message),
+        )
+        parts.append(_pack(_FETCH_RESPONSE_ENTRY, fields, "fetch result"))
+        parts.append(message)
+        parts.append(_pack(_TEXT_LENGTH, (len(topic),), "topic"))
+        parts.append(topic)
+        frames.extend(entry.chunks)
+    return b"".join(parts), frames
+
+
+def decode_fetch_response(
+    body: memoryview, frames: Sequence[memoryview], code: ErrorCode
+) -> FetchResponseV0:
+    cursor = Cursor(body, code, "Fetch v0 response")
+    (claimed,) = cursor.unpack(_COUNT)
+    entry_count = cursor.count(claimed, _FETCH_RESPONSE_ENTRY_BYTES_MIN, "entry_count")
+    entries: list[FetchResult] = []
+    used = 0
+    for _ in range(entry_count):
+        fields = cursor.unpack(_FETCH_RESPONSE_ENTRY)
+        partition, error_code, high_watermark, last_stable_offset, log_start_offset = fields[:5]
+        frame_count, message_length = fields[5], fields[6]
+        message = cursor.text(message_length, "error message")
+        topic = cursor.short_text("topic")
+        chunks = _take_frames(frames, used, frame_count, cursor)
+        used += frame_count
+        entries.append(
+            FetchResult(
+                topic,
+                partition,
+                error_code,
+                high_watermark,
+                last_stable_offset,
+                log_start_offset,
+                chunks,
+                message,
+            )
+        )
+    cursor.expect_end()
+    _expect_all_frames_used(frames, used, cursor)
+    return FetchResponseV0(tuple(entries))
