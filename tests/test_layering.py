@@ -28,6 +28,10 @@ PURE_MODULES = {
     "zlog/raft/core.py", "zlog/raft/chain.py", "zlog/raft/quorum.py", "zlog/raft/messages.py",
     "zlog/shm_segments/ring_layout.py", "zlog/shm_segments/retention.py",
     "zlog/shm_segments/varint.py", "zlog/errors.py", "zlog/limits.py",
+    "zlog/raft/codec.py", "zlog/raft/fsm.py", "zlog/raft/proposals.py",
+    "zlog/broker/metadata.py", "zlog/broker/controller.py", "zlog/broker/topics.py",
+    "zlog/broker/control.py", "zlog/broker/partition.py", "zlog/broker/producer_state.py",
+    "zlog/broker/fetch_waiters.py",
 }
 IMPURE_IMPORTS = {"os", "time", "socket", "zmq", "mmap", "threading", "subprocess", "asyncio",
                   "fcntl", "signal", "select", "multiprocessing", "psutil"}

@@ -1,0 +1,162 @@
+"""Broker configuration: defaults < zlog.toml < ZLOG_* environment < flags (DESIGN.md §6)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from zlog.broker import serve
+from zlog.broker.config import (
+    KEYS,
+    BrokerConfig,
+    ConfigError,
+    ConfigLayer,
+    environment_layer,
+    field_docs,
+    file_layer,
+    flags_layer,
+    load_config,
+    resolve_config,
+)
+
+TOML = """
+node_id = 3
+data_dir = "/var/lib/zlog"
+listen = "tcp://0.0.0.0:7500"
+workers = 4
+auto_create_topics = true
+
+[topic_defaults]
+"retention.ms" = 86400000
+"""
+
+
+def test_embedded_defaults_run_a_single_node_without_any_file() -> None:
+    config = resolve_config([])
+    assert config == BrokerConfig()
+    assert (config.node_id, config.data_dir, config.listen) == (
+        1, Path("./zlog-data"), "tcp://127.0.0.1:7400")
+    assert config.workers >= 1
+    assert config.data_port_range is None and config.ring_dir is None
+    assert config.default_log_config.retention_ms == 7 * 24 * 3600 * 1000
+
+
+def test_each_layer_overrides_the_one_before_key_by_key() -> None:
+    config = resolve_config([
+        file_layer(TOML, "zlog.toml"),
+        environment_layer({"ZLOG_WORKERS": "6", "ZLOG_DATA_DIR": "/env",
+                           "ZLOG_TOPIC_RETENTION_MS": "1000"}),
+        flags_layer({"data_dir": "/flag", "workers": None}, ["segment.bytes=4096"]),
+    ])
+    assert config.node_id == 3  # file only
+    assert config.listen == "tcp://0.0.0.0:7500"  # file only
+    assert config.workers == 6  # env over file; the flag was not given
+    assert config.data_dir == Path("/flag")  # flag over env over file
+    assert config.auto_create_topics is True
+    assert config.topic_defaults_map == {"retention.ms": "1000", "segment.bytes": "4096"}
+    assert config.default_log_config.segment_bytes == 4096
+
+
+def test_load_config_reads_the_file_named_by_flag_or_environment(tmp_path: Path) -> None:
+    path = tmp_path / "zlog.toml"
+    path.write_text(TOML)
+    assert load_config({}, config_file=path, environ={}).node_id == 3
+    assert load_config({}, environ={"ZLOG_CONFIG": str(path)}).node_id == 3
+    assert load_config({"node_id": "9"}, environ={"ZLOG_CONFIG": str(path)}).node_id == 9
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config({}, config_file=tmp_path / "missing.toml", environ={})
+
+
+@pytest.mark.parametrize(
+    ("make_layer", "message"),
+    [
+        (lambda: ConfigLayer("zlog.toml", {"wrokers": 2}), "unknown key 'wrokers'"),
+        (lambda: file_layer("[cluster]\nx = 1\n", "zlog.toml"), r"unknown table \[cluster\]"),
+        (lambda: file_layer("workers = [", "zlog.toml"), "not valid TOML"),
+        (lambda: file_layer('workers = "many"', "zlog.toml"), "workers must be an integer"),
+        (lambda: file_layer("workers = 0", "zlog.toml"), "between 1 and"),
+        (lambda: file_layer("workers = true", "zlog.toml"), "not a boolean"),
+        (lambda: environment_layer({"ZLOG_NODE_ID": "-1"}), "ZLOG_NODE_ID must be between"),
+        (lambda: environment_layer({"ZLOG_LISTEN": "udp://x:1"}), "ZLOG_LISTEN must be tcp://"),
+        (lambda: environment_layer({"ZLOG_LISTEN": "tcp://x:99999"}), "port in 1..65535"),
+        (lambda: environment_layer({"ZLOG_AUTO_CREATE_TOPICS": "maybe"}), "true or false"),
+        (lambda: flags_layer({"data_port_range": "9-1"}, []), "--data-port-range must satisfy"),
+        (lambda: flags_layer({"data_port_range": "abc"}, []), "must be a range"),
+        (lambda: flags_layer({"log_level": "loud"}, []), "--log-level must be one of"),
+        (lambda: flags_layer({}, ["retention.ms"]), "not name=value"),
+        (lambda: flags_layer({}, ["retention.mss=1"]), "unknown topic config"),
+        (lambda: flags_layer({}, ["segment.bytes=1"]), "segment.bytes is too small"),
+    ],
+)
+def test_bad_configuration_is_a_clear_error(
+    make_layer: Callable[[], ConfigLayer], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve_config([make_layer()])
+
+
+def test_backoff_bounds_must_be_ordered() -> None:
+    layer = flags_layer({"worker_restart_backoff_initial_ms": "500",
+                         "worker_restart_backoff_max_ms": "100"}, [])
+    with pytest.raises(ConfigError, match="must not exceed"):
+        resolve_config([layer])
+
+
+def test_unknown_zlog_environment_variables_are_warned_about_not_fatal() -> None:
+    warnings: list[str] = []
+    config = load_config({}, environ={"ZLOG_WORKRS": "3", "ZLOG_WORKERS": "2"},
+                         warnings=warnings)
+    assert config.workers == 2
+    assert warnings == ["environment: ignoring ZLOG_WORKRS, which is no broker setting"]
+
+
+def test_values_parse_from_strings_and_toml_types() -> None:
+    config = resolve_config([
+        flags_layer({"data_port_range": "7401-7499", "ring_dir": "/dev/shm/z",
+                     "auto_create_topics": "yes", "raft_tick_ms": "1_000",
+                     "log_level": "DEBUG"}, []),
+    ])
+    assert config.data_port_range == (7401, 7499)
+    assert config.ring_dir == Path("/dev/shm/z")
+    assert config.auto_create_topics is True
+    assert config.raft_tick_ms == 1000
+    assert config.log_level == "debug"
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    serve.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_every_key_has_a_flag_an_env_variable_and_a_documented_field() -> None:
+    docs = field_docs()
+    assert set(docs) == {*KEYS, "topic_defaults"}
+    arguments = _parse([])
+    assert all(getattr(arguments, key) is None for key in KEYS)
+    arguments = _parse(["--auto-create-topics", "--workers", "3", "--topic-config", "flush.ms=5"])
+    assert (arguments.auto_create_topics, arguments.workers, arguments.topic_config) == (
+        "true", "3", ["flush.ms=5"])
+
+
+def test_run_exits_2_on_a_bad_configuration(capsys: pytest.CaptureFixture[str]) -> None:
+    assert serve.run(_parse(["--workers", "none"])) == 2
+    assert "configuration error" in capsys.readouterr().err
+
+
+def test_the_example_file_lists_every_key_with_its_default() -> None:
+    example = Path(__file__).resolve().parents[3] / "systemd" / "zlog.toml.example"
+    text = example.read_text()
+    for key in KEYS:
+        assert f"# {key} = " in text or f"{key} = " in text, key
+    # Uncommenting every setting gives the embedded defaults back (bar the CPU-dependent ones).
+    lines = [line[2:] if line.startswith("# ") and " = " in line else line
+             for line in text.splitlines()]
+    config = resolve_config([file_layer("\n".join(lines), "example")])
+    defaults = BrokerConfig()
+    for key in KEYS:
+        if key not in {"workers", "ring_dir", "data_port_range"}:
+            assert getattr(config, key) == getattr(defaults, key), key

@@ -1,0 +1,245 @@
+"""Control requests without processes: a real metadata state machine behind a fake log.
+
+Spec: docs/protocol.md "Control plane". CreateTopics is answered once the command committed
+AND every local partition is open on a worker; DeleteTopics once the data is gone; producer
+ids come from the metadata log in blocks and are never handed out twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from zlog.broker import metadata as commands
+from zlog.broker.config import BrokerConfig
+from zlog.broker.control import ControlPlane, Done, control_request_timeout_ms
+from zlog.broker.controller import TopicPartition
+from zlog.broker.metadata import MetadataStateMachine
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport import messages as wire
+from zlog.transport.api import ApiKey
+from zlog.transport.codec import RequestHeader
+
+
+class FakeBroker:
+    """The supervisor as ControlPlane sees it: proposals wait until `commit()`."""
+
+    def __init__(self, **config: Any) -> None:
+        self.fsm = MetadataStateMachine()
+        self.fsm.apply(commands.register_broker(1, "127.0.0.1", "tcp://127.0.0.1:7400", "c1"))
+        self.proposed: list[tuple[bytes, Done]] = []
+        self.replies: list[tuple[bytes, RequestHeader, wire.Response]] = []
+        self.endpoints: dict[TopicPartition, str] = {}
+        self.now_ms = 1_000
+        self.leader: int | None = 1
+        self.control = ControlPlane(
+            BrokerConfig(workers=2, **config),
+            state=lambda: self.fsm.state,
+            propose=lambda command, done: self.proposed.append((command, done)),
+            reply=lambda identity, header, response: self.replies.append(
+                (identity, header, response)),
+            endpoint_for=self.endpoints.get,
+            raft_status=lambda: {"leader": self.leader, "term": 3, "commit": [3, 9]},
+            clock_ms=lambda: self.now_ms,
+        )
+        self._correlation_ids: Iterator[int] = iter(range(1, 1_000_000))
+
+    def request(self, request: wire.Request) -> RequestHeader:
+        header = RequestHeader(int(request.API_KEY), 0, next(self._correlation_ids))
+        self.control.handle(b"client", header, request)
+        return header
+
+    def commit(self, *, error: ZlogError | None = None) -> None:
+        """Apply every queued proposal in order, as the log would, and tell the proposers."""
+        proposed, self.proposed = self.proposed, []
+        for command, done in proposed:
+            if error is not None:
+                done(None, error)
+                continue
+            result = json.loads(self.fsm.apply(command))
+            if result["error_code"]:
+                done(None, ZlogError(ErrorCode(result["error_code"]), result["error_message"]))
+            else:
+                done(result, None)
+
+    def open_all(self) -> None:
+        """Every worker confirmed every partition open."""
+        for topic in self.fsm.state.topics.values():
+            for partition in topic.partitions:
+                self.endpoints[(topic.name, partition.partition)] = "tcp://127.0.0.1:9"
+                self.control.partition_assigned((topic.name, partition.partition), 0, "")
+        self.control.settle()
+
+    def reply_to(self, header: RequestHeader) -> wire.Response:
+        found = [response for _, h, response in self.replies
+                 if h.correlation_id == header.correlation_id]
+        assert len(found) == 1, f"{len(found)} replies to {header}"
+        return found[0]
+
+    def answered(self, header: RequestHeader) -> bool:
+        return header.correlation_id in {h.correlation_id for _, h, _ in self.replies}
+
+
+@pytest.fixture
+def broker() -> FakeBroker:
+    return FakeBroker()
+
+
+def _codes(response: wire.Response) -> list[tuple[str, int]]:
+    assert isinstance(response, wire.CreateTopicsResponseV0 | wire.DeleteTopicsResponseV0)
+    return [(topic.name, topic.error_code) for topic in response.topics]
+
+
+def test_create_topics_answers_after_commit_and_open(broker: FakeBroker) -> None:
+    header = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 2),)))
+    assert not broker.answered(header) and len(broker.proposed) == 1
+    broker.commit()
+    broker.control.settle()
+    assert not broker.answered(header)  # committed, but no worker has the partitions yet
+    broker.endpoints[("t", 0)] = "tcp://127.0.0.1:9"
+    broker.control.settle()
+    assert not broker.answered(header)  # one of two
+    broker.open_all()
+    assert _codes(broker.reply_to(header)) == [("t", 0)]
+
+
+def test_create_topics_checks_before_proposing(broker: FakeBroker) -> None:
+    broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 1),)))
+    broker.commit()
+    broker.open_all()
+    header = broker.request(wire.CreateTopicsRequestV0((
+        wire.TopicSpec("t", 1), wire.TopicSpec("..", 1), wire.TopicSpec("n", -1),
+        wire.TopicSpec("rf", 1, 2), wire.TopicSpec("c", 1, 1, {"flush.ms": "soon"}),
+        wire.TopicSpec("d", 1), wire.TopicSpec("d", 2),
+    )))
+    assert broker.proposed == []  # nothing here needed the log
+    assert _codes(broker.reply_to(header)) == [
+        ("t", ErrorCode.TOPIC_ALREADY_EXISTS), ("..", ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ("n", ErrorCode.INVALID_PARTITIONS), ("rf", ErrorCode.INVALID_REPLICATION_FACTOR),
+        ("c", ErrorCode.INVALID_CONFIG), ("d", ErrorCode.INVALID_REQUEST),
+    ]
+
+
+def test_validate_only_proposes_nothing(broker: FakeBroker) -> None:
+    header = broker.request(
+        wire.CreateTopicsRequestV0((wire.TopicSpec("t", 3),), validate_only=True))
+    assert broker.proposed == []
+    assert _codes(broker.reply_to(header)) == [("t", 0)]
+    assert broker.fsm.state.topics == {}
+
+
+def test_a_race_to_create_is_decided_by_the_log(broker: FakeBroker) -> None:
+    first = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 1),)))
+    second = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 1),)))
+    broker.commit()
+    broker.open_all()
+    assert _codes(broker.reply_to(first)) == [("t", 0)]
+    assert _codes(broker.reply_to(second)) == [("t", ErrorCode.TOPIC_ALREADY_EXISTS)]
+
+
+def test_a_partition_that_fails_to_open_fails_the_topic(broker: FakeBroker) -> None:
+    header = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 1),)))
+    broker.commit()
+    broker.control.partition_assigned(("t", 0), int(ErrorCode.KAFKA_STORAGE_ERROR), "disk full")
+    broker.control.settle()
+    (result,) = broker.reply_to(header).topics  # type: ignore[union-attr]
+    assert result.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert "disk full" in result.error_message
+
+
+def test_requests_time_out_and_shutdown_answers_the_rest(broker: FakeBroker) -> None:
+    late = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 1),)))
+    broker.commit()
+    broker.now_ms += control_request_timeout_ms
+    broker.control.expire(broker.now_ms)
+    assert _codes(broker.reply_to(late)) == [("t", ErrorCode.REQUEST_TIMED_OUT)]
+    parked = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("u", 1),)))
+    ids = broker.request(wire.InitProducerIdRequestV0())
+    broker.control.shut_down()
+    assert _codes(broker.reply_to(parked)) == [("u", ErrorCode.BROKER_NOT_AVAILABLE)]
+    assert broker.reply_to(ids) == wire.InitProducerIdResponseV0(
+        int(ErrorCode.BROKER_NOT_AVAILABLE), -1, -1)
+
+
+def test_a_failed_proposal_is_the_topics_error(broker: FakeBroker) -> None:
+    header = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 1),)))
+    broker.commit(error=ZlogError(ErrorCode.NOT_CONTROLLER, "not the leader"))
+    assert _codes(broker.reply_to(header)) == [("t", ErrorCode.NOT_CONTROLLER)]
+
+
+def test_delete_topics_answers_once_the_data_is_gone(broker: FakeBroker) -> None:
+    broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 2),)))
+    broker.commit()
+    broker.open_all()
+    header = broker.request(wire.DeleteTopicsRequestV0(("t", "missing", "t")))
+    broker.commit()
+    broker.control.settle()
+    assert not broker.answered(header)  # committed; the workers still have to delete
+    assert broker.fsm.state.deleting == {"t": 2}
+    broker.fsm.apply(commands.topic_deleted("t"))  # the supervisor proposes this
+    broker.control.settle()
+    assert _codes(broker.reply_to(header)) == [
+        ("t", 0), ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+
+
+def test_producer_ids_come_in_blocks_from_the_log(broker: FakeBroker) -> None:
+    headers = [broker.request(wire.InitProducerIdRequestV0()) for _ in range(3)]
+    assert len(broker.proposed) == 1  # one block for all three
+    broker.commit()
+    assert [broker.reply_to(h) for h in headers] == [
+        wire.InitProducerIdResponseV0(0, producer_id, 0) for producer_id in (0, 1, 2)]
+    more = [broker.request(wire.InitProducerIdRequestV0()) for _ in range(997)]
+    answered = {h.correlation_id for _, h, _ in broker.replies}
+    assert broker.proposed == [] and all(h.correlation_id in answered for h in more)
+    last = broker.request(wire.InitProducerIdRequestV0())
+    assert not broker.answered(last) and len(broker.proposed) == 1  # the block ran out
+    broker.commit()
+    assert broker.reply_to(last) == wire.InitProducerIdResponseV0(0, 1000, 0)
+    transactional = broker.request(wire.InitProducerIdRequestV0("tx"))
+    assert broker.reply_to(transactional).error_code == ErrorCode.INVALID_REQUEST  # type: ignore[union-attr]
+
+
+def test_metadata_reports_endpoints_only_for_open_partitions(broker: FakeBroker) -> None:
+    broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 2),)))
+    broker.commit()
+    broker.endpoints[("t", 1)] = "tcp://127.0.0.1:9"
+    response = broker.reply_to(broker.request(wire.MetadataRequestV0(("t", "nope"))))
+    assert isinstance(response, wire.MetadataResponseV0)
+    assert (response.cluster_id, response.controller_id) == ("c1", 1)
+    assert response.brokers == (wire.BrokerInfo(1, "127.0.0.1", "tcp://127.0.0.1:7400"),)
+    topic, missing = response.topics
+    assert [(p.partition, p.error_code, p.endpoint, p.leader, p.isr) for p in topic.partitions] \
+        == [(0, ErrorCode.LEADER_NOT_AVAILABLE, "", 1, (1,)), (1, 0, "tcp://127.0.0.1:9", 1, (1,))]
+    assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert broker.proposed == []  # no auto-creation unless configured
+
+
+def test_auto_create_topics_creates_on_first_metadata_request() -> None:
+    broker = FakeBroker(auto_create_topics=True, default_partitions=3)
+    first = broker.reply_to(broker.request(wire.MetadataRequestV0(("auto",))))
+    assert first.topics[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE  # type: ignore[union-attr]
+    broker.request(wire.MetadataRequestV0(("auto",)))
+    assert len(broker.proposed) == 1  # asked twice, created once
+    bad = broker.reply_to(broker.request(wire.MetadataRequestV0(("bad name",))))
+    assert bad.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION  # type: ignore[union-attr]
+    broker.commit()
+    broker.open_all()
+    created = broker.reply_to(broker.request(wire.MetadataRequestV0(("auto",))))
+    assert [p.error_code for p in created.topics[0].partitions] == [0, 0, 0]  # type: ignore[union-attr]
+
+
+def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
+    versions = broker.reply_to(broker.request(wire.ApiVersionsRequestV0()))
+    assert isinstance(versions, wire.ApiVersionsResponseV0)
+    assert sorted(v.api_key for v in versions.api_versions) == sorted(
+        int(key) for key in (ApiKey.METADATA, ApiKey.API_VERSIONS, ApiKey.CREATE_TOPICS,
+                             ApiKey.DELETE_TOPICS, ApiKey.INIT_PRODUCER_ID,
+                             ApiKey.DESCRIBE_CLUSTER))
+    broker.leader = None
+    described = broker.reply_to(broker.request(wire.DescribeClusterRequestV0()))
+    assert described == wire.DescribeClusterResponseV0(
+        "c1", -1, (wire.BrokerInfo(1, "127.0.0.1", "tcp://127.0.0.1:7400"),),
+        wire.RaftStatus(None, 3, (3, 9)))

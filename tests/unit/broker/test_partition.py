@@ -1,0 +1,281 @@
+"""Partition rules over an in-memory log: HW, acks, visibility, errors (reliability.md s3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import crc32c
+import pytest
+
+from tests.storage_helpers import base_offset_of, make_batch
+from zlog.broker.partition import Partition, ReplicaSet
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.batch import NewRecord, build_batch, stamp, validate_batch
+from zlog.shm_segments.batch_fast import build_batch_from_values, parse_batch
+from zlog.shm_segments.log import PartitionLog
+from zlog.shm_segments.log_config import LogConfig
+
+T0_MS = 1_700_000_000_000
+
+
+class FakeLog:
+    """PartitionLog's contract in memory: offsets assigned on append, whole batches on read."""
+
+    def __init__(self) -> None:
+        self.batches: list[bytearray] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+
+    def append(self, batch: bytes | memoryview | bytearray, *, leader_epoch: int = -1) -> int:
+        header = validate_batch(batch, strict=True, check_crc=True)
+        stored = bytearray(batch)
+        base = self.log_end_offset
+        stamp(stored, base, leader_epoch)
+        self.batches.append(stored)
+        self.log_end_offset += header.record_count
+        return base
+
+    def read(
+        self, offset: int, max_bytes: int, upto_offset: int | None = None
+    ) -> list[memoryview]:
+        if not self.log_start_offset <= offset <= self.log_end_offset:
+            raise ZlogError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} is out of range")
+        limit = self.log_end_offset if upto_offset is None else upto_offset
+        views: list[memoryview] = []
+        used = 0
+        for stored in self.batches:
+            header = validate_batch(stored, check_crc=False)
+            if header.next_offset <= offset:
+                continue
+            if header.base_offset >= limit or (views and used + len(stored) > max_bytes):
+                break
+            views.append(memoryview(stored))
+            used += len(stored)
+        return views
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        for stored in self.batches:
+            parsed = parse_batch(stored)
+            for offset, stamp_ms in zip(parsed.offsets, parsed.timestamps_ms, strict=True):
+                if stamp_ms >= timestamp_ms:
+                    return int(offset)
+        return None
+
+
+def _partition(replicas: ReplicaSet | None = None, **kwargs: object) -> Partition:
+    return Partition("t", 0, FakeLog(), leader_epoch=3, replicas=replicas, **kwargs)  # type: ignore[arg-type]
+
+
+def _fake(partition: Partition) -> FakeLog:
+    assert isinstance(partition.log, FakeLog)
+    return partition.log
+
+
+def _three_replicas(min_insync: int = 2) -> ReplicaSet:
+    return ReplicaSet(0, frozenset({0, 1, 2}), frozenset({0, 1}), min_insync)
+
+
+def test_appends_get_consecutive_offsets_and_one_replica_commits_at_once() -> None:
+    partition = _partition()
+    first = partition.produce([make_batch(0, 3), make_batch(1, 2)], acks=1)
+    assert (first.error_code, first.base_offset, first.required_offset) == (ErrorCode.NONE, 0, 5)
+    assert first.appended_bytes == first.committed_bytes > 0
+    assert partition.high_watermark == 5
+    assert partition.produce([make_batch(2)], acks=-1).base_offset == 5
+    assert partition.acks_status(8) == ErrorCode.NONE
+    stored = _fake(partition).batches[0]
+    assert validate_batch(stored).partition_leader_epoch == 3, "stamped with the leader epoch"
+
+
+def test_a_follower_refuses_produce_fetch_and_list_offsets() -> None:
+    partition = _partition(is_leader=False)
+    assert partition.produce([make_batch(0)], 1).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    read = partition.read(0, 100, replica_id=-1, at_least_one=True)
+    assert read.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    with pytest.raises(ZlogError) as caught:
+        partition.list_offset(-1)
+    assert caught.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_acks_all_below_min_insync_replicas_appends_nothing() -> None:
+    partition = _partition(ReplicaSet.single(0, min_insync_replicas=2))
+    outcome = partition.produce([make_batch(0)], acks=-1)
+    assert outcome.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert _fake(partition).log_end_offset == 0
+    assert partition.produce([make_batch(0)], acks=1).error_code == ErrorCode.NONE
+
+
+def test_the_high_watermark_is_the_lowest_log_end_in_the_isr() -> None:
+    partition = _partition(_three_replicas())
+    outcome = partition.produce([make_batch(0, 2), make_batch(1, 2)], acks=-1)
+    assert outcome.error_code == ErrorCode.NONE and outcome.committed_bytes == 0
+    assert partition.high_watermark == 0
+    assert partition.acks_status(outcome.required_offset) is None, "acks=all waits"
+    assert partition.note_follower_position(1, 2) == len(make_batch(0, 2))
+    assert partition.high_watermark == 2
+    assert partition.acks_status(outcome.required_offset) is None
+    assert partition.note_follower_position(2, 4) == 0, "replica 2 is not in the ISR"
+    assert partition.note_follower_position(1, 4) == len(make_batch(1, 2))
+    assert partition.high_watermark == 4
+    assert partition.acks_status(outcome.required_offset) == ErrorCode.NONE
+
+
+def test_the_high_watermark_never_moves_back() -> None:
+    partition = _partition(_three_replicas())
+    partition.produce([make_batch(0, 4)], acks=1)
+    partition.note_follower_position(1, 4)
+    partition.note_follower_position(1, 1)  # a follower that truncated and restarted
+    assert partition.high_watermark == 4
+
+
+def test_an_isr_below_min_after_the_append_cannot_be_acknowledged() -> None:
+    partition = _partition(_three_replicas())
+    outcome = partition.produce([make_batch(0)], acks=-1)
+    partition.set_replicas(ReplicaSet(0, frozenset({0, 1, 2}), frozenset({0}), 2))
+    assert partition.acks_status(outcome.required_offset) == (
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    )
+
+
+def test_consumers_read_below_the_high_watermark_and_followers_to_the_log_end() -> None:
+    partition = _partition(_three_replicas())
+    partition.produce([make_batch(0, 2)], acks=1)
+    partition.note_follower_position(1, 2)
+    partition.produce([make_batch(1, 2)], acks=1)
+    consumer = partition.read(0, 1 << 20, replica_id=-1, at_least_one=True)
+    assert [base_offset_of(bytes(c)) for c in consumer.chunks] == [0]
+    assert consumer.high_watermark == 2
+    at_hw = partition.read(2, 1 << 20, replica_id=-1, at_least_one=True)
+    assert at_hw.error_code == ErrorCode.NONE and at_hw.chunks == ()
+    follower = partition.read(0, 1 << 20, replica_id=2, at_least_one=True)
+    assert [base_offset_of(bytes(c)) for c in follower.chunks] == [0, 2]
+
+
+def test_an_unknown_replica_may_not_fetch_as_a_follower() -> None:
+    partition = _partition(_three_replicas())
+    for replica_id in (0, 5):  # itself, a stranger
+        read = partition.read(0, 100, replica_id=replica_id, at_least_one=True)
+        assert read.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        with pytest.raises(ZlogError):
+            partition.note_follower_position(replica_id, 0)
+
+
+@pytest.mark.parametrize("offset", [-1, 4, 2**62])
+def test_offsets_outside_the_log_are_out_of_range_with_offsets_filled_in(offset: int) -> None:
+    partition = _partition()
+    partition.produce([make_batch(0, 3)], acks=1)
+    read = partition.read(offset, 100, replica_id=-1, at_least_one=True)
+    assert read.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert (read.high_watermark, read.log_start_offset, read.chunks) == (3, 0, ())
+
+
+def test_a_batch_over_the_budget_is_left_for_later_unless_it_is_the_first() -> None:
+    partition = _partition()
+    partition.produce([make_batch(0, 10, value_bytes=100)], acks=1)
+    assert partition.read(0, 10, replica_id=-1, at_least_one=True).size_bytes > 10
+    assert partition.read(0, 10, replica_id=-1, at_least_one=False).chunks == ()
+
+
+def test_a_bad_batch_fails_itself_and_the_rest_of_its_entry_only() -> None:
+    partition = _partition()
+    corrupt = bytearray(make_batch(1))
+    corrupt[-1] ^= 0xFF
+    outcome = partition.produce([make_batch(0, 2), bytes(corrupt), make_batch(2)], acks=1)
+    assert outcome.error_code == ErrorCode.CORRUPT_MESSAGE and outcome.base_offset == -1
+    assert outcome.appended_bytes == len(make_batch(0, 2)), "the first batch stays appended"
+    assert _fake(partition).log_end_offset == 2
+    assert partition.produce([make_batch(3)], acks=1).base_offset == 2
+
+
+def test_an_entry_without_batches_is_invalid() -> None:
+    assert _partition().produce([], acks=1).error_code == ErrorCode.INVALID_REQUEST
+
+
+@pytest.mark.parametrize(
+    ("batch", "code"),
+    [
+        (b"\x00" * 10, ErrorCode.CORRUPT_MESSAGE),
+        (build_batch([NewRecord(b"v", b"k")], is_transactional=True),
+         ErrorCode.INVALID_RECORD),
+    ],
+)
+def test_malformed_or_unsupported_batches_are_refused(batch: bytes, code: ErrorCode) -> None:
+    partition = _partition()
+    assert partition.produce([batch], acks=1).error_code == code
+    assert _fake(partition).log_end_offset == 0
+
+
+def test_clients_may_not_write_control_batches() -> None:
+    control = bytearray(build_batch([NewRecord(b"v", b"k")]))
+    control[22] |= 0x20  # the control bit of the attributes, which the CRC covers
+    control[17:21] = crc32c.crc32c(bytes(control[21:])).to_bytes(4, "big")
+    partition = _partition()
+    outcome = partition.produce([bytes(control)], acks=1)
+    assert outcome.error_code == ErrorCode.INVALID_RECORD
+    assert _fake(partition).log_end_offset == 0
+
+
+def test_a_compacted_topic_refuses_records_without_a_key() -> None:
+    partition = _partition(compacted=True)
+    keyless = build_batch([NewRecord(b"v", b"k"), NewRecord(b"v", None)])
+    assert partition.produce([keyless], acks=1).error_code == ErrorCode.INVALID_RECORD
+    keyed = build_batch([NewRecord(b"v", b"k"), NewRecord(None, b"j")])
+    assert partition.produce([keyed], acks=1).error_code == ErrorCode.NONE
+
+
+def _idempotent(first_sequence: int, count: int = 2, epoch: int = 0) -> bytes:
+    return build_batch_from_values(
+        [b"x"] * count, timestamp_ms=T0_MS, producer_id=11, producer_epoch=epoch,
+        base_sequence=first_sequence,
+    )
+
+
+def test_an_idempotent_retry_gets_the_original_offset_and_appends_nothing() -> None:
+    partition = _partition()
+    partition.produce([make_batch(0)], acks=1)
+    first = partition.produce([_idempotent(0)], acks=-1)
+    retry = partition.produce([_idempotent(0)], acks=-1)
+    assert first.base_offset == retry.base_offset == 3
+    assert retry.appended_bytes == 0 and retry.required_offset == 5
+    assert _fake(partition).log_end_offset == 5
+    gap = partition.produce([_idempotent(5)], acks=-1)
+    assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert partition.produce([_idempotent(2)], acks=-1).base_offset == 5
+
+
+def test_list_offsets_latest_earliest_and_by_time() -> None:
+    partition = _partition(_three_replicas())
+    for tag in range(3):
+        partition.produce([make_batch(tag, 2, timestamp_ms=T0_MS + 1000 * tag)], acks=1)
+    partition.note_follower_position(1, 4)
+    assert partition.list_offset(-1) == (4, -1), "latest is the high watermark"
+    assert partition.list_offset(-2) == (0, -1)
+    assert partition.list_offset(T0_MS + 500) == (2, T0_MS + 1000)
+    assert partition.list_offset(T0_MS + 1500) == (-1, -1), "only above the HW"
+    with pytest.raises(ZlogError) as caught:
+        partition.list_offset(-3)
+    assert caught.value.code == ErrorCode.INVALID_REQUEST
+
+
+def test_an_older_assignment_epoch_is_fenced() -> None:
+    partition = _partition()
+    partition.become(leader_epoch=4, is_leader=True)
+    with pytest.raises(ZlogError) as caught:
+        partition.become(leader_epoch=3, is_leader=True)
+    assert caught.value.code == ErrorCode.FENCED_LEADER_EPOCH
+
+
+def test_the_rules_hold_over_the_real_log(tmp_path: Path, shm_dir: Path) -> None:
+    """The fake keeps PartitionLog's contract: the same scenario over the real one."""
+    config = LogConfig(ring_bytes=64 * 1024)
+    with PartitionLog(tmp_path, "t", 0, config, ring_dir=shm_dir) as log:
+        partition = Partition("t", 0, log, leader_epoch=1, replicas=_three_replicas())
+        for tag in range(3):
+            partition.produce([make_batch(tag, 2, timestamp_ms=T0_MS + 1000 * tag)], acks=1)
+        assert partition.note_follower_position(1, 4) == 2 * len(make_batch(0, 2))
+        consumer = partition.read(0, 1 << 20, replica_id=-1, at_least_one=True)
+        assert sum(c.nbytes for c in consumer.chunks) == 2 * len(make_batch(0, 2))
+        assert partition.read(7, 100, replica_id=-1, at_least_one=True).error_code == (
+            ErrorCode.OFFSET_OUT_OF_RANGE
+        )
+        assert partition.list_offset(T0_MS + 500) == (2, T0_MS + 1000)

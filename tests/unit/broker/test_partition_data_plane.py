@@ -1,0 +1,330 @@
+"""The worker's data path driven by hand: real codec frames and logs, no sockets, manual time."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
+from zlog.broker.worker_data import DataPlane, Reply
+from zlog.broker.worker_partitions import PartitionHost, parse_assignment
+from zlog.clock import ManualClock
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.batch import NewRecord, build_batch
+from zlog.shm_segments.batch_fast import build_batch_from_values
+from zlog.shm_segments.log_config import LogConfig
+from zlog.transport.codec import REQUEST_HEADER, decode_response, encode_request
+from zlog.transport.messages import (
+    ApiVersionsRequestV0,
+    ApiVersionsResponseV0,
+    ErrorBody,
+    FetchEntry,
+    FetchRequestV0,
+    FetchResponseV0,
+    ListOffsetsPartition,
+    ListOffsetsRequestV0,
+    ListOffsetsResponseV0,
+    MetadataRequestV0,
+    ProduceEntry,
+    ProduceRequestV0,
+    ProduceResponseV0,
+    Request,
+    Response,
+)
+
+CLIENT, OTHER = b"client", b"other"
+
+
+class Harness:
+    def __init__(self, host: PartitionHost, clock: ManualClock) -> None:
+        self.host, self.clock = host, clock
+        self.plane = DataPlane(host.partitions)
+        self.correlation_id = 0
+
+    def assign(self, topic: str = "t", partition: int = 0, **configs: str) -> None:
+        self.host.assign(parse_assignment({
+            "topic": topic, "partition": partition, "configs": configs, "leader_epoch": 1,
+        }))
+
+    def send(self, request: Request, identity: bytes = CLIENT) -> list[Reply]:
+        self.correlation_id += 1
+        frames = encode_request(self.correlation_id, request)
+        return self.plane.handle(identity, frames, self.clock.now_ms)
+
+    def call(self, request: Request) -> Response | ErrorBody:
+        replies = self.send(request)
+        assert len(replies) == 1, replies
+        return _decode(replies[0])
+
+    def produce(self, *batches: bytes, acks: int = 1, partition: int = 0) -> ProduceResponseV0:
+        response = self.call(
+            ProduceRequestV0(acks, 1000, (ProduceEntry("t", partition, batches),))
+        )
+        assert isinstance(response, ProduceResponseV0)
+        return response
+
+    def fetch(self, offset: int, *, min_bytes: int = 0, max_wait_ms: int = 0,
+              identity: bytes = CLIENT) -> list[Reply]:
+        request = FetchRequestV0(-1, max_wait_ms, min_bytes, 1 << 20,
+                                 (FetchEntry("t", 0, offset, 1 << 20),))
+        return self.send(request, identity)
+
+
+def _decode(reply: Reply) -> Response | ErrorBody:
+    _identity, frames = reply
+    _header, response = decode_response([bytes(frame) for frame in frames])
+    return response
+
+
+def _fetched(reply: Reply) -> FetchResponseV0:
+    response = _decode(reply)
+    assert isinstance(response, FetchResponseV0)
+    return response
+
+
+@pytest.fixture
+def harness(tmp_path: Path, shm_dir: Path) -> Iterator[Harness]:
+    clock = ManualClock()
+    host = PartitionHost(tmp_path, shm_dir, base_config=LogConfig(ring_bytes=64 * 1024),
+                         clock=clock)
+    harness = Harness(host, clock)
+    harness.assign()
+    try:
+        yield harness
+    finally:
+        host.close_all()
+
+
+def test_produce_then_fetch_returns_the_stored_batches_as_views(harness: Harness) -> None:
+    response = harness.produce(make_batch(0), make_batch(1))
+    assert [(r.error_code, r.base_offset) for r in response.entries] == [(0, 0)]
+    replies = harness.fetch(0)
+    _identity, frames = replies[0]
+    assert all(isinstance(frame, memoryview) for frame in frames[2:]), "zero copy out"
+    result = _fetched(replies[0]).entries[0]
+    assert (result.error_code, result.high_watermark, result.log_start_offset) == (0, 6, 0)
+    batches = split_batches([memoryview(bytes(c)) for c in result.chunks])
+    assert [base_offset_of(b) for b in batches] == [0, 3]
+    assert [batch_tags(b)[0] for b in batches] == [0, 1]
+
+
+def test_a_long_poll_is_woken_by_an_append_and_gets_the_new_data(harness: Harness) -> None:
+    assert harness.fetch(0, min_bytes=1, max_wait_ms=5000, identity=OTHER) == []
+    replies = harness.send(ProduceRequestV0(1, 1000, (ProduceEntry("t", 0, (make_batch(7),)),)))
+    by_peer = {reply[0]: reply for reply in replies}
+    assert set(by_peer) == {CLIENT, OTHER}
+    result = _fetched(by_peer[OTHER]).entries[0]
+    assert batch_tags(bytes(result.chunks[0])) == [7] * 3
+
+
+def test_a_long_poll_times_out_at_max_wait_ms(harness: Harness) -> None:
+    assert harness.fetch(0, min_bytes=1, max_wait_ms=300) == []
+    assert harness.plane.next_deadline_ms() == harness.clock.now_ms + 300
+    harness.clock.advance(299)
+    assert harness.plane.on_timer(harness.clock.now_ms) == []
+    harness.clock.advance(1)
+    (reply,) = harness.plane.on_timer(harness.clock.now_ms)
+    result = _fetched(reply).entries[0]
+    assert (result.error_code, result.chunks) == (0, ())
+
+
+def test_a_long_poll_waits_for_min_bytes(harness: Harness) -> None:
+    size = len(make_batch(0))
+    assert harness.fetch(0, min_bytes=2 * size, max_wait_ms=5000, identity=OTHER) == []
+    assert len(harness.send(ProduceRequestV0(1, 0, (ProduceEntry("t", 0, (make_batch(0),)),)))) == 1
+    replies = harness.send(ProduceRequestV0(1, 0, (ProduceEntry("t", 0, (make_batch(1),)),)))
+    assert {identity for identity, _ in replies} == {CLIENT, OTHER}
+
+
+def test_acks_zero_gets_no_reply_but_is_stored(harness: Harness) -> None:
+    assert harness.send(ProduceRequestV0(0, 0, (ProduceEntry("t", 0, (make_batch(0),)),))) == []
+    assert harness.host.hosted[("t", 0)].log.log_end_offset == 3
+
+
+@pytest.mark.parametrize("acks", [2, -2, 100])
+def test_invalid_acks_are_refused_and_nothing_is_stored(harness: Harness, acks: int) -> None:
+    response = harness.produce(make_batch(0), acks=acks)
+    assert response.entries[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
+    assert harness.host.hosted[("t", 0)].log.log_end_offset == 0
+
+
+def test_partitions_not_owned_here_are_not_leader(harness: Harness) -> None:
+    response = harness.produce(make_batch(0), partition=9)
+    assert response.entries[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    fetch = FetchRequestV0(-1, 1000, 1, 1000, (FetchEntry("nope", 0, 0, 1000),))
+    (reply,) = harness.send(fetch)  # an error answers at once, never waits
+    assert _fetched(reply).entries[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    listed = harness.call(ListOffsetsRequestV0("t", (ListOffsetsPartition(5, -1),)))
+    assert isinstance(listed, ListOffsetsResponseV0)
+    assert listed.partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_bad_requests_get_their_codes_and_change_nothing(harness: Harness) -> None:
+    harness.produce(make_batch(0))
+    assert harness.plane.handle(CLIENT, [b"short"], 0) == []
+    assert harness.plane.stats.dropped_messages == 1
+    unknown = REQUEST_HEADER.pack(99, 0, 5, 0)
+    reply = _decode(harness.plane.handle(CLIENT, [unknown, b"{}"], 0)[0])
+    assert isinstance(reply, ErrorBody) and reply.error_code == ErrorCode.UNSUPPORTED_VERSION
+    garbled = REQUEST_HEADER.pack(0, 0, 6, 0)
+    reply = _decode(harness.plane.handle(CLIENT, [garbled, b"\x00\x01"], 0)[0])
+    assert isinstance(reply, ErrorBody) and reply.error_code == ErrorCode.INVALID_REQUEST
+    reply = harness.call(MetadataRequestV0(None))
+    assert isinstance(reply, ErrorBody) and reply.error_code == ErrorCode.UNSUPPORTED_VERSION
+    corrupt = bytearray(make_batch(1))
+    corrupt[-1] ^= 1
+    assert harness.produce(bytes(corrupt)).entries[0].error_code == ErrorCode.CORRUPT_MESSAGE
+    result = _fetched(harness.fetch(0)[0]).entries[0]
+    assert result.high_watermark == 3 and len(split_batches(
+        [memoryview(bytes(c)) for c in result.chunks])) == 1
+
+
+def test_a_bug_in_one_request_is_answered_and_the_worker_keeps_serving(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    partition = harness.host.partitions[("t", 0)]
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("injected bug")
+
+    monkeypatch.setattr(partition, "produce", broken)
+    response = harness.produce(make_batch(0))
+    assert response.entries[0].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert "injected bug" in caplog.text
+    monkeypatch.undo()
+    assert harness.produce(make_batch(1)).entries[0].error_code == ErrorCode.NONE
+
+
+def test_out_of_range_fetches_carry_the_log_offsets(harness: Harness) -> None:
+    harness.produce(make_batch(0))
+    result = _fetched(harness.fetch(4)[0]).entries[0]
+    assert result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert (result.high_watermark, result.log_start_offset) == (3, 0)
+
+
+def test_list_offsets_and_api_versions(harness: Harness) -> None:
+    harness.produce(make_batch(0, timestamp_ms=1_000), make_batch(1, timestamp_ms=2_000))
+    request = ListOffsetsRequestV0("t", (
+        ListOffsetsPartition(0, -1), ListOffsetsPartition(0, -2), ListOffsetsPartition(0, 1500),
+        ListOffsetsPartition(0, 5000),
+    ))
+    listed = harness.call(request)
+    assert isinstance(listed, ListOffsetsResponseV0)
+    assert [(p.error_code, p.offset, p.timestamp) for p in listed.partitions] == [
+        (0, 6, -1), (0, 0, -1), (0, 3, 2000), (0, -1, -1),
+    ]
+    versions = harness.call(ApiVersionsRequestV0())
+    assert isinstance(versions, ApiVersionsResponseV0)
+    assert {v.api_key for v in versions.api_versions} == {0, 1, 2, 18}
+
+
+def test_unassigning_answers_the_parked_fetches(harness: Harness) -> None:
+    assert harness.fetch(0, min_bytes=1, max_wait_ms=5000) == []
+    assert harness.host.unassign(("t", 0), delete=False)
+    (reply,) = harness.plane.partition_removed(("t", 0))
+    assert _fetched(reply).entries[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert harness.plane.next_deadline_ms() is None
+
+
+def test_acks_all_on_a_topic_needing_more_replicas_is_refused(harness: Harness) -> None:
+    harness.assign(partition=1, **{"min.insync.replicas": "2"})
+    response = harness.produce(make_batch(0), acks=-1, partition=1)
+    assert response.entries[0].error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert harness.produce(make_batch(0), acks=1, partition=1).entries[0].base_offset == 0
+
+
+def test_an_idempotent_retry_is_answered_with_the_first_offset(harness: Harness) -> None:
+    batch = build_batch_from_values([b"a", b"b"], timestamp_ms=1, producer_id=4,
+                                    producer_epoch=0, base_sequence=0)
+    harness.produce(make_batch(0))
+    first = harness.produce(batch, acks=-1).entries[0]
+    retry = harness.produce(batch, acks=-1).entries[0]
+    assert (first.error_code, first.base_offset) == (retry.error_code, retry.base_offset) == (0, 3)
+    assert harness.host.hosted[("t", 0)].log.log_end_offset == 5
+
+
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [
+        ({"topic": "../etc", "partition": 0}, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ({"topic": "t", "partition": -1}, ErrorCode.INVALID_REQUEST),
+        ({"topic": "t", "partition": True}, ErrorCode.INVALID_REQUEST),
+        ({"topic": "u", "partition": 0, "configs": {"bogus": "1"}}, ErrorCode.INVALID_CONFIG),
+        ({"topic": "u", "partition": 0, "configs": {"segment.bytes": "x"}},
+         ErrorCode.INVALID_CONFIG),
+        ({"topic": "t", "partition": 0, "configs": {"min.insync.replicas": "0"}},
+         ErrorCode.INVALID_CONFIG),
+        ({"topic": "t", "partition": 0, "leader_epoch": 0}, ErrorCode.FENCED_LEADER_EPOCH),
+        ({"topic": "t", "partition": 0, "is_leader": "yes"}, ErrorCode.INVALID_REQUEST),
+    ],
+)
+def test_malformed_assignments_are_refused(
+    harness: Harness, message: dict[str, object], code: ErrorCode
+) -> None:
+    with pytest.raises(ZlogError) as caught:
+        harness.host.assign(parse_assignment(json.loads(json.dumps(message))))
+    assert caught.value.code == code
+    assert set(harness.host.partitions) == {("t", 0)}
+
+
+def test_a_reassignment_takes_the_new_epoch_and_configs(harness: Harness) -> None:
+    harness.host.assign(parse_assignment({
+        "topic": "t", "partition": 0, "leader_epoch": 5,
+        "configs": {"min.insync.replicas": "2", "retention.ms": "1000"},
+    }))
+    partition = harness.host.partitions[("t", 0)]
+    assert partition.leader_epoch == 5 and partition.replicas.min_insync_replicas == 2
+    assert harness.host.hosted[("t", 0)].log.config.retention_ms == 1000
+
+
+def test_compaction_runs_beside_the_writer_on_compacted_topics(harness: Harness) -> None:
+    harness.assign("c", 0, **{"cleanup.policy": "compact", "segment.bytes": "300"})
+    for round_ in range(12):
+        batch = build_batch([NewRecord(b"value-%d" % round_, b"same-key")])
+        request = ProduceRequestV0(1, 0, (ProduceEntry("c", 0, (batch,)),))
+        response = _decode(harness.send(request)[0])
+        assert isinstance(response, ProduceResponseV0) and response.entries[0].error_code == 0
+    assert harness.host.start_compactions() == 1, "only the compacted topic"
+    compaction = harness.host.hosted[("c", 0)].compaction
+    assert compaction is not None
+    stats = compaction.result(timeout=30)
+    assert stats.records_after < stats.records_before
+    fetch = FetchRequestV0(-1, 0, 0, 1 << 20, (FetchEntry("c", 0, 11, 1 << 20),))
+    (reply,) = harness.send(fetch)
+    assert _fetched(reply).entries[0].error_code == 0, "the latest record stays readable"
+
+
+def test_retention_advances_the_log_start(harness: Harness) -> None:
+    harness.assign("r", 0, **{"segment.bytes": "300", "retention.bytes": "300"})
+    for tag in range(10):
+        request = ProduceRequestV0(1, 0, (ProduceEntry("r", 0, (make_batch(tag),)),))
+        harness.send(request)
+    harness.host.enforce_retention()
+    log = harness.host.hosted[("r", 0)].log
+    assert log.log_start_offset > 0
+    fetch = FetchRequestV0(-1, 0, 0, 1 << 20, (FetchEntry("r", 0, 0, 1 << 20),))
+    result = _fetched(harness.send(fetch)[0]).entries[0]
+    assert result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert result.log_start_offset == log.log_start_offset
+
+
+def test_flush_ms_sets_the_tick_interval(harness: Harness) -> None:
+    assert harness.host.tick_interval_ms() == 1000
+    harness.assign("f", 0, **{"flush.ms": "50"})
+    assert harness.host.tick_interval_ms() == 50
+    harness.host.tick()
+
+def test_a_broken_invariant_crashes_the_worker_instead_of_serving_on(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    partition = harness.host.partitions[("t", 0)]
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("invariant broken")
+
+    monkeypatch.setattr(partition, "produce", broken)
+    with pytest.raises(AssertionError):
+        harness.produce(make_batch(0))

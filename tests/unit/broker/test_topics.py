@@ -1,0 +1,113 @@
+"""CreateTopics validation: Kafka's rules and error codes (docs/protocol.md, CreateTopics)."""
+
+from __future__ import annotations
+
+import pytest
+
+from zlog.broker.topics import (
+    TOPIC_CONFIG_KEYS,
+    normalize_topic_configs,
+    validate_new_topic,
+    validate_partitions,
+    validate_replication_factor,
+    validate_topic_configs,
+    validate_topic_name,
+)
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.log_config import LogConfig
+
+
+def _code(call: object, *args: object, **kwargs: object) -> ErrorCode:
+    assert callable(call)
+    with pytest.raises(ZlogError) as caught:
+        call(*args, **kwargs)
+    return caught.value.code
+
+
+@pytest.mark.parametrize(
+    "name", ["a", "orders", "a.b-c_D9", "x" * 249, "...", "__consumer_offsets"]
+)
+def test_valid_topic_names(name: str) -> None:
+    assert validate_topic_name(name) == name
+
+
+@pytest.mark.parametrize(
+    "name", ["", ".", "..", "x" * 250, "a/b", "a b", "ü", "a\x00", None, 7, ["a"]]
+)
+def test_invalid_topic_names_are_invalid_topic_exception(name: object) -> None:
+    assert _code(validate_topic_name, name) == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+@pytest.mark.parametrize("partitions", [0, -1, True, 1.5, "3", 65_537])
+def test_bad_partition_counts(partitions: object) -> None:
+    assert _code(validate_partitions, partitions) == ErrorCode.INVALID_PARTITIONS
+
+
+def test_partition_count_bounds() -> None:
+    assert validate_partitions(1) == 1
+    assert validate_partitions(65_536) == 65_536
+
+
+def test_replication_factor_is_bounded_by_live_brokers() -> None:
+    assert validate_replication_factor(1, live_brokers=1) == 1
+    assert validate_replication_factor(3, live_brokers=3) == 3
+    for factor in (0, -1, 2, True, "1"):
+        code = _code(validate_replication_factor, factor, live_brokers=1)
+        assert code == ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+def test_every_allowed_config_is_accepted() -> None:
+    values = {
+        "retention.ms": "1000", "retention.bytes": "1048576", "retention.disk.percent": "90",
+        "segment.bytes": "1048576", "segment.ms": "60000", "cleanup.policy": "compact",
+        "max.message.bytes": "1000", "flush.messages": "1", "flush.ms": "10",
+        "min.insync.replicas": "1", "delete.retention.ms": "1000", "index.interval.bytes": "4096",
+    }
+    assert set(values) == TOPIC_CONFIG_KEYS
+    config = validate_topic_configs(values)
+    assert config.retention_ms == 1000
+    assert config.compacted
+
+
+@pytest.mark.parametrize(
+    "configs",
+    [
+        {"retention.mss": "1"},  # a typo is never silently ignored
+        {"min.compaction.lag.ms": "1"},  # a LogConfig field, but not a topic config we allow
+        {"segment.bytes": "big"},
+        {"segment.bytes": "1"},  # below Kafka's minimum
+        {"cleanup.policy": "shred"},
+        {"min.insync.replicas": "0"},
+        {"min.insync.replicas": "two"},
+    ],
+)
+def test_bad_configs_are_invalid_config(configs: dict[str, str]) -> None:
+    assert _code(validate_topic_configs, configs) == ErrorCode.INVALID_CONFIG
+
+
+def test_configs_are_normalized_to_strings() -> None:
+    assert normalize_topic_configs({"retention.ms": 5, "cleanup.policy": "delete"}) == {
+        "retention.ms": "5", "cleanup.policy": "delete"}
+    assert normalize_topic_configs(None) == {}
+    for bad in ([1], {"retention.ms": True}, {"retention.ms": None}, {"nope": "1"}):
+        assert _code(normalize_topic_configs, bad) == ErrorCode.INVALID_CONFIG
+
+
+def test_configs_apply_over_the_broker_defaults() -> None:
+    base = LogConfig(retention_ms=1234)
+    config = validate_topic_configs({"segment.bytes": "2048"}, base)
+    assert (config.retention_ms, config.segment_bytes) == (1234, 2048)
+
+
+def test_new_topic_is_checked_in_kafka_order() -> None:
+    """A request wrong in several ways reports the name first, then partitions, then RF."""
+    assert _code(validate_new_topic, "a/b", 0, 9, {"x": "1"}, live_brokers=1) == (
+        ErrorCode.INVALID_TOPIC_EXCEPTION)
+    assert _code(validate_new_topic, "ok", 0, 9, {"x": "1"}, live_brokers=1) == (
+        ErrorCode.INVALID_PARTITIONS)
+    assert _code(validate_new_topic, "ok", 1, 9, {"x": "1"}, live_brokers=1) == (
+        ErrorCode.INVALID_REPLICATION_FACTOR)
+    assert _code(validate_new_topic, "ok", 1, 1, {"x": "1"}, live_brokers=1) == (
+        ErrorCode.INVALID_CONFIG)
+    assert validate_new_topic("ok", 3, 1, {"retention.ms": 10}, live_brokers=1) == (
+        "ok", 3, 1, {"retention.ms": "10"})

@@ -1,0 +1,5 @@
+"""`python -m zlog.broker` is `zlog serve`."""
+
+from zlog.broker.serve import main
+
+raise SystemExit(main())

@@ -1,0 +1,357 @@
+"""The broker's configuration: embedded defaults < zlog.toml < ZLOG_* environment < flags.
+
+Every key has one name in three spellings: `data_dir` in the TOML file, `ZLOG_DATA_DIR` in the
+environment, `--data-dir` on the command line. The embedded defaults run a single node in
+./zlog-data with no file at all (DESIGN.md §6). A later layer overrides an earlier one key by
+key. Default topic configs (Kafka names, e.g. `retention.ms`) sit in the file's
+`[topic_defaults]` table, in `ZLOG_TOPIC_RETENTION_MS`-style variables, and in repeated
+`--topic-config retention.ms=86400000` flags.
+
+An unknown key or a bad value is a ConfigError naming where it came from; `zlog serve` prints
+it and exits 2 (the usage-error status), so a typo never silently runs a default.
+
+`resolve_config` is the pure merge (mappings in, frozen BrokerConfig out); `load_config` only
+reads the file and the environment and calls it.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import os
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Final
+
+from zlog.broker.topics import TOPIC_CONFIG_KEYS, validate_topic_configs
+from zlog.errors import ZlogError
+from zlog.shm_segments.log_config import LogConfig
+
+ENV_PREFIX: Final = "ZLOG_"
+ENV_TOPIC_PREFIX: Final = "ZLOG_TOPIC_"
+ENV_CONFIG_FILE: Final = "ZLOG_CONFIG"
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+workers_max: Final = 1024  # each worker is a process with its own sockets and rings
+
+
+class ConfigError(Exception):
+    """A configuration the broker refuses to start with; the message says which key and where."""
+
+
+def _cpu_count() -> int:
+    return os.cpu_count() or 1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """One broker's settings. Durations are in ms, sizes in bytes, as their names say."""
+
+    node_id: int = 1
+    """This broker's id in the cluster (>= 0); also its Raft voter id."""
+    data_dir: Path = Path("./zlog-data")
+    """Partition directories, the metadata log (`__raft/`) and the supervisor socket."""
+    listen: str = "tcp://127.0.0.1:7400"
+    """The control endpoint (ZeroMQ ROUTER): Metadata, CreateTopics, ... (docs/protocol.md)."""
+    advertised_host: str = "127.0.0.1"
+    """The host name or address clients use to reach this broker's partition workers."""
+    data_port_range: tuple[int, int] | None = None
+    """Ports for the workers' data endpoints, "a-b" inclusive; None: the OS picks free ports."""
+    workers: int = field(default_factory=_cpu_count)
+    """Partition worker processes (default: the CPU count); partitions are spread over them."""
+    ring_dir: Path | None = None
+    """Where the shared-memory rings live; None: /dev/shm/zlog-<hash of the data dir>."""
+    auto_create_topics: bool = False
+    """Create a topic that Metadata asks for and that does not exist (Kafka's auto.create)."""
+    default_partitions: int = 1
+    """Partitions of an auto-created topic."""
+    default_replication_factor: int = 1
+    """Replication factor of an auto-created topic."""
+    raft_tick_ms: int = 50
+    """Wall time of one metadata-log tick; elections and heartbeats count in ticks."""
+    worker_restart_backoff_initial_ms: int = 100
+    """Delay before restarting a worker that died; doubles at each crash in a row."""
+    worker_restart_backoff_max_ms: int = 10_000
+    """The longest delay between restarts of a worker that keeps dying."""
+    worker_heartbeat_timeout_ms: int = 10_000
+    """A worker silent this long is killed and restarted (workers beat every 500 ms)."""
+    shutdown_timeout_ms: int = 10_000
+    """How long a graceful stop waits for the workers before killing them (rings survive)."""
+    log_level: str = "info"
+    """debug, info, warning or error."""
+    topic_defaults: tuple[tuple[str, str], ...] = ()
+    """Topic config defaults for this broker (Kafka names -> values) over LogConfig's own."""
+
+    def __post_init__(self) -> None:
+        assert self.node_id >= 0
+        assert 1 <= self.workers <= workers_max
+
+    @property
+    def topic_defaults_map(self) -> dict[str, str]:
+        return dict(self.topic_defaults)
+
+    @property
+    def default_log_config(self) -> LogConfig:
+        """LogConfig defaults with this broker's topic_defaults applied (validated at load)."""
+        return validate_topic_configs(self.topic_defaults_map)
+
+
+# -- value parsers: each takes a TOML value or a string from the environment or a flag -------
+
+
+def _to_int(minimum: int, maximum: int | None = None) -> Callable[[object], int]:
+    def parse(value: object) -> int:
+        if isinstance(value, bool):
+            raise ValueError("must be an integer, not a boolean")
+        if isinstance(value, str):
+            text = value.strip().replace("_", "")
+            if not text.lstrip("-").isdigit():
+                raise ValueError(f"must be an integer, not {value!r}")
+            value = int(text)
+        if not isinstance(value, int):
+            raise ValueError(f"must be an integer, not {value!r}")
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+            raise ValueError(f"must be {bound}, not {value}")
+        return value
+
+    return parse
+
+
+def _to_bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {"1", "true", "yes", "on"}:
+        return True
+    if isinstance(value, str) and value.strip().lower() in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(f"must be true or false, not {value!r}")
+
+
+def _to_str(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a non-empty string, not {value!r}")
+    return value.strip()
+
+
+def _to_path(value: object) -> Path:
+    return Path(_to_str(value)).expanduser()
+
+
+def _to_optional_path(value: object) -> Path | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in {"", "none"}):
+        return None
+    return _to_path(value)
+
+
+def _to_endpoint(value: object) -> str:
+    text = _to_str(value)
+    if text.startswith("tcp://"):
+        host, _, port = text[len("tcp://") :].rpartition(":")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ValueError(f"must be tcp://host:port with a port in 1..65535, not {text!r}")
+        return text
+    if text.startswith("ipc://") and len(text) > len("ipc://"):
+        return text
+    raise ValueError(f"must be tcp://host:port or ipc://path, not {text!r}")
+
+
+def _to_port_range(value: object) -> tuple[int, int] | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in {"", "none"}):
+        return None
+    text = _to_str(value)
+    first, dash, last = text.partition("-")
+    if not dash or not first.strip().isdigit() or not last.strip().isdigit():
+        raise ValueError(f"must be a range like 7401-7499, not {text!r}")
+    low, high = int(first), int(last)
+    if not 1 <= low <= high <= 65535:
+        raise ValueError(f"must satisfy 1 <= first <= last <= 65535, not {text!r}")
+    return low, high
+
+
+def _to_log_level(value: object) -> str:
+    text = _to_str(value).lower()
+    if text not in LOG_LEVELS:
+        raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}, not {value!r}")
+    return text
+
+
+_PARSERS: Final[dict[str, Callable[[object], Any]]] = {
+    "node_id": _to_int(0, 2**31 - 1),
+    "data_dir": _to_path,
+    "listen": _to_endpoint,
+    "advertised_host": _to_str,
+    "data_port_range": _to_port_range,
+    "workers": _to_int(1, workers_max),
+    "ring_dir": _to_optional_path,
+    "auto_create_topics": _to_bool,
+    "default_partitions": _to_int(1, 65_536),
+    "default_replication_factor": _to_int(1, 32),
+    "raft_tick_ms": _to_int(1, 10_000),
+    "worker_restart_backoff_initial_ms": _to_int(1, 3_600_000),
+    "worker_restart_backoff_max_ms": _to_int(1, 3_600_000),
+    "worker_heartbeat_timeout_ms": _to_int(1_000, 3_600_000),
+    "shutdown_timeout_ms": _to_int(0, 3_600_000),
+    "log_level": _to_log_level,
+}
+assert set(_PARSERS) | {"topic_defaults"} == {f.name for f in fields(BrokerConfig)}
+
+KEYS: Final = tuple(_PARSERS)
+"""Every scalar key; `topic_defaults` is the one table."""
+
+
+def env_name(key: str) -> str:
+    return ENV_PREFIX + key.upper()
+
+
+def flag_name(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigLayer:
+    """One source of settings: where it came from (for error messages) and what it sets."""
+
+    source: str  # the file's path, "environment" or "command line"
+    values: Mapping[str, object]  # key -> raw value (TOML-typed or a string)
+    topic_defaults: Mapping[str, object] = field(default_factory=dict)
+    spelling: Callable[[str], str] = str  # how this source spells a key, for messages
+
+    def name(self, key: str) -> str:
+        return f"{self.source}: {self.spelling(key)}"
+
+
+def resolve_config(layers: Sequence[ConfigLayer]) -> BrokerConfig:
+    """Apply the layers in order over the embedded defaults (pure)."""
+    changes: dict[str, object] = {}
+    topic_defaults: dict[str, str] = {}
+    for layer in layers:
+        for key, raw in layer.values.items():
+            parser = _PARSERS.get(key)
+            if parser is None:
+                raise ConfigError(f"{layer.source}: unknown key {key!r}")
+            try:
+                changes[key] = parser(raw)
+            except ValueError as error:
+                raise ConfigError(f"{layer.name(key)} {error}") from None
+        for name, raw in layer.topic_defaults.items():
+            if name not in TOPIC_CONFIG_KEYS:
+                raise ConfigError(f"{layer.source}: unknown topic config {name!r}")
+            if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+                raise ConfigError(f"{layer.source}: topic config {name} must be a string")
+            topic_defaults[name] = str(raw)
+    try:
+        validate_topic_configs(topic_defaults)
+    except ZlogError as error:
+        raise ConfigError(f"topic_defaults: {error.message}") from None
+    changes["topic_defaults"] = tuple(sorted(topic_defaults.items()))
+    config = replace(BrokerConfig(), **changes)  # type: ignore[arg-type]
+    if config.worker_restart_backoff_initial_ms > config.worker_restart_backoff_max_ms:
+        raise ConfigError(
+            "worker_restart_backoff_initial_ms must not exceed worker_restart_backoff_max_ms"
+        )
+    return config
+
+
+def file_layer(text: str, source: str) -> ConfigLayer:
+    """A zlog.toml: top-level keys plus an optional [topic_defaults] table."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{source}: not valid TOML: {error}") from None
+    values = dict(document)
+    topic_defaults = values.pop("topic_defaults", {})
+    if not isinstance(topic_defaults, dict):
+        raise ConfigError(f"{source}: topic_defaults must be a table")
+    for key, value in values.items():
+        if isinstance(value, dict):
+            raise ConfigError(f"{source}: unknown table [{key}]")
+    return ConfigLayer(source, values, topic_defaults)
+
+
+def environment_layer(
+    environ: Mapping[str, str], warnings: list[str] | None = None
+) -> ConfigLayer:
+    """ZLOG_<KEY> and ZLOG_TOPIC_<NAME> variables.
+
+    Another ZLOG_* name is reported in `warnings`, not refused: the environment is shared with
+    other zlog tools (the client CLI), whose variables are not the broker's to judge.
+    """
+    values: dict[str, object] = {}
+    topic_defaults: dict[str, object] = {}
+    topic_names = {env_topic_name(name): name for name in TOPIC_CONFIG_KEYS}
+    for variable, value in sorted(environ.items()):
+        if not variable.startswith(ENV_PREFIX) or variable == ENV_CONFIG_FILE:
+            continue
+        if variable in topic_names:
+            topic_defaults[topic_names[variable]] = value
+            continue
+        key = variable[len(ENV_PREFIX) :].lower()
+        if key in _PARSERS:
+            values[key] = value
+        elif warnings is not None:
+            warnings.append(f"environment: ignoring {variable}, which is no broker setting")
+    return ConfigLayer("environment", values, topic_defaults, env_name)
+
+
+def env_topic_name(topic_config: str) -> str:
+    """retention.ms -> ZLOG_TOPIC_RETENTION_MS."""
+    return ENV_TOPIC_PREFIX + topic_config.replace(".", "_").upper()
+
+
+def flags_layer(flags: Mapping[str, object], topic_configs: Sequence[str]) -> ConfigLayer:
+    """Flags the user gave (None = not given); `topic_configs` are "name=value" strings."""
+    topic_defaults: dict[str, object] = {}
+    for item in topic_configs:
+        name, equals, value = item.partition("=")
+        if not equals:
+            raise ConfigError(f"command line: --topic-config {item!r} is not name=value")
+        topic_defaults[name.strip()] = value.strip()
+    values = {key: value for key, value in flags.items() if value is not None}
+    return ConfigLayer("command line", values, topic_defaults, flag_name)
+
+
+def load_config(
+    flags: Mapping[str, object],
+    topic_configs: Sequence[str] = (),
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    warnings: list[str] | None = None,
+) -> BrokerConfig:
+    """Read the file (flag, else $ZLOG_CONFIG, else none) and the environment; merge all."""
+    environ = os.environ if environ is None else environ
+    layers: list[ConfigLayer] = []
+    if config_file is None and environ.get(ENV_CONFIG_FILE):
+        config_file = Path(environ[ENV_CONFIG_FILE])
+    if config_file is not None:
+        try:
+            text = config_file.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(f"cannot read config file {config_file}: {error.strerror}") from None
+        layers.append(file_layer(text, str(config_file)))
+    layers.append(environment_layer(environ, warnings))
+    layers.append(flags_layer(flags, topic_configs))
+    return resolve_config(layers)
+
+
+def field_docs() -> dict[str, str]:
+    """Each BrokerConfig field's docstring (the one description, reused as --help text)."""
+    try:
+        source = inspect.getsource(BrokerConfig)
+    except (OSError, TypeError):
+        return {}
+    body = ast.parse(source).body[0]
+    assert isinstance(body, ast.ClassDef)
+    docs: dict[str, str] = {}
+    for statement, following in itertools.pairwise(body.body):
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[statement.target.id] = " ".join(following.value.value.split())
+    return docs

@@ -1,0 +1,389 @@
+"""The control endpoint's requests: ApiVersions, Metadata, CreateTopics, DeleteTopics,
+InitProducerId, DescribeCluster (docs/protocol.md, "Control plane").
+
+No sockets, threads or clocks here: the supervisor hands in what this needs as callables (the
+current metadata, a way to propose a command, a way to reply, the data endpoint of a
+partition, the Raft status, the time), so these rules can be tested without processes.
+
+Requests that change metadata answer asynchronously:
+
+* CreateTopics: validated here first (topics.py; no Raft round trip for a bad request), then
+  proposed; answered once the command committed AND the workers confirmed every local
+  partition open, so a client may produce right after the reply.
+* DeleteTopics: answered once the workers deleted the data and the deletion committed.
+* InitProducerId: ids come from the metadata log (AllocateProducerIds) in blocks of
+  `producer_id_block_size`, so a restart never hands out an id twice, and one proposal serves
+  a thousand producers.
+
+A parked request waits in `_waiting` with a deadline; `settle()` (after any change of metadata
+or worker state) answers those that are decided, `expire()` those whose time is up.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import zlog
+from zlog.broker import metadata as commands
+from zlog.broker.config import BrokerConfig
+from zlog.broker.controller import TopicPartition, place_replicas
+from zlog.broker.metadata import ClusterState, TopicInfo
+from zlog.broker.topics import validate_new_topic, validate_topic_name
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport import messages as wire
+from zlog.transport.api import CONTROL_APIS, SUPPORTED_VERSIONS, ApiKey
+from zlog.transport.codec import RequestHeader
+
+log = logging.getLogger("zlog.broker.control")
+
+control_request_timeout_ms: Final = 30_000  # CreateTopics/DeleteTopics wait at most this
+producer_id_block_size: Final = 1_000  # ids taken from the metadata log per proposal
+producer_id_waiters_max: Final = 10_000  # InitProducerId requests queued for a block
+
+Done = Callable[[dict[str, Any] | None, ZlogError | None], None]
+"""What a proposer hears back, on the loop thread: (apply result, None) or (None, error)."""
+Propose = Callable[[bytes, Done], None]
+Reply = Callable[[bytes, RequestHeader, wire.Response], None]
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A CreateTopics or DeleteTopics request that waits for commits and workers."""
+
+    identity: bytes
+    header: RequestHeader
+    api_key: ApiKey
+    results: dict[str, wire.TopicResult | None]  # in request order; None while undecided
+    committed: set[str]  # names whose command committed; now waiting on the workers
+    deadline_ms: int
+
+
+class ControlPlane:
+    """The request handlers. Called only from the supervisor's loop thread."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        state: Callable[[], ClusterState],
+        propose: Propose,
+        reply: Reply,
+        endpoint_for: Callable[[TopicPartition], str | None],
+        raft_status: Callable[[], dict[str, Any]],
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self._state = state  # the metadata as last applied (an immutable snapshot)
+        self._propose = propose  # commit a command; Done runs later on the loop thread
+        self._reply = reply  # send a response to a client
+        self._endpoint_for = endpoint_for  # a partition's data endpoint once a worker has it
+        self._raft_status = raft_status
+        self._clock_ms = clock_ms
+        self._waiting: list[_Waiting] = []
+        self._open_errors: dict[TopicPartition, tuple[int, str]] = {}
+        self._auto_creating: set[str] = set()
+        self._producer_ids = range(0)
+        self._producer_id_waiters: deque[tuple[bytes, RequestHeader]] = deque()
+        self._allocating_producer_ids = False
+
+    @property
+    def waiting_count(self) -> int:
+        return len(self._waiting) + len(self._producer_id_waiters)
+
+    def partition_assigned(self, topic_partition: TopicPartition, code: int, text: str) -> None:
+        """A worker's answer to an assign: remembered so CreateTopics can report a failure."""
+        if code == 0:
+            self._open_errors.pop(topic_partition, None)
+        else:
+            self._open_errors[topic_partition] = (code, text)
+
+    def settle(self) -> None:
+        """Answer the parked requests that the metadata and the workers have decided."""
+        self._settle_waiting(self._state())
+
+    def expire(self, now_ms: int) -> None:
+        self._expire_waiting(now_ms)
+
+    def shut_down(self) -> None:
+        """Answer everything still parked: the broker is going away."""
+        for waiting in list(self._waiting):
+            self._finish(waiting, ErrorCode.BROKER_NOT_AVAILABLE, "the broker is stopping")
+        while self._producer_id_waiters:
+            identity, header = self._producer_id_waiters.popleft()
+            self._reply(identity, header, wire.InitProducerIdResponseV0(
+                int(ErrorCode.BROKER_NOT_AVAILABLE), -1, -1))
+
+    def handle(self, identity: bytes, header: RequestHeader, request: wire.Request) -> None:
+        """Answer `request` now, or park it until the metadata log and the workers finish."""
+        assert header.api_key in CONTROL_APIS, "the supervisor routes only control requests"
+        match request:
+            case wire.ApiVersionsRequestV0():
+                self._reply(identity, header, self._api_versions())
+            case wire.MetadataRequestV0():
+                self._reply(identity, header, self._metadata(request))
+            case wire.CreateTopicsRequestV0():
+                self._create_topics(identity, header, request)
+            case wire.DeleteTopicsRequestV0():
+                self._delete_topics(identity, header, request)
+            case wire.InitProducerIdRequestV0():
+                self._init_producer_id(identity, header, request)
+            case wire.DescribeClusterRequestV0():
+                self._reply(identity, header, self._describe_cluster())
+            case _:
+                raise ZlogError(ErrorCode.UNSUPPORTED_VERSION, "not a control request")
+
+    def _api_versions(self) -> wire.ApiVersionsResponseV0:
+        versions = tuple(
+            wire.ApiVersionRange(int(key), *SUPPORTED_VERSIONS[key])
+            for key in sorted(CONTROL_APIS)
+        )
+        return wire.ApiVersionsResponseV0(versions, f"zlog {zlog.__version__}")
+
+    def _brokers(self, state: ClusterState) -> tuple[wire.BrokerInfo, ...]:
+        return tuple(wire.BrokerInfo(broker.node_id, broker.host, broker.control_endpoint)
+                     for broker in state.brokers.values())
+
+    def _controller_id(self) -> int:
+        leader = self._raft_status().get("leader")
+        return -1 if leader is None else int(leader)
+
+    def _metadata(self, request: wire.MetadataRequestV0) -> wire.MetadataResponseV0:
+        state = self._state()
+        names = list(state.topics) if request.topics is None else list(request.topics)
+        topics = []
+        for name in names:
+            topic = state.topics.get(name)
+            if topic is not None:
+                topics.append(self._topic_metadata(topic))
+            else:
+                topics.append(self._missing_topic(name))
+        return wire.MetadataResponseV0(
+            state.cluster_id, self._controller_id(), self._brokers(state), tuple(topics)
+        )
+
+    def _topic_metadata(self, topic: TopicInfo) -> wire.TopicMetadata:
+        partitions = []
+        for partition in topic.partitions:
+            endpoint = None
+            if partition.leader == self.config.node_id:
+                endpoint = self._endpoint_for((topic.name, partition.partition))
+            code = ErrorCode.NONE if endpoint else ErrorCode.LEADER_NOT_AVAILABLE
+            partitions.append(wire.PartitionMetadata(
+                partition.partition, partition.leader, partition.leader_epoch,
+                partition.replicas, partition.isr, endpoint or "", int(code),
+            ))
+        return wire.TopicMetadata(topic.name, 0, "", dict(topic.configs), tuple(partitions))
+
+    def _missing_topic(self, name: str) -> wire.TopicMetadata:
+        """UNKNOWN_TOPIC_OR_PARTITION, or (auto_create_topics) create it and say "soon"."""
+        if not self.config.auto_create_topics:
+            return wire.TopicMetadata(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                                      f"no topic {name!r}")
+        try:
+            validate_topic_name(name)
+        except ZlogError as error:
+            return wire.TopicMetadata(name, int(error.code), error.message)
+        if name not in self._auto_creating:
+            spec = wire.TopicSpec(name, self.config.default_partitions,
+                                  self.config.default_replication_factor)
+            try:  # e.g. a default replication factor above the live brokers
+                self._propose_create(spec, functools.partial(self._auto_created, name))
+            except ZlogError as error:
+                return wire.TopicMetadata(name, int(error.code), error.message)
+            self._auto_creating.add(name)
+        return wire.TopicMetadata(name, int(ErrorCode.LEADER_NOT_AVAILABLE),
+                                  f"topic {name!r} is being created")
+
+    def _auto_created(
+        self, name: str, result: dict[str, Any] | None, error: ZlogError | None
+    ) -> None:
+        del result
+        self._auto_creating.discard(name)
+        if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            log.warning("auto-creating topic %r failed: %s", name, error)
+
+    def _describe_cluster(self) -> wire.DescribeClusterResponseV0:
+        state = self._state()
+        status = self._raft_status()
+        commit = status.get("commit") or [0, 0]
+        raft = wire.RaftStatus(status.get("leader"), int(status.get("term", 0)),
+                               (int(commit[0]), int(commit[1])))
+        return wire.DescribeClusterResponseV0(
+            state.cluster_id, self._controller_id(), self._brokers(state), raft
+        )
+
+    # -- CreateTopics / DeleteTopics -------------------------------------------------------------
+
+    def _create_topics(self, identity: bytes, header: RequestHeader,
+                       request: wire.CreateTopicsRequestV0) -> None:
+        state = self._state()
+        waiting = _Waiting(identity, header, ApiKey.CREATE_TOPICS, {}, set(),
+                           self._clock_ms() + control_request_timeout_ms)
+        specs: list[wire.TopicSpec] = []
+        name_counts = Counter(spec.name for spec in request.topics)
+        for spec in request.topics:
+            if name_counts[spec.name] > 1:  # as Kafka: neither copy is created
+                waiting.results[spec.name] = wire.TopicResult(
+                    spec.name, int(ErrorCode.INVALID_REQUEST), "named twice in one request")
+                continue
+            waiting.results[spec.name] = None
+            try:
+                validate_new_topic(
+                    spec.name, spec.partitions, spec.replication_factor, dict(spec.configs),
+                    live_brokers=len(state.brokers), base=self.config.default_log_config,
+                )
+                if spec.name in state.topics or spec.name in state.deleting:
+                    raise ZlogError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                                    f"topic {spec.name!r} already exists")
+            except ZlogError as error:
+                waiting.results[spec.name] = wire.TopicResult(spec.name, int(error.code),
+                                                              error.message)
+                continue
+            if request.validate_only:
+                waiting.results[spec.name] = wire.TopicResult(spec.name, 0, "")
+            else:
+                specs.append(spec)
+        self._waiting.append(waiting)
+        for spec in specs:
+            self._propose_create(spec, functools.partial(self._committed, waiting, spec.name))
+        self._settle_waiting(state)
+
+    def _propose_create(self, spec: wire.TopicSpec, done: Done) -> None:
+        state = self._state()
+        placed = place_replicas(spec.partitions, spec.replication_factor, list(state.brokers),
+                                start_index=state.next_topic_seq)
+        assignment = [{"partition": p.partition, "replicas": list(p.replicas),
+                       "leader": p.leader, "leader_epoch": p.leader_epoch, "isr": list(p.isr)}
+                      for p in placed]
+        command = commands.create_topic(spec.name, spec.partitions, spec.replication_factor,
+                                        dict(spec.configs), assignment)
+        self._propose(command, done)
+
+    def _delete_topics(self, identity: bytes, header: RequestHeader,
+                       request: wire.DeleteTopicsRequestV0) -> None:
+        state = self._state()
+        waiting = _Waiting(identity, header, ApiKey.DELETE_TOPICS, {}, set(),
+                           self._clock_ms() + control_request_timeout_ms)
+        self._waiting.append(waiting)
+        for name in request.topics:
+            if name in waiting.results:
+                continue  # named twice: one deletion, one answer
+            if name not in state.topics:
+                waiting.results[name] = wire.TopicResult(
+                    name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"no topic {name!r}")
+                continue
+            waiting.results[name] = None
+            self._propose(commands.delete_topic(name),
+                          functools.partial(self._committed, waiting, name))
+        self._settle_waiting(state)
+
+    def _committed(
+        self, waiting: _Waiting, name: str, result: dict[str, Any] | None,
+        error: ZlogError | None,
+    ) -> None:
+        del result
+        if waiting not in self._waiting:
+            return  # already answered (timed out)
+        if error is not None:
+            waiting.results[name] = wire.TopicResult(name, int(error.code), error.message)
+        else:
+            waiting.committed.add(name)
+        self._settle_waiting(self._state())
+
+    def _settle_waiting(self, state: ClusterState) -> None:
+        """Decide what the workers have finished; answer every request fully decided."""
+        for waiting in list(self._waiting):
+            for name in list(waiting.committed):
+                result = self._settled_result(waiting.api_key, state, name)
+                if result is not None:
+                    waiting.results[name] = result
+                    waiting.committed.discard(name)
+            if all(result is not None for result in waiting.results.values()):
+                self._finish(waiting, ErrorCode.NONE, "")
+
+    def _settled_result(self, api_key: ApiKey, state: ClusterState,
+                        name: str) -> wire.TopicResult | None:
+        if api_key == ApiKey.DELETE_TOPICS:
+            gone = name not in state.topics and name not in state.deleting
+            return wire.TopicResult(name, 0, "") if gone else None
+        topic = state.topics.get(name)
+        if topic is None:
+            return wire.TopicResult(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                                    "deleted while being created")
+        local = [(name, p.partition) for p in topic.partitions
+                 if self.config.node_id in p.replicas]
+        for tp in local:
+            if tp in self._open_errors:
+                code, text = self._open_errors[tp]
+                return wire.TopicResult(name, code, f"partition {tp[1]} failed to open: {text}")
+        if all(self._endpoint_for(tp) is not None for tp in local):
+            return wire.TopicResult(name, 0, "")
+        return None
+
+    def _expire_waiting(self, now_ms: int) -> None:
+        for waiting in list(self._waiting):
+            if now_ms >= waiting.deadline_ms:
+                self._finish(waiting, ErrorCode.REQUEST_TIMED_OUT,
+                             "committed in the metadata log, but the partition workers have "
+                             "not finished yet")
+
+    def _finish(self, waiting: _Waiting, code: ErrorCode, message: str) -> None:
+        """Answer `waiting`; undecided topics get `code`."""
+        results = tuple(
+            result or wire.TopicResult(name, int(code), message)
+            for name, result in waiting.results.items()
+        )
+        response: wire.Response
+        if waiting.api_key == ApiKey.CREATE_TOPICS:
+            response = wire.CreateTopicsResponseV0(results)
+        else:
+            response = wire.DeleteTopicsResponseV0(results)
+        self._reply(waiting.identity, waiting.header, response)
+        if waiting in self._waiting:
+            self._waiting.remove(waiting)
+
+    # -- InitProducerId ---------------------------------------------------------------------------
+
+    def _init_producer_id(self, identity: bytes, header: RequestHeader,
+                          request: wire.InitProducerIdRequestV0) -> None:
+        if request.transactional_id is not None:
+            self._reply(identity, header, wire.InitProducerIdResponseV0(
+                int(ErrorCode.INVALID_REQUEST), -1, -1))
+            return
+        if len(self._producer_id_waiters) >= producer_id_waiters_max:
+            self._reply(identity, header, wire.InitProducerIdResponseV0(
+                int(ErrorCode.THROTTLING_QUOTA_EXCEEDED), -1, -1))
+            return
+        self._producer_id_waiters.append((identity, header))
+        self._hand_out_producer_ids()
+
+    def _hand_out_producer_ids(self) -> None:
+        """Answer waiters from the current block; fetch a new block when it runs out."""
+        while self._producer_id_waiters and self._producer_ids:
+            identity, header = self._producer_id_waiters.popleft()
+            producer_id = self._producer_ids[0]
+            self._producer_ids = self._producer_ids[1:]
+            self._reply(identity, header, wire.InitProducerIdResponseV0(0, producer_id, 0))
+        if self._producer_id_waiters and not self._allocating_producer_ids:
+            self._allocating_producer_ids = True
+            self._propose(commands.allocate_producer_ids(producer_id_block_size),
+                          self._producer_ids_allocated)
+
+    def _producer_ids_allocated(self, result: dict[str, Any] | None,
+                                error: ZlogError | None) -> None:
+        self._allocating_producer_ids = False
+        if result is None:
+            assert error is not None
+            while self._producer_id_waiters:
+                identity, header = self._producer_id_waiters.popleft()
+                self._reply(identity, header,
+                            wire.InitProducerIdResponseV0(int(error.code), -1, -1))
+            return
+        first = int(result["first_id"])
+        self._producer_ids = range(first, first + int(result["count"]))
+        self._hand_out_producer_ids()

@@ -1,0 +1,365 @@
+"""One partition's data-path decisions: what a produce appends, what a fetch may see.
+
+The rules, Kafka's (DESIGN.md section 1, reliability.md section 3):
+
+* The **high watermark** (HW) is the smallest log end offset over the in-sync replicas (ISR),
+  and never moves back while this replica leads. With one replica it is the log end.
+* **Consumers** (replica id < 0) never read at or above the HW; **followers** (replica ids of
+  this partition's replicas) read up to the log end and report their position by fetching.
+* **acks**: 0 and 1 are answered once the leader appended; -1 (all) is answered once the HW
+  covers the batches, and is refused with NOT_ENOUGH_REPLICAS, appending nothing, while the
+  ISR is smaller than `min.insync.replicas`.
+* **Idempotent producers**: `producer_state` decides each batch before it is appended.
+* An error in one batch of an entry fails it and every later batch of that entry; earlier ones
+  stay appended (as in Kafka), and the caller still hears how many bytes went in so that long
+  polls wake.
+
+Pure: the log is anything with `PartitionLog`'s read/append surface (`LogLike`), so the rules are
+tested over an in-memory log; time never enters here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from zlog.broker.fetch_waiters import EntryRead
+from zlog.broker.producer_state import ProducerBatch, ProducerStateTable
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.batch import Buffer, validate_batch
+from zlog.shm_segments.batch_fast import parse_batch
+
+VALID_ACKS: Final = frozenset({0, 1, -1})
+ACKS_ALL: Final = -1
+LATEST_TIMESTAMP: Final = -1  # ListOffsets: the high watermark
+EARLIEST_TIMESTAMP: Final = -2  # ListOffsets: the log start offset
+CONSUMER_REPLICA_ID: Final = -1
+_READ_ALL_BYTES: Final = 2**31 - 1
+
+
+class LogLike(Protocol):
+    """The part of `shm_segments.log.PartitionLog` the partition rules use."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def append(self, batch: Buffer, *, leader_epoch: int = -1) -> int: ...
+
+    def read(
+        self, offset: int, max_bytes: int, upto_offset: int | None = None
+    ) -> list[memoryview]: ...
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSet:
+    """Who holds the partition, who is in sync, and how many in-sync replicas acks=all needs."""
+
+    local_replica_id: int
+    replicas: frozenset[int]
+    isr: frozenset[int]
+    min_insync_replicas: int = 1
+
+    def __post_init__(self) -> None:
+        assert self.local_replica_id in self.isr, "the leader is always in its own ISR"
+        assert self.isr <= self.replicas, (self.isr, self.replicas)
+        assert self.min_insync_replicas >= 1, self.min_insync_replicas
+
+    @classmethod
+    def single(cls, local_replica_id: int = 0, min_insync_replicas: int = 1) -> ReplicaSet:
+        only = frozenset({local_replica_id})
+        return cls(local_replica_id, only, only, min_insync_replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceOutcome:
+    """The answer for one (topic, partition) entry of a produce request."""
+
+    error_code: ErrorCode
+    base_offset: int  # the first batch's base offset; -1 on error
+    log_start_offset: int
+    error_message: str = ""
+    required_offset: int = -1  # acks=all is answered once the HW reaches this offset
+    appended_bytes: int = 0  # bytes appended (even when a later batch failed)
+    committed_bytes: int = 0  # bytes that became visible to consumers (the HW moved over them)
+
+
+class Partition:
+    """One partition led (or followed) by this worker: single-threaded, no locks."""
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        log: LogLike,
+        *,
+        leader_epoch: int,
+        is_leader: bool = True,
+        replicas: ReplicaSet | None = None,
+        compacted: bool = False,
+        producers: ProducerStateTable | None = None,
+    ) -> None:
+        assert partition >= 0 and topic
+        self.topic, self.partition = topic, partition
+        self.log = log
+        self.leader_epoch = leader_epoch
+        self.is_leader = is_leader
+        self.replicas = replicas or ReplicaSet.single()
+        self.compacted = compacted
+        self.producers = producers or ProducerStateTable()
+        self._follower_end_offsets: dict[int, int] = {}
+        self._high_watermark = log.log_start_offset
+        self._high_watermark = self._computed_high_watermark()
+
+    # ------------------------------------------------------------------ replicas and HW
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    def become(self, *, leader_epoch: int, is_leader: bool) -> None:
+        """A new assignment of the same partition: a newer epoch or a change of role."""
+        if leader_epoch < self.leader_epoch:
+            raise ZlogError(
+                ErrorCode.FENCED_LEADER_EPOCH,
+                f"{self.topic}-{self.partition}: epoch {leader_epoch} is older than the "
+                f"current epoch {self.leader_epoch}",
+            )
+        self.leader_epoch, self.is_leader = leader_epoch, is_leader
+
+    def set_replicas(self, replicas: ReplicaSet) -> int:
+        """A committed ISR change; returns the bytes that became visible to consumers."""
+        self.replicas = replicas
+        return self._advance_high_watermark()
+
+    def note_follower_position(self, replica_id: int, fetch_offset: int) -> int:
+        """A follower fetching at `fetch_offset` holds everything below it (Kafka's rule).
+
+        Returns the bytes that became visible to consumers because the HW moved.
+        """
+        self._check_follower(replica_id)
+        if self.log.log_start_offset <= fetch_offset <= self.log.log_end_offset:
+            self._follower_end_offsets[replica_id] = fetch_offset
+        return self._advance_high_watermark()
+
+    def _check_follower(self, replica_id: int) -> None:
+        known = replica_id in self.replicas.replicas
+        if not known or replica_id == self.replicas.local_replica_id:
+            raise ZlogError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"replica {replica_id} is not a follower of {self.topic}-{self.partition}",
+            )
+
+    def _computed_high_watermark(self) -> int:
+        log_end = self.log.log_end_offset
+        ends = [
+            log_end if replica == self.replicas.local_replica_id
+            else self._follower_end_offsets.get(replica, self._high_watermark)
+            for replica in self.replicas.isr
+        ]
+        lowest = min(*ends, log_end)
+        return max(lowest, self._high_watermark, self.log.log_start_offset)
+
+    def _advance_high_watermark(self) -> int:
+        before = self._high_watermark
+        after = self._computed_high_watermark()
+        self._high_watermark = after
+        assert after >= before
+        return self._bytes_between(before, after) if after > before else 0
+
+    def _bytes_between(self, from_offset: int, to_offset: int) -> int:
+        """Bytes of the batches in [from, to): views of the log, nothing is copied."""
+        from_offset = max(from_offset, self.log.log_start_offset)
+        if from_offset >= to_offset:
+            return 0
+        chunks = self.log.read(from_offset, _READ_ALL_BYTES, to_offset)
+        return sum(chunk.nbytes for chunk in chunks)
+
+    # ------------------------------------------------------------------ produce
+
+    def produce(self, batches: Sequence[Buffer], acks: int) -> ProduceOutcome:
+        """Append an entry's batches in order; the outcome says what to answer."""
+        assert acks in VALID_ACKS, acks
+        start = self.log.log_start_offset
+        refusal = self._refusal(batches, acks)
+        if refusal is not None:
+            return ProduceOutcome(refusal.code, -1, start, refusal.message)
+        hw_before, end_before = self._high_watermark, self.log.log_end_offset
+        first_base_offset = required_offset = -1
+        appended_bytes = 0
+        failure: ZlogError | None = None
+        for batch in batches:
+            try:
+                base_offset, next_offset, size_bytes = self._append_one(batch)
+            except ZlogError as error:
+                failure = error
+                break
+            except OSError as error:
+                failure = ZlogError(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {error}")
+                break
+            if first_base_offset < 0:
+                first_base_offset = base_offset
+            required_offset = max(required_offset, next_offset)
+            appended_bytes += size_bytes
+        committed_bytes = self._committed_after_append(hw_before, end_before, appended_bytes)
+        start = self.log.log_start_offset
+        if failure is not None:
+            return ProduceOutcome(
+                failure.code, -1, start, failure.message, -1, appended_bytes, committed_bytes
+            )
+        return ProduceOutcome(
+            ErrorCode.NONE, first_base_offset, start, "", required_offset, appended_bytes,
+            committed_bytes,
+        )
+
+    def _refusal(self, batches: Sequence[Buffer], acks: int) -> ZlogError | None:
+        """A reason to refuse the whole entry before anything is appended."""
+        name = f"{self.topic}-{self.partition}"
+        if not self.is_leader:
+            return ZlogError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this worker does not lead {name}")
+        if not batches:
+            return ZlogError(ErrorCode.INVALID_REQUEST, f"produce entry for {name} has no batch")
+        in_sync, needed = len(self.replicas.isr), self.replicas.min_insync_replicas
+        if acks == ACKS_ALL and in_sync < needed:
+            return ZlogError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{name} has {in_sync} in-sync replicas; min.insync.replicas is {needed}",
+            )
+        return None
+
+    def _append_one(self, batch: Buffer) -> tuple[int, int, int]:
+        """Append (or deduplicate) one batch: (base offset, next offset, bytes appended)."""
+        header = validate_batch(batch, strict=True, check_crc=False)
+        if header.is_control:
+            raise ZlogError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+        if header.is_transactional:
+            raise ZlogError(ErrorCode.INVALID_RECORD, "zlog does not support transactions")
+        if self.compacted:
+            self._check_keys(batch)
+        producer = ProducerBatch.from_header(header)
+        if producer.is_idempotent:
+            duplicate_offset = self.producers.check(producer)
+            if duplicate_offset is not None:
+                return duplicate_offset, duplicate_offset + header.last_offset_delta + 1, 0
+        base_offset = self.log.append(batch, leader_epoch=self.leader_epoch)
+        if producer.is_idempotent:
+            self.producers.record(producer, base_offset)
+        assert self.log.log_end_offset >= base_offset + header.record_count
+        return base_offset, base_offset + header.last_offset_delta + 1, header.size_bytes
+
+    @staticmethod
+    def _check_keys(batch: Buffer) -> None:
+        """A compacted topic keeps the latest record per key, so every record needs one."""
+        parsed = parse_batch(batch, check_crc=True)
+        if bool((parsed.key_lengths < 0).any()):
+            raise ZlogError(
+                ErrorCode.INVALID_RECORD, "a compacted topic does not accept records without a key"
+            )
+
+    def _committed_after_append(
+        self, hw_before: int, end_before: int, appended_bytes: int
+    ) -> int:
+        """Bytes now visible to consumers; free in the common case of a caught-up HW."""
+        after = self._computed_high_watermark()
+        self._high_watermark = after
+        if after == hw_before:
+            return 0
+        if hw_before == end_before and after == self.log.log_end_offset:
+            return appended_bytes  # exactly this entry's batches became visible
+        return self._bytes_between(hw_before, after)
+
+    def acks_status(self, required_offset: int) -> ErrorCode | None:
+        """For an acks=all entry: its answer now, or None to keep waiting (Kafka's rule).
+
+        Once the HW covers the entry it is acknowledged, unless the ISR has meanwhile shrunk
+        below min.insync.replicas: the data is on the leader, but not as safe as asked.
+        """
+        if self._high_watermark >= required_offset:
+            if len(self.replicas.isr) < self.replicas.min_insync_replicas:
+                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return ErrorCode.NONE
+        if not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return None
+
+    # ------------------------------------------------------------------ fetch
+
+    def read(
+        self, fetch_offset: int, limit_bytes: int, *, replica_id: int, at_least_one: bool
+    ) -> EntryRead:
+        """Whole batches from `fetch_offset`: below the HW for consumers, the log end for followers.
+
+        Within `limit_bytes` unless `at_least_one`, which allows one larger batch. Errors are
+        returned in the result (with the offsets filled in), never raised.
+        """
+        try:
+            if not self.is_leader:
+                raise ZlogError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    f"this worker does not lead {self.topic}-{self.partition}",
+                )
+            upto_offset: int | None = self._high_watermark
+            if replica_id >= 0:
+                self._check_follower(replica_id)
+                upto_offset = None
+            chunks = self.log.read(fetch_offset, max(limit_bytes, 0), upto_offset)
+        except ZlogError as error:
+            return self._read_error(error)
+        if not at_least_one and sum(chunk.nbytes for chunk in chunks) > limit_bytes:
+            chunks = []  # the one batch that would not fit; it goes in a later fetch
+        return EntryRead(
+            ErrorCode.NONE, self._high_watermark, self.log.log_start_offset, tuple(chunks)
+        )
+
+    def _read_error(self, error: ZlogError) -> EntryRead:
+        return EntryRead(
+            error.code, self._high_watermark, self.log.log_start_offset, (), error.message
+        )
+
+    # ------------------------------------------------------------------ list offsets
+
+    def list_offset(self, timestamp_ms: int) -> tuple[int, int]:
+        """ListOffsets: (offset, record timestamp) for -1 latest, -2 earliest or a time.
+
+        A time finds the earliest offset below the HW whose record timestamp is >= it;
+        (-1, -1) when no such record exists.
+        """
+        if not self.is_leader:
+            raise ZlogError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"this worker does not lead {self.topic}-{self.partition}",
+            )
+        if timestamp_ms == LATEST_TIMESTAMP:
+            return self._high_watermark, -1
+        if timestamp_ms == EARLIEST_TIMESTAMP:
+            return self.log.log_start_offset, -1
+        if timestamp_ms < EARLIEST_TIMESTAMP:
+            raise ZlogError(
+                ErrorCode.INVALID_REQUEST,
+                f"timestamp {timestamp_ms} is invalid: use -1 (latest), -2 (earliest) or >= 0",
+            )
+        offset = self.log.offset_for_timestamp(timestamp_ms)
+        if offset is None or offset >= self._high_watermark:
+            return -1, -1
+        return offset, self._timestamp_at(offset)
+
+    def _timestamp_at(self, offset: int) -> int:
+        chunks = self.log.read(offset, 1, self._high_watermark)
+        assert chunks, f"offset {offset} is below the HW and must be readable"
+        parsed = parse_batch(chunks[0][: _first_batch_bytes(chunks[0])], check_crc=False)
+        for found, timestamp_ms in zip(
+            parsed.offsets.tolist(), parsed.timestamps_ms.tolist(), strict=True
+        ):
+            if found >= offset:
+                return int(timestamp_ms)
+        return -1
+
+
+def _first_batch_bytes(chunk: memoryview) -> int:
+    """A chunk may hold several batches; the first one's size from its batchLength field."""
+    return int.from_bytes(chunk[8:12], "big") + 12

@@ -1,0 +1,417 @@
+"""The supervisor: one per host. Control endpoint, metadata log, worker processes, systemd.
+
+DESIGN.md §1: the supervisor runs the control plane and never sits on the data path. It
+
+* runs a Chained-Raft node (one voter for now) whose state machine is `metadata.py`; every
+  topic change is a committed command, so topics survive restarts (`<data_dir>/__raft/`);
+* forks the partition workers (`workers.py`), restarts those that die, and keeps each of this
+  host's partitions open on exactly one of them;
+* answers the control ROUTER (docs/protocol.md, "Control plane"): ApiVersions, Metadata,
+  CreateTopics, DeleteTopics, InitProducerId, DescribeCluster;
+* tells systemd READY=1 once serving, WATCHDOG=1 from its loop, STOPPING=1 on the way out.
+
+Threads: the loop below owns every socket and every piece of mutable state here. The Raft
+runner applies commands on its own thread; a proposal's future completes there, and its
+callback only queues the completion and wakes the loop through a pipe. The loop reads the
+metadata through `MetadataStateMachine.state`, an immutable snapshot swapped in by each apply.
+
+The requests themselves are `control.py`'s (no sockets there); this module decodes frames,
+routes them, and sends the replies. Bad requests get error replies; nothing a client sends
+can make the loop raise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import logging
+import os
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, Final
+
+import zmq
+
+import zlog
+from zlog.broker import metadata as commands
+from zlog.broker.config import BrokerConfig
+from zlog.broker.control import ControlPlane, Done
+from zlog.broker.controller import TopicPartition
+from zlog.broker.metadata import ClusterState, MetadataStateMachine
+from zlog.broker.sdnotify import SystemdNotifier
+from zlog.broker.workers import DesiredPartition, WorkerPool, WorkerSettings
+from zlog.errors import ErrorCode, ZlogError
+from zlog.raft.node import RaftRunner, RunnerConfig
+from zlog.shm_segments.log import default_ring_dir
+from zlog.transport import messages as wire
+from zlog.transport.api import CONTROL_APIS
+from zlog.transport.codec import (
+    HeaderError,
+    RequestBodyError,
+    RequestHeader,
+    decode_request,
+    encode_error_response,
+    encode_response,
+)
+from zlog.transport.sockets import make_router, send_routed
+
+log = logging.getLogger("zlog.broker.supervisor")
+
+startup_timeout_ms: Final = 30_000  # for the metadata log to accept this broker
+workers_ready_wait_ms: Final = 10_000  # READY=1 waits this long for every worker's hello
+reconcile_interval_ms: Final = 1_000  # re-check assignments even when nothing signalled
+loop_poll_ms_max: Final = 100  # the loop wakes at least this often (checks, deadlines)
+control_batch_messages_max: Final = 256  # client requests handled per loop turn
+control_close_linger_ms: Final = 200  # how long the last replies may take to leave on stop
+RAFT_DIRECTORY: Final = "__raft"
+LOCK_FILE: Final = ".zlog.lock"
+
+
+class StartupError(Exception):
+    """The broker cannot start (data dir in use, address taken, metadata log unavailable)."""
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class Supervisor:
+    """One broker host's control plane. `start()`, then `serve()` until `request_stop()`."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        notifier: SystemdNotifier | None = None,
+        worker_module: str = "zlog.broker.worker",
+    ) -> None:
+        self.config = config
+        self.data_dir = config.data_dir.resolve()
+        self.ring_dir = (config.ring_dir or default_ring_dir(self.data_dir)).resolve()
+        self.notifier = notifier or SystemdNotifier({})
+        self.worker_module = worker_module
+        self.fsm = MetadataStateMachine()
+        self.control_endpoint = ""
+        self.requests_dropped = 0  # messages without even a header (no one to answer)
+        self._context: zmq.Context[Any] = zmq.Context.instance()
+        self._stop_requested = False
+        self._serving = False
+        self._lock_fd: int | None = None
+        self._raft: RaftRunner | None = None
+        self._pool: WorkerPool | None = None
+        self._control_socket: zmq.Socket[Any] | None = None
+        self._wake_read_fd, self._wake_write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._completions: deque[Callable[[], None]] = deque()
+        self._seen_state: ClusterState | None = None
+        self._next_reconcile_ms = 0
+        self._finishing_deletes: set[str] = set()
+        self.control = ControlPlane(
+            config,
+            state=lambda: self.fsm.state,
+            propose=self._propose,
+            reply=self._reply,
+            endpoint_for=self._endpoint_for,
+            raft_status=lambda: {} if self._raft is None else self._raft.status(),
+            clock_ms=_monotonic_ms,
+        )
+        self._started_ms = 0
+        self._next_watchdog_ms = 0
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Lock the data dir, bind, start the workers and the metadata log, register."""
+        self._started_ms = _monotonic_ms()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_data_dir()
+        try:
+            self._control_socket, self.control_endpoint = make_router(
+                self.config.listen, context=self._context
+            )
+        except zmq.ZMQError as error:
+            raise StartupError(f"cannot listen on {self.config.listen}: {error}") from None
+        config = self.config
+        self._pool = WorkerPool(
+            WorkerSettings(
+                count=config.workers, data_dir=self.data_dir, ring_dir=self.ring_dir,
+                host=config.advertised_host, port_range=config.data_port_range,
+                log_level=config.log_level,
+                heartbeat_timeout_ms=config.worker_heartbeat_timeout_ms,
+                backoff_initial_ms=config.worker_restart_backoff_initial_ms,
+                backoff_max_ms=config.worker_restart_backoff_max_ms,
+                worker_module=self.worker_module,
+            ),
+            self._context,
+            on_assigned=self.control.partition_assigned,
+        )
+        self._pool.start_all()  # workers boot while the metadata log elects and replays
+        self._raft = RaftRunner(
+            config.node_id,
+            {config.node_id: f"inproc://zlog-raft-{config.node_id}-{os.getpid()}"},
+            self.data_dir / RAFT_DIRECTORY,
+            self.fsm,
+            # One voter: an election only follows a restart, so keep it short (2 ticks), and
+            # there is nobody to hand leadership to on stop, so do not wait for a transfer.
+            config=RunnerConfig(tick_ms=config.raft_tick_ms, election_ticks=2,
+                                stop_transfer_timeout_ms=0),
+            context=self._context,
+        )
+        self._raft.start()
+        self._register()
+
+    def _lock_data_dir(self) -> None:
+        """One broker per data dir: two would both write the same partitions and Raft log."""
+        fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise StartupError(
+                f"data dir {self.data_dir} is in use by another zlog serve (pid {holder})"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _register(self) -> None:
+        """RegisterBroker; once it is applied, every earlier command is too (state is current)."""
+        assert self._raft is not None
+        command = commands.register_broker(
+            self.config.node_id, self.config.advertised_host, self._advertised_control(),
+            cluster_id=uuid.uuid4().hex,
+        )
+        deadline_ms = _monotonic_ms() + startup_timeout_ms
+        while True:
+            future = self._raft.propose(command)
+            try:
+                result = commands.decode_result(future.result(timeout=startup_timeout_ms / 1000))
+                break
+            except ZlogError as error:
+                # Not the leader yet (the election is still running): try again shortly.
+                if error.code != ErrorCode.NOT_LEADER_OR_FOLLOWER or (
+                    _monotonic_ms() > deadline_ms
+                ):
+                    raise StartupError(f"the metadata log refused this broker: {error}") from None
+                time.sleep(self.config.raft_tick_ms / 1000)
+            except TimeoutError:
+                raise StartupError("the metadata log did not commit in time") from None
+        log.info("registered broker %d in cluster %s (broker epoch %d)",
+                 self.config.node_id, result["cluster_id"], result["broker_epoch"])
+
+    def _advertised_control(self) -> str:
+        """The control endpoint as clients elsewhere must spell it."""
+        endpoint = self.control_endpoint
+        for wildcard in ("tcp://0.0.0.0:", "tcp://*:", "tcp://[::]:"):
+            if endpoint.startswith(wildcard):
+                return f"tcp://{self.config.advertised_host}:{endpoint[len(wildcard):]}"
+        return endpoint
+
+    def request_stop(self) -> None:
+        """Safe from a signal handler: the loop notices at its next turn."""
+        self._stop_requested = True
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._wake_write_fd, b"\x01")
+
+    def serve(self) -> None:
+        """The loop, until request_stop(); then a graceful shutdown. Never raises on input."""
+        assert self._control_socket is not None and self._pool is not None
+        poller = zmq.Poller()
+        poller.register(self._control_socket, zmq.POLLIN)
+        poller.register(self._pool.router, zmq.POLLIN)
+        poller.register(self._wake_read_fd, zmq.POLLIN)
+        while not self._stop_requested:
+            try:
+                poller.poll(self._poll_timeout_ms())
+                self._turn()
+            except Exception:  # a bug, not input: log it loudly and keep serving
+                log.exception("supervisor loop turn failed")
+        self._shut_down()
+
+    def _poll_timeout_ms(self) -> int:
+        timeout_ms = loop_poll_ms_max
+        if self.notifier.watchdog_interval_ms is not None:
+            timeout_ms = min(timeout_ms, max(0, self._next_watchdog_ms - _monotonic_ms()))
+        return timeout_ms
+
+    def _turn(self) -> None:
+        assert self._pool is not None
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_read_fd, 4096):
+                pass
+        while self._completions:
+            self._completions.popleft()()
+        now_ms = _monotonic_ms()
+        self._pool.receive(now_ms)
+        self._receive_control()
+        self._pool.check(now_ms)
+        state = self.fsm.state
+        if state is not self._seen_state or self._pool.changed or now_ms >= self._next_reconcile_ms:
+            self._seen_state = state
+            self._reconcile(state, now_ms)
+            self._next_reconcile_ms = now_ms + reconcile_interval_ms
+            self.control.settle()
+        self.control.expire(now_ms)
+        if not self._serving:
+            self._maybe_ready(now_ms)
+        if self.notifier.watchdog_interval_ms is not None and now_ms >= self._next_watchdog_ms:
+            self.notifier.watchdog()
+            self._next_watchdog_ms = now_ms + self.notifier.watchdog_interval_ms
+
+    def _maybe_ready(self, now_ms: int) -> None:
+        """READY=1 once every worker said hello (or after a bounded wait), with a banner."""
+        assert self._pool is not None
+        all_ready = self._pool.ready_count() == len(self._pool.workers)
+        if not all_ready and now_ms - self._started_ms < workers_ready_wait_ms:
+            return
+        self._serving = True
+        workers = ", ".join(
+            f"{worker.worker_id}={worker.endpoint or worker.state.value}"
+            for worker in self._pool.workers
+        )
+        banner = (f"zlog {zlog.__version__} serving: control {self.control_endpoint}, "
+                  f"data dir {self.data_dir}, workers {workers}")
+        print(banner, flush=True)
+        log.info("ready in %d ms", now_ms - self._started_ms)
+        self.notifier.ready(f"serving on {self.control_endpoint}")
+
+    def _shut_down(self) -> None:
+        """Stop accepting, answer what waits, stop the workers (rings flushed), stop Raft."""
+        log.info("stopping")
+        self.notifier.stopping("stopping")
+        self.control.shut_down()
+        self.close()
+
+    def close(self) -> None:
+        """Release everything; safe after a failed start()."""
+        if self._control_socket is not None:
+            # A short linger lets the last answers (BROKER_NOT_AVAILABLE to parked requests) out.
+            self._control_socket.close(linger=control_close_linger_ms)
+            self._control_socket = None
+        if self._pool is not None:
+            self._pool.stop_all(self.config.shutdown_timeout_ms)
+            self._pool.close()
+            self._pool = None
+        if self._raft is not None:
+            self._raft.stop()
+            self._raft = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        for fd in (self._wake_read_fd, self._wake_write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.notifier.close()
+        log.info("stopped")
+
+    # -- assignments ------------------------------------------------------------------------------
+
+    def _reconcile(self, state: ClusterState, now_ms: int) -> None:
+        """Tell the workers what this host serves; finish deletions whose data is gone."""
+        assert self._pool is not None
+        node_id = self.config.node_id
+        defaults = self.config.topic_defaults_map
+        desired: dict[TopicPartition, DesiredPartition] = {}
+        for topic in state.topics.values():
+            configs = {**defaults, **topic.configs}
+            for partition in topic.partitions:
+                if node_id in partition.replicas:
+                    desired[(topic.name, partition.partition)] = DesiredPartition(
+                        configs, partition.leader_epoch, partition.leader == node_id
+                    )
+        deleting = [(name, index) for name, count in state.deleting.items()
+                    for index in range(count)]
+        self._pool.reconcile(desired, deleting, now_ms)
+        for name, count in state.deleting.items():
+            done = all((name, index) in self._pool.deleted for index in range(count))
+            if done and name not in self._finishing_deletes:
+                self._finishing_deletes.add(name)
+                self._propose(commands.topic_deleted(name),
+                              functools.partial(self._deletion_finished, name))
+
+    def _deletion_finished(
+        self, name: str, result: dict[str, Any] | None, error: ZlogError | None
+    ) -> None:
+        del result  # success or not, a later reconcile proposes again if still needed
+        if error is not None:
+            log.warning("could not finish deleting topic %r: %s", name, error)
+        self._finishing_deletes.discard(name)
+
+    def _endpoint_for(self, topic_partition: TopicPartition) -> str | None:
+        return None if self._pool is None else self._pool.endpoint_for(topic_partition)
+
+    # -- proposals --------------------------------------------------------------------------------
+
+    def _propose(self, command: bytes, done: Done) -> None:
+        """Propose `command`; `done(result, error)` runs later on the loop thread."""
+        assert self._raft is not None
+        future = self._raft.propose(command)
+
+        def completed(settled: Future[bytes]) -> None:  # on the Raft thread: queue, wake
+            self._completions.append(lambda: self._complete(settled, done))
+            self._wake()
+
+        future.add_done_callback(completed)
+
+    @staticmethod
+    def _complete(future: Future[bytes], done: Done) -> None:
+        try:
+            result = commands.decode_result(future.result())
+        except ZlogError as error:
+            if error.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                error = ZlogError(ErrorCode.NOT_CONTROLLER, error.message)
+            done(None, error)
+            return
+        except Exception as error:
+            done(None, ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"metadata log: {error}"))
+            return
+        done(result, None)
+
+    # -- the control endpoint ---------------------------------------------------------------------
+
+    def _receive_control(self) -> None:
+        assert self._control_socket is not None
+        for _ in range(control_batch_messages_max):
+            try:
+                frames = self._control_socket.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            identity, body = frames[0].bytes, frames[1:]
+            try:
+                header, request = decode_request(body)
+            except HeaderError:
+                self.requests_dropped += 1  # no header, no correlation id: nobody to answer
+                continue
+            except RequestBodyError as error:
+                self._send(identity, encode_error_response(error.header, error.code,
+                                                           error.message))
+                continue
+            if header.api_key not in CONTROL_APIS:
+                self._send(identity, encode_error_response(
+                    header, ErrorCode.UNSUPPORTED_VERSION,
+                    f"api key {header.api_key} is served by the partition workers, not here"))
+                continue
+            try:
+                self.control.handle(identity, header, request)
+            except ZlogError as error:
+                self._send(identity, encode_error_response(header, error.code, error.message))
+            except Exception as error:
+                log.exception("control request %d failed", header.api_key)
+                self._send(identity, encode_error_response(
+                    header, ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error: {error}"))
+
+    def _send(self, identity: bytes, frames: list[wire.Buffer]) -> None:
+        sock = self._control_socket
+        if sock is not None and not send_routed(sock, identity, frames):
+            log.debug("reply to a client that is gone or not reading: dropped")
+
+    def _reply(self, identity: bytes, header: RequestHeader, response: wire.Response) -> None:
+        self._send(identity, encode_response(header, response))
+

@@ -1,0 +1,164 @@
+"""Topic names, partition counts, replication factors and topic configs: what CreateTopics accepts.
+
+Pure: the supervisor checks a request here before proposing it to the metadata log, so a bad
+request costs no Raft round trip and gets Kafka's error code with a readable message:
+
+    INVALID_TOPIC_EXCEPTION (17)     name outside [a-zA-Z0-9._-], empty, too long, "." or ".."
+    INVALID_PARTITIONS (37)          fewer than 1 partition, or more than we bound
+    INVALID_REPLICATION_FACTOR (38)  fewer than 1, or more than the live brokers
+    INVALID_CONFIG (40)              a key outside TOPIC_CONFIG_KEYS, or a value LogConfig refuses
+
+Topic configs keep Kafka's dotted names and string values end to end (request, metadata log,
+worker assignment), so the Kafka-protocol listener can pass them through unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final
+
+from zlog import limits
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.log_config import LogConfig
+
+partitions_per_topic_max: Final = 65_536  # a bound on one request's metadata and worker load
+replication_factor_max: Final = 32  # far above any sane value; bounds replica lists
+
+TOPIC_CONFIG_KEYS: Final = frozenset(
+    {
+        "retention.ms",
+        "retention.bytes",
+        "retention.disk.percent",
+        "segment.bytes",
+        "segment.ms",
+        "cleanup.policy",
+        "max.message.bytes",
+        "flush.messages",
+        "flush.ms",
+        "min.insync.replicas",
+        "delete.retention.ms",
+        "index.interval.bytes",
+    }
+)
+"""The topic configs a client may set. All but min.insync.replicas are LogConfig fields;
+min.insync.replicas belongs to replication (acks=all), so it is checked here on its own."""
+
+MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
+
+_NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def validate_topic_name(name: object) -> str:
+    """The name, if it is one Kafka would accept; it also names directories on disk."""
+    if not isinstance(name, str) or not name:
+        raise ZlogError(ErrorCode.INVALID_TOPIC_EXCEPTION, "a topic name is a non-empty string")
+    if len(name) > limits.topic_name_chars_max:
+        raise ZlogError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name is {len(name)} characters; at most {limits.topic_name_chars_max}",
+        )
+    if name in {".", ".."}:
+        raise ZlogError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
+    if _NAME_PATTERN.fullmatch(name) is None:
+        raise ZlogError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} has characters outside [a-zA-Z0-9._-]",
+        )
+    return name
+
+
+def validate_partitions(partitions: object) -> int:
+    """A partition count between 1 and partitions_per_topic_max."""
+    if not isinstance(partitions, int) or isinstance(partitions, bool):
+        raise ZlogError(ErrorCode.INVALID_PARTITIONS, "partitions must be an integer")
+    if partitions < 1:
+        raise ZlogError(ErrorCode.INVALID_PARTITIONS, f"partitions must be >= 1, not {partitions}")
+    if partitions > partitions_per_topic_max:
+        raise ZlogError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"partitions must be <= {partitions_per_topic_max}, not {partitions}",
+        )
+    return partitions
+
+
+def validate_replication_factor(replication_factor: object, live_brokers: int) -> int:
+    """Between 1 and the live brokers: a replica needs a broker of its own."""
+    assert live_brokers >= 0
+    if not isinstance(replication_factor, int) or isinstance(replication_factor, bool):
+        raise ZlogError(ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor is an integer")
+    if replication_factor < 1:
+        raise ZlogError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"replication factor must be >= 1, not {replication_factor}",
+        )
+    if replication_factor > min(live_brokers, replication_factor_max):
+        raise ZlogError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"replication factor {replication_factor} is larger than the {live_brokers} "
+            "live broker(s)",
+        )
+    return replication_factor
+
+
+def normalize_topic_configs(configs: object) -> dict[str, str]:
+    """Configs as {Kafka name: string}: numbers become strings, anything else is refused."""
+    if configs is None:
+        return {}
+    if not isinstance(configs, Mapping):
+        raise ZlogError(ErrorCode.INVALID_CONFIG, "configs must be an object of name -> value")
+    normalized: dict[str, str] = {}
+    for key, value in configs.items():
+        if not isinstance(key, str) or key not in TOPIC_CONFIG_KEYS:
+            raise ZlogError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ZlogError(ErrorCode.INVALID_CONFIG, f"{key} must be a string, not {value!r}")
+        normalized[key] = str(value)
+    return normalized
+
+
+def validate_topic_configs(
+    configs: Mapping[str, str], base: LogConfig | None = None
+) -> LogConfig:
+    """The partition log settings these configs give over `base` (the broker's defaults)."""
+    for key in configs:
+        if key not in TOPIC_CONFIG_KEYS:
+            raise ZlogError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
+    log_configs = {key: value for key, value in configs.items() if key != MIN_INSYNC_REPLICAS}
+    if MIN_INSYNC_REPLICAS in configs:
+        validate_min_insync_replicas(configs[MIN_INSYNC_REPLICAS])
+    return LogConfig.from_topic_configs(log_configs, base)
+
+
+def validate_min_insync_replicas(text: str) -> int:
+    """At least 1; Kafka allows more than the replication factor (acks=all then fails)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ZlogError(
+            ErrorCode.INVALID_CONFIG, f"min.insync.replicas must be an integer, not {text!r}"
+        ) from None
+    if not 1 <= value <= replication_factor_max:
+        raise ZlogError(
+            ErrorCode.INVALID_CONFIG,
+            f"min.insync.replicas must be between 1 and {replication_factor_max}, not {value}",
+        )
+    return value
+
+
+def validate_new_topic(
+    name: object,
+    partitions: object,
+    replication_factor: object,
+    configs: object,
+    *,
+    live_brokers: int,
+    base: LogConfig | None = None,
+) -> tuple[str, int, int, dict[str, str]]:
+    """One CreateTopics entry, checked in Kafka's order: name, partitions, RF, configs."""
+    checked_name = validate_topic_name(name)
+    checked_partitions = validate_partitions(partitions)
+    checked_factor = validate_replication_factor(replication_factor, live_brokers)
+    checked_configs = normalize_topic_configs(configs)
+    validate_topic_configs(checked_configs, base)
+    return checked_name, checked_partitions, checked_factor, checked_configs

@@ -1,0 +1,419 @@
+"""The partition worker process: owns partitions and serves their data path.
+
+Concurrency: **single writer per partition, no locks.** One thread runs this whole loop: the
+data ROUTER (produce, fetch, list offsets), the supervisor DEALER (assign, unassign, stop), the
+appends and reads of every partition, the timers (long-poll deadlines, flush.ms ticks,
+retention). So each partition has exactly one writer and nothing here takes a lock. The one
+other thread is key compaction, which only reads and swaps sealed segments under the log's own
+lock (`worker_partitions`). Processes, not threads, give the host its parallelism: one worker
+per core, partitions spread over them (DESIGN.md section 1).
+
+Supervisor contract: JSON, one frame per message, over a DEALER whose identity is `worker-N`.
+
+    worker -> {"type": "hello", "worker_id": N, "pid": P, "endpoint": "tcp://H:PORT"}  once bound
+    worker -> {"type": "heartbeat", "worker_id": N}                                  every 500 ms
+    sup    -> {"type": "assign", "request_id": R, "topic": T, "partition": P, "configs": {k: v},
+               "leader_epoch": E, "is_leader": true}
+    worker -> {"type": "assigned", "request_id": R, "error_code": 0, "error_message": ""}
+    sup    -> {"type": "unassign", "request_id": R, "topic": T, "partition": P, "delete": bool}
+    worker -> {"type": "unassigned", "request_id": R, "error_code": 0, "error_message": ""}
+    sup    -> {"type": "stop"}          (or SIGTERM): answer parked requests, flush rings, exit 0
+
+A worker whose supervisor is gone (its parent pid changed and no message came for
+--supervisor-silence-ms) stops the same way. A worker killed with SIGKILL loses nothing it
+acknowledged: the partition's shared-memory ring outlives it, and the next worker to open the
+partition replays it.
+
+    python -m zlog.broker.worker --worker-id N --supervisor ENDPOINT --data-dir D --ring-dir R
+                                 --host H [--port-range A-B] [--ring-bytes B]
+                                 [--ring-flush-bytes B] [--supervisor-silence-ms MS]
+                                 [--log-level L]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import FrameType
+from typing import Any, Final
+
+import zmq
+
+from zlog import limits
+from zlog.broker.worker_data import DataPlane, Reply
+from zlog.broker.worker_partitions import PartitionHost, parse_assignment
+from zlog.clock import Clock, SystemClock
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.log import PartitionLog
+from zlog.shm_segments.log_config import LogConfig
+from zlog.transport.sockets import (
+    DRAIN_MESSAGES_MAX,
+    RECONNECT_INTERVAL_MS,
+    RECONNECT_INTERVAL_MS_MAX,
+    make_router,
+    recv_routed,
+    send_routed,
+    shared_context,
+)
+
+log = logging.getLogger("zlog.broker.worker")
+
+HEARTBEAT_INTERVAL_MS: Final = 500
+"""The supervisor restarts a worker silent for its worker_heartbeat_timeout_ms."""
+RETENTION_INTERVAL_MS: Final = 5_000
+"""How often retention runs (Kafka's log.retention.check.interval.ms, shortened)."""
+COMPACTION_INTERVAL_MS: Final = 30_000
+"""How often compacted logs get a compaction pass on the background thread."""
+SUPERVISOR_SILENCE_MS_MAX: Final = 15_000
+"""With the parent gone, this much silence from the supervisor means it is not coming back."""
+CONTROL_MESSAGE_BYTES_MAX: Final = 1024 * 1024
+"""Bound on one supervisor message (an assignment with its configs is far smaller)."""
+CONTROL_HWM_MESSAGES: Final = 1_000
+SHUTDOWN_LINGER_MS: Final = 500
+"""How long closing a socket may wait to deliver the last replies and the unassign answers."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """The command line, checked."""
+
+    worker_id: int
+    supervisor_endpoint: str
+    data_dir: Path
+    ring_dir: Path
+    host: str
+    port_range: tuple[int, int] | None = None
+    ring_bytes: int = limits.ring_size_bytes_default
+    ring_flush_bytes: int = 0
+    supervisor_silence_ms: int = SUPERVISOR_SILENCE_MS_MAX
+
+
+class Worker:
+    """One partition worker: a poll loop over the data ROUTER and the supervisor DEALER."""
+
+    def __init__(self, options: WorkerOptions, clock: Clock | None = None) -> None:
+        self.options = options
+        self.clock = clock or SystemClock()
+        base_config = replace(
+            LogConfig(), ring_bytes=options.ring_bytes, ring_flush_bytes=options.ring_flush_bytes
+        )
+        self.host = PartitionHost(
+            options.data_dir, options.ring_dir, base_config=base_config, clock=self.clock
+        )
+        self.data_plane = DataPlane(self.host.partitions)
+        self.unsent_replies = 0
+        self._stopping = False
+        self._parent_pid = os.getppid()
+        self._context = shared_context()
+        self._data, self.endpoint = self._bind_data()
+        self._control = self._connect_control()
+        now_ms = self.clock.monotonic_ms()
+        self._last_supervisor_ms = now_ms
+        self._next_heartbeat_ms = now_ms
+        self._next_tick_ms = now_ms
+        self._next_retention_ms = now_ms + RETENTION_INTERVAL_MS
+        self._next_compaction_ms = now_ms + COMPACTION_INTERVAL_MS
+
+    # ------------------------------------------------------------------ sockets
+
+    def _bind_data(self) -> tuple[zmq.Socket[bytes], str]:
+        """The data ROUTER on the first free port of the range (or one the OS picks)."""
+        host = self.options.host
+        if self.options.port_range is None:
+            sock, bound = make_router(f"tcp://{host}:*", context=self._context)
+            return sock, f"tcp://{host}:{bound.rsplit(':', 1)[1]}"
+        first, last = self.options.port_range
+        for port in range(first, last + 1):
+            try:
+                sock, _bound = make_router(f"tcp://{host}:{port}", context=self._context)
+            except zmq.ZMQError as error:
+                if error.errno == zmq.EADDRINUSE:
+                    continue
+                raise
+            return sock, f"tcp://{host}:{port}"
+        raise ZlogError(ErrorCode.NETWORK_EXCEPTION, f"no free port in {first}-{last} on {host}")
+
+    def _connect_control(self) -> zmq.Socket[bytes]:
+        sock = self._context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.IDENTITY, f"worker-{self.options.worker_id}".encode())
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDHWM, CONTROL_HWM_MESSAGES)
+        sock.setsockopt(zmq.RCVHWM, CONTROL_HWM_MESSAGES)
+        sock.setsockopt(zmq.MAXMSGSIZE, CONTROL_MESSAGE_BYTES_MAX)
+        sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_INTERVAL_MS)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_INTERVAL_MS_MAX)
+        sock.connect(self.options.supervisor_endpoint)
+        return sock
+
+    def _send_control(self, message: dict[str, Any]) -> None:
+        """One JSON frame to the supervisor; dropped (and logged) if its queue is full."""
+        try:
+            self._control.send(json.dumps(message).encode(), flags=zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("supervisor queue full; dropped %s", message.get("type"))
+
+    def _send_replies(self, replies: Sequence[Reply]) -> None:
+        for identity, frames in replies:
+            try:
+                sent = send_routed(self._data, identity, frames)
+            except zmq.ZMQError as error:
+                log.warning("reply to %r not sent: %s", identity, error)
+                sent = False
+            if not sent:
+                self.unsent_replies += 1  # the client is gone or not reading: it will retry
+
+    # ------------------------------------------------------------------ the loop
+
+    def request_stop(self) -> None:
+        """Stop after the current round (SIGTERM, a stop message, a vanished supervisor)."""
+        self._stopping = True
+
+    def run(self) -> int:
+        """Serve until told to stop; returns the process exit status."""
+        poller = zmq.Poller()
+        poller.register(self._data, zmq.POLLIN)
+        poller.register(self._control, zmq.POLLIN)
+        self._send_control({
+            "type": "hello", "worker_id": self.options.worker_id, "pid": os.getpid(),
+            "endpoint": self.endpoint,
+        })
+        log.info("worker %d serving on %s", self.options.worker_id, self.endpoint)
+        try:
+            while not self._stopping:
+                events = dict(poller.poll(self._poll_timeout_ms()))
+                if self._data in events:
+                    self._serve_data()
+                if self._control in events:
+                    self._serve_control()
+                self._run_timers()
+        finally:
+            self._shutdown()
+        return 0
+
+    def _poll_timeout_ms(self) -> int:
+        deadlines = [
+            self._next_heartbeat_ms, self._next_tick_ms, self._next_retention_ms,
+            self._next_compaction_ms,
+        ]
+        fetch_deadline_ms = self.data_plane.next_deadline_ms()
+        if fetch_deadline_ms is not None:
+            deadlines.append(fetch_deadline_ms)
+        return max(min(deadlines) - self.clock.monotonic_ms(), 0)
+
+    def _serve_data(self) -> None:
+        """Up to DRAIN_MESSAGES_MAX requests, so the supervisor and timers are never starved."""
+        for _ in range(DRAIN_MESSAGES_MAX):
+            routed = recv_routed(self._data, block=False)
+            if routed is None:
+                return
+            identity, frames = routed
+            self._send_replies(self.data_plane.handle(identity, frames, self.clock.monotonic_ms()))
+
+    def _run_timers(self) -> None:
+        now_ms = self.clock.monotonic_ms()
+        try:
+            self._send_replies(self.data_plane.on_timer(now_ms))
+        except Exception:
+            log.exception("answering expired requests failed")
+        if now_ms >= self._next_heartbeat_ms:
+            self._send_control({"type": "heartbeat", "worker_id": self.options.worker_id})
+            self._next_heartbeat_ms = now_ms + HEARTBEAT_INTERVAL_MS
+            self._check_supervisor(now_ms)
+        if now_ms >= self._next_tick_ms:
+            self.host.tick()
+            self._next_tick_ms = now_ms + self.host.tick_interval_ms()
+        if now_ms >= self._next_retention_ms:
+            self.host.enforce_retention()
+            self._next_retention_ms = now_ms + RETENTION_INTERVAL_MS
+        if now_ms >= self._next_compaction_ms:
+            self.host.start_compactions()
+            self._next_compaction_ms = now_ms + COMPACTION_INTERVAL_MS
+
+    def _check_supervisor(self, now_ms: int) -> None:
+        silent_ms = now_ms - self._last_supervisor_ms
+        if os.getppid() != self._parent_pid and silent_ms > self.options.supervisor_silence_ms:
+            log.warning("supervisor gone (parent changed, silent %d ms); stopping", silent_ms)
+            self.request_stop()
+
+    def _shutdown(self) -> None:
+        """Answer what waits, flush every ring into its segment, close the sockets."""
+        try:
+            self._send_replies(self.data_plane.drain())
+        finally:
+            self.host.close_all()
+            self._data.close(linger=SHUTDOWN_LINGER_MS)
+            self._control.close(linger=SHUTDOWN_LINGER_MS)
+            log.info("worker %d stopped", self.options.worker_id)
+
+    # ------------------------------------------------------------------ supervisor messages
+
+    def _serve_control(self) -> None:
+        for _ in range(DRAIN_MESSAGES_MAX):
+            try:
+                frames = self._control.recv_multipart(flags=zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._last_supervisor_ms = self.clock.monotonic_ms()
+            message = _parse_control(frames)
+            if message is not None:
+                self._on_control(message)
+
+    def _on_control(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == "assign":
+            self._on_assign(message)
+        elif kind == "unassign":
+            self._on_unassign(message)
+        elif kind == "stop":
+            log.info("stop requested by the supervisor")
+            self.request_stop()
+        else:
+            log.warning("ignoring supervisor message of type %r", kind)
+
+    def _on_assign(self, message: dict[str, Any]) -> None:
+        code, text = ErrorCode.NONE, ""
+        try:
+            self.host.assign(parse_assignment(message))
+        except ZlogError as error:
+            code, text = error.code, error.message
+            log.warning("assign %s-%s refused: %s", message.get("topic"),
+                        message.get("partition"), error)
+        except Exception as error:
+            log.exception("assign %s-%s failed", message.get("topic"), message.get("partition"))
+            code, text = ErrorCode.UNKNOWN_SERVER_ERROR, f"assign failed: {error!r}"
+        self._send_control({
+            "type": "assigned", "request_id": message.get("request_id"), "error_code": int(code),
+            "error_message": text,
+        })
+
+    def _on_unassign(self, message: dict[str, Any]) -> None:
+        code, text = ErrorCode.NONE, ""
+        try:
+            self._unassign(message)
+        except ZlogError as error:
+            code, text = error.code, error.message
+        except Exception as error:
+            log.exception("unassign %s-%s failed", message.get("topic"), message.get("partition"))
+            code, text = ErrorCode.UNKNOWN_SERVER_ERROR, f"unassign failed: {error!r}"
+        self._send_control({
+            "type": "unassigned", "request_id": message.get("request_id"),
+            "error_code": int(code), "error_message": text,
+        })
+
+    def _unassign(self, message: dict[str, Any]) -> None:
+        assignment = parse_assignment({
+            "topic": message.get("topic"), "partition": message.get("partition"),
+        })
+        delete = message.get("delete", False)
+        if not isinstance(delete, bool):
+            raise ZlogError(ErrorCode.INVALID_REQUEST, f"delete must be a bool: {delete!r}")
+        tp = assignment.tp
+        if self.host.unassign(tp, delete=delete):
+            self._send_replies(self.data_plane.partition_removed(tp))
+        elif delete:
+            self._delete_unowned(assignment.topic, assignment.partition)
+
+    def _delete_unowned(self, topic: str, partition: int) -> None:
+        """A deleted topic's data left behind by an earlier owner goes too."""
+        if not (self.options.data_dir / f"{topic}-{partition}").exists():
+            return
+        PartitionLog(
+            self.options.data_dir, topic, partition, self.host.base_config,
+            ring_dir=self.options.ring_dir,
+        ).delete()
+
+
+def _parse_control(frames: Sequence[bytes]) -> dict[str, Any] | None:
+    """A supervisor message, or None (logged) when it is not one JSON object in one frame."""
+    if len(frames) != 1:
+        log.warning("supervisor message with %d frames ignored", len(frames))
+        return None
+    try:
+        message = json.loads(frames[0])
+    except (ValueError, UnicodeDecodeError):
+        log.warning("supervisor message is not JSON; ignored")
+        return None
+    if not isinstance(message, dict):
+        log.warning("supervisor message is not a JSON object; ignored")
+        return None
+    return message
+
+
+# ---------------------------------------------------------------------------------- command
+
+
+def _port_range(text: str) -> tuple[int, int]:
+    first_text, _, last_text = text.partition("-")
+    try:
+        first, last = int(first_text), int(last_text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"port range must be A-B, not {text!r}") from None
+    if not 1 <= first <= last <= 65_535:
+        raise argparse.ArgumentTypeError(f"port range {text!r} is outside 1-65535 or reversed")
+    return first, last
+
+
+def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, str]:
+    parser = argparse.ArgumentParser(prog="python -m zlog.broker.worker", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker-id", type=int, required=True)
+    parser.add_argument("--supervisor", required=True, help="the supervisor's worker endpoint")
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--ring-dir", type=Path, required=True)
+    parser.add_argument("--host", required=True, help="address to bind and to advertise")
+    parser.add_argument("--port-range", type=_port_range, default=None, help="A-B inclusive")
+    parser.add_argument("--ring-bytes", type=int, default=limits.ring_size_bytes_default,
+                        help="shared-memory ring per partition (bytes)")
+    parser.add_argument("--ring-flush-bytes", type=int, default=0,
+                        help="flush ring -> segment once this much is pending; 0: every append")
+    parser.add_argument("--supervisor-silence-ms", type=int, default=SUPERVISOR_SILENCE_MS_MAX,
+                        help="stop after this much silence once the parent process is gone")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    if args.worker_id < 0:
+        parser.error("--worker-id must be >= 0")
+    if args.ring_bytes < limits.ring_size_bytes_min:
+        parser.error(f"--ring-bytes must be >= {limits.ring_size_bytes_min}")
+    if args.supervisor_silence_ms < 0:
+        parser.error("--supervisor-silence-ms must be >= 0")
+    if not 0 <= args.ring_flush_bytes < args.ring_bytes:
+        parser.error("--ring-flush-bytes must be >= 0 and below --ring-bytes")
+    options = WorkerOptions(
+        args.worker_id, args.supervisor, args.data_dir, args.ring_dir, args.host,
+        args.port_range, args.ring_bytes, args.ring_flush_bytes, args.supervisor_silence_ms,
+    )
+    return options, str(args.log_level).upper()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options, log_level = parse_arguments(argv)
+    logging.basicConfig(
+        level=log_level, stream=sys.stderr,
+        format=f"%(asctime)s worker-{options.worker_id} %(levelname)s %(name)s: %(message)s",
+    )
+    options.data_dir.mkdir(parents=True, exist_ok=True)
+    options.ring_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        worker = Worker(options)
+    except (ZlogError, zmq.ZMQError) as error:
+        log.error("worker %d cannot start: %s", options.worker_id, error)
+        return 1
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %d: stopping", signum)
+        worker.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return worker.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

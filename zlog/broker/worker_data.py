@@ -1,0 +1,424 @@
+"""The data path of a partition worker: request frames in, reply frames out, no sockets here.
+
+`DataPlane.handle(identity, frames, now_ms)` decodes one request from a client's DEALER,
+applies it to the partitions this worker owns, and returns the replies to send, each as
+(peer identity, frames). Replies may answer other peers too: an append wakes the long polls
+parked on its partition. The worker's loop moves the frames; keeping sockets out of here lets
+the whole data path be driven by hand in tests.
+
+Zero copy both ways: produced batches are memoryviews of the received frames until the log
+copies them into the ring, and fetch replies carry the log's memoryviews of segment pages as
+frames. Records are never decoded or re-encoded.
+
+Bad input never takes the worker down. A frame too short to hold a header is dropped and
+counted; an undecodable request gets a whole-request error; a refused batch gets its Kafka code
+in its entry. An unexpected exception is logged with its traceback and answered with
+UNKNOWN_SERVER_ERROR, and the worker keeps serving. A failed assertion is different: an
+invariant of zlog itself is broken, so the worker crashes (STYLE.md rule 10); the supervisor
+restarts it and the ring gives back every acknowledged batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from zlog import __version__
+from zlog.broker.fetch_waiters import (
+    EntryRead,
+    FetchWaiters,
+    TopicPartition,
+    collect_fetch,
+    fetch_is_complete,
+)
+from zlog.broker.partition import ACKS_ALL, VALID_ACKS, Partition, ProduceOutcome
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.api import DATA_APIS, SUPPORTED_VERSIONS
+from zlog.transport.codec import (
+    Frame,
+    HeaderError,
+    RequestBodyError,
+    RequestHeader,
+    decode_request,
+    encode_error_response,
+    encode_response,
+    expects_response,
+)
+from zlog.transport.messages import (
+    ApiVersionRange,
+    ApiVersionsRequestV0,
+    ApiVersionsResponseV0,
+    Buffer,
+    FetchEntry,
+    FetchRequestV0,
+    FetchResponseV0,
+    FetchResult,
+    ListOffsetsRequestV0,
+    ListOffsetsResponseV0,
+    ListOffsetsResult,
+    ProduceEntry,
+    ProduceRequestV0,
+    ProduceResponseV0,
+    ProduceResult,
+    Request,
+    Response,
+)
+
+log = logging.getLogger(__name__)
+
+Reply = tuple[bytes, list[Buffer]]
+"""(peer identity, frames): one message for the ROUTER to send."""
+
+DELAYED_PRODUCES_MAX: Final = 10_000
+"""Bound on acks=all requests waiting for the high watermark; beyond it they time out at once."""
+_INTERNAL_ERROR: Final = "internal error in the partition worker; see its log"
+
+
+@dataclass(frozen=True, slots=True)
+class _ParkedFetch:
+    identity: bytes
+    header: RequestHeader
+    request: FetchRequestV0
+
+
+@dataclass(slots=True)
+class _DelayedProduce:
+    """An acks=all request whose batches are appended but not yet covered by the HW."""
+
+    identity: bytes
+    header: RequestHeader
+    results: list[ProduceResult]
+    waiting: dict[int, tuple[TopicPartition, int]]  # entry index -> (tp, required offset)
+    deadline_ms: int
+
+
+@dataclass(slots=True)
+class DataPlaneStats:
+    """Counters for metrics; the supervisor scrapes them through the worker."""
+
+    requests: int = 0
+    dropped_messages: int = 0  # too short to hold a header: nobody to answer
+    request_errors: int = 0  # answered with a whole-request error
+    internal_errors: int = 0  # bugs: logged with a traceback
+
+
+@dataclass(slots=True)
+class DataPlane:
+    """Produce, Fetch, ListOffsets and ApiVersions over the partitions in `partitions`.
+
+    `partitions` is the worker's own table, shared: assign and unassign change it, and must
+    call `partition_removed` after removing one so that its waiters are answered.
+    """
+
+    partitions: Mapping[TopicPartition, Partition]
+    waiters: FetchWaiters[_ParkedFetch] = field(default_factory=FetchWaiters)
+    delayed: list[_DelayedProduce] = field(default_factory=list)
+    stats: DataPlaneStats = field(default_factory=DataPlaneStats)
+
+    # ------------------------------------------------------------------ entry points
+
+    def handle(self, identity: bytes, frames: Sequence[Frame], now_ms: int) -> list[Reply]:
+        """Apply one request; returns every reply it causes (its own and woken long polls)."""
+        self.stats.requests += 1
+        try:
+            header, request = decode_request(frames)
+        except HeaderError:
+            self.stats.dropped_messages += 1
+            return []
+        except RequestBodyError as error:
+            self.stats.request_errors += 1
+            return [(identity, encode_error_response(error.header, error.code, error.message))]
+        try:
+            return self._dispatch(identity, header, request, now_ms)
+        except AssertionError:
+            raise
+        except Exception:
+            log.exception("request %s from %r failed", header, identity)
+            self.stats.internal_errors += 1
+            if not expects_response(request):
+                return []
+            error_frames = encode_error_response(
+                header, ErrorCode.UNKNOWN_SERVER_ERROR, _INTERNAL_ERROR
+            )
+            return [(identity, error_frames)]
+
+    def on_timer(self, now_ms: int) -> list[Reply]:
+        """Answer the long polls and acks=all waits whose time is up."""
+        replies = [self._answer_fetch(token) for token in self.waiters.expire(now_ms)]
+        for delayed in [d for d in self.delayed if d.deadline_ms <= now_ms]:
+            replies.append(self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT))
+        return replies
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [d.deadline_ms for d in self.delayed]
+        fetch_deadline_ms = self.waiters.next_deadline_ms()
+        if fetch_deadline_ms is not None:
+            deadlines.append(fetch_deadline_ms)
+        return min(deadlines, default=None)
+
+    def partition_removed(self, tp: TopicPartition) -> list[Reply]:
+        """A partition left this worker: its waiters hear NOT_LEADER_OR_FOLLOWER now."""
+        assert tp not in self.partitions
+        replies = [self._answer_fetch(token) for token in self.waiters.wake_partition(tp)]
+        for delayed in [d for d in self.delayed if any(w[0] == tp for w in d.waiting.values())]:
+            replies.append(self._finish_delayed(delayed, ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        return replies
+
+    def drain(self) -> list[Reply]:
+        """Shutdown: answer every parked request with what there is now."""
+        replies = [self._answer_fetch(token) for token in self.waiters.drain()]
+        for delayed in list(self.delayed):
+            replies.append(self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT))
+        return replies
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _dispatch(
+        self, identity: bytes, header: RequestHeader, request: Request, now_ms: int
+    ) -> list[Reply]:
+        if isinstance(request, ProduceRequestV0):
+            return self._produce(identity, header, request, now_ms)
+        if isinstance(request, FetchRequestV0):
+            return self._fetch(identity, header, request, now_ms)
+        if isinstance(request, ListOffsetsRequestV0):
+            return [_reply(identity, header, self._list_offsets(request))]
+        if isinstance(request, ApiVersionsRequestV0):
+            return [_reply(identity, header, _api_versions())]
+        self.stats.request_errors += 1
+        message = f"api key {header.api_key} is served by the control endpoint, not a worker"
+        return [(identity, encode_error_response(header, ErrorCode.UNSUPPORTED_VERSION, message))]
+
+    # ------------------------------------------------------------------ produce
+
+    def _produce(
+        self, identity: bytes, header: RequestHeader, request: ProduceRequestV0, now_ms: int
+    ) -> list[Reply]:
+        if request.acks not in VALID_ACKS:
+            message = f"acks must be 0, 1 or -1 (all), not {request.acks}"
+            refused = [
+                ProduceResult(e.topic, e.partition, ErrorCode.INVALID_REQUIRED_ACKS, -1, -1, -1,
+                              message)
+                for e in request.entries
+            ]
+            return [_reply(identity, header, ProduceResponseV0(tuple(refused)))]
+        replies: list[Reply] = []
+        results: list[ProduceResult] = []
+        waiting: dict[int, tuple[TopicPartition, int]] = {}
+        for index, entry in enumerate(request.entries):
+            tp = (entry.topic, entry.partition)
+            outcome = self._produce_entry(entry, request.acks)
+            replies.extend(self._on_progress(tp, outcome.appended_bytes, outcome.committed_bytes))
+            results.append(
+                ProduceResult(entry.topic, entry.partition, outcome.error_code,
+                              outcome.base_offset, -1, outcome.log_start_offset,
+                              outcome.error_message)
+            )
+            partition = self.partitions.get(tp)
+            if request.acks == ACKS_ALL and outcome.error_code == ErrorCode.NONE:
+                assert partition is not None
+                status = partition.acks_status(outcome.required_offset)
+                if status is None:
+                    waiting[index] = (tp, outcome.required_offset)
+                else:
+                    _set_entry_error(results, index, status)
+        if request.acks == 0:
+            return replies
+        delayed = _DelayedProduce(identity, header, results, waiting,
+                                  now_ms + max(request.timeout_ms, 0))
+        if not waiting:
+            replies.append(self._finish_delayed(delayed, ErrorCode.NONE, parked=False))
+        elif request.timeout_ms <= 0 or len(self.delayed) >= DELAYED_PRODUCES_MAX:
+            replies.append(
+                self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT, parked=False)
+            )
+        else:
+            self.delayed.append(delayed)
+        return replies
+
+    def _produce_entry(self, entry: ProduceEntry, acks: int) -> ProduceOutcome:
+        partition = self.partitions.get((entry.topic, entry.partition))
+        if partition is None:
+            return ProduceOutcome(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, _not_here(entry.topic, entry.partition)
+            )
+        try:
+            return partition.produce(entry.batches, acks)
+        except ZlogError as error:
+            return ProduceOutcome(error.code, -1, partition.log.log_start_offset, error.message)
+        except AssertionError:
+            raise
+        except Exception:
+            log.exception("produce to %s-%d failed", entry.topic, entry.partition)
+            self.stats.internal_errors += 1
+            return ProduceOutcome(ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, _INTERNAL_ERROR)
+
+    def _on_progress(
+        self, tp: TopicPartition, appended_bytes: int, committed_bytes: int
+    ) -> list[Reply]:
+        """Bytes were appended to `tp` and/or the HW moved: wake who waited for that."""
+        replies: list[Reply] = []
+        if appended_bytes:
+            tokens = self.waiters.on_appended(tp, appended_bytes)
+            replies.extend(self._answer_fetch(token) for token in tokens)
+        if committed_bytes:
+            tokens = self.waiters.on_committed(tp, committed_bytes)
+            replies.extend(self._answer_fetch(token) for token in tokens)
+            replies.extend(self._settle_delayed(tp))
+        return replies
+
+    def _settle_delayed(self, tp: TopicPartition) -> list[Reply]:
+        """Answer the acks=all waits on `tp` that the HW now covers (or that cannot succeed)."""
+        replies: list[Reply] = []
+        partition = self.partitions.get(tp)
+        for delayed in list(self.delayed):
+            for index, (waited_tp, required_offset) in list(delayed.waiting.items()):
+                if waited_tp != tp or partition is None:
+                    continue
+                status = partition.acks_status(required_offset)
+                if status is not None:
+                    _set_entry_error(delayed.results, index, status)
+                    del delayed.waiting[index]
+            if not delayed.waiting:
+                replies.append(self._finish_delayed(delayed, ErrorCode.NONE))
+        return replies
+
+    def _finish_delayed(
+        self, delayed: _DelayedProduce, code: ErrorCode, *, parked: bool = True
+    ) -> Reply:
+        """Reply to a produce; entries still waiting get `code`."""
+        for index in delayed.waiting:
+            _set_entry_error(delayed.results, index, code)
+        delayed.waiting.clear()
+        if parked:
+            self.delayed.remove(delayed)
+        response = ProduceResponseV0(tuple(delayed.results))
+        return _reply(delayed.identity, delayed.header, response)
+
+    # ------------------------------------------------------------------ fetch
+
+    def _fetch(
+        self, identity: bytes, header: RequestHeader, request: FetchRequestV0, now_ms: int
+    ) -> list[Reply]:
+        replies: list[Reply] = []
+        if request.replica_id >= 0:
+            replies.extend(self._note_follower(request))
+        results = self._read_fetch(request)
+        token = _ParkedFetch(identity, header, request)
+        if fetch_is_complete(results, request.min_bytes, request.max_wait_ms):
+            replies.append(_fetch_reply(token, results))
+            return replies
+        parked = self.waiters.park(
+            token,
+            [((e.topic, e.partition), e.partition_max_bytes) for e in request.entries],
+            min_bytes=request.min_bytes,
+            available_bytes=sum(result.size_bytes for result in results),
+            now_ms=now_ms,
+            max_wait_ms=request.max_wait_ms,
+            reads_log_end=request.replica_id >= 0,
+        )
+        if not parked:
+            replies.append(_fetch_reply(token, results))
+        return replies
+
+    def _note_follower(self, request: FetchRequestV0) -> list[Reply]:
+        """A follower's fetch offsets are its log ends: the HW may move, waits may end."""
+        replies: list[Reply] = []
+        for entry in request.entries:
+            tp = (entry.topic, entry.partition)
+            partition = self.partitions.get(tp)
+            if partition is None or not partition.is_leader:
+                continue
+            try:
+                committed_bytes = partition.note_follower_position(
+                    request.replica_id, entry.fetch_offset
+                )
+            except ZlogError:
+                continue  # not a replica of this partition: the read reports it
+            replies.extend(self._on_progress(tp, 0, committed_bytes))
+        return replies
+
+    def _read_fetch(self, request: FetchRequestV0) -> list[EntryRead]:
+        def read(entry: FetchEntry, limit_bytes: int, at_least_one: bool) -> EntryRead:
+            partition = self.partitions.get((entry.topic, entry.partition))
+            if partition is None:
+                message = _not_here(entry.topic, entry.partition)
+                return EntryRead(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, (), message)
+            try:
+                return partition.read(
+                    entry.fetch_offset, limit_bytes, replica_id=request.replica_id,
+                    at_least_one=at_least_one,
+                )
+            except Exception:
+                log.exception("fetch from %s-%d failed", entry.topic, entry.partition)
+                self.stats.internal_errors += 1
+                return EntryRead(ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, (), _INTERNAL_ERROR)
+
+        return collect_fetch(
+            request.entries, request.max_bytes, lambda entry: entry.partition_max_bytes, read
+        )
+
+    def _answer_fetch(self, token: _ParkedFetch) -> Reply:
+        return _fetch_reply(token, self._read_fetch(token.request))
+
+    # ------------------------------------------------------------------ list offsets
+
+    def _list_offsets(self, request: ListOffsetsRequestV0) -> ListOffsetsResponseV0:
+        results: list[ListOffsetsResult] = []
+        for wanted in request.partitions:
+            partition = self.partitions.get((request.topic, wanted.partition))
+            if partition is None:
+                message = _not_here(request.topic, wanted.partition)
+                results.append(ListOffsetsResult(
+                    wanted.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER, message, -1, -1
+                ))
+                continue
+            try:
+                offset, timestamp_ms = partition.list_offset(wanted.timestamp)
+            except ZlogError as error:
+                results.append(
+                    ListOffsetsResult(wanted.partition, error.code, error.message, -1, -1)
+                )
+                continue
+            results.append(ListOffsetsResult(wanted.partition, 0, "", offset, timestamp_ms))
+        return ListOffsetsResponseV0(request.topic, tuple(results))
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def _reply(identity: bytes, header: RequestHeader, response: Response) -> Reply:
+    return identity, encode_response(header, response)
+
+
+def _fetch_reply(token: _ParkedFetch, results: Sequence[EntryRead]) -> Reply:
+    entries = tuple(
+        FetchResult(
+            entry.topic, entry.partition, result.error_code, result.high_watermark,
+            result.high_watermark, result.log_start_offset, result.chunks, result.error_message,
+        )
+        for entry, result in zip(token.request.entries, results, strict=True)
+    )
+    return _reply(token.identity, token.header, FetchResponseV0(entries))
+
+
+def _set_entry_error(results: list[ProduceResult], index: int, code: ErrorCode) -> None:
+    if code == ErrorCode.NONE:
+        return
+    old = results[index]
+    message = f"{code.name.lower().replace('_', ' ')} while waiting for the in-sync replicas"
+    results[index] = ProduceResult(
+        old.topic, old.partition, code, -1, -1, old.log_start_offset, message
+    )
+
+
+def _not_here(topic: str, partition: int) -> str:
+    return f"{topic}-{partition} is not led by this worker; refresh metadata"
+
+
+def _api_versions() -> ApiVersionsResponseV0:
+    ranges = tuple(
+        ApiVersionRange(int(key), *SUPPORTED_VERSIONS[key]) for key in sorted(DATA_APIS)
+    )
+    return ApiVersionsResponseV0(ranges, f"zlog {__version__}")

@@ -1,0 +1,261 @@
+"""The partitions a worker owns: opening, closing, and the periodic upkeep of their logs.
+
+This is the I/O half of ownership (`partition.py` is the pure half). Opening a partition opens
+its `PartitionLog`, which replays the shared-memory ring a killed predecessor left behind, so
+every batch that predecessor acknowledged is back; then the idempotent-producer table is rebuilt
+from the batches of the log's last two segments, so a producer's retry after the restart is
+still recognised as a retry.
+
+Upkeep runs on the worker's thread (ticks for flush.ms, retention), except key compaction,
+which runs on one background thread: `compact()` reads and rewrites only sealed segments and
+swaps them in under the log's own lock, so it is safe beside the writer. A log is never closed
+while its compaction runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Final
+
+from zlog.broker.fetch_waiters import TopicPartition
+from zlog.broker.partition import Partition, ReplicaSet
+from zlog.broker.producer_state import ProducerBatch, ProducerStateTable
+from zlog.broker.topics import (
+    MIN_INSYNC_REPLICAS,
+    normalize_topic_configs,
+    validate_min_insync_replicas,
+    validate_topic_configs,
+    validate_topic_name,
+)
+from zlog.clock import Clock
+from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.batch import read_header
+from zlog.shm_segments.compaction import CompactionStats, compact
+from zlog.shm_segments.log import PartitionLog
+from zlog.shm_segments.log_config import LogConfig
+
+log = logging.getLogger(__name__)
+
+PRODUCER_STATE_SEGMENTS: Final = 2
+"""Segments scanned at open to rebuild producer state: the active one and the one before, so a
+roll just before a crash does not make the producers of the previous segment unknown."""
+TICK_INTERVAL_MS_MAX: Final = 1_000
+TICK_INTERVAL_MS_MIN: Final = 10
+PARTITION_INDEX_MAX: Final = 2**31 - 1
+
+
+@dataclass(slots=True)
+class HostedPartition:
+    """A partition this worker owns: the rules, the log they act on, its running compaction."""
+
+    partition: Partition
+    log: PartitionLog
+    compaction: Future[CompactionStats] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """A checked `assign` message from the supervisor."""
+
+    topic: str
+    partition: int
+    configs: dict[str, str]
+    leader_epoch: int
+    is_leader: bool
+
+    @property
+    def tp(self) -> TopicPartition:
+        return self.topic, self.partition
+
+
+def parse_assignment(message: Mapping[str, object]) -> Assignment:
+    """INVALID_REQUEST, INVALID_TOPIC_EXCEPTION or INVALID_CONFIG for a malformed assign."""
+    topic = validate_topic_name(message.get("topic"))
+    partition = _int_field(message, "partition", None, PARTITION_INDEX_MAX)
+    leader_epoch = _int_field(message, "leader_epoch", 0, 2**31 - 1)
+    is_leader = message.get("is_leader", True)
+    if not isinstance(is_leader, bool):
+        raise ZlogError(ErrorCode.INVALID_REQUEST, f"is_leader must be a bool: {is_leader!r}")
+    configs = normalize_topic_configs(message.get("configs"))
+    return Assignment(topic, partition, configs, leader_epoch, is_leader)
+
+
+def _int_field(
+    message: Mapping[str, object], name: str, default: int | None, high: int
+) -> int:
+    value = message.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        raise ZlogError(
+            ErrorCode.INVALID_REQUEST, f"{name} must be an integer in 0..{high}, not {value!r}"
+        )
+    return value
+
+
+class PartitionHost:
+    """Owns the open partitions of one worker process. Used from the worker's thread only."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        ring_dir: Path,
+        *,
+        base_config: LogConfig,
+        clock: Clock,
+        local_replica_id: int = 0,
+    ) -> None:
+        self.data_dir, self.ring_dir = data_dir, ring_dir
+        self.base_config = base_config
+        self.clock = clock
+        self.local_replica_id = local_replica_id
+        self.partitions: dict[TopicPartition, Partition] = {}  # shared with the DataPlane
+        self.hosted: dict[TopicPartition, HostedPartition] = {}
+        self._compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zlog-compact")
+
+    # ------------------------------------------------------------------ assign / unassign
+
+    def assign(self, assignment: Assignment) -> None:
+        """Open the partition (or take the new epoch and role if it is open already)."""
+        config = validate_topic_configs(assignment.configs, self.base_config)
+        min_insync = validate_min_insync_replicas(assignment.configs.get(MIN_INSYNC_REPLICAS, "1"))
+        if assignment.tp in self.hosted:
+            self._reassign(assignment, config, min_insync)
+            return
+        partition_log = PartitionLog(
+            self.data_dir, assignment.topic, assignment.partition, config,
+            ring_dir=self.ring_dir, clock=self.clock,
+        )
+        try:
+            producers = ProducerStateTable()
+            producers.rebuild(recent_producer_batches(partition_log))
+        except BaseException:
+            partition_log.close()
+            raise
+        partition = Partition(
+            assignment.topic, assignment.partition, partition_log,
+            leader_epoch=assignment.leader_epoch, is_leader=assignment.is_leader,
+            replicas=ReplicaSet.single(self.local_replica_id, min_insync),
+            compacted=config.compacted, producers=producers,
+        )
+        self.partitions[assignment.tp] = partition
+        self.hosted[assignment.tp] = HostedPartition(partition, partition_log)
+        log.info(
+            "opened %s-%d at epoch %d: log [%d, %d), %d producers, %d batches replayed",
+            assignment.topic, assignment.partition, assignment.leader_epoch,
+            partition_log.log_start_offset, partition_log.log_end_offset, len(producers),
+            partition_log.replayed_batches,
+        )
+
+    def _reassign(self, assignment: Assignment, config: LogConfig, min_insync: int) -> None:
+        """An open partition assigned again: a new epoch or role, and maybe changed configs.
+
+        The log reads its config at each use, so new settings apply from the next append,
+        roll or retention pass; the ring keeps its size until the partition is reopened.
+        """
+        hosted = self.hosted[assignment.tp]
+        partition = hosted.partition
+        partition.become(leader_epoch=assignment.leader_epoch, is_leader=assignment.is_leader)
+        hosted.log.config = replace(config, ring_bytes=hosted.log.config.ring_bytes)
+        partition.compacted = config.compacted
+        replicas = partition.replicas
+        partition.set_replicas(ReplicaSet(
+            replicas.local_replica_id, replicas.replicas, replicas.isr, min_insync
+        ))
+
+    def unassign(self, tp: TopicPartition, *, delete: bool) -> bool:
+        """Close (or delete) the partition; False when it was not open here."""
+        hosted = self.hosted.pop(tp, None)
+        if hosted is None:
+            return False
+        del self.partitions[tp]
+        self._wait_for_compaction(hosted)
+        if delete:
+            hosted.log.delete()
+        else:
+            hosted.log.close()
+        log.info("%s %s-%d", "deleted" if delete else "closed", tp[0], tp[1])
+        return True
+
+    def close_all(self) -> None:
+        """Flush every ring into its segment and release the partitions (graceful stop)."""
+        for tp in list(self.hosted):
+            try:
+                self.unassign(tp, delete=False)
+            except Exception:
+                log.exception("closing %s-%d failed", tp[0], tp[1])
+        self._compactor.shutdown(wait=True, cancel_futures=True)
+
+    # ------------------------------------------------------------------ upkeep
+
+    def tick_interval_ms(self) -> int:
+        """How often the logs need `tick()`: the shortest flush.ms, within bounds."""
+        flush_ms = [
+            h.log.config.flush_ms for h in self.hosted.values() if h.log.config.flush_ms >= 0
+        ]
+        return max(min([*flush_ms, TICK_INTERVAL_MS_MAX]), TICK_INTERVAL_MS_MIN)
+
+    def tick(self) -> None:
+        """Time-based ring flush and fsync of every log (flush.ms)."""
+        for tp, hosted in self.hosted.items():
+            try:
+                hosted.log.tick()
+            except Exception:
+                log.exception("tick of %s-%d failed", tp[0], tp[1])
+
+    def enforce_retention(self) -> None:
+        for tp, hosted in self.hosted.items():
+            try:
+                deleted = hosted.log.enforce_retention()
+            except Exception:
+                log.exception("retention of %s-%d failed", tp[0], tp[1])
+                continue
+            if deleted:
+                log.info("retention deleted %d segments of %s-%d", deleted, tp[0], tp[1])
+
+    def start_compactions(self) -> int:
+        """Queue compaction of every compacted log not being compacted; returns how many."""
+        started = 0
+        for hosted in self.hosted.values():
+            if not hosted.log.config.compacted:
+                continue
+            if hosted.compaction is not None and not hosted.compaction.done():
+                continue
+            if hosted.log.segment_count < 2:
+                continue  # only sealed segments are compacted
+            hosted.compaction = self._compactor.submit(compact, hosted.log)
+            hosted.compaction.add_done_callback(_report_compaction)
+            started += 1
+        return started
+
+    def _wait_for_compaction(self, hosted: HostedPartition) -> None:
+        future = hosted.compaction
+        if future is None:
+            return
+        if future.cancel():
+            return
+        with contextlib.suppress(Exception):  # already logged by _report_compaction
+            future.result()
+
+
+def _report_compaction(future: Future[CompactionStats]) -> None:
+    """Runs on the compaction thread: a failure is logged, and the next round tries again."""
+    if future.cancelled():
+        return
+    error = future.exception()
+    if error is not None:
+        log.error("compaction failed", exc_info=error)
+
+
+def recent_producer_batches(partition_log: PartitionLog) -> list[tuple[ProducerBatch, int]]:
+    """(producer fields, base offset) of the idempotent batches of the log's last segments."""
+    found: list[tuple[ProducerBatch, int]] = []
+    for segment in partition_log.segments_snapshot()[-PRODUCER_STATE_SEGMENTS:]:
+        for view in segment.batch_views():
+            header = read_header(view)
+            if header.producer_id >= 0 and header.base_offset >= partition_log.log_start_offset:
+                found.append((ProducerBatch.from_header(header), header.base_offset))
+    return found

@@ -1,0 +1,460 @@
+"""Partition worker processes: start, watch, restart, and keep their partitions assigned.
+
+The supervisor owns one WorkerPool. It forks `workers` processes (`python -m zlog.broker.worker`),
+each of which binds its own data endpoint and talks to the supervisor over one internal ROUTER
+with single-frame JSON messages (the contract, both directions):
+
+    worker -> {"type": "hello", "worker_id", "pid", "endpoint"}       once its data ROUTER is bound
+    sup    -> {"type": "assign", "request_id", "topic", "partition", "configs", "leader_epoch",
+               "is_leader"}                                           open (or update) a partition
+    worker -> {"type": "assigned", "request_id", "error_code", "error_message"}
+    sup    -> {"type": "unassign", "request_id", "topic", "partition", "delete"}
+    worker -> {"type": "unassigned", "request_id", "error_code"}
+    worker -> {"type": "heartbeat", "worker_id"}                      every 500 ms
+    sup    -> {"type": "stop"}                                        flush rings, close, exit 0
+
+Assignment is level-triggered: `reconcile(desired, deleting)` compares what the metadata says
+this host should serve with what each worker confirmed, and sends only the difference. So one
+code path handles a new topic, a deleted topic, a restart of the broker and a restarted worker
+(whose confirmed set starts empty again): nothing needs an event to be delivered exactly once.
+
+A worker that exits, or stays silent for `worker_heartbeat_timeout_ms`, is restarted after an
+exponential backoff (logged); its partitions stay placed on it, and the restarted process gets
+them back as soon as it says hello. Its shared-memory rings keep what it acknowledged, so the
+new process recovers them on open.
+
+Threading: only the supervisor's loop thread calls into a WorkerPool (it owns the socket).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Final
+
+import zmq
+
+from zlog.broker.controller import TopicPartition, place_on_workers
+
+log = logging.getLogger("zlog.broker.workers")
+
+channel_message_bytes_max: Final = 1024 * 1024  # one JSON control message from a worker
+request_timeout_ms: Final = 60_000  # an unanswered assign/unassign is sent again after this
+stable_uptime_ms: Final = 60_000  # a worker up this long has its crash backoff reset
+receive_batch_messages_max: Final = 1024  # per loop turn, so workers cannot starve clients
+ipc_path_chars_max: Final = 100  # sockaddr_un holds 108 bytes; keep a margin
+
+
+class WorkerState(Enum):
+    STARTING = "starting"  # process forked, no hello yet
+    READY = "ready"  # hello received: its data endpoint is known
+    BACKOFF = "backoff"  # died; waiting to be started again
+    STOPPING = "stopping"  # asked to stop
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredPartition:
+    """What a worker should hold for one partition; a change means a new `assign`."""
+
+    configs: Mapping[str, str]  # effective topic configs (broker defaults + topic overrides)
+    leader_epoch: int
+    is_leader: bool
+
+
+_DELETING: Final = DesiredPartition({}, 0, False)  # opened only to be deleted
+
+
+@dataclass(slots=True)
+class _Pending:
+    kind: str  # "assign" or "unassign"
+    topic_partition: TopicPartition
+    desired: DesiredPartition | None  # what an assign asked for
+    delete: bool
+    sent_ms: int
+    held: bool = True  # whether the worker held the partition when asked to unassign it
+
+
+@dataclass(slots=True)
+class WorkerHandle:
+    """The supervisor's view of one worker process."""
+
+    worker_id: int
+    state: WorkerState = WorkerState.BACKOFF
+    process: subprocess.Popen[bytes] | None = None
+    endpoint: str = ""  # its data endpoint, from hello
+    started_ms: int = 0
+    last_seen_ms: int = 0
+    restart_at_ms: int = 0
+    crashes_in_row: int = 0
+    restarts: int = 0
+    opened: dict[TopicPartition, DesiredPartition] = field(default_factory=dict)
+    pending: dict[int, _Pending] = field(default_factory=dict)  # request id -> what it asked
+
+    @property
+    def identity(self) -> bytes:
+        return f"worker-{self.worker_id}".encode()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """What the pool needs from BrokerConfig (kept narrow so tests can build one)."""
+
+    count: int
+    data_dir: Path
+    ring_dir: Path
+    host: str
+    port_range: tuple[int, int] | None
+    log_level: str
+    heartbeat_timeout_ms: int
+    backoff_initial_ms: int
+    backoff_max_ms: int
+    worker_module: str = "zlog.broker.worker"
+
+
+def supervisor_endpoint(data_dir: Path) -> str:
+    """ipc under the data dir; tcp on loopback when the path is too long for a unix socket."""
+    path = data_dir.resolve() / ".zlog-supervisor.sock"
+    if len(str(path)) <= ipc_path_chars_max:
+        return f"ipc://{path}"
+    return "tcp://127.0.0.1:*"
+
+
+def restart_backoff_ms(crashes_in_row: int, initial_ms: int, max_ms: int) -> int:
+    """initial, 2x, 4x, ... capped at max: a crash loop costs little and is visible in logs."""
+    assert crashes_in_row >= 1 and 1 <= initial_ms <= max_ms
+    return min(max_ms, initial_ms << min(crashes_in_row - 1, 30))
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class WorkerPool:
+    """The worker processes, their channel, and which partitions each holds."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        context: zmq.Context[Any],
+        *,
+        on_assigned: Callable[[TopicPartition, int, str], None],
+    ) -> None:
+        assert settings.count >= 1
+        self.settings = settings
+        self.workers = [WorkerHandle(worker_id) for worker_id in range(settings.count)]
+        self.placement: dict[TopicPartition, int] = {}
+        self.deleted: set[TopicPartition] = set()  # data confirmed gone (topic still deleting)
+        self._open_to_delete: set[TopicPartition] = set()  # worker deletes only what it holds
+        self.changed = True  # something a reconcile or a waiting request should look at
+        self._on_assigned = on_assigned  # (partition, error code, message) after an assign
+        self._next_request_id = 1
+        self.router: zmq.Socket[Any] = context.socket(zmq.ROUTER)
+        self.router.setsockopt(zmq.LINGER, 0)
+        self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a send to a dead worker fails at once
+        self.router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted worker takes its identity
+        self.router.setsockopt(zmq.MAXMSGSIZE, channel_message_bytes_max)
+        self.router.bind(supervisor_endpoint(settings.data_dir))
+        self.endpoint = self.router.getsockopt(zmq.LAST_ENDPOINT).decode()
+
+    # -- processes --------------------------------------------------------------------------------
+
+    def start_all(self) -> None:
+        now_ms = _monotonic_ms()
+        for worker in self.workers:
+            self._spawn(worker, now_ms)
+
+    def _command(self, worker: WorkerHandle) -> list[str]:
+        settings = self.settings
+        command = [
+            sys.executable, "-m", settings.worker_module,
+            "--worker-id", str(worker.worker_id),
+            "--supervisor", self.endpoint,
+            "--data-dir", str(settings.data_dir),
+            "--ring-dir", str(settings.ring_dir),
+            "--host", settings.host,
+            "--log-level", settings.log_level,
+        ]
+        if settings.port_range is not None:
+            command += ["--port-range", f"{settings.port_range[0]}-{settings.port_range[1]}"]
+        return command
+
+    def _spawn(self, worker: WorkerHandle, now_ms: int) -> None:
+        # Workers must not talk to systemd themselves; only the supervisor is the service.
+        environ = {key: value for key, value in os.environ.items()
+                   if key not in {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}}
+        try:
+            # Own process group: a terminal's Ctrl-C reaches only the supervisor, which then
+            # stops the workers in order (rings flushed) instead of all dying at once.
+            worker.process = subprocess.Popen(
+                self._command(worker), env=environ, stdin=subprocess.DEVNULL, process_group=0
+            )
+        except OSError as error:
+            log.error("cannot start worker %d: %s", worker.worker_id, error)
+            self._schedule_restart(worker, now_ms)
+            return
+        worker.state = WorkerState.STARTING
+        worker.started_ms = worker.last_seen_ms = now_ms
+        worker.endpoint = ""
+        worker.opened.clear()
+        worker.pending.clear()
+        log.info("started worker %d (pid %d)", worker.worker_id, worker.process.pid)
+
+    def _schedule_restart(self, worker: WorkerHandle, now_ms: int) -> None:
+        if now_ms - worker.started_ms >= stable_uptime_ms:
+            worker.crashes_in_row = 0
+        worker.crashes_in_row += 1
+        delay_ms = restart_backoff_ms(
+            worker.crashes_in_row, self.settings.backoff_initial_ms, self.settings.backoff_max_ms
+        )
+        worker.state = WorkerState.BACKOFF
+        worker.restart_at_ms = now_ms + delay_ms
+        worker.endpoint = ""
+        worker.opened.clear()
+        worker.pending.clear()
+        worker.process = None
+        self.changed = True
+        log.warning("restarting worker %d in %d ms (crash %d in a row)",
+                    worker.worker_id, delay_ms, worker.crashes_in_row)
+
+    def check(self, now_ms: int) -> None:
+        """Reap dead workers, kill silent ones, start those whose backoff is over."""
+        for worker in self.workers:
+            process = worker.process
+            if process is not None and process.poll() is not None:
+                log.warning("worker %d (pid %d) exited with status %s",
+                            worker.worker_id, process.pid, process.returncode)
+                worker.restarts += 1
+                self._schedule_restart(worker, now_ms)
+            elif process is not None and (
+                now_ms - worker.last_seen_ms > self.settings.heartbeat_timeout_ms
+            ):
+                log.warning("worker %d (pid %d) silent for %d ms: killing it",
+                            worker.worker_id, process.pid, now_ms - worker.last_seen_ms)
+                process.kill()
+                process.wait()
+                worker.restarts += 1
+                self._schedule_restart(worker, now_ms)
+            elif worker.state == WorkerState.BACKOFF and now_ms >= worker.restart_at_ms:
+                self._spawn(worker, now_ms)
+
+    def ready_count(self) -> int:
+        return sum(1 for worker in self.workers if worker.state == WorkerState.READY)
+
+    def stop_all(self, timeout_ms: int) -> None:
+        """Ask every worker to stop (rings flushed), then kill whatever is left at the deadline."""
+        for worker in self.workers:
+            if worker.process is None:
+                continue
+            if worker.state != WorkerState.READY or not self._send(worker, {"type": "stop"}):
+                worker.process.send_signal(signal.SIGTERM)  # not connected: the signal asks
+            worker.state = WorkerState.STOPPING
+        deadline_ms = _monotonic_ms() + timeout_ms
+        for worker in self.workers:
+            if worker.process is None:
+                continue
+            remaining_s = max(0.0, (deadline_ms - _monotonic_ms()) / 1000)
+            try:
+                status = worker.process.wait(remaining_s)
+            except subprocess.TimeoutExpired:
+                log.warning("worker %d did not stop in time: killing it", worker.worker_id)
+                worker.process.kill()
+                status = worker.process.wait()
+            log.info("worker %d stopped (status %s)", worker.worker_id, status)
+            worker.process = None
+
+    def close(self) -> None:
+        self.router.close(linger=0)
+
+    # -- the channel ------------------------------------------------------------------------------
+
+    def _send(self, worker: WorkerHandle, message: dict[str, Any]) -> bool:
+        try:
+            self.router.send_multipart([worker.identity, json.dumps(message).encode()],
+                                       zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        except zmq.ZMQError as error:
+            if error.errno == zmq.EHOSTUNREACH:  # not connected (yet, or any more)
+                return False
+            raise
+        return True
+
+    def receive(self, now_ms: int) -> None:
+        """Handle what the workers sent since the last turn."""
+        for _ in range(receive_batch_messages_max):
+            try:
+                frames = self.router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            worker = self._worker_for(frames[0])
+            if worker is None or len(frames) != 2:
+                log.warning("dropped a message from unknown peer %r", frames[0][:32])
+                continue
+            try:
+                message = json.loads(frames[1])
+            except (ValueError, RecursionError):
+                log.warning("worker %d sent a message that is not JSON", worker.worker_id)
+                continue
+            if not isinstance(message, dict):
+                log.warning("worker %d sent a message that is not an object", worker.worker_id)
+                continue
+            worker.last_seen_ms = now_ms
+            self._handle(worker, message)
+
+    def _worker_for(self, identity: bytes) -> WorkerHandle | None:
+        prefix, _, number = identity.decode("ascii", "replace").partition("-")
+        if prefix != "worker" or not number.isdigit() or int(number) >= len(self.workers):
+            return None
+        return self.workers[int(number)]
+
+    def _handle(self, worker: WorkerHandle, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == "heartbeat":
+            return
+        if kind == "hello":
+            self._hello(worker, message)
+        elif kind in {"assigned", "unassigned"}:
+            self._reply(worker, message)
+        else:
+            log.warning("worker %d sent an unknown message type %r", worker.worker_id, kind)
+
+    def _hello(self, worker: WorkerHandle, message: dict[str, Any]) -> None:
+        endpoint = message.get("endpoint")
+        if not isinstance(endpoint, str) or not endpoint:
+            log.warning("worker %d said hello without an endpoint", worker.worker_id)
+            return
+        if worker.process is None or worker.state == WorkerState.STOPPING:
+            return
+        pid = message.get("pid")
+        if pid != worker.process.pid:
+            log.warning("hello from pid %r, expected %d", pid, worker.process.pid)
+            return
+        # A hello starts a fresh process view: whatever it held before is gone.
+        worker.state = WorkerState.READY
+        worker.endpoint = endpoint
+        worker.opened.clear()
+        worker.pending.clear()
+        self.changed = True
+        log.info("worker %d (pid %d) serving at %s", worker.worker_id, pid, endpoint)
+
+    def _reply(self, worker: WorkerHandle, message: dict[str, Any]) -> None:
+        request_id = message.get("request_id")
+        pending = worker.pending.pop(request_id, None) if isinstance(request_id, int) else None
+        if pending is None:
+            return  # an answer to a request from before a restart or a timeout: stale
+        code = message.get("error_code", 0)
+        code = code if isinstance(code, int) and not isinstance(code, bool) else -1
+        text = str(message.get("error_message", ""))
+        topic_partition = pending.topic_partition
+        self.changed = True
+        if pending.kind == "assign":
+            if code == 0 and pending.desired is not None:
+                worker.opened[topic_partition] = pending.desired
+            else:
+                log.warning("worker %d could not open %s-%d: error %d %s", worker.worker_id,
+                            *topic_partition, code, text)
+            self._on_assigned(topic_partition, code, text)
+        elif code == 0:
+            worker.opened.pop(topic_partition, None)
+            if pending.delete:
+                self.deleted.add(topic_partition)
+                self._open_to_delete.discard(topic_partition)
+        elif pending.delete and not pending.held:
+            # This worker deletes only partitions it holds: open it first, then delete.
+            self._open_to_delete.add(topic_partition)
+        else:
+            log.warning("worker %d could not close %s-%d: error %d", worker.worker_id,
+                        *topic_partition, code)
+
+    def _request(self, worker: WorkerHandle, pending: _Pending, body: dict[str, Any]) -> None:
+        request_id = self._next_request_id
+        self._next_request_id += 1
+        topic, partition = pending.topic_partition
+        message = {"type": pending.kind, "request_id": request_id, "topic": topic,
+                   "partition": partition, **body}
+        if self._send(worker, message):
+            worker.pending[request_id] = pending
+
+    # -- assignment -------------------------------------------------------------------------------
+
+    def reconcile(
+        self,
+        desired: Mapping[TopicPartition, DesiredPartition],
+        deleting: Sequence[TopicPartition],
+        now_ms: int,
+    ) -> None:
+        """Send each ready worker the assigns and unassigns that close the gap to `desired`.
+
+        `desired` is in creation order (placement follows it); `deleting` are partitions of
+        deleted topics whose data must go, whether or not a worker holds them now.
+        """
+        deleting_set = set(deleting)
+        self.deleted &= deleting_set
+        self._open_to_delete &= deleting_set
+        wanted = list(desired) + [
+            tp for tp in deleting if tp not in desired and tp not in self.deleted
+        ]
+        self.placement = place_on_workers(wanted, len(self.workers), self.placement)
+        for worker in self.workers:
+            if worker.state != WorkerState.READY:
+                continue
+            self._expire_pending(worker, now_ms)
+            busy = {pending.topic_partition for pending in worker.pending.values()}
+            for tp in list(worker.opened):
+                if tp in busy:
+                    continue
+                if desired.get(tp) is None or self.placement.get(tp) != worker.worker_id:
+                    delete = tp in deleting_set
+                    self._request(worker, _Pending("unassign", tp, None, delete, now_ms),
+                                  {"delete": delete})
+            for tp, worker_id in self.placement.items():
+                if worker_id != worker.worker_id or tp in busy:
+                    continue
+                want = desired.get(tp)
+                if want is None and tp in self._open_to_delete and tp not in worker.opened:
+                    body = {"configs": {}, "leader_epoch": 0, "is_leader": False}
+                    self._request(worker, _Pending("assign", tp, _DELETING, False, now_ms), body)
+                elif want is None and tp not in worker.opened:
+                    # Deleted while nobody held it: the worker removes whatever is on disk.
+                    self._request(worker, _Pending("unassign", tp, None, True, now_ms, False),
+                                  {"delete": True})
+                elif want is not None and worker.opened.get(tp) != want:
+                    body = {"configs": dict(want.configs), "leader_epoch": want.leader_epoch,
+                            "is_leader": want.is_leader}
+                    self._request(worker, _Pending("assign", tp, want, False, now_ms), body)
+        self.changed = False
+
+    def _expire_pending(self, worker: WorkerHandle, now_ms: int) -> None:
+        for request_id, pending in list(worker.pending.items()):
+            if now_ms - pending.sent_ms > request_timeout_ms:
+                log.warning("worker %d never answered %s of %s-%d; asking again",
+                            worker.worker_id, pending.kind, *pending.topic_partition)
+                del worker.pending[request_id]
+
+    # -- lookups for the control plane ----------------------------------------------------------
+
+    def endpoint_for(self, topic_partition: TopicPartition) -> str | None:
+        """The data endpoint serving this partition, once its worker confirmed it open."""
+        worker_id = self.placement.get(topic_partition)
+        if worker_id is None:
+            return None
+        worker = self.workers[worker_id]
+        if worker.state != WorkerState.READY or topic_partition not in worker.opened:
+            return None
+        return worker.endpoint
+
+    def is_open(self, topic_partition: TopicPartition) -> bool:
+        return self.endpoint_for(topic_partition) is not None
