@@ -20,12 +20,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: setup
-	@if $(PY) -c 'import zlog.broker' 2>/dev/null; then \
-		exec $(VENV)/bin/zlog serve; \
-	else \
-		echo "The broker is not built yet: zlog currently ships the storage engine and the metadata log."; \
-		echo "Try them with 'make test' or 'make bench'."; \
-	fi
+	$(VENV)/bin/zlog serve
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -54,7 +49,8 @@ soak: setup
 
 bench: setup
 	$(PY) bench/storage_bench.py --json bench/results/storage.json
-	@if [ -f bench/raft_bench.py ]; then $(PY) bench/raft_bench.py --json bench/results/raft.json; fi
+	$(PY) bench/raft_bench.py --json bench/results/raft.json
+	$(PY) bench/broker_bench.py --json bench/results/broker.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
