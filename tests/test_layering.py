@@ -29,6 +29,8 @@ PURE_MODULES = {
     "zlog/shm_segments/ring_layout.py", "zlog/shm_segments/retention.py",
     "zlog/shm_segments/varint.py", "zlog/errors.py", "zlog/limits.py",
     "zlog/raft/codec.py", "zlog/raft/fsm.py", "zlog/raft/proposals.py",
+    "zlog/raft/state.py", "zlog/raft/replication.py", "zlog/raft/election.py",
+    "zlog/raft/progress.py", "zlog/raft/errors.py",
     "zlog/broker/metadata.py", "zlog/broker/controller.py", "zlog/broker/topics.py",
     "zlog/broker/control.py", "zlog/broker/partition.py", "zlog/broker/producer_state.py",
     "zlog/broker/fetch_waiters.py",

@@ -227,7 +227,7 @@ class Cluster:
         node = self.nodes[node_id]
         for _ in range(3):  # a lost round (others already voted this term) moves the term on
             for other in sorted(self.nodes):  # let every follower forget the old leader
-                if other != node_id:
+                if other != node_id and self.nodes[other].role != "leader":
                     self.nodes[other]._election_elapsed = self.cfg.election_ticks
                     self.nodes[other]._leader = None
             node.campaign()

@@ -573,3 +573,35 @@ def test_lower_term_vote_gets_current_term_back() -> None:
     assert answer.term == 2
     c.step(answer)
     assert (c[3].role, c[3].term) == ("follower", 2)
+
+
+def test_deposed_leader_without_check_quorum_serves_no_stale_read() -> None:
+    """ReadIndex (dissertation 6.4) is safe without any clock or check-quorum: a leader cut
+    off with a minority still believes it leads, but no quorum echoes its heartbeat, so a
+    read it accepts after the majority committed newer blocks is never answered."""
+    c = Cluster([1, 2, 3, 4, 5], cfg=PLAIN)
+    c.elect(1)
+    c.tick([1])
+    c.stabilize()
+    c.partition([1, 2], [3, 4, 5])
+    c.elect(3)
+    c.propose(3, b"newer")
+    c.stabilize()
+    c.tick([3])
+    c.stabilize()
+    assert c[3].commit.height > c[1].commit.height
+    assert c[1].role == "leader", "without check-quorum it does not know it was deposed"
+    c.checker.read_requested(b"stale?")
+    c[1].read_index(b"stale?")
+    c.drain(1)
+    for _ in range(3):
+        c.tick([1, 2])
+        c.stabilize()
+    assert c.read_states[1] == [], "no quorum echoed: no answer"
+    c.heal()
+    c.tick([3])
+    c.stabilize()
+    c.tick([1])
+    c.stabilize()
+    assert c[1].role == "follower"
+    assert c.read_states[1] == []
