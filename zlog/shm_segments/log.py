@@ -113,7 +113,7 @@ class PartitionLog:
             )
             self.recovered_bytes_dropped = dropped
             self._segments = [active]
-            self._lazy_bases = bases
+            self._lazy_bases = list(bases)  # a copy: rolls append to `_bases`, never to this
         self._bases = bases
 
     def _materialize(self) -> list[Segment]:

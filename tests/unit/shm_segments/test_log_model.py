@@ -118,7 +118,7 @@ def _fields(config: LogConfig) -> dict[str, object]:
 
 
 LogModel.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None,
+    max_examples=200, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestLogModel = LogModel.TestCase

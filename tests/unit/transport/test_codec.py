@@ -1,7 +1,7 @@
 """Every message type survives encode -> decode unchanged, and the bytes are the protocol's.
 
 docs/protocol.md is the contract; the byte-level tests below spell out its structs by hand so
-a change to the codec that drifts from the page fails here, not in a colleague's broker.
+a change to the codec that drifts from the page fails here, not in the broker.
 """
 
 from __future__ import annotations
