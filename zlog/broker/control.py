@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -33,7 +33,7 @@ from zlog.broker import metadata as commands
 from zlog.broker.config import BrokerConfig
 from zlog.broker.controller import TopicPartition, place_replicas
 from zlog.broker.metadata import ClusterState, TopicInfo
-from zlog.broker.topics import validate_new_topic, validate_topic_name
+from zlog.broker.topics import check_no_collision, validate_client_topic_name, validate_new_topic
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS, SUPPORTED_VERSIONS, ApiKey
@@ -161,7 +161,7 @@ class ControlPlane:
             if topic is not None:
                 topics.append(self._topic_metadata(topic))
             else:
-                topics.append(self._missing_topic(name))
+                topics.append(self._missing_topic(name, state.topics))
         return wire.MetadataResponseV0(
             state.cluster_id, self._controller_id(), self._brokers(state), tuple(topics)
         )
@@ -179,13 +179,14 @@ class ControlPlane:
             ))
         return wire.TopicMetadata(topic.name, 0, "", dict(topic.configs), tuple(partitions))
 
-    def _missing_topic(self, name: str) -> wire.TopicMetadata:
+    def _missing_topic(self, name: str, state_topics: Iterable[str]) -> wire.TopicMetadata:
         """UNKNOWN_TOPIC_OR_PARTITION, or (auto_create_topics) create it and say "soon"."""
         if not self.config.auto_create_topics:
             return wire.TopicMetadata(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                       f"no topic {name!r}")
         try:
-            validate_topic_name(name)
+            validate_client_topic_name(name)
+            check_no_collision(name, state_topics)
         except ZlogError as error:
             return wire.TopicMetadata(name, int(error.code), error.message)
         if name not in self._auto_creating:
@@ -225,6 +226,7 @@ class ControlPlane:
         waiting = _Waiting(identity, header, ApiKey.CREATE_TOPICS, {}, set(),
                            self._clock_ms() + control_request_timeout_ms)
         specs: list[wire.TopicSpec] = []
+        accepted: list[wire.TopicSpec] = []  # valid so far, validate_only or not
         name_counts = Counter(spec.name for spec in request.topics)
         for spec in request.topics:
             if name_counts[spec.name] > 1:  # as Kafka: neither copy is created
@@ -240,10 +242,12 @@ class ControlPlane:
                 if spec.name in state.topics or spec.name in state.deleting:
                     raise ZlogError(ErrorCode.TOPIC_ALREADY_EXISTS,
                                     f"topic {spec.name!r} already exists")
+                check_no_collision(spec.name, [*state.topics, *(s.name for s in accepted)])
             except ZlogError as error:
                 waiting.results[spec.name] = wire.TopicResult(spec.name, int(error.code),
                                                               error.message)
                 continue
+            accepted.append(spec)
             if request.validate_only:
                 waiting.results[spec.name] = wire.TopicResult(spec.name, 0, "")
             else:

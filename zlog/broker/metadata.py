@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from zlog.broker.topics import validate_topic_name
+from zlog.broker.topics import colliding_topic, validate_topic_name
 from zlog.errors import ErrorCode, ZlogError
 
 producer_ids_per_command_max: Final = 1_000_000
@@ -223,6 +223,11 @@ def _create_topic(state: ClusterState, command: Mapping[str, Any]) -> _Result:
     if name in state.deleting:
         raise _BadCommand(
             ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} is marked for deletion"
+        )
+    other = colliding_topic(name, state.topics)
+    if other is not None:  # checked before proposing too; here it also settles races
+        raise _BadCommand(
+            ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {name!r} collides with topic {other!r}"
         )
     count = _int(command, "partitions", minimum=1)
     factor = _int(command, "replication_factor", minimum=1)

@@ -27,8 +27,8 @@ from typing import Final, Protocol
 from zlog.broker.fetch_waiters import EntryRead
 from zlog.broker.producer_state import ProducerBatch, ProducerStateTable
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import Buffer, validate_batch
-from zlog.shm_segments.batch_fast import parse_batch
+from zlog.shm_segments.batch import Buffer, validate_batch, verify_crc
+from zlog.shm_segments.batch_fast import BatchView, parse_batch
 
 VALID_ACKS: Final = frozenset({0, 1, -1})
 ACKS_ALL: Final = -1
@@ -239,8 +239,11 @@ class Partition:
             raise ZlogError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
         if header.is_transactional:
             raise ZlogError(ErrorCode.INVALID_RECORD, "zlog does not support transactions")
-        if self.compacted:
-            self._check_keys(batch)
+        parsed = self._parse_records(batch)
+        if self.compacted and bool((parsed.key_lengths < 0).any()):
+            raise ZlogError(
+                ErrorCode.INVALID_RECORD, "a compacted topic does not accept records without a key"
+            )
         producer = ProducerBatch.from_header(header)
         if producer.is_idempotent:
             duplicate_offset = self.producers.check(producer)
@@ -253,13 +256,19 @@ class Partition:
         return base_offset, base_offset + header.last_offset_delta + 1, header.size_bytes
 
     @staticmethod
-    def _check_keys(batch: Buffer) -> None:
-        """A compacted topic keeps the latest record per key, so every record needs one."""
-        parsed = parse_batch(batch, check_crc=True)
-        if bool((parsed.key_lengths < 0).any()):
-            raise ZlogError(
-                ErrorCode.INVALID_RECORD, "a compacted topic does not accept records without a key"
-            )
+    def _parse_records(batch: Buffer) -> BatchView:
+        """Decode every record's framing (numpy, no Python loop per record) before storing.
+
+        A batch whose CRC is right but whose records are garbage would otherwise be stored and
+        then fail every consumer that reaches it, forever (catalogue row 8). A wrong CRC keeps
+        its own answer, CORRUPT_MESSAGE, even when the records also fail to parse; the CRC of
+        a good batch is checked once, later, on the ring's cache-hot copy.
+        """
+        try:
+            return parse_batch(batch, check_crc=False)
+        except ZlogError:
+            verify_crc(batch)
+            raise
 
     def _committed_after_append(
         self, hw_before: int, end_before: int, appended_bytes: int

@@ -3,7 +3,9 @@
 Pure: the supervisor checks a request here before proposing it to the metadata log, so a bad
 request costs no Raft round trip and gets Kafka's error code with a readable message:
 
-    INVALID_TOPIC_EXCEPTION (17)     name outside [a-zA-Z0-9._-], empty, too long, "." or ".."
+    INVALID_TOPIC_EXCEPTION (17)     name outside [a-zA-Z0-9._-], empty, too long, "." or "..";
+                                     for a client also the reserved "__" prefix, and a name
+                                     that differs from an existing one only by "." versus "_"
     INVALID_PARTITIONS (37)          fewer than 1 partition, or more than we bound
     INVALID_REPLICATION_FACTOR (38)  fewer than 1, or more than the live brokers
     INVALID_CONFIG (40)              a key outside TOPIC_CONFIG_KEYS, or a value LogConfig refuses
@@ -15,7 +17,7 @@ worker assignment), so the Kafka-protocol listener can pass them through unchang
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from zlog import limits
@@ -45,6 +47,8 @@ TOPIC_CONFIG_KEYS: Final = frozenset(
 min.insync.replicas belongs to replication (acks=all), so it is checked here on its own."""
 
 MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
+INTERNAL_TOPIC_PREFIX: Final = "__"
+"""Names zlog keeps for its own topics (`__consumer_offsets`); clients may not create them."""
 
 _NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -66,6 +70,39 @@ def validate_topic_name(name: object) -> str:
             f"topic name {name!r} has characters outside [a-zA-Z0-9._-]",
         )
     return name
+
+
+def validate_client_topic_name(name: object) -> str:
+    """A name a client may create: valid, and outside the internal topics' `__` namespace."""
+    checked = validate_topic_name(name)
+    if checked.startswith(INTERNAL_TOPIC_PREFIX):
+        raise ZlogError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic names starting with {INTERNAL_TOPIC_PREFIX!r} are reserved for zlog's "
+            "internal topics",
+        )
+    return checked
+
+
+def colliding_topic(name: str, existing: Iterable[str]) -> str | None:
+    """An existing topic whose name differs from `name` only by "." versus "_" (Kafka's rule:
+    such names would share metric names), or None."""
+    key = name.replace(".", "_")
+    for other in existing:
+        if other != name and other.replace(".", "_") == key:
+            return other
+    return None
+
+
+def check_no_collision(name: str, existing: Iterable[str]) -> None:
+    """INVALID_TOPIC_EXCEPTION if `name` collides with one of `existing`."""
+    other = colliding_topic(name, existing)
+    if other is not None:
+        raise ZlogError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic {name!r} collides with the existing topic {other!r}: names may not differ "
+            "only by '.' versus '_'",
+        )
 
 
 def validate_partitions(partitions: object) -> int:
@@ -156,7 +193,7 @@ def validate_new_topic(
     base: LogConfig | None = None,
 ) -> tuple[str, int, int, dict[str, str]]:
     """One CreateTopics entry, checked in Kafka's order: name, partitions, RF, configs."""
-    checked_name = validate_topic_name(name)
+    checked_name = validate_client_topic_name(name)
     checked_partitions = validate_partitions(partitions)
     checked_factor = validate_replication_factor(replication_factor, live_brokers)
     checked_configs = normalize_topic_configs(configs)

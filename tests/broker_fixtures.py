@@ -1,0 +1,237 @@
+"""A real `zlog serve` for fault tests: start, kill -9, restart on the same data dir.
+
+The integration tests (`tests/integration/test_serve.py`, `test_client_broker.py`) keep their
+own private helpers; this is the shared one for `tests/fault/`. Everything waits on a condition
+with a deadline (`tests.waiting.wait_until`), never on a bare sleep.
+
+    with broker_process(log_dir, workers=2) as broker:
+        broker.endpoint            # the control endpoint, tcp://127.0.0.1:<free port>
+        broker.data_endpoint(topic, partition)
+        broker.kill_all()          # SIGKILL the supervisor and every worker
+        broker.start()             # again, on the same data and ring directories
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import psutil
+
+from tests.waiting import wait_until
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.messages import (
+    ApiVersionsRequestV0,
+    ApiVersionsResponseV0,
+    MetadataRequestV0,
+    MetadataResponseV0,
+)
+from zlog.transport.rpc import RpcClient
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT_S = 30.0  # generous: CI machines are shared
+CALL_TIMEOUT_MS = 10_000
+LOG_TAIL_CHARS = 6_000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class BrokerProcess:
+    """`python -m zlog.cli serve` with private data and ring dirs that outlive restarts."""
+
+    def __init__(self, workers: int = 2, extra_args: Sequence[str] = ()) -> None:
+        # Short paths: the supervisor keeps an ipc socket in the data dir.
+        self.directory = Path(tempfile.mkdtemp(prefix="zf-", dir="/tmp"))
+        shm_base = "/dev/shm" if Path("/dev/shm").is_dir() else None
+        self.ring_dir = Path(tempfile.mkdtemp(prefix="zf-ring-", dir=shm_base))
+        self.data_dir = self.directory / "data"
+        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.workers = workers
+        self.extra_args = tuple(extra_args)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.runs = 0
+
+    # -- processes ----------------------------------------------------------------------------
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / f"broker-{self.runs}.log"
+
+    def start(self) -> None:
+        """Start (or restart) the broker and wait until it answers; the same dirs every run."""
+        assert self.process is None, "already running"
+        self.runs += 1
+        command = [sys.executable, "-m", "zlog.cli", "serve",
+                   "--data-dir", str(self.data_dir), "--listen", self.endpoint,
+                   "--workers", str(self.workers), "--ring-dir", str(self.ring_dir),
+                   "--worker-heartbeat-timeout-ms", "5000", "--worker-restart-backoff-initial-ms",
+                   "50", *self.extra_args]
+        environ = {key: value for key, value in os.environ.items()
+                   if key != "NOTIFY_SOCKET" and not key.startswith("ZLOG_")}
+        environ["PYTHONUNBUFFERED"] = "1"
+        with self.log_path.open("wb") as log_file:
+            self.process = subprocess.Popen(command, cwd=REPO_ROOT, env=environ,
+                                            stdout=log_file, stderr=subprocess.STDOUT)
+        self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Until the control endpoint answers ApiVersions and Metadata, and every worker runs."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            assert self.process.poll() is None, f"the broker exited:\n{self.log_tail()}"
+            with RpcClient(self.endpoint) as rpc:
+                try:
+                    versions = rpc.call(ApiVersionsRequestV0(), 200)
+                    metadata = rpc.call(MetadataRequestV0(None), 1000)
+                except ZlogError:
+                    continue
+            if (isinstance(versions, ApiVersionsResponseV0)
+                    and isinstance(metadata, MetadataResponseV0)
+                    and len(self.worker_pids()) == self.workers):
+                return
+        raise AssertionError(f"the broker did not get ready in {START_TIMEOUT_S}s:\n"
+                             f"{self.log_tail()}")
+
+    @property
+    def supervisor_pid(self) -> int:
+        assert self.process is not None, "not running"
+        return self.process.pid
+
+    def worker_pids(self) -> list[int]:
+        """The supervisor's live children (workers run in their own process groups)."""
+        if self.process is None:
+            return []
+        try:
+            children = psutil.Process(self.process.pid).children()
+        except psutil.NoSuchProcess:
+            return []
+        alive = []
+        for child in children:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if child.status() != psutil.STATUS_ZOMBIE:  # killed, not yet reaped
+                    alive.append(child.pid)
+        return sorted(alive)
+
+    def worker_pid_for(self, data_endpoint: str) -> int:
+        """The pid of the worker listening on `data_endpoint` (tcp://host:port)."""
+        port = int(data_endpoint.rsplit(":", 1)[1])
+        for pid in self.worker_pids():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                for connection in psutil.Process(pid).net_connections(kind="tcp"):
+                    if connection.status == psutil.CONN_LISTEN and connection.laddr.port == port:
+                        return pid
+        raise AssertionError(f"no worker listens on {data_endpoint}")
+
+    def kill_worker(self, pid: int) -> None:
+        assert pid in self.worker_pids(), (pid, self.worker_pids())
+        os.kill(pid, signal.SIGKILL)
+
+    def kill_all(self) -> None:
+        """kill -9 of the whole broker: the supervisor and each worker (own process groups).
+
+        The supervisor is frozen first so that it cannot start a replacement worker between
+        the listing of its children and the kills.
+        """
+        assert self.process is not None, "not running"
+        supervisor = psutil.Process(self.process.pid)
+        supervisor.suspend()
+        workers = supervisor.children(recursive=True)
+        for worker in workers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                worker.kill()
+        supervisor.kill()
+        self.process.wait(START_TIMEOUT_S)
+        psutil.wait_procs(workers, timeout=START_TIMEOUT_S)
+        self.process = None
+
+    def stop(self) -> int:
+        """SIGTERM and wait for the graceful stop; the exit status."""
+        assert self.process is not None, "not running"
+        self.process.send_signal(signal.SIGTERM)
+        status = self.process.wait(START_TIMEOUT_S)
+        self.process = None
+        return status
+
+    def close(self, keep_logs_in: Path | None = None) -> None:
+        """Kill whatever still runs, keep the logs (for a failing test), remove the dirs."""
+        if self.process is not None:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                self.kill_all()
+            self.process = None
+        if keep_logs_in is not None:
+            for path in self.directory.glob("broker-*.log"):
+                with contextlib.suppress(OSError):
+                    shutil.copy(path, keep_logs_in / path.name)
+        shutil.rmtree(self.directory, ignore_errors=True)
+        shutil.rmtree(self.ring_dir, ignore_errors=True)
+
+    def log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+        except OSError:
+            return "(no log)"
+
+    def log_text(self) -> str:
+        """Every run's log, oldest first."""
+        parts = []
+        for run in range(1, self.runs + 1):
+            path = self.directory / f"broker-{run}.log"
+            with contextlib.suppress(OSError):
+                parts.append(path.read_text(errors="replace"))
+        return "".join(parts)
+
+    # -- metadata -----------------------------------------------------------------------------
+
+    def metadata(self, topics: Sequence[str] | None) -> MetadataResponseV0:
+        with RpcClient(self.endpoint) as rpc:
+            response = rpc.call(MetadataRequestV0(None if topics is None else tuple(topics)),
+                                CALL_TIMEOUT_MS)
+        assert isinstance(response, MetadataResponseV0)
+        return response
+
+    def served_endpoints(self, topic: str) -> dict[int, str]:
+        """partition -> data endpoint, for the partitions a worker serves right now."""
+        (found,) = self.metadata([topic]).topics
+        return {p.partition: p.endpoint for p in found.partitions
+                if p.error_code == ErrorCode.NONE and p.endpoint}
+
+    def data_endpoint(self, topic: str, partition: int) -> str:
+        """The data endpoint of the worker serving `partition` (waits for one)."""
+        found: dict[int, str] = {}
+
+        def served() -> bool:
+            found.update(self.served_endpoints(topic))
+            return partition in found
+
+        wait_until(served, START_TIMEOUT_S, interval_s=0.02,
+                   what=f"a worker serving {topic}-{partition}")
+        return found[partition]
+
+
+@contextlib.contextmanager
+def broker_process(keep_logs_in: Path | None = None, *, workers: int = 2,
+                   extra_args: Sequence[str] = ()) -> Iterator[BrokerProcess]:
+    """A started broker, killed and removed afterwards (its logs copied to `keep_logs_in`)."""
+    broker = BrokerProcess(workers, extra_args)
+    try:
+        broker.start()
+        yield broker
+    finally:
+        if broker.process is not None and broker.process.poll() is None:
+            print(f"\n--- broker log (tail) ---\n{broker.log_tail()}")
+        broker.close(keep_logs_in)
