@@ -20,6 +20,7 @@ the worker. The module is pure: no clocks, files or sockets.
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Final
@@ -183,6 +184,36 @@ class ProducerStateTable:
         while len(self._entries) > self._producers_max:
             self._entries.popitem(last=False)
         assert len(entry.batches) <= CACHED_BATCHES
+
+    def to_snapshot(self, log_offset: int) -> bytes:
+        """The table as it stands after every batch below `log_offset`, for a restart."""
+        producers = [
+            [pid, entry.epoch, [[b.first_sequence, b.last_sequence, b.base_offset]
+                                for b in entry.batches]]
+            for pid, entry in self._entries.items()
+        ]
+        return json.dumps({"version": 1, "log_offset": log_offset, "producers": producers},
+                          separators=(",", ":")).encode()
+
+    @classmethod
+    def from_snapshot(
+        cls, data: bytes, producers_max: int = PRODUCERS_PER_PARTITION_MAX
+    ) -> tuple[ProducerStateTable, int]:
+        """The table and log offset a snapshot holds; ValueError if it is not one."""
+        try:
+            document = json.loads(data)
+            if document.get("version") != 1:
+                raise ValueError("unknown producer snapshot version")
+            table = cls(producers_max)
+            for pid, epoch, batches in document["producers"]:
+                entry = ProducerEntry(int(epoch))
+                for first, last, base in batches[-CACHED_BATCHES:]:
+                    entry.batches.append(CachedBatch(int(first), int(last), int(base)))
+                if entry.batches:
+                    table._entries[int(pid)] = entry
+            return table, int(document["log_offset"])
+        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as error:
+            raise ValueError(f"not a producer snapshot: {error}") from None
 
     def rebuild(self, batches: list[tuple[ProducerBatch, int]]) -> None:
         """Forget everything, then observe the (batch, base offset) pairs of the log, in order."""

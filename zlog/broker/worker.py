@@ -231,6 +231,7 @@ class Worker:
             self._next_tick_ms = now_ms + self.host.tick_interval_ms()
         if now_ms >= self._next_retention_ms:
             self.host.enforce_retention()
+            self.host.save_producer_states()
             self._next_retention_ms = now_ms + RETENTION_INTERVAL_MS
         if now_ms >= self._next_compaction_ms:
             self.host.start_compactions()

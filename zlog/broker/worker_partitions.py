@@ -2,9 +2,10 @@
 
 This is the I/O half of ownership (`partition.py` is the pure half). Opening a partition opens
 its `PartitionLog`, which replays the shared-memory ring a killed predecessor left behind, so
-every batch that predecessor acknowledged is back; then the idempotent-producer table is rebuilt
-from the batches of the log's last two segments, so a producer's retry after the restart is
-still recognised as a retry.
+every batch that predecessor acknowledged is back; then the idempotent-producer table is loaded
+from its snapshot (written every few seconds and at close) and brought up to date from the
+batches after the snapshot's offset (without a snapshot: the log's last two segments), so a
+producer's retry after the restart is still recognised as a retry.
 
 Upkeep runs on the worker's thread (ticks for flush.ms, retention), except key compaction,
 which runs on one background thread: `compact()` reads and rewrites only sealed segments and
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -34,7 +36,7 @@ from zlog.broker.topics import (
 )
 from zlog.clock import Clock
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import read_header
+from zlog.shm_segments.batch import BatchHeader, read_header
 from zlog.shm_segments.compaction import CompactionStats, compact
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
@@ -56,6 +58,7 @@ class HostedPartition:
     partition: Partition
     log: PartitionLog
     compaction: Future[CompactionStats] | None = None
+    producer_snapshot_offset: int = -1  # the log end at the last producer snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +133,7 @@ class PartitionHost:
             ring_dir=self.ring_dir, clock=self.clock,
         )
         try:
-            producers = ProducerStateTable()
-            producers.rebuild(recent_producer_batches(partition_log))
+            producers = load_producer_state(partition_log)
         except BaseException:
             partition_log.close()
             raise
@@ -176,6 +178,7 @@ class PartitionHost:
         if delete:
             hosted.log.delete()
         else:
+            save_producer_state(hosted)
             hosted.log.close()
         log.info("%s %s-%d", "deleted" if delete else "closed", tp[0], tp[1])
         return True
@@ -205,6 +208,14 @@ class PartitionHost:
                 hosted.log.tick()
             except Exception:
                 log.exception("tick of %s-%d failed", tp[0], tp[1])
+
+    def save_producer_states(self) -> None:
+        """Snapshot each partition's producer table that changed since its last snapshot."""
+        for tp, hosted in self.hosted.items():
+            try:
+                save_producer_state(hosted)
+            except Exception:
+                log.exception("producer snapshot of %s-%d failed", tp[0], tp[1])
 
     def enforce_retention(self) -> None:
         for tp, hosted in self.hosted.items():
@@ -248,6 +259,55 @@ def _report_compaction(future: Future[CompactionStats]) -> None:
     error = future.exception()
     if error is not None:
         log.error("compaction failed", exc_info=error)
+
+
+PRODUCER_SNAPSHOT_FILE: Final = "producer-state.snapshot"
+
+
+def save_producer_state(hosted: HostedPartition) -> None:
+    """Write the table atomically, tagged with the log end it reflects (skipped if unchanged)."""
+    partition_log = hosted.log
+    end = partition_log.log_end_offset
+    if hosted.producer_snapshot_offset == end:
+        return
+    path = partition_log.directory / PRODUCER_SNAPSHOT_FILE
+    temporary = path.with_suffix(".tmp")
+    temporary.write_bytes(hosted.partition.producers.to_snapshot(end))
+    os.replace(temporary, path)
+    hosted.producer_snapshot_offset = end
+
+
+def load_producer_state(partition_log: PartitionLog) -> ProducerStateTable:
+    """The snapshot, then every idempotent batch after it; without one, the last segments.
+
+    A snapshot taken at or before the log end is good: batches below its offset are in it,
+    batches from its offset on are read back from the log. One that claims more than the log
+    holds (the log was truncated since) is ignored.
+    """
+    path = partition_log.directory / PRODUCER_SNAPSHOT_FILE
+    try:
+        producers, offset = ProducerStateTable.from_snapshot(path.read_bytes())
+    except (FileNotFoundError, ValueError):
+        producers, offset = ProducerStateTable(), -1
+    if not partition_log.log_start_offset <= offset <= partition_log.log_end_offset:
+        producers = ProducerStateTable()
+        producers.rebuild(recent_producer_batches(partition_log))
+        return producers
+    if offset < partition_log.log_end_offset:
+        for chunk in partition_log.read(offset, 1 << 62):
+            for header in _headers(chunk):
+                if header.producer_id >= 0 and header.base_offset >= offset:
+                    producers.observe(ProducerBatch.from_header(header), header.base_offset)
+    return producers
+
+
+def _headers(chunk: memoryview) -> list[BatchHeader]:
+    headers, position = [], 0
+    while position < len(chunk):
+        header = read_header(chunk, position)
+        headers.append(header)
+        position += header.size_bytes
+    return headers
 
 
 def recent_producer_batches(partition_log: PartitionLog) -> list[tuple[ProducerBatch, int]]:
