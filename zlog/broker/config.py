@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
+from zlog import limits
 from zlog.broker.topics import TOPIC_CONFIG_KEYS, validate_topic_configs
 from zlog.errors import ZlogError
 from zlog.shm_segments.log_config import LogConfig
@@ -63,6 +64,10 @@ class BrokerConfig:
     """Partition worker processes (default: the CPU count); partitions are spread over them."""
     ring_dir: Path | None = None
     """Where the shared-memory rings live; None: /dev/shm/zlog-<hash of the data dir>."""
+    ring_bytes: int = limits.ring_size_bytes_default
+    """Capacity of each partition's shared-memory ring (bytes)."""
+    ring_flush_bytes: int = 0
+    """Flush a ring into its segment once this much is pending; 0: after every append."""
     auto_create_topics: bool = False
     """Create a topic that Metadata asks for and that does not exist (Kafka's auto.create)."""
     default_partitions: int = 1
@@ -87,6 +92,8 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         assert self.node_id >= 0
         assert 1 <= self.workers <= workers_max
+        if self.ring_flush_bytes >= self.ring_bytes:
+            raise ConfigError("ring_flush_bytes must be smaller than ring_bytes")
 
     @property
     def topic_defaults_map(self) -> dict[str, str]:
@@ -186,6 +193,8 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "data_port_range": _to_port_range,
     "workers": _to_int(1, workers_max),
     "ring_dir": _to_optional_path,
+    "ring_bytes": _to_int(limits.ring_size_bytes_min, 2**31 - 1),
+    "ring_flush_bytes": _to_int(0, 2**31 - 1),
     "auto_create_topics": _to_bool,
     "default_partitions": _to_int(1, 65_536),
     "default_replication_factor": _to_int(1, 32),

@@ -144,6 +144,7 @@ class Supervisor:
                 backoff_initial_ms=config.worker_restart_backoff_initial_ms,
                 backoff_max_ms=config.worker_restart_backoff_max_ms,
                 worker_module=self.worker_module,
+                ring_bytes=config.ring_bytes, ring_flush_bytes=config.ring_flush_bytes,
             ),
             self._context,
             on_assigned=self.control.partition_assigned,

@@ -43,6 +43,7 @@ from typing import Any, Final
 
 import zmq
 
+from zlog import limits
 from zlog.broker.controller import TopicPartition, place_on_workers
 
 log = logging.getLogger("zlog.broker.workers")
@@ -122,6 +123,8 @@ class WorkerSettings:
     backoff_initial_ms: int
     backoff_max_ms: int
     worker_module: str = "zlog.broker.worker"
+    ring_bytes: int = limits.ring_size_bytes_default
+    ring_flush_bytes: int = 0
 
 
 def supervisor_endpoint(data_dir: Path) -> str:
@@ -186,6 +189,8 @@ class WorkerPool:
             "--ring-dir", str(settings.ring_dir),
             "--host", settings.host,
             "--log-level", settings.log_level,
+            "--ring-bytes", str(settings.ring_bytes),
+            "--ring-flush-bytes", str(settings.ring_flush_bytes),
         ]
         if settings.port_range is not None:
             command += ["--port-range", f"{settings.port_range[0]}-{settings.port_range[1]}"]
