@@ -103,6 +103,7 @@ class Partition:
         replicas: ReplicaSet | None = None,
         compacted: bool = False,
         producers: ProducerStateTable | None = None,
+        timestamp_difference_max_ms: int = -1,
     ) -> None:
         assert partition >= 0 and topic
         self.topic, self.partition = topic, partition
@@ -112,6 +113,7 @@ class Partition:
         self.replicas = replicas or ReplicaSet.single()
         self.compacted = compacted
         self.producers = producers or ProducerStateTable()
+        self.timestamp_difference_max_ms = timestamp_difference_max_ms  # -1: not checked
         self._follower_end_offsets: dict[int, int] = {}
         self._high_watermark = log.log_start_offset
         self._high_watermark = self._computed_high_watermark()
@@ -182,8 +184,13 @@ class Partition:
 
     # ------------------------------------------------------------------ produce
 
-    def produce(self, batches: Sequence[Buffer], acks: int) -> ProduceOutcome:
-        """Append an entry's batches in order; the outcome says what to answer."""
+    def produce(
+        self, batches: Sequence[Buffer], acks: int, now_ms: int | None = None
+    ) -> ProduceOutcome:
+        """Append an entry's batches in order; the outcome says what to answer.
+
+        `now_ms` (wall clock) is needed only when the topic bounds record timestamps.
+        """
         assert acks in VALID_ACKS, acks
         start = self.log.log_start_offset
         refusal = self._refusal(batches, acks)
@@ -195,7 +202,7 @@ class Partition:
         failure: ZlogError | None = None
         for batch in batches:
             try:
-                base_offset, next_offset, size_bytes = self._append_one(batch)
+                base_offset, next_offset, size_bytes = self._append_one(batch, now_ms)
             except ZlogError as error:
                 failure = error
                 break
@@ -232,7 +239,7 @@ class Partition:
             )
         return None
 
-    def _append_one(self, batch: Buffer) -> tuple[int, int, int]:
+    def _append_one(self, batch: Buffer, now_ms: int | None) -> tuple[int, int, int]:
         """Append (or deduplicate) one batch: (base offset, next offset, bytes appended)."""
         header = validate_batch(batch, strict=True, check_crc=False)
         if header.is_control:
@@ -240,6 +247,8 @@ class Partition:
         if header.is_transactional:
             raise ZlogError(ErrorCode.INVALID_RECORD, "zlog does not support transactions")
         parsed = self._parse_records(batch)
+        if self.timestamp_difference_max_ms >= 0 and now_ms is not None:
+            self._check_timestamps(parsed, now_ms)
         if self.compacted and bool((parsed.key_lengths < 0).any()):
             raise ZlogError(
                 ErrorCode.INVALID_RECORD, "a compacted topic does not accept records without a key"
@@ -254,6 +263,18 @@ class Partition:
             self.producers.record(producer, base_offset)
         assert self.log.log_end_offset >= base_offset + header.record_count
         return base_offset, base_offset + header.last_offset_delta + 1, header.size_bytes
+
+    def _check_timestamps(self, parsed: BatchView, now_ms: int) -> None:
+        """message.timestamp.difference.max.ms: CreateTime may not be too far from now."""
+        stamps = parsed.timestamps_ms
+        earliest, latest = int(stamps.min()), int(stamps.max())
+        limit = self.timestamp_difference_max_ms
+        if now_ms - earliest > limit or latest - now_ms > limit:
+            raise ZlogError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"record timestamps [{earliest}, {latest}] are more than {limit} ms from the "
+                f"broker's clock ({now_ms}); see message.timestamp.difference.max.ms",
+            )
 
     @staticmethod
     def _parse_records(batch: Buffer) -> BatchView:

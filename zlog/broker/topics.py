@@ -41,12 +41,16 @@ TOPIC_CONFIG_KEYS: Final = frozenset(
         "min.insync.replicas",
         "delete.retention.ms",
         "index.interval.bytes",
+        "message.timestamp.difference.max.ms",
     }
 )
-"""The topic configs a client may set. All but min.insync.replicas are LogConfig fields;
-min.insync.replicas belongs to replication (acks=all), so it is checked here on its own."""
+"""The topic configs a client may set. Two are not LogConfig fields and are checked here:
+min.insync.replicas belongs to replication (acks=all), and
+message.timestamp.difference.max.ms to the produce path."""
 
 MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
+TIMESTAMP_DIFFERENCE_MAX_MS: Final = "message.timestamp.difference.max.ms"
+_BROKER_ONLY_CONFIGS: Final = frozenset({MIN_INSYNC_REPLICAS, TIMESTAMP_DIFFERENCE_MAX_MS})
 INTERNAL_TOPIC_PREFIX: Final = "__"
 """Names zlog keeps for its own topics (`__consumer_offsets`); clients may not create them."""
 
@@ -161,10 +165,30 @@ def validate_topic_configs(
     for key in configs:
         if key not in TOPIC_CONFIG_KEYS:
             raise ZlogError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
-    log_configs = {key: value for key, value in configs.items() if key != MIN_INSYNC_REPLICAS}
+    log_configs = {k: v for k, v in configs.items() if k not in _BROKER_ONLY_CONFIGS}
     if MIN_INSYNC_REPLICAS in configs:
         validate_min_insync_replicas(configs[MIN_INSYNC_REPLICAS])
+    if TIMESTAMP_DIFFERENCE_MAX_MS in configs:
+        validate_timestamp_difference_max_ms(configs[TIMESTAMP_DIFFERENCE_MAX_MS])
     return LogConfig.from_topic_configs(log_configs, base)
+
+
+def validate_timestamp_difference_max_ms(text: str | None) -> int:
+    """How far a record's CreateTime may be from the broker's clock; -1 (unset): any."""
+    if text is None:
+        return -1
+    try:
+        value = int(text)
+    except ValueError:
+        raise ZlogError(
+            ErrorCode.INVALID_CONFIG,
+            f"{TIMESTAMP_DIFFERENCE_MAX_MS} must be an integer, not {text!r}",
+        ) from None
+    if value < 0:
+        raise ZlogError(
+            ErrorCode.INVALID_CONFIG, f"{TIMESTAMP_DIFFERENCE_MAX_MS} must be >= 0, not {value}"
+        )
+    return value
 
 
 def validate_min_insync_replicas(text: str) -> int:

@@ -107,7 +107,7 @@ class Worker:
         self.host = PartitionHost(
             options.data_dir, options.ring_dir, base_config=base_config, clock=self.clock
         )
-        self.data_plane = DataPlane(self.host.partitions)
+        self.data_plane = DataPlane(self.host.partitions, clock=self.clock)
         self.unsent_replies = 0
         self._stopping = False
         self._parent_pid = os.getppid()

@@ -34,6 +34,7 @@ from zlog.broker.fetch_waiters import (
     fetch_is_complete,
 )
 from zlog.broker.partition import ACKS_ALL, VALID_ACKS, Partition, ProduceOutcome
+from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.api import DATA_APIS, SUPPORTED_VERSIONS
 from zlog.transport.codec import (
@@ -113,6 +114,7 @@ class DataPlane:
     """
 
     partitions: Mapping[TopicPartition, Partition]
+    clock: Clock = field(default_factory=SystemClock)  # wall time for timestamp bounds
     waiters: FetchWaiters[_ParkedFetch] = field(default_factory=FetchWaiters)
     delayed: list[_DelayedProduce] = field(default_factory=list)
     stats: DataPlaneStats = field(default_factory=DataPlaneStats)
@@ -244,7 +246,7 @@ class DataPlane:
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, _not_here(entry.topic, entry.partition)
             )
         try:
-            return partition.produce(entry.batches, acks)
+            return partition.produce(entry.batches, acks, self.clock.wall_ms())
         except ZlogError as error:
             return ProduceOutcome(error.code, -1, partition.log.log_start_offset, error.message)
         except AssertionError:

@@ -29,8 +29,10 @@ from zlog.broker.partition import Partition, ReplicaSet
 from zlog.broker.producer_state import ProducerBatch, ProducerStateTable
 from zlog.broker.topics import (
     MIN_INSYNC_REPLICAS,
+    TIMESTAMP_DIFFERENCE_MAX_MS,
     normalize_topic_configs,
     validate_min_insync_replicas,
+    validate_timestamp_difference_max_ms,
     validate_topic_configs,
     validate_topic_name,
 )
@@ -125,8 +127,12 @@ class PartitionHost:
         """Open the partition (or take the new epoch and role if it is open already)."""
         config = validate_topic_configs(assignment.configs, self.base_config)
         min_insync = validate_min_insync_replicas(assignment.configs.get(MIN_INSYNC_REPLICAS, "1"))
+        skew_ms = validate_timestamp_difference_max_ms(
+            assignment.configs.get(TIMESTAMP_DIFFERENCE_MAX_MS)
+        )
         if assignment.tp in self.hosted:
             self._reassign(assignment, config, min_insync)
+            self.hosted[assignment.tp].partition.timestamp_difference_max_ms = skew_ms
             return
         partition_log = PartitionLog(
             self.data_dir, assignment.topic, assignment.partition, config,
@@ -142,6 +148,7 @@ class PartitionHost:
             leader_epoch=assignment.leader_epoch, is_leader=assignment.is_leader,
             replicas=ReplicaSet.single(self.local_replica_id, min_insync),
             compacted=config.compacted, producers=producers,
+            timestamp_difference_max_ms=skew_ms,
         )
         self.partitions[assignment.tp] = partition
         self.hosted[assignment.tp] = HostedPartition(partition, partition_log)
@@ -268,8 +275,8 @@ def save_producer_state(hosted: HostedPartition) -> None:
     """Write the table atomically, tagged with the log end it reflects (skipped if unchanged)."""
     partition_log = hosted.log
     end = partition_log.log_end_offset
-    if hosted.producer_snapshot_offset == end:
-        return
+    if hosted.producer_snapshot_offset == end or not len(hosted.partition.producers):
+        return  # unchanged, or no idempotent producer to remember
     path = partition_log.directory / PRODUCER_SNAPSHOT_FILE
     temporary = path.with_suffix(".tmp")
     temporary.write_bytes(hosted.partition.producers.to_snapshot(end))

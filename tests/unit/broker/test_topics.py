@@ -62,6 +62,7 @@ def test_every_allowed_config_is_accepted() -> None:
         "segment.bytes": "1048576", "segment.ms": "60000", "cleanup.policy": "compact",
         "max.message.bytes": "1000", "flush.messages": "1", "flush.ms": "10",
         "min.insync.replicas": "1", "delete.retention.ms": "1000", "index.interval.bytes": "4096",
+        "message.timestamp.difference.max.ms": "60000",
     }
     assert set(values) == TOPIC_CONFIG_KEYS
     config = validate_topic_configs(values)
@@ -78,6 +79,8 @@ def test_every_allowed_config_is_accepted() -> None:
         {"segment.bytes": "1"},  # below Kafka's minimum
         {"cleanup.policy": "shred"},
         {"min.insync.replicas": "0"},
+        {"message.timestamp.difference.max.ms": "-5"},
+        {"message.timestamp.difference.max.ms": "soon"},
         {"min.insync.replicas": "two"},
     ],
 )
