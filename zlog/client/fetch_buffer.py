@@ -14,12 +14,17 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
 from zlog.client.records import ConsumerRecord, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import Buffer, as_byte_view, scan_batches
+from zlog.shm_segments.batch import (
+    Buffer,
+    as_byte_view,
+    scan_batches,
+)
 from zlog.shm_segments.batch_fast import BatchView, parse_batch
 
 
@@ -37,7 +42,8 @@ def batches_from_chunk(chunk: Buffer, position: int, *, check_crc: bool = True) 
     for start, header in found:
         if header.next_offset <= position or header.is_control:
             continue
-        parsed = parse_batch(view[start:start + header.size_bytes], check_crc=False)
+        data = view[start:start + header.size_bytes]
+        parsed = parse_batch(data, check_crc=False)
         trimmed = trim_view(parsed, position)
         if trimmed is not None:
             batches.append(trimmed)
@@ -66,11 +72,17 @@ def trim_view(view: BatchView, first_offset: int) -> BatchView | None:
 
 
 def records_of(tp: TopicPartition, view: BatchView) -> list[ConsumerRecord]:
+    """One ConsumerRecord per record, made straight from the view's columns (no Record first)."""
     topic, partition = tp
-    return [
-        ConsumerRecord(topic, partition, r.offset, r.timestamp_ms, r.key, r.value, r.headers)
-        for r in view.to_records()
-    ]
+    count = len(view)
+    found = view.record_headers
+    headers = (
+        [found.get(index, ()) for index in range(count)] if found else repeat((), count)
+    )
+    return list(map(
+        ConsumerRecord, repeat(topic, count), repeat(partition, count), view.offsets.tolist(),
+        view.timestamps_ms.tolist(), view.keys(), view.values(), headers,
+    ))
 
 
 @dataclass(slots=True)

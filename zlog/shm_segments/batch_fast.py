@@ -52,6 +52,7 @@ from zlog.shm_segments.batch import (
     validate_batch,
     write_header,
 )
+from zlog.shm_segments.batch_small import walk_records
 from zlog.shm_segments.varint import (
     INT64_MAX,
     INT64_MIN,
@@ -418,19 +419,47 @@ class BatchView:
         return pieces
 
 
-def parse_batch(buf: Buffer, *, check_crc: bool = True) -> BatchView:
+WALK_BELOW_RECORDS: Final = 24
+"""Batches of fewer records are walked one record at a time (`batch_small`): below about 30
+records that beats the array passes' fixed cost per batch."""
+
+
+def parse_batch(
+    buf: Buffer, *, check_crc: bool = True, walk_below_records: int | None = None
+) -> BatchView:
     """Validate a batch and decode every record into arrays (rejects what read_records rejects).
 
     `check_crc=False` is only for bytes whose CRC was checked when they entered the log.
+    `walk_below_records` picks the decoder by record count (tests force one or the other).
     """
     view = as_byte_view(buf)
     header = validate_batch(view, strict=False, check_crc=check_crc)
+    limit = WALK_BELOW_RECORDS if walk_below_records is None else walk_below_records
+    if header.record_count < limit:
+        return _walked_view(view, header)
     records = np.frombuffer(uncompressed_records(view, header), np.uint8)
     count = header.record_count
     if records.size < count * RECORD_BYTES_MIN:
         raise _corrupt(f"{count} records cannot fit in {records.size} bytes")
     starts, body_starts = _record_starts(records, count)
     return _decode_fields(records, starts, body_starts, header)
+
+
+def _walked_view(view: memoryview, header: BatchHeader) -> BatchView:
+    section = uncompressed_records(view, header)  # the caller's bytes when uncompressed
+    walked = walk_records(bytes(section), header)
+    return BatchView(
+        header=header,
+        records=np.frombuffer(section, np.uint8),
+        offsets=np.array(walked.offsets, np.int64),
+        timestamps_ms=np.array(walked.timestamps_ms, np.int64),
+        key_starts=np.array(walked.key_starts, np.int64),
+        key_lengths=np.array(walked.key_lengths, np.int64),
+        value_starts=np.array(walked.value_starts, np.int64),
+        value_lengths=np.array(walked.value_lengths, np.int64),
+        header_counts=np.array(walked.header_counts, np.int64),
+        record_headers=walked.record_headers,
+    )
 
 
 # Where records start, and where their bodies (the bytes after the length varint) start.

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from zlog.client.accumulator import (
+    ARRAY_CODEC_RECORDS_MIN,
     BATCH_OVERHEAD_BYTES,
     RECORD_OVERHEAD_BYTES,
     BulkCompletion,
@@ -173,3 +174,19 @@ def test_bulk_completion_fails_on_the_first_error(failing_index: int) -> None:
     assert completion.future.exception() is error
     completion.batch_failed(ZlogError(ErrorCode.CORRUPT_MESSAGE, "second"))  # ignored
     assert completion.future.exception() is error
+
+
+@pytest.mark.parametrize("count", [1, ARRAY_CODEC_RECORDS_MIN - 1, ARRAY_CODEC_RECORDS_MIN])
+def test_small_and_large_chunks_encode_the_same_records(count: int) -> None:
+    """Few records take the general codec, many the array codec; readers see no difference."""
+    rows = np.arange(count * 4, dtype=np.uint8).reshape(count, 4)
+    for values in (rows, [bytes(row) for row in rows]):
+        acc = accumulator(batch_size_bytes=1 << 20)
+        acc.append_chunk(TP, values=values, keys=None, timestamp_ms=77,
+                         completion=BulkCompletion(1), completion_index=0, size_bytes=100,
+                         now_ms=0)
+        encoded = acc.pop_first(TP).encode(Compression.NONE, 7, 2, 40)
+        header = validate_batch(encoded)
+        assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 2, 40)
+        assert [(r.offset, r.value, r.timestamp_ms) for r in read_records(encoded)] == [
+            (i, bytes(row), 77) for i, row in enumerate(rows)]

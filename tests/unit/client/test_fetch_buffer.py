@@ -11,11 +11,22 @@ import struct
 import crc32c
 import pytest
 
-from zlog.client.fetch_buffer import PartitionBuffer, batches_from_chunk, trim_view
+from zlog.client.fetch_buffer import (
+    PartitionBuffer,
+    batches_from_chunk,
+    trim_view,
+)
 from zlog.client.records import TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import Compression, NewRecord, build_batch
-from zlog.shm_segments.batch_fast import build_batch_from_values, parse_batch
+from zlog.shm_segments.batch_fast import (
+    WALK_BELOW_RECORDS,
+    BatchView,
+    build_batch_from_values,
+    parse_batch,
+)
+
+WALK_ALWAYS = 2**31  # decode every batch one record at a time, whatever its size
 
 TP = TopicPartition("t", 3)
 
@@ -96,3 +107,54 @@ def test_take_batches_returns_everything_and_the_next_position() -> None:
     assert views[0].values() == [b"v2"]
     assert position == 6
     assert buffer.take_batches() == ([], None)
+
+
+def _columns(view: BatchView) -> list[list[int]]:
+    return [column.tolist() for column in (
+        view.offsets, view.timestamps_ms, view.key_starts, view.key_lengths, view.value_starts,
+        view.value_lengths, view.header_counts)]
+
+
+@pytest.mark.parametrize("count", [1, 2, WALK_BELOW_RECORDS - 1, WALK_BELOW_RECORDS])
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.LZ4])
+def test_small_batches_decode_as_the_array_parser_does(count: int,
+                                                       compression: Compression) -> None:
+    records = [
+        NewRecord(None if i % 5 == 4 else f"value-{i}".encode(),
+                  key=f"k{i}".encode() if i % 2 else None,
+                  headers=(("h", b"x"), ("n", None)) if i % 3 == 0 else (),
+                  timestamp_ms=2000 + 3 * i)
+        for i in range(count)
+    ]
+    raw = build_batch(records, base_offset=70, compression=compression)
+    expected = parse_batch(raw, walk_below_records=0)
+    small = parse_batch(raw, walk_below_records=WALK_ALWAYS)
+    assert _columns(small) == _columns(expected)
+    assert small.record_headers == expected.record_headers
+    assert small.values() == expected.values() and small.keys() == expected.keys()
+    skip = min(count - 1, 1)
+    [fetched] = batches_from_chunk(raw, 70 + skip)
+    assert [(r.offset, r.key, r.value, r.headers) for r in fetched.to_records()] == [
+        (r.offset, r.key, r.value, r.headers) for r in expected.to_records()][skip:]
+
+
+def test_small_batch_parser_refuses_what_the_array_parser_refuses() -> None:
+    raw = build_batch([NewRecord(b"abc"), NewRecord(b"defgh")])
+    # Every single-byte change of the records section, CRC not checked (as after a scan).
+    for position in range(61, len(raw)):
+        for replacement in (0x00, 0x7F, 0x80, 0xFF):
+            broken = bytearray(raw)
+            broken[position] = replacement
+            try:
+                expected = parse_batch(bytes(broken), check_crc=False, walk_below_records=0)
+            except ZlogError as error:
+                with pytest.raises(ZlogError) as caught:
+                    parse_batch(bytes(broken), check_crc=False, walk_below_records=WALK_ALWAYS)
+                # The walker checks fields in record order, so which complaint comes first
+                # may differ; both are refusals of the batch.
+                assert {caught.value.code, error.code} <= {
+                    ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD}
+            else:
+                small = parse_batch(bytes(broken), check_crc=False,
+                                    walk_below_records=WALK_ALWAYS)
+                assert _columns(small) == _columns(expected)

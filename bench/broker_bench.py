@@ -1,0 +1,543 @@
+"""Broker benchmark: one `zlog serve`, one partition, 100-byte values, acks=1.
+
+One run starts a real broker process (free loopback port, temporary data dir, rings in
+/dev/shm) and measures, each phase in its own client process:
+
+- produce records/s and MB/s with `Producer.send_many` (the fast path: 2-D uint8 arrays of
+  `--chunk` rows), and with the per-record `Producer.send`; the clock runs from the first
+  send to the last acknowledgement (`flush`);
+- consume records/s from the beginning of what the fast produce phase wrote, with
+  `Consumer.poll_batches` (batch level: numpy arrays per batch, each batch's values gathered
+  into one array so the bytes are really read) and with `Consumer.poll` (one ConsumerRecord
+  per record);
+- end-to-end latency at a steady rate (default 5,000 records/s): the producer process sends
+  record i at its scheduled time t0 + i / rate (a late sender catches up at once), the value
+  carries that scheduled time (`time.perf_counter_ns`, CLOCK_MONOTONIC, the same clock in
+  every process of the host), and the consumer process charges each record from its
+  *scheduled* time to its receipt, so a stall counts against every record it delays (no
+  coordinated omission). Percentiles come from an HDR histogram (`hdrhistogram`, 3
+  significant digits) when that package imports, else from numpy over all samples; the JSON
+  says which.
+
+Usage: python bench/broker_bench.py [--json PATH] [--repeat N] [--duration-s S] ...
+`--phase` runs one client phase in this process (how the parent starts its children).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import psutil
+
+REPO_ROOT: Final = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition  # noqa: E402
+from zlog.errors import ZlogError  # noqa: E402
+from zlog.transport.messages import ApiVersionsRequestV0  # noqa: E402
+from zlog.transport.rpc import RpcClient  # noqa: E402
+
+VALUE_BYTES: Final = 100
+STAMP_BYTES: Final = 8
+START_TIMEOUT_S: Final = 30.0
+CALL_TIMEOUT_MS: Final = 10_000
+MB: Final = 1_000_000
+
+
+# ---------------------------------------------------------------------------------- broker
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Broker:
+    """`python -m zlog serve` on a free port with a private data dir and ring dir."""
+
+    def __init__(self, workers: int) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="zb-", dir="/tmp"))
+        shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
+        self.ring_dir = Path(tempfile.mkdtemp(prefix="zb-ring-", dir=shm))
+        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.log_path = self.directory / "broker.log"
+        command = [sys.executable, "-m", "zlog", "serve", "--data-dir",
+                   str(self.directory / "data"), "--listen", self.endpoint,
+                   "--workers", str(workers), "--ring-dir", str(self.ring_dir)]
+        with self.log_path.open("wb") as log_file:
+            self.process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file,
+                                            stderr=subprocess.STDOUT)
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the broker exited:\n{self.log_path.read_text()}")
+            with RpcClient(self.endpoint) as rpc:
+                try:
+                    rpc.call(ApiVersionsRequestV0(), 200)
+                    return
+                except ZlogError:
+                    time.sleep(0.1)
+        raise RuntimeError(f"the broker did not answer within {START_TIMEOUT_S} s")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(START_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        shutil.rmtree(self.ring_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_broker(workers: int) -> Iterator[Broker]:
+    broker = Broker(workers)
+    try:
+        broker.wait_ready()
+        yield broker
+    finally:
+        broker.stop()
+
+
+def create_topic(endpoint: str, name: str) -> None:
+    with Admin(endpoint, request_timeout_ms=CALL_TIMEOUT_MS) as admin:
+        admin.create_topics([NewTopic(name, 1)])
+
+
+# ---------------------------------------------------------------------------------- phases
+
+
+def _producer(args: argparse.Namespace, *, linger_ms: int) -> Producer:
+    return Producer(args.endpoint, acks=1, linger_ms=linger_ms, batch_size=args.batch_size,
+                    compression=args.compression)
+
+
+def phase_produce_many(args: argparse.Namespace) -> dict[str, Any]:
+    """send_many of `--chunk` rows at a time for `--duration-s`, then flush."""
+    rng = np.random.default_rng(1)
+    chunks = [rng.integers(0, 256, size=(args.chunk, VALUE_BYTES), dtype=np.uint8)
+              for _ in range(4)]
+    with _producer(args, linger_ms=args.linger_ms) as producer:
+        producer.send_many(args.topic, chunks[0][:10]).result(30)  # metadata, producer id
+        sent = 0
+        started = time.perf_counter()
+        stop_at = started + args.duration_s
+        futures = []
+        index = 0
+        while time.perf_counter() < stop_at:
+            futures.append(producer.send_many(args.topic, chunks[index % len(chunks)]))
+            sent += args.chunk
+            index += 1
+        producer.flush()
+        elapsed = time.perf_counter() - started
+        for future in futures:
+            future.result(0)  # every batch acknowledged without error
+    return {"records": sent + 10, "measured_records": sent, "elapsed_s": elapsed}
+
+
+def phase_produce_send(args: argparse.Namespace) -> dict[str, Any]:
+    """One `send` per record for `--duration-s`, then flush."""
+    value = bytes(range(VALUE_BYTES))
+    with _producer(args, linger_ms=args.linger_ms) as producer:
+        producer.send(args.topic, value).result(30)
+        sent = 0
+        started = time.perf_counter()
+        stop_at = started + args.duration_s
+        send = producer.send
+        topic = args.topic
+        while True:
+            for _ in range(1000):
+                send(topic, value)
+            sent += 1000
+            if time.perf_counter() >= stop_at:
+                break
+        producer.flush()
+        elapsed = time.perf_counter() - started
+    return {"records": sent + 1, "measured_records": sent, "elapsed_s": elapsed}
+
+
+def _consumer(args: argparse.Namespace, reset: str) -> Consumer:
+    return Consumer(args.endpoint, auto_offset_reset=reset, fetch_max_wait_ms=args.max_wait_ms,
+                    max_partition_fetch_bytes=args.fetch_bytes)
+
+
+def phase_consume_batches(args: argparse.Namespace) -> dict[str, Any]:
+    """poll_batches from the beginning until `--records` records arrived."""
+    tp = TopicPartition(args.topic, 0)
+    checksum = 0
+    with _consumer(args, "earliest") as consumer:
+        consumer.assign([tp])
+        consumer.position(tp)  # ListOffsets outside the clock
+        received = 0
+        started = time.perf_counter()
+        while received < args.records:
+            for _tp, view in consumer.poll_batches(1000):
+                values, _bounds = view.values_concatenated()
+                checksum ^= int(values[-1]) if values.size else 0
+                received += len(view)
+        elapsed = time.perf_counter() - started
+    return {"records": received, "elapsed_s": elapsed, "checksum": checksum}
+
+
+def phase_consume_poll(args: argparse.Namespace) -> dict[str, Any]:
+    """poll() (one ConsumerRecord per record) from the beginning until `--records` arrived."""
+    tp = TopicPartition(args.topic, 0)
+    value_bytes = 0
+    with _consumer(args, "earliest") as consumer:
+        consumer.assign([tp])
+        consumer.position(tp)
+        received = 0
+        started = time.perf_counter()
+        while received < args.records:
+            records = consumer.poll(1000, max_records=args.max_poll_records)
+            for record in records:
+                value_bytes += len(record.value or b"")
+            received += len(records)
+        elapsed = time.perf_counter() - started
+    return {"records": received, "elapsed_s": elapsed, "value_bytes": value_bytes}
+
+
+def phase_latency_produce(args: argparse.Namespace) -> dict[str, Any]:
+    """send() at `--rate` records/s, each value stamped with its scheduled send time."""
+    interval_ns = round(1e9 / args.rate)
+    total = round(args.rate * (args.duration_s + args.warmup_s))
+    padding = bytes(VALUE_BYTES - STAMP_BYTES)
+    late_ns_max = 0
+    with _producer(args, linger_ms=0) as producer:
+        producer.send(args.topic, bytes(VALUE_BYTES)).result(30)  # warm the path
+        Path(args.ready_file).write_text("producer")
+        t0 = time.perf_counter_ns() + 1_000_000
+        cpu_started = time.process_time()
+        for index in range(total):
+            scheduled = t0 + index * interval_ns
+            now = time.perf_counter_ns()
+            if now < scheduled:  # sleep, never spin: a spinning thread holds the GIL
+                time.sleep((scheduled - now) / 1e9)
+                now = time.perf_counter_ns()
+            late_ns_max = max(late_ns_max, now - scheduled)
+            producer.send(args.topic, scheduled.to_bytes(STAMP_BYTES, "little") + padding)
+        producer.flush()
+        cpu_s = time.process_time() - cpu_started
+    return {"records": total, "sender_late_us_max": late_ns_max / 1000,
+            "cpu_us_per_record": cpu_s / total * 1e6}
+
+
+def phase_latency_consume(args: argparse.Namespace) -> dict[str, Any]:
+    """Receive the latency phase's records; latency = receipt - scheduled send time."""
+    tp = TopicPartition(args.topic, 0)
+    expected = round(args.rate * (args.duration_s + args.warmup_s)) + 1  # + the path warm-up
+    warmup = round(args.rate * args.warmup_s)
+    samples: list[np.ndarray] = []
+    received = 0
+    with _consumer(args, "latest") as consumer:
+        consumer.assign([tp])
+        consumer.position(tp)
+        consumer.poll_batches(0)  # the first fetch is parked at the broker
+        Path(args.ready_file).write_text("consumer")
+        deadline = time.monotonic() + args.duration_s + args.warmup_s + 30
+        cpu_started = time.process_time()
+        while received < expected and time.monotonic() < deadline:
+            for _tp, view in consumer.poll_batches(100):
+                now = time.perf_counter_ns()
+                values, _bounds = view.values_concatenated()
+                rows = values.reshape(-1, VALUE_BYTES)[:, :STAMP_BYTES]
+                stamps = np.ascontiguousarray(rows).view("<i8").ravel()
+                samples.append(now - stamps[stamps != 0])  # 0: the record that warms the path
+                received += len(view)
+        cpu_s = time.process_time() - cpu_started
+    latencies_ns = np.concatenate(samples)[warmup:] if samples else np.zeros(0, np.int64)
+    return {"records": received, "expected": expected,
+            "cpu_us_per_record": cpu_s / max(received, 1) * 1e6, **_percentiles(latencies_ns)}
+
+
+def _percentiles(latencies_ns: np.ndarray) -> dict[str, Any]:
+    latencies_us = latencies_ns / 1000
+    result: dict[str, Any] = {"samples": int(latencies_us.size)}
+    if latencies_us.size == 0:
+        return result
+    try:
+        from hdrh.histogram import HdrHistogram
+    except ImportError:
+        points = np.percentile(latencies_us, [50, 99, 99.9])
+        result.update(method="numpy percentiles over all samples",
+                      p50_us=float(points[0]), p99_us=float(points[1]),
+                      p999_us=float(points[2]))
+    else:
+        histogram = HdrHistogram(1, 60_000_000, 3)
+        for value in np.maximum(latencies_us, 1).astype(np.int64).tolist():
+            histogram.record_value(value)
+        result.update(method="hdrhistogram (3 significant digits)",
+                      p50_us=float(histogram.get_value_at_percentile(50)),
+                      p99_us=float(histogram.get_value_at_percentile(99)),
+                      p999_us=float(histogram.get_value_at_percentile(99.9)))
+    result.update(max_us=float(latencies_us.max()), mean_us=float(latencies_us.mean()))
+    return result
+
+
+PHASES: Final = {
+    "produce-many": phase_produce_many,
+    "produce-send": phase_produce_send,
+    "consume-batches": phase_consume_batches,
+    "consume-poll": phase_consume_poll,
+    "latency-produce": phase_latency_produce,
+    "latency-consume": phase_latency_consume,
+}
+
+
+# ---------------------------------------------------------------------------------- driver
+
+
+def _phase_command(args: argparse.Namespace, phase: str, topic: str, endpoint: str,
+                   **extra: object) -> list[str]:
+    command = [sys.executable, str(Path(__file__).resolve()), "--phase", phase,
+               "--endpoint", endpoint, "--topic", topic]
+    for name in ("duration_s", "warmup_s", "rate", "chunk", "batch_size", "linger_ms",
+                 "max_wait_ms", "fetch_bytes", "max_poll_records"):
+        command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    if args.compression:
+        command += ["--compression", args.compression]
+    for name, value in extra.items():
+        command += [f"--{name.replace('_', '-')}", str(value)]
+    return command
+
+
+def run_phase(args: argparse.Namespace, phase: str, topic: str, endpoint: str,
+              **extra: object) -> dict[str, Any]:
+    done = subprocess.run(_phase_command(args, phase, topic, endpoint, **extra),
+                          check=False, capture_output=True, text=True, cwd=REPO_ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"phase {phase} failed ({done.returncode}):\n{done.stderr}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _wait_for_file(path: Path, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not path.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{path.name}: the consumer did not get ready")
+        time.sleep(0.01)
+
+
+def run_latency(args: argparse.Namespace, topic: str, endpoint: str, scratch: Path,
+                broker_pid: int) -> dict[str, Any]:
+    ready = scratch / f"{topic}.consumer-ready"
+    consumer = subprocess.Popen(
+        _phase_command(args, "latency-consume", topic, endpoint, ready_file=ready),
+        stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    try:
+        _wait_for_file(ready, consumer)
+        workers_cpu_started = _cpu_s(broker_pid)
+        produced = run_phase(args, "latency-produce", topic, endpoint,
+                             ready_file=scratch / f"{topic}.producer-ready")
+        output, _ = consumer.communicate(timeout=args.duration_s + args.warmup_s + 60)
+        broker_cpu_s = _cpu_s(broker_pid) - workers_cpu_started
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+    result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
+    result["sender_late_us_max"] = produced["sender_late_us_max"]
+    result["producer_cpu_us_per_record"] = produced["cpu_us_per_record"]
+    result["broker_cpu_us_per_record"] = broker_cpu_s / produced["records"] * 1e6
+    return result
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds used so far by a process and its children (the broker and its workers)."""
+    root = psutil.Process(pid)
+    total = 0.0
+    for process in (root, *root.children(recursive=True)):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def machine_load() -> dict[str, float]:
+    load: dict[str, float] = {"loadavg_1m": os.getloadavg()[0]}
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        some = Path("/proc/pressure/cpu").read_text().splitlines()[0].split()
+        load["cpu_pressure_some_avg10"] = float(some[1].split("=")[1])
+    return load
+
+
+def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
+    """Every phase once against a fresh broker."""
+    figures: dict[str, Any] = {"machine_before": machine_load()}
+    with running_broker(args.workers) as broker, tempfile.TemporaryDirectory() as scratch:
+        endpoint = broker.endpoint
+        for topic in ("many", "send", "latency"):
+            create_topic(endpoint, f"{topic}-{run}")
+        if args.latency_only:
+            figures.update(run_latency_figures(args, f"latency-{run}", broker, Path(scratch)))
+            return figures
+        many = run_phase(args, "produce-many", f"many-{run}", endpoint)
+        figures["produce_records_per_s"] = many["measured_records"] / many["elapsed_s"]
+        figures["produce_mb_per_s"] = figures["produce_records_per_s"] * VALUE_BYTES / MB
+        send = run_phase(args, "produce-send", f"send-{run}", endpoint)
+        figures["produce_send_records_per_s"] = send["measured_records"] / send["elapsed_s"]
+        batches = run_phase(args, "consume-batches", f"many-{run}", endpoint,
+                            records=many["records"])
+        figures["consume_records_per_s"] = batches["records"] / batches["elapsed_s"]
+        figures["consume_mb_per_s"] = figures["consume_records_per_s"] * VALUE_BYTES / MB
+        poll_records = min(many["records"], args.poll_records)
+        polled = run_phase(args, "consume-poll", f"many-{run}", endpoint, records=poll_records)
+        figures["consume_poll_records_per_s"] = polled["records"] / polled["elapsed_s"]
+        figures["machine_throughput"] = machine_load()
+        figures.update(run_latency_figures(args, f"latency-{run}", broker, Path(scratch)))
+        figures["machine_latency"] = machine_load()
+    return figures
+
+
+def run_latency_figures(args: argparse.Namespace, topic: str, broker: Broker, scratch: Path) -> (
+    dict[str, Any]
+):
+    latency = run_latency(args, topic, broker.endpoint, scratch, broker.process.pid)
+    return {
+        "latency_p50_us": latency.get("p50_us"),
+        "latency_p99_us": latency.get("p99_us"),
+        "latency_p999_us": latency.get("p999_us"),
+        "latency_max_us": latency.get("max_us"),
+        "latency_mean_us": latency.get("mean_us"),
+        "latency_samples": latency["samples"],
+        "latency_records_lost": latency["expected"] - latency["records"],
+        "latency_method": latency.get("method"),
+        "latency_sender_late_us_max": latency["sender_late_us_max"],
+        "latency_cpu_us_per_record_producer": latency["producer_cpu_us_per_record"],
+        "latency_cpu_us_per_record_consumer": latency["cpu_us_per_record"],
+        "latency_cpu_us_per_record_broker": latency["broker_cpu_us_per_record"],
+    }
+
+
+HEADLINE: Final = ("produce_records_per_s", "consume_records_per_s", "latency_p50_us",
+                   "latency_p99_us", "latency_p999_us")
+LOWER_IS_BETTER: Final = ("latency_p50_us", "latency_p99_us", "latency_p999_us",
+                          "latency_max_us")
+
+
+def summarize(runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """Medians of the runs at the top level; every run and the min-max spread kept."""
+    numeric = [k for k, v in runs[0].items() if isinstance(v, int | float) and k != "run"]
+    summary: dict[str, Any] = {}
+    for key in numeric:
+        values = [r[key] for r in runs if isinstance(r.get(key), int | float)]
+        summary[key] = statistics.median(values)
+        summary.setdefault("spread", {})[key] = [min(values), max(values)]
+    summary["latency_method"] = runs[0].get("latency_method")
+    summary["runs"] = runs
+    summary["settings"] = {
+        "value_bytes": VALUE_BYTES, "acks": 1, "partitions": 1, "workers": args.workers,
+        "duration_s": args.duration_s, "rate": args.rate, "chunk": args.chunk,
+        "batch_size": args.batch_size, "linger_ms": args.linger_ms,
+        "compression": args.compression, "fetch_max_wait_ms": args.max_wait_ms,
+        "max_partition_fetch_bytes": args.fetch_bytes, "repeat": args.repeat,
+    }
+    summary["python"] = sys.version.split()[0]
+    summary["cpus"] = os.cpu_count()
+    return summary
+
+
+def report(summary: dict[str, Any]) -> None:
+    spread = summary["spread"]
+    lines = [
+        ("produce send_many records/s", "produce_records_per_s", "{:,.0f}"),
+        ("produce send_many MB/s", "produce_mb_per_s", "{:,.1f}"),
+        ("produce send() records/s", "produce_send_records_per_s", "{:,.0f}"),
+        ("consume poll_batches records/s", "consume_records_per_s", "{:,.0f}"),
+        ("consume poll_batches MB/s", "consume_mb_per_s", "{:,.1f}"),
+        ("consume poll() records/s", "consume_poll_records_per_s", "{:,.0f}"),
+        ("latency p50 us", "latency_p50_us", "{:,.0f}"),
+        ("latency p99 us", "latency_p99_us", "{:,.0f}"),
+        ("latency p99.9 us", "latency_p999_us", "{:,.0f}"),
+        ("latency max us", "latency_max_us", "{:,.0f}"),
+    ]
+    for label, key, form in lines:
+        if key not in summary:
+            continue
+        low, high = spread[key]
+        print(f"{label:32} {form.format(summary[key]):>12}   "
+              f"(runs: {form.format(low)} .. {form.format(high)})")
+    if "latency_cpu_us_per_record_broker" in summary:
+        print("CPU us per record at the latency rate: " + ", ".join(
+            f"{who} {summary[f'latency_cpu_us_per_record_{who}']:.0f}"
+            for who in ("producer", "broker", "consumer")))
+    print(f"latency percentiles by {summary['latency_method']}; "
+          f"{summary['latency_samples']:.0f} samples per run")
+
+
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument("--repeat", type=int, default=3, help="runs, each on a fresh broker")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--duration-s", type=float, default=5.0, help="per phase")
+    parser.add_argument("--warmup-s", type=float, default=1.0, help="latency phase warm-up")
+    parser.add_argument("--rate", type=float, default=5000.0, help="latency phase records/s")
+    parser.add_argument("--chunk", type=int, default=10_000, help="rows per send_many call")
+    parser.add_argument("--batch-size", type=int, default=1024 * 1024, help="producer bytes")
+    parser.add_argument("--linger-ms", type=int, default=5, help="throughput phases")
+    parser.add_argument("--compression", default=None, help="none (default) or lz4")
+    parser.add_argument("--max-wait-ms", type=int, default=500, help="consumer long poll")
+    parser.add_argument("--fetch-bytes", type=int, default=4 * 1024 * 1024,
+                        help="consumer max_partition_fetch_bytes")
+    parser.add_argument("--max-poll-records", type=int, default=10_000)
+    parser.add_argument("--poll-records", type=int, default=2_000_000,
+                        help="records read by the poll() phase")
+    parser.add_argument("--latency-only", action="store_true", help="skip throughput phases")
+    parser.add_argument("--phase", choices=sorted(PHASES), default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--endpoint", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--topic", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--records", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--ready-file", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.compression in ("none", ""):
+        args.compression = None
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_arguments(argv)
+    if args.phase is not None:
+        print(json.dumps(PHASES[args.phase](args)), flush=True)
+        return 0
+    runs = []
+    for run in range(args.repeat):
+        figures = one_run(args, run)
+        figures["run"] = run
+        runs.append(figures)
+        print(f"run {run}: " + ", ".join(
+            f"{k}={figures[k]:,.0f}" for k in HEADLINE if figures.get(k) is not None),
+            flush=True)
+    summary = summarize(runs, args)
+    report(summary)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
