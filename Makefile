@@ -7,7 +7,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all setup run test test-unit test-sim test-integration lint fmt typecheck soak bench clean
+.PHONY: all setup run test test-unit test-sim test-integration lint fmt typecheck soak bench clean \
+        bench-peers bench-suite
 
 all: test
 
@@ -48,9 +49,30 @@ soak: setup
 	$(PY) -m pytest -m soak $(PYTEST_ARGS)
 
 bench: setup
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) bench/storage_bench.py --json bench/results/storage.json
 	$(PY) bench/raft_bench.py --json bench/results/raft.json
 	$(PY) bench/broker_bench.py --json bench/results/broker.json
+
+# The side-by-side suite's peers: Debian's redis-server and nats-server (apt, needs root or
+# passwordless sudo) and the bench extra (redis[hiredis], nats-py, hdrhistogram, matplotlib, tqdm).
+bench-peers: setup
+	@if command -v redis-server >/dev/null && command -v nats-server >/dev/null; then \
+	    echo "bench-peers: redis-server and nats-server are installed"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	    apt-get update && apt-get install -y redis-server nats-server; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then \
+	    sudo apt-get update && sudo apt-get install -y redis-server nats-server; \
+	else \
+	    echo "bench-peers: redis-server and/or nats-server are missing, and installing them needs root:"; \
+	    echo "    sudo apt-get install -y redis-server nats-server"; \
+	    exit 1; \
+	fi
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+
+# zlog side by side with Redis Streams, NATS JetStream and raw ZeroMQ (see bench/README.md).
+bench-suite: setup
+	$(PY) -m bench --peers --json bench/results/suite.json --plots-dir docs/img $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""zlog's benchmarks: the standalone scripts (`make bench`) and the side-by-side suite."""

@@ -1,0 +1,207 @@
+"""zlog: `python -m zlog serve` on a free loopback port; the client library in the children.
+
+Produce uses `Producer.send_many` (the fast path: 2-D uint8 arrays of `chunk` rows), keyless, so
+each chunk goes to one partition; chunks are spread over the partitions round-robin. Consume from
+the beginning uses `Consumer.poll` (one ConsumerRecord per record) or `Consumer.poll_batches` (one
+BatchView per batch, its values gathered into one array). Latency uses `Producer.send` per record
+with linger 0 and `poll_batches` on the receiving side.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from bench.suite.common import (
+    STAMP_BYTES,
+    ServerProcess,
+    Spec,
+    child_ready_and_wait,
+    due_count,
+    free_port,
+    latency_padding,
+    make_values,
+    sleep_until_ns,
+    stamped,
+)
+from bench.suite.histogram import encode, new_histogram, record_ns, summary
+
+NAME: Final = "zlog"
+CALL_TIMEOUT_MS: Final = 10_000
+BATCH_SIZE: Final = 1024 * 1024
+LINGER_MS: Final = 5
+FETCH_BYTES: Final = 4 * 1024 * 1024
+
+
+class Server:
+    """One broker with `workers` partition workers; rings in /dev/shm when it exists."""
+
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = workers
+        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.server: ServerProcess | None = None
+
+    def start(self) -> None:
+        def command(directory: Path) -> list[str]:
+            ring_dir = Path("/dev/shm") if Path("/dev/shm").is_dir() else directory
+            rings = ring_dir / f"zlog-suite-rings-{directory.name}"
+            self.ring_dir = rings
+            return [sys.executable, "-m", "zlog", "serve", "--data-dir", str(directory / "data"),
+                    "--listen", self.endpoint, "--workers", str(self.workers),
+                    "--ring-dir", str(rings)]
+
+        self.server = ServerProcess(NAME, command)
+        self.server.wait_ready(self._ready)
+
+    def _ready(self) -> bool:
+        from zlog.client import Admin
+
+        with Admin(self.endpoint, request_timeout_ms=300) as admin:
+            admin.describe_cluster()
+        return True
+
+    def stop(self) -> None:
+        import shutil
+
+        if self.server is not None:
+            self.server.stop()
+            shutil.rmtree(self.ring_dir, ignore_errors=True)
+
+    @property
+    def pid(self) -> int | None:
+        return self.server.pid if self.server else None
+
+    def create(self, topic: str, partitions: int) -> None:
+        from zlog.client import Admin, NewTopic
+
+        with Admin(self.endpoint, request_timeout_ms=CALL_TIMEOUT_MS) as admin:
+            admin.create_topics([NewTopic(topic, partitions)])
+
+    def delete(self, topic: str, partitions: int) -> None:
+        from zlog.client import Admin
+
+        with Admin(self.endpoint, request_timeout_ms=CALL_TIMEOUT_MS) as admin:
+            admin.delete_topics([topic], raise_on_error=False)
+
+    def version(self) -> str:
+        import zlog
+
+        return f"zlog {getattr(zlog, '__version__', '0.1.0')} (working tree)"
+
+
+# --------------------------------------------------------------------------------- children
+
+
+def produce(spec: Spec) -> dict[str, Any]:
+    from zlog.client import Producer
+
+    chunk = spec["chunk"]
+    values = make_values(spec["value_bytes"], chunk)
+    partitions = spec["partitions"]
+    with Producer(spec["endpoint"], acks=spec["acks"], linger_ms=LINGER_MS,
+                  batch_size=BATCH_SIZE) as producer:
+        for partition in range(partitions):  # metadata, producer id, connections
+            producer.send_many(spec["topic"], values[:10], partition=partition).result(30)
+        started = child_ready_and_wait(spec)
+        stop_at = started + int(spec["duration_s"] * 1e9)
+        sent = 0
+        index = spec["process_index"]
+        futures = []
+        while time.monotonic_ns() < stop_at:
+            futures.append(producer.send_many(spec["topic"], values,
+                                              partition=index % partitions))
+            sent += chunk
+            index += 1
+        producer.flush()
+        ended = time.monotonic_ns()
+        for future in futures:
+            future.result(0)  # every batch acknowledged without error
+    return {"records": sent, "start_ns": started, "end_ns": ended,
+            "warmup_records": 10 * partitions}
+
+
+def consume(spec: Spec) -> dict[str, Any]:
+    from zlog.client import Consumer, TopicPartition
+
+    tp = TopicPartition(spec["topic"], 0)
+    wanted = spec["records"]
+    touched = 0
+    with Consumer(spec["endpoint"], auto_offset_reset="earliest",
+                  max_partition_fetch_bytes=FETCH_BYTES) as consumer:
+        consumer.assign([tp])
+        consumer.position(tp)  # ListOffsets outside the clock
+        started = child_ready_and_wait(spec)
+        received = 0
+        if spec["mode"] == "batches":
+            while received < wanted:
+                for _tp, view in consumer.poll_batches(1000):
+                    values, _bounds = view.values_concatenated()
+                    touched += int(values[-1]) if values.size else 0
+                    received += len(view)
+        else:
+            while received < wanted:
+                records = consumer.poll(1000, max_records=10_000)
+                for record in records:
+                    touched += len(record.value or b"")
+                received += len(records)
+        ended = time.monotonic_ns()
+    return {"records": received, "start_ns": started, "end_ns": ended, "touched": touched}
+
+
+def latency_send(spec: Spec) -> dict[str, Any]:
+    from zlog.client import Producer
+
+    padding = latency_padding(spec["value_bytes"])
+    interval_ns = round(1e9 / spec["rate"])
+    total = spec["total"]
+    topic = spec["topic"]
+    late_max = 0
+    with Producer(spec["endpoint"], acks=spec["acks"], linger_ms=0,
+                  batch_size=BATCH_SIZE) as producer:
+        producer.send(topic, bytes(spec["value_bytes"]), partition=0).result(30)
+        t0 = child_ready_and_wait(spec) + 2_000_000
+        sent = 0
+        while sent < total:
+            now = time.monotonic_ns()
+            due = due_count(now, t0, interval_ns, total)
+            if due > sent:
+                late_max = max(late_max, now - (t0 + sent * interval_ns))
+            while sent < due:
+                producer.send(topic, stamped(t0 + sent * interval_ns, padding), partition=0)
+                sent += 1
+            sleep_until_ns(t0 + sent * interval_ns)
+        producer.flush()
+    return {"records": total, "sender_late_us_max": late_max / 1000}
+
+
+def latency_receive(spec: Spec) -> dict[str, Any]:
+    from zlog.client import Consumer, TopicPartition
+
+    tp = TopicPartition(spec["topic"], 0)
+    total = spec["total"]
+    warmup = spec["warmup_records"]
+    histogram = new_histogram()
+    received = 0
+    width = spec["value_bytes"]
+    with Consumer(spec["endpoint"], auto_offset_reset="latest", fetch_max_wait_ms=500,
+                  max_partition_fetch_bytes=FETCH_BYTES) as consumer:
+        consumer.assign([tp])
+        consumer.position(tp)
+        consumer.poll_batches(0)  # the first fetch is parked at the broker
+        child_ready_and_wait(spec)
+        deadline = time.monotonic() + spec["deadline_s"]
+        while received < total and time.monotonic() < deadline:
+            for _tp, view in consumer.poll_batches(100):
+                now = time.monotonic_ns()
+                values, _bounds = view.values_concatenated()
+                rows = values.reshape(-1, width)[:, :STAMP_BYTES]
+                stamps = np.ascontiguousarray(rows).view("<i8").ravel()
+                stamps = stamps[stamps != 0]  # the sender's warm-up record has no stamp
+                skip = max(0, warmup - received)
+                record_ns(histogram, now - stamps[skip:])
+                received += len(stamps)
+    return {"records": received, **summary(histogram), "histogram": encode(histogram)}

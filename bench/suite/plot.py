@@ -1,0 +1,93 @@
+"""PNG plots: latency percentile curves (one line per system, one panel per rate) and
+throughput bars per scenario (median, with the min-max of the repeats as the error bar)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+COLORS: Final = {"zlog": "#1f77b4", "redis": "#d62728", "nats": "#2ca02c", "zmq": "#7f7f7f"}
+
+
+def plots(results: dict[str, Any], systems: list[str], directory: Path) -> list[Path]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+    except ImportError:
+        print("matplotlib is not installed: no plots (make bench-peers)", file=sys.stderr)
+        return []
+    directory.mkdir(parents=True, exist_ok=True)
+    return [path for path in (_latency(results, systems, directory),
+                              _bars(results, systems, directory, "produce"),
+                              _bars(results, systems, directory, "consume")) if path]
+
+
+def _latency(results: dict[str, Any], systems: list[str], directory: Path) -> Path | None:
+    import matplotlib.pyplot as plt
+
+    rates = sorted({key for s in systems for key in results["latency"].get(s, {})},
+                   key=lambda k: int(k.split("/")[0]))
+    if not rates:
+        return None
+    figure, axes = plt.subplots(1, len(rates), figsize=(5 * len(rates), 4), squeeze=False)
+    for axis, rate in zip(axes[0], rates, strict=True):
+        for system in systems:
+            points = results["latency"].get(system, {}).get(rate, {}).get("curve") or []
+            if not points:
+                continue
+            # x: 1 / (1 - p), so that p50, p99, p99.9 and p99.99 are evenly spaced
+            xs = [1 / (1 - p / 100) for p, _ in points]
+            axis.plot(xs, [v / 1000 for _, v in points], marker="o", markersize=3,
+                      label=system, color=COLORS.get(system))
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        ticks = [1, 2, 10, 100, 1000, 10_000, 100_000]
+        axis.set_xticks(ticks, ["p0", "p50", "p90", "p99", "p99.9", "p99.99", "p99.999"])
+        axis.set_title(f"end-to-end latency at {rate} (100 B)")
+        axis.set_ylabel("ms (log)")
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend()
+    figure.tight_layout()
+    path = directory / "suite-latency.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _bars(results: dict[str, Any], systems: list[str], directory: Path, scenario: str) -> (
+    Path | None
+):
+    import matplotlib.pyplot as plt
+
+    cases = sorted({case for s in systems for case, entry in results[scenario].get(s, {}).items()
+                    if "skipped" not in entry})
+    if not cases:
+        return None
+    figure, axis = plt.subplots(figsize=(max(8, 0.9 * len(cases) * max(len(systems), 1)), 4.5))
+    width = 0.8 / max(len(systems), 1)
+    for index, system in enumerate(systems):
+        medians, low, high, xs = [], [], [], []
+        for position, case in enumerate(cases):
+            stats = results[scenario].get(system, {}).get(case, {}).get("records_per_s")
+            if not stats or stats.get("median") is None:
+                continue
+            xs.append(position + (index - (len(systems) - 1) / 2) * width)
+            medians.append(stats["median"])
+            low.append(stats["median"] - stats["min"])
+            high.append(stats["max"] - stats["median"])
+        if xs:
+            axis.bar(xs, medians, width, yerr=[low, high], capsize=2, label=system,
+                     color=COLORS.get(system))
+    axis.set_xticks(range(len(cases)), cases, rotation=35, ha="right", fontsize=8)
+    axis.set_yscale("log")
+    axis.set_ylabel("records/s (log)")
+    axis.set_title(f"{scenario} throughput: median, min-max over the repeats")
+    axis.grid(True, axis="y", which="both", alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    path = directory / f"suite-{scenario}.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

@@ -1,0 +1,44 @@
+"""The side-by-side suite's pure helpers: the open-loop schedule, spreads, CPU shares."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.suite.common import due_count, stamped
+from bench.suite.machine import cpu_share
+
+
+def test_due_count_follows_the_clock_not_the_sender() -> None:
+    t0, interval, total = 1_000, 100, 10
+    assert due_count(999, t0, interval, total) == 0
+    assert due_count(1_000, t0, interval, total) == 1
+    assert due_count(1_250, t0, interval, total) == 3  # a late sender owes every due record
+    assert due_count(10**9, t0, interval, total) == total
+
+
+def test_stamp_is_the_scheduled_time_little_endian() -> None:
+    value = stamped(123_456_789, b"x" * 92)
+    assert len(value) == 100
+    assert np.frombuffer(value[:8], "<i8")[0] == 123_456_789
+
+
+def test_cpu_share_counts_steal_and_busy() -> None:
+    before = {"user": 0, "nice": 0, "system": 0, "idle": 0, "iowait": 0, "irq": 0,
+              "softirq": 0, "steal": 0}
+    after = before | {"user": 50, "idle": 40, "steal": 10}
+    assert cpu_share(before, after) == {"steal": 0.1, "busy": 0.5}
+    assert cpu_share(before, before) == {"steal": None, "busy": None}
+
+
+def test_spread_and_percentiles() -> None:
+    histogram_module = pytest.importorskip("bench.suite.histogram")
+    stats = histogram_module.spread([3.0, None, 1.0, 2.0])
+    assert (stats["median"], stats["min"], stats["max"]) == (2.0, 1.0, 3.0)
+    assert histogram_module.spread([None])["median"] is None
+    histogram = histogram_module.new_histogram()
+    histogram_module.record_ns(histogram, np.arange(1, 1001, dtype=np.int64) * 1000)
+    summary = histogram_module.summary(histogram)
+    assert summary["samples"] == 1000
+    assert summary["p50_us"] == pytest.approx(500, rel=0.01)
+    assert summary["max_us"] == pytest.approx(1000, rel=0.01)
