@@ -17,7 +17,9 @@ One run starts a real broker process (free loopback port, temporary data dir, ri
   *scheduled* time to its receipt, so a stall counts against every record it delays (no
   coordinated omission). Percentiles come from an HDR histogram (`hdrhistogram`, 3
   significant digits) when that package imports, else from numpy over all samples; the JSON
-  says which.
+  says which. The latency phase runs twice: with a network consumer (`latency_*`) and with
+  `Consumer(local=True)`, which reads the leader's shared-memory ring directly
+  (`zlog_local_latency_*`).
 
 Usage: python bench/broker_bench.py [--json PATH] [--repeat N] [--duration-s S] ...
 `--phase` runs one client phase in this process (how the parent starts its children).
@@ -180,7 +182,8 @@ def phase_produce_send(args: argparse.Namespace) -> dict[str, Any]:
 
 def _consumer(args: argparse.Namespace, reset: str) -> Consumer:
     return Consumer(args.endpoint, auto_offset_reset=reset, fetch_max_wait_ms=args.max_wait_ms,
-                    max_partition_fetch_bytes=args.fetch_bytes)
+                    max_partition_fetch_bytes=args.fetch_bytes,
+                    local=bool(args.local_consumer))
 
 
 def phase_consume_batches(args: argparse.Namespace) -> dict[str, Any]:
@@ -342,10 +345,11 @@ def _wait_for_file(path: Path, process: subprocess.Popen[str]) -> None:
 
 
 def run_latency(args: argparse.Namespace, topic: str, endpoint: str, scratch: Path,
-                broker_pid: int) -> dict[str, Any]:
+                broker_pid: int, *, local: bool = False) -> dict[str, Any]:
     ready = scratch / f"{topic}.consumer-ready"
     consumer = subprocess.Popen(
-        _phase_command(args, "latency-consume", topic, endpoint, ready_file=ready),
+        _phase_command(args, "latency-consume", topic, endpoint, ready_file=ready,
+                       local_consumer=int(local)),
         stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:
         _wait_for_file(ready, consumer)
@@ -388,10 +392,12 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
     figures: dict[str, Any] = {"machine_before": machine_load()}
     with running_broker(args.workers) as broker, tempfile.TemporaryDirectory() as scratch:
         endpoint = broker.endpoint
-        for topic in ("many", "send", "latency"):
+        for topic in ("many", "send", "latency", "latency-local"):
             create_topic(endpoint, f"{topic}-{run}")
         if args.latency_only:
             figures.update(run_latency_figures(args, f"latency-{run}", broker, Path(scratch)))
+            figures.update(run_latency_figures(args, f"latency-local-{run}", broker,
+                                               Path(scratch), local=True))
             return figures
         many = run_phase(args, "produce-many", f"many-{run}", endpoint)
         figures["produce_records_per_s"] = many["measured_records"] / many["elapsed_s"]
@@ -407,14 +413,24 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
         figures["consume_poll_records_per_s"] = polled["records"] / polled["elapsed_s"]
         figures["machine_throughput"] = machine_load()
         figures.update(run_latency_figures(args, f"latency-{run}", broker, Path(scratch)))
+        figures.update(run_latency_figures(args, f"latency-local-{run}", broker, Path(scratch),
+                                           local=True))
         figures["machine_latency"] = machine_load()
     return figures
 
 
-def run_latency_figures(args: argparse.Namespace, topic: str, broker: Broker, scratch: Path) -> (
-    dict[str, Any]
-):
-    latency = run_latency(args, topic, broker.endpoint, scratch, broker.process.pid)
+def run_latency_figures(args: argparse.Namespace, topic: str, broker: Broker, scratch: Path,
+                        *, local: bool = False) -> dict[str, Any]:
+    latency = run_latency(args, topic, broker.endpoint, scratch, broker.process.pid, local=local)
+    if local:  # the same phase with Consumer(local=True): reads the ring, no fetch
+        return {
+            "zlog_local_latency_p50_us": latency.get("p50_us"),
+            "zlog_local_latency_p99_us": latency.get("p99_us"),
+            "zlog_local_latency_p999_us": latency.get("p999_us"),
+            "zlog_local_latency_max_us": latency.get("max_us"),
+            "zlog_local_latency_records_lost": latency["expected"] - latency["records"],
+            "zlog_local_latency_cpu_us_per_record_consumer": latency["cpu_us_per_record"],
+        }
     return {
         "latency_p50_us": latency.get("p50_us"),
         "latency_p99_us": latency.get("p99_us"),
@@ -472,6 +488,10 @@ def report(summary: dict[str, Any]) -> None:
         ("latency p99 us", "latency_p99_us", "{:,.0f}"),
         ("latency p99.9 us", "latency_p999_us", "{:,.0f}"),
         ("latency max us", "latency_max_us", "{:,.0f}"),
+        ("zlog_local latency p50 us", "zlog_local_latency_p50_us", "{:,.0f}"),
+        ("zlog_local latency p99 us", "zlog_local_latency_p99_us", "{:,.0f}"),
+        ("zlog_local latency p99.9 us", "zlog_local_latency_p999_us", "{:,.0f}"),
+        ("zlog_local latency max us", "zlog_local_latency_max_us", "{:,.0f}"),
     ]
     for label, key, form in lines:
         if key not in summary:
@@ -512,6 +532,7 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--topic", default="", help=argparse.SUPPRESS)
     parser.add_argument("--records", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--ready-file", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--local-consumer", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.compression in ("none", ""):
         args.compression = None

@@ -76,8 +76,10 @@ class ControlPlane:
         endpoint_for: Callable[[TopicPartition], str | None],
         raft_status: Callable[[], dict[str, Any]],
         clock_ms: Callable[[], int],
+        ring_path_for: Callable[[TopicPartition], str] | None = None,
     ) -> None:
         self.config = config
+        self._ring_path_for = ring_path_for  # a partition's ring file on this host
         self._state = state  # the metadata as last applied (an immutable snapshot)
         self._propose = propose  # commit a command; Done runs later on the loop thread
         self._reply = reply  # send a response to a client
@@ -170,12 +172,16 @@ class ControlPlane:
         partitions = []
         for partition in topic.partitions:
             endpoint = None
+            ring_path = ""
             if partition.leader == self.config.node_id:
-                endpoint = self._endpoint_for((topic.name, partition.partition))
+                key = (topic.name, partition.partition)
+                endpoint = self._endpoint_for(key)
+                if endpoint and self._ring_path_for is not None:
+                    ring_path = self._ring_path_for(key)
             code = ErrorCode.NONE if endpoint else ErrorCode.LEADER_NOT_AVAILABLE
             partitions.append(wire.PartitionMetadata(
                 partition.partition, partition.leader, partition.leader_epoch,
-                partition.replicas, partition.isr, endpoint or "", int(code),
+                partition.replicas, partition.isr, endpoint or "", int(code), ring_path,
             ))
         return wire.TopicMetadata(topic.name, 0, "", dict(topic.configs), tuple(partitions))
 

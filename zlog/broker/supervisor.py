@@ -46,7 +46,7 @@ from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.workers import DesiredPartition, WorkerPool, WorkerSettings
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.node import RaftRunner, RunnerConfig
-from zlog.shm_segments.log import default_ring_dir
+from zlog.shm_segments.log import default_ring_dir, partition_dir_name
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS
 from zlog.transport.codec import (
@@ -117,6 +117,7 @@ class Supervisor:
             endpoint_for=self._endpoint_for,
             raft_status=lambda: {} if self._raft is None else self._raft.status(),
             clock_ms=_monotonic_ms,
+            ring_path_for=self._ring_path_for,
         )
         self._started_ms = 0
         self._next_watchdog_ms = 0
@@ -347,6 +348,11 @@ class Supervisor:
 
     def _endpoint_for(self, topic_partition: TopicPartition) -> str | None:
         return None if self._pool is None else self._pool.endpoint_for(topic_partition)
+
+    def _ring_path_for(self, topic_partition: TopicPartition) -> str:
+        """Where the leading worker keeps the partition's ring (for local consumers)."""
+        topic, partition = topic_partition
+        return str(self.ring_dir / f"{partition_dir_name(topic, partition)}.ring")
 
     # -- proposals --------------------------------------------------------------------------------
 

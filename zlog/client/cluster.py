@@ -42,6 +42,7 @@ class PartitionLeader:
     leader_epoch: int
     endpoint: str  # "" while there is no leader
     error_code: int
+    ring_path: str = ""  # the leader's ring file on the leader's host, "" if unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +78,7 @@ class MetadataCache:
                 topic.name,
                 tuple(
                     PartitionLeader(p.partition, p.leader, p.leader_epoch, p.endpoint,
-                                    p.error_code)
+                                    p.error_code, p.ring_path)
                     for p in ordered
                 ),
             )
@@ -99,6 +100,13 @@ class MetadataCache:
         if leader.leader < 0 or not leader.endpoint or leader.error_code != ErrorCode.NONE:
             return None
         return leader.endpoint
+
+    def ring_path(self, topic: str, partition: int) -> str:
+        """The leader's ring file for a partition with a known leader, else ""."""
+        info = self._topics.get(topic)
+        if self.leader_endpoint(topic, partition) is None or info is None:
+            return ""
+        return info.partitions[partition].ring_path
 
     def invalidate(self, topic: str) -> None:
         self._topics.pop(topic, None)

@@ -11,6 +11,13 @@ after OFFSET_OUT_OF_RANGE) gets it from ListOffsets per `auto_offset_reset` ("ea
 start, "latest": the high watermark; "none": raise). Fetches return whole batches, so records
 below the position are skipped (fetch_buffer).
 
+Local reads (`local=True`): a partition whose leader runs on this host is read straight from the
+leader's shared-memory ring (zlog.client.local_ring): no socket, no request; the batches are
+copied out of the mapping and decoded. A partition falls back to network fetches while its ring
+is not on this host, while the position is below the ring's tail (older data lives only in the
+segment files; the consumer comes back to the ring once it has caught up) or past its end.
+Waiting for new records spins on the ring head, then sleeps in tiny growing steps.
+
 `group_id` is accepted and kept for the consumer groups to come; offsets are not committed
 yet, so a restarted consumer starts from `auto_offset_reset` or from where it `seek`s.
 """
@@ -19,12 +26,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Final
 
 import zmq
 
 from zlog.client.cluster import DEFAULT_BOOTSTRAP, Connections
 from zlog.client.fetch_buffer import PartitionBuffer, batches_from_chunk
+from zlog.client.local_ring import Backoff, LocalRing, is_local_endpoint, ring_exists
 from zlog.client.records import ConsumerRecord, TopicPartition
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError, for_code
@@ -69,6 +78,7 @@ class Consumer:
         consumer_timeout_ms: int | None = None,
         check_crcs: bool = True,
         clock: Clock | None = None,
+        local: bool = False,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise ZlogError(ErrorCode.INVALID_CONFIG,
@@ -94,6 +104,10 @@ class Consumer:
         self._fetching: dict[tuple[str, int], dict[TopicPartition, int]] = {}  # asked offsets
         self._backoff_until_ms: dict[TopicPartition, int] = {}
         self._next_start = 0  # round-robin over partitions between polls
+        self.local = local
+        self._rings: dict[TopicPartition, LocalRing] = {}
+        self._ring_backoff = Backoff()
+        self.ring_batches_read = 0  # batches this consumer took from local rings
         self._closed = False
 
     # -- assignment and positions ---------------------------------------------------------
@@ -199,6 +213,8 @@ class Consumer:
     def _wait_for_data(self, deadline_ms: int) -> bool:
         """Send fetches and take in answers until the deadline; False when it has passed."""
         self._resolve_positions()
+        if self.local and (self._fill_from_rings() or self._rings):
+            return self._wait_local(deadline_ms)
         self._send_fetches()
         remaining_ms = deadline_ms - self._clock.monotonic_ms()
         if remaining_ms <= 0:
@@ -222,6 +238,78 @@ class Consumer:
             self._next_start = (self._next_start + 1) % count
         return records
 
+    # -- local rings ----------------------------------------------------------------------
+
+    def _ring_for(self, tp: TopicPartition) -> LocalRing | None:
+        """The partition's ring when its leader is on this host (metadata must be known)."""
+        metadata = self._connections.metadata
+        endpoint = metadata.leader_endpoint(*tp)
+        path = metadata.ring_path(*tp)
+        ring = self._rings.get(tp)
+        if ring is not None and str(ring.path) == path:
+            return ring
+        if ring is not None:
+            ring.close()
+            del self._rings[tp]
+        if endpoint is None or not is_local_endpoint(endpoint) or not ring_exists(path):
+            return None
+        ring = self._rings[tp] = LocalRing(Path(path))
+        return ring
+
+    def _served_locally(self, tp: TopicPartition) -> bool:
+        if not self.local:
+            return False
+        ring = self._ring_for(tp)
+        position = self._positions[tp]
+        return ring is not None and position is not None and ring.covers(position)
+
+    def _fill_from_rings(self) -> bool:
+        """Read every idle partition that its ring can serve; whether any records came."""
+        in_flight = {tp for asked in self._fetching.values() for tp in asked}
+        idle = [tp for tp in self._assignment if self._positions[tp] is not None
+                and not self._buffers[tp] and tp not in in_flight]
+        if not idle:
+            return False
+        self._refresh_metadata({tp.topic for tp in idle})
+        got_any = False
+        for tp in idle:
+            ring = self._ring_for(tp)
+            position = self._positions[tp]
+            if ring is None or position is None:
+                continue
+            result = ring.read(position, self.max_partition_fetch_bytes,
+                               check_crc=self.check_crcs)
+            if result is None:
+                continue  # not in the ring: _send_fetches asks the network
+            views, next_offset = result
+            if ring.high_watermark is not None:
+                self._high_watermarks[tp] = ring.high_watermark
+            if views:
+                self._buffers[tp].add(views)
+                self.ring_batches_read += len(views)
+                got_any = True
+            elif next_offset != position:
+                self._positions[tp] = next_offset  # only control batches were read
+        return got_any
+
+    def _wait_local(self, deadline_ms: int) -> bool:
+        """Poll the rings (and any network fetches of partitions they cannot serve) until
+        records arrive or the deadline passes; bounded adaptive backoff between attempts."""
+        backoff = self._ring_backoff
+        backoff.reset()
+        while True:
+            if any(self._buffers[tp] for tp in self._assignment):
+                return True
+            self._send_fetches()
+            if self._fetching:
+                self._receive(0)
+            if any(self._buffers[tp] for tp in self._assignment) or self._fill_from_rings():
+                return True
+            remaining_ms = deadline_ms - self._clock.monotonic_ms()
+            if remaining_ms <= 0:
+                return False
+            backoff.pause(remaining_ms / 1000)
+
     # -- fetching -------------------------------------------------------------------------
 
     def _fetchable(self, now_ms: int) -> list[TopicPartition]:
@@ -238,6 +326,8 @@ class Consumer:
         if not candidates:
             return
         self._refresh_metadata({tp.topic for tp in candidates})
+        if self.local:
+            candidates = [tp for tp in candidates if not self._served_locally(tp)]
         by_endpoint: dict[str, list[TopicPartition]] = {}
         for tp in candidates:
             endpoint = self._connections.metadata.leader_endpoint(*tp)
@@ -445,10 +535,16 @@ class Consumer:
         self._buffers.pop(tp, None)
         self._high_watermarks.pop(tp, None)
         self._backoff_until_ms.pop(tp, None)
+        ring = self._rings.pop(tp, None)
+        if ring is not None:
+            ring.close()
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            for ring in self._rings.values():
+                ring.close()
+            self._rings.clear()
             self._connections.close()
 
     def __enter__(self) -> Consumer:

@@ -192,6 +192,7 @@ def _partition_metadata(partition: PartitionMetadata) -> dict[str, Any]:
         "isr": list(partition.isr),
         "endpoint": partition.endpoint,
         "error_code": partition.error_code,
+        "ring_path": partition.ring_path,
     }
 
 
@@ -282,6 +283,7 @@ def _parse_partition_metadata(f: Fields) -> PartitionMetadata:
         isr=f.integers("isr"),
         endpoint=f.text("endpoint"),
         error_code=f.integer("error_code", low=INT16_MIN, high=INT16_MAX, default=0),
+        ring_path=f.text("ring_path", default=""),
     )
 
 

@@ -171,6 +171,9 @@ class PartitionMetadata:
     isr: tuple[int, ...]
     endpoint: str  # the data endpoint of the worker that leads this partition
     error_code: int = 0
+    # The leader's shared-memory ring file (absolute path on the leader's host), "" if unknown;
+    # a consumer on that host may read it directly (zlog.client.local_ring).
+    ring_path: str = ""
 
 
 @dataclass(frozen=True, slots=True)

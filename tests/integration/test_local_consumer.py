@@ -1,0 +1,147 @@
+"""The local consumer (`Consumer(local=True)`) against a real `zlog serve` on this host.
+
+Spec: zlog/client/local_ring.py and docs/protocol.md (Metadata `ring_path`). The broker runs
+with the smallest ring (`--ring-bytes`), so a few hundred records wrap it several times; the
+consumer must read every record exactly once and in order, from the ring when the ring holds
+its position and over the network when it does not.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.broker_fixtures import BrokerProcess, broker_process
+from tests.waiting import wait_until
+from zlog import limits
+from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
+from zlog.client.cluster import MetadataCache
+
+pytestmark = pytest.mark.slow
+
+CALL_TIMEOUT_MS = 10_000
+VALUE_BYTES = 200
+ROUND_RECORDS = 300  # ~70 KB a round: more than the ring holds
+DEADLINE_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[BrokerProcess]:
+    args = ("--ring-bytes", str(limits.ring_size_bytes_min))
+    with broker_process(workers=1, extra_args=args) as instance:
+        yield instance
+
+
+_names = iter(range(1_000_000))
+
+
+def new_topic(broker: BrokerProcess) -> str:
+    name = f"local-{next(_names)}"
+    with Admin(broker.endpoint, request_timeout_ms=CALL_TIMEOUT_MS) as admin:
+        admin.create_topics([NewTopic(name, 1)])
+    broker.data_endpoint(name, 0)
+    return name
+
+
+def value(index: int) -> bytes:
+    return f"{index:08d}".encode().ljust(VALUE_BYTES, b"x")
+
+
+def produce(broker: BrokerProcess, topic: str, first: int, count: int) -> None:
+    with Producer(broker.endpoint, linger_ms=1) as producer:
+        futures = [producer.send(topic, value(i), partition=0) for i in range(first,
+                                                                              first + count)]
+        producer.flush(timeout_ms=20_000)
+    assert [f.result().offset for f in futures] == list(range(first, first + count))
+
+
+def consume(consumer: Consumer, count: int, *, more_to_come: bool = False) -> (
+    list[tuple[int, bytes | None]]
+):
+    """Exactly `count` records (fails on a timeout), then checks that nothing more comes."""
+    got: list[tuple[int, bytes | None]] = []
+
+    def enough() -> bool:
+        records = consumer.poll(timeout_ms=200, max_records=count - len(got))
+        got.extend((r.offset, r.value) for r in records)
+        return len(got) >= count
+
+    wait_until(enough, DEADLINE_S, interval_s=0, what=f"{count} records")
+    if not more_to_come:
+        assert consumer.poll(timeout_ms=50) == []
+    return got
+
+
+def expected(first: int, count: int) -> list[tuple[int, bytes | None]]:
+    return [(i, value(i)) for i in range(first, first + count)]
+
+
+def test_metadata_names_the_ring_on_this_host(broker: BrokerProcess) -> None:
+    topic = new_topic(broker)
+    (found,) = broker.metadata([topic]).topics
+    (partition,) = found.partitions
+    assert partition.ring_path == str(broker.ring_dir.resolve() / f"{topic}-0.ring")
+    assert os.path.exists(partition.ring_path)
+
+
+def test_reads_everything_across_wraps_then_seeks_below_the_tail(broker: BrokerProcess) -> None:
+    topic = new_topic(broker)
+    tp = TopicPartition(topic, 0)
+    total = 0
+    with Consumer(broker.endpoint, local=True, auto_offset_reset="earliest",
+                  fetch_max_wait_ms=100) as local:
+        local.assign([tp])
+        for _ in range(5):  # each round overwrites the ring more than once
+            produce(broker, topic, total, ROUND_RECORDS)
+            assert consume(local, ROUND_RECORDS) == expected(total, ROUND_RECORDS)
+            total += ROUND_RECORDS
+        from_ring = local.ring_batches_read
+        assert from_ring > 0
+        # Offset 0 was overwritten long ago: the network serves it, then the ring again.
+        local.seek(tp, 0)
+        assert consume(local, total) == expected(0, total)
+        produce(broker, topic, total, ROUND_RECORDS)
+        before = local.ring_batches_read
+        assert consume(local, ROUND_RECORDS) == expected(total, ROUND_RECORDS)
+        assert local.ring_batches_read > before
+        total += ROUND_RECORDS
+    with Consumer(broker.endpoint, auto_offset_reset="earliest", fetch_max_wait_ms=100) as net:
+        net.assign([tp])
+        assert consume(net, total) == expected(0, total)
+        assert net.ring_batches_read == 0
+
+
+def test_worker_kill_and_restart_loses_and_repeats_nothing(broker: BrokerProcess) -> None:
+    topic = new_topic(broker)
+    tp = TopicPartition(topic, 0)
+    with Consumer(broker.endpoint, local=True, auto_offset_reset="earliest",
+                  fetch_max_wait_ms=100, retry_backoff_ms=20) as local:
+        local.assign([tp])
+        produce(broker, topic, 0, ROUND_RECORDS)
+        got = consume(local, ROUND_RECORDS // 2, more_to_come=True)  # stop halfway
+        endpoint = broker.data_endpoint(topic, 0)
+        broker.kill_worker(broker.worker_pid_for(endpoint))
+        wait_until(lambda: broker.served_endpoints(topic).get(0) not in (None, endpoint),
+                   DEADLINE_S, interval_s=0.02, what="a restarted worker")
+        before = local.ring_batches_read
+        produce(broker, topic, ROUND_RECORDS, ROUND_RECORDS)
+        got += consume(local, ROUND_RECORDS + ROUND_RECORDS // 2)
+        assert got == expected(0, 2 * ROUND_RECORDS)
+        assert local.ring_batches_read > before  # back on the (restarted worker's) ring
+
+
+def test_a_ring_on_another_host_falls_back_to_the_network(
+    broker: BrokerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(MetadataCache, "ring_path",
+                        lambda self, topic, partition: f"/elsewhere/{topic}-{partition}.ring")
+    topic = new_topic(broker)
+    tp = TopicPartition(topic, 0)
+    produce(broker, topic, 0, ROUND_RECORDS)
+    with Consumer(broker.endpoint, local=True, auto_offset_reset="earliest",
+                  fetch_max_wait_ms=100) as local:
+        local.assign([tp])
+        assert consume(local, ROUND_RECORDS) == expected(0, ROUND_RECORDS)
+        assert local.ring_batches_read == 0
