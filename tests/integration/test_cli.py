@@ -13,14 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.test_client_broker import REPO_ROOT, BrokerProcess, running_broker
+from tests.broker_fixtures import REPO_ROOT, BrokerProcess, broker_process
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[BrokerProcess]:
-    with running_broker(workers=1) as instance:
+    with broker_process(workers=1) as instance:
         yield instance
 
 

@@ -7,21 +7,13 @@ module, on a free port of 127.0.0.1; each test uses its own topics.
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import signal
-import socket
 import struct
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
-import psutil
 import pytest
 
+from tests.broker_fixtures import BrokerProcess, broker_process
 from tests.waiting import wait_until
 from zlog.client import EARLIEST, LATEST, Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.client.partitioner import partition_for_key
@@ -29,8 +21,6 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import NewRecord, build_batch
 from zlog.shm_segments.batch_fast import build_batch_from_values
 from zlog.transport.messages import (
-    ApiVersionsRequestV0,
-    ApiVersionsResponseV0,
     FetchEntry,
     FetchRequestV0,
     FetchResponseV0,
@@ -47,83 +37,12 @@ from zlog.transport.rpc import RpcClient, RpcResult
 
 pytestmark = pytest.mark.slow
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 30.0
 CALL_TIMEOUT_MS = 10_000
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class BrokerProcess:
-    """`python -m zlog.cli serve` on a free port with private data and ring directories."""
-
-    def __init__(self, workers: int = 2) -> None:
-        # Short paths: the supervisor keeps an ipc socket in the data dir.
-        self.directory = Path(tempfile.mkdtemp(prefix="zc-", dir="/tmp"))
-        shm_base = "/dev/shm" if Path("/dev/shm").is_dir() else None
-        self.ring_dir = Path(tempfile.mkdtemp(prefix="zc-ring-", dir=shm_base))
-        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
-        self.log_path = self.directory / "broker.log"
-        command = [sys.executable, "-m", "zlog.cli", "serve",
-                   "--data-dir", str(self.directory / "data"), "--listen", self.endpoint,
-                   "--workers", str(workers), "--ring-dir", str(self.ring_dir)]
-        with self.log_path.open("wb") as log_file:
-            self.process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file,
-                                            stderr=subprocess.STDOUT)
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def wait_ready(self) -> None:
-        """Until the control endpoint answers ApiVersions and Metadata (with a deadline)."""
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, f"the broker exited:\n{self.log_text()}"
-            with RpcClient(self.endpoint) as rpc:
-                try:
-                    versions = rpc.call(ApiVersionsRequestV0(), 200)
-                    metadata = rpc.call(MetadataRequestV0(None), 1000)
-                except ZlogError:
-                    continue
-            if isinstance(versions, ApiVersionsResponseV0) and isinstance(
-                    metadata, MetadataResponseV0):
-                return
-        raise AssertionError(f"the broker did not answer in {START_TIMEOUT_S}s:\n"
-                             f"{self.log_text()}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(START_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    for child in psutil.Process(self.process.pid).children(recursive=True):
-                        child.kill()
-                self.process.kill()
-                self.process.wait()
-        shutil.rmtree(self.directory, ignore_errors=True)
-        shutil.rmtree(self.ring_dir, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def running_broker(workers: int = 2) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(workers)
-    try:
-        broker.wait_ready()
-        yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[BrokerProcess]:
-    with running_broker() as instance:
+    with broker_process() as instance:
         yield instance
 
 

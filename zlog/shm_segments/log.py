@@ -30,7 +30,7 @@ from zlog.shm_segments import batch as batch_codec
 from zlog.shm_segments import batch_fast
 from zlog.shm_segments.log_config import LogConfig
 from zlog.shm_segments.retention import DiskUsage, SegmentInfo, segments_to_delete
-from zlog.shm_segments.ring import RingFullError, RingWriter
+from zlog.shm_segments.ring import RingFullError, RingLockedError, RingWriter
 from zlog.shm_segments.segment import BatchMeta, Segment, batch_meta
 
 log = logging.getLogger(__name__)
@@ -131,9 +131,9 @@ class PartitionLog:
     def _open_ring(self) -> RingWriter:
         try:
             return RingWriter(self.ring_path, self.config.ring_bytes)
+        except RingLockedError:
+            raise  # another live writer owns the partition: never take its ring away
         except ZlogError as error:
-            if "lock" in error.message.lower() or "another" in error.message.lower():
-                raise
             log.warning("ring %s unusable (%s); starting a new one", self.ring_path, error)
             self.ring_path.unlink(missing_ok=True)
             return RingWriter(self.ring_path, self.config.ring_bytes)

@@ -65,7 +65,10 @@ from zlog.shm_segments.ring_layout import (
     read_writer_pid,
 )
 
-__all__ = ["RingFullError", "RingOverrunError", "RingReader", "RingState", "RingWriter"]
+__all__ = [
+    "RingFullError", "RingLockedError", "RingOverrunError", "RingReader", "RingState",
+    "RingWriter",
+]
 
 RING_DIRECTORY_DEFAULT: Final = Path("/dev/shm")
 FILE_MODE: Final = 0o640  # the worker's user writes; its group may run local readers
@@ -77,6 +80,10 @@ _MAP_POPULATE: Final = getattr(mmap, "MAP_POPULATE", 0)
 
 def _storage_error(path: Path, problem: str) -> ZlogError:
     return ZlogError(ErrorCode.KAFKA_STORAGE_ERROR, f"ring {path}: {problem}")
+
+
+class RingLockedError(ZlogError):
+    """Another live process writes this ring: the caller must not take it over or remove it."""
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -109,7 +116,9 @@ def _open_locked(path: Path) -> int:
         except BlockingIOError:
             pid = _writer_pid_in(fd)
             os.close(fd)
-            raise _storage_error(path, f"locked by another writer (pid {pid})") from None
+            raise RingLockedError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"ring {path}: locked by another writer (pid {pid})"
+            ) from None
         except BaseException:
             os.close(fd)
             raise

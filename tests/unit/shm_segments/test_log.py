@@ -14,6 +14,7 @@ from zlog.shm_segments.batch import validate_batch
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 from zlog.shm_segments.retention import DiskUsage
+from zlog.shm_segments.ring import RingLockedError
 
 
 def _open(
@@ -316,7 +317,7 @@ def test_bad_batches_are_rejected_and_change_nothing(tmp_path: Path, shm_dir: Pa
 
 
 def test_a_second_writer_is_refused(tmp_path: Path, shm_dir: Path) -> None:
-    with _open(tmp_path, shm_dir), pytest.raises(ZlogError) as caught:
+    with _open(tmp_path, shm_dir), pytest.raises(RingLockedError) as caught:
         _open(tmp_path, shm_dir)
     assert caught.value.code == ErrorCode.KAFKA_STORAGE_ERROR
 
