@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .PHONY: all setup run test test-unit test-sim test-integration lint fmt typecheck soak bench clean \
-        bench-peers bench-suite
+        bench-peers bench-suite java bench-spark
 
 all: test
 
@@ -33,7 +33,20 @@ fmt: setup
 typecheck: setup
 	$(VENV)/bin/mypy zlog
 
-test: setup lint
+# Spark (tests/spark, bench-spark) needs a Java runtime: Debian's, with apt, when none is found.
+java:
+	@if command -v java >/dev/null; then \
+	    true; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	    apt-get update && apt-get install -y default-jre-headless; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then \
+	    sudo apt-get update && sudo apt-get install -y default-jre-headless; \
+	else \
+	    echo "java: Spark needs a Java runtime and installing one needs root: sudo apt-get install -y default-jre-headless"; \
+	    exit 1; \
+	fi
+
+test: setup lint java
 	$(PY) -m pytest -m 'not soak' $(PYTEST_ARGS)
 
 test-unit: setup
@@ -48,11 +61,16 @@ test-integration: setup
 soak: setup
 	$(PY) -m pytest -m soak $(PYTEST_ARGS)
 
-bench: setup
+bench: setup java
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) bench/storage_bench.py --json bench/results/storage.json
 	$(PY) bench/raft_bench.py --json bench/results/raft.json
 	$(PY) bench/broker_bench.py --json bench/results/broker.json
+	$(PY) bench/spark_bench.py --json bench/results/spark.json
+
+# The Spark connector: foreachPartition sink vs the plain Producer, batch reads, Parquet.
+bench-spark: setup java
+	$(PY) bench/spark_bench.py --json bench/results/spark.json
 
 # The side-by-side suite's peers: Debian's redis-server and nats-server (apt, needs root or
 # passwordless sudo) and the bench extra (redis[hiredis], nats-py, hdrhistogram, matplotlib, tqdm).

@@ -34,6 +34,7 @@ PURE_MODULES = {
     "zlog/broker/metadata.py", "zlog/broker/controller.py", "zlog/broker/topics.py",
     "zlog/broker/control.py", "zlog/broker/partition.py", "zlog/broker/producer_state.py",
     "zlog/broker/fetch_waiters.py",
+    "zlog/spark/offsets.py", "zlog/spark/options.py",
 }
 IMPURE_IMPORTS = {"os", "time", "socket", "zmq", "mmap", "threading", "subprocess", "asyncio",
                   "fcntl", "signal", "select", "multiprocessing", "psutil"}
@@ -67,6 +68,16 @@ def test_packages_import_only_in_the_allowed_direction() -> None:
                 continue
             if not any(name == a or name.startswith(a + ".") for a in allowed):
                 wrong.append(f"{path.relative_to(ROOT.parent)} imports {name}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_nothing_imports_the_spark_connector() -> None:
+    """zlog.spark is an optional extra on top of the client: no other zlog module needs it."""
+    wrong = [
+        f"{path.relative_to(ROOT.parent)} imports {name}"
+        for path in sorted(ROOT.rglob("*.py")) if _package_of(path) != "spark"
+        for name in _imports(path) if name == "zlog.spark" or name.startswith("zlog.spark.")
+    ]
     assert not wrong, "\n".join(wrong)
 
 
