@@ -45,14 +45,19 @@ CONTROL_APIS: Final = frozenset(
 )
 
 
+_SUPPORTED_PAIRS: Final = frozenset(
+    (int(key), version)
+    for key, (low, high) in SUPPORTED_VERSIONS.items()
+    for version in range(low, high + 1)
+)
+
+
 def is_supported(api_key: int, api_version: int) -> bool:
-    """Whether (api_key, api_version) names a request this build can decode."""
-    try:
-        key = ApiKey(api_key)
-    except ValueError:
-        return False
-    low, high = SUPPORTED_VERSIONS[key]
-    return low <= api_version <= high
+    """Whether (api_key, api_version) names a request this build can decode.
+
+    One set lookup: every request and every response asks this.
+    """
+    return (api_key, api_version) in _SUPPORTED_PAIRS
 
 
 def supported_range_text(api_key: int) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.api import ApiKey, is_supported, supported_range_text
+from zlog.transport.api import is_supported, supported_range_text
 from zlog.transport.json_bodies import decode_json_body, encode_json_body
 from zlog.transport.messages import (
     REQUEST_TYPES,
@@ -66,6 +66,15 @@ _ERROR_MESSAGE_LENGTH: Final = struct.Struct(">H")
 RESPONSE_DECODE_ERROR: Final = ErrorCode.UNKNOWN_SERVER_ERROR
 
 Frame = Buffer | FrameLike
+
+# The message classes by (api key, version) as plain ints: the key read off the wire is looked
+# up as it is, with no ApiKey(...) conversion per message.
+_REQUEST_CLASSES: Final[dict[tuple[int, int], type[Request]]] = {
+    (int(key), version): cls for (key, version), cls in REQUEST_TYPES.items()
+}
+_RESPONSE_CLASSES: Final[dict[tuple[int, int], type[Response]]] = {
+    (int(key), version): cls for (key, version), cls in RESPONSE_TYPES.items()
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +129,10 @@ def decode_request_header(frames: Sequence[Frame]) -> RequestHeader:
     """The header alone; `HeaderError` when frame 0 is missing or shorter than 10 bytes."""
     if not frames:
         raise HeaderError(ErrorCode.INVALID_REQUEST, "an empty message has no header")
-    view = frame_view(frames[0])
+    return _request_header(frame_view(frames[0]))
+
+
+def _request_header(view: memoryview) -> RequestHeader:
     if view.nbytes < REQUEST_HEADER.size:
         raise HeaderError(
             ErrorCode.INVALID_REQUEST,
@@ -131,7 +143,10 @@ def decode_request_header(frames: Sequence[Frame]) -> RequestHeader:
 
 def decode_request(frames: Sequence[Frame]) -> tuple[RequestHeader, Request]:
     """Decode a whole request (routing frames already removed)."""
-    header = decode_request_header(frames)
+    if not frames:
+        raise HeaderError(ErrorCode.INVALID_REQUEST, "an empty message has no header")
+    head = frame_view(frames[0])
+    header = _request_header(head)
     if not is_supported(header.api_key, header.api_version):
         raise RequestBodyError(
             header,
@@ -140,21 +155,23 @@ def decode_request(frames: Sequence[Frame]) -> tuple[RequestHeader, Request]:
             f"{supported_range_text(header.api_key)}",
         )
     try:
-        return header, _decode_request_body(header, frames)
+        return header, _decode_request_body(header, head, frames)
     except RequestBodyError:
         raise
     except ZlogError as error:
         raise RequestBodyError(header, error.code, error.message) from None
 
 
-def _decode_request_body(header: RequestHeader, frames: Sequence[Frame]) -> Request:
-    if frame_view(frames[0]).nbytes != REQUEST_HEADER.size:
+def _decode_request_body(
+    header: RequestHeader, head: memoryview, frames: Sequence[Frame]
+) -> Request:
+    if head.nbytes != REQUEST_HEADER.size:
         raise ZlogError(ErrorCode.INVALID_REQUEST, "frame 0 must be exactly the 10-byte header")
     if len(frames) < 2:
         raise ZlogError(ErrorCode.INVALID_REQUEST, "a request needs a body frame after its header")
     body = frame_view(frames[1])
     data = [frame_view(frame) for frame in frames[2:]]
-    cls = REQUEST_TYPES[(ApiKey(header.api_key), header.api_version)]
+    cls = _REQUEST_CLASSES[(header.api_key, header.api_version)]
     code = ErrorCode.INVALID_REQUEST
     if cls is ProduceRequestV0:
         return decode_produce_request(body, data, code)
@@ -231,7 +248,7 @@ def decode_response(frames: Sequence[Frame]) -> tuple[ResponseHeader, Response |
         return header, _decode_error_body(header, body, len(frames))
     if not is_supported(header.api_key, header.api_version):
         raise ZlogError(code, f"a response for api {header.api_key} v{header.api_version}")
-    cls = RESPONSE_TYPES[(ApiKey(header.api_key), header.api_version)]
+    cls = _RESPONSE_CLASSES[(header.api_key, header.api_version)]
     if cls is ProduceResponseV0:
         return header, decode_produce_response(body, data, code)
     if cls is FetchResponseV0:

@@ -37,6 +37,7 @@ from zlog.transport.messages import ErrorBody, Request, Response
 from zlog.transport.sockets import (
     CLIENT_FRAME_BYTES_MAX,
     DRAIN_MESSAGES_MAX,
+    has_message,
     make_dealer,
     recv_frames,
     send_frames,
@@ -161,6 +162,21 @@ class RpcClient:
         self._ready.clear()
         return results
 
+    def expire_due(self) -> list[RpcResult]:
+        """The results ready without reading the socket: requests past their deadline.
+
+        For a caller that polls the socket itself and saw nothing arrive on it: it still has
+        to learn about timeouts, but a receive attempt on an empty socket would be wasted.
+        """
+        assert not self._closed, "poll on a closed RpcClient"
+        if self._pending:
+            self._expire(_now_ms())
+        if not self._ready:
+            return []
+        results = list(self._ready)
+        self._ready.clear()
+        return results
+
     def call(self, msg: Request, timeout_ms: int = TIMEOUT_MS_DEFAULT) -> Response:
         """Send `msg` and wait for its response; raises ZlogError for any failure."""
         assert expects_response(msg), "acks=0 requests have no response to wait for"
@@ -178,11 +194,16 @@ class RpcClient:
                 continue
             self._receive(remaining_ms)
 
-    def close(self) -> None:
-        """Close the socket; unanswered requests are abandoned (linger 0)."""
+    def close(self, linger_ms: int = 0) -> None:
+        """Close the socket; unanswered requests are abandoned.
+
+        Messages still queued to go out are dropped at once unless `linger_ms` gives them that
+        long: an acks=0 producer, whose sends are done when queued, lingers so that closing it
+        right after a flush does not throw its last records away.
+        """
         if not self._closed:
             self._closed = True
-            self._socket.close(linger=0)
+            self._socket.close(linger=linger_ms)
 
     def __enter__(self) -> RpcClient:
         return self
@@ -229,6 +250,8 @@ class RpcClient:
                 break
             received = True
             self._accept(frames)
+            if not has_message(self._socket):
+                break
         return received
 
     def _accept(self, frames: list[zmq.Frame]) -> None:

@@ -47,6 +47,17 @@ _TEXT_LENGTH: Final = struct.Struct(">H")
 _PRODUCE_RESPONSE_ENTRY_BYTES_MIN: Final = _PRODUCE_RESPONSE_ENTRY.size + _TEXT_LENGTH.size
 _FETCH_RESPONSE_ENTRY_BYTES_MIN: Final = _FETCH_RESPONSE_ENTRY.size + _TEXT_LENGTH.size
 
+# The one-partition shape of each data-path body as a single struct: the fixed part and the
+# fixed part of its only entry, back to back (big-endian formats have no padding). A body of
+# exactly that shape decodes in one unpack (`_one_partition_*`); any other body, malformed ones
+# included, goes through the general cursor decoder, so every error reads the same.
+_PRODUCE_REQUEST_ONE: Final = struct.Struct(">hiI" "iIH")
+_FETCH_REQUEST_ONE: Final = struct.Struct(">iiiiI" "iqiH")
+_PRODUCE_RESPONSE_ONE: Final = struct.Struct(">I" "ihqqqH")
+assert _PRODUCE_REQUEST_ONE.size == _PRODUCE_REQUEST.size + _PRODUCE_REQUEST_ENTRY.size
+assert _FETCH_REQUEST_ONE.size == _FETCH_REQUEST.size + _FETCH_REQUEST_ENTRY.size
+assert _PRODUCE_RESPONSE_ONE.size == _COUNT.size + _PRODUCE_RESPONSE_ENTRY.size
+
 
 def _pack(layout: struct.Struct, values: tuple[int, ...], what: str) -> bytes:
     """struct.pack, with an out-of-range field reported as INVALID_REQUEST, not struct.error."""
@@ -90,9 +101,39 @@ def encode_produce_request(msg: ProduceRequestV0) -> tuple[bytes, list[Buffer]]:
     return b"".join(parts), frames
 
 
+def _utf8(view: memoryview) -> str | None:
+    try:
+        return str(view, "utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _one_partition_produce_request(
+    body: memoryview, frames: Sequence[memoryview]
+) -> ProduceRequestV0 | None:
+    """A request for one partition whose batches are all the frames; None for any other body."""
+    fixed_bytes = _PRODUCE_REQUEST_ONE.size
+    if body.nbytes < fixed_bytes:
+        return None
+    acks, timeout_ms, entry_count, partition, batch_count, topic_length = (
+        _PRODUCE_REQUEST_ONE.unpack_from(body)
+    )
+    if entry_count != 1 or batch_count != len(frames):
+        return None
+    if body.nbytes != fixed_bytes + topic_length:
+        return None
+    topic = _utf8(body[fixed_bytes:])
+    if topic is None:
+        return None
+    return ProduceRequestV0(acks, timeout_ms, (ProduceEntry(topic, partition, tuple(frames)),))
+
+
 def decode_produce_request(
     body: memoryview, frames: Sequence[memoryview], code: ErrorCode
 ) -> ProduceRequestV0:
+    one = _one_partition_produce_request(body, frames)
+    if one is not None:
+        return one
     cursor = Cursor(body, code, "Produce v0 request")
     acks, timeout_ms, claimed = cursor.unpack(_PRODUCE_REQUEST)
     entry_count = cursor.count(claimed, _PRODUCE_REQUEST_ENTRY.size, "entry_count")
@@ -129,9 +170,37 @@ def encode_produce_response(msg: ProduceResponseV0) -> bytes:
     return b"".join(parts)
 
 
+def _one_partition_produce_response(
+    body: memoryview, frames: Sequence[memoryview]
+) -> ProduceResponseV0 | None:
+    """A response with one result and no frames; None for any other body."""
+    fixed_bytes = _PRODUCE_RESPONSE_ONE.size
+    if frames or body.nbytes < fixed_bytes:
+        return None
+    fields = _PRODUCE_RESPONSE_ONE.unpack_from(body)
+    entry_count, partition, error_code, base_offset, append_time_ms, log_start_offset = fields[:6]
+    message_end = fixed_bytes + fields[6]
+    if entry_count != 1 or body.nbytes < message_end + _TEXT_LENGTH.size:
+        return None
+    (topic_length,) = _TEXT_LENGTH.unpack_from(body, message_end)
+    topic_start = message_end + _TEXT_LENGTH.size
+    if body.nbytes != topic_start + topic_length:
+        return None
+    message, topic = _utf8(body[fixed_bytes:message_end]), _utf8(body[topic_start:])
+    if message is None or topic is None:
+        return None
+    result = ProduceResult(
+        topic, partition, error_code, base_offset, append_time_ms, log_start_offset, message
+    )
+    return ProduceResponseV0((result,))
+
+
 def decode_produce_response(
     body: memoryview, frames: Sequence[memoryview], code: ErrorCode
 ) -> ProduceResponseV0:
+    one = _one_partition_produce_response(body, frames)
+    if one is not None:
+        return one
     cursor = Cursor(body, code, "Produce v0 response")
     (claimed,) = cursor.unpack(_COUNT)
     entry_count = cursor.count(claimed, _PRODUCE_RESPONSE_ENTRY_BYTES_MIN, "entry_count")
@@ -177,6 +246,9 @@ def decode_fetch_request(
     body: memoryview, frames: Sequence[memoryview], code: ErrorCode
 ) -> FetchRequestV0:
     """Also refuses negative waits and sizes: they have no meaning a worker could act on."""
+    one = _one_partition_fetch_request(body, frames)
+    if one is not None:
+        return one
     cursor = Cursor(body, code, "Fetch v0 request")
     replica_id, max_wait_ms, min_bytes, max_bytes, claimed = cursor.unpack(_FETCH_REQUEST)
     for name, value in (("max_wait_ms", max_wait_ms), ("min_bytes", min_bytes),
@@ -196,6 +268,26 @@ def decode_fetch_request(
     cursor.expect_end()
     _expect_all_frames_used(frames, 0, cursor)
     return FetchRequestV0(replica_id, max_wait_ms, min_bytes, max_bytes, tuple(entries))
+
+
+def _one_partition_fetch_request(
+    body: memoryview, frames: Sequence[memoryview]
+) -> FetchRequestV0 | None:
+    """A fetch of one partition with no negative wait or size; None for any other body."""
+    fixed_bytes = _FETCH_REQUEST_ONE.size
+    if frames or body.nbytes < fixed_bytes:
+        return None
+    (replica_id, max_wait_ms, min_bytes, max_bytes, entry_count, partition, fetch_offset,
+     partition_max_bytes, topic_length) = _FETCH_REQUEST_ONE.unpack_from(body)
+    if entry_count != 1 or body.nbytes != fixed_bytes + topic_length:
+        return None
+    if min(max_wait_ms, min_bytes, max_bytes, partition_max_bytes) < 0:
+        return None
+    topic = _utf8(body[fixed_bytes:])
+    if topic is None:
+        return None
+    entry = FetchEntry(topic, partition, fetch_offset, partition_max_bytes)
+    return FetchRequestV0(replica_id, max_wait_ms, min_bytes, max_bytes, (entry,))
 
 
 def encode_fetch_response(msg: FetchResponseV0) -> tuple[bytes, list[Buffer]]:

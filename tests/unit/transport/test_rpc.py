@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 import zmq
 
+from tests.waiting import wait_until
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.codec import (
     HeaderError,
@@ -32,7 +33,14 @@ from zlog.transport.messages import (
     ProduceRequestV0,
 )
 from zlog.transport.rpc import RpcClient, RpcResult
-from zlog.transport.sockets import make_router, recv_routed, send_routed
+from zlog.transport.sockets import (
+    has_message,
+    make_router,
+    recv_frames,
+    recv_routed,
+    send_frames,
+    send_routed,
+)
 
 
 class FakeServer:
@@ -169,3 +177,46 @@ def test_server_survives_garbage_and_answers_next(client: RpcClient, server: Fak
     assert server.header_errors_count == 1
     # The unsupported-version reply had correlation id 9, which this client never sent.
     assert client.late_responses_count == 1
+
+
+def test_expire_due_reports_timeouts_without_reading(client: RpcClient) -> None:
+    """For a caller polling the socket itself: timeouts come back, answers stay unread."""
+    held_id = client.send(ApiVersionsRequestV0(), timeout_ms=5000)  # held by the server
+    assert client.expire_due() == []
+    late_id = client.send(FetchRequestV0(-1, 0, 0, 0, ()), timeout_ms=20)
+    due: list[RpcResult] = []
+    wait_until(lambda: bool(due.extend(client.expire_due()) or due), timeout_s=5)
+    assert [r.correlation_id for r in due] == [late_id]
+    assert due[0].error is not None and due[0].error.code == ErrorCode.REQUEST_TIMED_OUT
+    assert client.in_flight == 1, "the held request still waits"
+    client.send(MetadataRequestV0(("go",)), timeout_ms=5000)  # the server answers both now
+    wait_until(lambda: has_message(client.socket), timeout_s=5)
+    assert client.expire_due() == [], "an answer waiting on the socket is not read"
+    answered: set[int] = set()
+    while len(answered) < 2:
+        answered.update(r.correlation_id for r in client.poll_responses(1000))
+    assert held_id in answered and client.in_flight == 0
+
+
+def test_frames_round_trip_through_the_part_by_part_send_and_receive() -> None:
+    """`send_frames`/`recv_frames` move each part as it is, with the multipart boundary kept."""
+    server, endpoint = make_router("tcp://127.0.0.1:0")
+    dealer = zmq.Context.instance().socket(zmq.DEALER)
+    dealer.connect(endpoint)
+    try:
+        parts = [b"header", b"", memoryview(b"body"), bytearray(b"x" * 70_000)]
+        assert send_frames(dealer, parts)
+        assert server.poll(5000, zmq.POLLIN)
+        routed = recv_routed(server)
+        assert routed is not None
+        identity, frames = routed
+        assert [bytes(f.buffer) for f in frames] == [bytes(p) for p in parts]
+        assert not has_message(server)
+        assert send_routed(server, identity, [b"a", b"b"])
+        assert dealer.poll(5000, zmq.POLLIN) and has_message(dealer)
+        back = recv_frames(dealer, block=False)
+        assert back is not None and [f.bytes for f in back] == [b"a", b"b"]
+        assert recv_frames(dealer, block=False) is None
+    finally:
+        dealer.close(linger=0)
+        server.close(linger=0)
