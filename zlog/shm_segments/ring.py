@@ -287,7 +287,9 @@ class RingReader(LayoutReader):
             return
         self._closed = True
         self.release()
-        self._mmap.close()
+        # Views from read_views may still be held somewhere: then the mapping goes with them.
+        with contextlib.suppress(BufferError):
+            self._mmap.close()
 
     def __enter__(self) -> RingReader:
         return self

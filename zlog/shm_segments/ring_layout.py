@@ -593,26 +593,46 @@ class LayoutReader:
         (Kafka's fetch rule, so a consumer always makes progress); then batches stop before
         `max_bytes` would be passed. RingOverrunError when `position` is no longer in the ring.
         """
+        views, next_position = self._located(position, max_bytes)
+        copies = [view.tobytes() for view in views]
+        self._raise_if_overrun(position)
+        return copies, next_position
+
+    def read_views(self, position: int, max_bytes: int) -> tuple[list[memoryview], int]:
+        """`read` without the copy: views of the mapping itself, for readers on the hot path.
+
+        The views are whole when this returns; they stay whole until the writer reclaims their
+        space, about a ring's capacity of appends later. A reader uses them, then asks
+        `intact(position)`: False means the writer may have overwritten them meanwhile, and
+        what was made of them must be thrown away (the batches are in the segment files).
+        """
+        views, next_position = self._located(position, max_bytes)
+        self._raise_if_overrun(position)
+        return views, next_position
+
+    def intact(self, position: int) -> bool:
+        """Whether bytes read from `position` onwards are still the batches that were read."""
+        return _read_tail_position(self._buffer) <= position
+
+    def _located(self, position: int, max_bytes: int) -> tuple[list[memoryview], int]:
         state = read_state(self._buffer)
         if position < state.tail_position:
             raise RingOverrunError(position, state.tail_position)
         if position > state.head_position:
             raise ValueError(f"position {position} is past the head {state.head_position}")
         try:
-            batches, next_position = self._copy_batches(position, state.head_position, max_bytes)
+            return self._batch_views(position, state.head_position, max_bytes)
         except ZlogError:
             self._raise_if_overrun(position)
             raise
-        self._raise_if_overrun(position)
-        return batches, next_position
 
-    def _copy_batches(
+    def _batch_views(
         self, position: int, head_position: int, max_bytes: int
-    ) -> tuple[list[bytes], int]:
-        """The copying half of read(); the bytes may be torn until the tail check says not."""
+    ) -> tuple[list[memoryview], int]:
+        """Views of the batches from `position`; they may be torn until the tail check."""
         data, capacity_bytes = self._data, self.capacity_bytes
-        batches: list[bytes] = []
-        copied_bytes = 0
+        batches: list[memoryview] = []
+        taken_bytes = 0
         while position < head_position:
             batch_position = _filler_end(data, capacity_bytes, position)
             if batch_position >= head_position:
@@ -620,11 +640,11 @@ class LayoutReader:
                     raise _corrupt(f"a filler at position {position} runs past head")
                 return batches, batch_position
             _, size_bytes = _batch_at(data, capacity_bytes, batch_position, head_position)
-            if batches and copied_bytes + size_bytes > max_bytes:
+            if batches and taken_bytes + size_bytes > max_bytes:
                 return batches, batch_position
             physical = batch_position % capacity_bytes
-            batches.append(data[physical : physical + size_bytes].tobytes())
-            copied_bytes += size_bytes
+            batches.append(data[physical : physical + size_bytes])
+            taken_bytes += size_bytes
             position = batch_position + size_bytes
         return batches, position
 

@@ -253,10 +253,10 @@ class _InterruptedReader(LayoutReader):
         super().__init__(buffer)
         self.writer = writer
 
-    def _copy_batches(
+    def _batch_views(
         self, position: int, head_position: int, max_bytes: int
-    ) -> tuple[list[bytes], int]:
-        copied = super()._copy_batches(position, head_position, max_bytes)
+    ) -> tuple[list[memoryview], int]:
+        copied = super()._batch_views(position, head_position, max_bytes)
         if self.writer.generation == 0:  # once
             self.writer.mark_flushed(self.writer.head_position)
             append(self.writer, self.writer.next_offset, 120)
@@ -273,6 +273,33 @@ def test_a_copy_the_writer_overwrote_meanwhile_is_discarded() -> None:
         reader.read(0, 10_000)
     assert overrun.value.tail_position == 512  # reclaimed to 120, then reset to lap 2
     assert reader.read(512, 10_000) == ([], 512)
+
+
+def test_views_are_the_committed_batches_until_the_writer_reclaims_them() -> None:
+    buffer, writer, _ = new_ring(256)
+    first = make_batch(0, 100)
+    writer.append(first, 1)
+    reader = LayoutReader(buffer)
+    views, next_position = reader.read_views(0, 10_000)
+    assert [bytes(view) for view in views] == [first]
+    assert next_position == 100
+    assert reader.intact(0)
+    writer.mark_flushed(writer.head_position)
+    append(writer, 1, 120)
+    assert reader.intact(0)  # the second batch fit beside the first
+    writer.mark_flushed(writer.head_position)
+    append(writer, 2, 120)  # this one needs the first one's space
+    assert not reader.intact(0)
+    with pytest.raises(RingOverrunError):
+        reader.read_views(0, 10_000)
+
+
+def test_an_overtaken_view_read_raises_like_a_copy() -> None:
+    buffer, writer, _ = new_ring(256)
+    append(writer, 0, 120)
+    reader = _InterruptedReader(buffer, writer)
+    with pytest.raises(RingOverrunError):
+        reader.read_views(0, 10_000)
 
 
 # ---------------------------------------------------------------------------------- reopening
