@@ -26,9 +26,18 @@ from typing import Final, Protocol
 
 from zlog.broker.fetch_waiters import EntryRead
 from zlog.broker.producer_state import ProducerBatch, ProducerStateTable
+from zlog.broker.recent_batches import RECENT_BYTES_MAX, RecentBatches
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import Buffer, validate_batch, verify_crc
-from zlog.shm_segments.batch_fast import BatchView, parse_batch
+from zlog.shm_segments.batch import (
+    BatchHeader,
+    Buffer,
+    stamp,
+    uncompressed_records,
+    validate_batch,
+    verify_crc,
+)
+from zlog.shm_segments.batch_fast import WALK_BELOW_RECORDS, parse_batch
+from zlog.shm_segments.batch_small import walk_records
 
 VALID_ACKS: Final = frozenset({0, 1, -1})
 ACKS_ALL: Final = -1
@@ -46,6 +55,9 @@ class LogLike(Protocol):
 
     @property
     def log_end_offset(self) -> int: ...
+
+    @property
+    def segment_count(self) -> int: ...
 
     def append(self, batch: Buffer, *, leader_epoch: int = -1) -> int: ...
 
@@ -115,6 +127,9 @@ class Partition:
         self.producers = producers or ProducerStateTable()
         self.timestamp_difference_max_ms = timestamp_difference_max_ms  # -1: not checked
         self._follower_end_offsets: dict[int, int] = {}
+        # Consumers at the tail read these instead of the log. Not for compacted topics: the
+        # compactor rewrites sealed segments behind this thread's back.
+        self._recent: RecentBatches | None = None if compacted else RecentBatches()
         self._high_watermark = log.log_start_offset
         self._high_watermark = self._computed_high_watermark()
 
@@ -133,6 +148,8 @@ class Partition:
                 f"current epoch {self.leader_epoch}",
             )
         self.leader_epoch, self.is_leader = leader_epoch, is_leader
+        if self._recent is not None:
+            self._recent.clear()
 
     def set_replicas(self, replicas: ReplicaSet) -> int:
         """A committed ISR change; returns the bytes that became visible to consumers."""
@@ -225,17 +242,22 @@ class Partition:
         )
 
     def _refusal(self, batches: Sequence[Buffer], acks: int) -> ZlogError | None:
-        """A reason to refuse the whole entry before anything is appended."""
-        name = f"{self.topic}-{self.partition}"
+        """A reason to refuse the whole entry before anything is appended.
+
+        The partition's name is formatted only for a refusal: this runs for every produce.
+        """
         if not self.is_leader:
-            return ZlogError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this worker does not lead {name}")
+            return ZlogError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"this worker does not lead {self.topic}-{self.partition}")
         if not batches:
-            return ZlogError(ErrorCode.INVALID_REQUEST, f"produce entry for {name} has no batch")
+            return ZlogError(ErrorCode.INVALID_REQUEST,
+                             f"produce entry for {self.topic}-{self.partition} has no batch")
         in_sync, needed = len(self.replicas.isr), self.replicas.min_insync_replicas
         if acks == ACKS_ALL and in_sync < needed:
             return ZlogError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"{name} has {in_sync} in-sync replicas; min.insync.replicas is {needed}",
+                f"{self.topic}-{self.partition} has {in_sync} in-sync replicas; "
+                f"min.insync.replicas is {needed}",
             )
         return None
 
@@ -246,28 +268,76 @@ class Partition:
             raise ZlogError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
         if header.is_transactional:
             raise ZlogError(ErrorCode.INVALID_RECORD, "zlog does not support transactions")
-        parsed = self._parse_records(batch)
-        if self.timestamp_difference_max_ms >= 0 and now_ms is not None:
-            self._check_timestamps(parsed, now_ms)
-        if self.compacted and bool((parsed.key_lengths < 0).any()):
-            raise ZlogError(
-                ErrorCode.INVALID_RECORD, "a compacted topic does not accept records without a key"
-            )
-        producer = ProducerBatch.from_header(header)
-        if producer.is_idempotent:
+        self._check_records(batch, header, now_ms)
+        producer = ProducerBatch.from_header(header) if header.producer_id >= 0 else None
+        if producer is not None:
             duplicate_offset = self.producers.check(producer)
             if duplicate_offset is not None:
                 return duplicate_offset, duplicate_offset + header.last_offset_delta + 1, 0
-        base_offset = self.log.append(batch, leader_epoch=self.leader_epoch)
-        if producer.is_idempotent:
+        segment_count = self.log.segment_count
+        try:
+            base_offset = self.log.append(batch, leader_epoch=self.leader_epoch)
+        except BaseException:
+            if self._recent is not None:
+                self._recent.clear()  # whatever the log holds now, it is not what was noted
+            raise
+        if producer is not None:
             self.producers.record(producer, base_offset)
+        next_offset = base_offset + header.last_offset_delta + 1
         assert self.log.log_end_offset >= base_offset + header.record_count
-        return base_offset, base_offset + header.last_offset_delta + 1, header.size_bytes
+        self._remember(batch, base_offset, next_offset, header.size_bytes, segment_count)
+        return base_offset, next_offset, header.size_bytes
 
-    def _check_timestamps(self, parsed: BatchView, now_ms: int) -> None:
+    def _remember(
+        self, batch: Buffer, base_offset: int, next_offset: int, size_bytes: int,
+        segment_count_before: int,
+    ) -> None:
+        """Keep the batch just appended as the log stored it (see `recent_batches`)."""
+        recent = self._recent
+        if recent is None:
+            return
+        if size_bytes > RECENT_BYTES_MAX:
+            recent.clear()
+            return
+        stored = bytearray(batch)
+        stamp(stored, base_offset, self.leader_epoch)  # what the log stamps on its copy
+        recent.note_appended(
+            base_offset, next_offset, stored, (segment_count_before, self.log.segment_count)
+        )
+
+    def _check_records(self, batch: Buffer, header: BatchHeader, now_ms: int | None) -> None:
+        """Decode every record's framing before storing, then apply the topic's record rules.
+
+        A batch whose CRC is right but whose records are garbage would otherwise be stored and
+        then fail every consumer that reaches it, forever (catalogue row 8). A wrong CRC keeps
+        its own answer, CORRUPT_MESSAGE, even when the records also fail to parse; the CRC of
+        a good batch is checked once, later, on the ring's cache-hot copy.
+
+        Small batches (the low-rate latency path) are walked record by record straight from
+        the header validated above, as `parse_batch` would walk them, minus its second header
+        validation and the numpy arrays that only the two rules below would read.
+        """
+        try:
+            if header.record_count < WALK_BELOW_RECORDS:
+                walked = walk_records(bytes(uncompressed_records(batch, header)), header)
+                if self.timestamp_difference_max_ms >= 0 and now_ms is not None:
+                    stamps = walked.timestamps_ms
+                    self._check_timestamps(min(stamps), max(stamps), now_ms)
+                if self.compacted:
+                    self._check_keys(min(walked.key_lengths))
+                return
+            parsed = parse_batch(batch, check_crc=False)
+        except ZlogError:
+            verify_crc(batch)
+            raise
+        if self.timestamp_difference_max_ms >= 0 and now_ms is not None:
+            stamps_array = parsed.timestamps_ms
+            self._check_timestamps(int(stamps_array.min()), int(stamps_array.max()), now_ms)
+        if self.compacted:
+            self._check_keys(int(parsed.key_lengths.min()))
+
+    def _check_timestamps(self, earliest: int, latest: int, now_ms: int) -> None:
         """message.timestamp.difference.max.ms: CreateTime may not be too far from now."""
-        stamps = parsed.timestamps_ms
-        earliest, latest = int(stamps.min()), int(stamps.max())
         limit = self.timestamp_difference_max_ms
         if now_ms - earliest > limit or latest - now_ms > limit:
             raise ZlogError(
@@ -277,19 +347,12 @@ class Partition:
             )
 
     @staticmethod
-    def _parse_records(batch: Buffer) -> BatchView:
-        """Decode every record's framing (numpy, no Python loop per record) before storing.
-
-        A batch whose CRC is right but whose records are garbage would otherwise be stored and
-        then fail every consumer that reaches it, forever (catalogue row 8). A wrong CRC keeps
-        its own answer, CORRUPT_MESSAGE, even when the records also fail to parse; the CRC of
-        a good batch is checked once, later, on the ring's cache-hot copy.
-        """
-        try:
-            return parse_batch(batch, check_crc=False)
-        except ZlogError:
-            verify_crc(batch)
-            raise
+    def _check_keys(key_length_min: int) -> None:
+        """A compacted topic keeps the last record per key, so every record needs one."""
+        if key_length_min < 0:
+            raise ZlogError(
+                ErrorCode.INVALID_RECORD, "a compacted topic does not accept records without a key"
+            )
 
     def _committed_after_append(
         self, hw_before: int, end_before: int, appended_bytes: int
@@ -333,17 +396,50 @@ class Partition:
                     ErrorCode.NOT_LEADER_OR_FOLLOWER,
                     f"this worker does not lead {self.topic}-{self.partition}",
                 )
-            upto_offset: int | None = self._high_watermark
-            if replica_id >= 0:
-                self._check_follower(replica_id)
-                upto_offset = None
-            chunks = self.log.read(fetch_offset, max(limit_bytes, 0), upto_offset)
+            chunks = None
+            if replica_id < 0:
+                if fetch_offset == self._high_watermark:
+                    caught_up = self._caught_up_read(fetch_offset)
+                    if caught_up is not None:
+                        return caught_up
+                chunks = self._recent_read(fetch_offset, max(limit_bytes, 0))
+            if chunks is None:
+                upto_offset: int | None = self._high_watermark
+                if replica_id >= 0:
+                    self._check_follower(replica_id)
+                    upto_offset = None
+                chunks = self.log.read(fetch_offset, max(limit_bytes, 0), upto_offset)
         except ZlogError as error:
             return self._read_error(error)
         if not at_least_one and sum(chunk.nbytes for chunk in chunks) > limit_bytes:
             chunks = []  # the one batch that would not fit; it goes in a later fetch
         return EntryRead(
             ErrorCode.NONE, self._high_watermark, self.log.log_start_offset, tuple(chunks)
+        )
+
+    def _caught_up_read(self, fetch_offset: int) -> EntryRead | None:
+        """A consumer at the high watermark has nothing to read: the log's answer, unasked.
+
+        A consumer that keeps up fetches here after every batch it receives (and is parked),
+        so the log's read is skipped where its answer is known to be empty.
+        """
+        log = self.log
+        log_start_offset = log.log_start_offset
+        if not log_start_offset <= fetch_offset <= log.log_end_offset:
+            return None  # the log's read raises OFFSET_OUT_OF_RANGE; let it
+        return EntryRead(ErrorCode.NONE, fetch_offset, log_start_offset)
+
+    def _recent_read(self, fetch_offset: int, max_bytes: int) -> list[memoryview] | None:
+        """A consumer's read below the HW from the recent batches, or None: read the log."""
+        recent = self._recent
+        if recent is None or not recent:
+            return None
+        log = self.log
+        if fetch_offset < log.log_start_offset:
+            return None  # the log answers OFFSET_OUT_OF_RANGE
+        return recent.read(
+            fetch_offset, max_bytes, self._high_watermark,
+            log_end_offset=log.log_end_offset, segment_count=log.segment_count,
         )
 
     def _read_error(self, error: ZlogError) -> EntryRead:

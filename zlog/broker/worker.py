@@ -57,6 +57,7 @@ from zlog.transport.sockets import (
     DRAIN_MESSAGES_MAX,
     RECONNECT_INTERVAL_MS,
     RECONNECT_INTERVAL_MS_MAX,
+    has_message,
     make_router,
     recv_routed,
     send_routed,
@@ -198,14 +199,13 @@ class Worker:
         return 0
 
     def _poll_timeout_ms(self) -> int:
-        deadlines = [
-            self._next_heartbeat_ms, self._next_tick_ms, self._next_retention_ms,
-            self._next_compaction_ms,
-        ]
-        fetch_deadline_ms = self.data_plane.next_deadline_ms()
-        if fetch_deadline_ms is not None:
-            deadlines.append(fetch_deadline_ms)
-        return max(min(deadlines) - self.clock.monotonic_ms(), 0)
+        """Until the earliest timer: the worker's own, a long poll's or an acks=all wait's."""
+        deadline_ms = min(self._next_heartbeat_ms, self._next_tick_ms, self._next_retention_ms,
+                          self._next_compaction_ms)
+        data_deadline_ms = self.data_plane.next_deadline_ms()
+        if data_deadline_ms is not None and data_deadline_ms < deadline_ms:
+            deadline_ms = data_deadline_ms
+        return max(deadline_ms - self.clock.monotonic_ms(), 0)
 
     def _serve_data(self) -> None:
         """Up to DRAIN_MESSAGES_MAX requests, so the supervisor and timers are never starved."""
@@ -215,6 +215,8 @@ class Worker:
                 return
             identity, frames = routed
             self._send_replies(self.data_plane.handle(identity, frames, self.clock.monotonic_ms()))
+            if not has_message(self._data):
+                return
 
     def _run_timers(self) -> None:
         now_ms = self.clock.monotonic_ms()

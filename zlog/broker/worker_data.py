@@ -8,7 +8,9 @@ the whole data path be driven by hand in tests.
 
 Zero copy both ways: produced batches are memoryviews of the received frames until the log
 copies them into the ring, and fetch replies carry the log's memoryviews of segment pages as
-frames. Records are never decoded or re-encoded.
+frames. The one exception is a consumer reading the last few small batches of a partition
+(`recent_batches`): it gets the partition's copies of them, the same bytes, because finding
+them in the segment would cost more than the copy. Records are never decoded or re-encoded.
 
 Bad input never takes the worker down. A frame too short to hold a header is dropped and
 counted; an undecodable request gets a whole-request error; a refused batch gets its Kafka code
@@ -149,16 +151,20 @@ class DataPlane:
     def on_timer(self, now_ms: int) -> list[Reply]:
         """Answer the long polls and acks=all waits whose time is up."""
         replies = [self._answer_fetch(token) for token in self.waiters.expire(now_ms)]
-        for delayed in [d for d in self.delayed if d.deadline_ms <= now_ms]:
-            replies.append(self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT))
+        if self.delayed:
+            for delayed in [d for d in self.delayed if d.deadline_ms <= now_ms]:
+                replies.append(self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT))
         return replies
 
     def next_deadline_ms(self) -> int | None:
-        deadlines = [d.deadline_ms for d in self.delayed]
+        """The earliest deadline of a parked fetch or acks=all wait (None: nothing waits)."""
         fetch_deadline_ms = self.waiters.next_deadline_ms()
+        if not self.delayed:
+            return fetch_deadline_ms
+        deadlines = [d.deadline_ms for d in self.delayed]
         if fetch_deadline_ms is not None:
             deadlines.append(fetch_deadline_ms)
-        return min(deadlines, default=None)
+        return min(deadlines)
 
     def partition_removed(self, tp: TopicPartition) -> list[Reply]:
         """A partition left this worker: its waiters hear NOT_LEADER_OR_FOLLOWER now."""
@@ -211,14 +217,17 @@ class DataPlane:
         for index, entry in enumerate(request.entries):
             tp = (entry.topic, entry.partition)
             outcome = self._produce_entry(entry, request.acks)
-            replies.extend(self._on_progress(tp, outcome.appended_bytes, outcome.committed_bytes))
+            if outcome.appended_bytes or outcome.committed_bytes:
+                replies.extend(
+                    self._on_progress(tp, outcome.appended_bytes, outcome.committed_bytes)
+                )
             results.append(
                 ProduceResult(entry.topic, entry.partition, outcome.error_code,
                               outcome.base_offset, -1, outcome.log_start_offset,
                               outcome.error_message)
             )
-            partition = self.partitions.get(tp)
             if request.acks == ACKS_ALL and outcome.error_code == ErrorCode.NONE:
+                partition = self.partitions.get(tp)
                 assert partition is not None
                 status = partition.acks_status(outcome.required_offset)
                 if status is None:
@@ -227,11 +236,12 @@ class DataPlane:
                     _set_entry_error(results, index, status)
         if request.acks == 0:
             return replies
+        if not waiting:  # acks=1, or acks=all already covered by the HW: answer now
+            replies.append(_reply(identity, header, ProduceResponseV0(tuple(results))))
+            return replies
         delayed = _DelayedProduce(identity, header, results, waiting,
                                   now_ms + max(request.timeout_ms, 0))
-        if not waiting:
-            replies.append(self._finish_delayed(delayed, ErrorCode.NONE, parked=False))
-        elif request.timeout_ms <= 0 or len(self.delayed) >= DELAYED_PRODUCES_MAX:
+        if request.timeout_ms <= 0 or len(self.delayed) >= DELAYED_PRODUCES_MAX:
             replies.append(
                 self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT, parked=False)
             )
@@ -267,7 +277,8 @@ class DataPlane:
         if committed_bytes:
             tokens = self.waiters.on_committed(tp, committed_bytes)
             replies.extend(self._answer_fetch(token) for token in tokens)
-            replies.extend(self._settle_delayed(tp))
+            if self.delayed:
+                replies.extend(self._settle_delayed(tp))
         return replies
 
     def _settle_delayed(self, tp: TopicPartition) -> list[Reply]:

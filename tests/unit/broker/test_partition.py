@@ -19,12 +19,20 @@ T0_MS = 1_700_000_000_000
 
 
 class FakeLog:
-    """PartitionLog's contract in memory: offsets assigned on append, whole batches on read."""
+    """PartitionLog's contract in memory: offsets assigned on append, whole batches on read.
+
+    Each batch is read back as its own view, as if each lay in a segment of its own, so the
+    segment count is the batch count.
+    """
 
     def __init__(self) -> None:
         self.batches: list[bytearray] = []
         self.log_start_offset = 0
         self.log_end_offset = 0
+
+    @property
+    def segment_count(self) -> int:
+        return len(self.batches)
 
     def append(self, batch: bytes | memoryview | bytearray, *, leader_epoch: int = -1) -> int:
         header = validate_batch(batch, strict=True, check_crc=True)
