@@ -29,8 +29,16 @@ import numpy.typing as npt
 
 from zlog.client.records import BatchMetadata, RecordMetadata, TopicPartition
 from zlog.errors import ZlogError
-from zlog.shm_segments.batch import Compression, NewRecord, build_batch
+from zlog.shm_segments.batch import (
+    Compression,
+    NewRecord,
+    attributes_for,
+    build_batch,
+    compress_records,
+    seal_batch,
+)
 from zlog.shm_segments.batch_fast import build_batch_from_values
+from zlog.shm_segments.varint import encode_varint, encode_varlong
 
 RecordHeaders: TypeAlias = tuple[tuple[str, bytes | None], ...]
 UInt8Rows: TypeAlias = npt.NDArray[np.uint8]
@@ -44,6 +52,14 @@ BATCH_OVERHEAD_BYTES: Final = 61
 # 2.5 us a record) up to about 30 records. Small batches are what a producer at a low rate
 # sends, so this is the latency path.
 ARRAY_CODEC_RECORDS_MIN: Final = 24
+# A batch of plain records (no headers) estimated at no more than this, with timestamps in
+# [0, 2^62), is written by `_plain_records` below: far from every size and range limit that
+# `build_batch` checks for, so it needs none of those checks and none of their objects.
+PLAIN_BATCH_BYTES_MAX: Final = 64 * 1024
+PLAIN_TIMESTAMP_MS_MAX: Final = 2**62 - 1
+_RECORD_ATTRIBUTES: Final = b"\x00"  # unused in v2
+_NULL_LENGTH: Final = encode_varint(-1)
+_NO_HEADERS: Final = encode_varint(0)
 
 
 class BulkCompletion:
@@ -117,6 +133,23 @@ class PendingBatch:
         stamps_ms = self.timestamps_ms
         if isinstance(stamps_ms, int):
             stamps_ms = [stamps_ms] * self.record_count
+        if self._is_plain(stamps_ms):
+            assert isinstance(self.values, list)
+            base_ms = max(stamps_ms)
+            section = _plain_records(self.values, self.keys, stamps_ms, base_ms)
+            return seal_batch(
+                compress_records(section, compression),
+                base_offset=0,
+                partition_leader_epoch=-1,
+                attributes=attributes_for(compression),
+                last_offset_delta=self.record_count - 1,
+                base_timestamp_ms=base_ms,
+                max_timestamp_ms=base_ms,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=base_sequence,
+                record_count=self.record_count,
+            )
         values: list[bytes | None] = (
             [row.tobytes() for row in self.values] if isinstance(self.values, np.ndarray)
             else self.values
@@ -135,6 +168,16 @@ class PendingBatch:
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             base_sequence=base_sequence,
+        )
+
+    def _is_plain(self, stamps_ms: list[int]) -> bool:
+        """Whether `_plain_records` may write this batch: small, no headers, usual timestamps."""
+        return (
+            self.headers is None
+            and isinstance(self.values, list)
+            and self.size_bytes <= PLAIN_BATCH_BYTES_MAX
+            and min(stamps_ms) >= 0
+            and max(stamps_ms) <= PLAIN_TIMESTAMP_MS_MAX
         )
 
     def complete(self, base_offset: int, log_append_time_ms: int) -> None:
@@ -162,6 +205,33 @@ class PendingBatch:
                     future.set_exception(error)
         if self.completion is not None:
             self.completion.batch_failed(error)
+
+
+def _plain_records(
+    values: list[bytes | None], keys: list[bytes | None] | None, stamps_ms: list[int],
+    base_ms: int,
+) -> bytes:
+    """The records section `build_batch` writes for records without headers, base_ms their
+    largest timestamp (the batch's base and max timestamp, as `build_batch` picks them).
+
+    The latency path sends batches of one or a few records, for which the general builder's
+    per-record objects and limit checks cost more than the encoding itself. The two are held
+    to the same bytes by tests.
+    """
+    parts: list[bytes] = []
+    for index, value in enumerate(values):
+        key = None if keys is None else keys[index]
+        body = b"".join((
+            _RECORD_ATTRIBUTES,
+            encode_varlong(stamps_ms[index] - base_ms),
+            encode_varint(index),  # the offset delta
+            _NULL_LENGTH if key is None else encode_varint(len(key)) + key,
+            _NULL_LENGTH if value is None else encode_varint(len(value)) + value,
+            _NO_HEADERS,
+        ))
+        parts.append(encode_varint(len(body)))
+        parts.append(body)
+    return b"".join(parts)
 
 
 def record_size_bytes(value: bytes | None, key: bytes | None, headers: RecordHeaders) -> int:
@@ -208,14 +278,19 @@ class RecordAccumulator:
         headers: RecordHeaders,
         future: Future[RecordMetadata],
         now_ms: int,
+        size_bytes: int | None = None,
     ) -> tuple[bool, bool]:
         """Add one record; returns (opened a new batch, closed a full batch).
 
         The producer wakes the sender on either: a new batch starts a linger timer, a closed
         one is ready now (and moves keyless records to another sticky partition).
+        `size_bytes` is `record_size_bytes` of the record, when the caller has it already.
         """
-        size_bytes = record_size_bytes(value, key, headers)
-        queue = self._queues.setdefault(tp, deque())
+        if size_bytes is None:
+            size_bytes = record_size_bytes(value, key, headers)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
         batch = queue[-1] if queue and queue[-1].is_open else None
         closed = False
         if batch is not None and batch.size_bytes + size_bytes > self.batch_size_bytes:
@@ -295,6 +370,14 @@ class RecordAccumulator:
             if q and q[0].is_open and q[0].created_ms + self.linger_ms > now_ms
         ]
         return min(times) if times else None
+
+    def oldest_created_ms(self) -> int | None:
+        """When the oldest queued batch was created (None: nothing queued).
+
+        Batches are created in time order under the producer's lock, so each queue's first
+        batch is its oldest.
+        """
+        return min((q[0].created_ms for q in self._queues.values() if q), default=None)
 
     def pop_first(self, tp: TopicPartition) -> PendingBatch:
         queue = self._queues[tp]

@@ -134,6 +134,9 @@ class Connections:
         self._max_in_flight = max_in_flight
         self._clients: dict[str, RpcClient] = {}
         self._control_index = 0
+        # Bumped whenever a client is opened or closed, so that a caller polling the clients'
+        # sockets rebuilds its poller only when the set of sockets changed.
+        self.generation = 0
 
     def client(self, endpoint: str) -> RpcClient:
         rpc = self._clients.get(endpoint)
@@ -145,6 +148,7 @@ class Connections:
                     ErrorCode.NETWORK_EXCEPTION, f"cannot connect to {endpoint!r}: {error}"
                 ) from None
             self._clients[endpoint] = rpc
+            self.generation += 1
         return rpc
 
     def clients(self) -> Iterable[RpcClient]:
@@ -180,8 +184,10 @@ class Connections:
         rpc = self._clients.pop(endpoint, None)
         if rpc is not None:
             rpc.close()
+            self.generation += 1
 
-    def close(self) -> None:
+    def close(self, linger_ms: int = 0) -> None:
         for rpc in self._clients.values():
-            rpc.close()
+            rpc.close(linger_ms)
         self._clients.clear()
+        self.generation += 1

@@ -124,6 +124,8 @@ class Producer:
                 raise _config_error(f"{name} must be positive, not {value}")
         self.batch_size_bytes = min(batch_size, limits.batch_size_bytes_max)
         self.max_block_ms = max_block_ms
+        # What one record or batch may take: the batch size limit, or all of buffer_memory.
+        self._size_bytes_bound = min(limits.batch_size_bytes_max, buffer_memory)
         self._clock = clock or SystemClock()
         self._sticky = StickyPartitioner(random.Random())
         accumulator = RecordAccumulator(batch_size_bytes=self.batch_size_bytes,
@@ -178,7 +180,7 @@ class Producer:
             opened, closed = shared.accumulator.append(
                 TopicPartition(topic, chosen), value=value_bytes, key=key_bytes,
                 timestamp_ms=stamp_ms, headers=record_headers, future=future,
-                now_ms=self._clock.monotonic_ms(),
+                now_ms=self._clock.monotonic_ms(), size_bytes=size_bytes,
             )
             if closed and key_bytes is None and partition is None:
                 self._sticky.on_batch_full(topic, chosen, count)
@@ -321,8 +323,7 @@ class Producer:
         return partition
 
     def _check_size(self, size_bytes: int) -> None:
-        shared = self._shared
-        bound_bytes = min(limits.batch_size_bytes_max, shared.accumulator.buffer_memory_bytes)
+        bound_bytes = self._size_bytes_bound
         if size_bytes + BATCH_OVERHEAD_BYTES > bound_bytes:
             raise ZlogError(ErrorCode.MESSAGE_TOO_LARGE,
                             f"a record or batch of about {size_bytes} bytes exceeds "
@@ -352,7 +353,9 @@ class Producer:
                 self._sender.wake()
                 while not all(batch.finished for batch in snapshot):
                     if shared.sender_failure is not None:
-                        break
+                        raise ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                        "flush cannot finish: the producer's I/O thread failed: "
+                                        f"{shared.sender_failure!r}")
                     if deadline_ms is not None and self._clock.monotonic_ms() >= deadline_ms:
                         raise ZlogError(ErrorCode.REQUEST_TIMED_OUT,
                                         f"flush did not finish within {timeout_ms} ms")

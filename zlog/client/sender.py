@@ -45,13 +45,14 @@ from zlog.transport.messages import (
     ProduceRequestV0,
     ProduceResponseV0,
 )
-from zlog.transport.rpc import RpcResult
+from zlog.transport.rpc import RpcClient, RpcResult
 
 log = logging.getLogger("zlog.client.producer")
 
 IDEMPOTENT_IN_FLIGHT_MAX: Final = 5  # batches per partition: what the broker can deduplicate
 REQUEST_BYTES_MAX: Final = 16 * 1024 * 1024  # batches per request, beyond the first
 POLL_INTERVAL_MS_MAX: Final = 50  # the longest the thread sleeps without checking deadlines
+ACKS_0_CLOSE_LINGER_MS_MAX: Final = 5_000  # the longest close waits for acks=0 sends to leave
 SEQUENCE_MODULUS: Final = 2**31
 # Retriable in Kafka's table, but a corrupt batch that this producer built would only fail
 # again: the transport below checks integrity already.
@@ -117,6 +118,12 @@ class Sender:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
+        # One poller for the thread's life, rebuilt only when connections open or close.
+        self._poller = zmq.Poller()
+        self._polled: dict[zmq.Socket[bytes], RpcClient] = {}
+        self._polled_generation = -1
+        # No queued or retried batch can expire before this (see `_expire`).
+        self._next_expiry_ms = -(2**62)
 
     # -- called from any thread -----------------------------------------------------------
 
@@ -139,10 +146,8 @@ class Sender:
         try:
             while True:
                 self._run_once()
-                with self.shared.lock:
-                    idle = self.shared.accumulator.is_empty and not self._has_in_flight()
-                    if self._stopping and (idle or self._abandon):
-                        break
+                if self._stopping and self._may_stop():
+                    break
         except BaseException as error:  # a bug: fail everything loudly, never hang callers
             log.exception("the producer's sender thread failed")
             with self.shared.lock:
@@ -152,7 +157,10 @@ class Sender:
                                             f"the producer's I/O thread failed: {error!r}"))
         finally:
             self._fail_everything(ZlogError(ErrorCode.NETWORK_EXCEPTION, "the producer closed"))
-            self.connections.close()
+            # acks=0 sends are done once queued: give the queue time to reach the broker.
+            self.connections.close(
+                linger_ms=0 if self.config.acks else min(self.config.request_timeout_ms,
+                                                         ACKS_0_CLOSE_LINGER_MS_MAX))
 
     def dispose(self) -> None:
         """Close the wake-up pipe; only after the thread has ended (the producer joins it)."""
@@ -162,13 +170,27 @@ class Sender:
             os.close(self._wake_write)
 
     def _run_once(self) -> None:
-        self._refresh_metadata_if_needed()
-        if self.config.idempotent:
+        """One pass; each step is skipped at the cost of a few reads when it has nothing to do.
+
+        Some of those reads (the topics user threads want, whether anything is queued) are
+        made without the lock. That is safe because a user thread that adds to them wakes this
+        thread afterwards: a pass that misses the change is followed by one that sees it.
+        """
+        if self._stale_topics or self.shared.wanted_topics:
+            self._refresh_metadata_if_needed()
+        if self.config.idempotent and (self._producer_id < 0 or self._reset_pending):
             self._maybe_init_producer_id()
         now_ms = self._clock_ms()
-        self._expire(now_ms)
+        if now_ms >= self._next_expiry_ms:
+            self._expire(now_ms)
         self._send_ready(now_ms)
         self._wait_and_receive(self._wait_ms(now_ms))
+
+    def _may_stop(self) -> bool:
+        """Once stopping: whether nothing is left to send, or what is left is abandoned."""
+        with self.shared.lock:
+            idle = self.shared.accumulator.is_empty and not self._has_in_flight()
+        return idle or self._abandon
 
     def _has_in_flight(self) -> bool:
         return bool(self._requests) or any(p.retries for p in self._partitions.values())
@@ -263,6 +285,8 @@ class Sender:
                 batch = state.retries.pop(0)
                 state.in_flight.append(batch)
                 by_endpoint.setdefault(endpoint, []).append(batch)
+        if self.shared.accumulator.is_empty:  # read unlocked: see `_run_once`
+            return by_endpoint
         with self.shared.lock:
             flushing = self.shared.flushes_waiting > 0 or self.shared.closing
             accumulator = self.shared.accumulator
@@ -340,8 +364,14 @@ class Sender:
             state = self._partition(batch.tp)
             state.in_flight.remove(batch)
             batch.retry_at_ms = now_ms
-            state.retries.append(batch)
-            state.retries.sort(key=lambda b: (b.base_sequence, b.created_ms))
+            self._add_retry(state, batch)
+
+    def _add_retry(self, state: _PartitionState, batch: PendingBatch) -> None:
+        """Queue a batch to be sent again, in sequence order; it can expire while it waits."""
+        state.retries.append(batch)
+        state.retries.sort(key=lambda b: (b.base_sequence, b.created_ms))
+        expiry_ms = batch.created_ms + self.config.delivery_timeout_ms
+        self._next_expiry_ms = min(self._next_expiry_ms, expiry_ms)
 
     # -- receiving ------------------------------------------------------------------------
 
@@ -352,29 +382,53 @@ class Sender:
         (no capacity, no leader, no producer id yet), and what unblocks it (an answer, a
         wake-up) ends the wait anyway. Counting them would spin the thread.
         """
-        with self.shared.lock:
-            ready_ms = self.shared.accumulator.next_ready_ms(now_ms)
-        deadlines_ms = [ready_ms] if ready_ms is not None else []
-        deadlines_ms.extend(s.retries[0].retry_at_ms for s in self._partitions.values()
-                            if s.retries)
-        future_waits = [d - now_ms for d in deadlines_ms if d > now_ms]
-        return min([POLL_INTERVAL_MS_MAX, *future_waits])
+        wait_ms = POLL_INTERVAL_MS_MAX
+        if not self.shared.accumulator.is_empty:  # read unlocked: see `_run_once`
+            with self.shared.lock:
+                ready_ms = self.shared.accumulator.next_ready_ms(now_ms)
+            if ready_ms is not None and ready_ms > now_ms:
+                wait_ms = min(wait_ms, ready_ms - now_ms)
+        for state in self._partitions.values():
+            if state.retries and state.retries[0].retry_at_ms > now_ms:
+                wait_ms = min(wait_ms, state.retries[0].retry_at_ms - now_ms)
+        return wait_ms
 
     def _wait_and_receive(self, wait_ms: int) -> None:
+        """Sleep until an answer, a wake-up or `wait_ms`; then take what arrived.
+
+        Only sockets that the poll found readable are read; the others with requests in
+        flight are only checked for requests past their deadline.
+        """
+        if self._polled_generation != self.connections.generation:
+            self._rebuild_poller()
+        readable = {socket for socket, _events in self._poller.poll(wait_ms)}
+        if self._wake_read in readable:
+            self._drain_wake_pipe()
+        for socket, rpc in list(self._polled.items()):
+            if socket in readable:
+                results = rpc.poll_responses(0)
+            elif rpc.in_flight:
+                results = rpc.expire_due()
+            else:
+                continue
+            for result in results:
+                self._on_result(rpc.endpoint, result)
+
+    def _rebuild_poller(self) -> None:
+        """Poll the wake-up pipe and every connection's socket (a socket with nothing in
+        flight is still drained when something arrives on it: a late answer)."""
         poller = zmq.Poller()
         poller.register(self._wake_read, zmq.POLLIN)
-        clients = list(self.connections.clients())
-        for rpc in clients:
-            if rpc.in_flight:
-                poller.register(rpc.socket, zmq.POLLIN)
-        events = dict(poller.poll(wait_ms))
-        if self._wake_read in events:
-            with contextlib.suppress(BlockingIOError):
-                os.read(self._wake_read, 4096)
-        for rpc in clients:
-            if rpc.in_flight:
-                for result in rpc.poll_responses(0):
-                    self._on_result(rpc.endpoint, result)
+        polled: dict[zmq.Socket[bytes], RpcClient] = {}
+        for rpc in self.connections.clients():
+            poller.register(rpc.socket, zmq.POLLIN)
+            polled[rpc.socket] = rpc
+        self._poller, self._polled = poller, polled
+        self._polled_generation = self.connections.generation
+
+    def _drain_wake_pipe(self) -> None:
+        with contextlib.suppress(BlockingIOError):  # another pass drained it already
+            os.read(self._wake_read, 4096)
 
     def _on_result(self, endpoint: str, result: RpcResult) -> None:
         batches = self._requests.pop((endpoint, result.correlation_id), None)
@@ -420,8 +474,7 @@ class Sender:
         expired = now_ms - batch.created_ms >= self.config.delivery_timeout_ms
         if retriable and batch.attempts <= self.config.retries and not expired:
             batch.retry_at_ms = now_ms + self.config.retry_backoff_ms
-            state.retries.append(batch)
-            state.retries.sort(key=lambda b: (b.base_sequence, b.created_ms))
+            self._add_retry(state, batch)
             return
         self._finish(batch, error)
 
@@ -444,13 +497,25 @@ class Sender:
             self.shared.lock.notify_all()
 
     def _expire(self, now_ms: int) -> None:
+        """Fail queued and retried batches that waited delivery_timeout_ms; note the next.
+
+        Runs only once something can have expired (`_next_expiry_ms`): a batch queued later is
+        younger than every batch seen here, and a batch coming back for a retry lowers the
+        mark itself (`_add_retry`), so no pass in between has anything to find.
+        """
         timeout_ms = self.config.delivery_timeout_ms
         with self.shared.lock:
             expired = self.shared.accumulator.expire(now_ms, timeout_ms)
+            oldest_ms = self.shared.accumulator.oldest_created_ms()
+        oldest_ms = now_ms if oldest_ms is None else min(oldest_ms, now_ms)
         for state in self._partitions.values():
+            if not state.retries:
+                continue
             keep = [b for b in state.retries if now_ms - b.created_ms < timeout_ms]
             expired.extend(b for b in state.retries if now_ms - b.created_ms >= timeout_ms)
             state.retries = keep
+            oldest_ms = min([oldest_ms, *(b.created_ms for b in keep)])
+        self._next_expiry_ms = oldest_ms + timeout_ms
         for batch in expired:
             self._finish(batch, ZlogError(
                 ErrorCode.REQUEST_TIMED_OUT,
@@ -465,10 +530,12 @@ class Sender:
             pending.extend(batches)
         self._requests.clear()
         for state in self._partitions.values():
-            pending.extend(state.retries)
+            # in_flight also holds batches taken but not sent yet when a pass failed midway.
+            pending.extend(state.retries + state.in_flight)
             state.retries.clear()
             state.in_flight.clear()
-        for batch in pending:
+        unique = {id(batch): batch for batch in pending}
+        for batch in unique.values():
             self._finish(batch, error)
 
 

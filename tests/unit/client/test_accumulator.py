@@ -5,6 +5,7 @@ Kafka's RecordAccumulator rules, driven by hand (time is a number passed in).
 
 from __future__ import annotations
 
+import random
 from concurrent.futures import Future
 
 import numpy as np
@@ -13,14 +14,22 @@ import pytest
 from zlog.client.accumulator import (
     ARRAY_CODEC_RECORDS_MIN,
     BATCH_OVERHEAD_BYTES,
+    PLAIN_BATCH_BYTES_MAX,
     RECORD_OVERHEAD_BYTES,
     BulkCompletion,
+    PendingBatch,
     RecordAccumulator,
     cut_points,
 )
 from zlog.client.records import RecordMetadata, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import Compression, read_records, validate_batch
+from zlog.shm_segments.batch import (
+    Compression,
+    NewRecord,
+    build_batch,
+    read_records,
+    validate_batch,
+)
 
 TP = TopicPartition("t", 0)
 OTHER = TopicPartition("t", 1)
@@ -190,3 +199,43 @@ def test_small_and_large_chunks_encode_the_same_records(count: int) -> None:
         assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 2, 40)
         assert [(r.offset, r.value, r.timestamp_ms) for r in read_records(encoded)] == [
             (i, bytes(row), 77) for i, row in enumerate(rows)]
+
+
+def _sent_batch(records: list[tuple[bytes | None, bytes | None, int]]) -> PendingBatch:
+    """A batch filled the way `send` fills one: (value, key, timestamp) per record."""
+    acc = accumulator(batch_size_bytes=1 << 20)
+    for value, key, stamp_ms in records:
+        acc.append(TP, value=value, key=key, timestamp_ms=stamp_ms, headers=(),
+                   future=Future(), now_ms=0)
+    return acc.pop_first(TP)
+
+
+def test_small_plain_batches_encode_as_the_general_builder_does() -> None:
+    """Batches without headers take a shorter encoder; its bytes are build_batch's, exactly."""
+    rng = random.Random(5)
+    for _ in range(500):
+        records = [
+            (None if rng.random() < 0.1 else rng.randbytes(rng.choice([0, 1, 127, 128, 3000])),
+             None if rng.random() < 0.5 else rng.randbytes(rng.choice([0, 9, 200])),
+             rng.choice([0, 1_700_000_000_000 + rng.randint(-10**6, 10**6), 2**62 - 1]))
+            for _ in range(rng.randint(1, ARRAY_CODEC_RECORDS_MIN - 1))
+        ]
+        batch = _sent_batch(records)
+        assert batch._is_plain([stamp_ms for _, _, stamp_ms in records])
+        compression = rng.choice([Compression.NONE, Compression.LZ4])
+        producer = rng.choice([(-1, -1, -1), (7, 2, rng.randint(0, 2**31 - 1))])
+        expected = build_batch(
+            [NewRecord(value, key=key, timestamp_ms=stamp_ms) for value, key, stamp_ms in records],
+            compression=compression, producer_id=producer[0], producer_epoch=producer[1],
+            base_sequence=producer[2],
+        )
+        assert batch.encode(compression, *producer) == expected
+
+
+def test_unusual_batches_take_the_general_builder() -> None:
+    assert not _sent_batch([(b"v", None, -5)])._is_plain([-5]), "a negative timestamp"
+    assert not _sent_batch([(b"v", None, 2**62)])._is_plain([2**62])
+    big = _sent_batch([(bytes(PLAIN_BATCH_BYTES_MAX), None, 1)])
+    assert not big._is_plain([1]), "a large batch"
+    assert big.encode(Compression.NONE, -1, -1, -1) == build_batch(
+        [NewRecord(bytes(PLAIN_BATCH_BYTES_MAX), timestamp_ms=1)])

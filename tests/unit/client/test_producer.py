@@ -8,7 +8,9 @@ the way the real one does, and fails or drops entries as a test scripts it.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -192,6 +194,38 @@ def test_delivery_timeout_bounds_the_retries(fake: FakeBroker) -> None:
     assert isinstance(error, ZlogError) and error.code == ErrorCode.REQUEST_TIMED_OUT
 
 
+def test_a_batch_waiting_to_be_retried_still_expires_on_time(fake: FakeBroker) -> None:
+    """The sender only looks for expired batches when one can have expired; a batch that
+    comes back for a retry, older than everything queued, must move that moment earlier."""
+    with Producer(fake.endpoint, delivery_timeout_ms=300, retry_backoff_ms=60_000,
+                  linger_ms=0) as producer:
+        assert producer.send(TOPIC, b"first", partition=1).result(timeout=10).offset == 0
+        fake.script.extend([ErrorCode.NOT_LEADER_OR_FOLLOWER])
+        future = producer.send(TOPIC, b"v", partition=0)
+        error = future.exception(timeout=10)  # long before the 60 s backoff ends
+        assert isinstance(error, ZlogError) and error.code == ErrorCode.REQUEST_TIMED_OUT
+        assert "delivery_timeout_ms=300" in error.message
+        producer.close(timeout_ms=0)
+
+
+@pytest.mark.slow
+def test_a_batch_back_from_flight_expires_by_its_own_age(fake: FakeBroker) -> None:
+    """While a batch is in flight the sender may look for expired batches, find none, and
+    note the next look a whole delivery_timeout_ms later; the batch, older, coming back for a
+    retry must be looked at by its own deadline."""
+    with Producer(fake.endpoint, delivery_timeout_ms=1000, request_timeout_ms=900,
+                  retry_backoff_ms=60_000, linger_ms=0) as producer:
+        assert producer.send(TOPIC, b"first", partition=1).result(timeout=10).offset == 0
+        time.sleep(0.2)  # the next look comes while the batch below is in flight
+        fake.script.extend([DROP])
+        started = time.monotonic()
+        error = producer.send(TOPIC, b"v", partition=0).exception(timeout=10)
+        elapsed_s = time.monotonic() - started
+        assert isinstance(error, ZlogError) and error.code == ErrorCode.REQUEST_TIMED_OUT
+        assert elapsed_s < 1.5, f"expired {elapsed_s:.2f} s after send; the timeout is 1 s"
+        producer.close(timeout_ms=0)
+
+
 def test_full_buffer_blocks_send_then_raises(fake: FakeBroker) -> None:
     fake.script.extend([DROP] * 1000)
     producer = Producer(fake.endpoint, buffer_memory=2000, max_block_ms=200, linger_ms=0,
@@ -221,6 +255,39 @@ def test_acks_zero_turns_idempotence_off(fake: FakeBroker) -> None:
         assert producer.send(TOPIC, b"v", partition=0).result(timeout=10).offset == -1
     wait_until(lambda: len(fake.attempts) == 1, what="the acks=0 batch to arrive")
     assert validate_batch(fake.attempts[0][1]).producer_id == -1
+
+
+def test_acks_zero_records_sent_just_before_close_still_arrive(fake: FakeBroker) -> None:
+    with Producer(fake.endpoint, acks=0, linger_ms=0) as producer:
+        producer.send(TOPIC, b"v", partition=0).result(timeout=10)  # metadata is known
+        fake.attempts.clear()
+        for index in range(200):
+            producer.send(TOPIC, b"%d" % index, partition=0)
+        producer.flush(timeout_ms=10_000)
+    wait_until(lambda: len(fake.values(0)) == 201, what="every acks=0 record to arrive")
+
+
+def test_a_failed_io_thread_fails_every_future_even_of_a_batch_taken_to_send(
+    fake: FakeBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Producer(fake.endpoint, linger_ms=60_000) as producer:
+        first = producer.send(TOPIC, b"v", partition=0)
+        producer.flush(timeout_ms=10_000)
+        assert first.result(timeout=0).offset == 0
+        from zlog.client import sender
+
+        def broken(self: sender.Sender, endpoint: str, batches: object) -> None:
+            raise RuntimeError("a bug in the sender")
+
+        monkeypatch.setattr(sender.Sender, "_send_request", broken)  # after taking the batch
+        future = producer.send(TOPIC, b"w", partition=0)
+        with contextlib.suppress(ZlogError):  # all finished (failed), or the thread is gone
+            producer.flush(timeout_ms=10_000)
+        with pytest.raises(ZlogError) as caught:
+            future.result(timeout=10)
+        assert "I/O thread failed" in caught.value.message
+        with pytest.raises(ZlogError):
+            producer.send(TOPIC, b"late", partition=0)
 
 
 def test_unknown_topic_and_partition_raise_at_send(fake: FakeBroker) -> None:
