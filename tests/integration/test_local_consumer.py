@@ -145,3 +145,76 @@ def test_a_ring_on_another_host_falls_back_to_the_network(
         local.assign([tp])
         assert consume(local, ROUND_RECORDS) == expected(0, ROUND_RECORDS)
         assert local.ring_batches_read == 0
+
+
+def _batch_values(views: list[tuple[TopicPartition, object]]) -> list[bytes]:
+    values: list[bytes] = []
+    for _tp, view in views:
+        values.extend(bytes(v) for v in view.values())  # type: ignore[attr-defined]
+    return values
+
+
+def _poll_batches_until(consumer: Consumer, count: int) -> list[tuple[TopicPartition, object]]:
+    got: list[tuple[TopicPartition, object]] = []
+
+    def enough() -> bool:
+        got.extend(consumer.poll_batches(timeout_ms=200))
+        return sum(len(view) for _tp, view in got) >= count  # type: ignore[arg-type]
+
+    wait_until(enough, DEADLINE_S, interval_s=0, what=f"{count} records")
+    return got
+
+
+def produce_uncompressed(broker: BrokerProcess, topic: str, count: int) -> None:
+    """Uncompressed batches: their decoded views are the ring's bytes (compressed ones are
+    decompressed into the consumer's own memory)."""
+    with Producer(broker.endpoint, linger_ms=1, compression=None) as producer:
+        producer.send_many(topic, [value(i) for i in range(count)], partition=0).result(20)
+
+
+def produce_a_ring_full(broker: BrokerProcess, topic: str) -> int:
+    """Incompressible values, uncompressed, twice the ring's bytes: every byte of it is reused."""
+    count = 2 * limits.ring_size_bytes_min // VALUE_BYTES
+    with Producer(broker.endpoint, linger_ms=1, compression=None) as producer:
+        producer.send_many(topic, [os.urandom(VALUE_BYTES) for _ in range(count)],
+                           partition=0).result(timeout=20)
+    return count
+
+
+def test_zero_copy_views_are_the_ring_until_the_writer_reclaims_them(
+    broker: BrokerProcess,
+) -> None:
+    topic = new_topic(broker)
+    tp = TopicPartition(topic, 0)
+    produce_uncompressed(broker, topic, 10)
+    with Consumer(broker.endpoint, local=True, local_zero_copy=True,
+                  auto_offset_reset="earliest", fetch_max_wait_ms=100) as local:
+        local.assign([tp])
+        held = _poll_batches_until(local, 10)
+        assert local.ring_batches_read > 0
+        assert _batch_values(held) == [value(i) for i in range(10)]
+        assert local.views_intact()
+        # A ring's worth of appends later the writer has reused that space: the views say so.
+        end = 10 + produce_a_ring_full(broker, topic)
+        assert not local.views_intact()
+        assert _batch_values(held) != [value(i) for i in range(10)]  # really shared memory
+        # Reading on is unaffected, and what is read now is whole.
+        produce(broker, topic, end, 5)
+        local.seek(tp, end)
+        later = _poll_batches_until(local, 5)
+        assert local.views_intact()
+        assert len(_batch_values(later)) == 5
+
+
+def test_copied_views_stay_whole_after_the_ring_moves_on(broker: BrokerProcess) -> None:
+    topic = new_topic(broker)
+    tp = TopicPartition(topic, 0)
+    produce_uncompressed(broker, topic, 10)
+    with Consumer(broker.endpoint, local=True, auto_offset_reset="earliest",
+                  fetch_max_wait_ms=100) as local:
+        local.assign([tp])
+        held = _poll_batches_until(local, 10)
+        assert local.ring_batches_read > 0
+        produce_a_ring_full(broker, topic)
+        assert local.views_intact()
+        assert _batch_values(held) == [value(i) for i in range(10)]

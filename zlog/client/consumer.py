@@ -13,10 +13,15 @@ below the position are skipped (fetch_buffer).
 
 Local reads (`local=True`): a partition whose leader runs on this host is read straight from the
 leader's shared-memory ring (zlog.client.local_ring): no socket, no request; the batches are
-copied out of the mapping and decoded. A partition falls back to network fetches while its ring
-is not on this host, while the position is below the ring's tail (older data lives only in the
-segment files; the consumer comes back to the ring once it has caught up) or past its end.
-Waiting for new records spins on the ring head, then sleeps in tiny growing steps.
+copied out of the mapping and decoded, or with `local_zero_copy=True` decoded in place, so that
+the views `poll_batches` returns point into shared memory. Zero-copy views stay whole until the
+leader reclaims their ring space (about a ring's capacity of appends later); `views_intact()`
+after using them says whether they still were, the seqlock discipline of Aeron and Chronicle
+readers. A partition falls back to network fetches while its ring is not on this host, while the
+position is below the ring's tail (older data lives only in the segment files; the consumer
+comes back to the ring once it has caught up) or past its end. Waiting for new records spins on
+the ring heads for up to `local_spin_us` (a core's worth of CPU for the lowest latency), then
+sleeps in tiny growing steps.
 
 `group_id` is accepted and kept for the consumer groups to come; offsets are not committed
 yet, so a restarted consumer starts from `auto_offset_reset` or from where it `seek`s.
@@ -25,7 +30,7 @@ yet, so a restarted consumer starts from `auto_offset_reset` or from where it `s
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -79,7 +84,12 @@ class Consumer:
         check_crcs: bool = True,
         clock: Clock | None = None,
         local: bool = False,
+        local_zero_copy: bool = False,
+        local_spin_us: int = 50,
     ) -> None:
+        if local_spin_us < 0:
+            raise ZlogError(ErrorCode.INVALID_CONFIG,
+                            f"local_spin_us must not be negative, not {local_spin_us}")
         if auto_offset_reset not in _RESETS:
             raise ZlogError(ErrorCode.INVALID_CONFIG,
                             f"auto_offset_reset must be earliest, latest or none, "
@@ -106,7 +116,9 @@ class Consumer:
         self._next_start = 0  # round-robin over partitions between polls
         self.local = local
         self._rings: dict[TopicPartition, LocalRing] = {}
-        self._ring_backoff = Backoff()
+        self.local_zero_copy = local_zero_copy
+        self._ring_backoff = Backoff(spin_s=local_spin_us / 1e6)
+        self._handed_out: list[tuple[LocalRing, int | None]] = []  # zero-copy views out there
         self.ring_batches_read = 0  # batches this consumer took from local rings
         self._closed = False
 
@@ -176,6 +188,7 @@ class Consumer:
         while True:
             records = self._take_records(max_records)
             if records:
+                self._note_handed_out()
                 self._send_fetches()  # the next answers arrive while the caller works
                 return records
             if not self._wait_for_data(deadline_ms):
@@ -196,6 +209,7 @@ class Consumer:
                     self._positions[tp] = next_position
                 batches.extend((tp, view) for view in views)
             if batches:
+                self._note_handed_out()
                 self._send_fetches()
                 return batches
             if not self._wait_for_data(deadline_ms):
@@ -278,7 +292,7 @@ class Consumer:
             if ring is None or position is None:
                 continue
             result = ring.read(position, self.max_partition_fetch_bytes,
-                               check_crc=self.check_crcs)
+                               check_crc=self.check_crcs, copy=not self.local_zero_copy)
             if result is None:
                 continue  # not in the ring: _send_fetches asks the network
             views, next_offset = result
@@ -308,7 +322,38 @@ class Consumer:
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if remaining_ms <= 0:
                 return False
-            backoff.pause(remaining_ms / 1000)
+            backoff.wait(remaining_ms / 1000, self._ring_news())
+
+    def _ring_news(self) -> Callable[[], bool]:
+        """A cheap test (one state read per ring) of whether any ring moved past a position."""
+        watched = [(ring, position) for tp, ring in self._rings.items()
+                   if (position := self._positions.get(tp)) is not None]
+
+        def news() -> bool:
+            return any(ring.has_news(position) for ring, position in watched)
+
+        return news
+
+    def _note_handed_out(self) -> None:
+        """Remember where the zero-copy views just returned start, for views_intact()."""
+        if not self.local_zero_copy:
+            return
+        self._handed_out = []
+        for tp, ring in self._rings.items():
+            if ring.read_from_position is None:
+                continue
+            self._handed_out.append((ring, ring.read_from_position))
+            if not self._buffers[tp]:
+                ring.forget_reads()  # the next poll's views start where the next read starts
+
+    def views_intact(self) -> bool:
+        """Whether every zero-copy view the last poll returned is still whole in shared memory.
+
+        Call it after using the views: False means the leader reclaimed some of that ring space
+        meanwhile, so what was made of those views must be thrown away and the records read
+        again (seek back; they come from the segment files). Always True without zero copy.
+        """
+        return all(ring.intact(position) for ring, position in self._handed_out)
 
     # -- fetching -------------------------------------------------------------------------
 

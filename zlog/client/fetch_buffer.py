@@ -43,7 +43,7 @@ def batches_from_chunk(chunk: Buffer, position: int, *, check_crc: bool = True) 
         if header.next_offset <= position or header.is_control:
             continue
         data = view[start:start + header.size_bytes]
-        parsed = parse_batch(data, check_crc=False)
+        parsed = parse_batch(data, check_crc=False, header=header)
         trimmed = trim_view(parsed, position)
         if trimmed is not None:
             batches.append(trimmed)
@@ -52,6 +52,8 @@ def batches_from_chunk(chunk: Buffer, position: int, *, check_crc: bool = True) 
 
 def trim_view(view: BatchView, first_offset: int) -> BatchView | None:
     """The records of `view` at or after `first_offset` (array slices, no copies)."""
+    if view.header.base_offset >= first_offset:
+        return view  # the common case, decided without numpy
     skip = int(np.searchsorted(view.offsets, first_offset, side="left"))
     if skip == 0:
         return view

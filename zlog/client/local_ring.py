@@ -3,8 +3,18 @@
 The partition worker appends every accepted batch to a ring file under /dev/shm (see
 zlog/shm_segments/ring.py); Metadata names that file per partition (`ring_path`). A consumer on
 the same host maps it read-only and reads committed batches with no socket and no request: the
-only work is a state read, a copy of each whole batch out of the mapping (RingReader.read copies;
-the overrun check after the copy says whether the copy is whole) and the batch decode.
+only work is a state read, one validation and decode per batch, and the overrun check after it.
+
+Two ways to hold what was read:
+- copies (the default): each batch is copied out of the mapping before the overrun check, so
+  the views a consumer returns are its own for as long as it keeps them;
+- zero copy (`copy=False`): the decoded views point into the mapping itself. They were whole when
+  `read` returned and stay whole until the writer reclaims their space, about a ring's capacity
+  of appends later (64 MiB by default). `intact(read_from_position)` says whether that has
+  happened to anything read since `forget_reads()`; a reader that uses the views and then sees
+  False must throw away what it made of them and read those offsets again (from the segment
+  files, through the network). This is the seqlock discipline of Aeron and Chronicle Queue
+  readers. Compressed batches are decompressed into the reader's own memory either way.
 
 `LocalRing.read(offset)` answers None whenever the ring cannot serve `offset`, and the consumer
 then fetches over the network as usual:
@@ -27,21 +37,20 @@ import ipaddress
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
 from zlog.client.fetch_buffer import trim_view
-from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import scan_batches
+from zlog.errors import ZlogError
+from zlog.shm_segments.batch import validate_batch
 from zlog.shm_segments.batch_fast import BatchView, parse_batch
 from zlog.shm_segments.ring import RingOverrunError, RingReader
 
 # How often a caught-up reader checks (one stat) whether its ring file was replaced.
 _REPLACED_CHECK_INTERVAL_S: Final = 0.005
-# Waiting for the head to move: spin this many times, then sleep from the first to the last pause,
-# doubling each time.
-SPINS_BEFORE_SLEEP: Final = 200
+# Waiting for the head to move, after the spin: sleep from the first to the last pause, doubling.
 PAUSE_FIRST_S: Final = 0.00002
 PAUSE_LAST_S: Final = 0.001
 
@@ -68,19 +77,35 @@ def is_local_endpoint(endpoint: str) -> bool:
 
 
 class Backoff:
-    """A bounded, adaptive wait for the ring head: a short busy spin, then tiny sleeps."""
+    """Waiting for a ring head to move: a bounded busy spin, then sleeps that double.
 
-    def __init__(self) -> None:
-        self._spins = 0
+    The spin is for latency: a sleeping process needs a scheduler wake-up (tens of microseconds
+    on a virtual machine), while a spinning one sees a commit within a state read. It costs a
+    core while it lasts, so it is bounded per wait (`spin_s`, 0 for none); a quiet ring then
+    costs only the sleeps, from PAUSE_FIRST_S up to PAUSE_LAST_S.
+    """
+
+    def __init__(self, spin_s: float = 0.0) -> None:
+        assert spin_s >= 0, spin_s
+        self.spin_s = spin_s
+        self._spin_until: float | None = None
         self._pause_s = PAUSE_FIRST_S
 
     def reset(self) -> None:
-        self._spins = 0
+        self._spin_until = None
         self._pause_s = PAUSE_FIRST_S
 
-    def pause(self, remaining_s: float) -> None:
-        if self._spins < SPINS_BEFORE_SLEEP:
-            self._spins += 1
+    def wait(self, remaining_s: float, news: Callable[[], bool]) -> None:
+        """Return as soon as `news()` is true, or after one pause once the spin is spent."""
+        now = time.perf_counter()
+        if self._spin_until is None:
+            self._spin_until = now + self.spin_s
+        spin_until = min(self._spin_until, now + max(remaining_s, 0.0))
+        while now < spin_until:
+            if news():
+                return
+            now = time.perf_counter()
+        if news():
             return
         time.sleep(max(0.0, min(self._pause_s, remaining_s)))
         self._pause_s = min(self._pause_s * 2, PAUSE_LAST_S)
@@ -95,6 +120,8 @@ class LocalRing:
         self._position: int | None = None  # ring position of the batch holding self._offset
         self._offset = -1
         self._next_replaced_check = 0.0
+        # The lowest position read since forget_reads(): zero-copy views from there are held.
+        self.read_from_position: int | None = None
         self.high_watermark: int | None = None  # the visible end seen by the last read
 
     def _open(self) -> RingReader | None:
@@ -129,12 +156,26 @@ class LocalRing:
         # high watermark must be published in the ring header and read here.
         return reader.next_offset
 
-    def read(self, offset: int, max_bytes: int, *, check_crc: bool = True) -> (
-        tuple[list[BatchView], int] | None
-    ):
-        """Decoded batches from `offset` (copies out of the ring) and the offset after them.
+    def has_news(self, offset: int) -> bool:
+        """Whether records at or past `offset` may be readable now: one state read, no decode.
+
+        True also when the ring cannot serve `offset` at all, so that the caller goes and finds
+        out (and falls back to the network): a spinning reader calls this between reads.
+        """
+        reader = self._reader
+        if reader is None:
+            return True
+        try:
+            return reader.next_offset != offset
+        except ZlogError:
+            return True
+
+    def read(self, offset: int, max_bytes: int, *, check_crc: bool = True, copy: bool = True,
+             ) -> tuple[list[BatchView], int] | None:
+        """Decoded batches from `offset` and the offset after them.
 
         ([], offset) when caught up; None when the ring cannot serve `offset` (use the network).
+        With `copy=False` the views point into the mapping: see the module docstring.
         """
         reader = self._open()
         if reader is None:
@@ -148,21 +189,47 @@ class LocalRing:
                 self._position = None
                 return None
             self._position, self._offset = position, offset
+        start_position = self._position
         try:
-            copies, next_position = reader.read(self._position, max_bytes)
+            if copy:
+                copies, next_position = reader.read(start_position, max_bytes)
+                batches: list[memoryview] = [memoryview(data) for data in copies]
+            else:
+                batches, next_position = reader.read_views(start_position, max_bytes)
+            end = self.high_watermark = self._visible_end(reader)
+            if not batches:
+                self._reopen_if_replaced()
+                return [], offset
+            views, next_offset, complete = _decode(batches, offset, end, check_crc)
+            if not copy and not reader.intact(start_position):
+                raise RingOverrunError(start_position, reader.tail_position)
         except (RingOverrunError, ValueError, ZlogError):
             self._position = None  # fell behind the tail, or the ring was reset: find again
             return None
-        end = self.high_watermark = self._visible_end(reader)
-        if not copies:
-            self._reopen_if_replaced()
-            return [], offset
-        views, next_offset, complete = _decode(copies, offset, end, check_crc)
+        if self.read_from_position is None:
+            self.read_from_position = start_position
         if complete:
             self._position, self._offset = next_position, next_offset
         else:
             self._position = None  # stopped at the visible end inside what was read
         return views, next_offset
+
+    def forget_reads(self) -> None:
+        """Everything read so far has been handed over (and checked) by the caller."""
+        self.read_from_position = None
+
+    def intact(self, position: int | None) -> bool:
+        """Whether batches read from `position` on (a `read_from_position`) are still whole.
+
+        Always True for copies; for zero-copy views, False once the writer has reclaimed them.
+        """
+        reader = self._reader
+        if reader is None or position is None:
+            return True
+        try:
+            return reader.intact(position)
+        except ZlogError:
+            return False
 
     def close(self) -> None:
         if self._reader is not None:
@@ -171,25 +238,24 @@ class LocalRing:
         self._position = None
 
 
-def _decode(copies: list[bytes], offset: int, end: int, check_crc: bool) -> (
+def _decode(batches: list[memoryview], offset: int, end: int, check_crc: bool) -> (
     tuple[list[BatchView], int, bool]
 ):
-    """Views of the records at >= offset and < end; the offset after them; whether all fit."""
+    """Views of the records at >= offset and < end; the offset after them; whether all fit.
+
+    Each ring entry is exactly one batch, so it is validated once (framing, CRC) and decoded
+    with that header.
+    """
     views: list[BatchView] = []
     next_offset = offset
-    for copy in copies:
-        data = memoryview(copy)
-        found, _ = scan_batches(data, check_crc=check_crc)
-        if len(found) != 1:
-            raise ZlogError(ErrorCode.CORRUPT_MESSAGE, "a ring entry is not one whole batch")
-        start, header = found[0]
+    for data in batches:
+        header = validate_batch(data, strict=False, check_crc=check_crc)
         if header.next_offset > end:
             return views, next_offset, False
         next_offset = max(next_offset, header.next_offset)
         if header.next_offset <= offset or header.is_control:
             continue
-        trimmed = trim_view(parse_batch(data[start:start + header.size_bytes], check_crc=False),
-                            offset)
+        trimmed = trim_view(parse_batch(data, check_crc=False, header=header), offset)
         if trimmed is not None:
             views.append(trimmed)
     return views, next_offset, True

@@ -88,3 +88,42 @@ def test_metadata_ring_path_round_trips_and_defaults_to_empty() -> None:
     decoded = decode_json_body(MetadataResponseV0, memoryview(json.dumps(older).encode()),
                                ErrorCode.INVALID_REQUEST)
     assert decoded.topics[0].partitions[0].ring_path == ""
+
+
+def test_has_news_is_a_state_read_that_says_when_to_read(shm_dir: Path) -> None:
+    path = shm_dir / "n-0.ring"
+    with RingWriter(path, CAPACITY_BYTES) as writer:
+        local = LocalRing(path)
+        assert local.has_news(0)  # not open yet: go and find out
+        assert local.read(0, 1 << 20) == ([], 0)
+        assert not local.has_news(0)
+        _append(writer, 3)
+        assert local.has_news(0)
+        _views, next_offset = local.read(0, 1 << 20) or ([], -1)
+        assert next_offset == 3
+        assert not local.has_news(3)
+        assert local.has_news(1)  # a position elsewhere: read tells
+        local.close()
+
+
+def test_zero_copy_views_are_checked_from_the_first_read_since_forget(shm_dir: Path) -> None:
+    path = shm_dir / "z-0.ring"
+    with RingWriter(path, CAPACITY_BYTES) as writer:
+        local = LocalRing(path)
+        _append(writer, 2, size_bytes=1000)
+        views, offset = local.read(0, 1 << 20, copy=False) or ([], -1)
+        first = local.read_from_position
+        assert first is not None
+        assert [bytes(v) for view in views for v in view.values()] == [b"A" * 1000, b"B" * 1000]
+        _append(writer, 1, size_bytes=1000)
+        assert local.read(offset, 1 << 20, copy=False) is not None
+        assert local.read_from_position == first  # still holding the first read's views
+        assert local.intact(first)
+        while writer.tail_position <= first:  # the writer laps the ring, reclaiming them
+            writer.mark_flushed(writer.head_position)
+            _append(writer, 1, size_bytes=1000)
+        assert not local.intact(first)
+        local.forget_reads()
+        assert local.read_from_position is None
+        assert local.intact(local.read_from_position)
+        local.close()
