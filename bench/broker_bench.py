@@ -60,6 +60,10 @@ STAMP_BYTES: Final = 8
 START_TIMEOUT_S: Final = 30.0
 CALL_TIMEOUT_MS: Final = 10_000
 MB: Final = 1_000_000
+LARGE_BATCH_BYTES: Final = 1024 * 1024
+LARGE_BATCH_HEADER_BYTES: Final = 61
+RECORD_FRAMING_BYTES_MAX: Final = 16  # length, attributes, deltas, key and value lengths, headers
+DD_MIB: Final = 1024
 
 
 # ---------------------------------------------------------------------------------- broker
@@ -159,6 +163,48 @@ def phase_produce_many(args: argparse.Namespace) -> dict[str, Any]:
     return {"records": sent + 10, "measured_records": sent, "elapsed_s": elapsed}
 
 
+def phase_produce_large(args: argparse.Namespace) -> dict[str, Any]:
+    """1 MiB batches: send_many of 1 MiB of `--large-value-bytes` rows at a time, uncompressed,
+    batch_size 1 MiB, for `--duration-s`; the figure is acknowledged MB/s."""
+    # As many rows as fill one batch of at most 1 MiB with their record framing (Kafka's
+    # max.message.bytes is 1 MiB + 12), so each send_many call is one batch.
+    rows = (LARGE_BATCH_BYTES - LARGE_BATCH_HEADER_BYTES) // (args.large_value_bytes
+                                                              + RECORD_FRAMING_BYTES_MAX)
+    rng = np.random.default_rng(2)
+    chunk = rng.integers(0, 256, size=(rows, args.large_value_bytes), dtype=np.uint8)
+    with Producer(args.endpoint, acks=1, linger_ms=args.linger_ms, compression=None,
+                  batch_size=LARGE_BATCH_BYTES) as producer:
+        producer.send_many(args.topic, chunk[:1]).result(30)  # metadata, producer id
+        sent = 0
+        started = time.perf_counter()
+        stop_at = started + args.duration_s
+        futures = []
+        while time.perf_counter() < stop_at:
+            futures.append(producer.send_many(args.topic, chunk))
+            sent += rows
+        producer.flush()
+        elapsed = time.perf_counter() - started
+        batches = sum(len(future.result(0)) for future in futures)
+    assert batches == len(futures), (batches, len(futures))  # one batch per call
+    return {"records": sent + 1, "measured_records": sent, "elapsed_s": elapsed,
+            "bytes": sent * args.large_value_bytes, "batches": batches}
+
+
+def dd_page_cache_mb_per_s(directory: Path, runs: int = 3) -> dict[str, Any]:
+    """`dd if=/dev/zero bs=1M` into a new file beside the broker's data (the page cache, no
+    sync): the write bandwidth the 1 MiB batch figure is held against. Median of `runs`."""
+    rates = []
+    for index in range(runs):
+        target = directory / f"dd-{index}.tmp"
+        started = time.perf_counter()
+        subprocess.run(["dd", "if=/dev/zero", f"of={target}", "bs=1M",
+                        f"count={DD_MIB}"], check=True, capture_output=True)
+        elapsed = time.perf_counter() - started
+        target.unlink()
+        rates.append(DD_MIB * 1024 * 1024 / elapsed / MB)
+    return {"dd_page_cache_mb_per_s": statistics.median(rates), "dd_runs_mb_per_s": rates}
+
+
 def phase_produce_send(args: argparse.Namespace) -> dict[str, Any]:
     """One `send` per record for `--duration-s`, then flush."""
     value = bytes(range(VALUE_BYTES))
@@ -183,7 +229,8 @@ def phase_produce_send(args: argparse.Namespace) -> dict[str, Any]:
 def _consumer(args: argparse.Namespace, reset: str) -> Consumer:
     return Consumer(args.endpoint, auto_offset_reset=reset, fetch_max_wait_ms=args.max_wait_ms,
                     max_partition_fetch_bytes=args.fetch_bytes,
-                    local=bool(args.local_consumer))
+                    local=bool(args.local_consumer), local_zero_copy=bool(args.local_consumer),
+                    local_spin_us=args.local_spin_us)
 
 
 def phase_consume_batches(args: argparse.Namespace) -> dict[str, Any]:
@@ -267,6 +314,8 @@ def phase_latency_consume(args: argparse.Namespace) -> dict[str, Any]:
                 values, _bounds = view.values_concatenated()
                 rows = values.reshape(-1, VALUE_BYTES)[:, :STAMP_BYTES]
                 stamps = np.ascontiguousarray(rows).view("<i8").ravel()
+                if not consumer.views_intact():  # zero copy: overwritten while we read it
+                    raise RuntimeError("a zero-copy view was overwritten while it was read")
                 samples.append(now - stamps[stamps != 0])  # 0: the record that warms the path
                 received += len(view)
         cpu_s = time.process_time() - cpu_started
@@ -302,6 +351,7 @@ def _percentiles(latencies_ns: np.ndarray) -> dict[str, Any]:
 PHASES: Final = {
     "produce-many": phase_produce_many,
     "produce-send": phase_produce_send,
+    "produce-large": phase_produce_large,
     "consume-batches": phase_consume_batches,
     "consume-poll": phase_consume_poll,
     "latency-produce": phase_latency_produce,
@@ -317,7 +367,8 @@ def _phase_command(args: argparse.Namespace, phase: str, topic: str, endpoint: s
     command = [sys.executable, str(Path(__file__).resolve()), "--phase", phase,
                "--endpoint", endpoint, "--topic", topic]
     for name in ("duration_s", "warmup_s", "rate", "chunk", "batch_size", "linger_ms",
-                 "max_wait_ms", "fetch_bytes", "max_poll_records"):
+                 "max_wait_ms", "fetch_bytes", "max_poll_records", "local_spin_us",
+                 "large_value_bytes"):
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     if args.compression:
         command += ["--compression", args.compression]
@@ -392,7 +443,7 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
     figures: dict[str, Any] = {"machine_before": machine_load()}
     with running_broker(args.workers) as broker, tempfile.TemporaryDirectory() as scratch:
         endpoint = broker.endpoint
-        for topic in ("many", "send", "latency", "latency-local"):
+        for topic in ("many", "send", "large", "latency", "latency-local"):
             create_topic(endpoint, f"{topic}-{run}")
         if args.latency_only:
             figures.update(run_latency_figures(args, f"latency-{run}", broker, Path(scratch)))
@@ -404,6 +455,11 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
         figures["produce_mb_per_s"] = figures["produce_records_per_s"] * VALUE_BYTES / MB
         send = run_phase(args, "produce-send", f"send-{run}", endpoint)
         figures["produce_send_records_per_s"] = send["measured_records"] / send["elapsed_s"]
+        large = run_phase(args, "produce-large", f"large-{run}", endpoint)
+        figures["produce_1mib_batches_mb_per_s"] = large["bytes"] / large["elapsed_s"] / MB
+        figures.update(dd_page_cache_mb_per_s(broker.directory))
+        figures["produce_1mib_batches_vs_dd"] = (figures["produce_1mib_batches_mb_per_s"]
+                                                 / figures["dd_page_cache_mb_per_s"])
         batches = run_phase(args, "consume-batches", f"many-{run}", endpoint,
                             records=many["records"])
         figures["consume_records_per_s"] = batches["records"] / batches["elapsed_s"]
@@ -481,6 +537,9 @@ def report(summary: dict[str, Any]) -> None:
         ("produce send_many records/s", "produce_records_per_s", "{:,.0f}"),
         ("produce send_many MB/s", "produce_mb_per_s", "{:,.1f}"),
         ("produce send() records/s", "produce_send_records_per_s", "{:,.0f}"),
+        ("produce 1 MiB batches MB/s", "produce_1mib_batches_mb_per_s", "{:,.0f}"),
+        ("dd into the page cache MB/s", "dd_page_cache_mb_per_s", "{:,.0f}"),
+        ("1 MiB batches / dd", "produce_1mib_batches_vs_dd", "{:.2f}"),
         ("consume poll_batches records/s", "consume_records_per_s", "{:,.0f}"),
         ("consume poll_batches MB/s", "consume_mb_per_s", "{:,.1f}"),
         ("consume poll() records/s", "consume_poll_records_per_s", "{:,.0f}"),
@@ -527,6 +586,10 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--poll-records", type=int, default=2_000_000,
                         help="records read by the poll() phase")
     parser.add_argument("--latency-only", action="store_true", help="skip throughput phases")
+    parser.add_argument("--large-value-bytes", type=int, default=1024,
+                        help="value size in the 1 MiB batch phase")
+    parser.add_argument("--local-spin-us", type=int, default=200,
+                        help="the local consumer's busy spin on the ring head before it sleeps")
     parser.add_argument("--phase", choices=sorted(PHASES), default=None, help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", default="", help=argparse.SUPPRESS)
     parser.add_argument("--topic", default="", help=argparse.SUPPRESS)

@@ -35,6 +35,7 @@ CALL_TIMEOUT_MS: Final = 10_000
 BATCH_SIZE: Final = 1024 * 1024
 LINGER_MS: Final = 5
 FETCH_BYTES: Final = 4 * 1024 * 1024
+LOCAL_SPIN_US: Final = 200  # zlog_local: the consumer's busy spin on the ring head per wait
 
 
 class Server:
@@ -124,14 +125,28 @@ def produce(spec: Spec) -> dict[str, Any]:
             "warmup_records": 10 * partitions}
 
 
+def _consumer(spec: Spec, reset: str) -> Any:
+    """The network consumer, or with spec["local"] the local zero-copy one (zlog_local)."""
+    from zlog.client import Consumer
+
+    local = bool(spec.get("local"))
+    return Consumer(spec["endpoint"], auto_offset_reset=reset, fetch_max_wait_ms=500,
+                    max_partition_fetch_bytes=FETCH_BYTES, local=local, local_zero_copy=local,
+                    local_spin_us=LOCAL_SPIN_US)
+
+
+def _check_intact(consumer: Any) -> None:
+    if not consumer.views_intact():
+        raise RuntimeError("a zero-copy view was overwritten before it was read")
+
+
 def consume(spec: Spec) -> dict[str, Any]:
-    from zlog.client import Consumer, TopicPartition
+    from zlog.client import TopicPartition
 
     tp = TopicPartition(spec["topic"], 0)
     wanted = spec["records"]
     touched = 0
-    with Consumer(spec["endpoint"], auto_offset_reset="earliest",
-                  max_partition_fetch_bytes=FETCH_BYTES) as consumer:
+    with _consumer(spec, "earliest") as consumer:
         consumer.assign([tp])
         consumer.position(tp)  # ListOffsets outside the clock
         started = child_ready_and_wait(spec)
@@ -142,12 +157,14 @@ def consume(spec: Spec) -> dict[str, Any]:
                     values, _bounds = view.values_concatenated()
                     touched += int(values[-1]) if values.size else 0
                     received += len(view)
+                _check_intact(consumer)
         else:
             while received < wanted:
                 records = consumer.poll(1000, max_records=10_000)
                 for record in records:
                     touched += len(record.value or b"")
                 received += len(records)
+                _check_intact(consumer)
         ended = time.monotonic_ns()
     return {"records": received, "start_ns": started, "end_ns": ended, "touched": touched}
 
@@ -179,7 +196,7 @@ def latency_send(spec: Spec) -> dict[str, Any]:
 
 
 def latency_receive(spec: Spec) -> dict[str, Any]:
-    from zlog.client import Consumer, TopicPartition
+    from zlog.client import TopicPartition
 
     tp = TopicPartition(spec["topic"], 0)
     total = spec["total"]
@@ -187,11 +204,10 @@ def latency_receive(spec: Spec) -> dict[str, Any]:
     histogram = new_histogram()
     received = 0
     width = spec["value_bytes"]
-    with Consumer(spec["endpoint"], auto_offset_reset="latest", fetch_max_wait_ms=500,
-                  max_partition_fetch_bytes=FETCH_BYTES) as consumer:
+    with _consumer(spec, "latest") as consumer:
         consumer.assign([tp])
         consumer.position(tp)
-        consumer.poll_batches(0)  # the first fetch is parked at the broker
+        consumer.poll_batches(0)  # the first fetch is parked at the broker (or the ring opened)
         child_ready_and_wait(spec)
         deadline = time.monotonic() + spec["deadline_s"]
         while received < total and time.monotonic() < deadline:
@@ -201,6 +217,7 @@ def latency_receive(spec: Spec) -> dict[str, Any]:
                 rows = values.reshape(-1, width)[:, :STAMP_BYTES]
                 stamps = np.ascontiguousarray(rows).view("<i8").ravel()
                 stamps = stamps[stamps != 0]  # the sender's warm-up record has no stamp
+                _check_intact(consumer)
                 skip = max(0, warmup - received)
                 record_ns(histogram, now - stamps[skip:])
                 received += len(stamps)

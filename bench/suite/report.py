@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from bench.suite.adapters import ZLOG_LOCAL_NOTE
-
 HEADLINE_KEYS: Final = ("produce_records_per_s", "consume_records_per_s", "latency_p50_us",
                         "latency_p99_us", "latency_p999_us")
 HEADLINE_PRODUCE: Final = "100B-1p-acks1-1proc"
@@ -90,18 +88,15 @@ def _cell(entry: dict[str, Any] | None, key: str, form: Any) -> str:
 
 def table(results: dict[str, Any], systems: list[str]) -> str:
     """Median (min-max over the repeats) per figure and system; n/a where a case has no meaning."""
-    columns = [*systems, "zlog_local"] if "zlog" in systems else list(systems)
+    columns = list(systems)
     lines = ["| figure | " + " | ".join(columns) + " |",
              "|---|" + "---|" * len(columns)]
 
     def row(label: str, scenario: str, case: str, key: str, form: Any) -> None:
         cells = []
         for system in columns:
-            if system == "zlog_local":
-                cells.append("n/i")
-                continue
             cells.append(_cell(results[scenario].get(system, {}).get(case), key, form))
-        if any(c not in ("n/a", "not run", "n/i") for c in cells):
+        if any(c not in ("n/a", "not run") for c in cells):
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
 
     produce_cases = next((list(v) for v in results["produce"].values()), [])
@@ -117,8 +112,10 @@ def table(results: dict[str, Any], systems: list[str]) -> str:
             row(f"latency {rate} {label}", "latency", rate, name, _us)
         row(f"latency {rate} records lost", "latency", rate, "lost",
             lambda v: f"{v:.0f}")
-    notes = [f"n/i: {ZLOG_LOCAL_NOTE}", "n/a: the case has no meaning for that system "
-             "(see the JSON's `skipped`)", "cells: median (min-max) over the repeats"]
+    notes = ["zlog_local: zlog read by the local zero-copy consumer (the leader's shared-memory "
+             "ring, no socket); its producer is zlog's",
+             "n/a: the case has no meaning for that system (see the JSON's `skipped`)",
+             "cells: median (min-max) over the repeats"]
     whole = results.get("machine_whole_run", {})
     if whole.get("cpu_steal") is not None:
         notes.append(f"CPU steal during the run {whole['cpu_steal']:.1%}, all CPUs busy "

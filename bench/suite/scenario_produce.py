@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from bench.suite.adapters import NOT_APPLICABLE, PRODUCE_CHUNK, ZLOG
+from bench.suite.adapters import NOT_APPLICABLE, PRODUCE_CHUNK, ZLOG, ZLOG_LOCAL
 from bench.suite.common import run_children
 
 NAME: Final = "produce"
@@ -41,6 +41,8 @@ def all_cases(value_sizes: list[int]) -> list[ProduceCase]:
 
 
 def skip_reason(system: str, case: ProduceCase) -> str | None:
+    if system == ZLOG_LOCAL:
+        return None if case.headline else NOT_APPLICABLE[(system, "produce")]
     if case.acks == "all" and system != ZLOG:
         return NOT_APPLICABLE[(system, "acks=all")]
     if case.partitions > 1 and (system, "partitions") in NOT_APPLICABLE:
