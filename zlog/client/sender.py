@@ -50,7 +50,10 @@ from zlog.transport.rpc import RpcClient, RpcResult
 log = logging.getLogger("zlog.client.producer")
 
 IDEMPOTENT_IN_FLIGHT_MAX: Final = 5  # batches per partition: what the broker can deduplicate
-REQUEST_BYTES_MAX: Final = 16 * 1024 * 1024  # batches per request, beyond the first
+# A request leaves once its batches reach this many bytes, before the next batch is encoded:
+# the broker appends one request while this thread encodes the next (a pipeline), instead of
+# waiting while every ready batch is encoded. Small batches still share a request.
+REQUEST_SEND_BYTES: Final = 256 * 1024
 POLL_INTERVAL_MS_MAX: Final = 50  # the longest the thread sleeps without checking deadlines
 ACKS_0_CLOSE_LINGER_MS_MAX: Final = 5_000  # the longest close waits for acks=0 sends to leave
 SEQUENCE_MODULUS: Final = 2**31
@@ -327,11 +330,18 @@ class Sender:
 
     def _send_ready(self, now_ms: int) -> None:
         for endpoint, batches in self._take_batches(now_ms).items():
-            sendable = [b for b in batches if self._encode(b)]
-            while sendable:
-                request_batches = _cut_request(sendable)
-                sendable = sendable[len(request_batches):]
-                self._send_request(endpoint, request_batches)
+            request: list[PendingBatch] = []
+            request_bytes = 0
+            for batch in batches:
+                if not self._encode(batch):
+                    continue
+                request.append(batch)
+                request_bytes += len(_encoded(batch))
+                if request_bytes >= REQUEST_SEND_BYTES:
+                    self._send_request(endpoint, request)
+                    request, request_bytes = [], 0
+            if request:
+                self._send_request(endpoint, request)
 
     def _send_request(self, endpoint: str, batches: list[PendingBatch]) -> None:
         entries = tuple(
@@ -542,17 +552,6 @@ class Sender:
 def _encoded(batch: PendingBatch) -> bytes:
     assert batch.encoded is not None, "batches are encoded before they are sent"
     return batch.encoded
-
-
-def _cut_request(batches: list[PendingBatch]) -> list[PendingBatch]:
-    """The longest prefix of `batches` (at least one) within REQUEST_BYTES_MAX."""
-    total_bytes = 0
-    for index, batch in enumerate(batches):
-        assert batch.encoded is not None
-        total_bytes += len(batch.encoded)
-        if index > 0 and total_bytes > REQUEST_BYTES_MAX:
-            return batches[:index]
-    return batches
 
 
 def _sequence_before(first: int, second: int) -> bool:

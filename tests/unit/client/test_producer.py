@@ -21,6 +21,7 @@ import zmq
 from tests.waiting import wait_until
 from zlog.client import Producer
 from zlog.client.records import RecordMetadata
+from zlog.client.sender import REQUEST_SEND_BYTES
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import read_records, validate_batch
 from zlog.transport.codec import RequestHeader, decode_request, encode_response
@@ -52,6 +53,7 @@ class FakeBroker:
         self.partitions = partitions
         self.script: deque[ErrorCode | str] = deque()  # consumed one produce entry at a time
         self.attempts: list[tuple[int, bytes]] = []  # (partition, batch) as received
+        self.produce_requests: list[int] = []  # entries per produce request, in arrival order
         self.logs: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         self.next_sequence: dict[int, int] = {}
         self.appended: dict[tuple[int, int], int] = {}  # (partition, sequence) -> base offset
@@ -91,6 +93,7 @@ class FakeBroker:
             return encode_response(  # type: ignore[return-value]
                 header, InitProducerIdResponseV0(0, PRODUCER_ID, 0))
         assert isinstance(request, ProduceRequestV0)
+        self.produce_requests.append(len(request.entries))
         results = []
         dropped = False
         for entry in request.entries:
@@ -248,6 +251,25 @@ def test_sequences_count_records_per_partition(fake: FakeBroker) -> None:
     for partition, raw in fake.attempts:
         by_partition[partition].append(validate_batch(raw).base_sequence)
     assert by_partition == {0: [0, 5], 1: [0]}
+
+
+def test_large_batches_leave_one_request_each_small_ones_share(fake: FakeBroker) -> None:
+    """A request leaves once it holds REQUEST_SEND_BYTES, before the next batch is encoded, so
+    the broker appends it while the producer encodes the next; small batches still share."""
+    batch_bytes = 2 * REQUEST_SEND_BYTES
+    with Producer(fake.endpoint, batch_size=batch_bytes, linger_ms=60_000,
+                  compression=None) as producer:
+        values = [b"v" * 1000] * (3 * batch_bytes // 1000)  # three batches, each over the mark
+        pending = producer.send_many(TOPIC, values, partition=0)
+        producer.flush(timeout_ms=10_000)
+        assert len(pending.result(timeout=10)) >= 3
+        large_requests = list(fake.produce_requests)
+        fake.produce_requests.clear()
+        small = [producer.send(TOPIC, b"s", partition=p) for p in (0, 1)]
+        producer.flush(timeout_ms=10_000)
+        offsets(small)
+    assert large_requests == [1] * len(large_requests)
+    assert fake.produce_requests == [2]
 
 
 def test_acks_zero_turns_idempotence_off(fake: FakeBroker) -> None:
