@@ -184,8 +184,10 @@ class Producer:
             )
             if closed and key_bytes is None and partition is None:
                 self._sticky.on_batch_full(topic, chosen, count)
-        if opened or closed:
-            self._sender.wake()
+        if closed or (opened and self._shared.accumulator.linger_ms == 0):
+            self._sender.send_now_or_wake()  # ready now: sent from this thread if it can be
+        elif opened:
+            self._sender.wake()  # a linger timer starts
         return future
 
     def send_many(

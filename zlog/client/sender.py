@@ -1,7 +1,7 @@
 """The producer's I/O thread: takes ready batches, sends them to partition leaders, retries.
 
-Kafka's producer design: user threads only append to the accumulator (under `lock`); this one
-thread owns every socket, so sockets are never shared between threads. Each pass it
+Kafka's producer design: user threads append to the accumulator (under `lock`), and this
+thread does the I/O. Each pass it
 
 1. refreshes metadata for topics that user threads are waiting on or that failed with
    NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (at most once per retry backoff);
@@ -9,6 +9,16 @@ thread owns every socket, so sockets are never shared between threads. Each pass
 3. takes ready batches and due retries, encodes new ones with their sequence, and sends one
    Produce request per leader endpoint, each batch as its own entry (one result per batch);
 4. waits on all sockets (and a wake-up pipe that user threads write to) for answers.
+
+Sending from the user's thread: a batch that is ready as soon as it is queued (linger_ms=0, or a
+batch that just filled up) is sent by the thread that queued it when the I/O lock is free,
+instead of waking this thread to send it: that hand-over, a thread wake-up and the GIL passing
+between threads, was the largest single delay of a record sent at a low rate. Sockets are never
+used by two threads at once: every socket operation, from either thread, holds `_io_lock`, and
+this thread waits on the sockets' ZMQ_FD file descriptors (not on the sockets) without it.
+ZMQ_FD only signals changes, and any operation on a socket may consume a signal for an answer
+that has arrived, so whoever releases the lock first checks each socket's ZMQ_EVENTS: this
+thread reads what is there, a user thread wakes this thread to read it.
 
 Idempotence (KIP-98): a batch gets its partition's next sequence when it is first taken and
 keeps it, and its bytes, across retries, so the broker recognises a retry and answers it with
@@ -26,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +57,7 @@ from zlog.transport.messages import (
     ProduceResponseV0,
 )
 from zlog.transport.rpc import RpcClient, RpcResult
+from zlog.transport.sockets import has_message
 
 log = logging.getLogger("zlog.client.producer")
 
@@ -121,9 +133,12 @@ class Sender:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
+        # Held for every socket operation and for this object's send state (module docstring).
+        self._io_lock = threading.Lock()
+        self._sockets_closed = False
         # One poller for the thread's life, rebuilt only when connections open or close.
-        self._poller = zmq.Poller()
-        self._polled: dict[zmq.Socket[bytes], RpcClient] = {}
+        self._poller = select.poll()
+        self._polled: dict[int, RpcClient] = {}  # ZMQ_FD -> its connection
         self._polled_generation = -1
         # No queued or retried batch can expire before this (see `_expire`).
         self._next_expiry_ms = -(2**62)
@@ -136,6 +151,40 @@ class Sender:
             return
         with contextlib.suppress(BlockingIOError):  # full: a wake-up is pending already
             os.write(self._wake_write, b"w")
+
+    def send_now_or_wake(self) -> None:
+        """A batch is ready: send it from this (user) thread if the I/O lock is free.
+
+        Anything the pass cannot finish here (no producer id or leader yet, retries, a full
+        connection) is left queued for the I/O thread, which is woken for it.
+        """
+        if not self._io_lock.acquire(blocking=False):
+            self.wake()  # the I/O thread is in a pass: it will send, or be woken to
+            return
+        try:
+            if self._sockets_closed or not self._may_send_directly():
+                self.wake()
+                return
+            try:
+                self._send_ready(self._clock_ms())
+            except Exception:
+                log.exception("sending from the producer's caller thread failed")
+                self.wake()  # the I/O thread retries the pass (and fails loudly if it must)
+                return
+            if self._stale_topics or self._answers_waiting():
+                self.wake()
+        finally:
+            self._io_lock.release()
+
+    def _may_send_directly(self) -> bool:
+        """Whether a pass from a user thread has what it needs: an id, no retries pending."""
+        if self.config.idempotent and (self._producer_id < 0 or self._reset_pending):
+            return False
+        return not any(state.retries for state in self._partitions.values())
+
+    def _answers_waiting(self) -> bool:
+        """Whether a socket holds an answer (ZMQ_EVENTS); under `_io_lock`."""
+        return any(has_message(rpc.socket) for rpc in self.connections.clients())
 
     def stop(self, *, abandon: bool) -> None:
         """Exit once nothing is left to send, or at once (failing what is left) if `abandon`."""
@@ -156,14 +205,18 @@ class Sender:
             with self.shared.lock:
                 self.shared.sender_failure = error
                 self.shared.lock.notify_all()
-            self._fail_everything(ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                            f"the producer's I/O thread failed: {error!r}"))
+            with self._io_lock:
+                self._fail_everything(ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                f"the producer's I/O thread failed: {error!r}"))
         finally:
-            self._fail_everything(ZlogError(ErrorCode.NETWORK_EXCEPTION, "the producer closed"))
-            # acks=0 sends are done once queued: give the queue time to reach the broker.
-            self.connections.close(
-                linger_ms=0 if self.config.acks else min(self.config.request_timeout_ms,
-                                                         ACKS_0_CLOSE_LINGER_MS_MAX))
+            with self._io_lock:
+                self._sockets_closed = True
+                self._fail_everything(ZlogError(ErrorCode.NETWORK_EXCEPTION,
+                                                "the producer closed"))
+                # acks=0 sends are done once queued: give the queue time to reach the broker.
+                self.connections.close(
+                    linger_ms=0 if self.config.acks else min(self.config.request_timeout_ms,
+                                                             ACKS_0_CLOSE_LINGER_MS_MAX))
 
     def dispose(self) -> None:
         """Close the wake-up pipe; only after the thread has ended (the producer joins it)."""
@@ -179,19 +232,25 @@ class Sender:
         made without the lock. That is safe because a user thread that adds to them wakes this
         thread afterwards: a pass that misses the change is followed by one that sees it.
         """
-        if self._stale_topics or self.shared.wanted_topics:
-            self._refresh_metadata_if_needed()
-        if self.config.idempotent and (self._producer_id < 0 or self._reset_pending):
-            self._maybe_init_producer_id()
-        now_ms = self._clock_ms()
-        if now_ms >= self._next_expiry_ms:
-            self._expire(now_ms)
-        self._send_ready(now_ms)
-        self._wait_and_receive(self._wait_ms(now_ms))
+        with self._io_lock:
+            if self._stale_topics or self.shared.wanted_topics:
+                self._refresh_metadata_if_needed()
+            if self.config.idempotent and (self._producer_id < 0 or self._reset_pending):
+                self._maybe_init_producer_id()
+            self._receive()  # answers free in-flight slots for what is queued
+            now_ms = self._clock_ms()
+            if now_ms >= self._next_expiry_ms:
+                self._expire(now_ms)
+            self._send_ready(now_ms)
+            # A send may leave an answer readable with no signal on ZMQ_FD: look before waiting.
+            wait_ms = 0 if self._answers_waiting() else self._wait_ms(now_ms)
+            if self._polled_generation != self.connections.generation:
+                self._rebuild_poller()
+        self._wait(wait_ms)
 
     def _may_stop(self) -> bool:
         """Once stopping: whether nothing is left to send, or what is left is abandoned."""
-        with self.shared.lock:
+        with self._io_lock, self.shared.lock:
             idle = self.shared.accumulator.is_empty and not self._has_in_flight()
         return idle or self._abandon
 
@@ -403,20 +462,17 @@ class Sender:
                 wait_ms = min(wait_ms, state.retries[0].retry_at_ms - now_ms)
         return wait_ms
 
-    def _wait_and_receive(self, wait_ms: int) -> None:
-        """Sleep until an answer, a wake-up or `wait_ms`; then take what arrived.
+    def _receive(self) -> None:
+        """Take every answer that has arrived, and time out requests past their deadline.
 
-        Only sockets that the poll found readable are read; the others with requests in
-        flight are only checked for requests past their deadline.
+        Under `_io_lock`. Each socket is read until ZMQ_EVENTS shows nothing more, which also
+        re-arms its ZMQ_FD for the wait that follows.
         """
-        if self._polled_generation != self.connections.generation:
-            self._rebuild_poller()
-        readable = {socket for socket, _events in self._poller.poll(wait_ms)}
-        if self._wake_read in readable:
-            self._drain_wake_pipe()
-        for socket, rpc in list(self._polled.items()):
-            if socket in readable:
+        for rpc in list(self.connections.clients()):
+            if has_message(rpc.socket):
                 results = rpc.poll_responses(0)
+                while has_message(rpc.socket):
+                    results.extend(rpc.poll_responses(0))
             elif rpc.in_flight:
                 results = rpc.expire_due()
             else:
@@ -424,15 +480,23 @@ class Sender:
             for result in results:
                 self._on_result(rpc.endpoint, result)
 
+    def _wait(self, wait_ms: int) -> None:
+        """Sleep, without the lock, until a socket signals, a wake-up or `wait_ms`."""
+        ready = self._poller.poll(wait_ms)
+        if any(fd == self._wake_read for fd, _events in ready):
+            self._drain_wake_pipe()
+
     def _rebuild_poller(self) -> None:
-        """Poll the wake-up pipe and every connection's socket (a socket with nothing in
+        """Poll the wake-up pipe and every connection's ZMQ_FD (a socket with nothing in
         flight is still drained when something arrives on it: a late answer)."""
-        poller = zmq.Poller()
-        poller.register(self._wake_read, zmq.POLLIN)
-        polled: dict[zmq.Socket[bytes], RpcClient] = {}
+        poller = select.poll()
+        poller.register(self._wake_read, select.POLLIN)
+        polled: dict[int, RpcClient] = {}
         for rpc in self.connections.clients():
-            poller.register(rpc.socket, zmq.POLLIN)
-            polled[rpc.socket] = rpc
+            fd = rpc.socket.getsockopt(zmq.FD)
+            assert isinstance(fd, int)
+            poller.register(fd, select.POLLIN)
+            polled[fd] = rpc
         self._poller, self._polled = poller, polled
         self._polled_generation = self.connections.generation
 

@@ -20,8 +20,9 @@ import zmq
 
 from tests.waiting import wait_until
 from zlog.client import Producer
+from zlog.client.accumulator import PendingBatch
 from zlog.client.records import RecordMetadata
-from zlog.client.sender import REQUEST_SEND_BYTES
+from zlog.client.sender import REQUEST_SEND_BYTES, Sender
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import read_records, validate_batch
 from zlog.transport.codec import RequestHeader, decode_request, encode_response
@@ -270,6 +271,63 @@ def test_large_batches_leave_one_request_each_small_ones_share(fake: FakeBroker)
         offsets(small)
     assert large_requests == [1] * len(large_requests)
     assert fake.produce_requests == [2]
+
+
+def test_a_ready_batch_leaves_from_the_callers_thread(
+    fake: FakeBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """linger_ms=0: the caller sends its batch itself when the I/O lock is free (no hand-over
+    to the I/O thread); the answer is still taken, and the future resolved, by the I/O thread."""
+    senders: list[str] = []
+    original = Sender._send_request
+
+    def recording(self: Sender, endpoint: str, batches: list[PendingBatch]) -> None:
+        senders.append(threading.current_thread().name)
+        original(self, endpoint, batches)
+
+    monkeypatch.setattr(Sender, "_send_request", recording)
+    with Producer(fake.endpoint, linger_ms=0) as producer:
+        producer.send(TOPIC, b"warm", partition=0).result(timeout=10)  # id and metadata
+        senders.clear()
+        resolved_in: list[str] = []
+        for index in range(20):
+            future = producer.send(TOPIC, b"v%d" % index, partition=0)
+            future.add_done_callback(
+                lambda _f: resolved_in.append(threading.current_thread().name))
+            future.result(timeout=10)
+    assert senders.count(threading.current_thread().name) >= 15, senders
+    assert set(resolved_in) == {"zlog-producer-io"}
+
+
+def test_threads_sending_at_once_lose_and_reorder_nothing(fake: FakeBroker) -> None:
+    """Caller threads and the I/O thread share the sockets under one lock; with many threads
+    sending unbatched records while answers arrive, every record lands once, in each thread's
+    order."""
+    threads_count, per_thread = 4, 200
+    futures: dict[int, list[Future[RecordMetadata]]] = {}
+
+    def sender(thread_index: int, producer: Producer) -> None:
+        futures[thread_index] = [
+            producer.send(TOPIC, b"%d:%d" % (thread_index, i), partition=0)
+            for i in range(per_thread)
+        ]
+
+    with Producer(fake.endpoint, linger_ms=0, max_in_flight=2) as producer:
+        workers = [threading.Thread(target=sender, args=(t, producer))
+                   for t in range(threads_count)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(30)
+        producer.flush(timeout_ms=30_000)
+    values = fake.values(0)
+    assert len(values) == threads_count * per_thread == len(set(values))
+    for thread_index, thread_futures in futures.items():
+        landed = offsets(thread_futures)
+        assert landed == sorted(landed), f"thread {thread_index} reordered"
+        assert [values[o] for o in landed] == [
+            b"%d:%d" % (thread_index, i) for i in range(per_thread)
+        ]
 
 
 def test_acks_zero_turns_idempotence_off(fake: FakeBroker) -> None:
