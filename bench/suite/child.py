@@ -9,10 +9,12 @@ import json
 import sys
 
 from bench.suite.adapters import adapter_module
+from bench.suite.common import precise_sleeps
 
 
 def main(argv: list[str]) -> int:
     system, role, spec = argv[0], argv[1], json.loads(argv[2])
+    precise_sleeps()
     function = getattr(adapter_module(system), role)
     print(json.dumps(function(spec)), flush=True)
     return 0
