@@ -192,11 +192,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--peers", action="store_true",
-                        help="also run Redis Streams, NATS JetStream and raw zmq")
+                        help="also run Redis Streams, NATS JetStream, raw zmq and the zmq relay")
     parser.add_argument("--json", type=Path, default=None,
                         help="write one object per system with the headline figures here")
     parser.add_argument("--systems", default=None,
-                        help="comma-separated subset of zlog,zlog_local,redis,nats,zmq "
+                        help="comma-separated subset of zlog,zlog_local,redis,nats,zmq,zmq_relay "
                              "(overrides --peers)")
     parser.add_argument("--out-dir", type=Path, default=Path("bench/results/suite"),
                         help="each scenario's JSON, the full results and table.md")

@@ -43,6 +43,8 @@ def all_cases(value_sizes: list[int]) -> list[ProduceCase]:
 def skip_reason(system: str, case: ProduceCase) -> str | None:
     if system == ZLOG_LOCAL:
         return None if case.headline else NOT_APPLICABLE[(system, "produce")]
+    if (system, "produce") in NOT_APPLICABLE:
+        return NOT_APPLICABLE[(system, "produce")]
     if case.acks == "all" and system != ZLOG:
         return NOT_APPLICABLE[(system, "acks=all")]
     if case.partitions > 1 and (system, "partitions") in NOT_APPLICABLE:
