@@ -67,6 +67,7 @@ bench: setup java
 	$(PY) bench/raft_bench.py --json bench/results/raft.json
 	$(PY) bench/broker_bench.py --json bench/results/broker.json
 	$(PY) bench/spark_bench.py --json bench/results/spark.json
+	$(PY) -m bench --json bench/results/suite-zlog.json --out-dir bench/results/suite-zlog
 
 # The Spark connector: foreachPartition sink vs the plain Producer, batch reads, Parquet.
 bench-spark: setup java
@@ -88,7 +89,8 @@ bench-peers: setup
 	fi
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 
-# zlog side by side with Redis Streams, NATS JetStream and raw ZeroMQ (see bench/README.md).
+# zlog side by side with Redis Streams, NATS JetStream, raw ZeroMQ and the ZeroMQ relay floor
+# (see bench/README.md); `make bench` runs the same suite with zlog alone.
 bench-suite: setup
 	$(PY) -m bench --peers --json bench/results/suite.json --plots-dir docs/img $(BENCH_ARGS)
 
