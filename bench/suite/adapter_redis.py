@@ -19,15 +19,14 @@ import numpy as np
 
 from bench.suite.common import (
     STAMP_BYTES,
+    Schedule,
     ServerProcess,
     Spec,
     child_ready_and_wait,
-    due_count,
     find_binary,
     free_port,
     latency_padding,
     make_values,
-    sleep_until_ns,
     stamped,
     version_of,
 )
@@ -146,26 +145,16 @@ def consume(spec: Spec) -> dict[str, Any]:
 
 def latency_send(spec: Spec) -> dict[str, Any]:
     padding = latency_padding(spec["value_bytes"])
-    interval_ns = round(1e9 / spec["rate"])
-    total = spec["total"]
     name = stream(spec["topic"], 0)
     client = _client(spec["endpoint"])
     client.ping()
-    late_max = 0
-    t0 = child_ready_and_wait(spec) + 2_000_000
-    sent = 0
-    while sent < total:
-        now = time.monotonic_ns()
-        due = due_count(now, t0, interval_ns, total)
-        if due > sent:
-            late_max = max(late_max, now - (t0 + sent * interval_ns))
-            pipe = client.pipeline(transaction=False)
-            while sent < due:
-                pipe.xadd(name, {"v": stamped(t0 + sent * interval_ns, padding)})
-                sent += 1
-            pipe.execute()
-        sleep_until_ns(t0 + sent * interval_ns)
-    return {"records": total, "sender_late_us_max": late_max / 1000}
+    schedule = Schedule.after_go(spec)
+    for due in schedule.due():
+        pipe = client.pipeline(transaction=False)
+        for index in due:
+            pipe.xadd(name, {"v": stamped(schedule.scheduled_ns(index), padding)})
+        pipe.execute()
+    return {"records": spec["total"], "sender_late_us_max": schedule.late_us_max}
 
 
 def latency_receive(spec: Spec) -> dict[str, Any]:

@@ -18,14 +18,13 @@ import numpy as np
 
 from bench.suite.common import (
     STAMP_BYTES,
+    Schedule,
     ServerProcess,
     Spec,
     child_ready_and_wait,
-    due_count,
     free_port,
     latency_padding,
     make_values,
-    sleep_until_ns,
     stamped,
 )
 from bench.suite.histogram import encode, new_histogram, record_ns, summary
@@ -173,26 +172,16 @@ def latency_send(spec: Spec) -> dict[str, Any]:
     from zlog.client import Producer
 
     padding = latency_padding(spec["value_bytes"])
-    interval_ns = round(1e9 / spec["rate"])
-    total = spec["total"]
     topic = spec["topic"]
-    late_max = 0
     with Producer(spec["endpoint"], acks=spec["acks"], linger_ms=0,
                   batch_size=BATCH_SIZE) as producer:
         producer.send(topic, bytes(spec["value_bytes"]), partition=0).result(30)
-        t0 = child_ready_and_wait(spec) + 2_000_000
-        sent = 0
-        while sent < total:
-            now = time.monotonic_ns()
-            due = due_count(now, t0, interval_ns, total)
-            if due > sent:
-                late_max = max(late_max, now - (t0 + sent * interval_ns))
-            while sent < due:
-                producer.send(topic, stamped(t0 + sent * interval_ns, padding), partition=0)
-                sent += 1
-            sleep_until_ns(t0 + sent * interval_ns)
+        schedule = Schedule.after_go(spec)
+        for due in schedule.due():
+            for index in due:
+                producer.send(topic, stamped(schedule.scheduled_ns(index), padding), partition=0)
         producer.flush()
-    return {"records": total, "sender_late_us_max": late_max / 1000}
+    return {"records": spec["total"], "sender_late_us_max": schedule.late_us_max}
 
 
 def latency_receive(spec: Spec) -> dict[str, Any]:

@@ -16,13 +16,12 @@ import numpy as np
 
 from bench.suite.common import (
     STAMP_BYTES,
+    Schedule,
     Spec,
     child_ready_and_wait,
-    due_count,
     free_port,
     latency_padding,
     make_values,
-    sleep_until_ns,
     stamped,
 )
 from bench.suite.histogram import encode, new_histogram, record_ns, summary
@@ -30,6 +29,7 @@ from bench.suite.histogram import encode, new_histogram, record_ns, summary
 NAME: Final = "zmq"
 HELLO: Final = b"h"
 END: Final = b""
+RECEIVE_TIMEOUT_MS: Final = 500
 
 
 class Server:
@@ -121,28 +121,18 @@ def latency_send(spec: Spec) -> dict[str, Any]:
     import zmq
 
     padding = latency_padding(spec["value_bytes"])
-    interval_ns = round(1e9 / spec["rate"])
-    total = spec["total"]
     context = zmq.Context()
     push = context.socket(zmq.PUSH)
     push.setsockopt(zmq.LINGER, 10_000)
     push.connect(spec["endpoint"])
     push.send(bytes(spec["value_bytes"]))  # connected and warm; the stamp 0 is skipped
-    late_max = 0
-    t0 = child_ready_and_wait(spec) + 2_000_000
-    sent = 0
-    while sent < total:
-        now = time.monotonic_ns()
-        due = due_count(now, t0, interval_ns, total)
-        if due > sent:
-            late_max = max(late_max, now - (t0 + sent * interval_ns))
-        while sent < due:
-            push.send(stamped(t0 + sent * interval_ns, padding))
-            sent += 1
-        sleep_until_ns(t0 + sent * interval_ns)
+    schedule = Schedule.after_go(spec)
+    for due in schedule.due():
+        for index in due:
+            push.send(stamped(schedule.scheduled_ns(index), padding))
     push.close()
     context.term()
-    return {"records": total, "sender_late_us_max": late_max / 1000}
+    return {"records": spec["total"], "sender_late_us_max": schedule.late_us_max}
 
 
 def latency_receive(spec: Spec) -> dict[str, Any]:
@@ -150,10 +140,18 @@ def latency_receive(spec: Spec) -> dict[str, Any]:
 
     context = zmq.Context()
     pull = context.socket(zmq.PULL)
-    pull.setsockopt(zmq.RCVTIMEO, 500)
     pull.bind(spec["endpoint"])
+    result = receive_stamped(pull, spec)
+    context.term()
+    return result
+
+
+def receive_stamped(pull: Any, spec: Spec) -> dict[str, Any]:
+    """One stamped record per message on `pull` until `total` or the deadline; closes `pull`."""
+    import zmq
+
+    pull.setsockopt(zmq.RCVTIMEO, RECEIVE_TIMEOUT_MS)
     total = spec["total"]
-    warmup = spec["warmup_records"]
     latencies = np.zeros(total, dtype=np.int64)
     received = 0
     child_ready_and_wait(spec)
@@ -169,7 +167,6 @@ def latency_receive(spec: Spec) -> dict[str, Any]:
             latencies[received] = now - stamp
             received += 1
     pull.close(linger=0)
-    context.term()
     histogram = new_histogram()
-    record_ns(histogram, latencies[warmup:received])
+    record_ns(histogram, latencies[spec["warmup_records"]:received])
     return {"records": received, **summary(histogram), "histogram": encode(histogram)}

@@ -12,29 +12,23 @@ here is at least this figure. Latency only: produce and consume have nothing to 
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any, Final
 
-import numpy as np
-
+from bench.suite.adapter_zmq import receive_stamped
 from bench.suite.common import (
     REPO_ROOT,
-    STAMP_BYTES,
+    Schedule,
     ServerProcess,
     Spec,
-    child_ready_and_wait,
-    due_count,
     free_port,
     latency_padding,
-    sleep_until_ns,
     stamped,
 )
-from bench.suite.histogram import encode, new_histogram, record_ns, summary
 
 NAME: Final = "zmq_relay"
 ACK: Final = b"ack-----"
 PROBE: Final = b"probe"
-RECEIVE_TIMEOUT_MS: Final = 500
+ACK_WAIT_MS: Final = 5_000  # after the last send, for the acknowledgements still due
 
 
 class Server:
@@ -114,35 +108,26 @@ def latency_send(spec: Spec) -> dict[str, Any]:
     import zmq
 
     padding = latency_padding(spec["value_bytes"])
-    interval_ns = round(1e9 / spec["rate"])
     total = spec["total"]
     context = zmq.Context()
     dealer = context.socket(zmq.DEALER)
     dealer.connect(spec["endpoint"].split(",")[0])
     dealer.send(bytes(spec["value_bytes"]))  # connected and warm; the stamp 0 is skipped
     dealer.recv()
-    late_max = 0
     acked = 0
-    t0 = child_ready_and_wait(spec) + 2_000_000
-    sent = 0
-    while sent < total:
-        now = time.monotonic_ns()
-        due = due_count(now, t0, interval_ns, total)
-        if due > sent:
-            late_max = max(late_max, now - (t0 + sent * interval_ns))
-        while sent < due:
-            dealer.send(stamped(t0 + sent * interval_ns, padding))
-            sent += 1
+    schedule = Schedule.after_go(spec)
+    for due in schedule.due():
+        for index in due:
+            dealer.send(stamped(schedule.scheduled_ns(index), padding))
         while dealer.poll(0):
             dealer.recv()
             acked += 1
-        sleep_until_ns(t0 + sent * interval_ns)
-    while acked < total and dealer.poll(RECEIVE_TIMEOUT_MS * 10):
+    while acked < total and dealer.poll(ACK_WAIT_MS):
         dealer.recv()
         acked += 1
     dealer.close(linger=0)
     context.term()
-    return {"records": total, "acked": acked, "sender_late_us_max": late_max / 1000}
+    return {"records": total, "acked": acked, "sender_late_us_max": schedule.late_us_max}
 
 
 def latency_receive(spec: Spec) -> dict[str, Any]:
@@ -150,26 +135,7 @@ def latency_receive(spec: Spec) -> dict[str, Any]:
 
     context = zmq.Context()
     pull = context.socket(zmq.PULL)
-    pull.setsockopt(zmq.RCVTIMEO, RECEIVE_TIMEOUT_MS)
     pull.connect(spec["endpoint"].split(",")[1])
-    total = spec["total"]
-    warmup = spec["warmup_records"]
-    latencies = np.zeros(total, dtype=np.int64)
-    received = 0
-    child_ready_and_wait(spec)
-    deadline = time.monotonic() + spec["deadline_s"]
-    while received < total and time.monotonic() < deadline:
-        try:
-            message = pull.recv()
-        except zmq.Again:
-            continue
-        now = time.monotonic_ns()
-        stamp = int.from_bytes(message[:STAMP_BYTES], "little")
-        if stamp:
-            latencies[received] = now - stamp
-            received += 1
-    pull.close(linger=0)
+    result = receive_stamped(pull, spec)
     context.term()
-    histogram = new_histogram()
-    record_ns(histogram, latencies[warmup:received])
-    return {"records": received, **summary(histogram), "histogram": encode(histogram)}
+    return result

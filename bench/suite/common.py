@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -247,3 +247,43 @@ def due_count(now_ns: int, t0_ns: int, interval_ns: int, total: int) -> int:
     if now_ns < t0_ns:
         return 0
     return min(total, (now_ns - t0_ns) // interval_ns + 1)
+
+
+@dataclass
+class Schedule:
+    """A latency sender's open-loop schedule: record i is due at t0 + i * interval.
+
+    `due()` hands out the records due each time some are, all at once when the sender woke
+    late, and sleeps until the next one in between; the latest any send left is kept, for the
+    report (`sender_late_us_max`).
+    """
+
+    t0_ns: int
+    interval_ns: int
+    total: int
+    late_ns_max: int = 0
+
+    @classmethod
+    def after_go(cls, spec: Spec) -> Schedule:
+        """`spec`'s schedule, starting 2 ms after the parent's go (after `child_ready_and_wait`)."""
+        go_ns = child_ready_and_wait(spec)
+        return cls(go_ns + 2_000_000, round(1e9 / spec["rate"]), spec["total"])
+
+    def scheduled_ns(self, index: int) -> int:
+        return self.t0_ns + index * self.interval_ns
+
+    def due(self) -> Iterator[range]:
+        sent = 0
+        while sent < self.total:
+            now = time.monotonic_ns()
+            due = due_count(now, self.t0_ns, self.interval_ns, self.total)
+            if due > sent:
+                self.late_ns_max = max(self.late_ns_max, now - self.scheduled_ns(sent))
+                yield range(sent, due)
+                sent = due
+            sleep_until_ns(self.scheduled_ns(sent))
+
+    @property
+    def late_us_max(self) -> float:
+        return self.late_ns_max / 1000
+

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
-from bench.suite.common import due_count, stamped
+from bench.suite.common import Schedule, due_count, stamped
 from bench.suite.machine import cpu_share
 
 
@@ -15,6 +17,18 @@ def test_due_count_follows_the_clock_not_the_sender() -> None:
     assert due_count(1_000, t0, interval, total) == 1
     assert due_count(1_250, t0, interval, total) == 3  # a late sender owes every due record
     assert due_count(10**9, t0, interval, total) == total
+
+
+def test_a_schedule_hands_out_every_record_once_in_order() -> None:
+    """Each record is due once, in order; one already late (t0 in the past) comes at once with
+    every other record due by then, and the lateness is noted."""
+    start_ns = time.monotonic_ns()
+    schedule = Schedule(t0_ns=start_ns - 5_000_000, interval_ns=1_000_000, total=8)
+    handed = [list(due) for due in schedule.due()]
+    assert [i for due in handed for i in due] == list(range(8))
+    assert len(handed[0]) >= 6  # records 0..5 were due before the first look
+    assert schedule.late_ns_max >= 5_000_000
+    assert schedule.scheduled_ns(3) == start_ns - 2_000_000
 
 
 def test_stamp_is_the_scheduled_time_little_endian() -> None:
