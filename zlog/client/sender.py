@@ -56,7 +56,7 @@ from zlog.transport.messages import (
     ProduceRequestV0,
     ProduceResponseV0,
 )
-from zlog.transport.rpc import RpcClient, RpcResult
+from zlog.transport.rpc import RpcResult
 from zlog.transport.sockets import has_message
 
 log = logging.getLogger("zlog.client.producer")
@@ -138,7 +138,6 @@ class Sender:
         self._sockets_closed = False
         # One poller for the thread's life, rebuilt only when connections open or close.
         self._poller = select.poll()
-        self._polled: dict[int, RpcClient] = {}  # ZMQ_FD -> its connection
         self._polled_generation = -1
         # No queued or retried batch can expire before this (see `_expire`).
         self._next_expiry_ms = -(2**62)
@@ -167,12 +166,14 @@ class Sender:
                 return
             try:
                 self._send_ready(self._clock_ms())
-            except Exception:
-                log.exception("sending from the producer's caller thread failed")
-                self.wake()  # the I/O thread retries the pass (and fails loudly if it must)
+            except Exception as error:  # a bug: as in the I/O thread, fail loudly, never hang
+                log.exception("the producer failed sending from the caller's thread")
+                self._fail_loudly(error)
+                self.stop(abandon=True)
                 return
-            if self._stale_topics or self._answers_waiting():
-                self.wake()
+            opened_connection = self._polled_generation != self.connections.generation
+            if opened_connection or self._stale_topics or self._answers_waiting():
+                self.wake()  # to poll the new socket too, to refresh metadata, to read answers
         finally:
             self._io_lock.release()
 
@@ -202,12 +203,8 @@ class Sender:
                     break
         except BaseException as error:  # a bug: fail everything loudly, never hang callers
             log.exception("the producer's sender thread failed")
-            with self.shared.lock:
-                self.shared.sender_failure = error
-                self.shared.lock.notify_all()
             with self._io_lock:
-                self._fail_everything(ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                                f"the producer's I/O thread failed: {error!r}"))
+                self._fail_loudly(error)
         finally:
             with self._io_lock:
                 self._sockets_closed = True
@@ -491,13 +488,11 @@ class Sender:
         flight is still drained when something arrives on it: a late answer)."""
         poller = select.poll()
         poller.register(self._wake_read, select.POLLIN)
-        polled: dict[int, RpcClient] = {}
         for rpc in self.connections.clients():
             fd = rpc.socket.getsockopt(zmq.FD)
             assert isinstance(fd, int)
             poller.register(fd, select.POLLIN)
-            polled[fd] = rpc
-        self._poller, self._polled = poller, polled
+        self._poller = poller
         self._polled_generation = self.connections.generation
 
     def _drain_wake_pipe(self) -> None:
@@ -596,6 +591,14 @@ class Sender:
                 f"{batch.record_count} records for {batch.tp.topic}-{batch.tp.partition} "
                 f"were not acknowledged within delivery_timeout_ms={timeout_ms}",
             ))
+
+    def _fail_loudly(self, error: BaseException) -> None:
+        """A bug: every batch fails now and every later call raises (under `_io_lock`)."""
+        with self.shared.lock:
+            self.shared.sender_failure = error
+            self.shared.lock.notify_all()
+        self._fail_everything(ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                        f"the producer's I/O thread failed: {error!r}"))
 
     def _fail_everything(self, error: ZlogError) -> None:
         with self.shared.lock:

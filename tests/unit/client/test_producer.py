@@ -370,6 +370,27 @@ def test_a_failed_io_thread_fails_every_future_even_of_a_batch_taken_to_send(
             producer.send(TOPIC, b"late", partition=0)
 
 
+def test_a_bug_met_in_the_callers_thread_fails_the_producer_too(
+    fake: FakeBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """linger_ms=0 sends from the caller's thread: a bug met there fails every future and
+    every later call, as the same bug in the I/O thread does, instead of stranding the batch."""
+    with Producer(fake.endpoint, linger_ms=0) as producer:
+        assert producer.send(TOPIC, b"v", partition=0).result(timeout=10).offset == 0
+        from zlog.client import sender
+
+        def broken(self: sender.Sender, endpoint: str, batches: object) -> None:
+            raise RuntimeError("a bug in the sender")
+
+        monkeypatch.setattr(sender.Sender, "_send_request", broken)
+        future = producer.send(TOPIC, b"w", partition=0)
+        with pytest.raises(ZlogError) as caught:
+            future.result(timeout=10)
+        assert "I/O thread failed" in caught.value.message
+        with pytest.raises(ZlogError):
+            producer.send(TOPIC, b"late", partition=0)
+
+
 def test_unknown_topic_and_partition_raise_at_send(fake: FakeBroker) -> None:
     with Producer(fake.endpoint, max_block_ms=2000) as producer:
         with pytest.raises(ZlogError) as caught:
