@@ -1,11 +1,13 @@
 """zlog.Producer: Kafka's producer model over zlog's transport.
 
 Threading (Kafka's design): `send`, `send_many`, `flush` and `close` may be called from any
-number of threads; they only touch the record accumulator under one lock. A background I/O
-thread (`sender.Sender`) owns every socket: it sends ready batches to partition leaders,
-retries, refreshes metadata and completes the futures. Futures complete on that thread, so a
-callback added with `add_done_callback` must be quick and must not call back into the producer
-in a blocking way.
+number of threads; they append to the record accumulator under one lock. A background I/O
+thread (`sender.Sender`) sends ready batches to partition leaders, retries, refreshes metadata
+and completes the futures. One shortcut: a batch that is ready the moment it is queued
+(linger_ms=0, or a batch that just filled up) is sent by the caller's own thread when no other
+thread is using the sockets, which saves a thread hand-over per request at low rates. Futures
+always complete on the I/O thread, so a callback added with `add_done_callback` must be quick
+and must not call back into the producer in a blocking way.
 
 Delivery: a future resolves once the broker acknowledged the record per `acks` (0: when it was
 sent, offset -1; 1: the leader appended it; "all"/-1: every in-sync replica has it). Retriable
