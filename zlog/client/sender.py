@@ -467,9 +467,7 @@ class Sender:
         """
         for rpc in list(self.connections.clients()):
             if has_message(rpc.socket):
-                results = rpc.poll_responses(0)
-                while has_message(rpc.socket):
-                    results.extend(rpc.poll_responses(0))
+                results = rpc.poll_responses(0)  # reads until ZMQ_EVENTS shows nothing more
             elif rpc.in_flight:
                 results = rpc.expire_due()
             else:
