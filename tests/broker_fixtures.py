@@ -41,6 +41,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 30.0  # generous: CI machines are shared
 CALL_TIMEOUT_MS = 10_000
 LOG_TAIL_CHARS = 6_000
+_EXEC_WITH_OPEN_FILES_MAX = (
+    "import os, resource, sys; limit = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)); "
+    "os.execv(sys.argv[2], sys.argv[2:])"
+)
 
 
 def free_port() -> int:
@@ -53,15 +58,19 @@ def free_port() -> int:
 class BrokerProcess:
     """`python -m zlog.cli serve` with private data and ring dirs that outlive restarts."""
 
-    def __init__(self, workers: int = 2, extra_args: Sequence[str] = ()) -> None:
+    def __init__(self, workers: int = 2, extra_args: Sequence[str] = (), *,
+                 data_dir: Path | None = None, cwd: Path = REPO_ROOT,
+                 open_files_max: int | None = None) -> None:
         # Short paths: the supervisor keeps an ipc socket in the data dir.
         self.directory = Path(tempfile.mkdtemp(prefix="zf-", dir="/tmp"))
         shm_base = "/dev/shm" if Path("/dev/shm").is_dir() else None
         self.ring_dir = Path(tempfile.mkdtemp(prefix="zf-ring-", dir=shm_base))
-        self.data_dir = self.directory / "data"
+        self.data_dir = data_dir or self.directory / "data"
         self.endpoint = f"tcp://127.0.0.1:{free_port()}"
         self.workers = workers
         self.extra_args = tuple(extra_args)
+        self.cwd = cwd
+        self.open_files_max = open_files_max  # RLIMIT_NOFILE (soft and hard), as `ulimit -n`
         self.process: subprocess.Popen[bytes] | None = None
         self.runs = 0
 
@@ -75,7 +84,11 @@ class BrokerProcess:
         """Start (or restart) the broker and wait until it answers; the same dirs every run."""
         assert self.process is None, "already running"
         self.runs += 1
-        command = [sys.executable, "-m", "zlog.cli", "serve",
+        # From another directory, start it as an operator would: the installed `zlog` script
+        # (`python -m` would put that directory first on the module path).
+        launcher = ([sys.executable, "-m", "zlog.cli"] if self.cwd == REPO_ROOT
+                    else [str(Path(sys.executable).with_name("zlog"))])
+        command = [*launcher, "serve",
                    "--data-dir", str(self.data_dir), "--listen", self.endpoint,
                    "--workers", str(self.workers), "--ring-dir", str(self.ring_dir),
                    "--worker-heartbeat-timeout-ms", "5000", "--worker-restart-backoff-initial-ms",
@@ -83,8 +96,12 @@ class BrokerProcess:
         environ = {key: value for key, value in os.environ.items()
                    if key != "NOTIFY_SOCKET" and not key.startswith("ZLOG_")}
         environ["PYTHONUNBUFFERED"] = "1"
+        environ["PYTHONPATH"] = str(REPO_ROOT)  # this checkout's zlog, whatever the cwd
+        if self.open_files_max is not None:  # as `ulimit -n N` before the command
+            command = [sys.executable, "-c", _EXEC_WITH_OPEN_FILES_MAX,
+                       str(self.open_files_max), *command]
         with self.log_path.open("wb") as log_file:
-            self.process = subprocess.Popen(command, cwd=REPO_ROOT, env=environ,
+            self.process = subprocess.Popen(command, cwd=self.cwd, env=environ,
                                             stdout=log_file, stderr=subprocess.STDOUT)
         self.wait_ready()
 
@@ -225,9 +242,12 @@ class BrokerProcess:
 
 @contextlib.contextmanager
 def broker_process(keep_logs_in: Path | None = None, *, workers: int = 2,
-                   extra_args: Sequence[str] = ()) -> Iterator[BrokerProcess]:
+                   extra_args: Sequence[str] = (), data_dir: Path | None = None,
+                   cwd: Path = REPO_ROOT, open_files_max: int | None = None,
+                   ) -> Iterator[BrokerProcess]:
     """A started broker, killed and removed afterwards (its logs copied to `keep_logs_in`)."""
-    broker = BrokerProcess(workers, extra_args)
+    broker = BrokerProcess(workers, extra_args, data_dir=data_dir, cwd=cwd,
+                           open_files_max=open_files_max)
     try:
         broker.start()
         yield broker

@@ -14,6 +14,7 @@ and only swaps sealed segments under `_segments_lock`.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import itertools
 import logging
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 _LOG_START_FILE = "log-start-offset"
 _LEFTOVER_SUFFIXES = (".tmp", ".cleaned", ".swap", ".deleted")
 _RELATIVE_OFFSET_MAX = 2**32 - 1
+RING_SUFFIX = ".ring"
+FILE_NAME_BYTES_MAX = 255  # NAME_MAX of ext4, xfs, btrfs and tmpfs
 
 
 def default_ring_dir(data_dir: Path) -> Path:
@@ -50,6 +53,29 @@ def default_ring_dir(data_dir: Path) -> Path:
 def partition_dir_name(topic: str, partition: int) -> str:
     assert partition >= 0 and topic and "/" not in topic and topic not in {".", ".."}
     return f"{topic}-{partition}"
+
+
+def ring_file_name(topic: str, partition: int) -> str:
+    """`<topic>-<partition>.ring`, or a shortened name with a digest when that is too long.
+
+    A topic name may take 249 characters (Kafka's bound, chosen so that `<topic>-<partition>`
+    fits a file system's 255-byte names); the ring's suffix would push the longest names past
+    that, so those rings are named by a prefix of the topic and a digest of the whole name.
+    """
+    name = f"{partition_dir_name(topic, partition)}{RING_SUFFIX}"
+    if len(name.encode()) <= FILE_NAME_BYTES_MAX:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:16]
+    tail = f"~{digest}-{partition}{RING_SUFFIX}"
+    prefix = topic.encode()[: FILE_NAME_BYTES_MAX - len(tail)].decode(errors="ignore")
+    shortened = prefix + tail
+    assert len(shortened.encode()) <= FILE_NAME_BYTES_MAX
+    return shortened
+
+
+def ring_path_for(ring_dir: Path, topic: str, partition: int) -> Path:
+    """Where a partition's ring lives; the one rule, for the writer and for the metadata."""
+    return ring_dir / ring_file_name(topic, partition)
 
 
 class PartitionLog:
@@ -69,18 +95,39 @@ class PartitionLog:
         self.clock = clock or SystemClock()
         self.topic, self.partition = topic, partition
         self.directory = Path(data_dir) / partition_dir_name(topic, partition)
-        self.directory.mkdir(parents=True, exist_ok=True)
         ring_base = ring_dir or default_ring_dir(Path(data_dir))
-        ring_base.mkdir(parents=True, exist_ok=True)
-        self.ring_path = ring_base / f"{partition_dir_name(topic, partition)}.ring"
+        self.ring_path = ring_path_for(ring_base, topic, partition)
         self._segments_lock = threading.Lock()
         self._closed = False
         self._last_sync_ms = self.clock.monotonic_ms()
         self.recovered_bytes_dropped = 0
-        self._open_segments()
-        self._ring = self._open_ring()
-        self._replay_ring()
+        self.flush_error: ZlogError | None = None  # why the ring cannot be flushed right now
+        self._segments: list[Segment] = []
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            ring_base.mkdir(parents=True, exist_ok=True)
+            self._open_segments()
+            self._ring = self._open_ring()
+            self._replay_ring()
+        except BaseException as error:
+            self._release_after_failed_open()
+            if isinstance(error, OSError):
+                raise ZlogError(
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    f"cannot open {topic}-{partition} in {data_dir}: {error.strerror or error}",
+                ) from error
+            raise
         self._log_start_offset = max(self._read_log_start(), self._bases[0])
+
+    def _release_after_failed_open(self) -> None:
+        """Close whatever the failed open had opened: no descriptor or ring lock may leak."""
+        for segment in self._segments:
+            with contextlib.suppress(OSError):
+                segment.close()
+        ring = getattr(self, "_ring", None)
+        if ring is not None:
+            ring.close()
+        self._closed = True
 
     # ------------------------------------------------------------------ opening
 
@@ -139,10 +186,15 @@ class PartitionLog:
             return RingWriter(self.ring_path, self.config.ring_bytes)
 
     def _replay_ring(self) -> None:
-        """Flush into the segment what a previous writer left in the ring and had not flushed."""
+        """Flush into the segment what a previous writer left in the ring and had not flushed.
+
+        When the segment cannot take it (a full disk), the rest stays in the ring, where it
+        is as safe as before: the log opens anyway, serves what is on disk, and `tick` moves
+        the rest once there is room.
+        """
         leo = self._active.next_offset
         replayed = 0
-        for _position, view in self._ring.unflushed_batches():
+        for position, view in self._ring.unflushed_batches():
             try:
                 batch_codec.validate_batch(view, strict=False)
             except ZlogError as error:
@@ -157,7 +209,15 @@ class PartitionLog:
                     self.ring_path, meta.base_offset, leo,
                 )
                 break
-            self._write_to_segments([view], [meta])
+            try:
+                self._write_to_segments([view], [meta])
+            except ZlogError as error:
+                if error.code != ErrorCode.KAFKA_STORAGE_ERROR:
+                    raise
+                self._ring.mark_flushed(position)
+                self._note_flush_failure(error)
+                self.replayed_batches = replayed
+                return
             leo = meta.next_offset
             replayed += 1
         if replayed:
@@ -241,10 +301,17 @@ class PartitionLog:
             position = self._ring_append(batch, meta.next_offset, base_offset, leader_epoch)
             if self.config.ring_flush_bytes == 0 and ring.flushed_position == position:
                 # Write-through, the common case: exactly this batch is pending.
-                self._write_to_segments(ring.unflushed_views(), [meta])
+                try:
+                    self._write_to_segments(ring.unflushed_views(), [meta])
+                except ZlogError:
+                    # Refused as a whole: the batch leaves the ring too, so the producer's
+                    # error means "not stored" and its retry does not make a duplicate.
+                    ring.reset(self._active.next_offset)
+                    raise
                 ring.mark_flushed(position + size_bytes)
+                self.flush_error = None
             elif ring.unflushed_bytes() > self.config.ring_flush_bytes:
-                self.flush()
+                self._flush_if_possible()
         if self._syncing:
             self._maybe_sync()
         return base
@@ -284,7 +351,11 @@ class PartitionLog:
         self._ring.reset(self._active.next_offset)
 
     def flush(self) -> None:
-        """Move everything pending in the ring into the active segment (no fsync)."""
+        """Move everything pending in the ring into the active segment (no fsync).
+
+        Raises KAFKA_STORAGE_ERROR when the segment cannot take it; what was not moved stays
+        in the ring (a batch in the ring is stored), and a later flush tries again.
+        """
         views: list[memoryview] = []
         metas: list[BatchMeta] = []
         end = self._ring.flushed_position
@@ -293,8 +364,46 @@ class PartitionLog:
             metas.append(batch_meta(view))
             end = position + len(view)
         if views:
-            self._write_to_segments(views, metas)
+            try:
+                self._write_to_segments(views, metas)
+            except ZlogError as error:
+                self._mark_written_prefix()
+                self._note_flush_failure(error)
+                raise
             self._ring.mark_flushed(end)
+        if self.flush_error is not None:
+            log.info("%s-%d: the ring flushes into %s again", self.topic, self.partition,
+                     self.directory)
+            self.flush_error = None
+
+    def _mark_written_prefix(self) -> None:
+        """After a failed multi-batch flush: the batches that did reach a segment (one that
+        rolled before the failure) are marked flushed, so they are never written twice."""
+        written_end = self._active.next_offset
+        position = self._ring.flushed_position
+        for ring_position, view in self._ring.unflushed_batches():
+            if batch_meta(view).next_offset > written_end:
+                break
+            position = ring_position + len(view)
+        if position != self._ring.flushed_position:
+            self._ring.mark_flushed(position)
+
+    def _note_flush_failure(self, error: ZlogError) -> None:
+        """Log a storage failure once per episode, not once per attempt."""
+        if self.flush_error is None:
+            log.error("%s-%d: cannot move the ring into the segment files: %s",
+                      self.topic, self.partition, error.message)
+        self.flush_error = error
+
+    def _flush_if_possible(self) -> bool:
+        """Flush, or keep the data in the ring when the disk refuses it (logged once)."""
+        try:
+            self.flush()
+        except ZlogError as error:
+            if error.code != ErrorCode.KAFKA_STORAGE_ERROR:
+                raise
+            return False
+        return True
 
     def _write_to_segments(self, views: list[memoryview], metas: list[BatchMeta]) -> None:
         """Write whole batches, rolling to a new segment where size, age or offsets demand."""
@@ -326,15 +435,30 @@ class PartitionLog:
             self.roll()
 
     def roll(self) -> None:
-        """Seal the active segment and start a new one at the log end."""
+        """Seal the active segment and start a new one at the log end.
+
+        The new file is made first and removed again if sealing fails, so a full disk leaves
+        the log as it was (KAFKA_STORAGE_ERROR), never without an active segment.
+        """
         active = self._active
         if self._syncing:
             active.sync()
-        active.seal()
-        fresh = Segment.create(
-            self.directory, active.next_offset,
-            index_interval_bytes=self.config.index_interval_bytes, now_ms=self.clock.wall_ms(),
-        )
+        try:
+            fresh = Segment.create(
+                self.directory, active.next_offset,
+                index_interval_bytes=self.config.index_interval_bytes,
+                now_ms=self.clock.wall_ms(),
+            )
+        except OSError as error:
+            raise ZlogError(ErrorCode.KAFKA_STORAGE_ERROR,
+                            f"cannot start a segment in {self.directory}: {error.strerror}"
+                            ) from error
+        try:
+            active.seal()
+        except OSError as error:
+            fresh.delete()
+            raise ZlogError(ErrorCode.KAFKA_STORAGE_ERROR,
+                            f"cannot seal {active.log_path}: {error.strerror}") from error
         with self._segments_lock:
             self._segments.append(fresh)
             self._bases.append(fresh.base_offset)
@@ -361,9 +485,10 @@ class PartitionLog:
         self._last_sync_ms = self.clock.monotonic_ms()
 
     def tick(self) -> None:
-        """Periodic work of the writer: time-based flush and fsync (`flush.ms`)."""
-        if self._ring.unflushed_bytes():
-            self.flush()
+        """Periodic work of the writer: time-based flush and fsync (`flush.ms`), and another
+        try at moving what a full disk left in the ring."""
+        if self._ring.unflushed_bytes() and not self._flush_if_possible():
+            return
         self._maybe_sync()
 
     # ------------------------------------------------------------------ reading
@@ -387,8 +512,13 @@ class PartitionLog:
         limit = end if upto_offset is None else min(upto_offset, end)
         if offset >= limit:
             return []
-        if self._ring.unflushed_bytes() and limit > self._active.next_offset:
-            self.flush()
+        if (
+            self._ring.unflushed_bytes() and limit > self._active.next_offset
+            and not self._flush_if_possible()
+        ):
+            limit = min(limit, self._active.next_offset)  # what is on disk; the rest later
+            if offset >= limit:
+                return []
         views: list[memoryview] = []
         remaining = max_bytes
         with self._segments_lock:
@@ -411,7 +541,7 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """The earliest offset whose record timestamp is >= `timestamp_ms` (None if none)."""
-        self.flush()
+        self._flush_if_possible()
         for segment in self.segments_snapshot():
             if segment.is_empty or segment.next_offset <= self._log_start_offset:
                 continue
@@ -529,8 +659,12 @@ class PartitionLog:
         ]
 
     def enforce_retention(self, disk: DiskUsage | None = None) -> int:
-        """Delete the oldest sealed segments that retention says to; returns how many."""
-        self.flush()
+        """Delete the oldest sealed segments that retention says to; returns how many.
+
+        Runs even when the ring cannot be flushed: deleting old segments may be what frees
+        the disk.
+        """
+        self._flush_if_possible()
         if disk is None and self.config.retention_disk_percent > 0:
             usage = psutil.disk_usage(str(self.directory))
             disk = DiskUsage(usage.total, usage.used)
@@ -580,16 +714,20 @@ class PartitionLog:
     # ------------------------------------------------------------------ closing
 
     def close(self) -> None:
-        """Flush the ring into the segment and release the partition."""
+        """Flush the ring into the segment and release the partition.
+
+        What a full disk keeps from being flushed stays in the ring for the next writer.
+        """
         if self._closed:
             return
-        self.flush()
-        if self._syncing:
-            self._active.sync()
-        for segment in self._segments:
-            segment.close()
-        self._ring.close()
-        self._closed = True
+        try:
+            if self._flush_if_possible() and self._syncing:
+                self._active.sync()
+        finally:
+            for segment in self._segments:
+                segment.close()
+            self._ring.close()
+            self._closed = True
 
     def delete(self) -> None:
         """Remove the partition's data and ring for good (topic deletion)."""
@@ -601,6 +739,23 @@ class PartitionLog:
         else:
             self.ring_path.unlink(missing_ok=True)
         shutil.rmtree(self.directory, ignore_errors=True)
+
+    @staticmethod
+    def remove(data_dir: Path, topic: str, partition: int, ring_dir: Path | None = None) -> None:
+        """Remove a partition's data and ring without opening it (a deleted topic's leftovers).
+
+        Opening could fail for the very reason the data must go (a full disk, a name the file
+        system refuses), so nothing is read. The ring's lock is taken first: a live writer
+        elsewhere keeps its partition (RingLockedError).
+        """
+        directory = Path(data_dir) / partition_dir_name(topic, partition)
+        ring_path = ring_path_for(ring_dir or default_ring_dir(Path(data_dir)), topic, partition)
+        with contextlib.suppress(FileNotFoundError), RingWriter.locked(ring_path):
+            ring_path.unlink(missing_ok=True)
+        if directory.is_dir() and not directory.is_symlink():
+            shutil.rmtree(directory, ignore_errors=True)
+        else:
+            directory.unlink(missing_ok=True)
 
     def __enter__(self) -> PartitionLog:
         return self

@@ -45,6 +45,7 @@ import contextlib
 import fcntl
 import mmap
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Final
@@ -104,11 +105,18 @@ def _writer_pid_in(fd: int) -> int:
     return read_writer_pid(memoryview(header))
 
 
-def _open_locked(path: Path) -> int:
-    """Open (creating if needed) and lock the ring file; refuse if a live writer holds it."""
+def _open_locked(path: Path, *, create: bool = True) -> int:
+    """Open (creating if needed) and lock the ring file; refuse if a live writer holds it.
+
+    Without `create`, a missing file raises FileNotFoundError.
+    """
     for _ in range(_OPEN_ATTEMPTS_MAX):
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+            fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), FILE_MODE)
+        except FileNotFoundError:
+            if not create:
+                raise  # the caller asked for an existing ring only
+            raise _storage_error(path, "cannot open: its directory is gone") from None
         except OSError as error:
             raise _storage_error(path, f"cannot open: {error.strerror}") from error
         try:
@@ -191,6 +199,19 @@ class RingWriter(LayoutWriter):
             if isinstance(error, ZlogError):
                 raise _storage_error(self.path, error.message) from error
             raise
+
+    @staticmethod
+    @contextlib.contextmanager
+    def locked(path: Path) -> Iterator[None]:
+        """Hold the writer's lock on an existing ring without mapping it (to remove it safely).
+
+        FileNotFoundError when there is no ring; RingLockedError when a live writer has it.
+        """
+        fd = _open_locked(path, create=False)
+        try:
+            yield
+        finally:
+            os.close(fd)
 
     @property
     def closed(self) -> bool:

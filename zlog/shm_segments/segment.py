@@ -96,6 +96,7 @@ class Segment:
         self._fd: int | None = None
         self._map: mmap.mmap | None = None
         self._map_bytes = 0
+        self._slack_end = 0  # the file's end after a truncation zeroed its tail (never shrunk)
         self.unsynced_messages = 0
 
     # ------------------------------------------------------------------ opening
@@ -208,18 +209,44 @@ class Segment:
     # ------------------------------------------------------------------ writing
 
     def write(self, views: list[memoryview], metas: list[BatchMeta]) -> None:
-        """Append whole, validated batches (contiguous in offsets) in one system call."""
+        """Append whole, validated batches (contiguous in offsets) in one system call.
+
+        All or nothing: when the file system refuses the bytes (a full disk, an I/O error),
+        the file is cut back to where it ended, nothing is indexed, and KAFKA_STORAGE_ERROR is
+        raised; the segment is as it was, so the same batches can be written again later.
+        """
         assert not self.sealed and self._fd is not None
         assert metas and metas[0].base_offset >= self.next_offset
-        position = self.size_bytes
-        written = os.pwritev(self._fd, views, position)
+        start = self.size_bytes
+        total = sum(meta.size_bytes for meta in metas)
+        try:
+            written = os.pwritev(self._fd, views, start)
+            if written != total:
+                self._write_rest(views, start, written)
+        except (OSError, ZlogError) as error:
+            self._cut_back(start)
+            detail = error.strerror if isinstance(error, OSError) else error.message
+            raise ZlogError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write to {self.log_path}: {detail}"
+            ) from error
+        position = start
         for meta in metas:
             self._index_batch(position, meta)
             self.unsynced_messages += meta.next_offset - meta.base_offset
             position += meta.size_bytes
-        if written != position - self.size_bytes:
-            self._write_rest(views, self.size_bytes, written)
+        assert position == start + total
         self._size_bytes = position
+
+    def _cut_back(self, size_bytes: int) -> None:
+        """Drop the part of a failed write that reached the file (shrinking needs no space).
+
+        Never below a truncation's zeroed tail: views handed out before it may still cover it.
+        """
+        assert self._fd is not None
+        try:
+            os.ftruncate(self._fd, max(size_bytes, self._slack_end))
+        except OSError as error:  # the tail stays; recovery cuts it at the next open
+            log.error("segment %s: cannot cut a failed write back: %s", self.log_path, error)
 
     def _write_rest(self, views: list[memoryview], position: int, written: int) -> None:
         """Finish a short write (a full disk raises; a signal may leave part undone)."""
@@ -277,6 +304,7 @@ class Segment:
         """
         if self._fd is not None and os.fstat(self._fd).st_size > self.size_bytes:
             os.ftruncate(self._fd, self.size_bytes)
+        self._slack_end = 0
 
     def truncate_to(self, offset: int) -> None:
         """Drop every batch that holds an offset >= `offset`; the writer keeps running.
@@ -292,6 +320,7 @@ class Segment:
         while cursor < old_size:
             chunk = zeros[: old_size - cursor]
             cursor += os.pwrite(self._fd, chunk, cursor)
+        self._slack_end = max(self._slack_end, old_size)
         self._size_bytes = position
         self._rebuild_after_cut(position)
 
