@@ -35,15 +35,31 @@ from zlog.broker.controller import TopicPartition, place_replicas
 from zlog.broker.metadata import ClusterState, TopicInfo
 from zlog.broker.topics import check_no_collision, validate_client_topic_name, validate_new_topic
 from zlog.errors import ErrorCode, ZlogError
+from zlog.raft.codec import command_bytes_max
+from zlog.shm_segments.log import FILE_NAME_BYTES_MAX
+from zlog.shm_segments.ring_layout import file_size_bytes as ring_file_size_bytes
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS, SUPPORTED_VERSIONS, ApiKey
 from zlog.transport.codec import RequestHeader
 
 log = logging.getLogger("zlog.broker.control")
 
+
+def _gib(size_bytes: int) -> str:
+    return f"{size_bytes / 2**30:.2f} GiB"
+
 control_request_timeout_ms: Final = 30_000  # CreateTopics/DeleteTopics wait at most this
 producer_id_block_size: Final = 1_000  # ids taken from the metadata log per proposal
 producer_id_waiters_max: Final = 10_000  # InitProducerId requests queued for a block
+
+@dataclass(frozen=True, slots=True)
+class HostStorage:
+    """What this host's file systems can hold: checked before a topic is created, so a topic
+    that cannot exist here is refused with a reason instead of failing in its workers."""
+
+    name_bytes_max: int = FILE_NAME_BYTES_MAX  # the data dir's longest file name (NAME_MAX)
+    ring_free_bytes: int | None = None  # free space where rings are made; None: unknown
+
 
 Done = Callable[[dict[str, Any] | None, ZlogError | None], None]
 """What a proposer hears back, on the loop thread: (apply result, None) or (None, error)."""
@@ -77,8 +93,10 @@ class ControlPlane:
         raft_status: Callable[[], dict[str, Any]],
         clock_ms: Callable[[], int],
         ring_path_for: Callable[[TopicPartition], str] | None = None,
+        host_storage: Callable[[], HostStorage] = HostStorage,
     ) -> None:
         self.config = config
+        self._host_storage = host_storage
         self._ring_path_for = ring_path_for  # a partition's ring file on this host
         self._state = state  # the metadata as last applied (an immutable snapshot)
         self._propose = propose  # commit a command; Done runs later on the loop thread
@@ -106,7 +124,10 @@ class ControlPlane:
 
     def settle(self) -> None:
         """Answer the parked requests that the metadata and the workers have decided."""
-        self._settle_waiting(self._state())
+        state = self._state()
+        for tp in [tp for tp in self._open_errors if tp[0] not in state.topics]:
+            del self._open_errors[tp]  # a deleted topic's failures are no one's concern now
+        self._settle_waiting(state)
 
     def expire(self, now_ms: int) -> None:
         self._expire_waiting(now_ms)
@@ -179,6 +200,9 @@ class ControlPlane:
                 if endpoint and self._ring_path_for is not None:
                     ring_path = self._ring_path_for(key)
             code = ErrorCode.NONE if endpoint else ErrorCode.LEADER_NOT_AVAILABLE
+            if not endpoint and (topic.name, partition.partition) in self._open_errors:
+                # A worker could not open it (e.g. KAFKA_STORAGE_ERROR): say so, not "wait".
+                code = ErrorCode(self._open_errors[(topic.name, partition.partition)][0])
             partitions.append(wire.PartitionMetadata(
                 partition.partition, partition.leader, partition.leader_epoch,
                 partition.replicas, partition.isr, endpoint or "", int(code), ring_path,
@@ -199,9 +223,10 @@ class ControlPlane:
             spec = wire.TopicSpec(name, self.config.default_partitions,
                                   self.config.default_replication_factor)
             try:  # e.g. a default replication factor above the live brokers
-                self._propose_create(spec, functools.partial(self._auto_created, name))
+                command = self._create_command(spec, self._state())
             except ZlogError as error:
                 return wire.TopicMetadata(name, int(error.code), error.message)
+            self._propose(command, functools.partial(self._auto_created, name))
             self._auto_creating.add(name)
         return wire.TopicMetadata(name, int(ErrorCode.LEADER_NOT_AVAILABLE),
                                   f"topic {name!r} is being created")
@@ -231,7 +256,7 @@ class ControlPlane:
         state = self._state()
         waiting = _Waiting(identity, header, ApiKey.CREATE_TOPICS, {}, set(),
                            self._clock_ms() + control_request_timeout_ms)
-        specs: list[wire.TopicSpec] = []
+        specs: list[tuple[wire.TopicSpec, bytes]] = []
         accepted: list[wire.TopicSpec] = []  # valid so far, validate_only or not
         name_counts = Counter(spec.name for spec in request.topics)
         for spec in request.topics:
@@ -249,6 +274,7 @@ class ControlPlane:
                     raise ZlogError(ErrorCode.TOPIC_ALREADY_EXISTS,
                                     f"topic {spec.name!r} already exists")
                 check_no_collision(spec.name, [*state.topics, *(s.name for s in accepted)])
+                command = self._create_command(spec, state)
             except ZlogError as error:
                 waiting.results[spec.name] = wire.TopicResult(spec.name, int(error.code),
                                                               error.message)
@@ -257,22 +283,49 @@ class ControlPlane:
             if request.validate_only:
                 waiting.results[spec.name] = wire.TopicResult(spec.name, 0, "")
             else:
-                specs.append(spec)
+                specs.append((spec, command))
         self._waiting.append(waiting)
-        for spec in specs:
-            self._propose_create(spec, functools.partial(self._committed, waiting, spec.name))
+        for spec, command in specs:
+            self._propose(command, functools.partial(self._committed, waiting, spec.name))
         self._settle_waiting(state)
 
-    def _propose_create(self, spec: wire.TopicSpec, done: Done) -> None:
-        state = self._state()
+    def _create_command(self, spec: wire.TopicSpec, state: ClusterState) -> bytes:
+        """The CreateTopic command for a valid spec, once this host can hold the topic.
+
+        Refused up front, with the reason: partition directory names longer than the data
+        dir's file system allows; rings that would not fit the free shared memory; a topic
+        too large for one metadata command.
+        """
+        storage = self._host_storage()
+        longest_name = f"{spec.name}-{spec.partitions - 1}"
+        if len(longest_name.encode()) > storage.name_bytes_max:
+            raise ZlogError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"topic name {spec.name[:40]!r}... is too long for this broker's file system: "
+                f"partition directories would be named with {len(longest_name.encode())} "
+                f"bytes and it holds {storage.name_bytes_max}",
+            )
         placed = place_replicas(spec.partitions, spec.replication_factor, list(state.brokers),
                                 start_index=state.next_topic_seq)
-        assignment = [{"partition": p.partition, "replicas": list(p.replicas),
-                       "leader": p.leader, "leader_epoch": p.leader_epoch, "isr": list(p.isr)}
-                      for p in placed]
+        local = sum(1 for p in placed if self.config.node_id in p.replicas)
+        needed_bytes = local * ring_file_size_bytes(self.config.ring_bytes)
+        free_bytes = storage.ring_free_bytes
+        if free_bytes is not None and needed_bytes > free_bytes:
+            raise ZlogError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"{local} partition(s) on this broker need {_gib(needed_bytes)} of shared "
+                f"memory for their rings (ring_bytes {_gib(self.config.ring_bytes)} each) and "
+                f"{_gib(free_bytes)} is free: use fewer partitions or a smaller ring_bytes",
+            )
         command = commands.create_topic(spec.name, spec.partitions, spec.replication_factor,
-                                        dict(spec.configs), assignment)
-        self._propose(command, done)
+                                        dict(spec.configs), [p.replicas for p in placed])
+        if len(command) > command_bytes_max:
+            raise ZlogError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"{spec.partitions} partitions of {spec.replication_factor} replicas do not "
+                f"fit one metadata command ({len(command)} bytes, at most {command_bytes_max})",
+            )
+        return command
 
     def _delete_topics(self, identity: bytes, header: RequestHeader,
                        request: wire.DeleteTopicsRequestV0) -> None:

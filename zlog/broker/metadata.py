@@ -8,7 +8,7 @@ the proposer learns the outcome from that result (`{"error_code": 36, "error_mes
 Commands (the `type` field names them):
 
     RegisterBroker(node_id, host, control_endpoint[, cluster_id])   a supervisor (re)joins
-    CreateTopic(name, partitions, replication_factor, configs, assignment)
+    CreateTopic(name, partitions, replication_factor, configs, replicas)
     DeleteTopic(name)           the topic disappears; its data is now "deleting"
     TopicDeleted(name)          every replica's data is gone; the name may be reused
     SetPartitionState(topic, partition, leader, leader_epoch, isr)
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -106,12 +106,18 @@ def create_topic(
     partitions: int,
     replication_factor: int,
     configs: Mapping[str, str],
-    assignment: list[dict[str, Any]],
+    replicas: Sequence[Sequence[int]],
 ) -> bytes:
-    """`assignment`: per partition {partition, replicas, leader, leader_epoch, isr}."""
+    """`replicas`: each partition's replica list, in partition order.
+
+    A new partition's state follows from its replicas (leader: the first, epoch 0, ISR: all),
+    so only they are written: a topic of tens of thousands of partitions still fits one
+    command. Commands written before this form carried an `assignment` list of
+    {partition, replicas, leader, leader_epoch, isr}; apply still accepts it.
+    """
     return _encode({"type": "CreateTopic", "name": name, "partitions": partitions,
                     "replication_factor": replication_factor, "configs": dict(configs),
-                    "assignment": assignment})
+                    "replicas": [list(replica_ids) for replica_ids in replicas]})
 
 
 def delete_topic(name: str) -> bytes:
@@ -236,7 +242,16 @@ def _create_topic(state: ClusterState, command: Mapping[str, Any]) -> _Result:
         isinstance(key, str) and isinstance(value, str) for key, value in configs.items()
     ):
         raise _BadCommand(ErrorCode.INVALID_CONFIG, "configs map names to strings")
-    assignment = command.get("assignment")
+    replica_lists = command.get("replicas")
+    if replica_lists is None:  # the form of commands written by earlier versions
+        assignment = command.get("assignment")
+    else:
+        assignment = replica_lists if not isinstance(replica_lists, list) else [
+            {"partition": index, "replicas": replicas,
+             "leader": replicas[0] if isinstance(replicas, list) and replicas else -1,
+             "leader_epoch": 0, "isr": replicas}
+            for index, replicas in enumerate(replica_lists)
+        ]
     if not isinstance(assignment, list) or len(assignment) != count:
         raise _BadCommand(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the assignment lists every partition once"

@@ -83,8 +83,7 @@ def serve(config: BrokerConfig, *, worker_module: str = "zlog.broker.worker") ->
             log.error("cannot start: %s", error)
             supervisor.close()
             return 1
-        supervisor.serve()
-        return 0
+        return supervisor.serve()
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)

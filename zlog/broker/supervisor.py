@@ -27,6 +27,7 @@ import fcntl
 import functools
 import logging
 import os
+import resource
 import time
 import uuid
 from collections import deque
@@ -39,14 +40,14 @@ import zmq
 import zlog
 from zlog.broker import metadata as commands
 from zlog.broker.config import BrokerConfig
-from zlog.broker.control import ControlPlane, Done
+from zlog.broker.control import ControlPlane, Done, HostStorage
 from zlog.broker.controller import TopicPartition
 from zlog.broker.metadata import ClusterState, MetadataStateMachine
 from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.workers import DesiredPartition, WorkerPool, WorkerSettings
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.node import RaftRunner, RunnerConfig
-from zlog.shm_segments.log import default_ring_dir, partition_dir_name
+from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS
 from zlog.transport.codec import (
@@ -62,17 +63,37 @@ from zlog.transport.sockets import make_router, send_routed
 log = logging.getLogger("zlog.broker.supervisor")
 
 startup_timeout_ms: Final = 30_000  # for the metadata log to accept this broker
-workers_ready_wait_ms: Final = 10_000  # READY=1 waits this long for every worker's hello
 reconcile_interval_ms: Final = 1_000  # re-check assignments even when nothing signalled
 loop_poll_ms_max: Final = 100  # the loop wakes at least this often (checks, deadlines)
 control_batch_messages_max: Final = 256  # client requests handled per loop turn
 control_close_linger_ms: Final = 200  # how long the last replies may take to leave on stop
+OPEN_FILES_TARGET: Final = 1_048_576  # the soft limit asked for when the hard one is unlimited
+OPEN_FILES_WARN_BELOW: Final = 4_096
 RAFT_DIRECTORY: Final = "__raft"
 LOCK_FILE: Final = ".zlog.lock"
 
 
 class StartupError(Exception):
     """The broker cannot start (data dir in use, address taken, metadata log unavailable)."""
+
+
+def raise_open_files_limit() -> int:
+    """Lift the soft limit on open files to the hard one (workers inherit it); the result.
+
+    Every partition holds a few descriptors (segment, ring, their mappings) and every client a
+    socket, so the usual soft limit of 1024 runs out at a few hundred partitions while the
+    hard limit allows far more (the JVM does the same for Kafka). A partition that still
+    cannot be opened fails alone, with the reason, and is tried again later.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = OPEN_FILES_TARGET if hard == resource.RLIM_INFINITY else hard
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, target), hard))
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft < OPEN_FILES_WARN_BELOW:
+        log.warning("only %d open files allowed (ulimit -n): each partition needs a few", soft)
+    return int(soft)
 
 
 def _monotonic_ms() -> int:
@@ -100,6 +121,7 @@ class Supervisor:
         self._context: zmq.Context[Any] = zmq.Context.instance()
         self._stop_requested = False
         self._serving = False
+        self._startup_failure: str | None = None
         self._lock_fd: int | None = None
         self._raft: RaftRunner | None = None
         self._pool: WorkerPool | None = None
@@ -118,6 +140,7 @@ class Supervisor:
             raft_status=lambda: {} if self._raft is None else self._raft.status(),
             clock_ms=_monotonic_ms,
             ring_path_for=self._ring_path_for,
+            host_storage=self._host_storage,
         )
         self._started_ms = 0
         self._next_watchdog_ms = 0
@@ -127,6 +150,7 @@ class Supervisor:
     def start(self) -> None:
         """Lock the data dir, bind, start the workers and the metadata log, register."""
         self._started_ms = _monotonic_ms()
+        raise_open_files_limit()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_data_dir()
         try:
@@ -222,8 +246,12 @@ class Supervisor:
         with contextlib.suppress(BlockingIOError):
             os.write(self._wake_write_fd, b"\x01")
 
-    def serve(self) -> None:
-        """The loop, until request_stop(); then a graceful shutdown. Never raises on input."""
+    def serve(self) -> int:
+        """The loop, until request_stop(); then a graceful shutdown. Never raises on input.
+
+        Returns the exit status: 0 after a stop that was asked for, 1 when the workers could
+        not start at all (a broker that never serves must not look like one that does).
+        """
         assert self._control_socket is not None and self._pool is not None
         poller = zmq.Poller()
         poller.register(self._control_socket, zmq.POLLIN)
@@ -236,6 +264,7 @@ class Supervisor:
             except Exception:  # a bug, not input: log it loudly and keep serving
                 log.exception("supervisor loop turn failed")
         self._shut_down()
+        return 0 if self._startup_failure is None else 1
 
     def _poll_timeout_ms(self) -> int:
         timeout_ms = loop_poll_ms_max
@@ -268,10 +297,20 @@ class Supervisor:
             self._next_watchdog_ms = now_ms + self.notifier.watchdog_interval_ms
 
     def _maybe_ready(self, now_ms: int) -> None:
-        """READY=1 once every worker said hello (or after a bounded wait), with a banner."""
+        """READY=1, with a banner, once the workers serve: every one said hello and answered
+        for each partition placed on it (opened, or failed with a reason clients are told).
+
+        Workers that cannot start at all (each dies before its first hello, again and again)
+        stop the broker with status 1 instead: a READY that means nothing would hide that.
+        """
         assert self._pool is not None
-        all_ready = self._pool.ready_count() == len(self._pool.workers)
-        if not all_ready and now_ms - self._started_ms < workers_ready_wait_ms:
+        failure = self._pool.startup_failure()
+        if failure is not None:
+            log.error("cannot start: %s", failure)
+            self._startup_failure = failure
+            self.request_stop()
+            return
+        if not self._pool.settled():
             return
         self._serving = True
         workers = ", ".join(
@@ -346,13 +385,26 @@ class Supervisor:
             log.warning("could not finish deleting topic %r: %s", name, error)
         self._finishing_deletes.discard(name)
 
+    def _host_storage(self) -> HostStorage:
+        """The data dir's NAME_MAX and the ring directory's free bytes, read now."""
+        try:
+            name_bytes_max = int(os.pathconf(self.data_dir, "PC_NAME_MAX"))
+        except (OSError, ValueError):
+            name_bytes_max = FILE_NAME_BYTES_MAX
+        try:
+            where = self.ring_dir if self.ring_dir.exists() else self.ring_dir.parent
+            ring_stat = os.statvfs(where)
+            ring_free_bytes: int | None = ring_stat.f_bavail * ring_stat.f_frsize
+        except OSError:
+            ring_free_bytes = None
+        return HostStorage(min(name_bytes_max, FILE_NAME_BYTES_MAX), ring_free_bytes)
+
     def _endpoint_for(self, topic_partition: TopicPartition) -> str | None:
         return None if self._pool is None else self._pool.endpoint_for(topic_partition)
 
     def _ring_path_for(self, topic_partition: TopicPartition) -> str:
         """Where the leading worker keeps the partition's ring (for local consumers)."""
-        topic, partition = topic_partition
-        return str(self.ring_dir / f"{partition_dir_name(topic, partition)}.ring")
+        return str(ring_path_for(self.ring_dir, *topic_partition))
 
     # -- proposals --------------------------------------------------------------------------------
 

@@ -19,10 +19,13 @@ Supervisor contract: JSON, one frame per message, over a DEALER whose identity i
     worker -> {"type": "unassigned", "request_id": R, "error_code": 0, "error_message": ""}
     sup    -> {"type": "stop"}          (or SIGTERM): answer parked requests, flush rings, exit 0
 
-A worker whose supervisor is gone (its parent pid changed and no message came for
---supervisor-silence-ms) stops the same way. A worker killed with SIGKILL loses nothing it
-acknowledged: the partition's shared-memory ring outlives it, and the next worker to open the
-partition replays it.
+A worker whose supervisor is gone stops the same way: the kernel sends it SIGTERM the moment
+its parent dies, however it dies (PR_SET_PDEATHSIG), so a supervisor killed with SIGKILL and
+started again finds its partitions' rings free within a moment; where that is unavailable, a
+parent pid that changed plus --supervisor-silence-ms of silence does it.
+
+A worker killed with SIGKILL loses nothing it acknowledged: the partition's shared-memory ring
+outlives it, and the next worker to open the partition replays it.
 
     python -m zlog.broker.worker --worker-id N --supervisor ENDPOINT --data-dir D --ring-dir R
                                  --host H [--port-range A-B] [--ring-bytes B]
@@ -33,6 +36,7 @@ partition replays it.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import logging
 import os
@@ -111,7 +115,7 @@ class Worker:
         self.data_plane = DataPlane(self.host.partitions, clock=self.clock)
         self.unsent_replies = 0
         self._stopping = False
-        self._parent_pid = os.getppid()
+        self.parent_pid = os.getppid()
         self._context = shared_context()
         self._data, self.endpoint = self._bind_data()
         self._control = self._connect_control()
@@ -241,7 +245,7 @@ class Worker:
 
     def _check_supervisor(self, now_ms: int) -> None:
         silent_ms = now_ms - self._last_supervisor_ms
-        if os.getppid() != self._parent_pid and silent_ms > self.options.supervisor_silence_ms:
+        if os.getppid() != self.parent_pid and silent_ms > self.options.supervisor_silence_ms:
             log.warning("supervisor gone (parent changed, silent %d ms); stopping", silent_ms)
             self.request_stop()
 
@@ -324,13 +328,8 @@ class Worker:
             self._delete_unowned(assignment.topic, assignment.partition)
 
     def _delete_unowned(self, topic: str, partition: int) -> None:
-        """A deleted topic's data left behind by an earlier owner goes too."""
-        if not (self.options.data_dir / f"{topic}-{partition}").exists():
-            return
-        PartitionLog(
-            self.options.data_dir, topic, partition, self.host.base_config,
-            ring_dir=self.options.ring_dir,
-        ).delete()
+        """A deleted topic's data left behind by an earlier owner (or never opened) goes too."""
+        PartitionLog.remove(self.options.data_dir, topic, partition, self.options.ring_dir)
 
 
 def _parse_control(frames: Sequence[bytes]) -> dict[str, Any] | None:
@@ -395,22 +394,43 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
     return options, str(args.log_level).upper()
 
 
+_PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
+
+
+def stop_with_parent() -> None:
+    """Ask the kernel for SIGTERM when the supervisor dies (Linux; elsewhere a no-op).
+
+    The signal follows the death of the thread that forked this process: the supervisor
+    forks workers from its main thread only. A supervisor that died before this call leaves
+    the worker with another parent already; the silence check in the loop covers that case.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        log.debug("no PR_SET_PDEATHSIG here; relying on the supervisor-silence check")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     options, log_level = parse_arguments(argv)
     logging.basicConfig(
         level=log_level, stream=sys.stderr,
         format=f"%(asctime)s worker-{options.worker_id} %(levelname)s %(name)s: %(message)s",
     )
-    options.data_dir.mkdir(parents=True, exist_ok=True)
-    options.ring_dir.mkdir(parents=True, exist_ok=True)
+    stop_with_parent()
     try:
+        options.data_dir.mkdir(parents=True, exist_ok=True)
+        options.ring_dir.mkdir(parents=True, exist_ok=True)
         worker = Worker(options)
-    except (ZlogError, zmq.ZMQError) as error:
+    except (ZlogError, zmq.ZMQError, OSError) as error:
         log.error("worker %d cannot start: %s", options.worker_id, error)
         return 1
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal %d: stopping", signum)
+        if os.getppid() != worker.parent_pid:  # the parent-death signal (stop_with_parent)
+            log.warning("supervisor gone (its process died); stopping")
+        else:
+            log.info("signal %d: stopping", signum)
         worker.request_stop()
 
     signal.signal(signal.SIGTERM, on_signal)

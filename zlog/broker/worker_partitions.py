@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import resource
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -51,6 +52,10 @@ roll just before a crash does not make the producers of the previous segment unk
 TICK_INTERVAL_MS_MAX: Final = 1_000
 TICK_INTERVAL_MS_MIN: Final = 10
 PARTITION_INDEX_MAX: Final = 2**31 - 1
+OPEN_FILES_RESERVE: Final = 64
+"""Descriptors a worker keeps free for client connections and its own sockets: partitions that
+would eat into them are refused, so a low `ulimit -n` fails partitions, never the worker."""
+FILES_PER_PARTITION: Final = 4  # the active segment and its mapping, the ring and its mapping
 
 
 @dataclass(slots=True)
@@ -61,6 +66,7 @@ class HostedPartition:
     log: PartitionLog
     compaction: Future[CompactionStats] | None = None
     producer_snapshot_offset: int = -1  # the log end at the last producer snapshot
+    snapshot_failing: bool = False  # the last snapshot failed (logged once per episode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +140,7 @@ class PartitionHost:
             self._reassign(assignment, config, min_insync)
             self.hosted[assignment.tp].partition.timestamp_difference_max_ms = skew_ms
             return
+        check_open_files_headroom()
         partition_log = PartitionLog(
             self.data_dir, assignment.topic, assignment.partition, config,
             ring_dir=self.ring_dir, clock=self.clock,
@@ -185,7 +192,11 @@ class PartitionHost:
         if delete:
             hosted.log.delete()
         else:
-            save_producer_state(hosted)
+            try:
+                save_producer_state(hosted)
+            except OSError as error:  # e.g. a full disk: the log still closes; the next
+                # open rebuilds the producers from the batches after the older snapshot
+                log.warning("producer snapshot of %s-%d not saved: %s", *tp, error)
             hosted.log.close()
         log.info("%s %s-%d", "deleted" if delete else "closed", tp[0], tp[1])
         return True
@@ -221,8 +232,15 @@ class PartitionHost:
         for tp, hosted in self.hosted.items():
             try:
                 save_producer_state(hosted)
+            except OSError as error:  # a full disk: tried again at the next round
+                if not hosted.snapshot_failing:
+                    log.warning("producer snapshot of %s-%d failed: %s", *tp, error)
+                hosted.snapshot_failing = True
+                continue
             except Exception:
                 log.exception("producer snapshot of %s-%d failed", tp[0], tp[1])
+                continue
+            hosted.snapshot_failing = False
 
     def enforce_retention(self) -> None:
         for tp, hosted in self.hosted.items():
@@ -259,6 +277,25 @@ class PartitionHost:
             future.result()
 
 
+def check_open_files_headroom() -> None:
+    """KAFKA_STORAGE_ERROR, naming the limit, when one more partition would leave fewer than
+    OPEN_FILES_RESERVE descriptors free."""
+    soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft_limit == resource.RLIM_INFINITY:
+        return
+    try:
+        in_use = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return  # no /proc: the open itself reports EMFILE
+    if in_use + FILES_PER_PARTITION + OPEN_FILES_RESERVE > soft_limit:
+        raise ZlogError(
+            ErrorCode.KAFKA_STORAGE_ERROR,
+            f"too many open files: {in_use} of the {soft_limit} allowed are in use and "
+            f"{OPEN_FILES_RESERVE} stay free for connections; raise the limit (ulimit -n, or "
+            "LimitNOFILE= in the systemd unit)",
+        )
+
+
 def _report_compaction(future: Future[CompactionStats]) -> None:
     """Runs on the compaction thread: a failure is logged, and the next round tries again."""
     if future.cancelled():
@@ -279,7 +316,11 @@ def save_producer_state(hosted: HostedPartition) -> None:
         return  # unchanged, or no idempotent producer to remember
     path = partition_log.directory / PRODUCER_SNAPSHOT_FILE
     temporary = path.with_suffix(".tmp")
-    temporary.write_bytes(hosted.partition.producers.to_snapshot(end))
+    try:
+        temporary.write_bytes(hosted.partition.producers.to_snapshot(end))
+    except OSError:
+        temporary.unlink(missing_ok=True)  # a partial snapshot only takes space
+        raise
     os.replace(temporary, path)
     hosted.producer_snapshot_offset = end
 

@@ -43,6 +43,7 @@ from typing import Any, Final
 
 import zmq
 
+import zlog
 from zlog import limits
 from zlog.broker.controller import TopicPartition, place_on_workers
 
@@ -53,6 +54,9 @@ request_timeout_ms: Final = 60_000  # an unanswered assign/unassign is sent agai
 stable_uptime_ms: Final = 60_000  # a worker up this long has its crash backoff reset
 receive_batch_messages_max: Final = 1024  # per loop turn, so workers cannot starve clients
 ipc_path_chars_max: Final = 100  # sockaddr_un holds 108 bytes; keep a margin
+OPEN_RETRY_INITIAL_MS: Final = 1_000  # a partition that failed to open is tried again after
+OPEN_RETRY_MAX_MS: Final = 30_000  # ... doubling up to this, so a bad one costs next to nothing
+STARTUP_CRASHES_MAX: Final = 5  # a worker that dies this often before its first hello cannot start
 
 
 class WorkerState(Enum):
@@ -85,6 +89,16 @@ class _Pending:
 
 
 @dataclass(slots=True)
+class OpenFailure:
+    """A partition a worker could not open: why, and when to try again (bounded backoff)."""
+
+    code: int
+    message: str
+    attempts: int
+    retry_at_ms: int
+
+
+@dataclass(slots=True)
 class WorkerHandle:
     """The supervisor's view of one worker process."""
 
@@ -97,6 +111,7 @@ class WorkerHandle:
     restart_at_ms: int = 0
     crashes_in_row: int = 0
     restarts: int = 0
+    ever_ready: bool = False  # said hello at least once: its command line and imports work
     opened: dict[TopicPartition, DesiredPartition] = field(default_factory=dict)
     pending: dict[int, _Pending] = field(default_factory=dict)  # request id -> what it asked
 
@@ -145,6 +160,18 @@ def _monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+def worker_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The workers' environment: the supervisor's, minus systemd's notify variables (only
+    the supervisor is the service), with the zlog package the supervisor runs first on the
+    module path, so workers import exactly that package whatever the working directory."""
+    package_root = str(Path(zlog.__file__).resolve().parent.parent)
+    inherited = environ.get("PYTHONPATH", "")
+    child = {key: value for key, value in environ.items()
+             if key not in {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}}
+    child["PYTHONPATH"] = package_root + (os.pathsep + inherited if inherited else "")
+    return child
+
+
 class WorkerPool:
     """The worker processes, their channel, and which partitions each holds."""
 
@@ -161,6 +188,8 @@ class WorkerPool:
         self.placement: dict[TopicPartition, int] = {}
         self.deleted: set[TopicPartition] = set()  # data confirmed gone (topic still deleting)
         self._open_to_delete: set[TopicPartition] = set()  # worker deletes only what it holds
+        self.open_failures: dict[TopicPartition, OpenFailure] = {}
+        self._desired: Mapping[TopicPartition, DesiredPartition] = {}
         self.changed = True  # something a reconcile or a waiting request should look at
         self._on_assigned = on_assigned  # (partition, error code, message) after an assign
         self._next_request_id = 1
@@ -182,7 +211,9 @@ class WorkerPool:
     def _command(self, worker: WorkerHandle) -> list[str]:
         settings = self.settings
         command = [
-            sys.executable, "-m", settings.worker_module,
+            # -P: the working directory is not put on the module path, so a `zlog/` folder
+            # there (the parent of a clone, say) cannot shadow the package (see worker_environ).
+            sys.executable, "-P", "-m", settings.worker_module,
             "--worker-id", str(worker.worker_id),
             "--supervisor", self.endpoint,
             "--data-dir", str(settings.data_dir),
@@ -197,9 +228,7 @@ class WorkerPool:
         return command
 
     def _spawn(self, worker: WorkerHandle, now_ms: int) -> None:
-        # Workers must not talk to systemd themselves; only the supervisor is the service.
-        environ = {key: value for key, value in os.environ.items()
-                   if key not in {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}}
+        environ = worker_environ(os.environ)
         try:
             # Own process group: a terminal's Ctrl-C reaches only the supervisor, which then
             # stops the workers in order (rings flushed) instead of all dying at once.
@@ -349,6 +378,7 @@ class WorkerPool:
             return
         # A hello starts a fresh process view: whatever it held before is gone.
         worker.state = WorkerState.READY
+        worker.ever_ready = True
         worker.endpoint = endpoint
         worker.opened.clear()
         worker.pending.clear()
@@ -368,9 +398,9 @@ class WorkerPool:
         if pending.kind == "assign":
             if code == 0 and pending.desired is not None:
                 worker.opened[topic_partition] = pending.desired
+                self._opened(topic_partition)
             else:
-                log.warning("worker %d could not open %s-%d: error %d %s", worker.worker_id,
-                            *topic_partition, code, text)
+                self._open_failed(worker, topic_partition, code, text, _monotonic_ms())
             self._on_assigned(topic_partition, code, text)
         elif code == 0:
             worker.opened.pop(topic_partition, None)
@@ -383,6 +413,50 @@ class WorkerPool:
         else:
             log.warning("worker %d could not close %s-%d: error %d", worker.worker_id,
                         *topic_partition, code)
+
+    def _open_failed(
+        self, worker: WorkerHandle, tp: TopicPartition, code: int, text: str, now_ms: int
+    ) -> None:
+        """Back off before the next try; log the first failure and any change of reason."""
+        previous = self.open_failures.get(tp)
+        attempts = 1 if previous is None else previous.attempts + 1
+        delay_ms = restart_backoff_ms(attempts, OPEN_RETRY_INITIAL_MS, OPEN_RETRY_MAX_MS)
+        self.open_failures[tp] = OpenFailure(code, text, attempts, now_ms + delay_ms)
+        if previous is None or previous.message != text:
+            log.warning("worker %d could not open %s-%d: error %d %s (trying again in %d ms, "
+                        "backing off to %d s)", worker.worker_id, *tp, code, text, delay_ms,
+                        OPEN_RETRY_MAX_MS // 1000)
+        else:
+            log.debug("worker %d still cannot open %s-%d (attempt %d)", worker.worker_id, *tp,
+                      attempts)
+
+    def _opened(self, tp: TopicPartition) -> None:
+        failure = self.open_failures.pop(tp, None)
+        if failure is not None:
+            log.info("%s-%d opened after %d failed attempts", *tp, failure.attempts)
+
+    def _retry_due(self, tp: TopicPartition, now_ms: int) -> bool:
+        failure = self.open_failures.get(tp)
+        return failure is None or now_ms >= failure.retry_at_ms
+
+    def startup_failure(self) -> str | None:
+        """Why the workers cannot start at all (each crashed repeatedly before any hello)."""
+        for worker in self.workers:
+            if not worker.ever_ready and worker.crashes_in_row >= STARTUP_CRASHES_MAX:
+                return (f"worker {worker.worker_id} exited {worker.crashes_in_row} times in a "
+                        "row before it could serve; its own messages above say why")
+        return None
+
+    def settled(self) -> bool:
+        """Every worker serves and has answered for every partition placed on it: each is
+        open, or has failed to open with a reason the controller knows."""
+        if self.ready_count() != len(self.workers):
+            return False
+        for tp in self._desired:
+            worker = self.workers[self.placement[tp]]
+            if worker.pending or (tp not in worker.opened and tp not in self.open_failures):
+                return False
+        return True
 
     def _request(self, worker: WorkerHandle, pending: _Pending, body: dict[str, Any]) -> None:
         request_id = self._next_request_id
@@ -409,6 +483,10 @@ class WorkerPool:
         deleting_set = set(deleting)
         self.deleted &= deleting_set
         self._open_to_delete &= deleting_set
+        self._desired = desired
+        for tp in [tp for tp in self.open_failures if tp not in desired]:
+            if tp not in self._open_to_delete:
+                del self.open_failures[tp]
         wanted = list(desired) + [
             tp for tp in deleting if tp not in desired and tp not in self.deleted
         ]
@@ -429,6 +507,8 @@ class WorkerPool:
                 if worker_id != worker.worker_id or tp in busy:
                     continue
                 want = desired.get(tp)
+                if not self._retry_due(tp, now_ms):
+                    continue
                 if want is None and tp in self._open_to_delete and tp not in worker.opened:
                     body = {"configs": {}, "leader_epoch": 0, "is_leader": False}
                     self._request(worker, _Pending("assign", tp, _DELETING, False, now_ms), body)

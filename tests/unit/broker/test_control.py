@@ -15,7 +15,7 @@ import pytest
 
 from zlog.broker import metadata as commands
 from zlog.broker.config import BrokerConfig
-from zlog.broker.control import ControlPlane, Done, control_request_timeout_ms
+from zlog.broker.control import ControlPlane, Done, HostStorage, control_request_timeout_ms
 from zlog.broker.controller import TopicPartition
 from zlog.broker.metadata import MetadataStateMachine
 from zlog.errors import ErrorCode, ZlogError
@@ -27,7 +27,7 @@ from zlog.transport.codec import RequestHeader
 class FakeBroker:
     """The supervisor as ControlPlane sees it: proposals wait until `commit()`."""
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, storage: HostStorage | None = None, **config: Any) -> None:
         self.fsm = MetadataStateMachine()
         self.fsm.apply(commands.register_broker(1, "127.0.0.1", "tcp://127.0.0.1:7400", "c1"))
         self.proposed: list[tuple[bytes, Done]] = []
@@ -44,6 +44,7 @@ class FakeBroker:
             endpoint_for=self.endpoints.get,
             raft_status=lambda: {"leader": self.leader, "term": 3, "commit": [3, 9]},
             clock_ms=lambda: self.now_ms,
+            host_storage=lambda: storage or HostStorage(),
         )
         self._correlation_ids: Iterator[int] = iter(range(1, 1_000_000))
 
@@ -148,6 +149,60 @@ def test_a_partition_that_fails_to_open_fails_the_topic(broker: FakeBroker) -> N
     (result,) = broker.reply_to(header).topics  # type: ignore[union-attr]
     assert result.error_code == ErrorCode.KAFKA_STORAGE_ERROR
     assert "disk full" in result.error_message
+
+
+def test_a_partition_that_failed_to_open_is_reported_in_metadata(broker: FakeBroker) -> None:
+    """Clients see the worker's reason (a retriable storage error), not an endless "wait"."""
+    broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 2),)))
+    broker.commit()
+    broker.endpoints[("t", 1)] = "tcp://127.0.0.1:9"
+    broker.control.partition_assigned(("t", 0), int(ErrorCode.KAFKA_STORAGE_ERROR), "disk full")
+    response = broker.control._metadata(wire.MetadataRequestV0(("t",)))
+    codes = {p.partition: p.error_code for p in response.topics[0].partitions}
+    assert codes == {0: ErrorCode.KAFKA_STORAGE_ERROR, 1: ErrorCode.NONE}
+    broker.control.partition_assigned(("t", 0), 0, "")
+    response = broker.control._metadata(wire.MetadataRequestV0(("t",)))
+    assert response.topics[0].partitions[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
+
+
+def test_a_name_the_file_system_cannot_hold_is_refused_before_proposing() -> None:
+    """Partition directories are named `<topic>-<partition>`: checked against NAME_MAX."""
+    broker = FakeBroker(HostStorage(name_bytes_max=143))
+    fits, too_long = "a" * 138, "b" * 142
+    header = broker.request(wire.CreateTopicsRequestV0(
+        (wire.TopicSpec(fits, 10), wire.TopicSpec(too_long, 1))))
+    assert len(broker.proposed) == 1
+    broker.commit()
+    broker.open_all()
+    (ok, refused) = broker.reply_to(header).topics  # type: ignore[union-attr]
+    assert ok.error_code == ErrorCode.NONE
+    assert refused.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert "143" in refused.error_message and "file system" in refused.error_message
+
+
+def test_rings_that_do_not_fit_shared_memory_are_refused_up_front() -> None:
+    """Each partition reserves its ring in full; a topic that cannot fit says why at once."""
+    ring_bytes = 1 << 20
+    broker = FakeBroker(HostStorage(ring_free_bytes=10 * ring_bytes + 65536), ring_bytes=ring_bytes)
+    header = broker.request(wire.CreateTopicsRequestV0(
+        (wire.TopicSpec("big", 20000), wire.TopicSpec("small", 5))))
+    assert len(broker.proposed) == 1
+    broker.commit()
+    broker.open_all()
+    codes = dict(_codes(broker.reply_to(header)))
+    assert codes == {"big": ErrorCode.INVALID_PARTITIONS, "small": ErrorCode.NONE}
+    assert "big" not in broker.fsm.state.topics
+
+
+def test_twenty_thousand_partitions_fit_one_command(broker: FakeBroker) -> None:
+    """A big topic is one metadata command (replica lists only), not an assertion failure."""
+    header = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("wide", 20000),)))
+    ((command, _done),) = broker.proposed
+    assert len(command) < 200_000
+    broker.commit()
+    broker.open_all()
+    assert _codes(broker.reply_to(header)) == [("wide", ErrorCode.NONE)]
+    assert len(broker.fsm.state.topics["wide"].partitions) == 20000
 
 
 def test_requests_time_out_and_shutdown_answers_the_rest(broker: FakeBroker) -> None:

@@ -21,13 +21,9 @@ from zlog.errors import ErrorCode, ZlogError
 
 
 def _assignment(partitions: int, factor: int = 1, brokers: tuple[int, ...] = (1,)) -> list[
-    dict[str, Any]
+    tuple[int, ...]
 ]:
-    return [
-        {"partition": p.partition, "replicas": list(p.replicas), "leader": p.leader,
-         "leader_epoch": p.leader_epoch, "isr": list(p.isr)}
-        for p in place_replicas(partitions, factor, list(brokers), 0)
-    ]
+    return [p.replicas for p in place_replicas(partitions, factor, list(brokers), 0)]
 
 
 def _create(name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> bytes:
@@ -131,6 +127,24 @@ def test_producer_ids_come_in_disjoint_blocks() -> None:
     second = _apply(fsm, commands.allocate_producer_ids(5))
     assert (first["first_id"], second["first_id"]) == (0, 1000)
     assert fsm.state.next_producer_id == 1005
+
+
+def test_create_topic_commands_of_earlier_versions_still_apply() -> None:
+    """Raft logs written before the compact form carry a full assignment per partition."""
+    fsm = _registered()
+    _apply(fsm, commands.register_broker(2, "h2", "tcp://h2:7400"))
+    old_form = json.dumps({
+        "type": "CreateTopic", "name": "old", "partitions": 2, "replication_factor": 2,
+        "configs": {}, "assignment": [
+            {"partition": 0, "replicas": [1, 2], "leader": 1, "leader_epoch": 0, "isr": [1, 2]},
+            {"partition": 1, "replicas": [2, 1], "leader": 2, "leader_epoch": 0, "isr": [2, 1]},
+        ]}).encode()
+    assert _apply(fsm, old_form)["error_code"] == 0
+    new_form = commands.create_topic("new", 2, 2, {}, [(1, 2), (2, 1)])
+    assert _apply(fsm, new_form)["error_code"] == 0
+    old, new = fsm.state.topics["old"], fsm.state.topics["new"]
+    assert [(p.replicas, p.leader, p.isr) for p in old.partitions] == [
+        (p.replicas, p.leader, p.isr) for p in new.partitions]
 
 
 def test_set_partition_state_fences_old_epochs() -> None:
