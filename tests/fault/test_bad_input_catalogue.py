@@ -719,6 +719,19 @@ def _timestamp_skew(env: Env) -> None:
     _refused(env, SKEWED, mixed, ErrorCode.INVALID_TIMESTAMP)
 
 
+@case(10, "negative-timestamp")
+def _negative_timestamp(env: Env) -> None:
+    """A timestamp is ms since the epoch, or -1 for none: anything below -1 is refused on
+    every topic, with or without a skew bound (Kafka's producer refuses it too)."""
+    for timestamp_ms in (-2, -5, -(2**40)):
+        stamped = build_batch([NewRecord(b"when?", timestamp_ms=timestamp_ms)],
+                              base_timestamp_ms=timestamp_ms)
+        _refused(env, VICTIM, stamped, ErrorCode.INVALID_TIMESTAMP)
+    mixed = build_batch([NewRecord(b"now", timestamp_ms=_now_ms()),
+                         NewRecord(b"before time", timestamp_ms=-7)])
+    _refused(env, VICTIM, mixed, ErrorCode.INVALID_TIMESTAMP)
+
+
 # Row 11: unknown topic, partition out of range.
 
 
@@ -737,13 +750,17 @@ def _unknown(env: Env) -> None:
     # Metadata, where clients look first, says the topic does not exist.
     (missing,) = env.broker.metadata(["no-such-topic"]).topics
     assert (missing.error_code, missing.partitions) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ())
-    # And so does the client library, before sending anything.
+    # And so does the client library, before sending anything: at the call once it knows the
+    # topic, else through the future (`send` does not wait for metadata).
     with Producer(env.control, max_block_ms=5_000) as producer:
         wanted: list[tuple[str, int | None]] = [("no-such-topic", None), (VICTIM, 2), (VICTIM, -1)]
         for name, chosen in wanted:
-            with pytest.raises(ZlogError) as caught:
-                producer.send(name, b"nowhere", partition=chosen)
-            assert caught.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, (name, chosen)
+            try:
+                error = producer.send(name, b"nowhere", partition=chosen).exception(timeout=10)
+            except ZlogError as raised:
+                error = raised
+            assert isinstance(error, ZlogError), (name, chosen)
+            assert error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, (name, chosen)
 
 
 # Row 12: invalid topic names, including ones that would escape the data directory.

@@ -29,6 +29,7 @@ from zlog.broker.producer_state import ProducerBatch, ProducerStateTable
 from zlog.broker.recent_batches import RECENT_BYTES_MAX, RecentBatches
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import (
+    NO_TIMESTAMP,
     BatchHeader,
     Buffer,
     stamp,
@@ -320,9 +321,11 @@ class Partition:
         try:
             if header.record_count < WALK_BELOW_RECORDS:
                 walked = walk_records(bytes(uncompressed_records(batch, header)), header)
+                stamps = walked.timestamps_ms
+                earliest = min(stamps)
+                _check_not_negative(earliest)
                 if self.timestamp_difference_max_ms >= 0 and now_ms is not None:
-                    stamps = walked.timestamps_ms
-                    self._check_timestamps(min(stamps), max(stamps), now_ms)
+                    self._check_timestamps(earliest, max(stamps), now_ms)
                 if self.compacted:
                     self._check_keys(min(walked.key_lengths))
                 return
@@ -330,9 +333,11 @@ class Partition:
         except ZlogError:
             verify_crc(batch)
             raise
+        stamps_array = parsed.timestamps_ms
+        earliest = int(stamps_array.min())
+        _check_not_negative(earliest)
         if self.timestamp_difference_max_ms >= 0 and now_ms is not None:
-            stamps_array = parsed.timestamps_ms
-            self._check_timestamps(int(stamps_array.min()), int(stamps_array.max()), now_ms)
+            self._check_timestamps(earliest, int(stamps_array.max()), now_ms)
         if self.compacted:
             self._check_keys(int(parsed.key_lengths.min()))
 
@@ -484,6 +489,16 @@ class Partition:
             if found >= offset:
                 return int(timestamp_ms)
         return -1
+
+
+def _check_not_negative(earliest_timestamp_ms: int) -> None:
+    """A record's CreateTime is milliseconds since the epoch, or -1 for "none" (Kafka's rule)."""
+    if earliest_timestamp_ms < NO_TIMESTAMP:
+        raise ZlogError(
+            ErrorCode.INVALID_TIMESTAMP,
+            f"record timestamp {earliest_timestamp_ms} is negative: a timestamp is "
+            "milliseconds since the epoch (>= 0), or -1 for none",
+        )
 
 
 def _first_batch_bytes(chunk: memoryview) -> int:
