@@ -65,9 +65,10 @@ _NO_HEADERS: Final = encode_varint(0)
 class BulkCompletion:
     """Completes one `send_many` call's future once every batch it was cut into is answered."""
 
-    def __init__(self, batch_count: int) -> None:
+    def __init__(self, batch_count: int,
+                 future: Future[list[BatchMetadata]] | None = None) -> None:
         assert batch_count > 0
-        self.future: Future[list[BatchMetadata]] = Future()
+        self.future: Future[list[BatchMetadata]] = future or Future()
         self._results: list[BatchMetadata | None] = [None] * batch_count
         self._remaining = batch_count
 
@@ -105,6 +106,8 @@ class PendingBatch:
     attempts: int = 0
     retry_at_ms: int = 0
     finished: bool = False  # completed or failed; flush waits for this
+    last_error: ZlogError | None = None  # why the last attempt failed (named if it expires)
+    failed: bool = False  # finished with an error
 
     def first_timestamp_ms(self) -> int:
         stamps = self.timestamps_ms
@@ -199,6 +202,7 @@ class PendingBatch:
             )
 
     def fail(self, error: ZlogError) -> None:
+        self.failed = True
         if self.futures is not None:
             for future in self.futures:
                 if not future.done():
@@ -401,6 +405,13 @@ class RecordAccumulator:
                 if tp not in self._queues:
                     break
         return expired
+
+    def drain_topic(self, topic: str) -> list[PendingBatch]:
+        """Every queued batch of `topic`, removed (the topic is gone: they fail)."""
+        drained: list[PendingBatch] = []
+        for tp in [tp for tp in self._queues if tp.topic == topic]:
+            drained.extend(self._queues.pop(tp))
+        return drained
 
     def drain_all(self) -> list[PendingBatch]:
         """Every queued batch, removed (for close without flush)."""

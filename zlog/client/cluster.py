@@ -7,13 +7,25 @@ makes the caller `invalidate` the topic, and the next use refreshes it.
 
 `Connections` owns one RpcClient per endpoint: the control endpoints (the bootstrap list, then
 every broker's control endpoint learnt from metadata) and the data endpoints of workers.
-Like RpcClient, it belongs to one thread.
+Like RpcClient, it belongs to one thread. A client whose connection failed (`RpcClient.broken`)
+is replaced by a fresh one the next time its endpoint is used, once its failures were read.
+
+Bootstrap addresses are checked when the client is made, as Kafka's clients do: a malformed
+address or port is INVALID_CONFIG at once, a host name that does not resolve is left out (and
+INVALID_CONFIG when none is left). A control call tries each endpoint in turn within its one
+timeout, and keeps going round (after `retry_backoff_ms`) while none answers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import ipaddress
+import logging
+import socket
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import zmq
 
@@ -21,18 +33,80 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages import MetadataRequestV0, MetadataResponseV0, Request, Response
 from zlog.transport.rpc import RpcClient
 
+log = logging.getLogger("zlog.client")
+
 DEFAULT_BOOTSTRAP = "tcp://127.0.0.1:7400"
+CONTROL_CONNECT_TIMEOUT_MS: Final = 2_000
+"""With other control endpoints left to try, one that has not connected by then is passed over."""
+RETRY_BACKOFF_MS_DEFAULT: Final = 100
+# A control endpoint answering these is passed over for the next one (within the same call).
+_TRY_NEXT_ON: Final = frozenset({
+    ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER,
+    ErrorCode.BROKER_NOT_AVAILABLE,
+})
 
 
 def parse_bootstrap(bootstrap: str | Sequence[str]) -> tuple[str, ...]:
-    """Endpoints from "tcp://a:7400,b:7400" or a list; a bare host:port means tcp://."""
+    """Endpoints from "tcp://a:7400,b:7400" or a list; a bare host:port means tcp://.
+
+    INVALID_CONFIG, with the offending address, for anything ZeroMQ could not connect to.
+    """
     parts = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
     endpoints = tuple(
         part if "://" in part else f"tcp://{part}" for part in (p.strip() for p in parts) if part
     )
     if not endpoints:
-        raise ZlogError(ErrorCode.INVALID_REQUEST, f"no endpoint in bootstrap {bootstrap!r}")
+        raise ZlogError(ErrorCode.INVALID_CONFIG, f"no endpoint in bootstrap {bootstrap!r}")
+    for endpoint in endpoints:
+        _check_endpoint(endpoint)
     return endpoints
+
+
+def _check_endpoint(endpoint: str) -> None:
+    scheme, _, address = endpoint.partition("://")
+    if scheme == "ipc" and address:
+        return
+    host, _, port = address.rpartition(":")
+    if scheme != "tcp" or not host or not port.isdigit() or not 1 <= int(port) <= 65_535:
+        raise ZlogError(
+            ErrorCode.INVALID_CONFIG,
+            f"bad bootstrap address {endpoint!r}: expected tcp://host:port with a port in "
+            "1-65535 (or ipc://path)",
+        )
+
+
+def resolvable_endpoints(endpoints: Sequence[str]) -> tuple[str, ...]:
+    """The endpoints whose host resolves; INVALID_CONFIG naming each failure if none does."""
+    usable: list[str] = []
+    failures: list[str] = []
+    for endpoint in endpoints:
+        problem = _resolution_problem(endpoint)
+        if problem is None:
+            usable.append(endpoint)
+        else:
+            failures.append(problem)
+            log.warning("bootstrap address left out: %s", problem)
+    if not usable:
+        raise ZlogError(ErrorCode.INVALID_CONFIG,
+                        "no bootstrap address resolves: " + "; ".join(failures))
+    return tuple(usable)
+
+
+def _resolution_problem(endpoint: str) -> str | None:
+    scheme, _, address = endpoint.partition("://")
+    if scheme != "tcp":
+        return None
+    host = address.rpartition(":")[0].strip("[]")
+    if host in {"*", "localhost"}:
+        return None
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(host)
+        return None
+    try:
+        socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError as error:
+        return f"{endpoint}: cannot resolve host {host!r} ({error.strerror or error})"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +189,29 @@ class MetadataCache:
         return self._topics.keys()
 
 
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _sleep_ms(duration_ms: int, cancelled: Callable[[], bool] | None) -> None:
+    """Sleep, in slices when the sleeper may be cancelled meanwhile."""
+    end_ms = _now_ms() + duration_ms
+    while (left_ms := end_ms - _now_ms()) > 0:
+        if cancelled is not None and cancelled():
+            return
+        time.sleep(min(left_ms, 50) / 1000)
+
+
+def _no_control_endpoint(failures: dict[str, ZlogError], timeout_ms: int) -> ZlogError:
+    """The last failure's code, with what every endpoint said."""
+    if not failures:
+        return ZlogError(ErrorCode.REQUEST_TIMED_OUT,
+                         f"no control endpoint answered within {timeout_ms} ms")
+    last = list(failures.values())[-1]
+    said = "; ".join(error.message for error in failures.values())
+    return ZlogError(last.code, f"no control endpoint answered within {timeout_ms} ms: {said}")
+
+
 def _error(code: int, message: str, topic: str) -> ZlogError:
     try:
         known = ErrorCode(code)
@@ -128,21 +225,29 @@ def _error(code: int, message: str, topic: str) -> ZlogError:
 class Connections:
     """RpcClients by endpoint, plus the metadata they are chosen by. One owning thread."""
 
-    def __init__(self, bootstrap: str | Sequence[str], *, max_in_flight: int = 64) -> None:
-        self.bootstrap = parse_bootstrap(bootstrap)
+    def __init__(self, bootstrap: str | Sequence[str], *, max_in_flight: int = 64,
+                 retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT) -> None:
+        self.bootstrap = resolvable_endpoints(parse_bootstrap(bootstrap))
         self.metadata = MetadataCache()
+        self.retry_backoff_ms = retry_backoff_ms
         self._max_in_flight = max_in_flight
         self._clients: dict[str, RpcClient] = {}
         self._control_index = 0
-        # Bumped whenever a client is opened or closed, so that a caller polling the clients'
-        # sockets rebuilds its poller only when the set of sockets changed.
+        # Bumped whenever a client is opened, closed or broken, so that a caller polling the
+        # clients' sockets rebuilds its poller only when the set of sockets changed.
         self.generation = 0
 
     def client(self, endpoint: str) -> RpcClient:
+        """The client for `endpoint`: a fresh one in place of a broken one whose failures were
+        all read (a broken one still holding results is returned; its sends fail at once)."""
         rpc = self._clients.get(endpoint)
+        if rpc is not None and rpc.broken is not None and not rpc.has_results:
+            rpc.close()
+            rpc = None
         if rpc is None:
             try:
-                rpc = RpcClient(endpoint, max_in_flight=self._max_in_flight)
+                rpc = RpcClient(endpoint, max_in_flight=self._max_in_flight,
+                                on_broken=self._on_broken)
             except zmq.ZMQError as error:
                 raise ZlogError(
                     ErrorCode.NETWORK_EXCEPTION, f"cannot connect to {endpoint!r}: {error}"
@@ -151,6 +256,9 @@ class Connections:
             self.generation += 1
         return rpc
 
+    def _on_broken(self) -> None:
+        self.generation += 1
+
     def clients(self) -> Iterable[RpcClient]:
         return self._clients.values()
 
@@ -158,23 +266,51 @@ class Connections:
         learnt = tuple(e for e in self.metadata.control_endpoints if e not in self.bootstrap)
         return self.bootstrap + learnt
 
-    def call_control(self, msg: Request, timeout_ms: int) -> Response:
-        """One call to a control endpoint; on a network failure the next call tries another."""
-        endpoints = self._control_endpoints()
-        endpoint = endpoints[self._control_index % len(endpoints)]
-        try:
-            return self.client(endpoint).call(msg, timeout_ms)
-        except ZlogError as error:
-            if error.code in (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
-                              ErrorCode.NOT_CONTROLLER):
-                self._control_index += 1
-                self._drop(endpoint)  # a fresh socket drops replies meant for the old one
-            raise
+    def call_control(
+        self, msg: Request, timeout_ms: int, *, cancelled: Callable[[], bool] | None = None
+    ) -> Response:
+        """A call to the control plane: each control endpoint in turn, round after round (with
+        `retry_backoff_ms` between rounds), until one answers or `timeout_ms` is spent.
 
-    def refresh(self, topics: Sequence[str] | None, timeout_ms: int) -> dict[str, ZlogError]:
+        An endpoint that refuses, drops, or does not connect within CONTROL_CONNECT_TIMEOUT_MS
+        while others are left is passed over; the error at the end names what each said.
+        `cancelled` ends the call early (the owner is closing).
+        """
+        deadline_ms = _now_ms() + timeout_ms
+        failures: dict[str, ZlogError] = {}
+        while True:
+            endpoints = self._control_endpoints()
+            for _ in range(len(endpoints)):
+                endpoint = endpoints[self._control_index % len(endpoints)]
+                remaining_ms = deadline_ms - _now_ms()
+                if remaining_ms <= 0 or (cancelled is not None and cancelled()):
+                    break
+                connect_timeout_ms = (
+                    min(remaining_ms, CONTROL_CONNECT_TIMEOUT_MS) if len(endpoints) > 1 else None
+                )
+                try:
+                    return self.client(endpoint).call(
+                        msg, remaining_ms, connect_timeout_ms=connect_timeout_ms,
+                        cancelled=cancelled)
+                except ZlogError as error:
+                    if error.code not in _TRY_NEXT_ON:
+                        raise
+                    failures[endpoint] = error
+                    self._control_index += 1
+                    self._drop(endpoint)  # a fresh socket drops replies meant for the old one
+            remaining_ms = deadline_ms - _now_ms()
+            if remaining_ms <= 0 or (cancelled is not None and cancelled()):
+                raise _no_control_endpoint(failures, timeout_ms)
+            _sleep_ms(min(self.retry_backoff_ms, remaining_ms), cancelled)
+
+    def refresh(
+        self, topics: Sequence[str] | None, timeout_ms: int, *,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> dict[str, ZlogError]:
         """Ask for metadata of `topics` (None: all); returns per-topic errors."""
         response = self.call_control(
-            MetadataRequestV0(None if topics is None else tuple(topics)), timeout_ms
+            MetadataRequestV0(None if topics is None else tuple(topics)), timeout_ms,
+            cancelled=cancelled,
         )
         if not isinstance(response, MetadataResponseV0):
             raise ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR, "metadata answered with the wrong api")

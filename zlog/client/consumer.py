@@ -23,16 +23,22 @@ comes back to the ring once it has caught up) or past its end. Waiting for new r
 the ring heads for up to `local_spin_us` (a core's worth of CPU for the lowest latency), then
 sleeps in tiny growing steps.
 
+Retriable errors (a leader moving or not elected yet, a broker restarting, a lost
+connection) never reach the caller: the partition backs off `retry_backoff_ms`, its metadata
+is asked again, and `poll` keeps trying within its own timeout (an empty answer at worst).
+`position`, `list_offsets` and `latest` retry the same way within `request_timeout_ms`.
+
 `group_id` is accepted and kept for the consumer groups to come; offsets are not committed
 yet, so a restarted consumer starts from `auto_offset_reset` or from where it `seek`s.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 import zmq
 
@@ -54,6 +60,9 @@ from zlog.transport.messages import (
     ListOffsetsResponseV0,
 )
 from zlog.transport.rpc import RpcResult
+
+log = logging.getLogger("zlog.client.consumer")
+T = TypeVar("T")
 
 CONSUMER_REPLICA_ID: Final = -1
 MAX_POLL_RECORDS_DEFAULT: Final = 500
@@ -105,7 +114,7 @@ class Consumer:
         self.consumer_timeout_ms = consumer_timeout_ms
         self.check_crcs = check_crcs
         self._clock = clock or SystemClock()
-        self._connections = Connections(bootstrap)
+        self._connections = Connections(bootstrap, retry_backoff_ms=retry_backoff_ms)
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int | None] = {}
         self._pending_resets: dict[TopicPartition, int] = {}  # tp -> LATEST/EARLIEST
@@ -168,7 +177,7 @@ class Consumer:
     def position(self, tp: TopicPartition | tuple[str, int]) -> int:
         """The offset of the next record poll will return for `tp`."""
         key = self._assigned(tp)
-        self._resolve_positions()
+        self._retrying(self._resolve_positions)
         position = self._positions[key]
         assert position is not None
         return position
@@ -189,7 +198,7 @@ class Consumer:
             records = self._take_records(max_records)
             if records:
                 self._note_handed_out()
-                self._send_fetches()  # the next answers arrive while the caller works
+                self._prefetch()  # the next answers arrive while the caller works
                 return records
             if not self._wait_for_data(deadline_ms):
                 return []
@@ -210,7 +219,7 @@ class Consumer:
                 batches.extend((tp, view) for view in views)
             if batches:
                 self._note_handed_out()
-                self._send_fetches()
+                self._prefetch()
                 return batches
             if not self._wait_for_data(deadline_ms):
                 return []
@@ -225,17 +234,50 @@ class Consumer:
             yield from records
 
     def _wait_for_data(self, deadline_ms: int) -> bool:
-        """Send fetches and take in answers until the deadline; False when it has passed."""
-        self._resolve_positions()
-        if self.local and (self._fill_from_rings() or self._rings):
-            return self._wait_local(deadline_ms)
-        self._send_fetches()
+        """Send fetches and take in answers until the deadline; False when it has passed.
+
+        A retriable error on the way (no leader yet, a broker away) costs a backoff, never
+        an exception: the next round asks the metadata again.
+        """
+        try:
+            self._resolve_positions()
+            if self.local and (self._fill_from_rings() or self._rings):
+                return self._wait_local(deadline_ms)
+            self._send_fetches()
+        except ZlogError as error:
+            if not error.retriable or error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise  # the control plane's "no such topic" is an answer, not a hiccup
+            return self._pause_after(error, deadline_ms)
         remaining_ms = deadline_ms - self._clock.monotonic_ms()
         if remaining_ms <= 0:
             self._receive(0)
             return any(self._buffers[tp] for tp in self._assignment)
         self._receive(remaining_ms)
         return True
+
+    def _pause_after(self, error: ZlogError, deadline_ms: int) -> bool:
+        """Back off after a retriable error; False once the poll's deadline has passed."""
+        log.debug("poll: %s; trying again in %d ms", error, self.retry_backoff_ms)
+        for topic in {tp.topic for tp in self._assignment}:
+            self._connections.metadata.invalidate(topic)
+        remaining_ms = deadline_ms - self._clock.monotonic_ms()
+        if remaining_ms <= 0:
+            return False
+        time.sleep(min(self.retry_backoff_ms, remaining_ms) / 1000)
+        return deadline_ms > self._clock.monotonic_ms()
+
+    def _retrying(self, call: Callable[[], T]) -> T:
+        """`call()`, tried again after retriable errors until request_timeout_ms has passed;
+        then the last error (it names the cause)."""
+        deadline_ms = self._clock.monotonic_ms() + self.request_timeout_ms
+        while True:
+            try:
+                return call()
+            except ZlogError as error:
+                if not error.retriable or self._clock.monotonic_ms() >= deadline_ms:
+                    raise
+                if not self._pause_after(error, deadline_ms):
+                    raise
 
     def _take_records(self, max_records: int) -> list[ConsumerRecord]:
         records: list[ConsumerRecord] = []
@@ -357,6 +399,15 @@ class Consumer:
 
     # -- fetching -------------------------------------------------------------------------
 
+    def _prefetch(self) -> None:
+        """Send the next fetches before returning records; a retriable failure here waits for
+        the next poll, which deals with it."""
+        try:
+            self._send_fetches()
+        except ZlogError as error:
+            if not error.retriable:
+                raise
+
     def _fetchable(self, now_ms: int) -> list[TopicPartition]:
         in_flight = {tp for asked in self._fetching.values() for tp in asked}
         return [
@@ -392,7 +443,12 @@ class Consumer:
             if not rpc.has_capacity:
                 continue
             timeout_ms = self.request_timeout_ms + self.fetch_max_wait_ms
-            correlation_id = rpc.send(request, timeout_ms)
+            try:
+                correlation_id = rpc.send(request, timeout_ms)
+            except ZlogError as error:  # its connection failed: those partitions back off
+                for tp in asked:
+                    self._on_partition_error(tp, error, now_ms)
+                continue
             self._fetching[(endpoint, correlation_id)] = asked
 
     def _receive(self, timeout_ms: int) -> None:
@@ -419,7 +475,8 @@ class Consumer:
                 continue
             poller = zmq.Poller()
             for endpoint in endpoints:
-                poller.register(self._connections.client(endpoint).socket, zmq.POLLIN)
+                for sock in self._connections.client(endpoint).sockets:
+                    poller.register(sock, zmq.POLLIN)
             poller.poll(wait_ms)
 
     def _on_fetch_result(self, endpoint: str, result: RpcResult) -> None:
@@ -455,11 +512,15 @@ class Consumer:
             if reset is None:
                 raise ZlogError(error.code, f"{tp.topic}-{tp.partition}: {error.message} "
                                             "(auto_offset_reset is none)")
+            where = "earliest" if reset == EARLIEST_TIMESTAMP else "latest"
+            log.warning("%s-%d: %s; moving to the %s offset (auto_offset_reset=%s)", tp.topic,
+                        tp.partition, error.message, where, self.auto_offset_reset)
             self._positions[tp] = None
             self._pending_resets[tp] = reset
             return
-        if error.code in _REFRESH_ON:
-            self._connections.metadata.invalidate(tp.topic)
+        if error.retriable:  # a leader moving, a broker away: ask again after a backoff
+            if error.code in _REFRESH_ON or error.code == ErrorCode.KAFKA_STORAGE_ERROR:
+                self._connections.metadata.invalidate(tp.topic)
             self._back_off(tp, now_ms)
             return
         raise ZlogError(error.code, f"fetching {tp.topic}-{tp.partition}: {error.message}")
@@ -483,12 +544,17 @@ class Consumer:
                                 f"{tp.topic}-{tp.partition} has no position and "
                                 "auto_offset_reset is none: seek first")
             wanted[tp] = reset
-        for tp, offset in self.list_offsets(wanted).items():
+        for tp, offset in self._list_offsets_once(wanted).items():
             self._positions[tp] = offset
             self._pending_resets.pop(tp, None)
 
     def list_offsets(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """ListOffsets against the leaders: -1 high watermark, -2 log start, else a time."""
+        """ListOffsets against the leaders: -1 high watermark, -2 log start, else a time.
+
+        Retriable errors are retried within request_timeout_ms."""
+        return self._retrying(lambda: self._list_offsets_once(specs))
+
+    def _list_offsets_once(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         self._refresh_metadata({tp.topic for tp in specs})
         groups: dict[tuple[str, str], list[ListOffsetsPartition]] = {}
         for tp, spec in specs.items():
@@ -519,12 +585,16 @@ class Consumer:
     def latest(self, topic: str, partition: int) -> ConsumerRecord | None:
         """The last record below the high watermark, or None if the partition is empty.
 
-        A one-off read that leaves this consumer's positions alone.
+        A one-off read that leaves this consumer's positions alone; retriable errors are
+        retried within request_timeout_ms.
         """
+        return self._retrying(lambda: self._latest_once(topic, partition))
+
+    def _latest_once(self, topic: str, partition: int) -> ConsumerRecord | None:
         tp = TopicPartition(topic, partition)
-        bounds = self.list_offsets({tp: LATEST_TIMESTAMP})
+        bounds = self._list_offsets_once({tp: LATEST_TIMESTAMP})
         high_watermark = bounds[tp]
-        start = self.list_offsets({tp: EARLIEST_TIMESTAMP})[tp]
+        start = self._list_offsets_once({tp: EARLIEST_TIMESTAMP})[tp]
         if high_watermark <= start:
             return None
         endpoint = self._connections.metadata.leader_endpoint(*tp)

@@ -18,14 +18,28 @@ each record is appended exactly once and in order per partition. Idempotence nee
 with acks=0 it is silently off, as in Kafka when not set explicitly.
 
 Memory: queued records hold at most `buffer_memory` bytes; `send` blocks up to `max_block_ms`
-for room (or for a topic's metadata) and then raises REQUEST_TIMED_OUT.
+for room and then raises REQUEST_TIMED_OUT.
+
+Metadata: `send` never waits for it. A record for a topic whose partitions are not known yet
+waits in the producer (and in `buffer_memory`) while the I/O thread asks; it is partitioned
+and queued as soon as the answer comes, in the order it was sent, or its future fails after
+`max_block_ms` with the last reason the cluster gave (an unknown topic fails at once). So a
+caller's own `future.result(timeout=...)` always applies, as with librdkafka.
+
+Exit: a producer still open when the interpreter exits is closed by an `atexit` hook, which
+waits up to ATEXIT_CLOSE_TIMEOUT_MS for what is queued and logs how many records it had to
+leave unsent, so records are not lost without a word.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
+import logging
 import random
 import threading
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Final, Literal
 
@@ -36,6 +50,7 @@ from zlog import limits
 from zlog.client.accumulator import (
     BATCH_OVERHEAD_BYTES,
     BulkCompletion,
+    PendingBatch,
     RecordAccumulator,
     RecordHeaders,
     cut_points,
@@ -44,7 +59,7 @@ from zlog.client.accumulator import (
 from zlog.client.cluster import DEFAULT_BOOTSTRAP, Connections
 from zlog.client.partitioner import StickyPartitioner, partition_for_key, partitions_for_keys
 from zlog.client.records import BatchMetadata, RecordMetadata, TopicPartition
-from zlog.client.sender import Sender, SenderConfig, SharedState
+from zlog.client.sender import DeferredSend, Sender, SenderConfig, SharedState
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import Compression
@@ -53,6 +68,18 @@ Acks = Literal[0, 1, -1, "all"]
 BytesLike = bytes | bytearray | memoryview
 
 RETRIES_DEFAULT: Final = 2**31 - 1  # Kafka's: in practice bounded by delivery_timeout_ms
+ATEXIT_CLOSE_TIMEOUT_MS: Final = 5_000  # how long exit waits for a producer left open
+NO_TIMESTAMP: Final = -1
+
+log = logging.getLogger("zlog.client.producer")
+_OPEN_PRODUCERS: weakref.WeakSet[Producer] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_producers() -> None:
+    """Interpreter exit: deliver what open producers still queue, within a bound, or say so."""
+    for producer in list(_OPEN_PRODUCERS):
+        producer._close_at_exit(ATEXIT_CLOSE_TIMEOUT_MS)
 HeadersArgument = Sequence[tuple[str, BytesLike | None]] | Mapping[str, BytesLike | None]
 
 
@@ -85,11 +112,28 @@ def _as_bytes(data: BytesLike | None, what: str) -> bytes | None:
     raise TypeError(f"{what} must be bytes or None, not {type(data).__name__}")
 
 
+def _check_timestamp(timestamp_ms: int | None) -> None:
+    """A timestamp is milliseconds since the epoch (Kafka refuses negative ones too)."""
+    if timestamp_ms is not None and timestamp_ms < 0:
+        raise ZlogError(ErrorCode.INVALID_TIMESTAMP,
+                        f"timestamp_ms must be >= 0 (milliseconds since the epoch), "
+                        f"not {timestamp_ms}")
+
+
 def _as_headers(headers: HeadersArgument | None) -> RecordHeaders:
     if not headers:
         return ()
     items = headers.items() if isinstance(headers, Mapping) else headers
     return tuple((str(name), _as_bytes(value, "a header value")) for name, value in items)
+
+
+def _estimated_bytes(
+    values: Sequence[bytes] | npt.NDArray[np.uint8], keys: Sequence[bytes | None] | None
+) -> int:
+    """What a `send_many` call will hold of buffer_memory, before it is cut into batches."""
+    value_bytes = int(values.nbytes) if isinstance(values, np.ndarray) else sum(map(len, values))
+    key_bytes = 0 if keys is None else sum(len(key) for key in keys if key is not None)
+    return value_bytes + key_bytes + BATCH_OVERHEAD_BYTES
 
 
 class Producer:
@@ -148,6 +192,7 @@ class Producer:
                                         daemon=True)
         self._closed = False
         self._thread.start()
+        _OPEN_PRODUCERS.add(self)
 
     # -- sending --------------------------------------------------------------------------
 
@@ -160,37 +205,67 @@ class Producer:
         headers: HeadersArgument | None = None,
         timestamp_ms: int | None = None,
     ) -> Future[RecordMetadata]:
-        """Queue one record; the future resolves to where it landed, or to a ZlogError."""
+        """Queue one record; the future resolves to where it landed, or to a ZlogError.
+
+        Never waits for metadata (see the module docstring); waits up to `max_block_ms` only
+        when `buffer_memory` is full.
+        """
         value_bytes = _as_bytes(value, "value")
         key_bytes = _as_bytes(key, "key")
         record_headers = _as_headers(headers)
+        _check_timestamp(timestamp_ms)
         size_bytes = record_size_bytes(value_bytes, key_bytes, record_headers)
         self._check_size(size_bytes)
         stamp_ms = self._clock.wall_ms() if timestamp_ms is None else timestamp_ms
         deadline_ms = self._clock.monotonic_ms() + self.max_block_ms
         future: Future[RecordMetadata] = Future()
+        place = functools.partial(self._place_record, topic, value_bytes, key_bytes, partition,
+                                  record_headers, stamp_ms, size_bytes, future)
         shared = self._shared
         with shared.lock:
-            count = self._wait_for_partition_count(topic, deadline_ms)
-            if partition is not None:
-                chosen = self._checked_partition(topic, partition, count)
-            elif key_bytes is not None:
-                chosen = partition_for_key(key_bytes, count)
-            else:
-                chosen = self._sticky.partition(topic, count)
             self._wait_for_room(size_bytes + BATCH_OVERHEAD_BYTES, deadline_ms)
-            opened, closed = shared.accumulator.append(
-                TopicPartition(topic, chosen), value=value_bytes, key=key_bytes,
-                timestamp_ms=stamp_ms, headers=record_headers, future=future,
-                now_ms=self._clock.monotonic_ms(), size_bytes=size_bytes,
-            )
-            if closed and key_bytes is None and partition is None:
-                self._sticky.on_batch_full(topic, chosen, count)
+            count = shared.partition_counts.get(topic)
+            if count is None:
+                self._defer(topic, size_bytes + BATCH_OVERHEAD_BYTES, deadline_ms,
+                            place, future.set_exception)
+                return future
+            opened, closed = place(count)
         if closed or (opened and self._shared.accumulator.linger_ms == 0):
             self._sender.send_now_or_wake()  # ready now: sent from this thread if it can be
         elif opened:
             self._sender.wake()  # a linger timer starts
         return future
+
+    def _place_record(  # noqa: PLR0917  (bound with functools.partial, then given the count)
+        self, topic: str, value: bytes | None, key: bytes | None, partition: int | None,
+        headers: RecordHeaders, stamp_ms: int, size_bytes: int,
+        future: Future[RecordMetadata], count: int,
+    ) -> tuple[bool, bool]:
+        """Choose the partition and queue the record (lock held); (opened, closed) a batch."""
+        if partition is not None:
+            chosen = self._checked_partition(topic, partition, count)
+        elif key is not None:
+            chosen = partition_for_key(key, count)
+        else:
+            chosen = self._sticky.partition(topic, count)
+        opened, closed = self._shared.accumulator.append(
+            TopicPartition(topic, chosen), value=value, key=key, timestamp_ms=stamp_ms,
+            headers=headers, future=future, now_ms=self._clock.monotonic_ms(),
+            size_bytes=size_bytes,
+        )
+        if closed and key is None and partition is None:
+            self._sticky.on_batch_full(topic, chosen, count)
+        return opened, closed
+
+    def _defer(self, topic: str, size_bytes: int, deadline_ms: int,
+               place: Callable[[int], object], fail: Callable[[BaseException], None]) -> None:
+        """Keep a send until its topic's partitions are known (lock held, room reserved)."""
+        shared = self._shared
+        shared.deferred.setdefault(topic, []).append(
+            DeferredSend(size_bytes, deadline_ms, place, fail))
+        shared.deferred_bytes += size_bytes
+        shared.wanted_topics.add(topic)
+        self._sender.wake()
 
     def send_many(
         self,
@@ -208,44 +283,69 @@ class Producer:
         one BatchMetadata per batch once all are acknowledged, or to the first error.
         """
         count = len(values)
-        completion_future: Future[list[BatchMetadata]]
+        future: Future[list[BatchMetadata]] = Future()
         if count == 0:
-            completion_future = Future()
-            completion_future.set_result([])
-            return completion_future
+            future.set_result([])
+            return future
         if keys is not None and len(keys) != count:
             raise ZlogError(ErrorCode.INVALID_REQUEST, f"{len(keys)} keys for {count} values")
+        _check_timestamp(timestamp_ms)
         stamp_ms = self._clock.wall_ms() if timestamp_ms is None else timestamp_ms
         deadline_ms = self._clock.monotonic_ms() + self.max_block_ms
+        place = functools.partial(self._place_many, topic, values, keys, partition, stamp_ms,
+                                  future, deadline_ms)
         shared = self._shared
         with shared.lock:
-            partition_count = self._wait_for_partition_count(topic, deadline_ms)
-            groups = self._group_by_partition(topic, values, keys, partition, partition_count)
-            plans = [
-                (chosen, group_values, group_keys, cut)
-                for chosen, group_values, group_keys in groups
-                for cut in cut_points(group_values, group_keys, self.batch_size_bytes)
-            ]
-            completion = BulkCompletion(len(plans))
-            for index, (chosen, group_values, group_keys, (start, stop, size_bytes)) in enumerate(
-                plans
-            ):
-                self._check_size(size_bytes)
+            self._check_open()
+            partition_count = shared.partition_counts.get(topic)
+            if partition_count is not None:
+                place(partition_count)
+                return future
+            size_bytes = _estimated_bytes(values, keys)
+            self._check_size(min(size_bytes, self.batch_size_bytes))
+            self._wait_for_room(size_bytes, deadline_ms)
+            self._defer(topic, size_bytes, deadline_ms,
+                        functools.partial(place, wait_for_room=False), future.set_exception)
+        return future
+
+    def _place_many(  # noqa: PLR0917  (bound with functools.partial, then given the count)
+        self, topic: str, values: Sequence[bytes] | npt.NDArray[np.uint8],
+        keys: Sequence[bytes | None] | None, partition: int | None, stamp_ms: int,
+        future: Future[list[BatchMetadata]], deadline_ms: int, partition_count: int,
+        *, wait_for_room: bool = True,
+    ) -> None:
+        """Cut `values` into batches per partition and queue them (lock held).
+
+        A deferred call placed by the I/O thread reserved its room already and must not wait
+        (the I/O thread is what frees room).
+        """
+        shared = self._shared
+        groups = self._group_by_partition(topic, values, keys, partition, partition_count)
+        plans = [
+            (chosen, group_values, group_keys, cut)
+            for chosen, group_values, group_keys in groups
+            for cut in cut_points(group_values, group_keys, self.batch_size_bytes)
+        ]
+        completion = BulkCompletion(len(plans), future)
+        for index, (chosen, group_values, group_keys, (start, stop, size_bytes)) in enumerate(
+            plans
+        ):
+            self._check_size(size_bytes)
+            if wait_for_room:
                 self._wait_for_room(size_bytes, deadline_ms)
-                chunk: list[bytes | None] | npt.NDArray[np.uint8] = (
-                    group_values[start:stop] if isinstance(group_values, np.ndarray)
-                    else list(group_values[start:stop])
-                )
-                shared.accumulator.append_chunk(
-                    TopicPartition(topic, chosen), values=chunk,
-                    keys=None if group_keys is None else list(group_keys[start:stop]),
-                    timestamp_ms=stamp_ms, completion=completion, completion_index=index,
-                    size_bytes=size_bytes, now_ms=self._clock.monotonic_ms(),
-                )
-                self._sender.wake()
-            if keys is None and partition is None:
-                self._sticky.on_batch_full(topic, groups[0][0], partition_count)
-        return completion.future
+            chunk: list[bytes | None] | npt.NDArray[np.uint8] = (
+                group_values[start:stop] if isinstance(group_values, np.ndarray)
+                else list(group_values[start:stop])
+            )
+            shared.accumulator.append_chunk(
+                TopicPartition(topic, chosen), values=chunk,
+                keys=None if group_keys is None else list(group_keys[start:stop]),
+                timestamp_ms=stamp_ms, completion=completion, completion_index=index,
+                size_bytes=size_bytes, now_ms=self._clock.monotonic_ms(),
+            )
+            self._sender.wake()
+        if keys is None and partition is None:
+            self._sticky.on_batch_full(topic, groups[0][0], partition_count)
 
     def _group_by_partition(
         self,
@@ -334,8 +434,10 @@ class Producer:
                             f"{bound_bytes} bytes (batch size limit or buffer_memory)")
 
     def _wait_for_room(self, size_bytes: int, deadline_ms: int) -> None:
+        """Until `size_bytes` more fit in buffer_memory (queued batches and deferred sends)."""
         shared = self._shared
-        while not shared.accumulator.has_room(size_bytes):
+        self._check_open()
+        while not shared.accumulator.has_room(size_bytes + shared.deferred_bytes):
             self._check_open()
             if self._clock.monotonic_ms() >= deadline_ms:
                 raise ZlogError(ErrorCode.REQUEST_TIMED_OUT,
@@ -347,15 +449,22 @@ class Producer:
     # -- flush and close ------------------------------------------------------------------
 
     def flush(self, timeout_ms: int | None = None) -> None:
-        """Send everything queued now at once, and wait until all of it is answered."""
+        """Send everything queued now at once, and wait until all of it is answered.
+
+        Sends still waiting for their topic's metadata are waited for first: once placed they
+        are queued batches like the rest (or they failed).
+        """
         shared = self._shared
         deadline_ms = None if timeout_ms is None else self._clock.monotonic_ms() + timeout_ms
         with shared.lock:
-            snapshot = list(shared.accumulator.unfinished)
             shared.flushes_waiting += 1
             try:
                 self._sender.wake()
-                while not all(batch.finished for batch in snapshot):
+                snapshot: list[PendingBatch] | None = None
+                while snapshot is None or not all(batch.finished for batch in snapshot):
+                    if snapshot is None and not shared.deferred:
+                        snapshot = list(shared.accumulator.unfinished)
+                        continue
                     if shared.sender_failure is not None:
                         raise ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR,
                                         "flush cannot finish: the producer's I/O thread failed: "
@@ -369,10 +478,15 @@ class Producer:
                 shared.flushes_waiting -= 1
 
     def close(self, timeout_ms: int | None = None) -> None:
-        """Send what is queued (waiting up to timeout_ms), then stop; later sends raise."""
+        """Send what is queued (waiting up to timeout_ms), then stop; later sends raise.
+
+        An idle producer closes at once, whatever its I/O thread was doing (a metadata
+        request to an unreachable cluster is cancelled).
+        """
         if self._closed:
             return
         self._closed = True
+        _OPEN_PRODUCERS.discard(self)
         with self._shared.lock:
             self._shared.closing = True
         timed_out = False
@@ -383,6 +497,20 @@ class Producer:
         self._sender.stop(abandon=timed_out)
         self._thread.join()
         self._sender.dispose()
+
+    def _close_at_exit(self, timeout_ms: int) -> None:
+        """The atexit close: bounded, and loud about records it could not deliver."""
+        with self._shared.lock:
+            batches = list(self._shared.accumulator.unfinished)
+            deferred = [send for sends in self._shared.deferred.values() for send in sends]
+        self.close(timeout_ms)
+        queued = sum(batch.record_count for batch in batches) + len(deferred)
+        lost = sum(batch.record_count for batch in batches if batch.failed) + sum(
+            1 for send in deferred if send.failed)
+        if lost:
+            log.warning("the producer was still open at exit: %d of the %d records it held "
+                        "were not delivered within %d ms (flush() or close() it before exit)",
+                        lost, queued, timeout_ms)
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition numbers (fetches metadata if need be)."""

@@ -3,8 +3,9 @@
 Kafka's producer design: user threads append to the accumulator (under `lock`), and this
 thread does the I/O. Each pass it
 
-1. refreshes metadata for topics that user threads are waiting on or that failed with
-   NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (at most once per retry backoff);
+1. refreshes metadata for topics that sends wait on (`DeferredSend`: queued once the answer
+   comes) or that failed with NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (at most
+   once per retry backoff); a topic the cluster says does not exist fails what waits for it;
 2. gets a producer id from the control endpoint (InitProducerId) if idempotence is on;
 3. takes ready batches and due retries, encodes new ones with their sequence, and sends one
    Produce request per leader endpoint, each batch as its own entry (one result per batch);
@@ -57,7 +58,6 @@ from zlog.transport.messages import (
     ProduceResponseV0,
 )
 from zlog.transport.rpc import RpcResult
-from zlog.transport.sockets import has_message
 
 log = logging.getLogger("zlog.client.producer")
 
@@ -89,6 +89,17 @@ class SenderConfig:
     delivery_timeout_ms: int
 
 
+@dataclass(slots=True, eq=False)
+class DeferredSend:
+    """A send whose topic's partition count is not known yet (`Producer.send` never waits)."""
+
+    size_bytes: int  # held of buffer_memory until placed
+    deadline_ms: int  # monotonic: max_block_ms after the send; then it fails
+    place: Callable[[int], object]  # with the lock held, given the partition count: queue it
+    fail: Callable[[BaseException], None]  # outside the lock: fail its future
+    failed: bool = False
+
+
 @dataclass(slots=True)
 class SharedState:
     """What user threads and the sender thread share; every field is guarded by `lock`."""
@@ -98,6 +109,8 @@ class SharedState:
     partition_counts: dict[str, int] = field(default_factory=dict)
     topic_errors: dict[str, ZlogError] = field(default_factory=dict)
     wanted_topics: set[str] = field(default_factory=set)
+    deferred: dict[str, list[DeferredSend]] = field(default_factory=dict)  # in send order
+    deferred_bytes: int = 0
     flushes_waiting: int = 0
     closing: bool = False
     sender_failure: BaseException | None = None
@@ -141,6 +154,7 @@ class Sender:
         self._polled_generation = -1
         # No queued or retried batch can expire before this (see `_expire`).
         self._next_expiry_ms = -(2**62)
+        self._retry_causes_logged: set[tuple[TopicPartition, ErrorCode]] = set()
 
     # -- called from any thread -----------------------------------------------------------
 
@@ -184,8 +198,16 @@ class Sender:
         return not any(state.retries for state in self._partitions.values())
 
     def _answers_waiting(self) -> bool:
-        """Whether a socket holds an answer (ZMQ_EVENTS); under `_io_lock`."""
-        return any(has_message(rpc.socket) for rpc in self.connections.clients())
+        """Whether a client has an answer or a connection event (ZMQ_EVENTS); `_io_lock`."""
+        return any(rpc.has_news() for rpc in self.connections.clients())
+
+    def _cancelled(self) -> bool:
+        """A control call of this thread gives up: the producer is closing with nothing to
+        deliver, or abandons what is left (read without the lock: a hint, checked again)."""
+        if not self._stopping:
+            return False
+        return self._abandon or (self.shared.accumulator.is_empty and not self.shared.deferred
+                                 and not self._has_in_flight())
 
     def stop(self, *, abandon: bool) -> None:
         """Exit once nothing is left to send, or at once (failing what is left) if `abandon`."""
@@ -238,6 +260,8 @@ class Sender:
             now_ms = self._clock_ms()
             if now_ms >= self._next_expiry_ms:
                 self._expire(now_ms)
+            if self.shared.deferred:  # read unlocked: see above
+                self._expire_deferred(now_ms)
             self._send_ready(now_ms)
             # A send may leave an answer readable with no signal on ZMQ_FD: look before waiting.
             wait_ms = 0 if self._answers_waiting() else self._wait_ms(now_ms)
@@ -248,7 +272,8 @@ class Sender:
     def _may_stop(self) -> bool:
         """Once stopping: whether nothing is left to send, or what is left is abandoned."""
         with self._io_lock, self.shared.lock:
-            idle = self.shared.accumulator.is_empty and not self._has_in_flight()
+            idle = (self.shared.accumulator.is_empty and not self.shared.deferred
+                    and not self._has_in_flight())
         return idle or self._abandon
 
     def _has_in_flight(self) -> bool:
@@ -259,16 +284,20 @@ class Sender:
     def _refresh_metadata_if_needed(self) -> None:
         with self.shared.lock:
             wanted = set(self.shared.wanted_topics)
-        wanted |= self._stale_topics
+        stale = set(self._stale_topics)
+        wanted |= stale
         now_ms = self._clock_ms()
         if not wanted or now_ms - self._last_refresh_ms < self.config.retry_backoff_ms:
             return
         self._last_refresh_ms = now_ms
         try:
-            errors = self.connections.refresh(sorted(wanted), self.config.request_timeout_ms)
+            errors = self.connections.refresh(sorted(wanted), self.config.request_timeout_ms,
+                                              cancelled=self._cancelled)
         except ZlogError as error:
             errors = dict.fromkeys(wanted, error)
         self._stale_topics -= wanted
+        failed: list[tuple[DeferredSend, ZlogError]] = []
+        gone: list[str] = []
         with self.shared.lock:
             for topic in wanted:
                 count = self.connections.metadata.partition_count(topic)
@@ -276,13 +305,82 @@ class Sender:
                     self.shared.partition_counts[topic] = count
                     self.shared.topic_errors.pop(topic, None)
                     self.shared.wanted_topics.discard(topic)
+                    failed.extend(self._place_deferred(topic, count))
                 elif topic in errors:
-                    self.shared.topic_errors[topic] = errors[topic]
-                    if not errors[topic].retriable or (
-                        errors[topic].code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    ):
+                    topic_error = errors[topic]
+                    self.shared.topic_errors[topic] = topic_error
+                    final = (not topic_error.retriable
+                             or topic_error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    if final:  # the cluster says so: what waits for this topic fails now
                         self.shared.wanted_topics.discard(topic)
+                        self.shared.partition_counts.pop(topic, None)
+                        failed.extend(self._take_deferred(topic, topic_error))
+                        if (topic in stale
+                                and topic_error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                            gone.append(topic)
             self.shared.lock.notify_all()
+        for send, send_error in failed:
+            send.fail(send_error)
+        for topic in gone:
+            self._fail_topic(topic, errors[topic])
+
+    def _place_deferred(self, topic: str, count: int) -> list[tuple[DeferredSend, ZlogError]]:
+        """Queue the sends that waited for `topic`, in order (lock held); those that cannot be
+        placed (a partition the topic does not have) come back to be failed."""
+        refused: list[tuple[DeferredSend, ZlogError]] = []
+        for send in self.shared.deferred.pop(topic, []):
+            self.shared.deferred_bytes -= send.size_bytes
+            try:
+                send.place(count)
+            except ZlogError as error:
+                send.failed = True
+                refused.append((send, error))
+        return refused
+
+    def _take_deferred(
+        self, topic: str, error: ZlogError
+    ) -> list[tuple[DeferredSend, ZlogError]]:
+        """Remove the sends waiting for `topic`; the caller fails them outside the lock."""
+        taken = self.shared.deferred.pop(topic, [])
+        for send in taken:
+            send.failed = True
+            self.shared.deferred_bytes -= send.size_bytes
+        return [(send, error) for send in taken]
+
+    def _expire_deferred(self, now_ms: int) -> None:
+        """Sends that waited max_block_ms for metadata fail, naming the last reason heard."""
+        expired: list[tuple[DeferredSend, ZlogError]] = []
+        with self.shared.lock:
+            for topic in list(self.shared.deferred):
+                sends = self.shared.deferred[topic]
+                due = [send for send in sends if send.deadline_ms <= now_ms]
+                if not due:
+                    continue
+                error = _metadata_wait_error(topic, self.shared.topic_errors.get(topic))
+                for send in due:
+                    send.failed = True
+                    self.shared.deferred_bytes -= send.size_bytes
+                    expired.append((send, error))
+                sends[:] = [send for send in sends if send.deadline_ms > now_ms]
+                if not sends:
+                    del self.shared.deferred[topic]
+                    self.shared.wanted_topics.discard(topic)
+            self.shared.lock.notify_all()
+        for send, error in expired:
+            send.fail(error)
+
+    def _fail_topic(self, topic: str, error: ZlogError) -> None:
+        """The topic is gone (deleted): its queued and retried batches fail now, not after
+        delivery_timeout_ms of retries that cannot succeed."""
+        message = f"topic {topic!r} does not exist (was it deleted?): {error.message}"
+        with self.shared.lock:
+            doomed = self.shared.accumulator.drain_topic(topic)
+        for tp, state in self._partitions.items():
+            if tp.topic == topic:
+                doomed.extend(state.retries)
+                state.retries.clear()
+        for batch in doomed:
+            self._finish(batch, ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message))
 
     def _maybe_init_producer_id(self) -> None:
         if self._reset_pending and not self._requests:
@@ -300,7 +398,8 @@ class Sender:
         self._last_init_attempt_ms = now_ms
         try:
             response = self.connections.call_control(
-                InitProducerIdRequestV0(None), self.config.request_timeout_ms)
+                InitProducerIdRequestV0(None), self.config.request_timeout_ms,
+                cancelled=self._cancelled)
         except ZlogError as error:
             log.warning("InitProducerId failed, will retry: %s", error)
             return
@@ -466,7 +565,7 @@ class Sender:
         re-arms its ZMQ_FD for the wait that follows.
         """
         for rpc in list(self.connections.clients()):
-            if has_message(rpc.socket):
+            if rpc.has_news():
                 results = rpc.poll_responses(0)  # reads until ZMQ_EVENTS shows nothing more
             elif rpc.in_flight:
                 results = rpc.expire_due()
@@ -487,9 +586,10 @@ class Sender:
         poller = select.poll()
         poller.register(self._wake_read, select.POLLIN)
         for rpc in self.connections.clients():
-            fd = rpc.socket.getsockopt(zmq.FD)
-            assert isinstance(fd, int)
-            poller.register(fd, select.POLLIN)
+            for sock in rpc.sockets:  # the DEALER and its connection monitor
+                fd = sock.getsockopt(zmq.FD)
+                assert isinstance(fd, int)
+                poller.register(fd, select.POLLIN)
         self._poller = poller
         self._polled_generation = self.connections.generation
 
@@ -541,9 +641,21 @@ class Sender:
         expired = now_ms - batch.created_ms >= self.config.delivery_timeout_ms
         if retriable and batch.attempts <= self.config.retries and not expired:
             batch.retry_at_ms = now_ms + self.config.retry_backoff_ms
+            batch.last_error = error
+            self._log_retry_cause(batch.tp, error)
             self._add_retry(state, batch)
             return
         self._finish(batch, error)
+
+    def _log_retry_cause(self, tp: TopicPartition, error: ZlogError) -> None:
+        """Each (partition, cause) once, until the partition succeeds again: retries are
+        silent otherwise, and a cause that persists should be seen before it times out."""
+        key = (tp, error.code)
+        if key in self._retry_causes_logged:
+            return
+        self._retry_causes_logged.add(key)
+        log.warning("%s-%d: %s; retrying (for up to delivery_timeout_ms=%d)", tp.topic,
+                    tp.partition, error, self.config.delivery_timeout_ms)
 
     # -- completion -----------------------------------------------------------------------
 
@@ -551,6 +663,9 @@ class Sender:
                 log_append_time_ms: int = -1) -> None:
         if error is None:
             batch.complete(base_offset, log_append_time_ms)
+            if self._retry_causes_logged:
+                self._retry_causes_logged = {
+                    key for key in self._retry_causes_logged if key[0] != batch.tp}
         else:
             batch.fail(error)
             if self.config.idempotent and batch.base_sequence >= 0:
@@ -584,11 +699,7 @@ class Sender:
             oldest_ms = min([oldest_ms, *(b.created_ms for b in keep)])
         self._next_expiry_ms = oldest_ms + timeout_ms
         for batch in expired:
-            self._finish(batch, ZlogError(
-                ErrorCode.REQUEST_TIMED_OUT,
-                f"{batch.record_count} records for {batch.tp.topic}-{batch.tp.partition} "
-                f"were not acknowledged within delivery_timeout_ms={timeout_ms}",
-            ))
+            self._finish(batch, _expiry_error(batch, timeout_ms))
 
     def _fail_loudly(self, error: BaseException) -> None:
         """A bug: every batch fails now and every later call raises (under `_io_lock`)."""
@@ -601,6 +712,10 @@ class Sender:
     def _fail_everything(self, error: ZlogError) -> None:
         with self.shared.lock:
             pending = self.shared.accumulator.drain_all()
+            waiting = [send for topic in list(self.shared.deferred)
+                       for send, _ in self._take_deferred(topic, error)]
+        for send in waiting:
+            send.fail(error)
         for batches in self._requests.values():
             pending.extend(batches)
         self._requests.clear()
@@ -612,6 +727,25 @@ class Sender:
         unique = {id(batch): batch for batch in pending}
         for batch in unique.values():
             self._finish(batch, error)
+
+
+def _expiry_error(batch: PendingBatch, timeout_ms: int) -> ZlogError:
+    """Kafka's rule: a batch that kept failing gives up with its last cause, not a bare
+    timeout (NOT_ENOUGH_REPLICAS says what to fix; REQUEST_TIMED_OUT would hide it)."""
+    where = f"{batch.record_count} records for {batch.tp.topic}-{batch.tp.partition}"
+    last = batch.last_error
+    if last is None:
+        return ZlogError(ErrorCode.REQUEST_TIMED_OUT,
+                         f"{where} were not acknowledged within delivery_timeout_ms={timeout_ms}")
+    return ZlogError(last.code, f"{last.message} ({where} gave up after {batch.attempts} "
+                                f"attempts within delivery_timeout_ms={timeout_ms})")
+
+
+def _metadata_wait_error(topic: str, last: ZlogError | None) -> ZlogError:
+    reason = f"no metadata for topic {topic!r} within max_block_ms"
+    if last is None:
+        return ZlogError(ErrorCode.REQUEST_TIMED_OUT, reason)
+    return ZlogError(last.code, f"{reason}: {last.message}")
 
 
 def _encoded(batch: PendingBatch) -> bytes:

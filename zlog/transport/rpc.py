@@ -12,14 +12,24 @@ A request with no answer by its deadline comes back as ZlogError(REQUEST_TIMED_O
 answer to it is dropped and counted. A reply whose header says the whole request failed comes
 back as the ZlogError for its code.
 
+The connection is watched (a ZeroMQ socket monitor, plus heartbeats that end a connection to a
+peer gone silent): when it drops, or a connection attempt fails (refused, unreachable), every
+request waiting on it fails at once with NETWORK_EXCEPTION (retriable) instead of waiting out
+its deadline, and the client is *broken*: its socket is closed, so nothing it queued can reach
+the server later and be applied twice after the caller's retry. The owner (`client.cluster.
+Connections`) replaces a broken client with a fresh one, which connects at once; that is how a
+client follows a broker that restarted within a moment of it being back.
+
 Thread safety: none. A zmq socket belongs to one thread, and so does an RpcClient: use one per
 thread (the producer's I/O thread owns its own).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,7 +48,7 @@ from zlog.transport.sockets import (
     CLIENT_FRAME_BYTES_MAX,
     DRAIN_MESSAGES_MAX,
     has_message,
-    make_dealer,
+    new_dealer,
     recv_frames,
     send_frames,
 )
@@ -47,6 +57,13 @@ from zlog.transport.wire import INT32_MAX
 IN_FLIGHT_DEFAULT: Final = 64
 IN_FLIGHT_MAX: Final = 4_096
 TIMEOUT_MS_DEFAULT: Final = 30_000
+CANCEL_CHECK_MS: Final = 50  # a cancellable call looks at its predicate this often
+# Connection events that change what a waiting request can expect.
+# "Up" means the ZMTP handshake finished: a peer that accepts TCP but never speaks ZeroMQ
+# is not a connection.
+_LINK_EVENTS: Final = int(
+    zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED
+)
 
 
 def _now_ms() -> int:
@@ -86,24 +103,52 @@ class RpcClient:
         max_in_flight: int = IN_FLIGHT_DEFAULT,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
         frame_bytes_max: int = CLIENT_FRAME_BYTES_MAX,
+        on_broken: Callable[[], None] | None = None,
     ) -> None:
         assert 1 <= max_in_flight <= IN_FLIGHT_MAX, max_in_flight
         self.endpoint = endpoint
         self.max_in_flight = max_in_flight
-        self._socket = make_dealer(endpoint, context=context, frame_bytes_max=frame_bytes_max)
+        self._socket = new_dealer(context=context, frame_bytes_max=frame_bytes_max)
+        # The monitor is attached before connecting, so no connection event can be missed.
+        self._monitor: zmq.Socket[bytes] = self._socket.get_monitor_socket(_LINK_EVENTS)
+        try:
+            self._socket.connect(endpoint)
+        except zmq.ZMQError:
+            self._close_sockets(0)
+            raise
+        self._on_broken = on_broken  # the owner's hook: this client's sockets are gone
         self._pending: dict[int, _Pending] = {}
         self._ready: deque[RpcResult] = deque()
         self._next_correlation_id = 1
         self._closed = False
+        self.connected = False  # a connection is up (it may drop at any moment)
+        self.broken: ZlogError | None = None  # why the connection failed; then no more sends
         self.late_responses_count = 0  # answers to requests that had already timed out
         self.malformed_responses_count = 0  # messages without a usable header
 
     # -- public ---------------------------------------------------------------------------
 
     @property
-    def socket(self) -> zmq.Socket[bytes]:
-        """The DEALER, for registering with a zmq.Poller only: read through poll_responses."""
-        return self._socket
+    def sockets(self) -> tuple[zmq.Socket[bytes], ...]:
+        """What to wait on (with a zmq.Poller or their ZMQ_FDs) before `poll_responses`: the
+        DEALER and its connection monitor; nothing once broken (the results are ready)."""
+        if self._closed or self.broken is not None:
+            return ()
+        return (self._socket, self._monitor)
+
+    def has_news(self) -> bool:
+        """Whether `poll_responses(0)` has something to give: an answer, a connection event or
+        results already waiting (ZMQ_EVENTS reads, no receive attempt)."""
+        if self._ready:
+            return True
+        if self._closed or self.broken is not None:
+            return False
+        return has_message(self._socket) or has_message(self._monitor)
+
+    @property
+    def has_results(self) -> bool:
+        """Results wait to be taken (a broken client keeps its failures until then)."""
+        return bool(self._ready)
 
     @property
     def in_flight(self) -> int:
@@ -123,6 +168,9 @@ class RpcClient:
         """
         assert not self._closed, "send on a closed RpcClient"
         assert timeout_ms >= 0
+        self._take_link_events()
+        if self.broken is not None:
+            raise ZlogError(self.broken.code, self.broken.message)
         deadline_ms = _now_ms() + timeout_ms
         while len(self._pending) >= self.max_in_flight:
             now_ms = _now_ms()
@@ -135,6 +183,8 @@ class RpcClient:
                     f"{self.max_in_flight} requests to {self.endpoint} are still unanswered",
                 )
             self._receive(min(deadline_ms - now_ms, self._ms_to_next_deadline()))
+            if self.broken is not None:
+                raise ZlogError(self.broken.code, self.broken.message)
         correlation_id = self._take_correlation_id()
         frames = encode_request(correlation_id, msg)
         if not send_frames(self._socket, frames, block=False):
@@ -155,7 +205,7 @@ class RpcClient:
         assert not self._closed, "poll on a closed RpcClient"
         if not self._ready:
             self._receive(0)
-        if not self._ready and timeout_ms > 0:
+        if not self._ready and timeout_ms > 0 and self.broken is None:
             self._receive(min(timeout_ms, self._ms_to_next_deadline()))
         self._expire(_now_ms())
         results = list(self._ready)
@@ -169,6 +219,7 @@ class RpcClient:
         to learn about timeouts, but a receive attempt on an empty socket would be wasted.
         """
         assert not self._closed, "poll on a closed RpcClient"
+        self._take_link_events()
         if self._pending:
             self._expire(_now_ms())
         if not self._ready:
@@ -177,9 +228,23 @@ class RpcClient:
         self._ready.clear()
         return results
 
-    def call(self, msg: Request, timeout_ms: int = TIMEOUT_MS_DEFAULT) -> Response:
-        """Send `msg` and wait for its response; raises ZlogError for any failure."""
+    def call(
+        self,
+        msg: Request,
+        timeout_ms: int = TIMEOUT_MS_DEFAULT,
+        *,
+        connect_timeout_ms: int | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> Response:
+        """Send `msg` and wait for its response; raises ZlogError for any failure.
+
+        `connect_timeout_ms`: give up (NETWORK_EXCEPTION, client broken) when no connection
+        is up by then, so a caller with other endpoints to try does not spend its whole
+        timeout on a host that never answers. `cancelled`: checked every CANCEL_CHECK_MS;
+        when it turns true the call ends with NETWORK_EXCEPTION (the owner is closing).
+        """
         assert expects_response(msg), "acks=0 requests have no response to wait for"
+        started_ms = _now_ms()
         correlation_id = self.send(msg, timeout_ms)
         while True:
             for index, result in enumerate(self._ready):
@@ -188,10 +253,25 @@ class RpcClient:
                     return result.unwrap()
             pending = self._pending.get(correlation_id)
             assert pending is not None, "an unanswered request stays pending"
-            remaining_ms = pending.deadline_ms - _now_ms()
+            now_ms = _now_ms()
+            remaining_ms = pending.deadline_ms - now_ms
             if remaining_ms <= 0:
-                self._expire(_now_ms())
+                self._expire(now_ms)
                 continue
+            if cancelled is not None:
+                if cancelled():
+                    self._break(ZlogError(ErrorCode.NETWORK_EXCEPTION,
+                                          f"the call to {self.endpoint} was cancelled"))
+                    continue
+                remaining_ms = min(remaining_ms, CANCEL_CHECK_MS)
+            if connect_timeout_ms is not None and not self.connected:
+                connect_left_ms = started_ms + connect_timeout_ms - now_ms
+                if connect_left_ms <= 0:
+                    self._break(ZlogError(
+                        ErrorCode.NETWORK_EXCEPTION,
+                        f"no connection to {self.endpoint} within {connect_timeout_ms} ms"))
+                    continue
+                remaining_ms = min(remaining_ms, connect_left_ms)
             self._receive(remaining_ms)
 
     def close(self, linger_ms: int = 0) -> None:
@@ -203,7 +283,8 @@ class RpcClient:
         """
         if not self._closed:
             self._closed = True
-            self._socket.close(linger=linger_ms)
+            if self.broken is None:
+                self._close_sockets(linger_ms)
 
     def __enter__(self) -> RpcClient:
         return self
@@ -240,9 +321,17 @@ class RpcClient:
             self._ready.append(RpcResult(correlation_id, pending.request, None, error))
 
     def _receive(self, timeout_ms: int) -> bool:
-        """Wait up to `timeout_ms` for messages, then take all that are waiting (bounded)."""
-        if timeout_ms > 0 and not self._socket.poll(timeout_ms, zmq.POLLIN):
+        """Wait up to `timeout_ms` for messages or a connection event, then take all that are
+        waiting (bounded)."""
+        if self.broken is not None:
             return False
+        if timeout_ms > 0 and not (has_message(self._socket) or has_message(self._monitor)):
+            zmq.select([self._socket, self._monitor], [], [], timeout_ms / 1000)
+        received = self._drain_socket()
+        self._take_link_events()
+        return received
+
+    def _drain_socket(self) -> bool:
         received = False
         for _ in range(DRAIN_MESSAGES_MAX):
             frames = recv_frames(self._socket, block=False)
@@ -253,6 +342,43 @@ class RpcClient:
             if not has_message(self._socket):
                 break
         return received
+
+    def _take_link_events(self) -> None:
+        """Apply what the monitor reported: up, or broken (dropped, or a failed attempt)."""
+        while self.broken is None and not self._closed and has_message(self._monitor):
+            frames = self._monitor.recv_multipart(zmq.NOBLOCK)
+            event = int.from_bytes(frames[0][:2], "little") if frames and frames[0] else 0
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.connected = True
+            elif event == zmq.EVENT_DISCONNECTED:
+                self._break(ZlogError(ErrorCode.NETWORK_EXCEPTION,
+                                      f"the connection to {self.endpoint} was lost"))
+            elif event == zmq.EVENT_CONNECT_RETRIED:
+                self._break(ZlogError(
+                    ErrorCode.NETWORK_EXCEPTION,
+                    f"cannot connect to {self.endpoint} (refused, unreachable or not resolved)"))
+
+    def _break(self, error: ZlogError) -> None:
+        """The connection failed: answers already here are taken, every other waiting request
+        fails with `error`, and the sockets close so nothing queued is delivered later."""
+        if self.broken is not None or self._closed:
+            return
+        self._drain_socket()
+        self.broken = error
+        self.connected = False
+        for correlation_id, pending in self._pending.items():
+            self._ready.append(RpcResult(correlation_id, pending.request, None,
+                                         ZlogError(error.code, error.message)))
+        self._pending.clear()
+        self._close_sockets(0)
+        if self._on_broken is not None:
+            self._on_broken()
+
+    def _close_sockets(self, linger_ms: int) -> None:
+        with contextlib.suppress(zmq.ZMQError):
+            self._socket.disable_monitor()
+        self._monitor.close(linger=0)
+        self._socket.close(linger=linger_ms)
 
     def _accept(self, frames: list[zmq.Frame]) -> None:
         try:

@@ -11,6 +11,9 @@ frames; `codec.py` turns them into messages. Settings and why:
   batch-sized frame (zmq drops the connection of a peer that sends more).
 * ROUTER_MANDATORY: a reply to a peer that has gone away fails at once (EHOSTUNREACH) instead
   of vanishing silently; `send_routed` reports it as False and the server moves on.
+* heartbeats on client connections: a server that stops answering without closing the
+  connection (a host that died, a cut network) ends the connection within
+  HEARTBEAT_TIMEOUT_MS, so the client's monitor sees it drop (`rpc.py`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ SERVER_HWM_MESSAGES: Final = 10_000
 CLIENT_HWM_MESSAGES: Final = 1_000
 RECONNECT_INTERVAL_MS: Final = 100
 RECONNECT_INTERVAL_MS_MAX: Final = 2_000
+HEARTBEAT_INTERVAL_MS: Final = 1_000  # a ZMTP PING when the connection has been quiet this long
+HEARTBEAT_TIMEOUT_MS: Final = 3_000  # no traffic at all for this long: the connection is dead
 # Messages taken from a socket in one drain, so one busy socket cannot starve a loop.
 DRAIN_MESSAGES_MAX: Final = 1_024
 
@@ -59,6 +64,22 @@ def _apply_common(sock: zmq.Socket[bytes], frame_bytes_max: int, hwm_messages: i
     sock.setsockopt(zmq.MAXMSGSIZE, frame_bytes_max)
 
 
+def new_dealer(
+    *,
+    context: zmq.Context[zmq.Socket[bytes]] | None = None,
+    frame_bytes_max: int = CLIENT_FRAME_BYTES_MAX,
+    hwm_messages: int = CLIENT_HWM_MESSAGES,
+) -> zmq.Socket[bytes]:
+    """A configured DEALER, not connected yet (attach a monitor first to see every event)."""
+    sock = (context or shared_context()).socket(zmq.DEALER)
+    _apply_common(sock, frame_bytes_max, hwm_messages)
+    sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_INTERVAL_MS)
+    sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_INTERVAL_MS_MAX)
+    sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_INTERVAL_MS)
+    sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
+    return sock
+
+
 def make_dealer(
     endpoint: str,
     *,
@@ -67,10 +88,7 @@ def make_dealer(
     hwm_messages: int = CLIENT_HWM_MESSAGES,
 ) -> zmq.Socket[bytes]:
     """A DEALER connected to `endpoint`; zmq reconnects by itself if the server restarts."""
-    sock = (context or shared_context()).socket(zmq.DEALER)
-    _apply_common(sock, frame_bytes_max, hwm_messages)
-    sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_INTERVAL_MS)
-    sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_INTERVAL_MS_MAX)
+    sock = new_dealer(context=context, frame_bytes_max=frame_bytes_max, hwm_messages=hwm_messages)
     sock.connect(endpoint)
     return sock
 

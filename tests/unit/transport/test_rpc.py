@@ -7,6 +7,7 @@ with a whole-request error.
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 
@@ -190,7 +191,7 @@ def test_expire_due_reports_timeouts_without_reading(client: RpcClient) -> None:
     assert due[0].error is not None and due[0].error.code == ErrorCode.REQUEST_TIMED_OUT
     assert client.in_flight == 1, "the held request still waits"
     client.send(MetadataRequestV0(("go",)), timeout_ms=5000)  # the server answers both now
-    wait_until(lambda: has_message(client.socket), timeout_s=5)
+    wait_until(lambda: has_message(client.sockets[0]), timeout_s=5)
     assert client.expire_due() == [], "an answer waiting on the socket is not read"
     answered: set[int] = set()
     while len(answered) < 2:
@@ -220,3 +221,73 @@ def test_frames_round_trip_through_the_part_by_part_send_and_receive() -> None:
     finally:
         dealer.close(linger=0)
         server.close(linger=0)
+
+
+def _unused_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_a_refused_connection_fails_the_call_at_once_not_at_its_deadline() -> None:
+    """Nothing listens: the monitor's failed attempt ends the call (NETWORK_EXCEPTION,
+    retriable), long before its 60 s deadline; the client stays broken (no late delivery)."""
+    with RpcClient(f"tcp://127.0.0.1:{_unused_port()}") as rpc:
+        outcome: list[ZlogError] = []
+
+        def call() -> None:
+            try:
+                rpc.call(MetadataRequestV0(None), 60_000)
+            except ZlogError as error:
+                outcome.append(error)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        caller.join(10)
+        assert outcome and outcome[0].code == ErrorCode.NETWORK_EXCEPTION
+        assert "cannot connect" in outcome[0].message and outcome[0].retriable
+        assert rpc.broken is not None and rpc.sockets == ()
+        with pytest.raises(ZlogError) as again:
+            rpc.send(MetadataRequestV0(None), 1000)
+        assert again.value.code == ErrorCode.NETWORK_EXCEPTION
+
+
+def test_a_dropped_connection_fails_the_requests_in_flight(server: FakeServer) -> None:
+    """A server that goes away: requests waiting on it fail now, answers already in stay."""
+    broken: list[bool] = []
+    with RpcClient(server.endpoint, on_broken=lambda: broken.append(True)) as rpc:
+        answered = rpc.call(MetadataRequestV0(("t",)), 5000)
+        assert isinstance(answered, MetadataResponseV0) and rpc.connected
+        held = rpc.send(ApiVersionsRequestV0(), timeout_ms=60_000)  # the server holds it
+        wait_until(lambda: server.held != [], timeout_s=5, what="the request held")
+        server.close()
+        results: list[RpcResult] = []
+        wait_until(lambda: bool(results.extend(rpc.poll_responses(100)) or results), 10,
+                   what="the held request to fail")
+        assert [r.correlation_id for r in results] == [held]
+        error = results[0].error
+        assert error is not None and error.code == ErrorCode.NETWORK_EXCEPTION
+        assert broken == [True] and rpc.in_flight == 0
+
+
+def test_a_peer_that_never_speaks_zeromq_is_given_up_after_the_connect_timeout() -> None:
+    """TCP accepts (the kernel does), but no ZMTP handshake ever finishes."""
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen()
+        port = mute.getsockname()[1]
+        with RpcClient(f"tcp://127.0.0.1:{port}") as rpc:
+            with pytest.raises(ZlogError) as failed:
+                rpc.call(MetadataRequestV0(None), 60_000, connect_timeout_ms=200)
+            assert failed.value.code == ErrorCode.NETWORK_EXCEPTION
+            assert "no connection" in failed.value.message
+
+
+def test_a_cancelled_call_ends_soon_after_its_predicate_turns_true(server: FakeServer) -> None:
+    stop = threading.Event()
+    threading.Timer(0.2, stop.set).start()
+    with RpcClient(server.endpoint) as rpc, pytest.raises(ZlogError) as failed:
+        rpc.call(ApiVersionsRequestV0(), 60_000, cancelled=stop.is_set)  # held forever
+    assert failed.value.code == ErrorCode.NETWORK_EXCEPTION
+    assert "cancelled" in failed.value.message
