@@ -4,7 +4,11 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# What is installed in $(VENV): zlog and its runtime dependencies (enough for `make run`), or
+# that plus the dev extra (tests, lint, types, Spark). The dev install is a superset, so it
+# renews both stamps and `make run` after `make test` installs nothing.
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
 .PHONY: all setup run test test-unit test-sim test-integration lint fmt typecheck soak bench clean \
@@ -12,15 +16,25 @@ PYTEST_ARGS ?=
 
 all: test
 
-$(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+# The recipe's first lines for either stamp: the virtualenv, with a current pip.
+define CREATE_VENV
+@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(PY) -m pip install --quiet --upgrade pip
+endef
+
+$(RUN_STAMP): pyproject.toml
+	$(CREATE_VENV)
+	$(PY) -m pip install --quiet -e .
+	@touch $@
+
+$(DEV_STAMP): pyproject.toml
+	$(CREATE_VENV)
 	$(PY) -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+	@touch $@ $(RUN_STAMP)
 
-setup: $(STAMP)
+setup: $(DEV_STAMP)
 
-run: setup
+run: $(RUN_STAMP)
 	$(VENV)/bin/zlog serve
 
 lint: setup
