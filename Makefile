@@ -4,7 +4,11 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# What is installed in $(VENV): zlog and its runtime dependencies (enough for `make run`), or
+# that plus the dev extra (tests, lint, types, Spark). The dev install is a superset, so it
+# renews both stamps and `make run` after `make test` installs nothing.
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
 .PHONY: all setup run test test-unit test-sim test-integration lint fmt typecheck soak bench clean \
@@ -12,16 +16,51 @@ PYTEST_ARGS ?=
 
 all: test
 
-$(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+# The recipe's first lines for either stamp: the virtualenv, with a current pip.
+define CREATE_VENV
+@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(PY) -m pip install --quiet --upgrade pip
+endef
+
+$(RUN_STAMP): pyproject.toml
+	$(CREATE_VENV)
+	$(PY) -m pip install --quiet -e .
+	@touch $@
+
+$(DEV_STAMP): pyproject.toml
+	$(CREATE_VENV)
 	$(PY) -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+	@touch $@ $(RUN_STAMP)
 
-setup: $(STAMP)
+setup: $(DEV_STAMP)
 
-run: setup
-	$(VENV)/bin/zlog serve
+# Ctrl-C in a terminal signals the whole foreground process group, make included, and make then
+# dies of that SIGINT itself (status 130) however cleanly the broker stopped. So when make runs in
+# the terminal's foreground, the broker (make's child, by exec) takes the terminal in a process
+# group of its own, as a job-control shell starts a job: Ctrl-C then reaches the broker and its
+# workers alone, which stop gracefully and exit 0, and so does make. SIGTERM to make still reaches
+# the broker, which make passes it on to. Ctrl-Z is ignored: make would not stop with the broker,
+# and the terminal would hang; stop the broker with Ctrl-C. Anywhere else (no terminal, or
+# `make run &`) the broker simply replaces this script.
+define FOREGROUND_EXEC
+import os, signal, sys
+try:
+    tty = os.open("/dev/tty", os.O_RDWR)
+    foreground = os.tcgetpgrp(tty) == os.getpgrp()
+except OSError:
+    foreground = False
+if foreground:
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # taking the terminal from the background
+    os.tcsetpgrp(tty, os.getpgrp())
+    signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+    signal.signal(signal.SIGTSTP, signal.SIG_IGN)
+os.execv(sys.argv[1], sys.argv[1:])
+endef
+export FOREGROUND_EXEC
+
+run: $(RUN_STAMP)
+	@exec $(PY) -c "$$FOREGROUND_EXEC" $(VENV)/bin/zlog serve
 
 lint: setup
 	$(VENV)/bin/ruff check .

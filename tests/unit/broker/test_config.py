@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,14 @@ from zlog.broker.config import (
     load_config,
     resolve_config,
 )
+from zlog.broker.topics import (
+    TIMESTAMP_DIFFERENCE_MAX_MS,
+    TOPIC_CONFIG_KEYS,
+    validate_timestamp_difference_max_ms,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "systemd" / "zlog.toml.example"
+EXAMPLE_SETTING = re.compile(r'^# (?P<key>[a-z_]+|"[a-z.]+") = (?P<value>.+)$')
 
 TOML = """
 node_id = 3
@@ -148,15 +159,31 @@ def test_run_exits_2_on_a_bad_configuration(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_the_example_file_lists_every_key_with_its_default() -> None:
-    example = Path(__file__).resolve().parents[3] / "systemd" / "zlog.toml.example"
-    text = example.read_text()
-    for key in KEYS:
-        assert f"# {key} = " in text or f"{key} = " in text, key
-    # Uncommenting every setting gives the embedded defaults back (bar the CPU-dependent ones).
-    lines = [line[2:] if line.startswith("# ") and " = " in line else line
-             for line in text.splitlines()]
-    config = resolve_config([file_layer("\n".join(lines), "example")])
-    defaults = BrokerConfig()
-    for key in KEYS:
-        if key not in {"workers", "ring_dir", "data_port_range"}:
-            assert getattr(config, key) == getattr(defaults, key), key
+    """Each key appears once, commented out, and uncommenting them all changes nothing.
+
+    The file says so to its readers, who copy it to /etc/zlog/zlog.toml. A default no value can
+    spell is described in angle brackets instead; those are listed here with what the code
+    does without the key.
+    """
+    uncommented: list[str] = []
+    described: dict[str, str] = {}
+    for line in EXAMPLE.read_text().splitlines():
+        setting = EXAMPLE_SETTING.match(line)
+        if setting is None:
+            uncommented.append(line)  # prose and the [topic_defaults] header
+        elif setting["value"].startswith("<"):
+            described[setting["key"]] = setting["value"]
+        else:
+            uncommented.append(f"{setting['key']} = {setting['value']}")
+    assert described == {"workers": "<number of CPUs>",
+                         '"message.timestamp.difference.max.ms"': "<unset: any timestamp>"}
+    assert BrokerConfig().workers == (os.cpu_count() or 1)
+    assert validate_timestamp_difference_max_ms(None) == -1  # -1: no bound
+
+    layer = file_layer("\n".join(uncommented), "example")
+    assert sorted([*layer.values, "workers"]) == sorted(KEYS)
+    assert sorted([*layer.topic_defaults, TIMESTAMP_DIFFERENCE_MAX_MS]) == sorted(
+        TOPIC_CONFIG_KEYS)
+    config = resolve_config([layer])
+    assert replace(config, topic_defaults=()) == BrokerConfig()
+    assert config.default_log_config == BrokerConfig().default_log_config
