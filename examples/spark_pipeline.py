@@ -14,9 +14,19 @@ Against `make run` (a broker on tcp://127.0.0.1:7400), in a second terminal:
 
     .venv/bin/python examples/spark_pipeline.py --duration-s 60
 
+`--bootstrap` names another broker's control endpoint; as for the `zlog` command, its default
+is $ZLOG_BOOTSTRAP, else tcp://127.0.0.1:7400:
+
+    .venv/bin/python examples/spark_pipeline.py --bootstrap tcp://10.0.0.7:7400
+
 The topics are created if missing. Stopping and starting the script again resumes the job
 from its checkpoint (`--checkpoint`, by default ./spark-checkpoints/page-counts): counts
 continue where they stopped, nothing is counted twice.
+
+It exits 0 when the job ran for --duration-s (or until Ctrl-C) and stopped cleanly. It prints
+the error and exits 1 when the topics cannot be created, when the streaming query fails (a
+micro-batch that cannot be read or written fails it), or when Spark's stream thread ends
+without stopping cleanly and without recording an error.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -38,10 +49,14 @@ import zlog.spark
 from zlog.client import Admin, Consumer, NewTopic, Producer
 from zlog.errors import ErrorCode, ZlogError
 from zlog.spark import ZlogSink
+from zlog.spark.options import DEFAULT_BOOTSTRAP
 
 PAGES = ["/home", "/search", "/cart", "/checkout", "/product/1", "/product/2", "/help"]
 CLICKS_PARTITIONS = 3
 COUNTS_PARTITIONS = 2
+CLEAN_END_STATUSES = frozenset({"Stopped", "Initializing sources"})
+"""Spark's last status of a query that stopped cleanly ("Initializing sources" when it was
+stopped before its first trigger). Any other means its stream thread ended some other way."""
 
 
 def ensure_topics(bootstrap: str, clicks: str, counts: str) -> None:
@@ -97,30 +112,32 @@ def print_counts(bootstrap: str, topic: str, stop: threading.Event) -> None:
                 print(f"{window}  {page:<12} {views:>6} views", flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap", default="tcp://127.0.0.1:7400")
+    parser.add_argument("--bootstrap",
+                        default=os.environ.get("ZLOG_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+                        help="a broker's control endpoint [env ZLOG_BOOTSTRAP] "
+                             f"(default {DEFAULT_BOOTSTRAP})")
     parser.add_argument("--clicks-topic", default="clicks")
     parser.add_argument("--counts-topic", default="page-counts")
     parser.add_argument("--rate", type=float, default=200.0, help="clicks per second")
     parser.add_argument("--duration-s", type=float, default=60.0)
     parser.add_argument("--checkpoint", type=Path,
                         default=Path("spark-checkpoints") / "page-counts")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    # Spark's Python workers run this interpreter, which has zlog.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    ensure_topics(args.bootstrap, args.clicks_topic, args.counts_topic)
-    spark = (SparkSession.builder.master("local[2]").appName("zlog-page-counts")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+
+def run(spark: Any, args: argparse.Namespace) -> int:
+    """The pipeline on `spark` for args.duration_s: 0, or 1 once the failure is printed."""
     zlog.spark.register(spark)
-
+    try:
+        ensure_topics(args.bootstrap, args.clicks_topic, args.counts_topic)
+    except ZlogError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    query = start_counting(spark, args.bootstrap, args.clicks_topic, args.counts_topic,
+                           args.checkpoint)
     stop = threading.Event()
     threads = [
         threading.Thread(target=generate_clicks, name="clicks",
@@ -130,10 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for thread in threads:
         thread.start()
-    query = start_counting(spark, args.bootstrap, args.clicks_topic, args.counts_topic,
-                           args.checkpoint)
     try:
         query.awaitTermination(args.duration_s)
+    except StreamingQueryException:
+        pass  # the query failed: query.exception() holds the error, reported below
     except KeyboardInterrupt:
         pass
     finally:
@@ -141,12 +158,46 @@ def main(argv: list[str] | None = None) -> int:
         query.stop()
         for thread in threads:
             thread.join()
-        spark.stop()
-    error = query.exception()
-    if error is not None:
-        print(f"the streaming query failed: {error}", file=sys.stderr)
+    failure = query_failure(query)
+    if failure is not None:
+        print(failure, file=sys.stderr)
         return 1
     return 0
+
+
+def query_failure(query: Any) -> str | None:
+    """What went wrong with the stopped `query`, or None if it stopped cleanly.
+
+    A failed query has its error. A stream thread that died of an error Spark could not
+    record (it logs it, e.g. a java.lang.StackOverflowError) leaves no error, only a status
+    that never reached "Stopped".
+    """
+    error = query.exception()
+    if error is not None:
+        message = str(error).split("=== Streaming Query ===")[0].strip()  # not the whole plan
+        return f"the streaming query failed: {message}"
+    status = query.status["message"]
+    if status not in CLEAN_END_STATUSES:
+        return (f"the streaming query did not stop cleanly: its stream thread ended with "
+                f"status {status!r} and no error recorded (see Spark's log above)")
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # Spark's Python workers run this interpreter, which has zlog.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    spark = (SparkSession.builder.master("local[2]").appName("zlog-page-counts")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        return run(spark, args)
+    finally:
+        spark.stop()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import itertools
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +45,15 @@ def admin(bootstrap: str) -> Iterator[Admin]:
 
 @pytest.fixture(scope="session")
 def make_topic(admin: Admin) -> Callable[..., str]:
-    """Create a fresh topic: make_topic(partitions=3, prefix="clicks") -> its name."""
+    """Create a fresh topic: make_topic(partitions=3, prefix="clicks") -> its name.
 
-    def create(partitions: int = 1, prefix: str = "t") -> str:
+    `configs` are topic configs, e.g. {"max.message.bytes": "64"}.
+    """
+
+    def create(partitions: int = 1, prefix: str = "t",
+               configs: Mapping[str, str] | None = None) -> str:
         name = f"{prefix}-{next(_names)}"
-        admin.create_topics([NewTopic(name, partitions)])
+        admin.create_topics([NewTopic(name, partitions, configs=dict(configs or {}))])
         return name
 
     return create

@@ -8,8 +8,9 @@
 
 Modules: options.py (option parsing), offsets.py (offset planning, pure), schema.py (Kafka's
 source schema), arrow_rows.py and range_reader.py (reading ranges into Arrow), source_batch.py,
-source_stream.py, columns.py and delivery.py (rows into a producer), sink.py (foreachPartition),
-writer.py (format("zlog") writers), datasource.py, register.py. The user guide is docs/spark.md.
+source_stream.py, columns.py and delivery.py (rows into a producer), sink.py (foreachPartition
+and foreachBatch), query_stop.py (a query stopped during a foreachBatch write), writer.py
+(format("zlog") writers), datasource.py, register.py. The user guide is docs/spark.md.
 Needs the `spark` extra (pyspark >= 4.2, pyarrow) and a Java runtime.
 """
 

@@ -28,6 +28,7 @@ from zlog.client import Admin
 from zlog.spark.columns import RowLayout, sink_columns
 from zlog.spark.delivery import TopicWriter
 from zlog.spark.options import DEFAULT_BOOTSTRAP, SinkOptions
+from zlog.spark.query_stop import stop_recognisable_by_spark
 from zlog.spark.topics import topic_partitions
 from zlog.spark.writer import write_batches
 
@@ -77,17 +78,20 @@ class ZlogSink:
         The columns and the topic are checked here on the driver. The rows then go to the
         tasks as Arrow batches (`mapInArrow`), not as Rows: the same delivery, one producer per
         partition and the same checks, without a Python object per row on the way in.
+        Under foreachBatch, `query.stop()` interrupts the write; query_stop.py makes Spark
+        take that for the stop it is.
         """
-        columns = sink_columns(frame.schema)
-        with Admin(self.bootstrap, request_timeout_ms=self.request_timeout_ms) as admin:
-            topic_partitions(admin, [self.topic], self.bootstrap)
-        options = self.options
+        with stop_recognisable_by_spark():
+            columns = sink_columns(frame.schema)
+            with Admin(self.bootstrap, request_timeout_ms=self.request_timeout_ms) as admin:
+                topic_partitions(admin, [self.topic], self.bootstrap)
+            options = self.options
 
-        def deliver(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            delivered = write_batches(options, columns, batches).record_count
-            yield pa.RecordBatch.from_pydict({"records": [delivered]})
+            def deliver(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                delivered = write_batches(options, columns, batches).record_count
+                yield pa.RecordBatch.from_pydict({"records": [delivered]})
 
-        total = frame.mapInArrow(deliver, "records long").agg(F.sum("records")).first()
+            total = frame.mapInArrow(deliver, "records long").agg(F.sum("records")).first()
         return 0 if total is None or total[0] is None else int(total[0])
 
     def write_rows(self, rows: Iterable[Row]) -> int:
