@@ -2,15 +2,21 @@
 
     zlog serve [...]                     run a broker (see `zlog serve --help`)
     zlog topic create NAME --partitions N [--replication-factor R] [--config k=v]...
-    zlog topic list | describe NAME | delete NAME
-    zlog produce TOPIC [--key-separator S] [--acks A]      lines from stdin
+    zlog topic list | describe NAME [--configs] | delete NAME
+    zlog topic alter NAME [--config k=v]... [--delete-config k]...
+    zlog produce TOPIC [--key-separator S | --json] [--partition P] [--header k=v]...
+                       [--acks A] [--compression C]                 lines from stdin
     zlog consume TOPIC [--from-beginning | --offset N] [--partition P]
-                       [--max-messages N] [--timeout-ms T]  records to stdout
+                       [--format F | --print-key | --json] [--max-messages N]
+                       [--timeout-ms T]                             records to stdout
     zlog offsets TOPIC
     zlog cluster status
+    zlog --version
 
-Every client command takes --bootstrap (default tcp://127.0.0.1:7400, or $ZLOG_BOOTSTRAP).
-Failures print `error: <CODE NAME> (<n>): <sentence>` on stderr and exit 1, never a traceback.
+Every client command takes --bootstrap (default tcp://127.0.0.1:7400, or $ZLOG_BOOTSTRAP) and
+--request-timeout-ms, before or after the command's name. Failures print
+`error: <CODE NAME> (<n>): <sentence>` on stderr and exit 1, never a traceback; a bad command
+line prints that command's usage and exits 2. docs/cli.md describes the record formats.
 """
 
 from __future__ import annotations
@@ -19,82 +25,205 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, BinaryIO, Final, TextIO
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
+import zlog
+from zlog.cli_records import (
+    FORMAT_TOKENS,
+    NULL_TEXT_DEFAULT,
+    Formatter,
+    format_formatter,
+    json_formatter,
+    key_value_formatter,
+    parse_json_record,
+    value_formatter,
+)
 from zlog.errors import ErrorCode, ZlogError
 
 if TYPE_CHECKING:
-    from zlog.client import Admin, Consumer
+    from zlog.client import Admin, Consumer, Producer
 
 DEFAULT_BOOTSTRAP: Final = "tcp://127.0.0.1:7400"
+REQUEST_TIMEOUT_MS_DEFAULT: Final = 10_000
 PRODUCE_CHUNK_LINES: Final = 10_000  # lines handed to send_many at a time
+POLL_RECORDS_MAX: Final = 500
 
 
-def _bootstrap_parent() -> argparse.ArgumentParser:
-    parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--bootstrap", default=os.environ.get("ZLOG_BOOTSTRAP", DEFAULT_BOOTSTRAP),
-                        help="control endpoint(s), comma-separated [env ZLOG_BOOTSTRAP] "
-                             f"(default {DEFAULT_BOOTSTRAP})")
-    parent.add_argument("--request-timeout-ms", type=int, default=10_000,
-                        help="bound on each request to the cluster (default 10000)")
-    return parent
+# ---------------------------------------------------------------------------------------------
+# The command line.
+# ---------------------------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def _header(text: str) -> tuple[str, bytes]:
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"wants KEY=VALUE, not {text!r}")
+    return name, value.encode()
+
+
+def _add_client_options(parser: argparse.ArgumentParser) -> None:
+    """--bootstrap and --request-timeout-ms, accepted before and after the command's name.
+
+    Both spellings are declared without a default (SUPPRESS), so a value given before the
+    command is not overwritten by the command's parser; `_fill_client_defaults` fills in
+    what neither gave.
+    """
+    parser.add_argument("--bootstrap", default=argparse.SUPPRESS, metavar="ENDPOINTS",
+                        help="control endpoint(s), comma-separated (default $ZLOG_BOOTSTRAP, "
+                             f"else {DEFAULT_BOOTSTRAP})")
+    parser.add_argument("--request-timeout-ms", type=_positive_int, default=argparse.SUPPRESS,
+                        metavar="MS", help="bound on each request to the cluster "
+                                           f"(default {REQUEST_TIMEOUT_MS_DEFAULT})")
+
+
+def _fill_client_defaults(args: argparse.Namespace) -> None:
+    if not hasattr(args, "bootstrap"):
+        args.bootstrap = os.environ.get("ZLOG_BOOTSTRAP", DEFAULT_BOOTSTRAP)
+    if not hasattr(args, "request_timeout_ms"):
+        args.request_timeout_ms = REQUEST_TIMEOUT_MS_DEFAULT
+
+
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str,
+    handler: Callable[[argparse.Namespace], int],
+) -> argparse.ArgumentParser:
+    """A leaf command: client options, its handler, and itself for usage errors."""
+    parser = commands.add_parser(name, help=help_text, description=help_text)
+    _add_client_options(parser)
+    parser.set_defaults(handler=handler, command_parser=parser)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zlog", description="zlog: a distributed event log")
+    parser.add_argument("--version", action="version", version=f"zlog {zlog.__version__}",
+                        help="print zlog's version and exit")
+    _add_client_options(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    client = _bootstrap_parent()
 
     commands.add_parser("serve", help="run a broker on this host (see zlog serve --help)")
 
-    topic = commands.add_parser("topic", help="create, list, describe or delete topics")
+    topic = commands.add_parser("topic", help="create, list, describe, alter or delete topics",
+                                description="create, list, describe, alter or delete topics")
     topic_commands = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
-    create = topic_commands.add_parser("create", parents=[client], help="create a topic")
-    create.add_argument("name")
-    create.add_argument("--partitions", type=int, required=True)
-    create.add_argument("--replication-factor", type=int, default=1)
+    create = _command(topic_commands, "create", "create a topic", _topic_create)
+    create.add_argument("name", help="the topic's name: [a-zA-Z0-9._-], at most 249 characters")
+    create.add_argument("--partitions", type=_int, required=True, metavar="N",
+                        help="how many partitions")
+    create.add_argument("--replication-factor", type=_int, default=1, metavar="R",
+                        help="replicas per partition (default 1)")
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="a topic config, e.g. retention.ms=86400000 (repeatable)")
-    create.set_defaults(handler=_topic_create)
-    listing = topic_commands.add_parser("list", parents=[client], help="list topic names")
-    listing.set_defaults(handler=_topic_list)
-    describe = topic_commands.add_parser("describe", parents=[client], help="show partitions")
-    describe.add_argument("name")
-    describe.set_defaults(handler=_topic_describe)
-    delete = topic_commands.add_parser("delete", parents=[client], help="delete a topic")
-    delete.add_argument("name")
-    delete.set_defaults(handler=_topic_delete)
+    _command(topic_commands, "list", "list topic names", _topic_list)
+    describe = _command(topic_commands, "describe",
+                        "show a topic's partitions, or with --configs its configs",
+                        _topic_describe)
+    describe.add_argument("name", help="the topic")
+    describe.add_argument("--configs", action="store_true",
+                          help="list every topic config with its value and source: topic (set "
+                               "on the topic), broker (the broker's topic_defaults) or default")
+    alter = _command(topic_commands, "alter", "change a topic's configs", _topic_alter)
+    alter.add_argument("name", help="the topic")
+    alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a topic config, e.g. retention.ms=3600000 (repeatable)")
+    alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                       help="reset a topic config to the broker's or zlog's default "
+                            "(repeatable)")
+    delete = _command(topic_commands, "delete", "delete a topic and its data", _topic_delete)
+    delete.add_argument("name", help="the topic")
 
-    produce = commands.add_parser("produce", parents=[client], help="send stdin lines")
-    produce.add_argument("topic")
-    produce.add_argument("--key-separator", default=None, metavar="S",
-                         help="split each line into key S value at the first S")
+    produce = _command(commands, "produce", "send stdin's lines as records", _produce)
+    produce.add_argument("topic", help="the topic to send to")
+    produce_input = produce.add_mutually_exclusive_group()
+    produce_input.add_argument("--key-separator", default=None, metavar="S",
+                               help="split each line into key S value at the first S (a line "
+                                    "without S is a value without a key)")
+    produce_input.add_argument("--json", action="store_true",
+                               help="one JSON object per line: value (null: a tombstone), key, "
+                                    "headers, partition, timestamp_ms; bytes that are not text "
+                                    'as {"base64": "..."}, as consume --json writes them')
+    produce.add_argument("--partition", type=_non_negative_int, default=None, metavar="P",
+                         help="send every record to this partition (default: by key, else "
+                              "sticky)")
+    produce.add_argument("--header", type=_header, action="append", default=[],
+                         metavar="KEY=VALUE", help="a header on every record (repeatable)")
     produce.add_argument("--acks", default="1", help="0, 1 or all (default 1)")
-    produce.set_defaults(handler=_produce)
+    produce.add_argument("--compression", choices=("lz4", "none"), default="lz4",
+                         help="the codec batches are sent in (default lz4)")
 
-    consume = commands.add_parser("consume", parents=[client], help="print records")
-    consume.add_argument("topic")
+    consume = _command(commands, "consume", "print a topic's records", _consume)
+    consume.add_argument("topic", help="the topic to read")
     start = consume.add_mutually_exclusive_group()
-    start.add_argument("--from-beginning", action="store_true")
-    start.add_argument("--offset", type=int, default=None, help="start at this offset")
-    consume.add_argument("--partition", type=int, default=None,
+    start.add_argument("--from-beginning", action="store_true",
+                       help="start at each partition's log start (default: at its end)")
+    start.add_argument("--offset", type=_non_negative_int, default=None, metavar="N",
+                       help="start at this offset")
+    consume.add_argument("--partition", type=_non_negative_int, default=None, metavar="P",
                          help="only this partition (default: all)")
-    consume.add_argument("--max-messages", type=int, default=None)
-    consume.add_argument("--timeout-ms", type=int, default=None,
+    consume.add_argument("--max-messages", type=_positive_int, default=None, metavar="N",
+                         help="stop after this many records (default: never)")
+    consume.add_argument("--timeout-ms", type=_non_negative_int, default=None, metavar="MS",
                          help="stop after this long without a record (default: never)")
-    consume.set_defaults(handler=_consume)
+    output = consume.add_mutually_exclusive_group()
+    tokens = ", ".join(f"%{token} {meaning}" for token, meaning in FORMAT_TOKENS.items())
+    format_help = f"kcat's -f: {tokens}; escapes \\n \\t \\r \\\\ (e.g. '%p:%o %k=%s\\n')"
+    output.add_argument("--format", default=None, metavar="FORMAT",
+                        help=format_help.replace("%", "%%"))  # argparse %-formats help
+    output.add_argument("--print-key", action="store_true",
+                        help="print key, separator, value (default: the value alone)")
+    output.add_argument("--json", action="store_true",
+                        help="one JSON object per record: topic, partition, offset, "
+                             "timestamp_ms, key, value, headers; null for a null key or value, "
+                             'bytes that are not UTF-8 as {"base64": "..."}')
+    consume.add_argument("--key-separator", default="\t", metavar="S",
+                         help="what --print-key puts between key and value (default a tab)")
+    consume.add_argument("--null-text", default=NULL_TEXT_DEFAULT, metavar="TEXT",
+                         help="what the text modes print for a null key or value, e.g. a "
+                              f"tombstone (default {NULL_TEXT_DEFAULT})")
 
-    offsets = commands.add_parser("offsets", parents=[client],
-                                  help="log start and high watermark per partition")
-    offsets.add_argument("topic")
-    offsets.set_defaults(handler=_offsets)
+    offsets = _command(commands, "offsets", "log start and high watermark per partition",
+                       _offsets)
+    offsets.add_argument("topic", help="the topic")
 
-    cluster = commands.add_parser("cluster", help="cluster state")
+    cluster = commands.add_parser("cluster", help="cluster state", description="cluster state")
     cluster_commands = cluster.add_subparsers(dest="cluster_command", required=True,
                                               metavar="ACTION")
-    status = cluster_commands.add_parser("status", parents=[client], help="brokers and Raft")
-    status.set_defaults(handler=_cluster_status)
+    _command(cluster_commands, "status", "brokers and the metadata log (Raft)", _cluster_status)
     return parser
+
+
+def parse_arguments(parser: argparse.ArgumentParser, arguments: Sequence[str]) -> (
+    argparse.Namespace
+):
+    """Parse; an unknown option is reported with the usage of the command it was given to."""
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown:
+        command_parser: argparse.ArgumentParser = getattr(args, "command_parser", parser)
+        command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    _fill_client_defaults(args)
+    return args
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,6 +266,8 @@ def _topic_list(args: argparse.Namespace) -> int:
 
 
 def _topic_describe(args: argparse.Namespace) -> int:
+    if args.configs:
+        return _topic_describe_configs(args)
     with _admin(args) as admin:
         (description,) = admin.describe_topics([args.name])
     configs = ",".join(f"{k}={v}" for k, v in sorted(description.configs.items()))
@@ -147,6 +278,38 @@ def _topic_describe(args: argparse.Namespace) -> int:
         print(f"\tPartition: {p.partition}\tLeader: {p.leader}\tEpoch: {p.leader_epoch}\t"
               f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\t"
               f"Endpoint: {p.endpoint}")
+    return 0
+
+
+def _topic_describe_configs(args: argparse.Namespace) -> int:
+    """One line per config: name, value, source, in columns (as kafka-configs --all)."""
+    with _admin(args) as admin:
+        entries = admin.describe_configs([args.name])[args.name]
+    rows = [("CONFIG", "VALUE", "SOURCE")] + [
+        (entry.name, "null" if entry.value is None else entry.value, entry.source)
+        for entry in entries
+    ]
+    name_width = max(len(row[0]) for row in rows)
+    value_width = max(len(row[1]) for row in rows)
+    for name, value, source in rows:
+        print(f"{name:<{name_width}}  {value:<{value_width}}  {source}")
+    return 0
+
+
+def _topic_alter(args: argparse.Namespace) -> int:
+    if not args.config and not args.delete_config:
+        args.command_parser.error("give at least one --config KEY=VALUE or --delete-config KEY")
+    changes: dict[str, str | None] = dict(_parse_configs(args.config))
+    for name in args.delete_config:
+        if name in changes:
+            raise ZlogError(ErrorCode.INVALID_CONFIG,
+                            f"{name} is both set (--config) and reset (--delete-config)")
+        changes[name] = None
+    with _admin(args) as admin:
+        admin.incremental_alter_configs({args.name: changes})
+    done = [f"set {name}={value}" for name, value in changes.items() if value is not None]
+    done += [f"reset {name}" for name, value in changes.items() if value is None]
+    print(f"altered topic {args.name}: {', '.join(done)}")
     return 0
 
 
@@ -168,33 +331,91 @@ def _chunks(lines: BinaryIO) -> Iterator[list[bytes]]:
         yield chunk
 
 
+class _Deliveries:
+    """The first delivery error of many sends, without keeping a future per record."""
+
+    def __init__(self) -> None:
+        self.errors: list[BaseException] = []
+
+    def watch(self, future: Future[Any]) -> None:
+        future.add_done_callback(self._done)  # may run on the producer's I/O thread
+
+    def _done(self, future: Future[Any]) -> None:
+        error = future.exception()
+        if error is not None and not self.errors:
+            self.errors.append(error)
+
+    def raise_first(self) -> None:
+        if self.errors:
+            raise self.errors[0]
+
+
 def _produce(args: argparse.Namespace) -> int:
     from zlog.client import Producer  # noqa: PLC0415
 
-    separator = None if args.key_separator is None else args.key_separator.encode()
-    futures = []
-    with Producer(args.bootstrap, acks=args.acks, request_timeout_ms=args.request_timeout_ms,
+    deliveries = _Deliveries()
+    compression = None if args.compression == "none" else args.compression
+    with Producer(args.bootstrap, acks=args.acks, compression=compression,
+                  request_timeout_ms=args.request_timeout_ms,
                   max_block_ms=args.request_timeout_ms) as producer:
+        send = _json_sender if args.json else _header_sender if args.header else _line_sender
+        line_number = 1
         for chunk in _chunks(sys.stdin.buffer):
-            if separator is None:
-                futures.append(producer.send_many(args.topic, chunk))
-                continue
-            keys: list[bytes | None] = []
-            values: list[bytes] = []
-            for line in chunk:
-                key, found, value = line.partition(separator)
-                keys.append(key if found else None)
-                values.append(value if found else line)
-            futures.append(producer.send_many(args.topic, values, keys=keys))
+            send(producer, args, chunk, line_number, deliveries)
+            line_number += len(chunk)
         producer.flush()
-    for future in futures:
-        future.result()  # raises the first delivery error
+    deliveries.raise_first()
     return 0
+
+
+def _line_sender(producer: Producer, args: argparse.Namespace, chunk: list[bytes],
+                 first_line: int, deliveries: _Deliveries) -> None:
+    """Plain lines (split at --key-separator): the bulk path, send_many."""
+    del first_line
+    if args.key_separator is None:
+        deliveries.watch(producer.send_many(args.topic, chunk, partition=args.partition))
+        return
+    separator = args.key_separator.encode()
+    keys: list[bytes | None] = []
+    values: list[bytes] = []
+    for line in chunk:
+        key, found, value = line.partition(separator)
+        keys.append(key if found else None)
+        values.append(value if found else line)
+    deliveries.watch(producer.send_many(args.topic, values, keys=keys, partition=args.partition))
+
+
+def _header_sender(producer: Producer, args: argparse.Namespace, chunk: list[bytes],
+                   first_line: int, deliveries: _Deliveries) -> None:
+    """Plain lines with --header: one send per record, since headers are per record."""
+    del first_line
+    separator = None if args.key_separator is None else args.key_separator.encode()
+    headers = tuple(args.header)
+    for line in chunk:
+        key, value = None, line
+        if separator is not None:
+            before, found, after = line.partition(separator)
+            key, value = (before, after) if found else (None, line)
+        deliveries.watch(producer.send(args.topic, value, key, args.partition, headers))
+
+
+def _json_sender(producer: Producer, args: argparse.Namespace, chunk: list[bytes],
+                 first_line: int, deliveries: _Deliveries) -> None:
+    """--json: a record per line; a bad line stops the command (the lines before it are sent)."""
+    headers = tuple(args.header)
+    for number, line in enumerate(chunk, start=first_line):
+        if not line.strip():
+            continue
+        record = parse_json_record(line, number)
+        partition = args.partition if record.partition is None else record.partition
+        deliveries.watch(producer.send(args.topic, record.value, record.key, partition,
+                                       headers + record.headers, record.timestamp_ms))
 
 
 def _consume(args: argparse.Namespace) -> int:
     from zlog.client import Consumer, TopicPartition  # noqa: PLC0415
 
+    formatter = _formatter(args)
     reset = "earliest" if args.from_beginning else "latest"
     with Consumer(args.bootstrap, auto_offset_reset=reset,
                   request_timeout_ms=args.request_timeout_ms) as consumer:
@@ -209,16 +430,28 @@ def _consume(args: argparse.Namespace) -> int:
         if args.offset is not None:
             for tp in assigned:
                 consumer.seek(tp, args.offset)
-        return _print_records(consumer, args.max_messages, args.timeout_ms, sys.stdout.buffer)
+        return _print_records(consumer, formatter, args.max_messages, args.timeout_ms,
+                              sys.stdout.buffer)
 
 
-def _print_records(consumer: Consumer, max_messages: int | None, timeout_ms: int | None,
-                   out: BinaryIO) -> int:
+def _formatter(args: argparse.Namespace) -> Formatter:
+    if args.json:
+        return json_formatter()
+    if args.format is not None:
+        return format_formatter(args.format, args.null_text)
+    if args.print_key:
+        return key_value_formatter(args.key_separator, args.null_text)
+    return value_formatter(args.null_text)
+
+
+def _print_records(consumer: Consumer, formatter: Formatter, max_messages: int | None,
+                   timeout_ms: int | None, out: BinaryIO) -> int:
     printed = 0
     idle_ms = 0
     slice_ms = 200 if timeout_ms is None else max(1, min(200, timeout_ms))
     while max_messages is None or printed < max_messages:
-        want = 500 if max_messages is None else min(500, max_messages - printed)
+        want = POLL_RECORDS_MAX if max_messages is None else min(POLL_RECORDS_MAX,
+                                                                  max_messages - printed)
         records = consumer.poll(slice_ms, max_records=want)
         if not records:
             idle_ms += slice_ms
@@ -226,7 +459,7 @@ def _print_records(consumer: Consumer, max_messages: int | None, timeout_ms: int
                 break
             continue
         idle_ms = 0
-        out.write(b"".join((r.value or b"") + b"\n" for r in records))
+        out.write(b"".join(formatter(record) for record in records))
         out.flush()
         printed += len(records)
     return 0
@@ -252,8 +485,9 @@ def _cluster_status(args: argparse.Namespace) -> int:
     print(f"cluster_id: {cluster.cluster_id}")
     print(f"controller: {cluster.controller_id}")
     leader = "none" if cluster.raft_leader is None else str(cluster.raft_leader)
-    print(f"raft: leader {leader}, term {cluster.raft_term}, "
-          f"commit {cluster.raft_commit[0]}/{cluster.raft_commit[1]}")
+    commit_term, commit_height = cluster.raft_commit
+    print(f"raft: leader {leader}, term {cluster.raft_term}; "
+          f"last commit: term {commit_term}, height {commit_height}")
     for broker in cluster.brokers:
         print(f"broker {broker.node_id}: {broker.host} {broker.control_endpoint}")
     return 0
@@ -274,7 +508,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     if arguments[:1] == ["serve"]:
         return _main_serve(parser, arguments)
-    args = parser.parse_args(arguments)
+    args = parse_arguments(parser, arguments)
+    if args.command == "serve":  # reached only with options before it
+        parser.error("zlog serve takes its own options only: zlog serve --help")
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)

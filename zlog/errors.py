@@ -192,3 +192,12 @@ def for_code(code: int, message: str = "") -> ZlogError:
     except ValueError:
         return ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"unknown error code {code}: {message}")
     return ZlogError(known, message or known.name.lower().replace("_", " "))
+
+
+def prefixed_once(subject: str, message: str, mention: str | None = None) -> str:
+    """`subject: message`, unless the message names its subject already (`mention`, by default
+    the subject itself): a broker's sentence often does ("no topic 'x'"), and a caller adding
+    its own prefix would say it twice."""
+    if not message:
+        return subject
+    return message if (mention or subject) in message else f"{subject}: {message}"

@@ -15,7 +15,16 @@ import pytest
 
 from tests.broker_fixtures import BrokerProcess, broker_process
 from tests.waiting import wait_until
-from zlog.client import EARLIEST, LATEST, Admin, Consumer, NewTopic, Producer, TopicPartition
+from zlog.client import (
+    EARLIEST,
+    LATEST,
+    Admin,
+    ConfigEntry,
+    Consumer,
+    NewTopic,
+    Producer,
+    TopicPartition,
+)
 from zlog.client.partitioner import partition_for_key
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import NewRecord, build_batch
@@ -132,6 +141,45 @@ def test_bad_topic_requests_get_their_codes(admin: Admin) -> None:
     with pytest.raises(ZlogError) as caught:
         admin.describe_topics(["never-created"])
     assert caught.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_topic_configs_described_and_altered(admin: Admin) -> None:
+    name = new_topic(admin)
+    before = {entry.name: entry for entry in admin.describe_configs([name])[name]}
+    assert before["retention.ms"] == ConfigEntry("retention.ms", "604800000", "default")
+    assert admin.incremental_alter_configs(
+        {name: {"retention.ms": "3600000", "segment.ms": "60000"}}) == {name: None}
+    (described,) = admin.describe_topics([name])
+    assert dict(described.configs) == {"retention.ms": "3600000", "segment.ms": "60000"}
+    admin.incremental_alter_configs({name: {"segment.ms": None}})
+    entries = admin.describe_configs([name], names=["retention.ms", "segment.ms"])[name]
+    assert entries == [ConfigEntry("retention.ms", "3600000", "topic"),
+                       ConfigEntry("segment.ms", "604800000", "default")]
+    dry = admin.incremental_alter_configs({name: {"retention.ms": "1"}}, validate_only=True)
+    assert dry == {name: None}
+    assert dict(admin.describe_topics([name])[0].configs) == {"retention.ms": "3600000"}
+
+
+def test_a_refused_config_change_changes_nothing(admin: Admin) -> None:
+    name = new_topic(admin)
+    admin.incremental_alter_configs({name: {"retention.ms": "3600000"}})
+    outcome = admin.incremental_alter_configs(
+        {name: {"retention.ms": "5", "segment.bytes": "1"}, "never-created": {"flush.ms": "1"}},
+        raise_on_error=False)
+    assert {topic: error and error.code for topic, error in outcome.items()} == {
+        name: ErrorCode.INVALID_CONFIG, "never-created": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    refused = outcome[name]
+    assert refused is not None and "segment.bytes must be at least 14, not 1" in refused.message
+    assert dict(admin.describe_topics([name])[0].configs) == {"retention.ms": "3600000"}
+    for bad, code in [({"compression.type": "gzip"}, ErrorCode.INVALID_CONFIG),
+                      ({"no.such.config": "1"}, ErrorCode.INVALID_CONFIG)]:
+        with pytest.raises(ZlogError) as caught:
+            admin.incremental_alter_configs({name: bad})
+        assert caught.value.code == code
+    with pytest.raises(ZlogError) as caught:
+        admin.describe_configs(["never-created"])
+    assert caught.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert caught.value.message == "no topic 'never-created'", "the topic named once"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The control endpoint's requests: ApiVersions, Metadata, CreateTopics, DeleteTopics,
-InitProducerId, DescribeCluster (docs/protocol.md, "Control plane").
+InitProducerId, DescribeConfigs, IncrementalAlterConfigs, DescribeCluster (docs/protocol.md,
+"Control plane").
 
 No sockets, threads or clocks here: the supervisor hands in what this needs as callables (the
 current metadata, a way to propose a command, a way to reply, the data endpoint of a
@@ -11,6 +12,9 @@ Requests that change metadata answer asynchronously:
   proposed; answered once the command committed AND the workers confirmed every local
   partition open, so a client may produce right after the reply.
 * DeleteTopics: answered once the workers deleted the data and the deletion committed.
+* IncrementalAlterConfigs: validated here (topics.py, as CreateTopics' configs), proposed as
+  the change (AlterTopicConfigs), answered once it committed AND the workers confirmed the new
+  configs on every local partition, so the next produce or fetch already runs under them.
 * InitProducerId: ids come from the metadata log (AllocateProducerIds) in blocks of
   `producer_id_block_size`, so a restart never hands out an id twice, and one proposal serves
   a thousand producers.
@@ -24,8 +28,8 @@ from __future__ import annotations
 import functools
 import logging
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import zlog
@@ -33,7 +37,14 @@ from zlog.broker import metadata as commands
 from zlog.broker.config import BrokerConfig
 from zlog.broker.controller import TopicPartition, place_replicas
 from zlog.broker.metadata import ClusterState, TopicInfo
-from zlog.broker.topics import check_no_collision, validate_client_topic_name, validate_new_topic
+from zlog.broker.topics import (
+    TOPIC_CONFIG_DEFAULTS,
+    altered_topic_configs,
+    check_no_collision,
+    effective_topic_configs,
+    validate_client_topic_name,
+    validate_new_topic,
+)
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.codec import command_bytes_max
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX
@@ -44,11 +55,7 @@ from zlog.transport.codec import RequestHeader
 
 log = logging.getLogger("zlog.broker.control")
 
-
-def _gib(size_bytes: int) -> str:
-    return f"{size_bytes / 2**30:.2f} GiB"
-
-control_request_timeout_ms: Final = 30_000  # CreateTopics/DeleteTopics wait at most this
+control_request_timeout_ms: Final = 30_000  # requests parked for commits and workers
 producer_id_block_size: Final = 1_000  # ids taken from the metadata log per proposal
 producer_id_waiters_max: Final = 10_000  # InitProducerId requests queued for a block
 
@@ -61,6 +68,10 @@ class HostStorage:
     ring_free_bytes: int | None = None  # free space where rings are made; None: unknown
 
 
+def _gib(size_bytes: int) -> str:
+    return f"{size_bytes / 2**30:.2f} GiB"
+
+
 Done = Callable[[dict[str, Any] | None, ZlogError | None], None]
 """What a proposer hears back, on the loop thread: (apply result, None) or (None, error)."""
 Propose = Callable[[bytes, Done], None]
@@ -69,7 +80,8 @@ Reply = Callable[[bytes, RequestHeader, wire.Response], None]
 
 @dataclass(slots=True)
 class _Waiting:
-    """A CreateTopics or DeleteTopics request that waits for commits and workers."""
+    """A CreateTopics, DeleteTopics or IncrementalAlterConfigs request that waits for commits
+    and workers, one result per topic."""
 
     identity: bytes
     header: RequestHeader
@@ -77,6 +89,8 @@ class _Waiting:
     results: dict[str, wire.TopicResult | None]  # in request order; None while undecided
     committed: set[str]  # names whose command committed; now waiting on the workers
     deadline_ms: int
+    # IncrementalAlterConfigs: the resources that are not topics, answered as they came.
+    others: list[wire.AlterConfigsResourceResult] = field(default_factory=list)
 
 
 class ControlPlane:
@@ -90,6 +104,7 @@ class ControlPlane:
         propose: Propose,
         reply: Reply,
         endpoint_for: Callable[[TopicPartition], str | None],
+        applied_configs: Callable[[TopicPartition], Mapping[str, str] | None],
         raft_status: Callable[[], dict[str, Any]],
         clock_ms: Callable[[], int],
         ring_path_for: Callable[[TopicPartition], str] | None = None,
@@ -102,6 +117,7 @@ class ControlPlane:
         self._propose = propose  # commit a command; Done runs later on the loop thread
         self._reply = reply  # send a response to a client
         self._endpoint_for = endpoint_for  # a partition's data endpoint once a worker has it
+        self._applied_configs = applied_configs  # the configs its worker confirmed
         self._raft_status = raft_status
         self._clock_ms = clock_ms
         self._waiting: list[_Waiting] = []
@@ -155,6 +171,10 @@ class ControlPlane:
                 self._delete_topics(identity, header, request)
             case wire.InitProducerIdRequestV0():
                 self._init_producer_id(identity, header, request)
+            case wire.DescribeConfigsRequestV0():
+                self._reply(identity, header, self._describe_configs(request))
+            case wire.IncrementalAlterConfigsRequestV0():
+                self._alter_configs(identity, header, request)
             case wire.DescribeClusterRequestV0():
                 self._reply(identity, header, self._describe_cluster())
             case _:
@@ -375,18 +395,24 @@ class ControlPlane:
             gone = name not in state.topics and name not in state.deleting
             return wire.TopicResult(name, 0, "") if gone else None
         topic = state.topics.get(name)
+        altering = api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
         if topic is None:
+            happening = "its configs changed" if altering else "being created"
             return wire.TopicResult(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                                    "deleted while being created")
+                                    f"topic {name!r} was deleted while {happening}")
         local = [(name, p.partition) for p in topic.partitions
                  if self.config.node_id in p.replicas]
         for tp in local:
             if tp in self._open_errors:
                 code, text = self._open_errors[tp]
-                return wire.TopicResult(name, code, f"partition {tp[1]} failed to open: {text}")
-        if all(self._endpoint_for(tp) is not None for tp in local):
-            return wire.TopicResult(name, 0, "")
-        return None
+                failed = "did not take the new configs" if altering else "failed to open"
+                return wire.TopicResult(name, code, f"partition {tp[1]} {failed}: {text}")
+        if altering:
+            wanted = effective_topic_configs(self.config.topic_defaults_map, topic.configs)
+            done = all(self._applied_configs(tp) == wanted for tp in local)
+        else:
+            done = all(self._endpoint_for(tp) is not None for tp in local)
+        return wire.TopicResult(name, 0, "") if done else None
 
     def _expire_waiting(self, now_ms: int) -> None:
         for waiting in list(self._waiting):
@@ -404,11 +430,98 @@ class ControlPlane:
         response: wire.Response
         if waiting.api_key == ApiKey.CREATE_TOPICS:
             response = wire.CreateTopicsResponseV0(results)
-        else:
+        elif waiting.api_key == ApiKey.DELETE_TOPICS:
             response = wire.DeleteTopicsResponseV0(results)
+        else:
+            response = wire.IncrementalAlterConfigsResponseV0((
+                *(wire.AlterConfigsResourceResult(result.error_code, result.error_message,
+                                                  wire.ConfigResourceType.TOPIC, result.name)
+                  for result in results),
+                *waiting.others,
+            ))
         self._reply(waiting.identity, waiting.header, response)
         if waiting in self._waiting:
             self._waiting.remove(waiting)
+
+    # -- DescribeConfigs / IncrementalAlterConfigs ------------------------------------------------
+
+    def _describe_configs(
+        self, request: wire.DescribeConfigsRequestV0
+    ) -> wire.DescribeConfigsResponseV0:
+        state = self._state()
+        return wire.DescribeConfigsResponseV0(
+            tuple(self._describe_resource(state, resource) for resource in request.resources))
+
+    def _describe_resource(
+        self, state: ClusterState, resource: wire.DescribeConfigsResource
+    ) -> wire.DescribeConfigsResult:
+        """Every topic config (or those named) with its value and the layer it comes from."""
+        kind, name = resource.resource_type, resource.resource_name
+        try:
+            _check_topic_resource(kind)
+            topic = state.topics.get(name)
+            if topic is None:
+                raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+            keys = resource.configuration_keys
+            unknown = [key for key in keys or () if key not in TOPIC_CONFIG_DEFAULTS]
+            if unknown:
+                raise ZlogError(ErrorCode.INVALID_CONFIG, f"unknown topic config {unknown[0]!r}")
+        except ZlogError as error:
+            return wire.DescribeConfigsResult(int(error.code), error.message, kind, name)
+        broker_defaults = self.config.topic_defaults_map
+        configs = []
+        for key in sorted(TOPIC_CONFIG_DEFAULTS if keys is None else set(keys)):
+            if key in topic.configs:
+                value, source = topic.configs[key], wire.ConfigSource.TOPIC
+            elif key in broker_defaults:
+                value, source = broker_defaults[key], wire.ConfigSource.BROKER
+            else:
+                value, source = TOPIC_CONFIG_DEFAULTS[key], wire.ConfigSource.DEFAULT
+            configs.append(wire.DescribedConfig(key, value, int(source)))
+        return wire.DescribeConfigsResult(0, "", kind, name, tuple(configs))
+
+    def _alter_configs(self, identity: bytes, header: RequestHeader,
+                       request: wire.IncrementalAlterConfigsRequestV0) -> None:
+        """Check every topic's change against its current configs, then propose the valid ones
+        (all of them, or none with validate_only); a refused change alters nothing."""
+        state = self._state()
+        waiting = _Waiting(identity, header, ApiKey.INCREMENTAL_ALTER_CONFIGS, {}, set(),
+                           self._clock_ms() + control_request_timeout_ms)
+        changes: list[tuple[str, dict[str, str], list[str]]] = []
+        topic_counts = Counter(resource.resource_name for resource in request.resources
+                               if resource.resource_type == wire.ConfigResourceType.TOPIC)
+        for resource in request.resources:
+            name = resource.resource_name
+            try:
+                _check_topic_resource(resource.resource_type)
+            except ZlogError as error:
+                waiting.others.append(wire.AlterConfigsResourceResult(
+                    int(error.code), error.message, resource.resource_type, name))
+                continue
+            if topic_counts[name] > 1:  # as Kafka: neither change is made
+                waiting.results[name] = wire.TopicResult(
+                    name, int(ErrorCode.INVALID_REQUEST), f"topic {name!r} is named twice")
+                continue
+            waiting.results[name] = None
+            try:
+                set_configs, deleted = _config_changes(resource.configs)
+                topic = state.topics.get(name)
+                if topic is None:
+                    raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+                altered_topic_configs(topic.configs, set_configs, deleted,
+                                      self.config.default_log_config)
+            except ZlogError as error:
+                waiting.results[name] = wire.TopicResult(name, int(error.code), error.message)
+                continue
+            if request.validate_only:
+                waiting.results[name] = wire.TopicResult(name, 0, "")
+            else:
+                changes.append((name, set_configs, deleted))
+        self._waiting.append(waiting)
+        for name, set_configs, deleted in changes:
+            self._propose(commands.alter_topic_configs(name, set_configs, deleted),
+                          functools.partial(self._committed, waiting, name))
+        self._settle_waiting(state)
 
     # -- InitProducerId ---------------------------------------------------------------------------
 
@@ -450,3 +563,41 @@ class ControlPlane:
         first = int(result["first_id"])
         self._producer_ids = range(first, first + int(result["count"]))
         self._hand_out_producer_ids()
+
+
+def _check_topic_resource(resource_type: int) -> None:
+    if resource_type != wire.ConfigResourceType.TOPIC:
+        raise ZlogError(
+            ErrorCode.INVALID_REQUEST,
+            f"zlog keeps configs for topics only (resource type "
+            f"{int(wire.ConfigResourceType.TOPIC)}), not for resource type {resource_type}",
+        )
+
+
+def _config_changes(
+    configs: Iterable[wire.AlterableConfig],
+) -> tuple[dict[str, str], list[str]]:
+    """(configs to set, configs to delete) from one resource's operations."""
+    set_configs: dict[str, str] = {}
+    deleted: list[str] = []
+    seen: set[str] = set()
+    for config in configs:
+        if config.name in seen:
+            raise ZlogError(ErrorCode.INVALID_REQUEST, f"{config.name} is named twice")
+        seen.add(config.name)
+        if config.config_operation == wire.AlterConfigOp.SET:
+            if config.value is None:
+                raise ZlogError(ErrorCode.INVALID_CONFIG,
+                                f"{config.name}: SET needs a value (DELETE resets to the default)")
+            set_configs[config.name] = config.value
+        elif config.config_operation == wire.AlterConfigOp.DELETE:
+            deleted.append(config.name)
+        elif config.config_operation in (wire.AlterConfigOp.APPEND, wire.AlterConfigOp.SUBTRACT):
+            operation = wire.AlterConfigOp(config.config_operation).name
+            raise ZlogError(ErrorCode.INVALID_CONFIG,
+                            f"{config.name}: {operation} applies to list configs; use SET (0)")
+        else:
+            raise ZlogError(ErrorCode.INVALID_REQUEST,
+                            f"{config.name}: unknown config operation {config.config_operation}; "
+                            "SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) exist")
+    return set_configs, deleted

@@ -9,6 +9,7 @@ Commands (the `type` field names them):
 
     RegisterBroker(node_id, host, control_endpoint[, cluster_id])   a supervisor (re)joins
     CreateTopic(name, partitions, replication_factor, configs, replicas)
+    AlterTopicConfigs(name, set, delete)   set overrides {k: v}, drop overrides [k]
     DeleteTopic(name)           the topic disappears; its data is now "deleting"
     TopicDeleted(name)          every replica's data is gone; the name may be reused
     SetPartitionState(topic, partition, leader, leader_epoch, isr)
@@ -118,6 +119,15 @@ def create_topic(
     return _encode({"type": "CreateTopic", "name": name, "partitions": partitions,
                     "replication_factor": replication_factor, "configs": dict(configs),
                     "replicas": [list(replica_ids) for replica_ids in replicas]})
+
+
+def alter_topic_configs(
+    name: str, set_configs: Mapping[str, str], delete_configs: list[str]
+) -> bytes:
+    """The change, not the resulting map: two alterations committed one after the other both
+    take effect, whichever the proposer read first (the control plane validated each)."""
+    return _encode({"type": "AlterTopicConfigs", "name": name, "set": dict(set_configs),
+                    "delete": sorted(delete_configs)})
 
 
 def delete_topic(name: str) -> bytes:
@@ -237,11 +247,7 @@ def _create_topic(state: ClusterState, command: Mapping[str, Any]) -> _Result:
         )
     count = _int(command, "partitions", minimum=1)
     factor = _int(command, "replication_factor", minimum=1)
-    configs = command.get("configs", {})
-    if not isinstance(configs, dict) or not all(
-        isinstance(key, str) and isinstance(value, str) for key, value in configs.items()
-    ):
-        raise _BadCommand(ErrorCode.INVALID_CONFIG, "configs map names to strings")
+    configs = _str_map(command, "configs")
     replica_lists = command.get("replicas")
     if replica_lists is None:  # the form of commands written by earlier versions
         assignment = command.get("assignment")
@@ -283,6 +289,22 @@ def _new_partition(state: ClusterState, index: int, entry: object, factor: int) 
     _check_leader_and_isr(replicas, leader, isr)
     epoch = _int(entry, "leader_epoch", minimum=0)
     return PartitionInfo(index, tuple(replicas), leader, epoch, tuple(isr), 0)
+
+
+def _alter_topic_configs(state: ClusterState, command: Mapping[str, Any]) -> _Result:
+    name = _str(command, "name")
+    topic = state.topics.get(name)
+    if topic is None:
+        raise _BadCommand(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+    set_configs = _str_map(command, "set")
+    deleted = command.get("delete")
+    if not isinstance(deleted, list) or not all(isinstance(key, str) for key in deleted):
+        raise _BadCommand(ErrorCode.INVALID_CONFIG, "delete lists config names")
+    configs = {**topic.configs, **set_configs}
+    for key in deleted:
+        configs.pop(key, None)
+    altered = replace(topic, configs=dict(sorted(configs.items())))
+    return replace(state, topics={**state.topics, name: altered}), {}
 
 
 def _delete_topic(state: ClusterState, command: Mapping[str, Any]) -> _Result:
@@ -339,6 +361,7 @@ def _allocate_producer_ids(state: ClusterState, command: Mapping[str, Any]) -> _
 _HANDLERS: Final = {
     "RegisterBroker": _register_broker,
     "CreateTopic": _create_topic,
+    "AlterTopicConfigs": _alter_topic_configs,
     "DeleteTopic": _delete_topic,
     "TopicDeleted": _topic_deleted,
     "SetPartitionState": _set_partition_state,
@@ -369,6 +392,16 @@ def _str(command: Mapping[str, Any], key: str) -> str:
     if not isinstance(value, str) or not value:
         raise _BadCommand(ErrorCode.INVALID_REQUEST, f"{key} must be a non-empty string")
     return value
+
+
+def _str_map(command: Mapping[str, Any], key: str) -> dict[str, str]:
+    """A config map: names to string values (absent: empty)."""
+    value = command.get(key, {})
+    if not isinstance(value, dict) or not all(
+        isinstance(name, str) and isinstance(text, str) for name, text in value.items()
+    ):
+        raise _BadCommand(ErrorCode.INVALID_CONFIG, f"{key} maps config names to strings")
+    return dict(value)
 
 
 def _int_list(command: Mapping[str, Any], key: str) -> list[int]:

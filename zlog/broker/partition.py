@@ -10,6 +10,9 @@ The rules, Kafka's (DESIGN.md section 1, reliability.md section 3):
   covers the batches, and is refused with NOT_ENOUGH_REPLICAS, appending nothing, while the
   ISR is smaller than `min.insync.replicas`.
 * **Idempotent producers**: `producer_state` decides each batch before it is appended.
+* **compression.type**: a topic that names a codec stores every batch in it; a batch that came
+  in another codec is re-encoded before the append (Kafka's rule). With "producer" (the
+  default) batches are stored as sent and nothing is re-encoded.
 * An error in one batch of an entry fails it and every later batch of that entry; earlier ones
   stay appended (as in Kafka), and the caller still hears how many bytes went in so that long
   polls wake.
@@ -32,6 +35,8 @@ from zlog.shm_segments.batch import (
     NO_TIMESTAMP,
     BatchHeader,
     Buffer,
+    Compression,
+    recompress,
     stamp,
     uncompressed_records,
     validate_batch,
@@ -117,6 +122,7 @@ class Partition:
         compacted: bool = False,
         producers: ProducerStateTable | None = None,
         timestamp_difference_max_ms: int = -1,
+        compression: Compression | None = None,
     ) -> None:
         assert partition >= 0 and topic
         self.topic, self.partition = topic, partition
@@ -127,6 +133,7 @@ class Partition:
         self.compacted = compacted
         self.producers = producers or ProducerStateTable()
         self.timestamp_difference_max_ms = timestamp_difference_max_ms  # -1: not checked
+        self.compression = compression  # the topic's codec; None: keep the producer's
         self._follower_end_offsets: dict[int, int] = {}
         # Consumers at the tail read these instead of the log. Not for compacted topics: the
         # compactor rewrites sealed segments behind this thread's back.
@@ -151,6 +158,15 @@ class Partition:
         self.leader_epoch, self.is_leader = leader_epoch, is_leader
         if self._recent is not None:
             self._recent.clear()
+
+    def set_compacted(self, compacted: bool) -> None:
+        """cleanup.policy changed on the open partition: recent batches are kept only for a
+        log the compactor never rewrites, so they go when compaction starts."""
+        self.compacted = compacted
+        if compacted:
+            self._recent = None
+        elif self._recent is None:
+            self._recent = RecentBatches()
 
     def set_replicas(self, replicas: ReplicaSet) -> int:
         """A committed ISR change; returns the bytes that became visible to consumers."""
@@ -275,6 +291,11 @@ class Partition:
             duplicate_offset = self.producers.check(producer)
             if duplicate_offset is not None:
                 return duplicate_offset, duplicate_offset + header.last_offset_delta + 1, 0
+        size_bytes = header.size_bytes
+        if self.compression is not None and header.compression != self.compression:
+            verify_crc(batch)  # the new batch gets a new CRC: check the one that came in
+            batch = recompress(batch, header, self.compression)
+            size_bytes = len(batch)
         segment_count = self.log.segment_count
         try:
             base_offset = self.log.append(batch, leader_epoch=self.leader_epoch)
@@ -286,8 +307,8 @@ class Partition:
             self.producers.record(producer, base_offset)
         next_offset = base_offset + header.last_offset_delta + 1
         assert self.log.log_end_offset >= base_offset + header.record_count
-        self._remember(batch, base_offset, next_offset, header.size_bytes, segment_count)
-        return base_offset, next_offset, header.size_bytes
+        self._remember(batch, base_offset, next_offset, size_bytes, segment_count)
+        return base_offset, next_offset, size_bytes
 
     def _remember(
         self, batch: Buffer, base_offset: int, next_offset: int, size_bytes: int,

@@ -7,7 +7,8 @@ DESIGN.md §1: the supervisor runs the control plane and never sits on the data 
 * forks the partition workers (`workers.py`), restarts those that die, and keeps each of this
   host's partitions open on exactly one of them;
 * answers the control ROUTER (docs/protocol.md, "Control plane"): ApiVersions, Metadata,
-  CreateTopics, DeleteTopics, InitProducerId, DescribeCluster;
+  CreateTopics, DeleteTopics, InitProducerId, DescribeConfigs, IncrementalAlterConfigs,
+  DescribeCluster;
 * tells systemd READY=1 once serving, WATCHDOG=1 from its loop, STOPPING=1 on the way out.
 
 Threads: the loop below owns every socket and every piece of mutable state here. The Raft
@@ -31,7 +32,7 @@ import resource
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any, Final
 
@@ -44,6 +45,7 @@ from zlog.broker.control import ControlPlane, Done, HostStorage
 from zlog.broker.controller import TopicPartition
 from zlog.broker.metadata import ClusterState, MetadataStateMachine
 from zlog.broker.sdnotify import SystemdNotifier
+from zlog.broker.topics import effective_topic_configs
 from zlog.broker.workers import DesiredPartition, WorkerPool, WorkerSettings
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.node import RaftRunner, RunnerConfig
@@ -137,6 +139,7 @@ class Supervisor:
             propose=self._propose,
             reply=self._reply,
             endpoint_for=self._endpoint_for,
+            applied_configs=self._applied_configs,
             raft_status=lambda: {} if self._raft is None else self._raft.status(),
             clock_ms=_monotonic_ms,
             ring_path_for=self._ring_path_for,
@@ -361,7 +364,7 @@ class Supervisor:
         defaults = self.config.topic_defaults_map
         desired: dict[TopicPartition, DesiredPartition] = {}
         for topic in state.topics.values():
-            configs = {**defaults, **topic.configs}
+            configs = effective_topic_configs(defaults, topic.configs)
             for partition in topic.partitions:
                 if node_id in partition.replicas:
                     desired[(topic.name, partition.partition)] = DesiredPartition(
@@ -401,6 +404,9 @@ class Supervisor:
 
     def _endpoint_for(self, topic_partition: TopicPartition) -> str | None:
         return None if self._pool is None else self._pool.endpoint_for(topic_partition)
+
+    def _applied_configs(self, topic_partition: TopicPartition) -> Mapping[str, str] | None:
+        return None if self._pool is None else self._pool.applied_configs(topic_partition)
 
     def _ring_path_for(self, topic_partition: TopicPartition) -> str:
         """Where the leading worker keeps the partition's ring (for local consumers)."""

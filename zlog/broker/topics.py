@@ -11,7 +11,9 @@ request costs no Raft round trip and gets Kafka's error code with a readable mes
     INVALID_CONFIG (40)              a key outside TOPIC_CONFIG_KEYS, or a value LogConfig refuses
 
 Topic configs keep Kafka's dotted names and string values end to end (request, metadata log,
-worker assignment), so the Kafka-protocol listener can pass them through unchanged.
+worker assignment), so the Kafka-protocol listener can pass them through unchanged. A topic's
+effective configs are three layers, as Kafka's: zlog's built-in defaults
+(TOPIC_CONFIG_DEFAULTS), the broker's `topic_defaults`, and the topic's own overrides.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Final
 
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.batch import Compression
 from zlog.shm_segments.log_config import LogConfig
 
 partitions_per_topic_max: Final = 65_536  # a bound on one request's metadata and worker load
@@ -42,19 +45,57 @@ TOPIC_CONFIG_KEYS: Final = frozenset(
         "delete.retention.ms",
         "index.interval.bytes",
         "message.timestamp.difference.max.ms",
+        "compression.type",
     }
 )
-"""The topic configs a client may set. Two are not LogConfig fields and are checked here:
+"""The topic configs a client may set. Three are not LogConfig fields and are checked here:
 min.insync.replicas belongs to replication (acks=all), and
-message.timestamp.difference.max.ms to the produce path."""
+message.timestamp.difference.max.ms and compression.type to the produce path."""
 
 MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
 TIMESTAMP_DIFFERENCE_MAX_MS: Final = "message.timestamp.difference.max.ms"
-_BROKER_ONLY_CONFIGS: Final = frozenset({MIN_INSYNC_REPLICAS, TIMESTAMP_DIFFERENCE_MAX_MS})
+COMPRESSION_TYPE: Final = "compression.type"
+_BROKER_ONLY_CONFIGS: Final = frozenset(
+    {MIN_INSYNC_REPLICAS, TIMESTAMP_DIFFERENCE_MAX_MS, COMPRESSION_TYPE}
+)
+
+PRODUCER_COMPRESSION: Final = "producer"
+"""compression.type's default, as Kafka's: store each batch in the codec its producer chose."""
+TOPIC_CODECS: Final[Mapping[str, Compression]] = {
+    "none": Compression.NONE,
+    "uncompressed": Compression.NONE,  # Kafka's spelling
+    "lz4": Compression.LZ4,
+}
+"""compression.type values that name a codec: zlog reads and writes NONE and LZ4 only."""
 INTERNAL_TOPIC_PREFIX: Final = "__"
 """Names zlog keeps for its own topics (`__consumer_offsets`); clients may not create them."""
 
 _NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def _config_text(value: object) -> str:
+    """A LogConfig field as the string a topic config would spell it (-1.0 reads as -1)."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+_BUILTIN_LOG_CONFIG: Final = LogConfig()
+TOPIC_CONFIG_DEFAULTS: Final[Mapping[str, str]] = {
+    **{key: _config_text(getattr(_BUILTIN_LOG_CONFIG, key.replace(".", "_")))
+       for key in sorted(TOPIC_CONFIG_KEYS - _BROKER_ONLY_CONFIGS)},
+    MIN_INSYNC_REPLICAS: "1",
+    TIMESTAMP_DIFFERENCE_MAX_MS: str(2**63 - 1),  # Kafka's: no bound
+    COMPRESSION_TYPE: PRODUCER_COMPRESSION,
+}
+"""Each topic config's value when neither the broker's topic_defaults nor the topic sets it."""
+assert set(TOPIC_CONFIG_DEFAULTS) == TOPIC_CONFIG_KEYS
+
+
+def effective_topic_configs(
+    broker_defaults: Mapping[str, str], overrides: Mapping[str, str]
+) -> dict[str, str]:
+    """What a partition worker is assigned: the topic's overrides over the broker's defaults
+    (the built-in defaults are the worker's own)."""
+    return {**broker_defaults, **overrides}
 
 
 def validate_topic_name(name: object) -> str:
@@ -82,8 +123,8 @@ def validate_client_topic_name(name: object) -> str:
     if checked.startswith(INTERNAL_TOPIC_PREFIX):
         raise ZlogError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"topic names starting with {INTERNAL_TOPIC_PREFIX!r} are reserved for zlog's "
-            "internal topics",
+            f"topic name {checked!r} starts with {INTERNAL_TOPIC_PREFIX!r}, which is reserved "
+            "for zlog's internal topics",
         )
     return checked
 
@@ -170,7 +211,26 @@ def validate_topic_configs(
         validate_min_insync_replicas(configs[MIN_INSYNC_REPLICAS])
     if TIMESTAMP_DIFFERENCE_MAX_MS in configs:
         validate_timestamp_difference_max_ms(configs[TIMESTAMP_DIFFERENCE_MAX_MS])
+    if COMPRESSION_TYPE in configs:
+        validate_compression_type(configs[COMPRESSION_TYPE])
     return LogConfig.from_topic_configs(log_configs, base)
+
+
+def validate_compression_type(text: str | None) -> Compression | None:
+    """The codec the topic stores batches in; None for "producer" (kept as sent, the default).
+
+    Kafka's gzip, snappy and zstd are refused here: zlog's record codec has only NONE and LZ4.
+    """
+    if text is None or text == PRODUCER_COMPRESSION:
+        return None
+    codec = TOPIC_CODECS.get(text)
+    if codec is None:
+        supported = ", ".join([PRODUCER_COMPRESSION, *TOPIC_CODECS])
+        raise ZlogError(
+            ErrorCode.INVALID_CONFIG,
+            f"compression.type {text!r} is not supported; zlog supports {supported}",
+        )
+    return codec
 
 
 def validate_timestamp_difference_max_ms(text: str | None) -> int:
@@ -186,7 +246,8 @@ def validate_timestamp_difference_max_ms(text: str | None) -> int:
         ) from None
     if value < 0:
         raise ZlogError(
-            ErrorCode.INVALID_CONFIG, f"{TIMESTAMP_DIFFERENCE_MAX_MS} must be >= 0, not {value}"
+            ErrorCode.INVALID_CONFIG,
+            f"{TIMESTAMP_DIFFERENCE_MAX_MS} must be at least 0, not {value}",
         )
     return value
 
@@ -223,3 +284,27 @@ def validate_new_topic(
     checked_configs = normalize_topic_configs(configs)
     validate_topic_configs(checked_configs, base)
     return checked_name, checked_partitions, checked_factor, checked_configs
+
+
+def altered_topic_configs(
+    current: Mapping[str, str],
+    set_configs: Mapping[str, str],
+    delete_configs: Iterable[str],
+    base: LogConfig | None = None,
+) -> dict[str, str]:
+    """A topic's overrides after an IncrementalAlterConfigs: `set_configs` set, then
+    `delete_configs` back to their defaults; checked as CreateTopics checks configs, so a
+    refused change leaves the topic as it was."""
+    deleted = list(delete_configs)
+    for key in [*set_configs, *deleted]:
+        if key not in TOPIC_CONFIG_KEYS:
+            raise ZlogError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
+    both = sorted(set(set_configs) & set(deleted))
+    if both:
+        raise ZlogError(ErrorCode.INVALID_REQUEST,
+                        f"{', '.join(both)} is both set and deleted in one request")
+    altered = {**current, **normalize_topic_configs(set_configs)}
+    for key in deleted:
+        altered.pop(key, None)
+    validate_topic_configs(altered, base)
+    return dict(sorted(altered.items()))

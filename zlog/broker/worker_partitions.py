@@ -29,9 +29,11 @@ from zlog.broker.fetch_waiters import TopicPartition
 from zlog.broker.partition import Partition, ReplicaSet
 from zlog.broker.producer_state import ProducerBatch, ProducerStateTable
 from zlog.broker.topics import (
+    COMPRESSION_TYPE,
     MIN_INSYNC_REPLICAS,
     TIMESTAMP_DIFFERENCE_MAX_MS,
     normalize_topic_configs,
+    validate_compression_type,
     validate_min_insync_replicas,
     validate_timestamp_difference_max_ms,
     validate_topic_configs,
@@ -136,9 +138,12 @@ class PartitionHost:
         skew_ms = validate_timestamp_difference_max_ms(
             assignment.configs.get(TIMESTAMP_DIFFERENCE_MAX_MS)
         )
+        compression = validate_compression_type(assignment.configs.get(COMPRESSION_TYPE))
         if assignment.tp in self.hosted:
             self._reassign(assignment, config, min_insync)
-            self.hosted[assignment.tp].partition.timestamp_difference_max_ms = skew_ms
+            partition = self.hosted[assignment.tp].partition
+            partition.timestamp_difference_max_ms = skew_ms
+            partition.compression = compression
             return
         check_open_files_headroom()
         partition_log = PartitionLog(
@@ -155,7 +160,7 @@ class PartitionHost:
             leader_epoch=assignment.leader_epoch, is_leader=assignment.is_leader,
             replicas=ReplicaSet.single(self.local_replica_id, min_insync),
             compacted=config.compacted, producers=producers,
-            timestamp_difference_max_ms=skew_ms,
+            timestamp_difference_max_ms=skew_ms, compression=compression,
         )
         self.partitions[assignment.tp] = partition
         self.hosted[assignment.tp] = HostedPartition(partition, partition_log)
@@ -176,7 +181,7 @@ class PartitionHost:
         partition = hosted.partition
         partition.become(leader_epoch=assignment.leader_epoch, is_leader=assignment.is_leader)
         hosted.log.config = replace(config, ring_bytes=hosted.log.config.ring_bytes)
-        partition.compacted = config.compacted
+        partition.set_compacted(config.compacted)
         replicas = partition.replicas
         partition.set_replicas(ReplicaSet(
             replicas.local_replica_id, replicas.replicas, replicas.isr, min_insync

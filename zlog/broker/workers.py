@@ -541,5 +541,12 @@ class WorkerPool:
             return None
         return worker.endpoint
 
+    def applied_configs(self, topic_partition: TopicPartition) -> Mapping[str, str] | None:
+        """The configs the worker serving this partition confirmed, once it confirmed any."""
+        if self.endpoint_for(topic_partition) is None:
+            return None
+        worker = self.workers[self.placement[topic_partition]]
+        return worker.opened[topic_partition].configs
+
     def is_open(self, topic_partition: TopicPartition) -> bool:
         return self.endpoint_for(topic_partition) is not None

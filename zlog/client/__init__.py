@@ -10,6 +10,7 @@ from zlog.client.producer import Producer
 from zlog.client.records import (
     BatchMetadata,
     ClusterDescription,
+    ConfigEntry,
     ConsumerRecord,
     NewTopic,
     OffsetAndTimestamp,
@@ -24,6 +25,7 @@ __all__ = [
     "Admin",
     "BatchMetadata",
     "ClusterDescription",
+    "ConfigEntry",
     "Consumer",
     "ConsumerRecord",
     "NewTopic",

@@ -1,4 +1,5 @@
-"""zlog.Admin: topics, offsets and the cluster's state, one synchronous call at a time.
+"""zlog.Admin: topics, their configs, offsets and the cluster's state, one synchronous call at
+a time.
 
 Topic and cluster calls go to a control endpoint (the supervisor); `list_offsets` goes to the
 workers that lead the partitions, as the data path does. Every failure raises ZlogError with
@@ -8,26 +9,37 @@ Kafka's code. Not thread-safe: one Admin per thread (it owns sockets).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from zlog.client.cluster import DEFAULT_BOOTSTRAP, Connections
 from zlog.client.records import (
     BrokerDescription,
     ClusterDescription,
+    ConfigEntry,
     NewTopic,
     OffsetAndTimestamp,
     PartitionDescription,
     TopicDescription,
     TopicPartition,
 )
-from zlog.errors import ErrorCode, ZlogError, for_code
+from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
 from zlog.transport.messages import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsResource,
+    ConfigResourceType,
+    ConfigSource,
     CreateTopicsRequestV0,
     CreateTopicsResponseV0,
     DeleteTopicsRequestV0,
     DeleteTopicsResponseV0,
     DescribeClusterRequestV0,
     DescribeClusterResponseV0,
+    DescribeConfigsRequestV0,
+    DescribeConfigsResource,
+    DescribeConfigsResponseV0,
+    IncrementalAlterConfigsRequestV0,
+    IncrementalAlterConfigsResponseV0,
     ListOffsetsPartition,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
@@ -43,12 +55,23 @@ EARLIEST = -2  # list_offsets: the log start offset
 
 R = TypeVar("R", bound=Response)
 
+CONFIG_SOURCE_NAMES: Final = {
+    ConfigSource.TOPIC: "topic",
+    ConfigSource.BROKER: "broker",
+    ConfigSource.DEFAULT: "default",
+}
+
 
 def _expect(response: Response, cls: type[R]) -> R:
     if not isinstance(response, cls):
         raise ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR,
                         f"expected {cls.__name__}, the server sent {type(response).__name__}")
     return response
+
+
+def topic_error(code: int, name: str, message: str) -> ZlogError:
+    """The broker's sentence about a topic, naming the topic once."""
+    return for_code(code, prefixed_once(f"topic {name!r}", message, repr(name)))
 
 
 def _topic_results(results: Iterable[TopicResult], *, raise_on_error: bool) -> (
@@ -58,8 +81,14 @@ def _topic_results(results: Iterable[TopicResult], *, raise_on_error: bool) -> (
     for result in results:
         outcome[result.name] = (
             None if result.error_code == ErrorCode.NONE
-            else for_code(result.error_code, f"topic {result.name!r}: {result.error_message}")
+            else topic_error(result.error_code, result.name, result.error_message)
         )
+    return _raise_first(outcome, raise_on_error=raise_on_error)
+
+
+def _raise_first(outcome: dict[str, ZlogError | None], *, raise_on_error: bool) -> (
+    dict[str, ZlogError | None]
+):
     if raise_on_error:
         for error in outcome.values():
             if error is not None:
@@ -110,7 +139,7 @@ class Admin:
         descriptions: list[TopicDescription] = []
         for topic in response.topics:
             if topic.error_code != ErrorCode.NONE:
-                raise for_code(topic.error_code, f"topic {topic.name!r}: {topic.error_message}")
+                raise topic_error(topic.error_code, topic.name, topic.error_message)
             partitions = tuple(
                 PartitionDescription(p.partition, p.leader, p.leader_epoch, p.replicas, p.isr,
                                      p.endpoint)
@@ -118,6 +147,60 @@ class Admin:
             )
             descriptions.append(TopicDescription(topic.name, partitions, dict(topic.configs)))
         return descriptions
+
+    def describe_configs(
+        self, topics: Sequence[str], names: Sequence[str] | None = None
+    ) -> dict[str, list[ConfigEntry]]:
+        """Every config of each topic (or only `names`), sorted by name, with its value and
+        where it comes from (ConfigEntry.source). An unknown topic or config raises its error."""
+        resources = tuple(
+            DescribeConfigsResource(ConfigResourceType.TOPIC, topic,
+                                    None if names is None else tuple(names))
+            for topic in topics)
+        response = _expect(
+            self._connections.call_control(DescribeConfigsRequestV0(resources),
+                                           self.request_timeout_ms),
+            DescribeConfigsResponseV0,
+        )
+        described: dict[str, list[ConfigEntry]] = {}
+        for result in response.results:
+            if result.error_code != ErrorCode.NONE:
+                raise topic_error(result.error_code, result.resource_name, result.error_message)
+            described[result.resource_name] = [
+                ConfigEntry(c.name, c.value, _source_name(c.config_source))
+                for c in result.configs]
+        return described
+
+    def incremental_alter_configs(
+        self, changes: Mapping[str, Mapping[str, str | None]], *, validate_only: bool = False,
+        raise_on_error: bool = True,
+    ) -> dict[str, ZlogError | None]:
+        """Change topic configs: {topic: {config: value}}, where a value of None resets the
+        config to its default (broker topic_defaults, else zlog's). Configs not named keep
+        their values (Kafka's IncrementalAlterConfigs).
+
+        Returns once each change committed and the partitions run under it; a refused change
+        (INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, ...) alters nothing of that topic. Each
+        topic's error (None: altered); with raise_on_error (the default) the first is raised.
+        """
+        resources = tuple(
+            AlterConfigsResource(ConfigResourceType.TOPIC, topic, tuple(
+                AlterableConfig(name, AlterConfigOp.DELETE, None) if value is None
+                else AlterableConfig(name, AlterConfigOp.SET, value)
+                for name, value in configs.items()))
+            for topic, configs in changes.items())
+        response = _expect(
+            self._connections.call_control(
+                IncrementalAlterConfigsRequestV0(resources, validate_only),
+                self.request_timeout_ms),
+            IncrementalAlterConfigsResponseV0,
+        )
+        outcome: dict[str, ZlogError | None] = {
+            result.resource_name: None if result.error_code == ErrorCode.NONE
+            else topic_error(result.error_code, result.resource_name, result.error_message)
+            for result in response.responses
+        }
+        return _raise_first(outcome, raise_on_error=raise_on_error)
 
     def describe_cluster(self) -> ClusterDescription:
         response = _expect(
@@ -153,8 +236,8 @@ class Admin:
                 if result.error_code != ErrorCode.NONE:
                     if result.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                         self._connections.metadata.invalidate(topic)
-                    raise for_code(result.error_code,
-                                   f"{topic}-{result.partition}: {result.error_message}")
+                    raise for_code(result.error_code, prefixed_once(
+                        f"{topic}-{result.partition}", result.error_message))
                 answers[TopicPartition(topic, result.partition)] = OffsetAndTimestamp(
                     result.offset, result.timestamp)
         return answers
@@ -197,3 +280,10 @@ class Admin:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _source_name(config_source: int) -> str:
+    try:
+        return CONFIG_SOURCE_NAMES[ConfigSource(config_source)]
+    except ValueError:
+        return f"source {config_source}"

@@ -75,6 +75,19 @@ class TopicDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One topic config as `Admin.describe_configs` reports it.
+
+    source: "topic" (set on the topic), "broker" (the broker's topic_defaults) or "default"
+    (zlog's built-in default), as `kafka-configs --describe --all` tells them apart.
+    """
+
+    name: str
+    value: str | None
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerDescription:
     node_id: int
     host: str

@@ -2,7 +2,8 @@
 
 The same bytes travel in a produce request, sit in the ring and the segment file and go out in
 a fetch response, so the broker's work per batch is `validate_batch` (O(1) plus a CRC) and
-`stamp` (the base offset lies outside the CRC); it never re-encodes records. This module is the
+`stamp` (the base offset lies outside the CRC); it re-encodes records only for a topic whose
+compression.type names another codec than the producer used (`recompress`). This module is the
 general codec: it builds and reads any batch (headers, per-record timestamps, offset gaps left
 by compaction) one record at a time. `batch_fast` is the array codec for the hot path; the two
 are tested against each other and against kafka-python.
@@ -408,6 +409,27 @@ def _decompress_lz4(section: memoryview) -> bytes:
             raise _corrupt("the LZ4 frame is truncated")
         chunk_bytes = min(2 * chunk_bytes, bound_bytes + 1 - total_bytes)
     raise _corrupt(f"the LZ4 frame did not end within {_LZ4_ROUNDS_MAX} rounds")
+
+
+def recompress(buf: Buffer, header: BatchHeader, compression: Compression) -> bytes:
+    """The same batch with its records under another codec, for a topic whose
+    compression.type is not the producer's: records, offsets, timestamps and producer fields
+    stay; the codec bits, the length and the CRC change. `header` is `buf`'s, validated."""
+    records = uncompressed_records(buf, header)
+    attributes = (header.attributes & ~_CODEC_MASK) | attributes_for(compression)
+    return seal_batch(
+        compress_records(records, compression),
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp_ms=header.base_timestamp_ms,
+        max_timestamp_ms=header.max_timestamp_ms,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        record_count=header.record_count,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Final
 
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.retention import RetentionPolicy
 
 _SEGMENT_BYTES_MAX = 2**31 - 1  # index positions are uint32; Kafka's own bound is int32
+CLEANUP_POLICIES: Final = frozenset({"delete", "compact", "compact,delete", "delete,compact"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,26 +51,32 @@ class LogConfig:
     """Flush ring -> segment once this much is unflushed; 0 = after every append."""
 
     def __post_init__(self) -> None:
-        _require(self.segment_bytes >= limits.segment_bytes_min, "segment.bytes is too small")
-        _require(self.segment_bytes <= _SEGMENT_BYTES_MAX, "segment.bytes must fit in 31 bits")
-        _require(self.segment_ms >= 1, "segment.ms must be positive")
-        _require(self.index_interval_bytes >= 0, "index.interval.bytes must be >= 0")
-        _require(self.retention_ms >= -1, "retention.ms must be >= -1")
-        _require(self.retention_bytes >= -1, "retention.bytes must be >= -1")
+        # Each refusal names the bound and the value given, so a user can fix it in one go.
+        _at_least("segment.bytes", self.segment_bytes, limits.segment_bytes_min)
+        _at_most("segment.bytes", self.segment_bytes, _SEGMENT_BYTES_MAX)
+        _at_least("segment.ms", self.segment_ms, 1)
+        _at_least("index.interval.bytes", self.index_interval_bytes, 0)
+        _at_least("retention.ms", self.retention_ms, -1, "(-1: keep forever)")
+        _at_least("retention.bytes", self.retention_bytes, -1, "(-1: no limit)")
         _require(
             self.retention_disk_percent == -1 or 0 < self.retention_disk_percent <= 100,
-            "retention.disk.percent must be in (0, 100] or -1",
+            "retention.disk.percent must be above 0 and at most 100, or -1 (no limit), "
+            f"not {self.retention_disk_percent:g}",
         )
         _require(
-            self.cleanup_policy in {"delete", "compact", "compact,delete", "delete,compact"},
-            "cleanup.policy must be delete, compact or compact,delete",
+            self.cleanup_policy in CLEANUP_POLICIES,
+            f"cleanup.policy must be delete, compact or compact,delete, not "
+            f"{self.cleanup_policy!r}",
         )
-        _require(self.delete_retention_ms >= 0, "delete.retention.ms must be >= 0")
-        _require(self.flush_messages == -1 or self.flush_messages >= 1, "flush.messages >= 1")
-        _require(self.flush_ms == -1 or self.flush_ms >= 0, "flush.ms must be >= 0 or -1")
-        _require(self.max_message_bytes >= 1, "max.message.bytes must be positive")
-        _require(self.ring_bytes >= limits.ring_size_bytes_min, "ring bytes too small")
-        _require(self.ring_flush_bytes >= 0, "ring flush bytes must be >= 0")
+        _at_least("delete.retention.ms", self.delete_retention_ms, 0)
+        _at_least("min.compaction.lag.ms", self.min_compaction_lag_ms, 0)
+        if self.flush_messages != -1:
+            _at_least("flush.messages", self.flush_messages, 1, "or -1 (never)")
+        if self.flush_ms != -1:
+            _at_least("flush.ms", self.flush_ms, 0, "or -1 (never)")
+        _at_least("max.message.bytes", self.max_message_bytes, 1)
+        _at_least("ring_bytes", self.ring_bytes, limits.ring_size_bytes_min)
+        _at_least("ring_flush_bytes", self.ring_flush_bytes, 0)
 
     @property
     def compacted(self) -> bool:
@@ -105,8 +113,9 @@ class LogConfig:
                 else:
                     changes[field.name] = str(text).replace(" ", "")
             except ValueError:
+                kind = "an integer" if field.type in ("int", int) else "a number"
                 raise ZlogError(
-                    ErrorCode.INVALID_CONFIG, f"{key} must be a number, not {text!r}"
+                    ErrorCode.INVALID_CONFIG, f"{key} must be {kind}, not {text!r}"
                 ) from None
         return replace(base or cls(), **changes)  # type: ignore[arg-type]
 
@@ -114,3 +123,15 @@ class LogConfig:
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise ZlogError(ErrorCode.INVALID_CONFIG, message)
+
+
+def _at_least(name: str, value: int, minimum: int, note: str = "") -> None:
+    if value < minimum:
+        suffix = f" {note}" if note else ""
+        raise ZlogError(ErrorCode.INVALID_CONFIG,
+                        f"{name} must be at least {minimum}{suffix}, not {value}")
+
+
+def _at_most(name: str, value: int, maximum: int) -> None:
+    if value > maximum:
+        raise ZlogError(ErrorCode.INVALID_CONFIG, f"{name} must be at most {maximum}, not {value}")

@@ -16,6 +16,9 @@ from typing import Any, Final, TypeVar
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages import (
     EARLIEST_TIMESTAMP,
+    AlterableConfig,
+    AlterConfigsResource,
+    AlterConfigsResourceResult,
     ApiVersionRange,
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
@@ -26,6 +29,13 @@ from zlog.transport.messages import (
     DeleteTopicsResponseV0,
     DescribeClusterRequestV0,
     DescribeClusterResponseV0,
+    DescribeConfigsRequestV0,
+    DescribeConfigsResource,
+    DescribeConfigsResponseV0,
+    DescribeConfigsResult,
+    DescribedConfig,
+    IncrementalAlterConfigsRequestV0,
+    IncrementalAlterConfigsResponseV0,
     InitProducerIdRequestV0,
     InitProducerIdResponseV0,
     ListOffsetsPartition,
@@ -43,6 +53,9 @@ from zlog.transport.messages import (
     TopicSpec,
 )
 from zlog.transport.wire import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+
+INT8_MIN: Final = -(2**7)
+INT8_MAX: Final = 2**7 - 1
 
 # A JSON body larger than this is refused before parsing: metadata for thousands of
 # partitions is a few MiB, so this leaves room while bounding the parser's work.
@@ -247,6 +260,30 @@ def _as_dict(msg: Request | Response) -> dict[str, Any]:
         case InitProducerIdResponseV0():
             return {"error_code": msg.error_code, "producer_id": msg.producer_id,
                     "producer_epoch": msg.producer_epoch}
+        case DescribeConfigsRequestV0():
+            return {"resources": [
+                {"resource_type": r.resource_type, "resource_name": r.resource_name,
+                 "configuration_keys": None if r.configuration_keys is None
+                 else list(r.configuration_keys)}
+                for r in msg.resources]}
+        case DescribeConfigsResponseV0():
+            return {"results": [
+                {"error_code": r.error_code, "error_message": r.error_message,
+                 "resource_type": r.resource_type, "resource_name": r.resource_name,
+                 "configs": [{"name": c.name, "value": c.value, "config_source": c.config_source}
+                             for c in r.configs]}
+                for r in msg.results]}
+        case IncrementalAlterConfigsRequestV0():
+            return {"resources": [
+                {"resource_type": r.resource_type, "resource_name": r.resource_name,
+                 "configs": [{"name": c.name, "config_operation": c.config_operation,
+                              "value": c.value} for c in r.configs]}
+                for r in msg.resources], "validate_only": msg.validate_only}
+        case IncrementalAlterConfigsResponseV0():
+            return {"responses": [
+                {"error_code": r.error_code, "error_message": r.error_message,
+                 "resource_type": r.resource_type, "resource_name": r.resource_name}
+                for r in msg.responses]}
         case DescribeClusterResponseV0():
             return {"cluster_id": msg.cluster_id, "controller_id": msg.controller_id,
                     "brokers": [_broker(b) for b in msg.brokers],
@@ -329,6 +366,44 @@ def _parse_list_offsets_result(f: Fields) -> ListOffsetsResult:
     )
 
 
+def _parse_describe_configs_resource(f: Fields) -> DescribeConfigsResource:
+    return DescribeConfigsResource(
+        f.integer("resource_type", low=INT8_MIN, high=INT8_MAX), f.text("resource_name"),
+        f.optional_texts("configuration_keys"))
+
+
+def _parse_described_config(f: Fields) -> DescribedConfig:
+    return DescribedConfig(f.text("name"), f.optional_text("value"),
+                           f.integer("config_source", low=INT8_MIN, high=INT8_MAX))
+
+
+def _parse_describe_configs_result(f: Fields) -> DescribeConfigsResult:
+    return DescribeConfigsResult(
+        f.integer("error_code", low=INT16_MIN, high=INT16_MAX),
+        f.text("error_message", default=""),
+        f.integer("resource_type", low=INT8_MIN, high=INT8_MAX), f.text("resource_name"),
+        f.nested_list("configs", _parse_described_config, default=[]))
+
+
+def _parse_alterable_config(f: Fields) -> AlterableConfig:
+    return AlterableConfig(f.text("name"),
+                           f.integer("config_operation", low=INT8_MIN, high=INT8_MAX),
+                           f.optional_text("value"))
+
+
+def _parse_alter_configs_resource(f: Fields) -> AlterConfigsResource:
+    return AlterConfigsResource(
+        f.integer("resource_type", low=INT8_MIN, high=INT8_MAX), f.text("resource_name"),
+        f.nested_list("configs", _parse_alterable_config))
+
+
+def _parse_alter_configs_result(f: Fields) -> AlterConfigsResourceResult:
+    return AlterConfigsResourceResult(
+        f.integer("error_code", low=INT16_MIN, high=INT16_MAX),
+        f.text("error_message", default=""),
+        f.integer("resource_type", low=INT8_MIN, high=INT8_MAX), f.text("resource_name"))
+
+
 def _parse_raft(f: Fields) -> RaftStatus:
     commit = f.integers("commit", low=INT64_MIN, high=INT64_MAX)
     if len(commit) != 2:
@@ -364,6 +439,15 @@ _PARSERS: Final[Mapping[type, Callable[[Fields], Request | Response]]] = {
     InitProducerIdResponseV0: lambda f: InitProducerIdResponseV0(
         f.integer("error_code", low=INT16_MIN, high=INT16_MAX), f.integer("producer_id"),
         f.integer("producer_epoch", low=INT16_MIN, high=INT16_MAX)),
+    DescribeConfigsRequestV0: lambda f: DescribeConfigsRequestV0(
+        f.nested_list("resources", _parse_describe_configs_resource)),
+    DescribeConfigsResponseV0: lambda f: DescribeConfigsResponseV0(
+        f.nested_list("results", _parse_describe_configs_result)),
+    IncrementalAlterConfigsRequestV0: lambda f: IncrementalAlterConfigsRequestV0(
+        f.nested_list("resources", _parse_alter_configs_resource),
+        f.boolean("validate_only", default=False)),
+    IncrementalAlterConfigsResponseV0: lambda f: IncrementalAlterConfigsResponseV0(
+        f.nested_list("responses", _parse_alter_configs_result)),
     DescribeClusterRequestV0: lambda f: DescribeClusterRequestV0(),
     DescribeClusterResponseV0: lambda f: DescribeClusterResponseV0(
         f.text("cluster_id"), f.integer("controller_id", low=INT32_MIN, high=INT32_MAX),

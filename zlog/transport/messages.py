@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import ClassVar, TypeAlias
 
 from zlog.transport.api import ApiKey
@@ -308,6 +309,113 @@ class InitProducerIdResponseV0:
 
 
 # ---------------------------------------------------------------------------------------------
+# DescribeConfigs / IncrementalAlterConfigs v0 (JSON; Kafka's shapes and numbers).
+# ---------------------------------------------------------------------------------------------
+
+
+class ConfigResourceType(IntEnum):
+    """Kafka's resource types; zlog keeps configs for topics only."""
+
+    TOPIC = 2
+    BROKER = 4
+
+
+class ConfigSource(IntEnum):
+    """Where a described config's value comes from, with Kafka's numbers."""
+
+    TOPIC = 1  # TOPIC_CONFIG: set on the topic
+    BROKER = 4  # STATIC_BROKER_CONFIG: the broker's topic_defaults (file, environment, flags)
+    DEFAULT = 5  # DEFAULT_CONFIG: zlog's built-in default
+
+
+class AlterConfigOp(IntEnum):
+    """IncrementalAlterConfigs' per-config operation."""
+
+    SET = 0
+    DELETE = 1  # back to the default
+    APPEND = 2  # list configs only; zlog has none that take it
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeConfigsResource:
+    resource_type: int  # int8, ConfigResourceType
+    resource_name: str
+    configuration_keys: tuple[str, ...] | None = None  # None: every config
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeConfigsRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_CONFIGS
+    API_VERSION: ClassVar[int] = 0
+
+    resources: tuple[DescribeConfigsResource, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConfig:
+    name: str
+    value: str | None
+    config_source: int  # ConfigSource
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeConfigsResult:
+    error_code: int
+    error_message: str
+    resource_type: int
+    resource_name: str
+    configs: tuple[DescribedConfig, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeConfigsResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_CONFIGS
+    API_VERSION: ClassVar[int] = 0
+
+    results: tuple[DescribeConfigsResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterableConfig:
+    name: str
+    config_operation: int  # int8, AlterConfigOp
+    value: str | None = None  # None for DELETE
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResource:
+    resource_type: int  # int8, ConfigResourceType
+    resource_name: str
+    configs: tuple[AlterableConfig, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IncrementalAlterConfigsRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.INCREMENTAL_ALTER_CONFIGS
+    API_VERSION: ClassVar[int] = 0
+
+    resources: tuple[AlterConfigsResource, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResourceResult:
+    error_code: int
+    error_message: str
+    resource_type: int
+    resource_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class IncrementalAlterConfigsResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.INCREMENTAL_ALTER_CONFIGS
+    API_VERSION: ClassVar[int] = 0
+
+    responses: tuple[AlterConfigsResourceResult, ...]
+
+
+# ---------------------------------------------------------------------------------------------
 # DescribeCluster v0 (JSON).
 # ---------------------------------------------------------------------------------------------
 
@@ -358,6 +466,8 @@ Request: TypeAlias = (
     | CreateTopicsRequestV0
     | DeleteTopicsRequestV0
     | InitProducerIdRequestV0
+    | DescribeConfigsRequestV0
+    | IncrementalAlterConfigsRequestV0
     | DescribeClusterRequestV0
 )
 Response: TypeAlias = (
@@ -369,6 +479,8 @@ Response: TypeAlias = (
     | CreateTopicsResponseV0
     | DeleteTopicsResponseV0
     | InitProducerIdResponseV0
+    | DescribeConfigsResponseV0
+    | IncrementalAlterConfigsResponseV0
     | DescribeClusterResponseV0
 )
 
@@ -383,6 +495,8 @@ REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
         CreateTopicsRequestV0,
         DeleteTopicsRequestV0,
         InitProducerIdRequestV0,
+        DescribeConfigsRequestV0,
+        IncrementalAlterConfigsRequestV0,
         DescribeClusterRequestV0,
     )
 }
@@ -397,6 +511,8 @@ RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
         CreateTopicsResponseV0,
         DeleteTopicsResponseV0,
         InitProducerIdResponseV0,
+        DescribeConfigsResponseV0,
+        IncrementalAlterConfigsResponseV0,
         DescribeClusterResponseV0,
     )
 }

@@ -99,7 +99,7 @@ def test_load_config_reads_the_file_named_by_flag_or_environment(tmp_path: Path)
         (lambda: flags_layer({"log_level": "loud"}, []), "--log-level must be one of"),
         (lambda: flags_layer({}, ["retention.ms"]), "not name=value"),
         (lambda: flags_layer({}, ["retention.mss=1"]), "unknown topic config"),
-        (lambda: flags_layer({}, ["segment.bytes=1"]), "segment.bytes is too small"),
+        (lambda: flags_layer({}, ["segment.bytes=1"]), "segment.bytes must be at least 14, not 1"),
     ],
 )
 def test_bad_configuration_is_a_clear_error(

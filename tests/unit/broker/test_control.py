@@ -8,7 +8,7 @@ ids come from the metadata log in blocks and are never handed out twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -18,6 +18,7 @@ from zlog.broker.config import BrokerConfig
 from zlog.broker.control import ControlPlane, Done, HostStorage, control_request_timeout_ms
 from zlog.broker.controller import TopicPartition
 from zlog.broker.metadata import MetadataStateMachine
+from zlog.broker.topics import TOPIC_CONFIG_DEFAULTS
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport import messages as wire
 from zlog.transport.api import ApiKey
@@ -33,6 +34,7 @@ class FakeBroker:
         self.proposed: list[tuple[bytes, Done]] = []
         self.replies: list[tuple[bytes, RequestHeader, wire.Response]] = []
         self.endpoints: dict[TopicPartition, str] = {}
+        self.applied: dict[TopicPartition, Mapping[str, str]] = {}  # configs workers confirmed
         self.now_ms = 1_000
         self.leader: int | None = 1
         self.control = ControlPlane(
@@ -42,6 +44,7 @@ class FakeBroker:
             reply=lambda identity, header, response: self.replies.append(
                 (identity, header, response)),
             endpoint_for=self.endpoints.get,
+            applied_configs=self.applied.get,
             raft_status=lambda: {"leader": self.leader, "term": 3, "commit": [3, 9]},
             clock_ms=lambda: self.now_ms,
             host_storage=lambda: storage or HostStorage(),
@@ -292,9 +295,136 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
     assert sorted(v.api_key for v in versions.api_versions) == sorted(
         int(key) for key in (ApiKey.METADATA, ApiKey.API_VERSIONS, ApiKey.CREATE_TOPICS,
                              ApiKey.DELETE_TOPICS, ApiKey.INIT_PRODUCER_ID,
+                             ApiKey.DESCRIBE_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
                              ApiKey.DESCRIBE_CLUSTER))
     broker.leader = None
     described = broker.reply_to(broker.request(wire.DescribeClusterRequestV0()))
     assert described == wire.DescribeClusterResponseV0(
         "c1", -1, (wire.BrokerInfo(1, "127.0.0.1", "tcp://127.0.0.1:7400"),),
         wire.RaftStatus(None, 3, (3, 9)))
+
+
+# -- DescribeConfigs / IncrementalAlterConfigs --------------------------------------------------
+
+TOPIC = wire.ConfigResourceType.TOPIC
+SET, DELETE = wire.AlterConfigOp.SET, wire.AlterConfigOp.DELETE
+
+
+def _with_topic(**config: Any) -> FakeBroker:
+    broker = FakeBroker(**config)
+    broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 2, 1, {"segment.ms": "9"}),)))
+    broker.commit()
+    broker.open_all()
+    return broker
+
+
+def _alter(broker: FakeBroker, *configs: wire.AlterableConfig, name: str = "t",
+           validate_only: bool = False) -> RequestHeader:
+    return broker.request(wire.IncrementalAlterConfigsRequestV0(
+        (wire.AlterConfigsResource(TOPIC, name, configs),), validate_only))
+
+
+def _alter_results(response: wire.Response) -> list[tuple[str, int]]:
+    assert isinstance(response, wire.IncrementalAlterConfigsResponseV0)
+    return [(result.resource_name, result.error_code) for result in response.responses]
+
+
+def _described(broker: FakeBroker, *resources: wire.DescribeConfigsResource) -> (
+    tuple[wire.DescribeConfigsResult, ...]
+):
+    response = broker.reply_to(broker.request(wire.DescribeConfigsRequestV0(resources)))
+    assert isinstance(response, wire.DescribeConfigsResponseV0)
+    return response.results
+
+
+def test_describe_configs_gives_every_config_with_its_source() -> None:
+    broker = _with_topic(topic_defaults=(("retention.ms", "5000"),))
+    (result,) = _described(broker, wire.DescribeConfigsResource(TOPIC, "t"))
+    assert result.error_code == 0
+    configs = {c.name: (c.value, wire.ConfigSource(c.config_source)) for c in result.configs}
+    assert set(configs) == set(TOPIC_CONFIG_DEFAULTS)
+    assert [c.name for c in result.configs] == sorted(configs)
+    assert configs["segment.ms"] == ("9", wire.ConfigSource.TOPIC)
+    assert configs["retention.ms"] == ("5000", wire.ConfigSource.BROKER)
+    assert configs["max.message.bytes"] == ("1048588", wire.ConfigSource.DEFAULT)
+    assert configs["compression.type"] == ("producer", wire.ConfigSource.DEFAULT)
+    (named,) = _described(broker, wire.DescribeConfigsResource(TOPIC, "t", ("segment.ms",)))
+    assert [(c.name, c.value) for c in named.configs] == [("segment.ms", "9")]
+
+
+def test_describe_configs_errors_are_per_resource() -> None:
+    results = _described(
+        _with_topic(), wire.DescribeConfigsResource(TOPIC, "nosuch"),
+        wire.DescribeConfigsResource(TOPIC, "t", ("retention.mss",)),
+        wire.DescribeConfigsResource(wire.ConfigResourceType.BROKER, "1"),
+        wire.DescribeConfigsResource(TOPIC, "t"),
+    )
+    assert [(r.resource_name, r.error_code) for r in results] == [
+        ("nosuch", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), ("t", ErrorCode.INVALID_CONFIG),
+        ("1", ErrorCode.INVALID_REQUEST), ("t", 0)]
+    assert results[0].error_message == "no topic 'nosuch'"
+
+
+def test_alter_configs_answers_once_committed_and_every_partition_runs_them() -> None:
+    broker = _with_topic(topic_defaults=(("retention.ms", "5000"),))
+    header = _alter(broker, wire.AlterableConfig("max.message.bytes", SET, "2000"),
+                    wire.AlterableConfig("segment.ms", DELETE))
+    assert not broker.answered(header) and len(broker.proposed) == 1
+    broker.commit()
+    broker.control.settle()
+    assert dict(broker.fsm.state.topics["t"].configs) == {"max.message.bytes": "2000"}
+    assert not broker.answered(header), "committed, but no worker runs the new configs yet"
+    wanted = {"retention.ms": "5000", "max.message.bytes": "2000"}  # with the broker's defaults
+    broker.applied[("t", 0)] = wanted
+    broker.control.settle()
+    assert not broker.answered(header), "one partition of two"
+    broker.applied[("t", 1)] = wanted
+    broker.control.settle()
+    assert _alter_results(broker.reply_to(header)) == [("t", 0)]
+
+
+def test_a_refused_alteration_proposes_nothing_and_changes_nothing() -> None:
+    broker = _with_topic()
+    before = dict(broker.fsm.state.topics["t"].configs)
+    config = wire.AlterableConfig
+    cases = [
+        ((config("segment.bytes", SET, "1"),), "t", ErrorCode.INVALID_CONFIG),
+        ((config("compression.type", SET, "zstd"),), "t", ErrorCode.INVALID_CONFIG),
+        ((config("retention.mss", SET, "1"),), "t", ErrorCode.INVALID_CONFIG),
+        ((config("retention.mss", DELETE),), "t", ErrorCode.INVALID_CONFIG),
+        ((config("retention.ms", SET, None),), "t", ErrorCode.INVALID_CONFIG),
+        ((config("cleanup.policy", wire.AlterConfigOp.APPEND, "compact"),), "t",
+         ErrorCode.INVALID_CONFIG),
+        ((config("retention.ms", 9, "1"),), "t", ErrorCode.INVALID_REQUEST),
+        ((config("retention.ms", SET, "1"), config("retention.ms", DELETE)), "t",
+         ErrorCode.INVALID_REQUEST),
+        ((config("retention.ms", SET, "1"),), "nosuch", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    for configs, name, code in cases:
+        response = broker.reply_to(_alter(broker, *configs, name=name))
+        assert _alter_results(response) == [(name, code)], (configs, name)
+    header = broker.request(wire.IncrementalAlterConfigsRequestV0((
+        wire.AlterConfigsResource(TOPIC, "t", (config("retention.ms", SET, "1"),)),
+        wire.AlterConfigsResource(TOPIC, "t", (config("segment.ms", SET, "1"),)),
+        wire.AlterConfigsResource(wire.ConfigResourceType.BROKER, "1", ()),
+    )))
+    assert sorted(_alter_results(broker.reply_to(header))) == [
+        ("1", ErrorCode.INVALID_REQUEST), ("t", ErrorCode.INVALID_REQUEST)]
+    assert broker.proposed == []
+    assert dict(broker.fsm.state.topics["t"].configs) == before
+
+
+def test_alter_configs_validate_only_proposes_nothing() -> None:
+    broker = _with_topic()
+    header = _alter(broker, wire.AlterableConfig("retention.ms", SET, "1"), validate_only=True)
+    assert _alter_results(broker.reply_to(header)) == [("t", 0)]
+    assert broker.proposed == [] and "retention.ms" not in broker.fsm.state.topics["t"].configs
+
+
+def test_a_topic_deleted_before_its_alteration_committed_is_unknown() -> None:
+    broker = _with_topic()
+    header = _alter(broker, wire.AlterableConfig("retention.ms", SET, "1"))
+    broker.fsm.apply(commands.delete_topic("t"))  # committed first
+    broker.commit()
+    assert _alter_results(broker.reply_to(header)) == [
+        ("t", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]

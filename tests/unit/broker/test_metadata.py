@@ -166,6 +166,45 @@ def test_set_partition_state_fences_old_epochs() -> None:
     assert (partition.leader, partition.leader_epoch, partition.isr) == (2, 1, (1, 2))
 
 
+def test_alter_topic_configs_sets_and_deletes_overrides() -> None:
+    fsm = _registered()
+    _apply(fsm, _create("t", 2, {"retention.ms": "5", "segment.ms": "60000"}))
+    altered = _apply(fsm, commands.alter_topic_configs(
+        "t", {"max.message.bytes": "1000", "retention.ms": "7"}, ["segment.ms", "flush.ms"]))
+    assert altered["error_code"] == 0
+    topic = fsm.state.topics["t"]
+    assert dict(topic.configs) == {"max.message.bytes": "1000", "retention.ms": "7"}
+    assert [p.partition_epoch for p in topic.partitions] == [0, 0]  # only configs changed
+    # Two changes committed one after the other both hold: a command is a change, not a map.
+    _apply(fsm, commands.alter_topic_configs("t", {"flush.ms": "10"}, []))
+    _apply(fsm, commands.alter_topic_configs("t", {"segment.ms": "9"}, ["retention.ms"]))
+    assert dict(fsm.state.topics["t"].configs) == {
+        "flush.ms": "10", "max.message.bytes": "1000", "segment.ms": "9"}
+
+
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [
+        (commands.alter_topic_configs("nosuch", {"retention.ms": "1"}, []),
+         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (b'{"type": "AlterTopicConfigs", "name": "t", "set": {"retention.ms": 1}, "delete": []}',
+         ErrorCode.INVALID_CONFIG),
+        (b'{"type": "AlterTopicConfigs", "name": "t", "set": {}, "delete": "retention.ms"}',
+         ErrorCode.INVALID_CONFIG),
+        (b'{"type": "AlterTopicConfigs", "set": {}, "delete": []}', ErrorCode.INVALID_REQUEST),
+    ],
+)
+def test_a_refused_alteration_changes_nothing(command: bytes, code: ErrorCode) -> None:
+    fsm = _registered()
+    _apply(fsm, _create("t", 1, {"retention.ms": "5"}))
+    before = fsm.snapshot()
+    result = _apply(fsm, command)
+    assert result["error_code"] == code
+    after = json.loads(fsm.snapshot())
+    after["applied_commands"] -= 1  # the refused command was applied, as an error result
+    assert after == json.loads(before)
+
+
 def _random_commands(rng: random.Random, count: int) -> list[bytes]:
     names = ["a", "b", "c", "d.e", "f_g"]
     pool: list[Callable[[], bytes]] = [
@@ -175,6 +214,8 @@ def _random_commands(rng: random.Random, count: int) -> list[bytes]:
         lambda: commands.topic_deleted(rng.choice(names)),
         lambda: commands.allocate_producer_ids(rng.randint(1, 100)),
         lambda: commands.set_partition_state(rng.choice(names), 0, 1, rng.randint(0, 3), [1]),
+        lambda: commands.alter_topic_configs(
+            rng.choice(names), {"segment.ms": str(rng.randint(1, 9))}, ["retention.ms"]),
         lambda: b"garbage",
     ]
     return [rng.choice(pool)() for _ in range(count)]

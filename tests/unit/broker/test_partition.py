@@ -10,7 +10,15 @@ import pytest
 from tests.storage_helpers import base_offset_of, make_batch
 from zlog.broker.partition import Partition, ReplicaSet
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import NewRecord, build_batch, stamp, validate_batch
+from zlog.shm_segments.batch import (
+    Compression,
+    NewRecord,
+    build_batch,
+    read_header,
+    read_records,
+    stamp,
+    validate_batch,
+)
 from zlog.shm_segments.batch_fast import build_batch_from_values, parse_batch
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
@@ -229,6 +237,48 @@ def test_a_compacted_topic_refuses_records_without_a_key() -> None:
     assert partition.produce([keyless], acks=1).error_code == ErrorCode.INVALID_RECORD
     keyed = build_batch([NewRecord(b"v", b"k"), NewRecord(None, b"j")])
     assert partition.produce([keyed], acks=1).error_code == ErrorCode.NONE
+
+
+@pytest.mark.parametrize(
+    ("sent", "stored"), [(Compression.LZ4, Compression.NONE), (Compression.NONE, Compression.LZ4)]
+)
+def test_a_topic_codec_re_encodes_batches_sent_in_another(
+    sent: Compression, stored: Compression
+) -> None:
+    """compression.type names a codec: the stored batch is in it, with the same records and
+    producer fields (Kafka's rule)."""
+    records = [NewRecord(b"v0", b"k0", (("h", b"x"),), T0_MS), NewRecord(None, b"k1"),
+               NewRecord(b"", None, (), T0_MS + 5)]
+    batch = build_batch(records, compression=sent, producer_id=7, producer_epoch=1,
+                        base_sequence=0, base_timestamp_ms=T0_MS)
+    partition = _partition(compression=stored)
+    outcome = partition.produce([batch], acks=1)
+    assert outcome.error_code == ErrorCode.NONE
+    (kept,) = _fake(partition).batches
+    header = read_header(kept)
+    assert header.compression == stored
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 1, 0)
+    assert outcome.appended_bytes == len(kept) != len(batch)
+    assert [(r.offset, r.key, r.value, r.headers, r.timestamp_ms) for r in read_records(kept)] == [
+        (r.offset, r.key, r.value, r.headers, r.timestamp_ms) for r in read_records(batch)]
+    assert partition.produce([batch], acks=1).base_offset == 0, "still a known retry"
+
+
+def test_the_producers_codec_is_kept_as_sent() -> None:
+    batch = make_batch(0, compression=Compression.LZ4)
+    for compression in (None, Compression.LZ4):
+        partition = _partition(compression=compression)
+        partition.produce([batch], acks=1)
+        (kept,) = _fake(partition).batches
+        assert kept[16:] == batch[16:], "the same bytes, but for the stamped offset and epoch"
+
+
+def test_a_batch_with_a_wrong_crc_is_refused_before_it_is_re_encoded() -> None:
+    corrupt = bytearray(make_batch(0, compression=Compression.LZ4))
+    corrupt[17] ^= 0xFF  # the CRC field: the records themselves are intact
+    partition = _partition(compression=Compression.NONE)
+    assert partition.produce([bytes(corrupt)], acks=1).error_code == ErrorCode.CORRUPT_MESSAGE
+    assert _fake(partition).log_end_offset == 0
 
 
 def _idempotent(first_sequence: int, count: int = 2, epoch: int = 0) -> bytes:

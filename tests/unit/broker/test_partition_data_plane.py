@@ -13,7 +13,7 @@ from zlog.broker.worker_data import DataPlane, Reply
 from zlog.broker.worker_partitions import PartitionHost, parse_assignment
 from zlog.clock import ManualClock
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import NewRecord, build_batch
+from zlog.shm_segments.batch import Compression, NewRecord, build_batch, read_header
 from zlog.shm_segments.batch_fast import build_batch_from_values
 from zlog.shm_segments.log_config import LogConfig
 from zlog.transport.codec import REQUEST_HEADER, decode_response, encode_request
@@ -278,6 +278,26 @@ def test_a_reassignment_takes_the_new_epoch_and_configs(harness: Harness) -> Non
     partition = harness.host.partitions[("t", 0)]
     assert partition.leader_epoch == 5 and partition.replicas.min_insync_replicas == 2
     assert harness.host.hosted[("t", 0)].log.config.retention_ms == 1000
+
+
+def test_a_reassignment_applies_changed_produce_configs(harness: Harness) -> None:
+    """An altered topic reaches an open partition as a new assign: every produce after it runs
+    under the new configs."""
+    lz4 = make_batch(0, 30, value_bytes=100, compression=Compression.LZ4)
+    assert len(lz4) < 1000 < len(make_batch(0, 30, value_bytes=100))
+    harness.assign("t", 0, **{"compression.type": "none", "max.message.bytes": "100000"})
+    assert harness.produce(lz4).entries[0].error_code == ErrorCode.NONE
+    stored = _fetched(harness.fetch(0)[0]).entries[0].chunks[0]
+    assert read_header(stored).compression == Compression.NONE, "re-encoded to the topic's codec"
+    harness.assign("t", 0, **{"compression.type": "none", "max.message.bytes": "1000"})
+    too_large = harness.produce(lz4).entries[0]
+    assert too_large.error_code == ErrorCode.MESSAGE_TOO_LARGE, "checked after re-encoding"
+    harness.assign("t", 0, **{"max.message.bytes": "1000", "cleanup.policy": "compact"})
+    assert harness.produce(lz4).entries[0].error_code == ErrorCode.INVALID_RECORD, "no keys"
+    keyed = build_batch([NewRecord(b"v", b"k")], compression=Compression.LZ4)
+    assert harness.produce(keyed).entries[0].error_code == ErrorCode.NONE
+    tail = _fetched(harness.fetch(30)[0]).entries[0].chunks[0]
+    assert read_header(tail).compression == Compression.LZ4, "producer's codec kept again"
 
 
 def test_compaction_runs_beside_the_writer_on_compacted_topics(harness: Harness) -> None:

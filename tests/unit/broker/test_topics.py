@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from zlog.broker.topics import (
+    TOPIC_CONFIG_DEFAULTS,
     TOPIC_CONFIG_KEYS,
+    altered_topic_configs,
     normalize_topic_configs,
+    validate_compression_type,
     validate_new_topic,
     validate_partitions,
     validate_replication_factor,
@@ -14,6 +17,7 @@ from zlog.broker.topics import (
     validate_topic_name,
 )
 from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.batch import Compression
 from zlog.shm_segments.log_config import LogConfig
 
 
@@ -62,7 +66,7 @@ def test_every_allowed_config_is_accepted() -> None:
         "segment.bytes": "1048576", "segment.ms": "60000", "cleanup.policy": "compact",
         "max.message.bytes": "1000", "flush.messages": "1", "flush.ms": "10",
         "min.insync.replicas": "1", "delete.retention.ms": "1000", "index.interval.bytes": "4096",
-        "message.timestamp.difference.max.ms": "60000",
+        "message.timestamp.difference.max.ms": "60000", "compression.type": "lz4",
     }
     assert set(values) == TOPIC_CONFIG_KEYS
     config = validate_topic_configs(values)
@@ -82,6 +86,8 @@ def test_every_allowed_config_is_accepted() -> None:
         {"message.timestamp.difference.max.ms": "-5"},
         {"message.timestamp.difference.max.ms": "soon"},
         {"min.insync.replicas": "two"},
+        {"compression.type": "gzip"},
+        {"compression.type": "LZ4 "},
     ],
 )
 def test_bad_configs_are_invalid_config(configs: dict[str, str]) -> None:
@@ -114,3 +120,66 @@ def test_new_topic_is_checked_in_kafka_order() -> None:
         ErrorCode.INVALID_CONFIG)
     assert validate_new_topic("ok", 3, 1, {"retention.ms": 10}, live_brokers=1) == (
         "ok", 3, 1, {"retention.ms": "10"})
+
+
+@pytest.mark.parametrize(
+    ("configs", "sentence"),
+    [
+        ({"segment.bytes": "1"}, "segment.bytes must be at least 14, not 1"),
+        ({"segment.bytes": "4294967296"}, "segment.bytes must be at most 2147483647, not"),
+        ({"segment.ms": "0"}, "segment.ms must be at least 1, not 0"),
+        ({"index.interval.bytes": "-1"}, "index.interval.bytes must be at least 0, not -1"),
+        ({"retention.ms": "-2"}, "retention.ms must be at least -1 (-1: keep forever), not -2"),
+        ({"retention.bytes": "-2"}, "retention.bytes must be at least -1 (-1: no limit), not -2"),
+        ({"retention.disk.percent": "0"}, "above 0 and at most 100, or -1 (no limit), not 0"),
+        ({"delete.retention.ms": "-1"}, "delete.retention.ms must be at least 0, not -1"),
+        ({"flush.messages": "0"}, "flush.messages must be at least 1 or -1 (never), not 0"),
+        ({"flush.ms": "-2"}, "flush.ms must be at least 0 or -1 (never), not -2"),
+        ({"max.message.bytes": "0"}, "max.message.bytes must be at least 1, not 0"),
+        ({"min.insync.replicas": "0"}, "min.insync.replicas must be between 1 and 32, not 0"),
+        ({"message.timestamp.difference.max.ms": "-5"}, "must be at least 0, not -5"),
+        ({"segment.ms": "1.5"}, "segment.ms must be an integer, not '1.5'"),
+    ],
+)
+def test_a_value_out_of_bounds_names_the_bound_and_the_value(
+    configs: dict[str, str], sentence: str
+) -> None:
+    with pytest.raises(ZlogError) as caught:
+        validate_topic_configs(configs)
+    assert caught.value.code == ErrorCode.INVALID_CONFIG
+    assert sentence in caught.value.message
+
+
+def test_compression_type_is_producer_none_or_lz4() -> None:
+    assert validate_compression_type(None) is None
+    assert validate_compression_type("producer") is None
+    assert validate_compression_type("none") == Compression.NONE
+    assert validate_compression_type("uncompressed") == Compression.NONE  # Kafka's spelling
+    assert validate_compression_type("lz4") == Compression.LZ4
+    for unsupported in ("gzip", "snappy", "zstd", "lz5", ""):
+        with pytest.raises(ZlogError) as caught:
+            validate_compression_type(unsupported)
+        assert caught.value.code == ErrorCode.INVALID_CONFIG
+        assert "producer, none, uncompressed, lz4" in caught.value.message
+
+
+def test_every_topic_config_has_a_builtin_default_that_validates() -> None:
+    assert set(TOPIC_CONFIG_DEFAULTS) == TOPIC_CONFIG_KEYS
+    assert validate_topic_configs(TOPIC_CONFIG_DEFAULTS) == LogConfig()
+    assert TOPIC_CONFIG_DEFAULTS["retention.disk.percent"] == "-1"
+    assert TOPIC_CONFIG_DEFAULTS["compression.type"] == "producer"
+
+
+def test_an_alteration_sets_then_deletes_and_is_checked_whole() -> None:
+    current = {"retention.ms": "5", "segment.ms": "60000"}
+    assert altered_topic_configs(current, {"retention.ms": "7", "flush.ms": "1"},
+                                 ["segment.ms", "cleanup.policy"]) == {
+        "flush.ms": "1", "retention.ms": "7"}
+    assert current == {"retention.ms": "5", "segment.ms": "60000"}, "the input is not changed"
+    for set_configs, deleted, code in [
+        ({"segment.bytes": "1"}, [], ErrorCode.INVALID_CONFIG),
+        ({"retention.mss": "1"}, [], ErrorCode.INVALID_CONFIG),
+        ({}, ["retention.mss"], ErrorCode.INVALID_CONFIG),
+        ({"retention.ms": "1"}, ["retention.ms"], ErrorCode.INVALID_REQUEST),
+    ]:
+        assert _code(altered_topic_configs, current, set_configs, deleted) == code

@@ -24,6 +24,9 @@ from zlog.transport.codec import (
 )
 from zlog.transport.messages import (
     REQUEST_TYPES,
+    AlterableConfig,
+    AlterConfigsResource,
+    AlterConfigsResourceResult,
     ApiVersionRange,
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
@@ -34,11 +37,18 @@ from zlog.transport.messages import (
     DeleteTopicsResponseV0,
     DescribeClusterRequestV0,
     DescribeClusterResponseV0,
+    DescribeConfigsRequestV0,
+    DescribeConfigsResource,
+    DescribeConfigsResponseV0,
+    DescribeConfigsResult,
+    DescribedConfig,
     ErrorBody,
     FetchEntry,
     FetchRequestV0,
     FetchResponseV0,
     FetchResult,
+    IncrementalAlterConfigsRequestV0,
+    IncrementalAlterConfigsResponseV0,
     InitProducerIdRequestV0,
     InitProducerIdResponseV0,
     ListOffsetsPartition,
@@ -88,6 +98,11 @@ REQUESTS: list[Request] = [
     InitProducerIdRequestV0(None),
     InitProducerIdRequestV0("tx-1"),
     DescribeClusterRequestV0(),
+    DescribeConfigsRequestV0((DescribeConfigsResource(2, "orders"),
+                              DescribeConfigsResource(2, "b", ("retention.ms",)))),
+    IncrementalAlterConfigsRequestV0((AlterConfigsResource(2, "orders", (
+        AlterableConfig("retention.ms", 0, "1000"), AlterableConfig("segment.ms", 1))),),
+        validate_only=True),
 ]
 
 BROKERS = (BrokerInfo(1, "host-a", "tcp://10.0.0.1:7400"), BrokerInfo(2, "host-b", "tcp://b:1"))
@@ -121,6 +136,13 @@ RESPONSES: list[Response] = [
     InitProducerIdResponseV0(0, 4000, 0),
     DescribeClusterResponseV0("cluster-x", 1, BROKERS, RaftStatus(1, 7, (7, 1234))),
     DescribeClusterResponseV0("cluster-x", -1, (), RaftStatus(None, 0, (0, 0))),
+    DescribeConfigsResponseV0((
+        DescribeConfigsResult(0, "", 2, "orders", (DescribedConfig("retention.ms", "1000", 1),
+                                                    DescribedConfig("segment.ms", None, 5))),
+        DescribeConfigsResult(3, "no topic 'x'", 2, "x"),
+    )),
+    IncrementalAlterConfigsResponseV0((AlterConfigsResourceResult(0, "", 2, "orders"),
+                                       AlterConfigsResourceResult(40, "bad", 2, "b"))),
 ]
 
 

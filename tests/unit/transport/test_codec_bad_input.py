@@ -125,6 +125,16 @@ def test_missing_body_frame_is_invalid_request(api_key: ApiKey) -> None:
         (ApiKey.LIST_OFFSETS, b'{"partitions": []}'),
         (ApiKey.API_VERSIONS, b"not json"),
         (ApiKey.DESCRIBE_CLUSTER, b"1"),
+        (ApiKey.DESCRIBE_CONFIGS, b'{"resources": [{"resource_type": 2}]}'),
+        (ApiKey.DESCRIBE_CONFIGS, b'{"resources": [{"resource_type": 300, "resource_name": "t"}]}'),
+        (ApiKey.DESCRIBE_CONFIGS,
+         b'{"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": [1]}]}'),
+        (ApiKey.INCREMENTAL_ALTER_CONFIGS,
+         b'{"resources": [{"resource_type": 2, "resource_name": "t"}]}'),  # configs missing
+        (ApiKey.INCREMENTAL_ALTER_CONFIGS, b'{"resources": [{"resource_type": 2, '
+         b'"resource_name": "t", "configs": [{"name": "a", "config_operation": 0, "value": 5}]}]}'),
+        (ApiKey.INCREMENTAL_ALTER_CONFIGS, b'{"resources": [{"resource_type": 2, '
+         b'"resource_name": "t", "configs": [{"name": "a"}]}]}'),  # no operation
     ],
 )
 def test_bad_json_is_invalid_request(api_key: ApiKey, body: bytes) -> None:
