@@ -22,6 +22,7 @@ line prints that command's usage and exits 2. docs/cli.md describes the record f
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -94,7 +95,8 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
                         help="control endpoint(s), comma-separated (default $ZLOG_BOOTSTRAP, "
                              f"else {DEFAULT_BOOTSTRAP})")
     parser.add_argument("--request-timeout-ms", type=_positive_int, default=argparse.SUPPRESS,
-                        metavar="MS", help="bound on each request to the cluster "
+                        metavar="MS", help="bound on each request to the cluster, and on "
+                                           "each record's delivery with its retries "
                                            f"(default {REQUEST_TIMEOUT_MS_DEFAULT})")
 
 
@@ -355,8 +357,11 @@ def _produce(args: argparse.Namespace) -> int:
 
     deliveries = _Deliveries()
     compression = None if args.compression == "none" else args.compression
+    # --request-timeout-ms bounds the whole command: each request, and each record's delivery
+    # with its retries (whose last cause is then the error shown).
     with Producer(args.bootstrap, acks=args.acks, compression=compression,
                   request_timeout_ms=args.request_timeout_ms,
+                  delivery_timeout_ms=args.request_timeout_ms,
                   max_block_ms=args.request_timeout_ms) as producer:
         send = _json_sender if args.json else _header_sender if args.header else _line_sender
         line_number = 1
@@ -512,6 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":  # reached only with options before it
         parser.error("zlog serve takes its own options only: zlog serve --help")
     handler: Callable[[argparse.Namespace], int] = args.handler
+    _show_client_warnings(sys.stderr)
     try:
         return handler(args)
     except ZlogError as error:
@@ -524,6 +530,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+
+
+def _show_client_warnings(stream: TextIO) -> None:
+    """The client library's warnings on stderr, one line each: a retry's cause (logged once
+    per cause), an offset reset, a bootstrap address left out."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("zlog: %(message)s"))
+    client_log = logging.getLogger("zlog.client")
+    client_log.addHandler(handler)
+    client_log.setLevel(logging.WARNING)
+    client_log.propagate = False
 
 
 def _main_serve(parser: argparse.ArgumentParser, arguments: list[str]) -> int:

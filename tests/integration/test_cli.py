@@ -413,3 +413,49 @@ def test_an_altered_compression_type_applies_to_the_next_batch(broker: BrokerPro
     ok(zlog(broker, "produce", "cli-codec-alter", "--compression", "lz4", stdin=b"two\n"))
     assert _stored_codecs(broker, "cli-codec-alter") == [
         (Compression.LZ4, [b"one"]), (Compression.NONE, [b"two"])]
+
+
+def test_a_produce_that_cannot_succeed_names_its_cause_within_the_timeout(
+    broker: BrokerProcess,
+) -> None:
+    """min.insync.replicas above the in-sync replicas: --request-timeout-ms bounds the whole
+    command, each retry's cause is said once, and the error is NOT_ENOUGH_REPLICAS with its
+    sentence, not REQUEST_TIMED_OUT."""
+    ok(zlog(broker, "topic", "create", "cli-strict", "--partitions", "1",
+            "--config", "min.insync.replicas=2"))
+    result = zlog(broker, "produce", "cli-strict", "--acks", "all", "--request-timeout-ms",
+                  "2000", stdin=b"one\n")
+    stderr = result.stderr.decode()
+    assert result.returncode == 1, stderr
+    assert stderr.splitlines()[-1].startswith("error: NOT_ENOUGH_REPLICAS (19): "), stderr
+    assert "min.insync.replicas is 2" in stderr.splitlines()[-1]
+    retries = [line for line in stderr.splitlines() if "retrying" in line]
+    assert len(retries) == 1, stderr
+
+
+def test_consume_from_past_the_end_says_where_it_starts(broker: BrokerProcess) -> None:
+    ok(zlog(broker, "topic", "create", "cli-past-end", "--partitions", "1"))
+    ok(zlog(broker, "produce", "cli-past-end", stdin=b"a\nb\n"))
+    result = zlog(broker, "consume", "cli-past-end", "--offset", "999", "--timeout-ms", "1500")
+    assert result.returncode == 0, result.stderr.decode()
+    stderr = result.stderr.decode()
+    assert "999" in stderr and "latest" in stderr, stderr
+    assert result.stdout == b""
+
+
+@pytest.mark.parametrize(("address", "said"), [
+    ("tcp://nosuchhost.invalid:1", "cannot resolve host 'nosuchhost.invalid'"),
+    ("tcp://127.0.0.1:99999", "a port in 1-65535"),
+    ("udp://127.0.0.1:7400", "expected tcp://host:port"),
+])
+def test_a_bad_bootstrap_address_fails_at_once_with_its_reason(address: str, said: str) -> None:
+    """Refused before any connection is tried: the request timeout (here ten minutes) never
+    comes into it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "zlog.cli", "topic", "list", "--bootstrap", address,
+         "--request-timeout-ms", "600000"],
+        capture_output=True, cwd=REPO_ROOT, timeout=60, check=False)
+    stderr = result.stderr.decode()
+    assert result.returncode == 1
+    assert stderr.startswith("error: INVALID_CONFIG (40): ") and said in stderr, stderr
+    assert len(stderr.splitlines()) == 1, stderr  # said once

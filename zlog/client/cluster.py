@@ -85,10 +85,11 @@ def resolvable_endpoints(endpoints: Sequence[str]) -> tuple[str, ...]:
             usable.append(endpoint)
         else:
             failures.append(problem)
-            log.warning("bootstrap address left out: %s", problem)
     if not usable:
         raise ZlogError(ErrorCode.INVALID_CONFIG,
                         "no bootstrap address resolves: " + "; ".join(failures))
+    for problem in failures:
+        log.warning("bootstrap address left out: %s", problem)
     return tuple(usable)
 
 

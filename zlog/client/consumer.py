@@ -47,7 +47,7 @@ from zlog.client.fetch_buffer import PartitionBuffer, batches_from_chunk
 from zlog.client.local_ring import Backoff, LocalRing, is_local_endpoint, ring_exists
 from zlog.client.records import ConsumerRecord, TopicPartition
 from zlog.clock import Clock, SystemClock
-from zlog.errors import ErrorCode, ZlogError, for_code
+from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
 from zlog.shm_segments.batch_fast import BatchView
 from zlog.transport.messages import (
     EARLIEST_TIMESTAMP,
@@ -510,11 +510,12 @@ class Consumer:
         if error.code == ErrorCode.OFFSET_OUT_OF_RANGE:
             reset = _RESETS[self.auto_offset_reset]
             if reset is None:
-                raise ZlogError(error.code, f"{tp.topic}-{tp.partition}: {error.message} "
-                                            "(auto_offset_reset is none)")
+                where = prefixed_once(f"{tp.topic}-{tp.partition}", error.message)
+                raise ZlogError(error.code, f"{where} (auto_offset_reset is none)")
             where = "earliest" if reset == EARLIEST_TIMESTAMP else "latest"
-            log.warning("%s-%d: %s; moving to the %s offset (auto_offset_reset=%s)", tp.topic,
-                        tp.partition, error.message, where, self.auto_offset_reset)
+            log.warning("%s; moving to the %s offset (auto_offset_reset=%s)",
+                        prefixed_once(f"{tp.topic}-{tp.partition}", error.message), where,
+                        self.auto_offset_reset)
             self._positions[tp] = None
             self._pending_resets[tp] = reset
             return
@@ -523,7 +524,8 @@ class Consumer:
                 self._connections.metadata.invalidate(tp.topic)
             self._back_off(tp, now_ms)
             return
-        raise ZlogError(error.code, f"fetching {tp.topic}-{tp.partition}: {error.message}")
+        raise ZlogError(error.code, prefixed_once(f"fetching {tp.topic}-{tp.partition}",
+                                                  error.message, f"{tp.topic}-{tp.partition}"))
 
     def _back_off(self, tp: TopicPartition, now_ms: int) -> None:
         self._backoff_until_ms[tp] = now_ms + self.retry_backoff_ms
@@ -578,7 +580,8 @@ class Consumer:
                 if result.error_code != ErrorCode.NONE:
                     self._connections.metadata.invalidate(topic)
                     raise for_code(result.error_code,
-                                   f"{topic}-{result.partition}: {result.error_message}")
+                                   prefixed_once(f"{topic}-{result.partition}",
+                                                 result.error_message))
                 offsets[TopicPartition(topic, result.partition)] = result.offset
         return offsets
 
@@ -607,7 +610,8 @@ class Consumer:
         assert isinstance(response, FetchResponseV0)
         entry = response.entries[0]
         if entry.error_code != ErrorCode.NONE:
-            raise for_code(entry.error_code, f"{topic}-{partition}: {entry.error_message}")
+            raise for_code(entry.error_code,
+                           prefixed_once(f"{topic}-{partition}", entry.error_message))
         buffer = PartitionBuffer()
         for chunk in entry.chunks:
             buffer.add(batches_from_chunk(chunk, wanted, check_crc=self.check_crcs))
