@@ -1,6 +1,6 @@
 """Chained-Raft benchmark: three node processes on loopback, fsync on, the KV state machine.
 
-Three measurements, each on a fresh cluster of `python -m zlog.raft.node` processes:
+Three measurements, each on a fresh cluster of `python -m zlog.raft.runner` processes:
 - throughput: many concurrent clients (each with one request outstanding, spread over a few
   DEALER sockets to the leader) propose small commands for `--duration-s`; committed (applied
   and answered) proposals per second;
@@ -76,7 +76,7 @@ class Cluster:
     def start(self, node_id: int) -> None:
         peers = ",".join(f"{n}={address}" for n, address in self.peers.items())
         command = [
-            sys.executable, "-m", "zlog.raft.node", "--id", str(node_id), "--peers", peers,
+            sys.executable, "-m", "zlog.raft.runner", "--id", str(node_id), "--peers", peers,
             "--data-dir", str(self.directory / f"node{node_id}"),
             "--client-port", str(self.client_ports[node_id]),
             "--tick-ms", str(self.arguments.tick_ms),

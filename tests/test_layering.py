@@ -25,15 +25,16 @@ ALLOWED: dict[str, set[str]] = {
     "spark": {"zlog.client"},
 }
 PURE_MODULES = {
-    "zlog/raft/core.py", "zlog/raft/chain.py", "zlog/raft/quorum.py", "zlog/raft/messages.py",
+    "zlog/raft/rawnode.py", "zlog/raft/chain.py", "zlog/raft/quorum.py", "zlog/raft/messages.py",
     "zlog/shm_segments/ring_layout.py", "zlog/shm_segments/retention.py",
     "zlog/shm_segments/varint.py", "zlog/errors.py", "zlog/limits.py",
     "zlog/raft/codec.py", "zlog/raft/fsm.py", "zlog/raft/proposals.py",
-    "zlog/raft/state.py", "zlog/raft/replication.py", "zlog/raft/election.py",
+    "zlog/raft/state.py", "zlog/raft/append_entries.py", "zlog/raft/election.py",
     "zlog/raft/progress.py", "zlog/raft/errors.py",
-    "zlog/broker/metadata.py", "zlog/broker/controller.py", "zlog/broker/topics.py",
-    "zlog/broker/control.py", "zlog/broker/partition.py", "zlog/broker/producer_state.py",
-    "zlog/broker/fetch_waiters.py",
+    "zlog/broker/control/metadata.py", "zlog/broker/control/placement.py",
+    "zlog/broker/topic_configs.py", "zlog/broker/control/control_plane.py",
+    "zlog/broker/data/partition.py", "zlog/broker/data/producer_state.py",
+    "zlog/broker/data/fetch_waiters.py",
     "zlog/spark/offsets.py", "zlog/spark/options.py",
 }
 IMPURE_IMPORTS = {"os", "time", "socket", "zmq", "mmap", "threading", "subprocess", "asyncio",

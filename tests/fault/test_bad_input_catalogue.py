@@ -31,7 +31,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from tests.broker_fixtures import BrokerProcess, broker_process
 from tests.waiting import wait_until
-from zlog.broker.topics import TOPIC_CONFIG_KEYS
+from zlog.broker.topic_configs import TOPIC_CONFIG_KEYS
 from zlog.client import Producer
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import Compression, NewRecord, build_batch, read_header

@@ -4,7 +4,7 @@ Spec: design/chained-raft.md §5 (the driver contract: persist, send, apply, adv
 invariant 6 (State Machine Safety) checked from outside: every acknowledged command is applied
 exactly once on every node, and the nodes end with identical state machines.
 
-Each process is `python -m zlog.raft.node` on 127.0.0.1 with ports picked free; the client is
+Each process is `python -m zlog.raft.runner` on 127.0.0.1 with ports picked free; the client is
 `RaftClient`, which only retries a command when the reply proves it was not applied, so each
 unique id may appear at most once however the leader dies.
 """
@@ -30,8 +30,8 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.raft import codec
 from zlog.raft.fsm import KvOp, KvStateMachine, decode_list, kv_command, kv_incr
 from zlog.raft.messages import TimeoutNow
-from zlog.raft.node import RaftRunner, RunnerConfig
 from zlog.raft.proposals import NotLeaderOrFollowerError
+from zlog.raft.runner import RaftRunner, RunnerConfig
 from zlog.raft.transport import RaftClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def _free_ports(count: int) -> list[int]:
 
 
 class ProcessCluster:
-    """Three `python -m zlog.raft.node` processes, each with its own data directory."""
+    """Three `python -m zlog.raft.runner` processes, each with its own data directory."""
 
     def __init__(self, directory: Path, size: int = 3) -> None:
         ports = _free_ports(2 * size)
@@ -69,7 +69,7 @@ class ProcessCluster:
     def start(self, node_id: int) -> None:
         peers = ",".join(f"{n}={address}" for n, address in self.peers.items())
         command = [
-            sys.executable, "-m", "zlog.raft.node", "--id", str(node_id), "--peers", peers,
+            sys.executable, "-m", "zlog.raft.runner", "--id", str(node_id), "--peers", peers,
             "--data-dir", str(self.directory / f"node{node_id}"),
             "--client-port", str(self.client_ports[node_id]),
             "--tick-ms", str(TICK_MS), "--election-ticks", str(ELECTION_TICKS),

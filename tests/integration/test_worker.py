@@ -105,7 +105,7 @@ def _worker_command(
     supervisor: FakeSupervisor, worker_id: int, data_dir: Path, ring_dir: Path
 ) -> list[str]:
     return [
-        sys.executable, "-m", "zlog.broker.worker", "--worker-id", str(worker_id),
+        sys.executable, "-m", "zlog.broker.data.worker", "--worker-id", str(worker_id),
         "--supervisor", supervisor.endpoint, "--data-dir", str(data_dir),
         "--ring-dir", str(ring_dir), "--host", "127.0.0.1", "--ring-bytes", str(RING_BYTES),
         "--log-level", "INFO",
@@ -113,7 +113,7 @@ def _worker_command(
 
 
 class WorkerProcess:
-    """`python -m zlog.broker.worker`, started and greeted through the fake supervisor."""
+    """`python -m zlog.broker.data.worker`, started and greeted through the fake supervisor."""
 
     def __init__(self, supervisor: FakeSupervisor, worker_id: int, data_dir: Path,
                  ring_dir: Path, log_path: Path, *, ring_flush_bytes: int = 0) -> None:

@@ -17,7 +17,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from zlog.raft.core import Node
 from zlog.raft.messages import (
     GENESIS,
     Block,
@@ -29,6 +28,7 @@ from zlog.raft.messages import (
     Ready,
     VoteResp,
 )
+from zlog.raft.rawnode import RawNode
 
 
 class InvariantViolation(AssertionError):
@@ -140,7 +140,7 @@ class Checker:
                 f"node {who} commits {block_id} at height {height}, {known} committed there",
             )
 
-    def note_commits(self, node_id: int, node: Node) -> None:
+    def note_commits(self, node_id: int, node: RawNode) -> None:
         """Record the committed path between the last commit seen and the node's commit."""
         view = self.view(node_id)
         commit = node.commit
@@ -158,7 +158,7 @@ class Checker:
 
     # -- per Ready ------------------------------------------------------------------------------
 
-    def observe_persist(self, node_id: int, node: Node, ready: Ready) -> None:
+    def observe_persist(self, node_id: int, node: RawNode, ready: Ready) -> None:
         for block in ready.new_blocks:
             self.record_block(block)
         view = self.view(node_id)
@@ -218,7 +218,7 @@ class Checker:
 
     # -- per event ------------------------------------------------------------------------------
 
-    def observe_node(self, node_id: int, node: Node) -> None:
+    def observe_node(self, node_id: int, node: RawNode) -> None:
         """Everything local to one node after an event that touched it."""
         self.note_commits(node_id, node)
         if node.odd_messages:
@@ -237,7 +237,7 @@ class Checker:
         self._check_config(node_id, node)
         view.role, view.term, view.head = node.role, node.term, node.head
 
-    def _check_head_moves(self, node_id: int, node: Node, view: NodeView) -> None:
+    def _check_head_moves(self, node_id: int, node: RawNode, view: NodeView) -> None:
         """Fork choice (section 4 rule 3): head never falls back onto its own ancestor."""
         old = view.head
         if old is None or old == node.head:
@@ -248,7 +248,7 @@ class Checker:
             if node.head.height >= node.base.height and self.extends(old, node.head):
                 self.fail("7 Local", f"node {node_id} head regressed {old} -> {node.head}")
 
-    def _check_pruned(self, node_id: int, node: Node) -> None:
+    def _check_pruned(self, node_id: int, node: RawNode) -> None:
         view = self.view(node_id)
         for block_id in view.pruned:
             if block_id.height <= node.base.height:
@@ -261,7 +261,7 @@ class Checker:
                 self.fail("7 Local", f"node {node_id} pruned {block_id} extending commit")
         view.pruned = []
 
-    def _check_leader(self, node_id: int, node: Node) -> None:
+    def _check_leader(self, node_id: int, node: RawNode) -> None:
         """Invariants 1, 3 and 5."""
         view = self.view(node_id)
         if node.role != "leader":
@@ -282,7 +282,7 @@ class Checker:
             self._check_completeness(node_id, node)
         view.lead_term, view.lead_head, view.lead_commit = term, node.head, node.commit
 
-    def _check_leader_commit(self, node_id: int, node: Node) -> None:
+    def _check_leader_commit(self, node_id: int, node: RawNode) -> None:
         """Commit rule (Raft 5.4.2): a leader commits only a block of its own term, and only
         once a quorum of the voters at its head holds that block on disk."""
         commit = node.commit
@@ -299,7 +299,7 @@ class Checker:
                 f"leader {node_id} committed {commit} held on disk by {holders} of {voters}",
             )
 
-    def _check_completeness(self, node_id: int, node: Node) -> None:
+    def _check_completeness(self, node_id: int, node: RawNode) -> None:
         """Invariant 5: a new leader's head extends the highest block committed anywhere."""
         top = self.max_commit
         if top.height > node.base.height:
@@ -311,7 +311,7 @@ class Checker:
         elif self.committed.get(node.base.height, node.base) != node.base:
             self.fail("5 Leader Completeness", f"node {node_id} base {node.base} not committed")
 
-    def _check_config(self, node_id: int, node: Node) -> None:
+    def _check_config(self, node_id: int, node: RawNode) -> None:
         """Invariant 8: at most one uncommitted CONFIG block on any node's path."""
         record = self.blocks.get(node.head)
         if record is None or record.prev_config_id is None:

@@ -26,9 +26,9 @@ from tests.sim.checker import Checker, InvariantViolation
 from tests.sim.disk import SimDisk
 from tests.sim.network import NetworkProfile, SimNetwork
 from tests.sim.statemachine import SimStateMachine
-from zlog.raft.core import Node, RaftConfig
 from zlog.raft.errors import RaftError
 from zlog.raft.messages import BlockId, ConfigState, InstallSnapshot, Message, Ready, TimeoutNow
+from zlog.raft.rawnode import RaftConfig, RawNode
 
 TRACE_TAIL = 300
 T = TypeVar("T")
@@ -118,7 +118,7 @@ class Sim:
         self.network = SimNetwork(random.Random(self.rng.getrandbits(64)), profile.network)
         self.checker = Checker(self.bootstrap, self._durable)
         self.disks = {i: SimDisk() for i in self.everyone}
-        self.nodes: dict[int, Node] = {}
+        self.nodes: dict[int, RawNode] = {}
         self.fsms: dict[int, SimStateMachine] = {}
         self.restart_at: dict[int, int] = {}
         self.deferred: dict[int, Ready] = {}  # a Ready the driver has not finished yet
@@ -158,7 +158,7 @@ class Sim:
         persisted = self.disks[node_id].load()
         bootstrap = self.bootstrap if node_id in self.voters else None
         rng = random.Random(self.rng.getrandbits(64))
-        node = Node(node_id, self.profile.cfg, persisted, rng, bootstrap)
+        node = RawNode(node_id, self.profile.cfg, persisted, rng, bootstrap)
         snapshot = persisted.snapshot if persisted is not None else None
         self.nodes[node_id] = node
         self.fsms[node_id] = SimStateMachine.restore(snapshot.data if snapshot else b"")
@@ -201,7 +201,7 @@ class Sim:
         self.checker.observe_node(node_id, node)
         self._log_role(node_id, node)
 
-    def _process(self, node_id: int, node: Node, ready: Ready) -> bool:
+    def _process(self, node_id: int, node: RawNode, ready: Ready) -> bool:
         stage = -1
         if self.faults and self.rng.random() < self.profile.crash_mid_ready_p:
             stage = self.rng.randrange(3)
@@ -229,7 +229,7 @@ class Sim:
             self.log(f"compact n{node_id} at {tuple(node.applied)}")
         return True
 
-    def _apply(self, node_id: int, node: Node, ready: Ready) -> None:
+    def _apply(self, node_id: int, node: RawNode, ready: Ready) -> None:
         fsm = self.fsms[node_id]
         if ready.restore:
             assert ready.snapshot is not None
@@ -245,7 +245,7 @@ class Sim:
         for read in ready.read_states:
             self.checker.observe_read(node_id, read)
 
-    def _log_role(self, node_id: int, node: Node) -> None:
+    def _log_role(self, node_id: int, node: RawNode) -> None:
         view = self.checker.view(node_id)
         if (view.role, view.term) != (node.role, node.term):
             self.log(f"n{node_id} {node.role} term={node.term} head={tuple(node.head)}")
@@ -296,7 +296,7 @@ class Sim:
                 self._call(leader, "transfer", lambda n: n.transfer_leader(
                     self.rng.choice(self.voters)))
 
-    def _call(self, node_id: int, what: str, action: Callable[[Node], T]) -> T | None:
+    def _call(self, node_id: int, what: str, action: Callable[[RawNode], T]) -> T | None:
         node = self.nodes.get(node_id)
         if node is None:
             return None

@@ -1,7 +1,7 @@
 """A simulated disk that holds exactly what the driver persisted, and nothing else.
 
 The driver writes one Ready at a time, atomically (the real storage does it with one fsync).
-A crash discards the Node object; whatever the driver had not yet written is lost, and
+A crash discards the RawNode object; whatever the driver had not yet written is lost, and
 `load()` rebuilds a PersistedState from what is here, as real storage would after reboot.
 """
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.sim.cluster import Profile, Sim
 from tests.sim.network import NetworkProfile
-from zlog.raft.core import RaftConfig
+from zlog.raft.rawnode import RaftConfig
 
 
 @st.composite

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from zlog import limits
-from zlog.broker.topics import TOPIC_CONFIG_KEYS, validate_topic_configs
+from zlog.broker.topic_configs import TOPIC_CONFIG_KEYS, validate_topic_configs
 from zlog.errors import ZlogError
 from zlog.shm_segments.log_config import LogConfig
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from types import FrameType
 
 from zlog.broker.config import KEYS, BrokerConfig, ConfigError, field_docs, flag_name, load_config
+from zlog.broker.control.supervisor import StartupError, Supervisor
 from zlog.broker.sdnotify import SystemdNotifier
-from zlog.broker.supervisor import StartupError, Supervisor
 from zlog.errors import ZlogError
 
 log = logging.getLogger("zlog.broker.serve")
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     return serve(config)
 
 
-def serve(config: BrokerConfig, *, worker_module: str = "zlog.broker.worker") -> int:
+def serve(config: BrokerConfig, *, worker_module: str = "zlog.broker.data.worker") -> int:
     """Run one broker until SIGTERM or SIGINT; 0 after a graceful stop, 1 if it cannot start."""
     supervisor = Supervisor(config, notifier=SystemdNotifier(), worker_module=worker_module)
 

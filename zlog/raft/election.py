@@ -9,6 +9,7 @@ wins, and equal terms compare heights (both heads lie on one leader's linear cha
 
 from __future__ import annotations
 
+from zlog.raft.append_entries import AppendEntries
 from zlog.raft.messages import (
     GENESIS,
     BlockId,
@@ -19,7 +20,6 @@ from zlog.raft.messages import (
 )
 from zlog.raft.progress import Progress
 from zlog.raft.quorum import VoteResult, has_quorum, vote_result
-from zlog.raft.replication import Replication
 from zlog.raft.state import Role
 
 
@@ -32,7 +32,7 @@ def up_to_date(candidate: BlockId, voter: BlockId) -> bool:
     return candidate.height >= voter.height
 
 
-class Election(Replication):
+class Election(AppendEntries):
     """Campaigns and votes on top of replication; the leader's periodic duties."""
 
     # -- timers --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Operating errors of the Raft core: what a caller of `Node` can get back and act on.
+"""Operating errors of the Raft core: what a caller of `RawNode` can get back and act on.
 
 Each carries a Kafka error code (zlog.errors) so the runner can turn it into a wire reply
 unchanged. The metadata leader is the cluster controller, hence NOT_CONTROLLER.

@@ -3,10 +3,13 @@
 The node is split by concern into a stack of classes, each in its own module and each
 allowed to call only the layers below it:
 
-    core.Node             public API (etcd RawNode style), the term rule, Ready/advance
-    election.Election     timers, pre-vote, votes, becoming leader, check-quorum, transfer
-    replication.Replication  Append/InstallSnapshot on both sides, commit, ReadIndex
-    state.NodeState       fields, loading from disk, the outbox, becoming follower
+    rawnode.RawNode               public API (etcd RawNode style), the term rule, Ready/advance
+    election.Election             timers, pre-vote, votes, becoming leader, check-quorum, transfer
+    append_entries.AppendEntries  Append/InstallSnapshot on both sides, commit, ReadIndex
+    state.NodeState               fields, loading from disk, the outbox, becoming follower
+
+`runner.RaftRunner` (the only part that does I/O) drives a RawNode; `append_entries` is Raft's
+own log replication of metadata blocks, not the ISR replication of partition data.
 
 Persistent fields (design/chained-raft.md section 2) are `_term`, `_vote`, the chain (blocks
 and head), `_commit` and `_snapshot`; everything else is volatile and rebuilt on restart.
@@ -37,7 +40,7 @@ from zlog.raft.messages import (
 from zlog.raft.progress import Progress
 
 if TYPE_CHECKING:
-    from zlog.raft.core import RaftConfig
+    from zlog.raft.rawnode import RaftConfig
 
 
 class Role(StrEnum):

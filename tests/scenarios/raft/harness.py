@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable
 from tests.sim.checker import Checker
 from tests.sim.disk import SimDisk
 from tests.sim.statemachine import SimStateMachine
-from zlog.raft.core import Node, RaftConfig
 from zlog.raft.messages import (
     Append,
     AppendResp,
@@ -28,6 +27,7 @@ from zlog.raft.messages import (
     Vote,
     VoteResp,
 )
+from zlog.raft.rawnode import RaftConfig, RawNode
 
 MessageFilter = Callable[[Message], bool]
 
@@ -74,7 +74,7 @@ class Cluster:
         self.rng = random.Random(seed)
         self.checker = Checker(self.bootstrap, self._durable)
         self.disks = {i: SimDisk() for i in self.everyone}
-        self.nodes: dict[int, Node] = {}
+        self.nodes: dict[int, RawNode] = {}
         self.fsms: dict[int, SimStateMachine] = {}
         self.inflight: list[Message] = []
         self.blocked: set[tuple[int, int]] = set()
@@ -91,11 +91,11 @@ class Cluster:
             return True
         return disk.snapshot is not None and disk.snapshot.last.height >= block_id.height
 
-    def start(self, node_id: int) -> Node:
+    def start(self, node_id: int) -> RawNode:
         persisted = self.disks[node_id].load()
         bootstrap = self.bootstrap if node_id in self.voters else None
         rng = random.Random(self.rng.getrandbits(64))
-        node = Node(node_id, self.cfg, persisted, rng, bootstrap)
+        node = RawNode(node_id, self.cfg, persisted, rng, bootstrap)
         snapshot = persisted.snapshot if persisted is not None else None
         self.nodes[node_id] = node
         self.fsms[node_id] = SimStateMachine.restore(snapshot.data if snapshot else b"")
@@ -112,11 +112,11 @@ class Cluster:
         if lose_ready and node.has_ready():
             node.ready()  # taken, then lost with the process
 
-    def restart(self, node_id: int) -> Node:
+    def restart(self, node_id: int) -> RawNode:
         assert node_id not in self.nodes
         return self.start(node_id)
 
-    def __getitem__(self, node_id: int) -> Node:
+    def __getitem__(self, node_id: int) -> RawNode:
         return self.nodes[node_id]
 
     # -- the driver ----------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from collections.abc import Callable
 import pytest
 
 from tests.scenarios.raft.harness import Cluster
-from zlog.raft.core import RaftConfig
 from zlog.raft.errors import ConfigChangeError, NotLeaderError
 from zlog.raft.messages import (
     GENESIS,
@@ -22,6 +21,7 @@ from zlog.raft.messages import (
     Message,
     VoteResp,
 )
+from zlog.raft.rawnode import RaftConfig
 
 PLAIN = RaftConfig(pre_vote=False, check_quorum=False)  # terms move exactly when told
 ONE_BLOCK = RaftConfig(pre_vote=False, check_quorum=False, max_append_blocks=1)

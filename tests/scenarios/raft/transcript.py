@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.scenarios.raft.harness import Cluster, describe
-from zlog.raft.core import Node, RaftConfig
 from zlog.raft.errors import RaftError
 from zlog.raft.messages import BlockId, ConfigState, Message
+from zlog.raft.rawnode import RaftConfig, RawNode
 
 
 @dataclass(slots=True)
@@ -188,7 +188,7 @@ class Runner:
         dropped = self.c.drop(self._filter(options))
         return [f"{describe(m)} (dropped)" for m in dropped] or ["(nothing)"]
 
-    def _call(self, node_id: int, action: Callable[[Node], object]) -> list[str]:
+    def _call(self, node_id: int, action: Callable[[RawNode], object]) -> list[str]:
         before = len(self.c.inflight)
         try:
             result = action(self.c[node_id])

@@ -24,7 +24,7 @@ from zlog.broker.config import (
     load_config,
     resolve_config,
 )
-from zlog.broker.topics import (
+from zlog.broker.topic_configs import (
     TIMESTAMP_DIFFERENCE_MAX_MS,
     TOPIC_CONFIG_KEYS,
     validate_timestamp_difference_max_ms,

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from zlog.broker import metadata as commands
-from zlog.broker.controller import place_replicas
-from zlog.broker.metadata import MetadataStateMachine
+from zlog.broker.control import metadata as commands
+from zlog.broker.control.metadata import MetadataStateMachine
+from zlog.broker.control.placement import place_replicas
 from zlog.errors import ErrorCode, ZlogError
 
 

@@ -27,7 +27,7 @@ parent pid that changed plus --supervisor-silence-ms of silence does it.
 A worker killed with SIGKILL loses nothing it acknowledged: the partition's shared-memory ring
 outlives it, and the next worker to open the partition replays it.
 
-    python -m zlog.broker.worker --worker-id N --supervisor ENDPOINT --data-dir D --ring-dir R
+    python -m zlog.broker.data.worker --worker-id N --supervisor ENDPOINT --data-dir D --ring-dir R
                                  --host H [--port-range A-B] [--ring-bytes B]
                                  [--ring-flush-bytes B] [--supervisor-silence-ms MS]
                                  [--log-level L]
@@ -51,8 +51,8 @@ from typing import Any, Final
 import zmq
 
 from zlog import limits
-from zlog.broker.worker_data import DataPlane, Reply
-from zlog.broker.worker_partitions import PartitionHost, parse_assignment
+from zlog.broker.data.data_plane import DataPlane, Reply
+from zlog.broker.data.partition_host import PartitionHost, parse_assignment
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import PartitionLog
@@ -68,7 +68,7 @@ from zlog.transport.sockets import (
     shared_context,
 )
 
-log = logging.getLogger("zlog.broker.worker")
+log = logging.getLogger("zlog.broker.data.worker")
 
 HEARTBEAT_INTERVAL_MS: Final = 500
 """The supervisor restarts a worker silent for its worker_heartbeat_timeout_ms."""
@@ -363,7 +363,7 @@ def _port_range(text: str) -> tuple[int, int]:
 
 
 def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, str]:
-    parser = argparse.ArgumentParser(prog="python -m zlog.broker.worker", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m zlog.broker.data.worker", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker-id", type=int, required=True)
     parser.add_argument("--supervisor", required=True, help="the supervisor's worker endpoint")

@@ -39,16 +39,16 @@ from typing import Any, Final
 import zmq
 
 import zlog
-from zlog.broker import metadata as commands
 from zlog.broker.config import BrokerConfig
-from zlog.broker.control import ControlPlane, Done, HostStorage
-from zlog.broker.controller import TopicPartition
-from zlog.broker.metadata import ClusterState, MetadataStateMachine
+from zlog.broker.control import metadata as commands
+from zlog.broker.control.control_plane import ControlPlane, Done, HostStorage
+from zlog.broker.control.metadata import ClusterState, MetadataStateMachine
+from zlog.broker.control.placement import TopicPartition
+from zlog.broker.control.worker_pool import DesiredPartition, WorkerPool, WorkerSettings
 from zlog.broker.sdnotify import SystemdNotifier
-from zlog.broker.topics import effective_topic_configs
-from zlog.broker.workers import DesiredPartition, WorkerPool, WorkerSettings
+from zlog.broker.topic_configs import effective_topic_configs
 from zlog.errors import ErrorCode, ZlogError
-from zlog.raft.node import RaftRunner, RunnerConfig
+from zlog.raft.runner import RaftRunner, RunnerConfig
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS
@@ -62,7 +62,7 @@ from zlog.transport.codec import (
 )
 from zlog.transport.sockets import make_router, send_routed
 
-log = logging.getLogger("zlog.broker.supervisor")
+log = logging.getLogger("zlog.broker.control.supervisor")
 
 startup_timeout_ms: Final = 30_000  # for the metadata log to accept this broker
 reconcile_interval_ms: Final = 1_000  # re-check assignments even when nothing signalled
@@ -110,7 +110,7 @@ class Supervisor:
         config: BrokerConfig,
         *,
         notifier: SystemdNotifier | None = None,
-        worker_module: str = "zlog.broker.worker",
+        worker_module: str = "zlog.broker.data.worker",
     ) -> None:
         self.config = config
         self.data_dir = config.data_dir.resolve()

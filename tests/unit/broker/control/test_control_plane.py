@@ -13,12 +13,17 @@ from typing import Any
 
 import pytest
 
-from zlog.broker import metadata as commands
 from zlog.broker.config import BrokerConfig
-from zlog.broker.control import ControlPlane, Done, HostStorage, control_request_timeout_ms
-from zlog.broker.controller import TopicPartition
-from zlog.broker.metadata import MetadataStateMachine
-from zlog.broker.topics import TOPIC_CONFIG_DEFAULTS
+from zlog.broker.control import metadata as commands
+from zlog.broker.control.control_plane import (
+    ControlPlane,
+    Done,
+    HostStorage,
+    control_request_timeout_ms,
+)
+from zlog.broker.control.metadata import MetadataStateMachine
+from zlog.broker.control.placement import TopicPartition
+from zlog.broker.topic_configs import TOPIC_CONFIG_DEFAULTS
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport import messages as wire
 from zlog.transport.api import ApiKey

@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from zlog.broker.fetch_waiters import EntryRead
-from zlog.broker.producer_state import ProducerBatch, ProducerStateTable
-from zlog.broker.recent_batches import RECENT_BYTES_MAX, RecentBatches
+from zlog.broker.data.fetch_waiters import EntryRead
+from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
+from zlog.broker.data.recent_batches import RECENT_BYTES_MAX, RecentBatches
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import (
     NO_TIMESTAMP,

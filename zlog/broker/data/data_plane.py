@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from zlog import __version__
-from zlog.broker.fetch_waiters import (
+from zlog.broker.data.fetch_waiters import (
     EntryRead,
     FetchWaiters,
     TopicPartition,
     collect_fetch,
     fetch_is_complete,
 )
-from zlog.broker.partition import ACKS_ALL, VALID_ACKS, Partition, ProduceOutcome
+from zlog.broker.data.partition import ACKS_ALL, VALID_ACKS, Partition, ProduceOutcome
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.api import DATA_APIS, SUPPORTED_VERSIONS

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from zlog.broker.producer_state import (
+from zlog.broker.data.partition_host import recent_producer_batches
+from zlog.broker.data.producer_state import (
     CACHED_BATCHES,
     SEQUENCE_MODULUS,
     ProducerBatch,
@@ -14,7 +15,6 @@ from zlog.broker.producer_state import (
     last_sequence_of,
     next_sequence,
 )
-from zlog.broker.worker_partitions import recent_producer_batches
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch_fast import build_batch_from_values
 from zlog.shm_segments.log import PartitionLog

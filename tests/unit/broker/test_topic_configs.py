@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zlog.broker.topics import (
+from zlog.broker.topic_configs import (
     TOPIC_CONFIG_DEFAULTS,
     TOPIC_CONFIG_KEYS,
     altered_topic_configs,

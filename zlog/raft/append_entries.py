@@ -26,7 +26,7 @@ from zlog.raft.quorum import committed_height, has_quorum
 from zlog.raft.state import NodeState, PendingRead, Role
 
 
-class Replication(NodeState):
+class AppendEntries(NodeState):
     """Leader-side streaming and commit, follower-side acceptance and snapshot install."""
 
     # -- leader: building the path -------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Unit tests of zlog.raft.core.Node, one rule each (etcd's raft_paper_test.go style).
+"""Unit tests of zlog.raft.rawnode.Node, one rule each (etcd's raft_paper_test.go style).
 
 Nodes here are driven by hand: messages are built directly and the Ready is inspected, so
 each test shows exactly which input produces which output under which rule of
@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zlog.raft.core import Node, RaftConfig, up_to_date
 from zlog.raft.errors import NotLeaderError, ProposalDroppedError
 from zlog.raft.messages import (
     GENESIS,
@@ -34,18 +33,19 @@ from zlog.raft.messages import (
     Vote,
     VoteResp,
 )
+from zlog.raft.rawnode import RaftConfig, RawNode, up_to_date
 
 BOOT = ConfigState.of([1, 2, 3])
 CFG = RaftConfig()
 
 
-def new_node(node_id: int = 1, cfg: RaftConfig = CFG, bootstrap: ConfigState = BOOT) -> Node:
-    node = Node(node_id, cfg, None, random.Random(node_id), bootstrap)
+def new_node(node_id: int = 1, cfg: RaftConfig = CFG, bootstrap: ConfigState = BOOT) -> RawNode:
+    node = RawNode(node_id, cfg, None, random.Random(node_id), bootstrap)
     flush(node)
     return node
 
 
-def flush(node: Node) -> list[Ready]:
+def flush(node: RawNode) -> list[Ready]:
     """Play the driver: take and advance every Ready; return them for inspection."""
     readies = []
     while node.has_ready():
@@ -63,7 +63,7 @@ def cmd(term: int, height: int, parent: BlockId, payload: bytes = b"") -> Block:
     return Block(BlockId(term, height), parent, BlockKind.CMD, payload)
 
 
-def follower_with(blocks: list[Block], term: int, node_id: int = 2) -> Node:
+def follower_with(blocks: list[Block], term: int, node_id: int = 2) -> RawNode:
     """A follower in `term` holding `blocks` (heads the last one) via one leader Append."""
     node = new_node(node_id)
     node.step(Append(term, 1, node_id, GENESIS, tuple(blocks), GENESIS, 0))
@@ -72,7 +72,7 @@ def follower_with(blocks: list[Block], term: int, node_id: int = 2) -> Node:
     return node
 
 
-def make_leader(cfg: RaftConfig = CFG) -> Node:
+def make_leader(cfg: RaftConfig = CFG) -> RawNode:
     """Node 1 elected leader of term 1 by node 2's votes (pre-vote, then vote)."""
     node = new_node(1, cfg)
     node.campaign()
@@ -109,7 +109,7 @@ def test_up_to_date(candidate: BlockId, voter: BlockId, expected: bool) -> None:
 
 def test_bootstrap_persists_genesis_snapshot_first() -> None:
     """A new cluster's first Ready persists the genesis config, without an FSM restore."""
-    node = Node(1, CFG, None, random.Random(1), BOOT)
+    node = RawNode(1, CFG, None, random.Random(1), BOOT)
     ready = node.ready()
     assert ready.snapshot == Snapshot(GENESIS, BOOT, b"")
     assert ready.restore is False
@@ -119,7 +119,7 @@ def test_bootstrap_persists_genesis_snapshot_first() -> None:
 
 def test_joining_node_has_nothing_to_persist_and_no_vote() -> None:
     """A node joining later (no bootstrap) waits for blocks; it never campaigns."""
-    node = Node(4, CFG, None, random.Random(4), None)
+    node = RawNode(4, CFG, None, random.Random(4), None)
     assert not node.has_ready()
     assert node.config.voters == ()
     for _ in range(5 * CFG.election_ticks):
@@ -336,7 +336,7 @@ def test_conflicting_block_is_dropped_not_raised() -> None:
 
 def test_single_voter_commits_after_its_own_persistence() -> None:
     """Leader: its own match counts only once its blocks are persisted (advance)."""
-    node = Node(1, CFG, None, random.Random(1), ConfigState.of([1]))
+    node = RawNode(1, CFG, None, random.Random(1), ConfigState.of([1]))
     flush(node)
     node.campaign()
     ready = node.ready()
@@ -367,7 +367,7 @@ def test_leader_commit_requires_current_term_block() -> None:
             GENESIS, BOOT, b""
         )
     )
-    node = Node(1, RaftConfig(pre_vote=False), persisted, random.Random(1))
+    node = RawNode(1, RaftConfig(pre_vote=False), persisted, random.Random(1))
     node.campaign()
     flush(node)
     node.step(VoteResp(2, 2, 1, True))
@@ -486,7 +486,7 @@ def test_restart_rebuilds_from_persisted_state() -> None:
     persisted = PersistedState(
         HardState(1, 3, BlockId(1, 1)), BlockId(1, 2), blocks, Snapshot(GENESIS, BOOT, b"")
     )
-    node = Node(2, CFG, persisted, random.Random(2))
+    node = RawNode(2, CFG, persisted, random.Random(2))
     assert (node.term, node.vote, node.head, node.commit) == (1, 3, BlockId(1, 2), BlockId(1, 1))
     assert node.applied == GENESIS
     (ready,) = flush(node)

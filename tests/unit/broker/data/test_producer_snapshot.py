@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from zlog.broker.partition import Partition, ReplicaSet
-from zlog.broker.producer_state import ProducerBatch, ProducerStateTable
-from zlog.broker.worker_partitions import (
+from zlog.broker.data.partition import Partition, ReplicaSet
+from zlog.broker.data.partition_host import (
     PRODUCER_SNAPSHOT_FILE,
     HostedPartition,
     load_producer_state,
     save_producer_state,
 )
+from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
 from zlog.shm_segments.batch import read_header
 from zlog.shm_segments.batch_fast import build_batch_from_values
 from zlog.shm_segments.log import PartitionLog

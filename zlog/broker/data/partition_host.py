@@ -25,10 +25,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
-from zlog.broker.fetch_waiters import TopicPartition
-from zlog.broker.partition import Partition, ReplicaSet
-from zlog.broker.producer_state import ProducerBatch, ProducerStateTable
-from zlog.broker.topics import (
+from zlog.broker.data.fetch_waiters import TopicPartition
+from zlog.broker.data.partition import Partition, ReplicaSet
+from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
+from zlog.broker.topic_configs import (
     COMPRESSION_TYPE,
     MIN_INSYNC_REPLICAS,
     TIMESTAMP_DIFFERENCE_MAX_MS,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
-from zlog.broker.worker_data import DataPlane, Reply
-from zlog.broker.worker_partitions import PartitionHost, parse_assignment
+from zlog.broker.data.data_plane import DataPlane, Reply
+from zlog.broker.data.partition_host import PartitionHost, parse_assignment
 from zlog.clock import ManualClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import Compression, NewRecord, build_batch, read_header

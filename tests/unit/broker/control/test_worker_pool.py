@@ -1,6 +1,6 @@
 """The worker pool's side of the supervisor <-> worker contract, over a real in-process channel.
 
-Spec: the contract at the top of zlog/broker/workers.py (hello, assign/assigned,
+Spec: the contract at the top of zlog/broker/control/worker_pool.py (hello, assign/assigned,
 unassign/unassigned, heartbeats, restart with backoff). The workers here are DEALER sockets
 driven by the test, and their "processes" are stand-ins, so no process is started.
 """
@@ -16,7 +16,7 @@ import pytest
 import zmq
 
 from tests.waiting import wait_until
-from zlog.broker.workers import (
+from zlog.broker.control.worker_pool import (
     DesiredPartition,
     WorkerPool,
     WorkerSettings,

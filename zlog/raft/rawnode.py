@@ -51,7 +51,7 @@ from zlog.raft.messages import (
 )
 from zlog.raft.state import ROLE_NAMES, PendingRead, Role
 
-__all__ = ["Node", "NotLeaderError", "RaftConfig", "up_to_date"]
+__all__ = ["NotLeaderError", "RaftConfig", "RawNode", "up_to_date"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,7 @@ class RaftConfig:
         assert self.promotion_lag_blocks >= 0
 
 
-class Node(Election):
+class RawNode(Election):
     """One member of a Chained-Raft group. Single-threaded; the driver serializes calls."""
 
     def __init__(

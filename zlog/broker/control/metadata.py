@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from zlog.broker.topics import colliding_topic, validate_topic_name
+from zlog.broker.topic_configs import colliding_topic, validate_topic_name
 from zlog.errors import ErrorCode, ZlogError
 
 producer_ids_per_command_max: Final = 1_000_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zlog.broker.fetch_waiters import (
+from zlog.broker.data.fetch_waiters import (
     FETCH_WAIT_MS_MAX,
     EntryRead,
     FetchWaiters,

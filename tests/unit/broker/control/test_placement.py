@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from zlog.broker.controller import place_on_workers, place_replicas
+from zlog.broker.control.placement import place_on_workers, place_replicas
 from zlog.errors import ErrorCode, ZlogError
 
 

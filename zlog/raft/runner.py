@@ -1,6 +1,6 @@
 """The Chained-Raft runner: one node of the metadata log in one OS process (or thread).
 
-The core (`core.Node`) is pure: it counts ticks, takes messages and hands back Ready batches.
+The core (`rawnode.RawNode`) is pure: it counts ticks, takes messages and hands back Ready batches.
 This module gives it a clock, a disk, a network and a state machine, in one loop on one
 thread, and follows the driver contract of design/chained-raft.md §5 for every Ready:
 
@@ -37,7 +37,7 @@ sockets, and the next turn proposes all of them as one block (one fsync and one 
 for the lot). Commands in a block are `codec.encode_commands`; the state machine applies them
 in order and each proposer gets its own command's result.
 
-Use it either as a process (`python -m zlog.raft.node --id 1 --peers 1=tcp://...,2=...
+Use it either as a process (`python -m zlog.raft.runner --id 1 --peers 1=tcp://...,2=...
 --data-dir D --client-port C`; SIGTERM hands leadership off and exits cleanly) or embedded:
 `RaftRunner(...).start()` runs the loop on a thread, and `propose()` / `read()` return
 concurrent.futures.Future objects that any thread may wait on. The loop thread is the only
@@ -68,7 +68,6 @@ import zmq
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft import codec
 from zlog.raft.codec import ClientReply, CodecError, RequestKind
-from zlog.raft.core import Node, RaftConfig
 from zlog.raft.errors import NotLeaderError
 from zlog.raft.errors import ProposalDroppedError as CoreRefusedError
 from zlog.raft.fsm import KvStateMachine, StateMachine
@@ -80,10 +79,11 @@ from zlog.raft.proposals import (
     ReadTracker,
     Waiter,
 )
+from zlog.raft.rawnode import RaftConfig, RawNode
 from zlog.raft.storage import RaftStorage, rewrite_threshold_bytes_default
 from zlog.raft.transport import ClientEndpoint, PeerTransport
 
-log = logging.getLogger("zlog.raft.node")
+log = logging.getLogger("zlog.raft.runner")
 
 readies_per_turn_max: Final = 64  # then go back to the sockets; the rest waits one turn
 
@@ -159,7 +159,7 @@ def _future_waiter(future: Future[bytes]) -> Waiter:
 
 
 class RaftRunner:
-    """Drives one core Node: clock, storage, sockets, state machine, proposals and reads."""
+    """Drives one core RawNode: clock, storage, sockets, state machine, proposals and reads."""
 
     def __init__(
         self,
@@ -194,7 +194,7 @@ class RaftRunner:
                 fsm.restore(persisted.snapshot.data)
                 self._applied = self._base
         bootstrap = None if persisted is not None else ConfigState.of(sorted(self.peers))
-        self.node = Node(
+        self.node = RawNode(
             node_id,
             self.config.raft_config(),
             persisted,

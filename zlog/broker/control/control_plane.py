@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import zlog
-from zlog.broker import metadata as commands
 from zlog.broker.config import BrokerConfig
-from zlog.broker.controller import TopicPartition, place_replicas
-from zlog.broker.metadata import ClusterState, TopicInfo
-from zlog.broker.topics import (
+from zlog.broker.control import metadata as commands
+from zlog.broker.control.metadata import ClusterState, TopicInfo
+from zlog.broker.control.placement import TopicPartition, place_replicas
+from zlog.broker.topic_configs import (
     TOPIC_CONFIG_DEFAULTS,
     altered_topic_configs,
     check_no_collision,
@@ -53,7 +53,7 @@ from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS, SUPPORTED_VERSIONS, ApiKey
 from zlog.transport.codec import RequestHeader
 
-log = logging.getLogger("zlog.broker.control")
+log = logging.getLogger("zlog.broker.control.control_plane")
 
 control_request_timeout_ms: Final = 30_000  # requests parked for commits and workers
 producer_id_block_size: Final = 1_000  # ids taken from the metadata log per proposal

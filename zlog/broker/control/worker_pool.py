@@ -1,8 +1,9 @@
 """Partition worker processes: start, watch, restart, and keep their partitions assigned.
 
-The supervisor owns one WorkerPool. It forks `workers` processes (`python -m zlog.broker.worker`),
-each of which binds its own data endpoint and talks to the supervisor over one internal ROUTER
-with single-frame JSON messages (the contract, both directions):
+The supervisor owns one WorkerPool. It forks `workers` processes
+(`python -m zlog.broker.data.worker`), each of which binds its own data endpoint and talks
+to the supervisor over one internal ROUTER with single-frame JSON messages (the contract,
+both directions):
 
     worker -> {"type": "hello", "worker_id", "pid", "endpoint"}       once its data ROUTER is bound
     sup    -> {"type": "assign", "request_id", "topic", "partition", "configs", "leader_epoch",
@@ -45,9 +46,9 @@ import zmq
 
 import zlog
 from zlog import limits
-from zlog.broker.controller import TopicPartition, place_on_workers
+from zlog.broker.control.placement import TopicPartition, place_on_workers
 
-log = logging.getLogger("zlog.broker.workers")
+log = logging.getLogger("zlog.broker.control.worker_pool")
 
 channel_message_bytes_max: Final = 1024 * 1024  # one JSON control message from a worker
 request_timeout_ms: Final = 60_000  # an unanswered assign/unassign is sent again after this
@@ -137,7 +138,7 @@ class WorkerSettings:
     heartbeat_timeout_ms: int
     backoff_initial_ms: int
     backoff_max_ms: int
-    worker_module: str = "zlog.broker.worker"
+    worker_module: str = "zlog.broker.data.worker"
     ring_bytes: int = limits.ring_size_bytes_default
     ring_flush_bytes: int = 0
 
