@@ -24,7 +24,7 @@ from typing import Final
 import zmq
 
 from zlog import limits
-from zlog.transport.json_bodies import JSON_BODY_BYTES_MAX
+from zlog.transport.json_fields import JSON_BODY_BYTES_MAX
 from zlog.transport.messages import Buffer
 
 # A server receives frames of at most one batch (produce) or one JSON body.

@@ -16,6 +16,8 @@ from zlog.errors import ErrorCode, ZlogError
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
+INT8_MIN: Final = -(2**7)
+INT8_MAX: Final = 2**7 - 1
 UINT16_MAX: Final = 0xFFFF
 INT16_MIN: Final = -(2**15)
 INT16_MAX: Final = 2**15 - 1

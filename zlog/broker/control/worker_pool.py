@@ -1,18 +1,9 @@
 """Partition worker processes: start, watch, restart, and keep their partitions assigned.
 
 The supervisor owns one WorkerPool. It forks `workers` processes
-(`python -m zlog.broker.data.worker`), each of which binds its own data endpoint and talks
-to the supervisor over one internal ROUTER with single-frame JSON messages (the contract,
-both directions):
-
-    worker -> {"type": "hello", "worker_id", "pid", "endpoint"}       once its data ROUTER is bound
-    sup    -> {"type": "assign", "request_id", "topic", "partition", "configs", "leader_epoch",
-               "is_leader"}                                           open (or update) a partition
-    worker -> {"type": "assigned", "request_id", "error_code", "error_message"}
-    sup    -> {"type": "unassign", "request_id", "topic", "partition", "delete"}
-    worker -> {"type": "unassigned", "request_id", "error_code"}
-    worker -> {"type": "heartbeat", "worker_id"}                      every 500 ms
-    sup    -> {"type": "stop"}                                        flush rings, close, exit 0
+(`python -m zlog.broker.data.worker`), each of which binds its own data endpoint and talks to
+the supervisor over one internal ROUTER; the messages, both directions, are
+`zlog.broker.worker_protocol`'s.
 
 Assignment is level-triggered: `reconcile(desired, deleting)` compares what the metadata says
 this host should serve with what each worker confirmed, and sends only the difference. So one
@@ -29,7 +20,6 @@ Threading: only the supervisor's loop thread calls into a WorkerPool (it owns th
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -46,11 +36,11 @@ import zmq
 
 import zlog
 from zlog import limits
+from zlog.broker import worker_protocol as protocol
 from zlog.broker.control.placement import TopicPartition, place_on_workers
 
 log = logging.getLogger("zlog.broker.control.worker_pool")
 
-channel_message_bytes_max: Final = 1024 * 1024  # one JSON control message from a worker
 request_timeout_ms: Final = 60_000  # an unanswered assign/unassign is sent again after this
 stable_uptime_ms: Final = 60_000  # a worker up this long has its crash backoff reset
 receive_batch_messages_max: Final = 1024  # per loop turn, so workers cannot starve clients
@@ -198,7 +188,7 @@ class WorkerPool:
         self.router.setsockopt(zmq.LINGER, 0)
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a send to a dead worker fails at once
         self.router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted worker takes its identity
-        self.router.setsockopt(zmq.MAXMSGSIZE, channel_message_bytes_max)
+        self.router.setsockopt(zmq.MAXMSGSIZE, protocol.MESSAGE_BYTES_MAX)
         self.router.bind(supervisor_endpoint(settings.data_dir))
         self.endpoint = self.router.getsockopt(zmq.LAST_ENDPOINT).decode()
 
@@ -293,7 +283,7 @@ class WorkerPool:
         for worker in self.workers:
             if worker.process is None:
                 continue
-            if worker.state != WorkerState.READY or not self._send(worker, {"type": "stop"}):
+            if worker.state != WorkerState.READY or not self._send(worker, protocol.Stop()):
                 worker.process.send_signal(signal.SIGTERM)  # not connected: the signal asks
             worker.state = WorkerState.STOPPING
         deadline_ms = _monotonic_ms() + timeout_ms
@@ -315,10 +305,9 @@ class WorkerPool:
 
     # -- the channel ------------------------------------------------------------------------------
 
-    def _send(self, worker: WorkerHandle, message: dict[str, Any]) -> bool:
+    def _send(self, worker: WorkerHandle, message: protocol.ToWorker) -> bool:
         try:
-            self.router.send_multipart([worker.identity, json.dumps(message).encode()],
-                                       zmq.NOBLOCK)
+            self.router.send_multipart([worker.identity, protocol.encode(message)], zmq.NOBLOCK)
         except zmq.Again:
             return False
         except zmq.ZMQError as error:
@@ -339,12 +328,9 @@ class WorkerPool:
                 log.warning("dropped a message from unknown peer %r", frames[0][:32])
                 continue
             try:
-                message = json.loads(frames[1])
-            except (ValueError, RecursionError):
-                log.warning("worker %d sent a message that is not JSON", worker.worker_id)
-                continue
-            if not isinstance(message, dict):
-                log.warning("worker %d sent a message that is not an object", worker.worker_id)
+                message = protocol.decode_from_worker(frames[1])
+            except protocol.WorkerProtocolError as error:
+                log.warning("worker %d sent a message refused: %s", worker.worker_id, error)
                 continue
             worker.last_seen_ms = now_ms
             self._handle(worker, message)
@@ -355,45 +341,35 @@ class WorkerPool:
             return None
         return self.workers[int(number)]
 
-    def _handle(self, worker: WorkerHandle, message: dict[str, Any]) -> None:
-        kind = message.get("type")
-        if kind == "heartbeat":
-            return
-        if kind == "hello":
+    def _handle(self, worker: WorkerHandle, message: protocol.FromWorker) -> None:
+        if isinstance(message, protocol.Hello):
             self._hello(worker, message)
-        elif kind in {"assigned", "unassigned"}:
+        elif isinstance(message, protocol.Assigned | protocol.Unassigned):
             self._reply(worker, message)
-        else:
-            log.warning("worker %d sent an unknown message type %r", worker.worker_id, kind)
 
-    def _hello(self, worker: WorkerHandle, message: dict[str, Any]) -> None:
-        endpoint = message.get("endpoint")
-        if not isinstance(endpoint, str) or not endpoint:
-            log.warning("worker %d said hello without an endpoint", worker.worker_id)
-            return
+    def _hello(self, worker: WorkerHandle, message: protocol.Hello) -> None:
         if worker.process is None or worker.state == WorkerState.STOPPING:
             return
-        pid = message.get("pid")
-        if pid != worker.process.pid:
-            log.warning("hello from pid %r, expected %d", pid, worker.process.pid)
+        if message.pid != worker.process.pid:
+            log.warning("hello from pid %d, expected %d", message.pid, worker.process.pid)
             return
         # A hello starts a fresh process view: whatever it held before is gone.
         worker.state = WorkerState.READY
         worker.ever_ready = True
-        worker.endpoint = endpoint
+        worker.endpoint = message.endpoint
         worker.opened.clear()
         worker.pending.clear()
         self.changed = True
-        log.info("worker %d (pid %d) serving at %s", worker.worker_id, pid, endpoint)
+        log.info("worker %d (pid %d) serving at %s", worker.worker_id, message.pid,
+                 message.endpoint)
 
-    def _reply(self, worker: WorkerHandle, message: dict[str, Any]) -> None:
-        request_id = message.get("request_id")
-        pending = worker.pending.pop(request_id, None) if isinstance(request_id, int) else None
+    def _reply(
+        self, worker: WorkerHandle, message: protocol.Assigned | protocol.Unassigned
+    ) -> None:
+        pending = worker.pending.pop(message.request_id, None)
         if pending is None:
             return  # an answer to a request from before a restart or a timeout: stale
-        code = message.get("error_code", 0)
-        code = code if isinstance(code, int) and not isinstance(code, bool) else -1
-        text = str(message.get("error_message", ""))
+        code, text = message.error_code, message.error_message
         topic_partition = pending.topic_partition
         self.changed = True
         if pending.kind == "assign":
@@ -459,12 +435,18 @@ class WorkerPool:
                 return False
         return True
 
-    def _request(self, worker: WorkerHandle, pending: _Pending, body: dict[str, Any]) -> None:
+    def _request(self, worker: WorkerHandle, pending: _Pending) -> None:
         request_id = self._next_request_id
         self._next_request_id += 1
         topic, partition = pending.topic_partition
-        message = {"type": pending.kind, "request_id": request_id, "topic": topic,
-                   "partition": partition, **body}
+        message: protocol.ToWorker
+        if pending.kind == "unassign":
+            message = protocol.Unassign(request_id, topic, partition, pending.delete)
+        else:
+            desired = pending.desired
+            assert desired is not None
+            message = protocol.Assign(request_id, topic, partition, desired.configs,
+                                      desired.leader_epoch, desired.is_leader)
         if self._send(worker, message):
             worker.pending[request_id] = pending
 
@@ -502,8 +484,7 @@ class WorkerPool:
                     continue
                 if desired.get(tp) is None or self.placement.get(tp) != worker.worker_id:
                     delete = tp in deleting_set
-                    self._request(worker, _Pending("unassign", tp, None, delete, now_ms),
-                                  {"delete": delete})
+                    self._request(worker, _Pending("unassign", tp, None, delete, now_ms))
             for tp, worker_id in self.placement.items():
                 if worker_id != worker.worker_id or tp in busy:
                     continue
@@ -511,16 +492,12 @@ class WorkerPool:
                 if not self._retry_due(tp, now_ms):
                     continue
                 if want is None and tp in self._open_to_delete and tp not in worker.opened:
-                    body = {"configs": {}, "leader_epoch": 0, "is_leader": False}
-                    self._request(worker, _Pending("assign", tp, _DELETING, False, now_ms), body)
+                    self._request(worker, _Pending("assign", tp, _DELETING, False, now_ms))
                 elif want is None and tp not in worker.opened:
                     # Deleted while nobody held it: the worker removes whatever is on disk.
-                    self._request(worker, _Pending("unassign", tp, None, True, now_ms, False),
-                                  {"delete": True})
+                    self._request(worker, _Pending("unassign", tp, None, True, now_ms, False))
                 elif want is not None and worker.opened.get(tp) != want:
-                    body = {"configs": dict(want.configs), "leader_epoch": want.leader_epoch,
-                            "is_leader": want.is_leader}
-                    self._request(worker, _Pending("assign", tp, want, False, now_ms), body)
+                    self._request(worker, _Pending("assign", tp, want, False, now_ms))
         self.changed = False
 
     def _expire_pending(self, worker: WorkerHandle, now_ms: int) -> None:

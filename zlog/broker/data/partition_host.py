@@ -19,7 +19,6 @@ import contextlib
 import logging
 import os
 import resource
-from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,6 +38,7 @@ from zlog.broker.topic_configs import (
     validate_topic_configs,
     validate_topic_name,
 )
+from zlog.broker.worker_protocol import Assign
 from zlog.clock import Clock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import BatchHeader, read_header
@@ -53,7 +53,6 @@ PRODUCER_STATE_SEGMENTS: Final = 2
 roll just before a crash does not make the producers of the previous segment unknown."""
 TICK_INTERVAL_MS_MAX: Final = 1_000
 TICK_INTERVAL_MS_MIN: Final = 10
-PARTITION_INDEX_MAX: Final = 2**31 - 1
 OPEN_FILES_RESERVE: Final = 64
 """Descriptors a worker keeps free for client connections and its own sockets: partitions that
 would eat into them are refused, so a low `ulimit -n` fails partitions, never the worker."""
@@ -73,7 +72,7 @@ class HostedPartition:
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
-    """A checked `assign` message from the supervisor."""
+    """An Assign from the supervisor whose topic name and configs passed the topic rules."""
 
     topic: str
     partition: int
@@ -86,27 +85,12 @@ class Assignment:
         return self.topic, self.partition
 
 
-def parse_assignment(message: Mapping[str, object]) -> Assignment:
-    """INVALID_REQUEST, INVALID_TOPIC_EXCEPTION or INVALID_CONFIG for a malformed assign."""
-    topic = validate_topic_name(message.get("topic"))
-    partition = _int_field(message, "partition", None, PARTITION_INDEX_MAX)
-    leader_epoch = _int_field(message, "leader_epoch", 0, 2**31 - 1)
-    is_leader = message.get("is_leader", True)
-    if not isinstance(is_leader, bool):
-        raise ZlogError(ErrorCode.INVALID_REQUEST, f"is_leader must be a bool: {is_leader!r}")
-    configs = normalize_topic_configs(message.get("configs"))
-    return Assignment(topic, partition, configs, leader_epoch, is_leader)
-
-
-def _int_field(
-    message: Mapping[str, object], name: str, default: int | None, high: int
-) -> int:
-    value = message.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
-        raise ZlogError(
-            ErrorCode.INVALID_REQUEST, f"{name} must be an integer in 0..{high}, not {value!r}"
-        )
-    return value
+def checked_assignment(message: Assign) -> Assignment:
+    """INVALID_TOPIC_EXCEPTION or INVALID_CONFIG for a name or config the topic rules refuse
+    (the message's shape was checked when it was decoded)."""
+    topic = validate_topic_name(message.topic)
+    configs = normalize_topic_configs(dict(message.configs))
+    return Assignment(topic, message.partition, configs, message.leader_epoch, message.is_leader)
 
 
 class PartitionHost:
@@ -131,8 +115,9 @@ class PartitionHost:
 
     # ------------------------------------------------------------------ assign / unassign
 
-    def assign(self, assignment: Assignment) -> None:
+    def assign(self, message: Assign) -> None:
         """Open the partition (or take the new epoch and role if it is open already)."""
+        assignment = checked_assignment(message)
         config = validate_topic_configs(assignment.configs, self.base_config)
         min_insync = validate_min_insync_replicas(assignment.configs.get(MIN_INSYNC_REPLICAS, "1"))
         skew_ms = validate_timestamp_difference_max_ms(

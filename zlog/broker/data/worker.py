@@ -8,16 +8,9 @@ other thread is key compaction, which only reads and swaps sealed segments under
 lock (`worker_partitions`). Processes, not threads, give the host its parallelism: one worker
 per core, partitions spread over them (DESIGN.md section 1).
 
-Supervisor contract: JSON, one frame per message, over a DEALER whose identity is `worker-N`.
-
-    worker -> {"type": "hello", "worker_id": N, "pid": P, "endpoint": "tcp://H:PORT"}  once bound
-    worker -> {"type": "heartbeat", "worker_id": N}                                  every 500 ms
-    sup    -> {"type": "assign", "request_id": R, "topic": T, "partition": P, "configs": {k: v},
-               "leader_epoch": E, "is_leader": true}
-    worker -> {"type": "assigned", "request_id": R, "error_code": 0, "error_message": ""}
-    sup    -> {"type": "unassign", "request_id": R, "topic": T, "partition": P, "delete": bool}
-    worker -> {"type": "unassigned", "request_id": R, "error_code": 0, "error_message": ""}
-    sup    -> {"type": "stop"}          (or SIGTERM): answer parked requests, flush rings, exit 0
+Supervisor contract: `zlog.broker.worker_protocol` (Hello, Heartbeat, Assign/Assigned,
+Unassign/Unassigned, Stop), over a DEALER whose identity is `worker-N`. Stop (or SIGTERM)
+answers parked requests, flushes every ring and exits 0.
 
 A worker whose supervisor is gone stops the same way: the kernel sends it SIGTERM the moment
 its parent dies, however it dies (PR_SET_PDEATHSIG), so a supervisor killed with SIGKILL and
@@ -37,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import logging
 import os
 import signal
@@ -46,13 +38,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any, Final
+from typing import Final
 
 import zmq
 
 from zlog import limits
+from zlog.broker import worker_protocol as protocol
 from zlog.broker.data.data_plane import DataPlane, Reply
-from zlog.broker.data.partition_host import PartitionHost, parse_assignment
+from zlog.broker.data.partition_host import PartitionHost
+from zlog.broker.topic_configs import validate_topic_name
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import PartitionLog
@@ -70,16 +64,12 @@ from zlog.transport.sockets import (
 
 log = logging.getLogger("zlog.broker.data.worker")
 
-HEARTBEAT_INTERVAL_MS: Final = 500
-"""The supervisor restarts a worker silent for its worker_heartbeat_timeout_ms."""
 RETENTION_INTERVAL_MS: Final = 5_000
 """How often retention runs (Kafka's log.retention.check.interval.ms, shortened)."""
 COMPACTION_INTERVAL_MS: Final = 30_000
 """How often compacted logs get a compaction pass on the background thread."""
 SUPERVISOR_SILENCE_MS_MAX: Final = 15_000
 """With the parent gone, this much silence from the supervisor means it is not coming back."""
-CONTROL_MESSAGE_BYTES_MAX: Final = 1024 * 1024
-"""Bound on one supervisor message (an assignment with its configs is far smaller)."""
 CONTROL_HWM_MESSAGES: Final = 1_000
 SHUTDOWN_LINGER_MS: Final = 500
 """How long closing a socket may wait to deliver the last replies and the unassign answers."""
@@ -151,18 +141,18 @@ class Worker:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDHWM, CONTROL_HWM_MESSAGES)
         sock.setsockopt(zmq.RCVHWM, CONTROL_HWM_MESSAGES)
-        sock.setsockopt(zmq.MAXMSGSIZE, CONTROL_MESSAGE_BYTES_MAX)
+        sock.setsockopt(zmq.MAXMSGSIZE, protocol.MESSAGE_BYTES_MAX)
         sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_INTERVAL_MS)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_INTERVAL_MS_MAX)
         sock.connect(self.options.supervisor_endpoint)
         return sock
 
-    def _send_control(self, message: dict[str, Any]) -> None:
-        """One JSON frame to the supervisor; dropped (and logged) if its queue is full."""
+    def _send_control(self, message: protocol.FromWorker) -> None:
+        """One frame to the supervisor; dropped (and logged) if its queue is full."""
         try:
-            self._control.send(json.dumps(message).encode(), flags=zmq.NOBLOCK)
+            self._control.send(protocol.encode(message), flags=zmq.NOBLOCK)
         except zmq.Again:
-            log.warning("supervisor queue full; dropped %s", message.get("type"))
+            log.warning("supervisor queue full; dropped %s", message.TYPE)
 
     def _send_replies(self, replies: Sequence[Reply]) -> None:
         for identity, frames in replies:
@@ -185,10 +175,7 @@ class Worker:
         poller = zmq.Poller()
         poller.register(self._data, zmq.POLLIN)
         poller.register(self._control, zmq.POLLIN)
-        self._send_control({
-            "type": "hello", "worker_id": self.options.worker_id, "pid": os.getpid(),
-            "endpoint": self.endpoint,
-        })
+        self._send_control(protocol.Hello(self.options.worker_id, os.getpid(), self.endpoint))
         log.info("worker %d serving on %s", self.options.worker_id, self.endpoint)
         try:
             while not self._stopping:
@@ -229,8 +216,8 @@ class Worker:
         except Exception:
             log.exception("answering expired requests failed")
         if now_ms >= self._next_heartbeat_ms:
-            self._send_control({"type": "heartbeat", "worker_id": self.options.worker_id})
-            self._next_heartbeat_ms = now_ms + HEARTBEAT_INTERVAL_MS
+            self._send_control(protocol.Heartbeat(self.options.worker_id))
+            self._next_heartbeat_ms = now_ms + protocol.HEARTBEAT_INTERVAL_MS
             self._check_supervisor(now_ms)
         if now_ms >= self._next_tick_ms:
             self.host.tick()
@@ -268,84 +255,68 @@ class Worker:
             except zmq.Again:
                 return
             self._last_supervisor_ms = self.clock.monotonic_ms()
-            message = _parse_control(frames)
-            if message is not None:
-                self._on_control(message)
+            if len(frames) != 1:
+                log.warning("supervisor message with %d frames ignored", len(frames))
+                continue
+            try:
+                message = protocol.decode_to_worker(frames[0])
+            except protocol.WorkerProtocolError as error:
+                self._refuse_control(error)
+                continue
+            self._on_control(message)
 
-    def _on_control(self, message: dict[str, Any]) -> None:
-        kind = message.get("type")
-        if kind == "assign":
+    def _refuse_control(self, error: protocol.WorkerProtocolError) -> None:
+        """A request that does not decode is answered with its error when its id could be
+        read (so the supervisor does not wait for it); anything else is only logged."""
+        log.warning("supervisor message refused: %s", error)
+        if error.request_id is None:
+            return
+        answer = protocol.Unassigned if error.kind == protocol.Unassign.TYPE else protocol.Assigned
+        self._send_control(answer(error.request_id, int(error.code), error.message))
+
+    def _on_control(self, message: protocol.ToWorker) -> None:
+        if isinstance(message, protocol.Assign):
             self._on_assign(message)
-        elif kind == "unassign":
+        elif isinstance(message, protocol.Unassign):
             self._on_unassign(message)
-        elif kind == "stop":
+        else:
             log.info("stop requested by the supervisor")
             self.request_stop()
-        else:
-            log.warning("ignoring supervisor message of type %r", kind)
 
-    def _on_assign(self, message: dict[str, Any]) -> None:
+    def _on_assign(self, message: protocol.Assign) -> None:
         code, text = ErrorCode.NONE, ""
         try:
-            self.host.assign(parse_assignment(message))
+            self.host.assign(message)
         except ZlogError as error:
             code, text = error.code, error.message
-            log.warning("assign %s-%s refused: %s", message.get("topic"),
-                        message.get("partition"), error)
+            log.warning("assign %s-%d refused: %s", message.topic, message.partition, error)
         except Exception as error:
-            log.exception("assign %s-%s failed", message.get("topic"), message.get("partition"))
+            log.exception("assign %s-%d failed", message.topic, message.partition)
             code, text = ErrorCode.UNKNOWN_SERVER_ERROR, f"assign failed: {error!r}"
-        self._send_control({
-            "type": "assigned", "request_id": message.get("request_id"), "error_code": int(code),
-            "error_message": text,
-        })
+        self._send_control(protocol.Assigned(message.request_id, int(code), text))
 
-    def _on_unassign(self, message: dict[str, Any]) -> None:
+    def _on_unassign(self, message: protocol.Unassign) -> None:
         code, text = ErrorCode.NONE, ""
         try:
             self._unassign(message)
         except ZlogError as error:
             code, text = error.code, error.message
         except Exception as error:
-            log.exception("unassign %s-%s failed", message.get("topic"), message.get("partition"))
+            log.exception("unassign %s-%d failed", message.topic, message.partition)
             code, text = ErrorCode.UNKNOWN_SERVER_ERROR, f"unassign failed: {error!r}"
-        self._send_control({
-            "type": "unassigned", "request_id": message.get("request_id"),
-            "error_code": int(code), "error_message": text,
-        })
+        self._send_control(protocol.Unassigned(message.request_id, int(code), text))
 
-    def _unassign(self, message: dict[str, Any]) -> None:
-        assignment = parse_assignment({
-            "topic": message.get("topic"), "partition": message.get("partition"),
-        })
-        delete = message.get("delete", False)
-        if not isinstance(delete, bool):
-            raise ZlogError(ErrorCode.INVALID_REQUEST, f"delete must be a bool: {delete!r}")
-        tp = assignment.tp
-        if self.host.unassign(tp, delete=delete):
+    def _unassign(self, message: protocol.Unassign) -> None:
+        topic = validate_topic_name(message.topic)
+        tp = (topic, message.partition)
+        if self.host.unassign(tp, delete=message.delete):
             self._send_replies(self.data_plane.partition_removed(tp))
-        elif delete:
-            self._delete_unowned(assignment.topic, assignment.partition)
+        elif message.delete:
+            self._delete_unowned(topic, message.partition)
 
     def _delete_unowned(self, topic: str, partition: int) -> None:
         """A deleted topic's data left behind by an earlier owner (or never opened) goes too."""
         PartitionLog.remove(self.options.data_dir, topic, partition, self.options.ring_dir)
-
-
-def _parse_control(frames: Sequence[bytes]) -> dict[str, Any] | None:
-    """A supervisor message, or None (logged) when it is not one JSON object in one frame."""
-    if len(frames) != 1:
-        log.warning("supervisor message with %d frames ignored", len(frames))
-        return None
-    try:
-        message = json.loads(frames[0])
-    except (ValueError, UnicodeDecodeError):
-        log.warning("supervisor message is not JSON; ignored")
-        return None
-    if not isinstance(message, dict):
-        log.warning("supervisor message is not a JSON object; ignored")
-        return None
-    return message
 
 
 # ---------------------------------------------------------------------------------- command

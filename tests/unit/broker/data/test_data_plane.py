@@ -10,7 +10,8 @@ import pytest
 
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
 from zlog.broker.data.data_plane import DataPlane, Reply
-from zlog.broker.data.partition_host import PartitionHost, parse_assignment
+from zlog.broker.data.partition_host import PartitionHost
+from zlog.broker.worker_protocol import Assign, decode_to_worker
 from zlog.clock import ManualClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import Compression, NewRecord, build_batch, read_header
@@ -45,9 +46,7 @@ class Harness:
         self.correlation_id = 0
 
     def assign(self, topic: str = "t", partition: int = 0, **configs: str) -> None:
-        self.host.assign(parse_assignment({
-            "topic": topic, "partition": partition, "configs": configs, "leader_epoch": 1,
-        }))
+        self.host.assign(Assign(0, topic, partition, configs, leader_epoch=1))
 
     def send(self, request: Request, identity: bytes = CLIENT) -> list[Reply]:
         self.correlation_id += 1
@@ -265,16 +264,16 @@ def test_malformed_assignments_are_refused(
     harness: Harness, message: dict[str, object], code: ErrorCode
 ) -> None:
     with pytest.raises(ZlogError) as caught:
-        harness.host.assign(parse_assignment(json.loads(json.dumps(message))))
+        assign = decode_to_worker(json.dumps({"type": "assign", "request_id": 1, **message}))
+        assert isinstance(assign, Assign)
+        harness.host.assign(assign)
     assert caught.value.code == code
     assert set(harness.host.partitions) == {("t", 0)}
 
 
 def test_a_reassignment_takes_the_new_epoch_and_configs(harness: Harness) -> None:
-    harness.host.assign(parse_assignment({
-        "topic": "t", "partition": 0, "leader_epoch": 5,
-        "configs": {"min.insync.replicas": "2", "retention.ms": "1000"},
-    }))
+    harness.host.assign(Assign(0, "t", 0, {"min.insync.replicas": "2", "retention.ms": "1000"},
+                               leader_epoch=5))
     partition = harness.host.partitions[("t", 0)]
     assert partition.leader_epoch == 5 and partition.replicas.min_insync_replicas == 2
     assert harness.host.hosted[("t", 0)].log.config.retention_ms == 1000

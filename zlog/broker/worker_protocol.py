@@ -1,0 +1,226 @@
+"""The messages between a supervisor and its partition workers, both directions, typed.
+
+The channel is a ROUTER in the supervisor and one DEALER per worker (identity `worker-N`) over
+ipc; each message is one JSON object in one frame, with a `type` field naming its class:
+
+    worker -> Hello(worker_id, pid, endpoint)          once its data ROUTER is bound
+    worker -> Heartbeat(worker_id)                     every HEARTBEAT_INTERVAL_MS
+    sup    -> Assign(request_id, topic, partition, configs, leader_epoch, is_leader)
+    worker -> Assigned(request_id, error_code, error_message)
+    sup    -> Unassign(request_id, topic, partition, delete)
+    worker -> Unassigned(request_id, error_code, error_message)
+    sup    -> Stop()                                   answer parked requests, flush, exit 0
+
+Both sides encode and decode with the functions here, so the two can no longer drift apart; a
+new message is a new class in `TO_WORKER` or `FROM_WORKER`. The checks here are about shape
+(types and ranges); what a valid topic name or config is stays with the code that acts on it.
+A message that does not decode is a `WorkerProtocolError`, which carries the request id when
+one could be read, so that a request is still answered (with the error) whenever possible.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Final, TypeAlias
+
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.json_fields import Fields, parse_json_object
+from zlog.transport.wire import INT16_MAX, INT16_MIN, INT32_MAX
+
+HEARTBEAT_INTERVAL_MS: Final = 500
+"""How often a worker says it is alive; the supervisor restarts one silent for its
+worker_heartbeat_timeout_ms."""
+MESSAGE_BYTES_MAX: Final = 1024 * 1024
+"""Bound on one message either way (an assignment with its configs is far smaller)."""
+REQUEST_ID_MAX: Final = 2**53 - 1  # JSON numbers stay exact up to here
+PARTITION_INDEX_MAX: Final = INT32_MAX
+LEADER_EPOCH_MAX: Final = INT32_MAX
+WORKER_ID_MAX: Final = 65_535
+PID_MAX: Final = 2**22  # Linux's pid_max ceiling
+
+
+class WorkerProtocolError(ZlogError):
+    """A frame that is not a message of this protocol (logged by the receiver)."""
+
+    def __init__(
+        self, code: ErrorCode, message: str, kind: str = "", request_id: int | None = None
+    ) -> None:
+        super().__init__(code, message)
+        self.kind = kind  # the message's `type` when it could be read
+        self.request_id = request_id
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """A worker's first message once its data endpoint is bound: where clients reach it."""
+
+    TYPE: ClassVar[str] = "hello"
+    worker_id: int
+    pid: int  # tells a restarted process from a late message of its predecessor
+    endpoint: str  # the data ROUTER, as clients must spell it: tcp://host:port
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> Hello:
+        return cls(f.integer("worker_id", low=0, high=WORKER_ID_MAX),
+                   f.integer("pid", low=1, high=PID_MAX), f.text("endpoint"))
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    TYPE: ClassVar[str] = "heartbeat"
+    worker_id: int
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> Heartbeat:
+        return cls(f.integer("worker_id", low=0, high=WORKER_ID_MAX))
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """Open the partition, or take a new epoch, role or configs if it is open already."""
+
+    TYPE: ClassVar[str] = "assign"
+    request_id: int
+    topic: str
+    partition: int
+    configs: Mapping[str, str] = field(default_factory=dict)  # effective topic configs
+    leader_epoch: int = 0
+    is_leader: bool = True
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> Assign:
+        return cls(_request_id(f), f.text("topic"),
+                   f.integer("partition", low=0, high=PARTITION_INDEX_MAX),
+                   f.text_map("configs"),
+                   f.integer("leader_epoch", low=0, high=LEADER_EPOCH_MAX, default=0),
+                   f.boolean("is_leader", default=True))
+
+
+@dataclass(frozen=True, slots=True)
+class Unassign:
+    """Close the partition (its ring flushed into its segments), or delete its data."""
+
+    TYPE: ClassVar[str] = "unassign"
+    request_id: int
+    topic: str
+    partition: int
+    delete: bool = False
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> Unassign:
+        return cls(_request_id(f), f.text("topic"),
+                   f.integer("partition", low=0, high=PARTITION_INDEX_MAX),
+                   f.boolean("delete", default=False))
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    TYPE: ClassVar[str] = "stop"
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> Stop:
+        del f
+        return cls()
+
+
+@dataclass(frozen=True, slots=True)
+class Assigned:
+    """The answer to an Assign: 0, or the Kafka code and sentence of why it failed."""
+
+    TYPE: ClassVar[str] = "assigned"
+    request_id: int
+    error_code: int = 0
+    error_message: str = ""
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> Assigned:
+        return cls(*_answer(f))
+
+
+@dataclass(frozen=True, slots=True)
+class Unassigned:
+    """The answer to an Unassign, shaped as Assigned."""
+
+    TYPE: ClassVar[str] = "unassigned"
+    request_id: int
+    error_code: int = 0
+    error_message: str = ""
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> Unassigned:
+        return cls(*_answer(f))
+
+
+ToWorker: TypeAlias = Assign | Unassign | Stop
+FromWorker: TypeAlias = Hello | Heartbeat | Assigned | Unassigned
+TO_WORKER: Final[dict[str, type[ToWorker]]] = {
+    kind.TYPE: kind for kind in (Assign, Unassign, Stop)
+}
+FROM_WORKER: Final[dict[str, type[FromWorker]]] = {
+    kind.TYPE: kind for kind in (Hello, Heartbeat, Assigned, Unassigned)
+}
+
+
+def _request_id(f: Fields) -> int:
+    return f.integer("request_id", low=0, high=REQUEST_ID_MAX)
+
+
+def _answer(f: Fields) -> tuple[int, int, str]:
+    return (_request_id(f), f.integer("error_code", low=INT16_MIN, high=INT16_MAX, default=0),
+            f.text("error_message", default=""))
+
+
+def encode(message: ToWorker | FromWorker) -> bytes:
+    """One frame: the message's fields and its `type`."""
+    body: dict[str, Any] = {"type": message.TYPE}
+    for item in fields(message):
+        value = getattr(message, item.name)
+        body[item.name] = dict(value) if isinstance(value, Mapping) else value
+    encoded = json.dumps(body, separators=(",", ":")).encode()
+    assert len(encoded) <= MESSAGE_BYTES_MAX, (message.TYPE, len(encoded))
+    return encoded
+
+
+def decode_to_worker(frame: bytes | str | memoryview) -> ToWorker:
+    """A supervisor's message, or WorkerProtocolError."""
+    return _decode(frame, TO_WORKER)  # type: ignore[return-value]
+
+
+def decode_from_worker(frame: bytes | str | memoryview) -> FromWorker:
+    """A worker's message, or WorkerProtocolError."""
+    return _decode(frame, FROM_WORKER)  # type: ignore[return-value]
+
+
+def _decode(
+    frame: bytes | str | memoryview, kinds: Mapping[str, type[ToWorker | FromWorker]]
+) -> ToWorker | FromWorker:
+    view = memoryview(frame.encode() if isinstance(frame, str) else frame)
+    if view.nbytes > MESSAGE_BYTES_MAX:
+        raise WorkerProtocolError(ErrorCode.INVALID_REQUEST,
+                                  f"a message of {view.nbytes} bytes exceeds the bound")
+    try:
+        f = parse_json_object(view, ErrorCode.INVALID_REQUEST, "message")
+        kind_name = f.text("type")
+    except ZlogError as error:
+        raise WorkerProtocolError(error.code, error.message) from None
+    kind = kinds.get(kind_name)
+    if kind is None:
+        raise WorkerProtocolError(
+            ErrorCode.INVALID_REQUEST, f"unknown message type {kind_name!r}", kind_name
+        )
+    try:
+        return kind.from_fields(f)
+    except ZlogError as error:
+        raise WorkerProtocolError(
+            error.code, error.message, kind_name, _readable_request_id(f)
+        ) from None
+
+
+def _readable_request_id(f: Fields) -> int | None:
+    """The request id of a request that is wrong elsewhere, so it can still be answered."""
+    try:
+        return f.optional_integer("request_id", low=0, high=REQUEST_ID_MAX)
+    except ZlogError:
+        return None
