@@ -38,6 +38,13 @@ class Fields:
     def _fail(self, key: str, expected: str) -> ZlogError:
         return ZlogError(self._code, f"{self._where}.{key} must be {expected}")
 
+    def recode(self, code: ErrorCode) -> Fields:
+        """The same object, whose wrong fields are `code` (a config map's INVALID_CONFIG)."""
+        return Fields(self._object, code, self._where)
+
+    def has(self, key: str) -> bool:
+        return key in self._object
+
     def fail(self, message: str) -> ZlogError:
         """The error for a field combination that is wrong as a whole; the caller raises it."""
         return ZlogError(self._code, f"{self._where}: {message}")
@@ -110,6 +117,19 @@ class Fields:
                 raise self._fail(key, f"a list of integers in {low}..{high}")
             numbers.append(item)
         return tuple(numbers)
+
+    def integer_lists(
+        self, key: str, *, low: int = INT32_MIN, high: int = INT32_MAX
+    ) -> tuple[tuple[int, ...], ...]:
+        rows: list[tuple[int, ...]] = []
+        for row in self.array(key):
+            if not isinstance(row, list) or not all(
+                isinstance(item, int) and not isinstance(item, bool) and low <= item <= high
+                for item in row
+            ):
+                raise self._fail(key, f"a list of lists of integers in {low}..{high}")
+            rows.append(tuple(row))
+        return tuple(rows)
 
     def text_map(self, key: str) -> dict[str, str]:
         value = self._get(key, {})

@@ -34,8 +34,17 @@ from typing import Any, Final
 
 import zlog
 from zlog.broker.config import BrokerConfig
-from zlog.broker.control import metadata as commands
 from zlog.broker.control.metadata import ClusterState, TopicInfo
+from zlog.broker.control.metadata_commands import (
+    AllocateProducerIds,
+    AlterTopicConfigs,
+    Command,
+    CreateTopic,
+    DeleteTopic,
+    ProducerIdsAllocated,
+    Result,
+    encode_command,
+)
 from zlog.broker.control.placement import TopicPartition, place_replicas
 from zlog.broker.topic_configs import (
     TOPIC_CONFIG_DEFAULTS,
@@ -72,9 +81,9 @@ def _gib(size_bytes: int) -> str:
     return f"{size_bytes / 2**30:.2f} GiB"
 
 
-Done = Callable[[dict[str, Any] | None, ZlogError | None], None]
+Done = Callable[[Result | None, ZlogError | None], None]
 """What a proposer hears back, on the loop thread: (apply result, None) or (None, error)."""
-Propose = Callable[[bytes, Done], None]
+Propose = Callable[[Command, Done], None]
 Reply = Callable[[bytes, RequestHeader, wire.Response], None]
 
 
@@ -252,7 +261,7 @@ class ControlPlane:
                                   f"topic {name!r} is being created")
 
     def _auto_created(
-        self, name: str, result: dict[str, Any] | None, error: ZlogError | None
+        self, name: str, result: Result | None, error: ZlogError | None
     ) -> None:
         del result
         self._auto_creating.discard(name)
@@ -276,7 +285,7 @@ class ControlPlane:
         state = self._state()
         waiting = _Waiting(identity, header, ApiKey.CREATE_TOPICS, {}, set(),
                            self._clock_ms() + control_request_timeout_ms)
-        specs: list[tuple[wire.TopicSpec, bytes]] = []
+        specs: list[tuple[wire.TopicSpec, CreateTopic]] = []
         accepted: list[wire.TopicSpec] = []  # valid so far, validate_only or not
         name_counts = Counter(spec.name for spec in request.topics)
         for spec in request.topics:
@@ -309,7 +318,7 @@ class ControlPlane:
             self._propose(command, functools.partial(self._committed, waiting, spec.name))
         self._settle_waiting(state)
 
-    def _create_command(self, spec: wire.TopicSpec, state: ClusterState) -> bytes:
+    def _create_command(self, spec: wire.TopicSpec, state: ClusterState) -> CreateTopic:
         """The CreateTopic command for a valid spec, once this host can hold the topic.
 
         Refused up front, with the reason: partition directory names longer than the data
@@ -337,13 +346,14 @@ class ControlPlane:
                 f"memory for their rings (ring_bytes {_gib(self.config.ring_bytes)} each) and "
                 f"{_gib(free_bytes)} is free: use fewer partitions or a smaller ring_bytes",
             )
-        command = commands.create_topic(spec.name, spec.partitions, spec.replication_factor,
-                                        dict(spec.configs), [p.replicas for p in placed])
-        if len(command) > command_bytes_max:
+        command = CreateTopic(spec.name, spec.partitions, spec.replication_factor,
+                              dict(spec.configs), tuple(p.replicas for p in placed))
+        size_bytes = len(encode_command(command))
+        if size_bytes > command_bytes_max:
             raise ZlogError(
                 ErrorCode.INVALID_PARTITIONS,
                 f"{spec.partitions} partitions of {spec.replication_factor} replicas do not "
-                f"fit one metadata command ({len(command)} bytes, at most {command_bytes_max})",
+                f"fit one metadata command ({size_bytes} bytes, at most {command_bytes_max})",
             )
         return command
 
@@ -361,12 +371,12 @@ class ControlPlane:
                     name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"no topic {name!r}")
                 continue
             waiting.results[name] = None
-            self._propose(commands.delete_topic(name),
+            self._propose(DeleteTopic(name),
                           functools.partial(self._committed, waiting, name))
         self._settle_waiting(state)
 
     def _committed(
-        self, waiting: _Waiting, name: str, result: dict[str, Any] | None,
+        self, waiting: _Waiting, name: str, result: Result | None,
         error: ZlogError | None,
     ) -> None:
         del result
@@ -519,7 +529,7 @@ class ControlPlane:
                 changes.append((name, set_configs, deleted))
         self._waiting.append(waiting)
         for name, set_configs, deleted in changes:
-            self._propose(commands.alter_topic_configs(name, set_configs, deleted),
+            self._propose(AlterTopicConfigs(name, set_configs, tuple(deleted)),
                           functools.partial(self._committed, waiting, name))
         self._settle_waiting(state)
 
@@ -547,10 +557,10 @@ class ControlPlane:
             self._reply(identity, header, wire.InitProducerIdResponseV0(0, producer_id, 0))
         if self._producer_id_waiters and not self._allocating_producer_ids:
             self._allocating_producer_ids = True
-            self._propose(commands.allocate_producer_ids(producer_id_block_size),
+            self._propose(AllocateProducerIds(producer_id_block_size),
                           self._producer_ids_allocated)
 
-    def _producer_ids_allocated(self, result: dict[str, Any] | None,
+    def _producer_ids_allocated(self, result: Result | None,
                                 error: ZlogError | None) -> None:
         self._allocating_producer_ids = False
         if result is None:
@@ -560,8 +570,8 @@ class ControlPlane:
                 self._reply(identity, header,
                             wire.InitProducerIdResponseV0(int(error.code), -1, -1))
             return
-        first = int(result["first_id"])
-        self._producer_ids = range(first, first + int(result["count"]))
+        assert isinstance(result, ProducerIdsAllocated)
+        self._producer_ids = range(result.first_id, result.first_id + result.count)
         self._hand_out_producer_ids()
 
 

@@ -1,19 +1,10 @@
 """The cluster's metadata: a deterministic state machine fed by the Chained-Raft log.
 
-Every change to cluster state is a JSON command committed in the metadata log and applied here,
-in log order, on every supervisor (zlog.raft.fsm.StateMachine). Apply is deterministic and
-never raises: a malformed or refused command becomes the same error result on every node, and
-the proposer learns the outcome from that result (`{"error_code": 36, "error_message": ...}`).
-
-Commands (the `type` field names them):
-
-    RegisterBroker(node_id, host, control_endpoint[, cluster_id])   a supervisor (re)joins
-    CreateTopic(name, partitions, replication_factor, configs, replicas)
-    AlterTopicConfigs(name, set, delete)   set overrides {k: v}, drop overrides [k]
-    DeleteTopic(name)           the topic disappears; its data is now "deleting"
-    TopicDeleted(name)          every replica's data is gone; the name may be reused
-    SetPartitionState(topic, partition, leader, leader_epoch, isr)
-    AllocateProducerIds(count) -> first_id
+Every change to cluster state is a command (`metadata_commands`: one typed class each)
+committed in the metadata log and applied here, in log order, on every supervisor
+(zlog.raft.fsm.StateMachine). Apply is deterministic and never raises: a malformed or refused
+command becomes the same error result on every node, and the proposer learns the outcome from
+that result.
 
 Leader epochs, replica lists and ISRs are in the state from the start, so the cluster work
 (leader election from the ISR, fencing by epoch) adds commands, not a new format.
@@ -27,14 +18,33 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from zlog.broker.control.metadata_commands import (
+    AllocateProducerIds,
+    AlterTopicConfigs,
+    Applied,
+    BrokerRegistered,
+    Command,
+    CreateTopic,
+    DeleteTopic,
+    PartitionStateSet,
+    ProducerIdsAllocated,
+    RegisterBroker,
+    Result,
+    SetPartitionState,
+    TopicCreated,
+    TopicDeleted,
+    decode_command,
+    encode_error_result,
+    encode_result,
+)
+from zlog.broker.control.placement import InitialPartition
 from zlog.broker.topic_configs import colliding_topic, validate_topic_name
 from zlog.errors import ErrorCode, ZlogError
 
-producer_ids_per_command_max: Final = 1_000_000
 _JSON_SEPARATORS: Final = (",", ":")
 
 
@@ -78,87 +88,6 @@ class ClusterState:
     applied_commands: int = 0
 
 
-class _BadCommand(Exception):
-    """A command this state machine cannot apply; becomes an error result, never a crash."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-# -- commands, as the proposer builds them -----------------------------------------------------
-
-
-def _encode(command: dict[str, Any]) -> bytes:
-    return json.dumps(command, sort_keys=True, separators=_JSON_SEPARATORS).encode()
-
-
-def register_broker(
-    node_id: int, host: str, control_endpoint: str, cluster_id: str | None = None
-) -> bytes:
-    """`cluster_id` is adopted only by a cluster that has none yet (its first registration)."""
-    return _encode({"type": "RegisterBroker", "node_id": node_id, "host": host,
-                    "control_endpoint": control_endpoint, "cluster_id": cluster_id})
-
-
-def create_topic(
-    name: str,
-    partitions: int,
-    replication_factor: int,
-    configs: Mapping[str, str],
-    replicas: Sequence[Sequence[int]],
-) -> bytes:
-    """`replicas`: each partition's replica list, in partition order.
-
-    A new partition's state follows from its replicas (leader: the first, epoch 0, ISR: all),
-    so only they are written: a topic of tens of thousands of partitions still fits one
-    command. Commands written before this form carried an `assignment` list of
-    {partition, replicas, leader, leader_epoch, isr}; apply still accepts it.
-    """
-    return _encode({"type": "CreateTopic", "name": name, "partitions": partitions,
-                    "replication_factor": replication_factor, "configs": dict(configs),
-                    "replicas": [list(replica_ids) for replica_ids in replicas]})
-
-
-def alter_topic_configs(
-    name: str, set_configs: Mapping[str, str], delete_configs: list[str]
-) -> bytes:
-    """The change, not the resulting map: two alterations committed one after the other both
-    take effect, whichever the proposer read first (the control plane validated each)."""
-    return _encode({"type": "AlterTopicConfigs", "name": name, "set": dict(set_configs),
-                    "delete": sorted(delete_configs)})
-
-
-def delete_topic(name: str) -> bytes:
-    return _encode({"type": "DeleteTopic", "name": name})
-
-
-def topic_deleted(name: str) -> bytes:
-    return _encode({"type": "TopicDeleted", "name": name})
-
-
-def set_partition_state(
-    topic: str, partition: int, leader: int, leader_epoch: int, isr: list[int]
-) -> bytes:
-    return _encode({"type": "SetPartitionState", "topic": topic, "partition": partition,
-                    "leader": leader, "leader_epoch": leader_epoch, "isr": isr})
-
-
-def allocate_producer_ids(count: int) -> bytes:
-    return _encode({"type": "AllocateProducerIds", "count": count})
-
-
-def decode_result(result: bytes) -> dict[str, Any]:
-    """An apply result; raises ZlogError when it carries an error code."""
-    decoded = json.loads(result)
-    assert isinstance(decoded, dict), "apply always returns a JSON object"
-    code = int(decoded.get("error_code", 0))
-    if code != 0:
-        raise ZlogError(ErrorCode(code), str(decoded.get("error_message", "")))
-    return decoded
-
-
 # -- the state machine -------------------------------------------------------------------------
 
 
@@ -171,23 +100,13 @@ class MetadataStateMachine:
     def apply(self, command: bytes) -> bytes:
         state = replace(self.state, applied_commands=self.state.applied_commands + 1)
         try:
-            decoded = json.loads(command)
-            if not isinstance(decoded, dict):
-                raise _BadCommand(ErrorCode.INVALID_REQUEST, "a command is a JSON object")
-            kind = decoded.get("type")
-            handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
-            if handler is None:
-                raise _BadCommand(
-                    ErrorCode.INVALID_REQUEST, f"unknown command type {kind!r}"
-                )
-            state, result = handler(state, decoded)
-        except (_BadCommand, ValueError, RecursionError) as error:
-            code = error.code if isinstance(error, _BadCommand) else ErrorCode.INVALID_REQUEST
-            message = error.message if isinstance(error, _BadCommand) else str(error)
-            result = {"error_code": int(code), "error_message": message}
+            state, result = _apply(state, decode_command(command))
+            encoded = encode_result(result)
+        except ZlogError as error:  # refused: the state stays as it was, but for the count
+            encoded = encode_error_result(error.code, error.message)
         assert state.applied_commands == self.state.applied_commands + 1
         self.state = state
-        return _encode({"error_code": 0, "error_message": "", **result})
+        return encoded
 
     def query(self, query: bytes) -> bytes:
         """Every query reads the whole state: metadata is small, and reads are rare."""
@@ -195,7 +114,8 @@ class MetadataStateMachine:
         return self.snapshot()
 
     def snapshot(self) -> bytes:
-        return _encode(_state_to_json(self.state))
+        return json.dumps(_state_to_json(self.state), sort_keys=True,
+                          separators=_JSON_SEPARATORS).encode()
 
     def restore(self, data: bytes) -> None:
         self.state = _state_from_json(json.loads(data))
@@ -205,212 +125,147 @@ class MetadataStateMachine:
         return hashlib.sha256(self.snapshot()).hexdigest()[:16]
 
 
-# -- command handlers: (state, command) -> (new state, result fields) --------------------------
+# -- command handlers: (state, command) -> (new state, result) --------------------------------
 
 
-_Result = tuple[ClusterState, dict[str, Any]]
+_Applied = tuple[ClusterState, Result]
 
 
-def _register_broker(state: ClusterState, command: Mapping[str, Any]) -> _Result:
-    node_id = _int(command, "node_id", minimum=0)
-    host = _str(command, "host")
-    endpoint = _str(command, "control_endpoint")
+def _apply(state: ClusterState, command: Command) -> _Applied:
+    match command:
+        case RegisterBroker():
+            return _register_broker(state, command)
+        case CreateTopic():
+            return _create_topic(state, command)
+        case AlterTopicConfigs():
+            return _alter_topic_configs(state, command)
+        case DeleteTopic():
+            return _delete_topic(state, command)
+        case TopicDeleted():
+            return _topic_deleted(state, command)
+        case SetPartitionState():
+            return _set_partition_state(state, command)
+        case AllocateProducerIds():
+            first = state.next_producer_id
+            return (replace(state, next_producer_id=first + command.count),
+                    ProducerIdsAllocated(first, command.count))
+
+
+def _register_broker(state: ClusterState, command: RegisterBroker) -> _Applied:
     cluster_id = state.cluster_id
     if not cluster_id:
-        proposed = command.get("cluster_id")
-        if not isinstance(proposed, str) or not proposed:
-            raise _BadCommand(ErrorCode.INVALID_REQUEST, "the first broker brings a cluster id")
-        cluster_id = proposed
-    previous = state.brokers.get(node_id)
+        if not command.cluster_id:
+            raise ZlogError(ErrorCode.INVALID_REQUEST, "the first broker brings a cluster id")
+        cluster_id = command.cluster_id
+    previous = state.brokers.get(command.node_id)
     epoch = 0 if previous is None else previous.broker_epoch + 1
-    broker = BrokerInfo(node_id, host, endpoint, epoch)
-    brokers = dict(sorted({**state.brokers, node_id: broker}.items()))
+    broker = BrokerInfo(command.node_id, command.host, command.control_endpoint, epoch)
+    brokers = dict(sorted({**state.brokers, command.node_id: broker}.items()))
     new_state = replace(state, cluster_id=cluster_id, brokers=brokers)
-    return new_state, {"cluster_id": cluster_id, "broker_epoch": epoch}
+    return new_state, BrokerRegistered(cluster_id, epoch)
 
 
-def _create_topic(state: ClusterState, command: Mapping[str, Any]) -> _Result:
-    try:
-        name = validate_topic_name(command.get("name"))
-    except ZlogError as error:
-        raise _BadCommand(error.code, error.message) from None
+def _create_topic(state: ClusterState, command: CreateTopic) -> _Applied:
+    name = validate_topic_name(command.name)
     if name in state.topics:
-        raise _BadCommand(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        raise ZlogError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
     if name in state.deleting:
-        raise _BadCommand(
-            ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} is marked for deletion"
-        )
+        raise ZlogError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} is marked for deletion")
     other = colliding_topic(name, state.topics)
     if other is not None:  # checked before proposing too; here it also settles races
-        raise _BadCommand(
+        raise ZlogError(
             ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {name!r} collides with topic {other!r}"
         )
-    count = _int(command, "partitions", minimum=1)
-    factor = _int(command, "replication_factor", minimum=1)
-    configs = _str_map(command, "configs")
-    replica_lists = command.get("replicas")
-    if replica_lists is None:  # the form of commands written by earlier versions
-        assignment = command.get("assignment")
-    else:
-        assignment = replica_lists if not isinstance(replica_lists, list) else [
-            {"partition": index, "replicas": replicas,
-             "leader": replicas[0] if isinstance(replicas, list) and replicas else -1,
-             "leader_epoch": 0, "isr": replicas}
-            for index, replicas in enumerate(replica_lists)
-        ]
-    if not isinstance(assignment, list) or len(assignment) != count:
-        raise _BadCommand(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the assignment lists every partition once"
-        )
     partitions = tuple(
-        _new_partition(state, index, entry, factor) for index, entry in enumerate(assignment)
+        _new_partition(state, index, entry, command.replication_factor)
+        for index, entry in enumerate(command.initial_partitions())
     )
-    topic = TopicInfo(name, state.next_topic_seq, factor, dict(sorted(configs.items())),
-                      partitions)
+    topic = TopicInfo(name, state.next_topic_seq, command.replication_factor,
+                      dict(sorted(command.configs.items())), partitions)
     new_state = replace(state, topics={**state.topics, name: topic},
                         next_topic_seq=state.next_topic_seq + 1)
-    return new_state, {"topic_seq": topic.topic_seq}
+    return new_state, TopicCreated(topic.topic_seq)
 
 
-def _new_partition(state: ClusterState, index: int, entry: object, factor: int) -> PartitionInfo:
-    if not isinstance(entry, dict) or entry.get("partition") != index:
-        raise _BadCommand(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"partition {index} is missing")
-    replicas = _int_list(entry, "replicas")
+def _new_partition(
+    state: ClusterState, index: int, entry: InitialPartition, factor: int
+) -> PartitionInfo:
+    if entry.partition != index:
+        raise ZlogError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"partition {index} is missing")
+    replicas = list(entry.replicas)
     if len(replicas) != factor or len(set(replicas)) != factor:
-        raise _BadCommand(
+        raise ZlogError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             f"partition {index} needs {factor} distinct replicas, not {replicas}",
         )
     unknown = [replica for replica in replicas if replica not in state.brokers]
     if unknown:
-        raise _BadCommand(ErrorCode.BROKER_ID_NOT_REGISTERED, f"unknown broker(s) {unknown}")
-    leader = _int(entry, "leader", minimum=-1)
-    isr = _int_list(entry, "isr")
-    _check_leader_and_isr(replicas, leader, isr)
-    epoch = _int(entry, "leader_epoch", minimum=0)
-    return PartitionInfo(index, tuple(replicas), leader, epoch, tuple(isr), 0)
+        raise ZlogError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"unknown broker(s) {unknown}")
+    _check_leader_and_isr(replicas, entry.leader, list(entry.isr))
+    return PartitionInfo(index, tuple(replicas), entry.leader, entry.leader_epoch,
+                         tuple(entry.isr), 0)
 
 
-def _alter_topic_configs(state: ClusterState, command: Mapping[str, Any]) -> _Result:
-    name = _str(command, "name")
-    topic = state.topics.get(name)
-    if topic is None:
-        raise _BadCommand(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
-    set_configs = _str_map(command, "set")
-    deleted = command.get("delete")
-    if not isinstance(deleted, list) or not all(isinstance(key, str) for key in deleted):
-        raise _BadCommand(ErrorCode.INVALID_CONFIG, "delete lists config names")
-    configs = {**topic.configs, **set_configs}
-    for key in deleted:
+def _alter_topic_configs(state: ClusterState, command: AlterTopicConfigs) -> _Applied:
+    topic = _topic(state, command.name)
+    configs = {**topic.configs, **command.set}
+    for key in command.delete:
         configs.pop(key, None)
     altered = replace(topic, configs=dict(sorted(configs.items())))
-    return replace(state, topics={**state.topics, name: altered}), {}
+    return replace(state, topics={**state.topics, command.name: altered}), Applied()
 
 
-def _delete_topic(state: ClusterState, command: Mapping[str, Any]) -> _Result:
-    name = _str(command, "name")
-    topic = state.topics.get(name)
-    if topic is None:
-        raise _BadCommand(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+def _delete_topic(state: ClusterState, command: DeleteTopic) -> _Applied:
+    name = command.name
+    topic = _topic(state, name)
     topics = {key: value for key, value in state.topics.items() if key != name}
     deleting = dict(sorted({**state.deleting, name: len(topic.partitions)}.items()))
-    return replace(state, topics=topics, deleting=deleting), {}
+    return replace(state, topics=topics, deleting=deleting), Applied()
 
 
-def _topic_deleted(state: ClusterState, command: Mapping[str, Any]) -> _Result:
-    name = _str(command, "name")
+def _topic_deleted(state: ClusterState, command: TopicDeleted) -> _Applied:
+    name = command.name
     if name not in state.deleting:
-        raise _BadCommand(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name!r} is not being deleted")
+        raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name!r} is not being deleted")
     deleting = {key: value for key, value in state.deleting.items() if key != name}
-    return replace(state, deleting=deleting), {}
+    return replace(state, deleting=deleting), Applied()
 
 
-def _set_partition_state(state: ClusterState, command: Mapping[str, Any]) -> _Result:
-    name = _str(command, "topic")
-    index = _int(command, "partition", minimum=0)
+def _set_partition_state(state: ClusterState, command: SetPartitionState) -> _Applied:
+    name, index = command.topic, command.partition
     topic = state.topics.get(name)
     if topic is None or index >= len(topic.partitions):
-        raise _BadCommand(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {name}-{index}")
+        raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {name}-{index}")
     current = topic.partitions[index]
-    leader = _int(command, "leader", minimum=-1)
-    leader_epoch = _int(command, "leader_epoch", minimum=0)
-    isr = _int_list(command, "isr")
-    _check_leader_and_isr(list(current.replicas), leader, isr)
+    leader, leader_epoch = command.leader, command.leader_epoch
+    _check_leader_and_isr(list(current.replicas), leader, list(command.isr))
     if leader_epoch < current.leader_epoch:
-        raise _BadCommand(
+        raise ZlogError(
             ErrorCode.FENCED_LEADER_EPOCH,
             f"leader epoch {leader_epoch} is older than {current.leader_epoch}",
         )
     if leader != current.leader and leader_epoch == current.leader_epoch:
-        raise _BadCommand(ErrorCode.INVALID_REQUEST, "a new leader needs a new leader epoch")
-    updated = replace(current, leader=leader, leader_epoch=leader_epoch, isr=tuple(isr),
+        raise ZlogError(ErrorCode.INVALID_REQUEST, "a new leader needs a new leader epoch")
+    updated = replace(current, leader=leader, leader_epoch=leader_epoch, isr=command.isr,
                       partition_epoch=current.partition_epoch + 1)
     partitions = (*topic.partitions[:index], updated, *topic.partitions[index + 1 :])
     topics = {**state.topics, name: replace(topic, partitions=partitions)}
-    return replace(state, topics=topics), {"partition_epoch": updated.partition_epoch}
+    return replace(state, topics=topics), PartitionStateSet(updated.partition_epoch)
 
 
-def _allocate_producer_ids(state: ClusterState, command: Mapping[str, Any]) -> _Result:
-    count = _int(command, "count", minimum=1)
-    if count > producer_ids_per_command_max:
-        raise _BadCommand(ErrorCode.INVALID_REQUEST, f"at most {producer_ids_per_command_max} ids")
-    first = state.next_producer_id
-    return replace(state, next_producer_id=first + count), {"first_id": first, "count": count}
-
-
-_HANDLERS: Final = {
-    "RegisterBroker": _register_broker,
-    "CreateTopic": _create_topic,
-    "AlterTopicConfigs": _alter_topic_configs,
-    "DeleteTopic": _delete_topic,
-    "TopicDeleted": _topic_deleted,
-    "SetPartitionState": _set_partition_state,
-    "AllocateProducerIds": _allocate_producer_ids,
-}
+def _topic(state: ClusterState, name: str) -> TopicInfo:
+    topic = state.topics.get(name)
+    if topic is None:
+        raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+    return topic
 
 
 def _check_leader_and_isr(replicas: list[int], leader: int, isr: list[int]) -> None:
     """The ISR is a duplicate-free subset of the replicas; a leader is in the ISR."""
     if len(set(isr)) != len(isr) or not set(isr) <= set(replicas):
-        raise _BadCommand(ErrorCode.INVALID_REQUEST, f"ISR {isr} is not a subset of {replicas}")
+        raise ZlogError(ErrorCode.INVALID_REQUEST, f"ISR {isr} is not a subset of {replicas}")
     if leader != -1 and leader not in isr:
-        raise _BadCommand(ErrorCode.INVALID_REQUEST, f"leader {leader} is not in the ISR {isr}")
-
-
-# -- field access that turns wrong types into _BadCommand ---------------------------------------
-
-
-def _int(command: Mapping[str, Any], key: str, *, minimum: int) -> int:
-    value = command.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise _BadCommand(ErrorCode.INVALID_REQUEST, f"{key} must be an integer >= {minimum}")
-    return value
-
-
-def _str(command: Mapping[str, Any], key: str) -> str:
-    value = command.get(key)
-    if not isinstance(value, str) or not value:
-        raise _BadCommand(ErrorCode.INVALID_REQUEST, f"{key} must be a non-empty string")
-    return value
-
-
-def _str_map(command: Mapping[str, Any], key: str) -> dict[str, str]:
-    """A config map: names to string values (absent: empty)."""
-    value = command.get(key, {})
-    if not isinstance(value, dict) or not all(
-        isinstance(name, str) and isinstance(text, str) for name, text in value.items()
-    ):
-        raise _BadCommand(ErrorCode.INVALID_CONFIG, f"{key} maps config names to strings")
-    return dict(value)
-
-
-def _int_list(command: Mapping[str, Any], key: str) -> list[int]:
-    value = command.get(key)
-    if not isinstance(value, list) or not all(
-        isinstance(item, int) and not isinstance(item, bool) and item >= 0 for item in value
-    ):
-        raise _BadCommand(ErrorCode.INVALID_REQUEST, f"{key} must be a list of broker ids")
-    return list(value)
+        raise ZlogError(ErrorCode.INVALID_REQUEST, f"leader {leader} is not in the ISR {isr}")
 
 
 # -- snapshots -----------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 DESIGN.md §1: the supervisor runs the control plane and never sits on the data path. It
 
-* runs a Chained-Raft node (one voter for now) whose state machine is `metadata.py`; every
-  topic change is a committed command, so topics survive restarts (`<data_dir>/__raft/`);
+* runs a Chained-Raft node (one voter for now; `metadata_log.py`) whose state machine is
+  `metadata.py`; every topic change is a committed command (`metadata_commands.py`), so
+  topics survive restarts (`<data_dir>/__raft/`);
 * forks the partition workers (`workers.py`), restarts those that die, and keeps each of this
   host's partitions open on exactly one of them;
 * answers the control ROUTER (docs/protocol.md, "Control plane"): ApiVersions, Metadata,
@@ -12,8 +13,8 @@ DESIGN.md §1: the supervisor runs the control plane and never sits on the data 
 * tells systemd READY=1 once serving, WATCHDOG=1 from its loop, STOPPING=1 on the way out.
 
 Threads: the loop below owns every socket and every piece of mutable state here. The Raft
-runner applies commands on its own thread; a proposal's future completes there, and its
-callback only queues the completion and wakes the loop through a pipe. The loop reads the
+runner applies commands on its own thread; `MetadataLog` only queues each proposal's
+completion there and wakes the loop through a pipe. The loop reads the
 metadata through `MetadataStateMachine.state`, an immutable snapshot swapped in by each apply.
 
 The requests themselves are `control.py`'s (no sockets there); this module decodes frames,
@@ -31,24 +32,22 @@ import os
 import resource
 import time
 import uuid
-from collections import deque
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from collections.abc import Mapping
 from typing import Any, Final
 
 import zmq
 
 import zlog
 from zlog.broker.config import BrokerConfig
-from zlog.broker.control import metadata as commands
 from zlog.broker.control.control_plane import ControlPlane, Done, HostStorage
 from zlog.broker.control.metadata import ClusterState, MetadataStateMachine
+from zlog.broker.control.metadata_commands import Command, RegisterBroker, Result, TopicDeleted
+from zlog.broker.control.metadata_log import MetadataLog, RegistrationError
 from zlog.broker.control.placement import TopicPartition
 from zlog.broker.control.worker_pool import DesiredPartition, WorkerPool, WorkerSettings
 from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.topic_configs import effective_topic_configs
 from zlog.errors import ErrorCode, ZlogError
-from zlog.raft.runner import RaftRunner, RunnerConfig
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS
@@ -64,14 +63,12 @@ from zlog.transport.sockets import make_router, send_routed
 
 log = logging.getLogger("zlog.broker.control.supervisor")
 
-startup_timeout_ms: Final = 30_000  # for the metadata log to accept this broker
 reconcile_interval_ms: Final = 1_000  # re-check assignments even when nothing signalled
 loop_poll_ms_max: Final = 100  # the loop wakes at least this often (checks, deadlines)
 control_batch_messages_max: Final = 256  # client requests handled per loop turn
 control_close_linger_ms: Final = 200  # how long the last replies may take to leave on stop
 OPEN_FILES_TARGET: Final = 1_048_576  # the soft limit asked for when the hard one is unlimited
 OPEN_FILES_WARN_BELOW: Final = 4_096
-RAFT_DIRECTORY: Final = "__raft"
 LOCK_FILE: Final = ".zlog.lock"
 
 
@@ -125,11 +122,10 @@ class Supervisor:
         self._serving = False
         self._startup_failure: str | None = None
         self._lock_fd: int | None = None
-        self._raft: RaftRunner | None = None
+        self._metadata_log: MetadataLog | None = None
         self._pool: WorkerPool | None = None
         self._control_socket: zmq.Socket[Any] | None = None
         self._wake_read_fd, self._wake_write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._completions: deque[Callable[[], None]] = deque()
         self._seen_state: ClusterState | None = None
         self._next_reconcile_ms = 0
         self._finishing_deletes: set[str] = set()
@@ -140,7 +136,7 @@ class Supervisor:
             reply=self._reply,
             endpoint_for=self._endpoint_for,
             applied_configs=self._applied_configs,
-            raft_status=lambda: {} if self._raft is None else self._raft.status(),
+            raft_status=lambda: {} if self._metadata_log is None else self._metadata_log.status(),
             clock_ms=_monotonic_ms,
             ring_path_for=self._ring_path_for,
             host_storage=self._host_storage,
@@ -178,18 +174,11 @@ class Supervisor:
             on_assigned=self.control.partition_assigned,
         )
         self._pool.start_all()  # workers boot while the metadata log elects and replays
-        self._raft = RaftRunner(
-            config.node_id,
-            {config.node_id: f"inproc://zlog-raft-{config.node_id}-{os.getpid()}"},
-            self.data_dir / RAFT_DIRECTORY,
-            self.fsm,
-            # One voter: an election only follows a restart, so keep it short (2 ticks), and
-            # there is nobody to hand leadership to on stop, so do not wait for a transfer.
-            config=RunnerConfig(tick_ms=config.raft_tick_ms, election_ticks=2,
-                                stop_transfer_timeout_ms=0),
-            context=self._context,
+        self._metadata_log = MetadataLog(
+            config.node_id, self.data_dir, self.fsm, tick_ms=config.raft_tick_ms,
+            wake=self._wake, context=self._context,
         )
-        self._raft.start()
+        self._metadata_log.start()
         self._register()
 
     def _lock_data_dir(self) -> None:
@@ -209,28 +198,15 @@ class Supervisor:
 
     def _register(self) -> None:
         """RegisterBroker; once it is applied, every earlier command is too (state is current)."""
-        assert self._raft is not None
-        command = commands.register_broker(
-            self.config.node_id, self.config.advertised_host, self._advertised_control(),
-            cluster_id=uuid.uuid4().hex,
-        )
-        deadline_ms = _monotonic_ms() + startup_timeout_ms
-        while True:
-            future = self._raft.propose(command)
-            try:
-                result = commands.decode_result(future.result(timeout=startup_timeout_ms / 1000))
-                break
-            except ZlogError as error:
-                # Not the leader yet (the election is still running): try again shortly.
-                if error.code != ErrorCode.NOT_LEADER_OR_FOLLOWER or (
-                    _monotonic_ms() > deadline_ms
-                ):
-                    raise StartupError(f"the metadata log refused this broker: {error}") from None
-                time.sleep(self.config.raft_tick_ms / 1000)
-            except TimeoutError:
-                raise StartupError("the metadata log did not commit in time") from None
+        assert self._metadata_log is not None
+        command = RegisterBroker(self.config.node_id, self.config.advertised_host,
+                                 self._advertised_control(), cluster_id=uuid.uuid4().hex)
+        try:
+            result = self._metadata_log.register(command)
+        except RegistrationError as error:
+            raise StartupError(str(error)) from None
         log.info("registered broker %d in cluster %s (broker epoch %d)",
-                 self.config.node_id, result["cluster_id"], result["broker_epoch"])
+                 self.config.node_id, result.cluster_id, result.broker_epoch)
 
     def _advertised_control(self) -> str:
         """The control endpoint as clients elsewhere must spell it."""
@@ -280,8 +256,8 @@ class Supervisor:
         with contextlib.suppress(BlockingIOError):
             while os.read(self._wake_read_fd, 4096):
                 pass
-        while self._completions:
-            self._completions.popleft()()
+        if self._metadata_log is not None:
+            self._metadata_log.run_completions()
         now_ms = _monotonic_ms()
         self._pool.receive(now_ms)
         self._receive_control()
@@ -343,9 +319,9 @@ class Supervisor:
             self._pool.stop_all(self.config.shutdown_timeout_ms)
             self._pool.close()
             self._pool = None
-        if self._raft is not None:
-            self._raft.stop()
-            self._raft = None
+        if self._metadata_log is not None:
+            self._metadata_log.stop()
+            self._metadata_log = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -377,11 +353,11 @@ class Supervisor:
             done = all((name, index) in self._pool.deleted for index in range(count))
             if done and name not in self._finishing_deletes:
                 self._finishing_deletes.add(name)
-                self._propose(commands.topic_deleted(name),
+                self._propose(TopicDeleted(name),
                               functools.partial(self._deletion_finished, name))
 
     def _deletion_finished(
-        self, name: str, result: dict[str, Any] | None, error: ZlogError | None
+        self, name: str, result: Result | None, error: ZlogError | None
     ) -> None:
         del result  # success or not, a later reconcile proposes again if still needed
         if error is not None:
@@ -414,30 +390,10 @@ class Supervisor:
 
     # -- proposals --------------------------------------------------------------------------------
 
-    def _propose(self, command: bytes, done: Done) -> None:
+    def _propose(self, command: Command, done: Done) -> None:
         """Propose `command`; `done(result, error)` runs later on the loop thread."""
-        assert self._raft is not None
-        future = self._raft.propose(command)
-
-        def completed(settled: Future[bytes]) -> None:  # on the Raft thread: queue, wake
-            self._completions.append(lambda: self._complete(settled, done))
-            self._wake()
-
-        future.add_done_callback(completed)
-
-    @staticmethod
-    def _complete(future: Future[bytes], done: Done) -> None:
-        try:
-            result = commands.decode_result(future.result())
-        except ZlogError as error:
-            if error.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                error = ZlogError(ErrorCode.NOT_CONTROLLER, error.message)
-            done(None, error)
-            return
-        except Exception as error:
-            done(None, ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"metadata log: {error}"))
-            return
-        done(result, None)
+        assert self._metadata_log is not None
+        self._metadata_log.propose(command, done)
 
     # -- the control endpoint ---------------------------------------------------------------------
 

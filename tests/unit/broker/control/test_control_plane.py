@@ -7,14 +7,12 @@ ids come from the metadata log in blocks and are never handed out twice.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 
 from zlog.broker.config import BrokerConfig
-from zlog.broker.control import metadata as commands
 from zlog.broker.control.control_plane import (
     ControlPlane,
     Done,
@@ -22,6 +20,14 @@ from zlog.broker.control.control_plane import (
     control_request_timeout_ms,
 )
 from zlog.broker.control.metadata import MetadataStateMachine
+from zlog.broker.control.metadata_commands import (
+    Command,
+    DeleteTopic,
+    RegisterBroker,
+    TopicDeleted,
+    decode_result,
+    encode_command,
+)
 from zlog.broker.control.placement import TopicPartition
 from zlog.broker.topic_configs import TOPIC_CONFIG_DEFAULTS
 from zlog.errors import ErrorCode, ZlogError
@@ -35,8 +41,8 @@ class FakeBroker:
 
     def __init__(self, storage: HostStorage | None = None, **config: Any) -> None:
         self.fsm = MetadataStateMachine()
-        self.fsm.apply(commands.register_broker(1, "127.0.0.1", "tcp://127.0.0.1:7400", "c1"))
-        self.proposed: list[tuple[bytes, Done]] = []
+        self.fsm.apply(encode_command(RegisterBroker(1, "127.0.0.1", "tcp://127.0.0.1:7400", "c1")))
+        self.proposed: list[tuple[Command, Done]] = []
         self.replies: list[tuple[bytes, RequestHeader, wire.Response]] = []
         self.endpoints: dict[TopicPartition, str] = {}
         self.applied: dict[TopicPartition, Mapping[str, str]] = {}  # configs workers confirmed
@@ -68,9 +74,10 @@ class FakeBroker:
             if error is not None:
                 done(None, error)
                 continue
-            result = json.loads(self.fsm.apply(command))
-            if result["error_code"]:
-                done(None, ZlogError(ErrorCode(result["error_code"]), result["error_message"]))
+            try:
+                result = decode_result(command.RESULT, self.fsm.apply(encode_command(command)))
+            except ZlogError as refused:
+                done(None, refused)
             else:
                 done(result, None)
 
@@ -206,7 +213,7 @@ def test_twenty_thousand_partitions_fit_one_command(broker: FakeBroker) -> None:
     """A big topic is one metadata command (replica lists only), not an assertion failure."""
     header = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("wide", 20000),)))
     ((command, _done),) = broker.proposed
-    assert len(command) < 200_000
+    assert len(encode_command(command)) < 200_000
     broker.commit()
     broker.open_all()
     assert _codes(broker.reply_to(header)) == [("wide", ErrorCode.NONE)]
@@ -242,7 +249,7 @@ def test_delete_topics_answers_once_the_data_is_gone(broker: FakeBroker) -> None
     broker.control.settle()
     assert not broker.answered(header)  # committed; the workers still have to delete
     assert broker.fsm.state.deleting == {"t": 2}
-    broker.fsm.apply(commands.topic_deleted("t"))  # the supervisor proposes this
+    broker.fsm.apply(encode_command(TopicDeleted("t")))  # the supervisor proposes this
     broker.control.settle()
     assert _codes(broker.reply_to(header)) == [
         ("t", 0), ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
@@ -429,7 +436,7 @@ def test_alter_configs_validate_only_proposes_nothing() -> None:
 def test_a_topic_deleted_before_its_alteration_committed_is_unknown() -> None:
     broker = _with_topic()
     header = _alter(broker, wire.AlterableConfig("retention.ms", SET, "1"))
-    broker.fsm.apply(commands.delete_topic("t"))  # committed first
+    broker.fsm.apply(encode_command(DeleteTopic("t")))  # committed first
     broker.commit()
     assert _alter_results(broker.reply_to(header)) == [
         ("t", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]

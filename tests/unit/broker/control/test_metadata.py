@@ -14,8 +14,21 @@ from typing import Any
 
 import pytest
 
-from zlog.broker.control import metadata as commands
+from zlog.broker.control import metadata
 from zlog.broker.control.metadata import MetadataStateMachine
+from zlog.broker.control.metadata_commands import (
+    AllocateProducerIds,
+    AlterTopicConfigs,
+    CreateTopic,
+    DeleteTopic,
+    ProducerIdsAllocated,
+    RegisterBroker,
+    SetPartitionState,
+    TopicCreated,
+    TopicDeleted,
+    decode_result,
+    encode_command,
+)
 from zlog.broker.control.placement import place_replicas
 from zlog.errors import ErrorCode, ZlogError
 
@@ -27,7 +40,7 @@ def _assignment(partitions: int, factor: int = 1, brokers: tuple[int, ...] = (1,
 
 
 def _create(name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> bytes:
-    return commands.create_topic(name, partitions, 1, configs or {}, _assignment(partitions))
+    return encode_command(CreateTopic(name, partitions, 1, configs or {}, _assignment(partitions)))
 
 
 def _apply(fsm: MetadataStateMachine, command: bytes) -> dict[str, Any]:
@@ -38,19 +51,19 @@ def _apply(fsm: MetadataStateMachine, command: bytes) -> dict[str, Any]:
 
 def _registered() -> MetadataStateMachine:
     fsm = MetadataStateMachine()
-    assert _apply(fsm, commands.register_broker(1, "h1", "tcp://h1:7400", "cluster-a"))[
+    assert _apply(fsm, encode_command(RegisterBroker(1, "h1", "tcp://h1:7400", "cluster-a")))[
         "error_code"] == 0
     return fsm
 
 
 def test_first_registration_sets_the_cluster_id_later_ones_keep_it() -> None:
     fsm = _registered()
-    again = _apply(fsm, commands.register_broker(1, "h1b", "tcp://h1b:7400", "cluster-b"))
+    again = _apply(fsm, encode_command(RegisterBroker(1, "h1b", "tcp://h1b:7400", "cluster-b")))
     assert again == {"error_code": 0, "error_message": "", "cluster_id": "cluster-a",
                      "broker_epoch": 1}
     assert fsm.state.brokers[1].host == "h1b"
     no_id = MetadataStateMachine()
-    result = _apply(no_id, commands.register_broker(1, "h", "tcp://h:1"))
+    result = _apply(no_id, encode_command(RegisterBroker(1, "h", "tcp://h:1")))
     assert result["error_code"] == ErrorCode.INVALID_REQUEST
 
 
@@ -82,18 +95,19 @@ def test_create_existing_topic_is_topic_already_exists() -> None:
         (b'{"type": ["CreateTopic"]}', ErrorCode.INVALID_REQUEST),
         (b"\xff\xfe", ErrorCode.INVALID_REQUEST),
         (b"[" * 100_000, ErrorCode.INVALID_REQUEST),
-        (commands.create_topic("a/b", 1, 1, {}, _assignment(1)), ErrorCode.INVALID_TOPIC_EXCEPTION),
-        (commands.create_topic("t", 2, 1, {}, _assignment(1)),
+        (encode_command(CreateTopic("a/b", 1, 1, {}, _assignment(1))),
+         ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (encode_command(CreateTopic("t", 2, 1, {}, _assignment(1))),
          ErrorCode.INVALID_REPLICA_ASSIGNMENT),
-        (commands.create_topic("t", 1, 1, {}, _assignment(1, 1, (7,))),
+        (encode_command(CreateTopic("t", 1, 1, {}, _assignment(1, 1, (7,)))),
          ErrorCode.BROKER_ID_NOT_REGISTERED),
-        (commands.create_topic("t", 1, 1, {"a": 1}, _assignment(1)),  # type: ignore[dict-item]
+        (encode_command(CreateTopic("t", 1, 1, {"a": 1}, _assignment(1))),  # type: ignore[dict-item]
          ErrorCode.INVALID_CONFIG),
-        (commands.delete_topic("missing"), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-        (commands.topic_deleted("missing"), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-        (commands.allocate_producer_ids(0), ErrorCode.INVALID_REQUEST),
-        (commands.allocate_producer_ids(10**7), ErrorCode.INVALID_REQUEST),
-        (commands.set_partition_state("missing", 0, 1, 1, [1]),
+        (encode_command(DeleteTopic("missing")), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (encode_command(TopicDeleted("missing")), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (encode_command(AllocateProducerIds(0)), ErrorCode.INVALID_REQUEST),
+        (encode_command(AllocateProducerIds(10**7)), ErrorCode.INVALID_REQUEST),
+        (encode_command(SetPartitionState("missing", 0, 1, 1, [1])),
          ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     ],
 )
@@ -110,21 +124,21 @@ def test_bad_commands_become_error_results(command: bytes, code: ErrorCode) -> N
 def test_delete_then_topic_deleted_frees_the_name() -> None:
     fsm = _registered()
     _apply(fsm, _create("t", 2))
-    assert _apply(fsm, commands.delete_topic("t"))["error_code"] == 0
+    assert _apply(fsm, encode_command(DeleteTopic("t")))["error_code"] == 0
     assert "t" not in fsm.state.topics
     assert fsm.state.deleting == {"t": 2}
     refused = _apply(fsm, _create("t"))
     assert refused["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS
     assert "marked for deletion" in refused["error_message"]
-    assert _apply(fsm, commands.topic_deleted("t"))["error_code"] == 0
+    assert _apply(fsm, encode_command(TopicDeleted("t")))["error_code"] == 0
     assert fsm.state.deleting == {}
     assert _apply(fsm, _create("t"))["topic_seq"] == 1
 
 
 def test_producer_ids_come_in_disjoint_blocks() -> None:
     fsm = _registered()
-    first = _apply(fsm, commands.allocate_producer_ids(1000))
-    second = _apply(fsm, commands.allocate_producer_ids(5))
+    first = _apply(fsm, encode_command(AllocateProducerIds(1000)))
+    second = _apply(fsm, encode_command(AllocateProducerIds(5)))
     assert (first["first_id"], second["first_id"]) == (0, 1000)
     assert fsm.state.next_producer_id == 1005
 
@@ -132,7 +146,7 @@ def test_producer_ids_come_in_disjoint_blocks() -> None:
 def test_create_topic_commands_of_earlier_versions_still_apply() -> None:
     """Raft logs written before the compact form carry a full assignment per partition."""
     fsm = _registered()
-    _apply(fsm, commands.register_broker(2, "h2", "tcp://h2:7400"))
+    _apply(fsm, encode_command(RegisterBroker(2, "h2", "tcp://h2:7400")))
     old_form = json.dumps({
         "type": "CreateTopic", "name": "old", "partitions": 2, "replication_factor": 2,
         "configs": {}, "assignment": [
@@ -140,7 +154,7 @@ def test_create_topic_commands_of_earlier_versions_still_apply() -> None:
             {"partition": 1, "replicas": [2, 1], "leader": 2, "leader_epoch": 0, "isr": [2, 1]},
         ]}).encode()
     assert _apply(fsm, old_form)["error_code"] == 0
-    new_form = commands.create_topic("new", 2, 2, {}, [(1, 2), (2, 1)])
+    new_form = encode_command(CreateTopic("new", 2, 2, {}, [(1, 2), (2, 1)]))
     assert _apply(fsm, new_form)["error_code"] == 0
     old, new = fsm.state.topics["old"], fsm.state.topics["new"]
     assert [(p.replicas, p.leader, p.isr) for p in old.partitions] == [
@@ -149,18 +163,18 @@ def test_create_topic_commands_of_earlier_versions_still_apply() -> None:
 
 def test_set_partition_state_fences_old_epochs() -> None:
     fsm = _registered()
-    _apply(fsm, commands.register_broker(2, "h2", "tcp://h2:7400"))
-    _apply(fsm, commands.create_topic("t", 1, 2, {}, _assignment(1, 2, (1, 2))))
-    shrink = _apply(fsm, commands.set_partition_state("t", 0, 1, 0, [1]))
+    _apply(fsm, encode_command(RegisterBroker(2, "h2", "tcp://h2:7400")))
+    _apply(fsm, encode_command(CreateTopic("t", 1, 2, {}, _assignment(1, 2, (1, 2)))))
+    shrink = _apply(fsm, encode_command(SetPartitionState("t", 0, 1, 0, [1])))
     assert shrink == {"error_code": 0, "error_message": "", "partition_epoch": 1}
-    moved = _apply(fsm, commands.set_partition_state("t", 0, 2, 0, [2]))
+    moved = _apply(fsm, encode_command(SetPartitionState("t", 0, 2, 0, [2])))
     assert moved["error_code"] == ErrorCode.INVALID_REQUEST  # new leader, same epoch
-    assert _apply(fsm, commands.set_partition_state("t", 0, 2, 1, [1, 2]))["error_code"] == 0
-    stale = _apply(fsm, commands.set_partition_state("t", 0, 1, 0, [1]))
+    assert _apply(fsm, encode_command(SetPartitionState("t", 0, 2, 1, [1, 2])))["error_code"] == 0
+    stale = _apply(fsm, encode_command(SetPartitionState("t", 0, 1, 0, [1])))
     assert stale["error_code"] == ErrorCode.FENCED_LEADER_EPOCH
-    outside = _apply(fsm, commands.set_partition_state("t", 0, 2, 2, [2, 9]))
+    outside = _apply(fsm, encode_command(SetPartitionState("t", 0, 2, 2, [2, 9])))
     assert outside["error_code"] == ErrorCode.INVALID_REQUEST
-    not_in_isr = _apply(fsm, commands.set_partition_state("t", 0, 2, 2, [1]))
+    not_in_isr = _apply(fsm, encode_command(SetPartitionState("t", 0, 2, 2, [1])))
     assert not_in_isr["error_code"] == ErrorCode.INVALID_REQUEST
     partition = fsm.state.topics["t"].partitions[0]
     assert (partition.leader, partition.leader_epoch, partition.isr) == (2, 1, (1, 2))
@@ -169,15 +183,15 @@ def test_set_partition_state_fences_old_epochs() -> None:
 def test_alter_topic_configs_sets_and_deletes_overrides() -> None:
     fsm = _registered()
     _apply(fsm, _create("t", 2, {"retention.ms": "5", "segment.ms": "60000"}))
-    altered = _apply(fsm, commands.alter_topic_configs(
-        "t", {"max.message.bytes": "1000", "retention.ms": "7"}, ["segment.ms", "flush.ms"]))
+    altered = _apply(fsm, encode_command(AlterTopicConfigs(
+        "t", {"max.message.bytes": "1000", "retention.ms": "7"}, ["segment.ms", "flush.ms"])))
     assert altered["error_code"] == 0
     topic = fsm.state.topics["t"]
     assert dict(topic.configs) == {"max.message.bytes": "1000", "retention.ms": "7"}
     assert [p.partition_epoch for p in topic.partitions] == [0, 0]  # only configs changed
     # Two changes committed one after the other both hold: a command is a change, not a map.
-    _apply(fsm, commands.alter_topic_configs("t", {"flush.ms": "10"}, []))
-    _apply(fsm, commands.alter_topic_configs("t", {"segment.ms": "9"}, ["retention.ms"]))
+    _apply(fsm, encode_command(AlterTopicConfigs("t", {"flush.ms": "10"}, [])))
+    _apply(fsm, encode_command(AlterTopicConfigs("t", {"segment.ms": "9"}, ["retention.ms"])))
     assert dict(fsm.state.topics["t"].configs) == {
         "flush.ms": "10", "max.message.bytes": "1000", "segment.ms": "9"}
 
@@ -185,7 +199,7 @@ def test_alter_topic_configs_sets_and_deletes_overrides() -> None:
 @pytest.mark.parametrize(
     ("command", "code"),
     [
-        (commands.alter_topic_configs("nosuch", {"retention.ms": "1"}, []),
+        (encode_command(AlterTopicConfigs("nosuch", {"retention.ms": "1"}, [])),
          ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
         (b'{"type": "AlterTopicConfigs", "name": "t", "set": {"retention.ms": 1}, "delete": []}',
          ErrorCode.INVALID_CONFIG),
@@ -208,14 +222,14 @@ def test_a_refused_alteration_changes_nothing(command: bytes, code: ErrorCode) -
 def _random_commands(rng: random.Random, count: int) -> list[bytes]:
     names = ["a", "b", "c", "d.e", "f_g"]
     pool: list[Callable[[], bytes]] = [
-        lambda: commands.register_broker(rng.randint(1, 3), "h", "tcp://h:1", "c"),
+        lambda: encode_command(RegisterBroker(rng.randint(1, 3), "h", "tcp://h:1", "c")),
         lambda: _create(rng.choice(names), rng.randint(1, 4), {"retention.ms": "5"}),
-        lambda: commands.delete_topic(rng.choice(names)),
-        lambda: commands.topic_deleted(rng.choice(names)),
-        lambda: commands.allocate_producer_ids(rng.randint(1, 100)),
-        lambda: commands.set_partition_state(rng.choice(names), 0, 1, rng.randint(0, 3), [1]),
-        lambda: commands.alter_topic_configs(
-            rng.choice(names), {"segment.ms": str(rng.randint(1, 9))}, ["retention.ms"]),
+        lambda: encode_command(DeleteTopic(rng.choice(names))),
+        lambda: encode_command(TopicDeleted(rng.choice(names))),
+        lambda: encode_command(AllocateProducerIds(rng.randint(1, 100))),
+        lambda: encode_command(SetPartitionState(rng.choice(names), 0, 1, rng.randint(0, 3), [1])),
+        lambda: encode_command(AlterTopicConfigs(
+            rng.choice(names), {"segment.ms": str(rng.randint(1, 9))}, ["retention.ms"])),
         lambda: b"garbage",
     ]
     return [rng.choice(pool)() for _ in range(count)]
@@ -245,17 +259,18 @@ def test_published_state_is_never_mutated() -> None:
     fsm = _registered()
     _apply(fsm, _create("t", 2))
     old = fsm.state
-    old_snapshot = commands._state_to_json(old)
-    _apply(fsm, commands.delete_topic("t"))
+    old_snapshot = metadata._state_to_json(old)
+    _apply(fsm, encode_command(DeleteTopic("t")))
     _apply(fsm, _create("u"))
-    assert commands._state_to_json(old) == old_snapshot
+    assert metadata._state_to_json(old) == old_snapshot
 
 
 def test_decode_result_raises_the_carried_error() -> None:
     with pytest.raises(ZlogError) as caught:
-        commands.decode_result(b'{"error_code": 36, "error_message": "exists"}')
+        decode_result(TopicCreated, b'{"error_code": 36, "error_message": "exists"}')
     assert caught.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
-    assert commands.decode_result(b'{"error_code": 0, "first_id": 3}')["first_id"] == 3
+    allocated = decode_result(ProducerIdsAllocated, b'{"error_code": 0, "first_id": 3, "count": 2}')
+    assert (allocated.first_id, allocated.count) == (3, 2)
 
 
 def test_query_reads_the_whole_state() -> None:
