@@ -38,7 +38,7 @@ from zlog.shm_segments.batch import Compression, NewRecord, build_batch, read_he
 from zlog.shm_segments.batch_fast import parse_batch
 from zlog.transport import messages as wire
 from zlog.transport.codec import decode_response, encode_request
-from zlog.transport.json_bodies import JSON_BODY_BYTES_MAX
+from zlog.transport.json_fields import JSON_BODY_BYTES_MAX
 from zlog.transport.rpc import RpcClient
 from zlog.transport.sockets import SERVER_FRAME_BYTES_MAX
 

@@ -116,6 +116,48 @@ def make_router(
     return sock, bound.decode("ascii")
 
 
+def make_channel_router(
+    endpoint: str, *, context: zmq.Context[zmq.Socket[bytes]], frame_bytes_max: int
+) -> tuple[zmq.Socket[bytes], str]:
+    """The supervisor's end of the channel to its workers, bound; (socket, bound endpoint).
+
+    A restarted worker reconnects with its old identity and takes it over (ROUTER_HANDOVER);
+    a message to a worker that is not connected fails at once (ROUTER_MANDATORY), so the
+    supervisor knows to send it again once the worker says hello.
+    """
+    sock = context.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+    sock.setsockopt(zmq.MAXMSGSIZE, frame_bytes_max)
+    try:
+        sock.bind(endpoint)
+    except zmq.ZMQError:
+        sock.close(linger=0)
+        raise
+    bound = sock.getsockopt(zmq.LAST_ENDPOINT)
+    assert isinstance(bound, bytes)
+    return sock, bound.decode()
+
+
+def make_channel_dealer(
+    endpoint: str,
+    identity: bytes,
+    *,
+    context: zmq.Context[zmq.Socket[bytes]],
+    frame_bytes_max: int,
+    hwm_messages: int,
+) -> zmq.Socket[bytes]:
+    """A worker's end of the channel to its supervisor, connected under `identity`."""
+    sock = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.IDENTITY, identity)
+    _apply_common(sock, frame_bytes_max, hwm_messages)
+    sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_INTERVAL_MS)
+    sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_INTERVAL_MS_MAX)
+    sock.connect(endpoint)
+    return sock
+
+
 def _send_parts(sock: zmq.Socket[bytes], frames: Frames, flags: int) -> None:
     """What `send_multipart(copy=False)` does, minus its per-call checks and enum arithmetic.
 

@@ -47,21 +47,26 @@ from zlog.broker.control.placement import TopicPartition
 from zlog.broker.control.worker_pool import DesiredPartition, WorkerPool, WorkerSettings
 from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.topic_configs import effective_topic_configs
-from zlog.errors import ErrorCode, ZlogError
+from zlog.errors import ZlogError
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS
 from zlog.transport.codec import (
-    HeaderError,
-    RequestBodyError,
     RequestHeader,
-    decode_request,
-    encode_error_response,
     encode_response,
 )
-from zlog.transport.sockets import make_router, send_routed
+from zlog.transport.server import Reply, RequestPath, ServerStats
+from zlog.transport.sockets import make_router, recv_routed, send_routed
 
 log = logging.getLogger("zlog.broker.control.supervisor")
+
+CONTROL_REQUEST_PATH: Final = RequestPath(
+    apis=CONTROL_APIS,
+    served_elsewhere="the partition workers, not here",
+    internal_error_message="internal error in the supervisor; see its log",
+    log=log,
+    crash_on_assertion=False,  # one broken request must not take the host's broker down
+)
 
 reconcile_interval_ms: Final = 1_000  # re-check assignments even when nothing signalled
 loop_poll_ms_max: Final = 100  # the loop wakes at least this often (checks, deadlines)
@@ -116,7 +121,7 @@ class Supervisor:
         self.worker_module = worker_module
         self.fsm = MetadataStateMachine()
         self.control_endpoint = ""
-        self.requests_dropped = 0  # messages without even a header (no one to answer)
+        self.request_stats = ServerStats()
         self._context: zmq.Context[Any] = zmq.Context.instance()
         self._stop_requested = False
         self._serving = False
@@ -400,33 +405,20 @@ class Supervisor:
     def _receive_control(self) -> None:
         assert self._control_socket is not None
         for _ in range(control_batch_messages_max):
-            try:
-                frames = self._control_socket.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
+            routed = recv_routed(self._control_socket, block=False)
+            if routed is None:
                 return
-            identity, body = frames[0].bytes, frames[1:]
-            try:
-                header, request = decode_request(body)
-            except HeaderError:
-                self.requests_dropped += 1  # no header, no correlation id: nobody to answer
-                continue
-            except RequestBodyError as error:
-                self._send(identity, encode_error_response(error.header, error.code,
-                                                           error.message))
-                continue
-            if header.api_key not in CONTROL_APIS:
-                self._send(identity, encode_error_response(
-                    header, ErrorCode.UNSUPPORTED_VERSION,
-                    f"api key {header.api_key} is served by the partition workers, not here"))
-                continue
-            try:
-                self.control.handle(identity, header, request)
-            except ZlogError as error:
-                self._send(identity, encode_error_response(header, error.code, error.message))
-            except Exception as error:
-                log.exception("control request %d failed", header.api_key)
-                self._send(identity, encode_error_response(
-                    header, ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error: {error}"))
+            identity, frames = routed
+            for peer, reply in CONTROL_REQUEST_PATH.serve(identity, frames, self._dispatch,
+                                                          self.request_stats):
+                self._send(peer, reply)
+
+    def _dispatch(
+        self, identity: bytes, header: RequestHeader, request: wire.Request
+    ) -> list[Reply]:
+        """The control plane answers through `_reply`, now or once a request settles."""
+        self.control.handle(identity, header, request)
+        return []
 
     def _send(self, identity: bytes, frames: list[wire.Buffer]) -> None:
         sock = self._control_socket

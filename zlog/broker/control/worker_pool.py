@@ -38,6 +38,7 @@ import zlog
 from zlog import limits
 from zlog.broker import worker_protocol as protocol
 from zlog.broker.control.placement import TopicPartition, place_on_workers
+from zlog.transport.sockets import make_channel_router
 
 log = logging.getLogger("zlog.broker.control.worker_pool")
 
@@ -184,13 +185,10 @@ class WorkerPool:
         self.changed = True  # something a reconcile or a waiting request should look at
         self._on_assigned = on_assigned  # (partition, error code, message) after an assign
         self._next_request_id = 1
-        self.router: zmq.Socket[Any] = context.socket(zmq.ROUTER)
-        self.router.setsockopt(zmq.LINGER, 0)
-        self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a send to a dead worker fails at once
-        self.router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted worker takes its identity
-        self.router.setsockopt(zmq.MAXMSGSIZE, protocol.MESSAGE_BYTES_MAX)
-        self.router.bind(supervisor_endpoint(settings.data_dir))
-        self.endpoint = self.router.getsockopt(zmq.LAST_ENDPOINT).decode()
+        self.router, self.endpoint = make_channel_router(
+            supervisor_endpoint(settings.data_dir), context=context,
+            frame_bytes_max=protocol.MESSAGE_BYTES_MAX,
+        )
 
     # -- processes --------------------------------------------------------------------------------
 

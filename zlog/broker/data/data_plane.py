@@ -12,12 +12,11 @@ frames. The one exception is a consumer reading the last few small batches of a 
 (`recent_batches`): it gets the partition's copies of them, the same bytes, because finding
 them in the segment would cost more than the copy. Records are never decoded or re-encoded.
 
-Bad input never takes the worker down. A frame too short to hold a header is dropped and
-counted; an undecodable request gets a whole-request error; a refused batch gets its Kafka code
-in its entry. An unexpected exception is logged with its traceback and answered with
-UNKNOWN_SERVER_ERROR, and the worker keeps serving. A failed assertion is different: an
-invariant of zlog itself is broken, so the worker crashes (STYLE.md rule 10); the supervisor
-restarts it and the ring gives back every acknowledged batch.
+Bad input never takes the worker down: requests arrive through the one server request path
+(`zlog.transport.server`), which answers undecodable requests and bugs with their codes, and a
+refused batch gets its Kafka code in its entry. A failed assertion is different: an invariant
+of zlog itself is broken, so the worker crashes (STYLE.md rule 10); the supervisor restarts it
+and the ring gives back every acknowledged batch.
 """
 
 from __future__ import annotations
@@ -39,21 +38,11 @@ from zlog.broker.data.partition import ACKS_ALL, VALID_ACKS, Partition, ProduceO
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.api import DATA_APIS, SUPPORTED_VERSIONS
-from zlog.transport.codec import (
-    Frame,
-    HeaderError,
-    RequestBodyError,
-    RequestHeader,
-    decode_request,
-    encode_error_response,
-    encode_response,
-    expects_response,
-)
+from zlog.transport.codec import Frame, RequestHeader, encode_response
 from zlog.transport.messages import (
     ApiVersionRange,
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
-    Buffer,
     FetchEntry,
     FetchRequestV0,
     FetchResponseV0,
@@ -68,15 +57,21 @@ from zlog.transport.messages import (
     Request,
     Response,
 )
+from zlog.transport.server import Reply, RequestPath, ServerStats
 
 log = logging.getLogger(__name__)
 
-Reply = tuple[bytes, list[Buffer]]
-"""(peer identity, frames): one message for the ROUTER to send."""
+REQUEST_PATH: Final = RequestPath(
+    apis=DATA_APIS,
+    served_elsewhere="the control endpoint, not a worker",
+    internal_error_message="internal error in the partition worker; see its log",
+    log=log,
+    crash_on_assertion=True,
+)
 
 DELAYED_PRODUCES_MAX: Final = 10_000
 """Bound on acks=all requests waiting for the high watermark; beyond it they time out at once."""
-_INTERNAL_ERROR: Final = "internal error in the partition worker; see its log"
+_INTERNAL_ERROR: Final = REQUEST_PATH.internal_error_message
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,16 +93,6 @@ class _DelayedProduce:
 
 
 @dataclass(slots=True)
-class DataPlaneStats:
-    """Counters for metrics; the supervisor scrapes them through the worker."""
-
-    requests: int = 0
-    dropped_messages: int = 0  # too short to hold a header: nobody to answer
-    request_errors: int = 0  # answered with a whole-request error
-    internal_errors: int = 0  # bugs: logged with a traceback
-
-
-@dataclass(slots=True)
 class DataPlane:
     """Produce, Fetch, ListOffsets and ApiVersions over the partitions in `partitions`.
 
@@ -119,34 +104,17 @@ class DataPlane:
     clock: Clock = field(default_factory=SystemClock)  # wall time for timestamp bounds
     waiters: FetchWaiters[_ParkedFetch] = field(default_factory=FetchWaiters)
     delayed: list[_DelayedProduce] = field(default_factory=list)
-    stats: DataPlaneStats = field(default_factory=DataPlaneStats)
+    stats: ServerStats = field(default_factory=ServerStats)
 
     # ------------------------------------------------------------------ entry points
 
     def handle(self, identity: bytes, frames: Sequence[Frame], now_ms: int) -> list[Reply]:
         """Apply one request; returns every reply it causes (its own and woken long polls)."""
-        self.stats.requests += 1
-        try:
-            header, request = decode_request(frames)
-        except HeaderError:
-            self.stats.dropped_messages += 1
-            return []
-        except RequestBodyError as error:
-            self.stats.request_errors += 1
-            return [(identity, encode_error_response(error.header, error.code, error.message))]
-        try:
-            return self._dispatch(identity, header, request, now_ms)
-        except AssertionError:
-            raise
-        except Exception:
-            log.exception("request %s from %r failed", header, identity)
-            self.stats.internal_errors += 1
-            if not expects_response(request):
-                return []
-            error_frames = encode_error_response(
-                header, ErrorCode.UNKNOWN_SERVER_ERROR, _INTERNAL_ERROR
-            )
-            return [(identity, error_frames)]
+
+        def dispatch(peer: bytes, header: RequestHeader, request: Request) -> list[Reply]:
+            return self._dispatch(peer, header, request, now_ms)
+
+        return REQUEST_PATH.serve(identity, frames, dispatch, self.stats)
 
     def on_timer(self, now_ms: int) -> list[Reply]:
         """Answer the long polls and acks=all waits whose time is up."""
@@ -192,11 +160,8 @@ class DataPlane:
             return self._fetch(identity, header, request, now_ms)
         if isinstance(request, ListOffsetsRequestV0):
             return [_reply(identity, header, self._list_offsets(request))]
-        if isinstance(request, ApiVersionsRequestV0):
-            return [_reply(identity, header, _api_versions())]
-        self.stats.request_errors += 1
-        message = f"api key {header.api_key} is served by the control endpoint, not a worker"
-        return [(identity, encode_error_response(header, ErrorCode.UNSUPPORTED_VERSION, message))]
+        assert isinstance(request, ApiVersionsRequestV0), "REQUEST_PATH passes DATA_APIS only"
+        return [_reply(identity, header, _api_versions())]
 
     # ------------------------------------------------------------------ produce
 

@@ -44,18 +44,18 @@ import zmq
 
 from zlog import limits
 from zlog.broker import worker_protocol as protocol
-from zlog.broker.data.data_plane import DataPlane, Reply
+from zlog.broker.data.data_plane import DataPlane
 from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.topic_configs import validate_topic_name
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
+from zlog.transport.server import Reply
 from zlog.transport.sockets import (
     DRAIN_MESSAGES_MAX,
-    RECONNECT_INTERVAL_MS,
-    RECONNECT_INTERVAL_MS_MAX,
     has_message,
+    make_channel_dealer,
     make_router,
     recv_routed,
     send_routed,
@@ -136,16 +136,11 @@ class Worker:
         raise ZlogError(ErrorCode.NETWORK_EXCEPTION, f"no free port in {first}-{last} on {host}")
 
     def _connect_control(self) -> zmq.Socket[bytes]:
-        sock = self._context.socket(zmq.DEALER)
-        sock.setsockopt(zmq.IDENTITY, f"worker-{self.options.worker_id}".encode())
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.SNDHWM, CONTROL_HWM_MESSAGES)
-        sock.setsockopt(zmq.RCVHWM, CONTROL_HWM_MESSAGES)
-        sock.setsockopt(zmq.MAXMSGSIZE, protocol.MESSAGE_BYTES_MAX)
-        sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_INTERVAL_MS)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_INTERVAL_MS_MAX)
-        sock.connect(self.options.supervisor_endpoint)
-        return sock
+        return make_channel_dealer(
+            self.options.supervisor_endpoint, f"worker-{self.options.worker_id}".encode(),
+            context=self._context, frame_bytes_max=protocol.MESSAGE_BYTES_MAX,
+            hwm_messages=CONTROL_HWM_MESSAGES,
+        )
 
     def _send_control(self, message: protocol.FromWorker) -> None:
         """One frame to the supervisor; dropped (and logged) if its queue is full."""

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
-from zlog.broker.data.data_plane import DataPlane, Reply
+from zlog.broker.data.data_plane import DataPlane
+from zlog.transport.server import Reply
 from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.worker_protocol import Assign, decode_to_worker
 from zlog.clock import ManualClock

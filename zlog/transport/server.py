@@ -1,0 +1,109 @@
+"""The one server request path: frames in, replies out, every failure a Kafka-coded reply.
+
+Both kinds of server (a supervisor's control endpoint, a worker's data endpoint) receive a
+request the same way and must answer every way it can go wrong the same way, so that path is
+written once, here:
+
+* a message too short to hold a header has no correlation id, so nobody can be answered: it is
+  dropped and counted;
+* a header with a body that does not decode is answered with the decoder's code;
+* an api key this endpoint does not serve is answered UNSUPPORTED_VERSION, saying where it is
+  served;
+* the service's own `ZlogError` is answered with its code and sentence;
+* any other exception is a bug: it is logged with its traceback, counted, and answered
+  UNKNOWN_SERVER_ERROR, and the server keeps serving. A failed assertion is a broken invariant
+  of zlog itself: a worker lets it crash the process (STYLE rule 10: the supervisor restarts
+  it and the ring gives back every acknowledged batch), a supervisor answers it like a bug.
+
+Requests that expect no response (produce with acks=0) are never answered, errors included.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.codec import (
+    Frame,
+    HeaderError,
+    RequestBodyError,
+    RequestHeader,
+    decode_request,
+    encode_error_response,
+    expects_response,
+)
+from zlog.transport.messages import Buffer, Request
+
+Reply = tuple[bytes, list[Buffer]]
+"""(peer identity, frames): one message for a ROUTER to send."""
+Dispatch = Callable[[bytes, RequestHeader, Request], list[Reply]]
+"""A service: (peer identity, header, request) -> the replies it causes now (maybe none)."""
+
+
+@dataclass(slots=True)
+class ServerStats:
+    """Counters for metrics."""
+
+    requests: int = 0
+    dropped_messages: int = 0  # too short to hold a header: nobody to answer
+    request_errors: int = 0  # answered with a whole-request error
+    internal_errors: int = 0  # bugs: logged with a traceback
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPath:
+    """How one server turns frames into a call of its service."""
+
+    apis: Collection[int]  # the api keys this endpoint serves
+    served_elsewhere: str  # "the control endpoint, not a worker": where the others are
+    internal_error_message: str  # what a client hears about a bug here
+    log: logging.Logger
+    crash_on_assertion: bool  # a worker crashes on a broken invariant; a supervisor answers
+
+    def serve(
+        self, identity: bytes, frames: Sequence[Frame], dispatch: Dispatch, stats: ServerStats
+    ) -> list[Reply]:
+        """Decode one request and run it; never raises but for a worker's failed assertion."""
+        stats.requests += 1
+        try:
+            header, request = decode_request(frames)
+        except HeaderError:
+            stats.dropped_messages += 1
+            return []
+        except RequestBodyError as error:
+            stats.request_errors += 1
+            return [(identity, encode_error_response(error.header, error.code, error.message))]
+        if header.api_key not in self.apis:
+            stats.request_errors += 1
+            message = f"api key {header.api_key} is served by {self.served_elsewhere}"
+            return [(identity, encode_error_response(header, ErrorCode.UNSUPPORTED_VERSION,
+                                                     message))]
+        try:
+            return dispatch(identity, header, request)
+        except ZlogError as error:
+            stats.request_errors += 1
+            return self._error_reply(identity, header, request, error.code, error.message)
+        except AssertionError:
+            if self.crash_on_assertion:
+                raise
+            return self._internal_error(identity, header, request, stats)
+        except Exception:
+            return self._internal_error(identity, header, request, stats)
+
+    def _internal_error(
+        self, identity: bytes, header: RequestHeader, request: Request, stats: ServerStats
+    ) -> list[Reply]:
+        self.log.exception("request %s from %r failed", header, identity)
+        stats.internal_errors += 1
+        return self._error_reply(identity, header, request, ErrorCode.UNKNOWN_SERVER_ERROR,
+                                 self.internal_error_message)
+
+    @staticmethod
+    def _error_reply(
+        identity: bytes, header: RequestHeader, request: Request, code: ErrorCode, message: str
+    ) -> list[Reply]:
+        if not expects_response(request):
+            return []
+        return [(identity, encode_error_response(header, code, message))]
