@@ -10,7 +10,6 @@ import pytest
 
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
 from zlog.broker.data.data_plane import DataPlane
-from zlog.transport.server import Reply
 from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.worker_protocol import Assign, decode_to_worker
 from zlog.clock import ManualClock
@@ -36,6 +35,7 @@ from zlog.transport.messages import (
     Request,
     Response,
 )
+from zlog.transport.server import Reply
 
 CLIENT, OTHER = b"client", b"other"
 
