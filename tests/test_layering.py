@@ -34,7 +34,9 @@ PURE_MODULES = {
     "zlog/broker/control/metadata.py", "zlog/broker/control/placement.py",
     "zlog/broker/topic_configs.py", "zlog/broker/control/control_plane.py",
     "zlog/broker/data/partition.py", "zlog/broker/data/producer_state.py",
-    "zlog/broker/data/fetch_waiters.py",
+    "zlog/broker/data/fetch_waiters.py", "zlog/broker/data/isr.py",
+    "zlog/broker/worker_protocol.py", "zlog/broker/control/metadata_commands.py",
+    "zlog/transport/json_fields.py", "zlog/transport/server.py",
     "zlog/spark/offsets.py", "zlog/spark/options.py",
 }
 IMPURE_IMPORTS = {"os", "time", "socket", "zmq", "mmap", "threading", "subprocess", "asyncio",

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from zlog.broker.data.fetch_waiters import EntryRead
+from zlog.broker.data.isr import HighWatermark, ReplicaSet
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
 from zlog.broker.data.recent_batches import RECENT_BYTES_MAX, RecentBatches
 from zlog.errors import ErrorCode, ZlogError
@@ -75,26 +76,6 @@ class LogLike(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class ReplicaSet:
-    """Who holds the partition, who is in sync, and how many in-sync replicas acks=all needs."""
-
-    local_replica_id: int
-    replicas: frozenset[int]
-    isr: frozenset[int]
-    min_insync_replicas: int = 1
-
-    def __post_init__(self) -> None:
-        assert self.local_replica_id in self.isr, "the leader is always in its own ISR"
-        assert self.isr <= self.replicas, (self.isr, self.replicas)
-        assert self.min_insync_replicas >= 1, self.min_insync_replicas
-
-    @classmethod
-    def single(cls, local_replica_id: int = 0, min_insync_replicas: int = 1) -> ReplicaSet:
-        only = frozenset({local_replica_id})
-        return cls(local_replica_id, only, only, min_insync_replicas)
-
-
-@dataclass(frozen=True, slots=True)
 class ProduceOutcome:
     """The answer for one (topic, partition) entry of a produce request."""
 
@@ -129,23 +110,25 @@ class Partition:
         self.log = log
         self.leader_epoch = leader_epoch
         self.is_leader = is_leader
-        self.replicas = replicas or ReplicaSet.single()
         self.compacted = compacted
         self.producers = producers or ProducerStateTable()
         self.timestamp_difference_max_ms = timestamp_difference_max_ms  # -1: not checked
         self.compression = compression  # the topic's codec; None: keep the producer's
-        self._follower_end_offsets: dict[int, int] = {}
         # Consumers at the tail read these instead of the log. Not for compacted topics: the
         # compactor rewrites sealed segments behind this thread's back.
         self._recent: RecentBatches | None = None if compacted else RecentBatches()
-        self._high_watermark = log.log_start_offset
-        self._high_watermark = self._computed_high_watermark()
+        self._hw = HighWatermark(replicas or ReplicaSet.single(), log.log_start_offset,
+                                 log.log_end_offset)
 
     # ------------------------------------------------------------------ replicas and HW
 
     @property
     def high_watermark(self) -> int:
-        return self._high_watermark
+        return self._hw.value
+
+    @property
+    def replicas(self) -> ReplicaSet:
+        return self._hw.replicas
 
     def become(self, *, leader_epoch: int, is_leader: bool) -> None:
         """A new assignment of the same partition: a newer epoch or a change of role."""
@@ -170,42 +153,21 @@ class Partition:
 
     def set_replicas(self, replicas: ReplicaSet) -> int:
         """A committed ISR change; returns the bytes that became visible to consumers."""
-        self.replicas = replicas
+        self._hw.replicas = replicas
         return self._advance_high_watermark()
 
     def note_follower_position(self, replica_id: int, fetch_offset: int) -> int:
-        """A follower fetching at `fetch_offset` holds everything below it (Kafka's rule).
+        """A follower fetching at `fetch_offset` holds everything below it (isr.py).
 
         Returns the bytes that became visible to consumers because the HW moved.
         """
-        self._check_follower(replica_id)
-        if self.log.log_start_offset <= fetch_offset <= self.log.log_end_offset:
-            self._follower_end_offsets[replica_id] = fetch_offset
+        self._hw.check_follower(replica_id, self.topic, self.partition)
+        self._hw.note_follower(replica_id, fetch_offset, self.log.log_start_offset,
+                               self.log.log_end_offset)
         return self._advance_high_watermark()
 
-    def _check_follower(self, replica_id: int) -> None:
-        known = replica_id in self.replicas.replicas
-        if not known or replica_id == self.replicas.local_replica_id:
-            raise ZlogError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"replica {replica_id} is not a follower of {self.topic}-{self.partition}",
-            )
-
-    def _computed_high_watermark(self) -> int:
-        log_end = self.log.log_end_offset
-        ends = [
-            log_end if replica == self.replicas.local_replica_id
-            else self._follower_end_offsets.get(replica, self._high_watermark)
-            for replica in self.replicas.isr
-        ]
-        lowest = min(*ends, log_end)
-        return max(lowest, self._high_watermark, self.log.log_start_offset)
-
     def _advance_high_watermark(self) -> int:
-        before = self._high_watermark
-        after = self._computed_high_watermark()
-        self._high_watermark = after
-        assert after >= before
+        before, after = self._hw.advance(self.log.log_start_offset, self.log.log_end_offset)
         return self._bytes_between(before, after) if after > before else 0
 
     def _bytes_between(self, from_offset: int, to_offset: int) -> int:
@@ -230,7 +192,7 @@ class Partition:
         refusal = self._refusal(batches, acks)
         if refusal is not None:
             return ProduceOutcome(refusal.code, -1, start, refusal.message)
-        hw_before, end_before = self._high_watermark, self.log.log_end_offset
+        hw_before, end_before = self._hw.value, self.log.log_end_offset
         first_base_offset = required_offset = -1
         appended_bytes = 0
         failure: ZlogError | None = None
@@ -269,8 +231,9 @@ class Partition:
         if not batches:
             return ZlogError(ErrorCode.INVALID_REQUEST,
                              f"produce entry for {self.topic}-{self.partition} has no batch")
-        in_sync, needed = len(self.replicas.isr), self.replicas.min_insync_replicas
-        if acks == ACKS_ALL and in_sync < needed:
+        replicas = self._hw.replicas
+        if acks == ACKS_ALL and not replicas.enough_in_sync:
+            in_sync, needed = len(replicas.isr), replicas.min_insync_replicas
             return ZlogError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"{self.topic}-{self.partition} has {in_sync} in-sync replicas; "
@@ -384,8 +347,7 @@ class Partition:
         self, hw_before: int, end_before: int, appended_bytes: int
     ) -> int:
         """Bytes now visible to consumers; free in the common case of a caught-up HW."""
-        after = self._computed_high_watermark()
-        self._high_watermark = after
+        _before, after = self._hw.advance(self.log.log_start_offset, self.log.log_end_offset)
         if after == hw_before:
             return 0
         if hw_before == end_before and after == self.log.log_end_offset:
@@ -393,18 +355,8 @@ class Partition:
         return self._bytes_between(hw_before, after)
 
     def acks_status(self, required_offset: int) -> ErrorCode | None:
-        """For an acks=all entry: its answer now, or None to keep waiting (Kafka's rule).
-
-        Once the HW covers the entry it is acknowledged, unless the ISR has meanwhile shrunk
-        below min.insync.replicas: the data is on the leader, but not as safe as asked.
-        """
-        if self._high_watermark >= required_offset:
-            if len(self.replicas.isr) < self.replicas.min_insync_replicas:
-                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-            return ErrorCode.NONE
-        if not self.is_leader:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return None
+        """For an acks=all entry: its answer now, or None to keep waiting (isr.py)."""
+        return self._hw.acks_status(required_offset, is_leader=self.is_leader)
 
     # ------------------------------------------------------------------ fetch
 
@@ -424,15 +376,15 @@ class Partition:
                 )
             chunks = None
             if replica_id < 0:
-                if fetch_offset == self._high_watermark:
+                if fetch_offset == self._hw.value:
                     caught_up = self._caught_up_read(fetch_offset)
                     if caught_up is not None:
                         return caught_up
                 chunks = self._recent_read(fetch_offset, max(limit_bytes, 0))
             if chunks is None:
-                upto_offset: int | None = self._high_watermark
+                upto_offset: int | None = self._hw.value
                 if replica_id >= 0:
-                    self._check_follower(replica_id)
+                    self._hw.check_follower(replica_id, self.topic, self.partition)
                     upto_offset = None
                 chunks = self.log.read(fetch_offset, max(limit_bytes, 0), upto_offset)
         except ZlogError as error:
@@ -440,7 +392,7 @@ class Partition:
         if not at_least_one and sum(chunk.nbytes for chunk in chunks) > limit_bytes:
             chunks = []  # the one batch that would not fit; it goes in a later fetch
         return EntryRead(
-            ErrorCode.NONE, self._high_watermark, self.log.log_start_offset, tuple(chunks)
+            ErrorCode.NONE, self._hw.value, self.log.log_start_offset, tuple(chunks)
         )
 
     def _caught_up_read(self, fetch_offset: int) -> EntryRead | None:
@@ -464,13 +416,13 @@ class Partition:
         if fetch_offset < log.log_start_offset:
             return None  # the log answers OFFSET_OUT_OF_RANGE
         return recent.read(
-            fetch_offset, max_bytes, self._high_watermark,
+            fetch_offset, max_bytes, self._hw.value,
             log_end_offset=log.log_end_offset, segment_count=log.segment_count,
         )
 
     def _read_error(self, error: ZlogError) -> EntryRead:
         return EntryRead(
-            error.code, self._high_watermark, self.log.log_start_offset, (), error.message
+            error.code, self._hw.value, self.log.log_start_offset, (), error.message
         )
 
     # ------------------------------------------------------------------ list offsets
@@ -487,7 +439,7 @@ class Partition:
                 f"this worker does not lead {self.topic}-{self.partition}",
             )
         if timestamp_ms == LATEST_TIMESTAMP:
-            return self._high_watermark, -1
+            return self._hw.value, -1
         if timestamp_ms == EARLIEST_TIMESTAMP:
             return self.log.log_start_offset, -1
         if timestamp_ms < EARLIEST_TIMESTAMP:
@@ -496,12 +448,12 @@ class Partition:
                 f"timestamp {timestamp_ms} is invalid: use -1 (latest), -2 (earliest) or >= 0",
             )
         offset = self.log.offset_for_timestamp(timestamp_ms)
-        if offset is None or offset >= self._high_watermark:
+        if offset is None or offset >= self._hw.value:
             return -1, -1
         return offset, self._timestamp_at(offset)
 
     def _timestamp_at(self, offset: int) -> int:
-        chunks = self.log.read(offset, 1, self._high_watermark)
+        chunks = self.log.read(offset, 1, self._hw.value)
         assert chunks, f"offset {offset} is below the HW and must be readable"
         parsed = parse_batch(chunks[0][: _first_batch_bytes(chunks[0])], check_crc=False)
         for found, timestamp_ms in zip(

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Final
 
 from zlog.broker.data.fetch_waiters import TopicPartition
-from zlog.broker.data.partition import Partition, ReplicaSet
+from zlog.broker.data.isr import ReplicaSet
+from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
 from zlog.broker.topic_configs import (
     COMPRESSION_TYPE,

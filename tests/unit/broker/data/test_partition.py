@@ -8,7 +8,8 @@ import crc32c
 import pytest
 
 from tests.storage_helpers import base_offset_of, make_batch
-from zlog.broker.data.partition import Partition, ReplicaSet
+from zlog.broker.data.isr import ReplicaSet
+from zlog.broker.data.partition import Partition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import (
     Compression,

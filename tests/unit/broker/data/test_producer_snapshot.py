@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from zlog.broker.data.partition import Partition, ReplicaSet
+from zlog.broker.data.isr import ReplicaSet
+from zlog.broker.data.partition import Partition
 from zlog.broker.data.partition_host import (
     PRODUCER_SNAPSHOT_FILE,
     HostedPartition,

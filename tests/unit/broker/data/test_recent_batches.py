@@ -10,7 +10,8 @@ import random
 from pathlib import Path
 
 from tests.storage_helpers import make_batch
-from zlog.broker.data.partition import Partition, ReplicaSet
+from zlog.broker.data.isr import ReplicaSet
+from zlog.broker.data.partition import Partition
 from zlog.broker.data.recent_batches import RECENT_BATCHES_MAX, RECENT_BYTES_MAX, RecentBatches
 from zlog.errors import ErrorCode
 from zlog.shm_segments.batch import NewRecord, build_batch, stamp
