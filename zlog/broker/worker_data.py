@@ -16,8 +16,8 @@ Bad input never takes the worker down. A frame too short to hold a header is dro
 counted; an undecodable request gets a whole-request error; a refused batch gets its Kafka code
 in its entry. An unexpected exception is logged with its traceback and answered with
 UNKNOWN_SERVER_ERROR, and the worker keeps serving. A failed assertion is different: an
-invariant of zlog itself is broken, so the worker crashes (STYLE.md rule 10); the supervisor
-restarts it and the ring gives back every acknowledged batch.
+invariant of zlog itself is broken, so the worker crashes (docs/reliability.md §2.1); the
+supervisor restarts it and the ring gives back every acknowledged batch.
 """
 
 from __future__ import annotations
