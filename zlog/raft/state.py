@@ -8,7 +8,7 @@ allowed to call only the layers below it:
     replication.Replication  Append/InstallSnapshot on both sides, commit, ReadIndex
     state.NodeState       fields, loading from disk, the outbox, becoming follower
 
-Persistent fields (design/chained-raft.md section 2) are `_term`, `_vote`, the chain (blocks
+Persistent fields (docs/raft.md §2.3) are `_term`, `_vote`, the chain (blocks
 and head), `_commit` and `_snapshot`; everything else is volatile and rebuilt on restart.
 Nothing here touches a file or a socket: changes are collected into the next `Ready`.
 """
