@@ -1,6 +1,6 @@
 """Every row of the bad-input catalogue that one broker can meet, against a real `zlog serve`.
 
-Spec: the "Bad-input catalogue" table of design/reliability.md (rows 1-19), docs/protocol.md
+Spec: the "Bad-input catalogue" of docs/reliability.md §4 (rows 1-19), docs/protocol.md
 for the codes each endpoint answers (a worker answers NOT_LEADER_OR_FOLLOWER for a partition it
 does not own, unknown topics included; the control endpoint answers UNKNOWN_TOPIC_OR_PARTITION)
 and DESIGN.md section 5: bad input gets a clear error code, the process keeps serving, nothing

@@ -2,8 +2,8 @@
 
 Spec: DESIGN.md section 1 (one thread per worker serves every client of its partitions) and
 zlog/transport/sockets.py (ROUTER_MANDATORY and non-blocking sends: a reply to a peer that is
-backed up is dropped and counted, the client times out and retries); the catalogue's row 31
-("slow or flooding client: backpressure, never a stall").
+backed up is dropped and counted, the client times out and retries); row 31 of the bad-input
+catalogue in docs/reliability.md §4 ("slow or flooding client: backpressure, never a stall").
 
 The stalled consumer is a DEALER that pipelines many fetches of a large partition, plus long
 polls at its end, and never reads a reply. Its receive buffer fills (checked with FIONREAD on

@@ -1,6 +1,6 @@
 """Chained Raft over real sockets: three runners, a leader killed with SIGKILL, a restart.
 
-Spec: design/chained-raft.md §5 (the driver contract: persist, send, apply, advance) and §6
+Spec: docs/raft.md §5 (the driver contract: persist, send, apply, advance) and §6
 invariant 6 (State Machine Safety) checked from outside: every acknowledged command is applied
 exactly once on every node, and the nodes end with identical state machines.
 
@@ -214,7 +214,7 @@ def cluster(tmp_path: Path) -> Iterator[ProcessCluster]:
 
 @pytest.mark.slow
 def test_leader_killed_mid_load_loses_and_duplicates_nothing(cluster: ProcessCluster) -> None:
-    """§5/§6.6: kill -9 the leader under load; restart it; all state machines end equal."""
+    """§5, §6 invariant 6: kill -9 the leader under load, restart it; state machines end equal."""
     for node_id in cluster.node_ids:
         cluster.start(node_id)
     wait_until(lambda: cluster.leader() is not None, timeout_s=20, what="a first leader")
@@ -309,9 +309,9 @@ def test_embedded_runners_on_threads(tmp_path: Path) -> None:
 def test_garbage_from_clients_and_peers_is_refused_and_the_nodes_keep_serving(
     tmp_path: Path,
 ) -> None:
-    """Bad input is an operating error (STYLE.md (b) 10): an error reply or a dropped frame,
-    never a crash, and nothing stored changes. Node 2 is an impostor socket that speaks with
-    peer 2's identity; nodes 1 and 3 are a quorum of three without it."""
+    """Bad input is an operating error (docs/reliability.md §2.1): an error reply or a dropped
+    frame, never a crash, and nothing stored changes. Node 2 is an impostor socket that speaks
+    with peer 2's identity; nodes 1 and 3 are a quorum of three without it."""
     ports = _free_ports(4)
     peers = {n: f"tcp://127.0.0.1:{ports[n - 1]}" for n in (1, 2, 3)}
     client_address = f"tcp://127.0.0.1:{ports[3]}"

@@ -1,4 +1,4 @@
-"""The invariants of design/chained-raft.md section 6, checked against global history.
+"""The invariants of docs/raft.md §6.2, checked against global history.
 
 The checker sees every Ready a driver persists, every message that leaves a node, every
 block applied, and every node after every event that touched it. It keeps the history a

@@ -1,4 +1,4 @@
-"""Seeded whole-cluster simulation of Chained Raft (design/chained-raft.md section 6).
+"""Seeded whole-cluster simulation of Chained Raft (docs/raft.md §6).
 
 - `pytest tests/sim` runs DEFAULT_SEEDS seeds (about two minutes on the reference machine,
   two cores), in chunks so that a failure names its seed without hiding the others.

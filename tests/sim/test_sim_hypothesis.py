@@ -1,4 +1,4 @@
-"""Hypothesis over seeds *and* fault schedules (design/chained-raft.md section 6).
+"""Hypothesis over seeds *and* fault schedules (docs/raft.md §6).
 
 The seeded runs draw a profile from the seed; here Hypothesis chooses the profile itself
 (cluster size, loss, delay, partitions, crashes, membership churn), so it can shrink a

@@ -1,6 +1,6 @@
 """Moving blocks: the leader's Append/InstallSnapshot stream, the follower's rules, commit.
 
-Both sides of design/chained-raft.md section 4 live here, together with the two things that
+Both sides of docs/raft.md §4 live here, together with the two things that
 happen when commit moves: dead-branch GC and ReadIndex release. Fork choice is "follow the
 leader": a follower moves its head only to the last block of a current-term Append that its
 head does not already extend, so reordered or duplicated Appends cannot pull it back.

@@ -1,6 +1,6 @@
 """The in-memory block tree of one node: stored blocks, the path base->head, fork choice, GC.
 
-Chained Raft (design/chained-raft.md, section 2) never overwrites a block. A follower that
+Chained Raft (docs/raft.md §2) never overwrites a block. A follower that
 follows a new leader moves `head` to the leader's branch and the blocks of the old branch
 stay stored as a dead branch until commit passes their fork point; then `prune_forks` drops
 them. This module owns that tree and nothing else: it does no I/O, knows no terms of office

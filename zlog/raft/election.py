@@ -1,6 +1,6 @@
 """Who leads: timers, pre-vote, votes, the no-op of a new term, check-quorum, transfer.
 
-Rules from design/chained-raft.md section 4 (Vote, Pre-vote, Check-quorum) and the
+Rules from docs/raft.md §4 (Vote, Pre-vote, Check-quorum) and the
 dissertation's 9.6: a node that times out first asks "would you vote for me?" at term+1
 without changing anyone's term, so a node cut off from the cluster cannot inflate the term
 and depose a healthy leader when it comes back. Up-to-date compares heads: a higher head term

@@ -32,7 +32,7 @@ class ProposalDroppedError(RaftError):
 
 
 class ConfigChangeError(RaftError):
-    """The membership change breaks a rule of design/chained-raft.md section 4."""
+    """The membership change breaks a rule of docs/raft.md §4.11."""
 
     def __init__(self, message: str, code: ErrorCode = ErrorCode.INVALID_REQUEST) -> None:
         super().__init__(code, message)

@@ -1,9 +1,9 @@
 """The state-machine seam: what the runner applies committed commands to.
 
-design/chained-raft.md §4 Apply: every node applies the blocks of the committed path in order,
+docs/raft.md §4.8 Apply: every node applies the blocks of the committed path in order,
 so a state machine must be deterministic (the same commands in the same order give the same
 state and the same results on every node) and must be able to dump and reload its whole state
-(§4 Snapshot/compaction: the snapshot replaces the blocks it covers). zlog's metadata state
+(§4.10 Snapshot and compaction: the snapshot replaces the blocks it covers). zlog's metadata state
 machine (brokers, topics, assignments) implements this Protocol; `KvStateMachine` below is the
 small one the tests and the benchmark use.
 """

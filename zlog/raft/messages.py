@@ -1,4 +1,4 @@
-"""Chained-Raft wire and storage types (design/chained-raft.md, sections 2 and 3).
+"""Chained-Raft wire and storage types (docs/raft.md §2 and §3).
 
 Blocks are named by (term, height): only the leader of a term mints blocks of that term and
 only on its own head, so the pair names exactly one block in the whole cluster. Everything

@@ -1,15 +1,15 @@
 """Waiting proposals and reads: who to answer, and with what, as blocks commit.
 
-design/chained-raft.md §4 Leader: "A proposal appends a block on head and returns its id (t, h).
-The proposal succeeded iff the committed path later has path[h] == (t, h). If a different id
-commits at h, it failed." So a proposal's outcome is known exactly when the node applies height
+docs/raft.md §4.6 Leader: a proposal appends a block on head and returns its id (t, h); it
+succeeded iff the committed path later holds (t, h) at height h, and failed as soon as a
+different id commits at h. So a proposal's outcome is known exactly when the node applies height
 h, and not before: a leader that lost its leadership may still see its block commit under the
 next leader. The trackers here therefore resolve a proposal only when its height is applied
 (success, or ProposalSupersededError: it never applies, a safe retry), fail only commands that
 never became a block with NOT_LEADER_OR_FOLLOWER, and give up on a deadline with
 REQUEST_TIMED_OUT, whose outcome is unknown.
 
-Reads follow ReadIndex (§4 Check-quorum and leases): the reads that arrive together share one
+Reads follow ReadIndex (§4.12): the reads that arrive together share one
 `read_index(ctx)` call; when the core answers with ReadState(ctx, index), they wait until the
 node has applied `index`, then the runner answers them from the state machine.
 

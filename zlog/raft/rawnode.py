@@ -2,7 +2,7 @@
 
 Inputs are `tick()`, `step(msg)` and the client calls (`propose`, `propose_config`,
 `read_index`, `transfer_leader`, `compact`); outputs come out of `ready()` as one `Ready`
-at a time. The driver contract for each Ready (design/chained-raft.md section 5):
+at a time. The driver contract for each Ready (docs/raft.md §5.3):
 
   1. persist hard_state, head, new_blocks, snapshot and pruned atomically (one fsync);
   2. send the messages;

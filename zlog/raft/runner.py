@@ -2,7 +2,7 @@
 
 The core (`rawnode.RawNode`) is pure: it counts ticks, takes messages and hands back Ready batches.
 This module gives it a clock, a disk, a network and a state machine, in one loop on one
-thread, and follows the driver contract of design/chained-raft.md §5 for every Ready:
+thread, and follows the driver contract of docs/raft.md §5.3 for every Ready:
 
     1. persist hard state, head, new blocks, snapshot and pruned ids: ONE fsync (storage.py);
     2. send the messages (transport.py; never blocks, drops when a peer is down);

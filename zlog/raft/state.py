@@ -11,7 +11,7 @@ allowed to call only the layers below it:
 `runner.RaftRunner` (the only part that does I/O) drives a RawNode; `append_entries` is Raft's
 own log replication of metadata blocks, not the ISR replication of partition data.
 
-Persistent fields (design/chained-raft.md section 2) are `_term`, `_vote`, the chain (blocks
+Persistent fields (docs/raft.md §2.3) are `_term`, `_vote`, the chain (blocks
 and head), `_commit` and `_snapshot`; everything else is volatile and rebuilt on restart.
 Nothing here touches a file or a socket: changes are collected into the next `Ready`.
 """

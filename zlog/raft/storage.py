@@ -1,6 +1,6 @@
 """Durable Chained-Raft state: one append-only file of CRC-framed records, one fsync per Ready.
 
-design/chained-raft.md §2 lists what must survive a crash (term, vote, head, commit, the block
+docs/raft.md §2.3 lists what must survive a crash (term, vote, head, commit, the block
 store, the snapshot) and §5 says each Ready is persisted atomically before its messages go
 out: an AppendResp promises that the blocks survive, a VoteResp that the vote does. So
 `save(ready)` encodes everything the Ready changes into ONE record, appends it with one

@@ -1,4 +1,4 @@
-"""The scripted regression scenarios of design/chained-raft.md section 6, step by step.
+"""The scripted regression scenarios of docs/raft.md §6.3, step by step.
 
 Every scenario runs on the hand-driven cluster of harness.py, whose driver also checks
 every invariant of section 6 after every step.

@@ -1,6 +1,6 @@
 """Runs every `tests/scenarios/raft/*.txt` transcript; `--rewrite` regenerates outputs.
 
-Each transcript names, in its opening comment, the rule of design/chained-raft.md it
+Each transcript names, in its opening comment, the rule of docs/raft.md it
 shows; the harness checks every invariant of section 6 after every step as well.
 """
 

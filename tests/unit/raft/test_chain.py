@@ -1,6 +1,6 @@
 """Unit tests of zlog.raft.chain: the block tree, the path, fork choice mechanics and GC.
 
-Each test names the rule of design/chained-raft.md it checks.
+Each test names the rule of docs/raft.md it checks.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The Chained-Raft codec: every type round-trips, and garbage raises only CodecError.
 
-Spec: design/chained-raft.md §2 (Block, persistent state) and §3 (messages). The codec is what
+Spec: docs/raft.md §2 (Block, persistent state) and §3 (messages). The codec is what
 peers and storage trust, so the property tests cover each field's whole range, and the
 garbage tests check that truncation, bit flips and random bytes never escape as IndexError or
-struct.error (STYLE.md (b) 10: bad input is an operating error).
+struct.error (docs/reliability.md §2.1: bad input is an operating error).
 """
 
 from __future__ import annotations

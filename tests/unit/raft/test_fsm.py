@@ -1,8 +1,8 @@
 """The state machine and the proposal/read trackers the runner builds on it.
 
-Spec: design/chained-raft.md §4 Apply (deterministic, in committed order), §4 Snapshot
-(restore replaces the state), §4 Leader ("the proposal succeeded iff the committed path later
-has path[h] == (t, h)") and §4 ReadIndex (answer once applied >= the read index).
+Spec: docs/raft.md §4.8 Apply (deterministic, in committed order), §4.10 Snapshot (restore
+replaces the state), §4.6 Leader (the proposal succeeded iff the committed path later holds
+(t, h) at height h) and §4.12 ReadIndex (answer once applied >= the read index).
 """
 
 from __future__ import annotations

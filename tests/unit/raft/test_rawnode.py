@@ -2,7 +2,7 @@
 
 Nodes here are driven by hand: messages are built directly and the Ready is inspected, so
 each test shows exactly which input produces which output under which rule of
-design/chained-raft.md.
+docs/raft.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """RaftStorage: what save() returned for survives a crash; a torn tail loads the state before it.
 
-Spec: design/chained-raft.md §2 (persistent state: term, vote, head, commit, blocks, snapshot;
-"head must be durable") and §5 (persist each Ready atomically with one fsync before sending).
+Spec: docs/raft.md §2.3 (persistent state: term, vote, head, commit, blocks, snapshot; head
+is durable too) and §5 (persist each Ready atomically with one fsync before sending).
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def test_log_append_time_gives_every_record_the_max_timestamp() -> None:
 
 
 def test_lz4_frames_use_independent_blocks() -> None:
-    """Java clients reject LZ4 frames with linked blocks (kafka-protocol.md, section 4)."""
+    """Java clients reject LZ4 frames with linked blocks (docs/protocol.md, "Record batches")."""
     batch = build_batch([NewRecord(b"compressible " * 1000)], compression=Compression.LZ4)
     frame_info = lz4.frame.get_frame_info(batch[BATCH_HEADER_BYTES:])
     assert frame_info["block_linked"] is False

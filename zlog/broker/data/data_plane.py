@@ -15,7 +15,7 @@ them in the segment would cost more than the copy. Records are never decoded or 
 Bad input never takes the worker down: requests arrive through the one server request path
 (`zlog.transport.server`), which answers undecodable requests and bugs with their codes, and a
 refused batch gets its Kafka code in its entry. A failed assertion is different: an invariant
-of zlog itself is broken, so the worker crashes (STYLE.md rule 10); the supervisor restarts it
+of zlog itself is broken, so the worker crashes (docs/reliability.md §2.1); the supervisor restarts it
 and the ring gives back every acknowledged batch.
 """
 

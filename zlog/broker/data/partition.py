@@ -1,6 +1,6 @@
 """One partition's data-path decisions: what a produce appends, what a fetch may see.
 
-The rules, Kafka's (DESIGN.md section 1, reliability.md section 3):
+The rules, Kafka's (DESIGN.md section 1, docs/reliability.md §3):
 
 * The **high watermark** (HW) is the smallest log end offset over the in-sync replicas (ISR),
   and never moves back while this replica leads. With one replica it is the log end.

@@ -1,6 +1,6 @@
 """The metadata state machine: deterministic apply, error results, snapshot/restore.
 
-Spec: zlog.raft.fsm.StateMachine (design/chained-raft.md §4 Apply and Snapshot): the same
+Spec: zlog.raft.fsm.StateMachine (docs/raft.md §4.8 Apply and §4.10 Snapshot): the same
 commands in the same order give the same state and results on every node; a bad command is an
 error result, never an exception; a snapshot restores exactly the state it was taken from.
 """

@@ -1,4 +1,4 @@
-"""Partition rules over an in-memory log: HW, acks, visibility, errors (reliability.md s3)."""
+"""Partition rules over an in-memory log: HW, acks, visibility, errors (docs/reliability.md §3)."""
 
 from __future__ import annotations
 

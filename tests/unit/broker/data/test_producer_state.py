@@ -1,4 +1,4 @@
-"""Idempotent-producer rules (KIP-98, reliability.md section 3 and bad-input rows 21-23)."""
+"""Idempotent-producer rules (KIP-98, docs/reliability.md §3.5 and bad-input rows 21-23)."""
 
 from __future__ import annotations
 
