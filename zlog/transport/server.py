@@ -12,8 +12,9 @@ written once, here:
 * the service's own `ZlogError` is answered with its code and sentence;
 * any other exception is a bug: it is logged with its traceback, counted, and answered
   UNKNOWN_SERVER_ERROR, and the server keeps serving. A failed assertion is a broken invariant
-  of zlog itself: a worker lets it crash the process (STYLE rule 10: the supervisor restarts
-  it and the ring gives back every acknowledged batch), a supervisor answers it like a bug.
+  of zlog itself: a worker lets it crash the process (docs/reliability.md §2.1: the supervisor
+  restarts it and the ring gives back every acknowledged batch), a supervisor answers it like
+  a bug.
 
 Requests that expect no response (produce with acks=0) are never answered, errors included.
 """
