@@ -35,7 +35,7 @@ from typing import Any, Final
 import zlog
 from zlog.broker import metadata as commands
 from zlog.broker.config import BrokerConfig
-from zlog.broker.controller import TopicPartition, place_replicas
+from zlog.broker.controller import place_replicas
 from zlog.broker.metadata import ClusterState, TopicInfo
 from zlog.broker.topics import (
     TOPIC_CONFIG_DEFAULTS,
@@ -52,6 +52,7 @@ from zlog.shm_segments.ring_layout import file_size_bytes as ring_file_size_byte
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS, SUPPORTED_VERSIONS, ApiKey
 from zlog.transport.codec import RequestHeader
+from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.broker.control")
 
@@ -214,15 +215,15 @@ class ControlPlane:
         for partition in topic.partitions:
             endpoint = None
             ring_path = ""
+            key = TopicPartition(topic.name, partition.partition)
             if partition.leader == self.config.node_id:
-                key = (topic.name, partition.partition)
                 endpoint = self._endpoint_for(key)
                 if endpoint and self._ring_path_for is not None:
                     ring_path = self._ring_path_for(key)
             code = ErrorCode.NONE if endpoint else ErrorCode.LEADER_NOT_AVAILABLE
-            if not endpoint and (topic.name, partition.partition) in self._open_errors:
+            if not endpoint and key in self._open_errors:
                 # A worker could not open it (e.g. KAFKA_STORAGE_ERROR): say so, not "wait".
-                code = ErrorCode(self._open_errors[(topic.name, partition.partition)][0])
+                code = ErrorCode(self._open_errors[key][0])
             partitions.append(wire.PartitionMetadata(
                 partition.partition, partition.leader, partition.leader_epoch,
                 partition.replicas, partition.isr, endpoint or "", int(code), ring_path,
@@ -400,7 +401,7 @@ class ControlPlane:
             happening = "its configs changed" if altering else "being created"
             return wire.TopicResult(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                     f"topic {name!r} was deleted while {happening}")
-        local = [(name, p.partition) for p in topic.partitions
+        local = [TopicPartition(name, p.partition) for p in topic.partitions
                  if self.config.node_id in p.replicas]
         for tp in local:
             if tp in self._open_errors:

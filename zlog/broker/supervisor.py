@@ -42,7 +42,6 @@ import zlog
 from zlog.broker import metadata as commands
 from zlog.broker.config import BrokerConfig
 from zlog.broker.control import ControlPlane, Done, HostStorage
-from zlog.broker.controller import TopicPartition
 from zlog.broker.metadata import ClusterState, MetadataStateMachine
 from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.topics import effective_topic_configs
@@ -61,6 +60,7 @@ from zlog.transport.codec import (
     encode_response,
 )
 from zlog.transport.sockets import make_router, send_routed
+from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.broker.supervisor")
 
@@ -367,10 +367,10 @@ class Supervisor:
             configs = effective_topic_configs(defaults, topic.configs)
             for partition in topic.partitions:
                 if node_id in partition.replicas:
-                    desired[(topic.name, partition.partition)] = DesiredPartition(
+                    desired[TopicPartition(topic.name, partition.partition)] = DesiredPartition(
                         configs, partition.leader_epoch, partition.leader == node_id
                     )
-        deleting = [(name, index) for name, count in state.deleting.items()
+        deleting = [TopicPartition(name, index) for name, count in state.deleting.items()
                     for index in range(count)]
         self._pool.reconcile(desired, deleting, now_ms)
         for name, count in state.deleting.items():

@@ -31,11 +31,10 @@ from zlog import __version__
 from zlog.broker.fetch_waiters import (
     EntryRead,
     FetchWaiters,
-    TopicPartition,
     collect_fetch,
     fetch_is_complete,
 )
-from zlog.broker.partition import ACKS_ALL, VALID_ACKS, Partition, ProduceOutcome
+from zlog.broker.partition import VALID_ACKS, Partition, ProduceOutcome
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.api import DATA_APIS, SUPPORTED_VERSIONS
@@ -68,6 +67,7 @@ from zlog.transport.messages import (
     Request,
     Response,
 )
+from zlog.types import ACKS_ALL, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +215,7 @@ class DataPlane:
         results: list[ProduceResult] = []
         waiting: dict[int, tuple[TopicPartition, int]] = {}
         for index, entry in enumerate(request.entries):
-            tp = (entry.topic, entry.partition)
+            tp = TopicPartition(entry.topic, entry.partition)
             outcome = self._produce_entry(entry, request.acks)
             if outcome.appended_bytes or outcome.committed_bytes:
                 replies.extend(
@@ -250,7 +250,7 @@ class DataPlane:
         return replies
 
     def _produce_entry(self, entry: ProduceEntry, acks: int) -> ProduceOutcome:
-        partition = self.partitions.get((entry.topic, entry.partition))
+        partition = self.partitions.get(TopicPartition(entry.topic, entry.partition))
         if partition is None:
             return ProduceOutcome(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, _not_here(entry.topic, entry.partition)
@@ -324,7 +324,8 @@ class DataPlane:
             return replies
         parked = self.waiters.park(
             token,
-            [((e.topic, e.partition), e.partition_max_bytes) for e in request.entries],
+            [(TopicPartition(e.topic, e.partition), e.partition_max_bytes)
+             for e in request.entries],
             min_bytes=request.min_bytes,
             available_bytes=sum(result.size_bytes for result in results),
             now_ms=now_ms,
@@ -339,7 +340,7 @@ class DataPlane:
         """A follower's fetch offsets are its log ends: the HW may move, waits may end."""
         replies: list[Reply] = []
         for entry in request.entries:
-            tp = (entry.topic, entry.partition)
+            tp = TopicPartition(entry.topic, entry.partition)
             partition = self.partitions.get(tp)
             if partition is None or not partition.is_leader:
                 continue
@@ -354,7 +355,7 @@ class DataPlane:
 
     def _read_fetch(self, request: FetchRequestV0) -> list[EntryRead]:
         def read(entry: FetchEntry, limit_bytes: int, at_least_one: bool) -> EntryRead:
-            partition = self.partitions.get((entry.topic, entry.partition))
+            partition = self.partitions.get(TopicPartition(entry.topic, entry.partition))
             if partition is None:
                 message = _not_here(entry.topic, entry.partition)
                 return EntryRead(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, (), message)
@@ -380,7 +381,7 @@ class DataPlane:
     def _list_offsets(self, request: ListOffsetsRequestV0) -> ListOffsetsResponseV0:
         results: list[ListOffsetsResult] = []
         for wanted in request.partitions:
-            partition = self.partitions.get((request.topic, wanted.partition))
+            partition = self.partitions.get(TopicPartition(request.topic, wanted.partition))
             if partition is None:
                 message = _not_here(request.topic, wanted.partition)
                 results.append(ListOffsetsResult(

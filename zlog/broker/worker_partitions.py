@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
-from zlog.broker.fetch_waiters import TopicPartition
 from zlog.broker.partition import Partition, ReplicaSet
 from zlog.broker.producer_state import ProducerBatch, ProducerStateTable
 from zlog.broker.topics import (
@@ -45,6 +44,7 @@ from zlog.shm_segments.batch import BatchHeader, read_header
 from zlog.shm_segments.compaction import CompactionStats, compact
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
+from zlog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class Assignment:
 
     @property
     def tp(self) -> TopicPartition:
-        return self.topic, self.partition
+        return TopicPartition(self.topic, self.partition)
 
 
 def parse_assignment(message: Mapping[str, object]) -> Assignment:

@@ -45,7 +45,8 @@ import zmq
 
 import zlog
 from zlog import limits
-from zlog.broker.controller import TopicPartition, place_on_workers
+from zlog.broker.controller import place_on_workers
+from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.broker.workers")
 

@@ -15,7 +15,6 @@ from typing import Any, Final, TypeVar
 
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages import (
-    EARLIEST_TIMESTAMP,
     AlterableConfig,
     AlterConfigsResource,
     AlterConfigsResourceResult,
@@ -53,6 +52,7 @@ from zlog.transport.messages import (
     TopicSpec,
 )
 from zlog.transport.wire import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from zlog.types import EARLIEST_TIMESTAMP
 
 INT8_MIN: Final = -(2**7)
 INT8_MAX: Final = 2**7 - 1

@@ -17,13 +17,6 @@ from zlog.transport.api import ApiKey
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
-# Timestamps a ListOffsets request may name instead of a time (Kafka's sentinels).
-LATEST_TIMESTAMP = -1  # the high watermark
-EARLIEST_TIMESTAMP = -2  # the log start offset
-
-# Acks a Produce request may carry; -1 means every in-sync replica.
-ACKS_ALL = -1
-
 
 # ---------------------------------------------------------------------------------------------
 # Produce v0 (struct body; batches as frames).

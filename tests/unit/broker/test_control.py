@@ -16,13 +16,13 @@ import pytest
 from zlog.broker import metadata as commands
 from zlog.broker.config import BrokerConfig
 from zlog.broker.control import ControlPlane, Done, HostStorage, control_request_timeout_ms
-from zlog.broker.controller import TopicPartition
 from zlog.broker.metadata import MetadataStateMachine
 from zlog.broker.topics import TOPIC_CONFIG_DEFAULTS
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport import messages as wire
 from zlog.transport.api import ApiKey
 from zlog.transport.codec import RequestHeader
+from zlog.types import TopicPartition
 
 
 class FakeBroker:
