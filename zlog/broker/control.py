@@ -188,8 +188,8 @@ class ControlPlane:
         )
         return wire.ApiVersionsResponseV0(versions, f"zlog {zlog.__version__}")
 
-    def _brokers(self, state: ClusterState) -> tuple[wire.BrokerInfo, ...]:
-        return tuple(wire.BrokerInfo(broker.node_id, broker.host, broker.control_endpoint)
+    def _brokers(self, state: ClusterState) -> tuple[wire.BrokerMetadata, ...]:
+        return tuple(wire.BrokerMetadata(broker.node_id, broker.host, broker.control_endpoint)
                      for broker in state.brokers.values())
 
     def _controller_id(self) -> int:

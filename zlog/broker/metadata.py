@@ -39,7 +39,13 @@ _JSON_SEPARATORS: Final = (",", ":")
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerInfo:
+class BrokerRegistration:
+    """A broker as its last RegisterBroker command left it in the cluster state.
+
+    Not the Metadata response's broker entry (transport.messages.BrokerMetadata): the state
+    also keeps the epoch that fences a restarted broker's past, which clients never see.
+    """
+
     node_id: int
     host: str  # where clients reach this broker's workers
     control_endpoint: str  # the supervisor's control ROUTER, e.g. tcp://10.0.0.5:7400
@@ -70,7 +76,7 @@ class ClusterState:
     """One version of the metadata; never mutated once published."""
 
     cluster_id: str = ""
-    brokers: Mapping[int, BrokerInfo] = field(default_factory=dict)
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=dict)
     topics: Mapping[str, TopicInfo] = field(default_factory=dict)  # in creation order
     deleting: Mapping[str, int] = field(default_factory=dict)  # name -> partition count
     next_producer_id: int = 0
@@ -223,7 +229,7 @@ def _register_broker(state: ClusterState, command: Mapping[str, Any]) -> _Result
         cluster_id = proposed
     previous = state.brokers.get(node_id)
     epoch = 0 if previous is None else previous.broker_epoch + 1
-    broker = BrokerInfo(node_id, host, endpoint, epoch)
+    broker = BrokerRegistration(node_id, host, endpoint, epoch)
     brokers = dict(sorted({**state.brokers, node_id: broker}.items()))
     new_state = replace(state, cluster_id=cluster_id, brokers=brokers)
     return new_state, {"cluster_id": cluster_id, "broker_epoch": epoch}
@@ -444,7 +450,7 @@ def _state_to_json(state: ClusterState) -> dict[str, Any]:
 
 def _state_from_json(data: dict[str, Any]) -> ClusterState:
     brokers = {
-        int(item["node_id"]): BrokerInfo(
+        int(item["node_id"]): BrokerRegistration(
             int(item["node_id"]), str(item["host"]), str(item["control_endpoint"]),
             int(item["broker_epoch"]),
         )

@@ -21,7 +21,7 @@ from zlog.transport.messages import (
     ApiVersionRange,
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
-    BrokerInfo,
+    BrokerMetadata,
     CreateTopicsRequestV0,
     CreateTopicsResponseV0,
     DeleteTopicsRequestV0,
@@ -188,7 +188,7 @@ def parse_json_object(body: memoryview, code: ErrorCode, what: str) -> Fields:
 # ---------------------------------------------------------------------------------------------
 
 
-def _broker(broker: BrokerInfo) -> dict[str, Any]:
+def _broker(broker: BrokerMetadata) -> dict[str, Any]:
     return {
         "node_id": broker.node_id,
         "host": broker.host,
@@ -306,8 +306,8 @@ def encode_json_body(msg: Request | Response) -> bytes:
 # ---------------------------------------------------------------------------------------------
 
 
-def _parse_broker(f: Fields) -> BrokerInfo:
-    return BrokerInfo(f.integer("node_id", low=INT32_MIN, high=INT32_MAX), f.text("host"),
+def _parse_broker(f: Fields) -> BrokerMetadata:
+    return BrokerMetadata(f.integer("node_id", low=INT32_MIN, high=INT32_MAX), f.text("host"),
                       f.text("control_endpoint"))
 
 

@@ -150,7 +150,9 @@ class ListOffsetsResponseV0:
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerInfo:
+class BrokerMetadata:
+    """One broker in a Metadata response: where a client reaches its supervisor."""
+
     node_id: int
     host: str
     control_endpoint: str  # where this broker's supervisor answers, e.g. tcp://10.0.0.1:7400
@@ -194,7 +196,7 @@ class MetadataResponseV0:
 
     cluster_id: str
     controller_id: int
-    brokers: tuple[BrokerInfo, ...]
+    brokers: tuple[BrokerMetadata, ...]
     topics: tuple[TopicMetadata, ...]
 
 
@@ -433,7 +435,7 @@ class DescribeClusterResponseV0:
 
     cluster_id: str
     controller_id: int
-    brokers: tuple[BrokerInfo, ...]
+    brokers: tuple[BrokerMetadata, ...]
     raft: RaftStatus
 
 

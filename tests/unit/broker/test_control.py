@@ -267,7 +267,7 @@ def test_metadata_reports_endpoints_only_for_open_partitions(broker: FakeBroker)
     response = broker.reply_to(broker.request(wire.MetadataRequestV0(("t", "nope"))))
     assert isinstance(response, wire.MetadataResponseV0)
     assert (response.cluster_id, response.controller_id) == ("c1", 1)
-    assert response.brokers == (wire.BrokerInfo(1, "127.0.0.1", "tcp://127.0.0.1:7400"),)
+    assert response.brokers == (wire.BrokerMetadata(1, "127.0.0.1", "tcp://127.0.0.1:7400"),)
     topic, missing = response.topics
     assert [(p.partition, p.error_code, p.endpoint, p.leader, p.isr) for p in topic.partitions] \
         == [(0, ErrorCode.LEADER_NOT_AVAILABLE, "", 1, (1,)), (1, 0, "tcp://127.0.0.1:9", 1, (1,))]
@@ -300,7 +300,7 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
     broker.leader = None
     described = broker.reply_to(broker.request(wire.DescribeClusterRequestV0()))
     assert described == wire.DescribeClusterResponseV0(
-        "c1", -1, (wire.BrokerInfo(1, "127.0.0.1", "tcp://127.0.0.1:7400"),),
+        "c1", -1, (wire.BrokerMetadata(1, "127.0.0.1", "tcp://127.0.0.1:7400"),),
         wire.RaftStatus(None, 3, (3, 9)))
 
 
