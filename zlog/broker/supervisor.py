@@ -46,6 +46,7 @@ from zlog.broker.metadata import ClusterState, MetadataStateMachine
 from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.topics import effective_topic_configs
 from zlog.broker.workers import DesiredPartition, WorkerPool, WorkerSettings
+from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.node import RaftRunner, RunnerConfig
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
@@ -98,10 +99,6 @@ def raise_open_files_limit() -> int:
     return int(soft)
 
 
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 class Supervisor:
     """One broker host's control plane. `start()`, then `serve()` until `request_stop()`."""
 
@@ -141,7 +138,7 @@ class Supervisor:
             endpoint_for=self._endpoint_for,
             applied_configs=self._applied_configs,
             raft_status=lambda: {} if self._raft is None else self._raft.status(),
-            clock_ms=_monotonic_ms,
+            clock_ms=monotonic_ms,
             ring_path_for=self._ring_path_for,
             host_storage=self._host_storage,
         )
@@ -152,7 +149,7 @@ class Supervisor:
 
     def start(self) -> None:
         """Lock the data dir, bind, start the workers and the metadata log, register."""
-        self._started_ms = _monotonic_ms()
+        self._started_ms = monotonic_ms()
         raise_open_files_limit()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_data_dir()
@@ -214,7 +211,7 @@ class Supervisor:
             self.config.node_id, self.config.advertised_host, self._advertised_control(),
             cluster_id=uuid.uuid4().hex,
         )
-        deadline_ms = _monotonic_ms() + startup_timeout_ms
+        deadline_ms = monotonic_ms() + startup_timeout_ms
         while True:
             future = self._raft.propose(command)
             try:
@@ -223,7 +220,7 @@ class Supervisor:
             except ZlogError as error:
                 # Not the leader yet (the election is still running): try again shortly.
                 if error.code != ErrorCode.NOT_LEADER_OR_FOLLOWER or (
-                    _monotonic_ms() > deadline_ms
+                    monotonic_ms() > deadline_ms
                 ):
                     raise StartupError(f"the metadata log refused this broker: {error}") from None
                 time.sleep(self.config.raft_tick_ms / 1000)
@@ -272,7 +269,7 @@ class Supervisor:
     def _poll_timeout_ms(self) -> int:
         timeout_ms = loop_poll_ms_max
         if self.notifier.watchdog_interval_ms is not None:
-            timeout_ms = min(timeout_ms, max(0, self._next_watchdog_ms - _monotonic_ms()))
+            timeout_ms = min(timeout_ms, max(0, self._next_watchdog_ms - monotonic_ms()))
         return timeout_ms
 
     def _turn(self) -> None:
@@ -282,7 +279,7 @@ class Supervisor:
                 pass
         while self._completions:
             self._completions.popleft()()
-        now_ms = _monotonic_ms()
+        now_ms = monotonic_ms()
         self._pool.receive(now_ms)
         self._receive_control()
         self._pool.check(now_ms)

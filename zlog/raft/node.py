@@ -55,7 +55,6 @@ import os
 import random
 import signal
 import threading
-import time
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
@@ -65,6 +64,7 @@ from typing import Any, Final
 
 import zmq
 
+from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft import codec
 from zlog.raft.codec import ClientReply, CodecError, RequestKind
@@ -137,10 +137,6 @@ class RunnerStatistics:
     peer_messages_sent: int = 0
     corrupt_peer_messages: int = 0
     client_requests: int = 0
-
-
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 def _future_waiter(future: Future[bytes]) -> Waiter:
@@ -303,7 +299,7 @@ class RaftRunner:
         poller.register(self._wake_read_fd, zmq.POLLIN)
         self._transport, self._clients = transport, clients
         log.info("raft node %d serving (peers %s)", self.node_id, self.peers)
-        next_tick_ms = _monotonic_ms() + self.config.tick_ms
+        next_tick_ms = monotonic_ms() + self.config.tick_ms
         stop_deadline_ms: int | None = None
         try:
             while True:
@@ -311,7 +307,7 @@ class RaftRunner:
                     stop_deadline_ms = self._begin_stop()
                 if stop_deadline_ms is not None and self._may_stop(stop_deadline_ms):
                     break
-                timeout_ms = max(0, next_tick_ms - _monotonic_ms())
+                timeout_ms = max(0, next_tick_ms - monotonic_ms())
                 if self.node.has_ready():  # a turn stopped at readies_per_turn_max
                     timeout_ms = 0
                 poller.poll(timeout_ms)
@@ -320,7 +316,7 @@ class RaftRunner:
                 if clients is not None:
                     self._receive_clients(clients)
                 self._drain_inbox()
-                now_ms = _monotonic_ms()
+                now_ms = monotonic_ms()
                 if now_ms >= next_tick_ms:
                     self._tick(now_ms)
                     # One tick per turn; after a stall, realign rather than burst ticks.
@@ -337,7 +333,7 @@ class RaftRunner:
 
     def _begin_stop(self) -> int:
         """A stopping leader hands off to a peer so the cluster does not wait a timeout."""
-        now_ms = _monotonic_ms()
+        now_ms = monotonic_ms()
         if not self._is_leader():
             return now_ms
         others = [peer for peer in self.node.config.voters if peer != self.node_id]
@@ -352,7 +348,7 @@ class RaftRunner:
         return now_ms + self.config.stop_transfer_timeout_ms
 
     def _may_stop(self, stop_deadline_ms: int) -> bool:
-        return not self._is_leader() or _monotonic_ms() >= stop_deadline_ms
+        return not self._is_leader() or monotonic_ms() >= stop_deadline_ms
 
     def _shut_down(self, transport: PeerTransport, clients: ClientEndpoint | None) -> None:
         self._stopped.set()
@@ -410,7 +406,7 @@ class RaftRunner:
         if not self._is_leader():
             waiter(NotLeaderOrFollowerError(self.node.leader_id))
             return
-        now_ms = _monotonic_ms()
+        now_ms = monotonic_ms()
         if kind == RequestKind.PROPOSE:
             deadline_ms = now_ms + self.config.proposal_timeout_ms
             accepted = self.proposals.enqueue(body, waiter, deadline_ms)
