@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.clock import ManualClock
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
 from zlog.broker.worker_data import DataPlane, Reply
 from zlog.broker.worker_partitions import PartitionHost, parse_assignment
-from zlog.clock import ManualClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import Compression, NewRecord, build_batch, read_header
 from zlog.shm_segments.batch_fast import build_batch_from_values
