@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from zlog.errors import ErrorCode
 from zlog.raft import codec
-from zlog.raft.codec import ClientReply, ClientRequest, CodecError, RequestKind
+from zlog.raft.codec import CodecError
 from zlog.raft.messages import (
     Append,
     AppendResp,
@@ -68,12 +68,6 @@ messages: st.SearchStrategy[Message] = st.one_of(
     st.builds(InstallSnapshot, u64, node_ids, node_ids, snapshots),
     st.builds(TimeoutNow, u64, node_ids, node_ids),
 )
-client_requests = st.builds(
-    ClientRequest, st.sampled_from(RequestKind), u64, st.binary(max_size=200)
-)
-client_replies = st.builds(
-    ClientReply, u64, st.integers(-1, 200), st.integers(-1, 2**31 - 1), st.binary(max_size=200)
-)
 
 
 @given(messages)
@@ -110,16 +104,6 @@ def test_command_batch_round_trip(commands: list[bytes]) -> None:
     assert codec.decode_commands(codec.encode_commands(commands)) == commands
 
 
-@given(client_requests)
-def test_client_request_round_trip(request: ClientRequest) -> None:
-    assert codec.decode_client_request(codec.encode_client_request(request)) == request
-
-
-@given(client_replies)
-def test_client_reply_round_trip(reply: ClientReply) -> None:
-    assert codec.decode_client_reply(codec.encode_client_reply(reply)) == reply
-
-
 _DECODERS = [
     codec.decode_message,
     codec.decode_block,
@@ -127,8 +111,6 @@ _DECODERS = [
     codec.decode_config,
     codec.decode_hard_state,
     codec.decode_commands,
-    codec.decode_client_request,
-    codec.decode_client_reply,
 ]
 
 
