@@ -1,7 +1,7 @@
 """Binary codec for Chained-Raft: peer messages, blocks, snapshots, configs and hard state.
 
-Everything a node sends to a peer, writes to disk or answers a client goes through here, so
-the format is defined once. Each top-level value starts with a version byte (`VERSION`) and a
+Everything a node sends to a peer or writes to disk goes through here, so the format is
+defined once. Each top-level value starts with a version byte (`VERSION`) and a
 tag byte; integers are big-endian and fixed width, so a field's offset is the sum of the
 fields before it. Layouts (one line per field):
 
@@ -32,9 +32,8 @@ wire and needs the same care.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from enum import IntEnum
-from typing import Final, TypeVar
+from typing import Final
 
 import crc32c
 
@@ -57,8 +56,6 @@ from zlog.raft.messages import (
 )
 
 VERSION: Final = 1
-
-_T = TypeVar("_T")
 
 # Bounds on every length read off the wire or the disk. They sit far above what zlog's
 # metadata needs, and far below what would let a corrupt length allocate the machine away.
@@ -250,74 +247,6 @@ def read_hard_state(reader: Reader) -> HardState:
     if has_vote > 1 or (not has_vote and vote):
         raise CodecError(f"bad vote fields ({has_vote}, {vote})")
     return HardState(term=term, vote=vote if has_vote else None, commit=BlockId(c_term, c_height))
-
-
-# --- top-level values: version byte, tag byte, body ----------------------------------------
-
-
-def _open(data: bytes | memoryview, expected: Tag | None = None) -> tuple[Tag, Reader]:
-    reader = Reader(data)
-    version, tag = reader.unpack(struct.Struct(">BB"))
-    if version != VERSION:
-        raise CodecError(f"unknown codec version {version}")
-    try:
-        known = Tag(tag)
-    except ValueError:
-        raise CodecError(f"unknown tag {tag}") from None
-    if expected is not None and known != expected:
-        raise CodecError(f"expected {expected.name}, got {known.name}")
-    return known, reader
-
-
-def _encode_value(tag: Tag, write: Callable[[bytearray, _T], None], value: _T) -> bytes:
-    out = bytearray((VERSION, tag))
-    write(out, value)
-    return bytes(out)
-
-
-def encode_block(block: Block) -> bytes:
-    return _encode_value(Tag.BLOCK, write_block, block)
-
-
-def decode_block(data: bytes | memoryview) -> Block:
-    _, reader = _open(data, Tag.BLOCK)
-    block = read_block(reader)
-    reader.expect_end()
-    return block
-
-
-def encode_snapshot(snapshot: Snapshot) -> bytes:
-    return _encode_value(Tag.SNAPSHOT, write_snapshot, snapshot)
-
-
-def decode_snapshot(data: bytes | memoryview) -> Snapshot:
-    _, reader = _open(data, Tag.SNAPSHOT)
-    snapshot = read_snapshot(reader)
-    reader.expect_end()
-    return snapshot
-
-
-def encode_config(config: ConfigState) -> bytes:
-    """A config on its own (a CONFIG block's payload is ConfigState.encode(), unframed)."""
-    return _encode_value(Tag.CONFIG, write_config, config)
-
-
-def decode_config(data: bytes | memoryview) -> ConfigState:
-    _, reader = _open(data, Tag.CONFIG)
-    config = read_config(reader)
-    reader.expect_end()
-    return config
-
-
-def encode_hard_state(hard_state: HardState) -> bytes:
-    return _encode_value(Tag.HARD_STATE, write_hard_state, hard_state)
-
-
-def decode_hard_state(data: bytes | memoryview) -> HardState:
-    _, reader = _open(data, Tag.HARD_STATE)
-    hard_state = read_hard_state(reader)
-    reader.expect_end()
-    return hard_state
 
 
 # --- peer messages -------------------------------------------------------------------------
