@@ -35,8 +35,6 @@ CACHED_BATCHES: Final = 5
 PRODUCERS_PER_PARTITION_MAX: Final = 100_000
 """Bound on producers tracked per partition; the least recently active is forgotten first."""
 
-NO_PRODUCER_ID: Final = -1
-
 
 def next_sequence(sequence: int) -> int:
     """The sequence after `sequence`, wrapping as Kafka's `incrementSequence` does."""

@@ -187,9 +187,6 @@ class MetadataCache:
     def invalidate(self, topic: str) -> None:
         self._topics.pop(topic, None)
 
-    def known_topics(self) -> Iterable[str]:
-        return self._topics.keys()
-
 
 def _sleep_ms(duration_ms: int, cancelled: Callable[[], bool] | None) -> None:
     """Sleep, in slices when the sleeper may be cancelled meanwhile."""

@@ -455,10 +455,6 @@ _PARSERS: Final[Mapping[type, Callable[[Fields], Request | Response]]] = {
 }
 
 
-def has_json_body(cls: type) -> bool:
-    return cls in _PARSERS
-
-
 def decode_json_body(cls: type[T], body: memoryview, code: ErrorCode) -> T:
     """Parse `body` as the JSON form of `cls`; `code` for anything malformed."""
     parse = _PARSERS[cls]
