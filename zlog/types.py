@@ -45,6 +45,15 @@ CONSUMER_REPLICA_ID: Final = -1
 (>= 0) and the leader reads any negative id as a consumer's, which sees the log only up to the
 high watermark."""
 
+SEQUENCE_MODULUS: Final = 2**31
+"""Produce sequences are int32 on the wire and wrap to 0 after 2^31 - 1 (Kafka's rule): the
+idempotent producer numbers its batches with it and the broker checks them with it."""
+
+DEFAULT_BOOTSTRAP: Final = "tcp://127.0.0.1:7400"
+"""Where a client looks for a broker when told nothing: the control endpoint of a broker
+started with its defaults (`make run`). The client library, the command line and the Spark
+options all fall back to it."""
+
 METADATA_REFRESH_ERRORS: Final = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, TypeVar
 
-from zlog.client.cluster import DEFAULT_BOOTSTRAP, Connections
+from zlog.client.cluster import Connections
 from zlog.client.records import (
     BrokerDescription,
     ClusterDescription,
@@ -48,7 +48,7 @@ from zlog.transport.messages import (
     TopicResult,
     TopicSpec,
 )
-from zlog.types import TopicPartition
+from zlog.types import DEFAULT_BOOTSTRAP, TopicPartition
 
 R = TypeVar("R", bound=Response)
 

@@ -36,7 +36,6 @@ from zlog.transport.rpc import RpcClient
 
 log = logging.getLogger("zlog.client")
 
-DEFAULT_BOOTSTRAP = "tcp://127.0.0.1:7400"
 CONTROL_CONNECT_TIMEOUT_MS: Final = 2_000
 """With other control endpoints left to try, one that has not connected by then is passed over."""
 RETRY_BACKOFF_MS_DEFAULT: Final = 100

@@ -42,7 +42,7 @@ from typing import Final, TypeVar
 
 import zmq
 
-from zlog.client.cluster import DEFAULT_BOOTSTRAP, Connections
+from zlog.client.cluster import Connections
 from zlog.client.fetch_buffer import PartitionBuffer, batches_from_chunk
 from zlog.client.local_ring import Backoff, LocalRing, is_local_endpoint, ring_exists
 from zlog.client.records import ConsumerRecord
@@ -60,6 +60,7 @@ from zlog.transport.messages import (
 from zlog.transport.rpc import RpcResult
 from zlog.types import (
     CONSUMER_REPLICA_ID,
+    DEFAULT_BOOTSTRAP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     METADATA_REFRESH_ERRORS,

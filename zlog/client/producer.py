@@ -56,14 +56,14 @@ from zlog.client.accumulator import (
     cut_points,
     record_size_bytes,
 )
-from zlog.client.cluster import DEFAULT_BOOTSTRAP, Connections
+from zlog.client.cluster import Connections
 from zlog.client.partitioner import StickyPartitioner, partition_for_key, partitions_for_keys
 from zlog.client.records import BatchMetadata, RecordMetadata
 from zlog.client.sender import DeferredSend, Sender, SenderConfig, SharedState
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import Compression
-from zlog.types import ACKS_ALL, TopicPartition
+from zlog.types import ACKS_ALL, DEFAULT_BOOTSTRAP, TopicPartition
 
 Acks = Literal[0, 1, -1, "all"]
 BytesLike = bytes | bytearray | memoryview

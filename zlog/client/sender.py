@@ -57,7 +57,7 @@ from zlog.transport.messages import (
     ProduceResponseV0,
 )
 from zlog.transport.rpc import RpcResult
-from zlog.types import METADATA_REFRESH_ERRORS, TopicPartition
+from zlog.types import METADATA_REFRESH_ERRORS, SEQUENCE_MODULUS, TopicPartition
 
 log = logging.getLogger("zlog.client.producer")
 
@@ -68,7 +68,6 @@ IDEMPOTENT_IN_FLIGHT_MAX: Final = 5  # batches per partition: what the broker ca
 REQUEST_SEND_BYTES: Final = 256 * 1024
 POLL_INTERVAL_MS_MAX: Final = 50  # the longest the thread sleeps without checking deadlines
 ACKS_0_CLOSE_LINGER_MS_MAX: Final = 5_000  # the longest close waits for acks=0 sends to leave
-SEQUENCE_MODULUS: Final = 2**31
 # Retriable in Kafka's table, but a corrupt batch that this producer built would only fail
 # again: the transport below checks integrity already.
 _NOT_RETRIED: Final = frozenset({ErrorCode.CORRUPT_MESSAGE})
