@@ -1,6 +1,6 @@
 """Chained-Raft benchmark: three node processes on loopback, fsync on, the KV state machine.
 
-Three measurements, each on a fresh cluster of `python -m zlog.raft.runner` processes:
+Three measurements, each on a fresh cluster of `python -m bench.raft_node` processes:
 - throughput: many concurrent clients (each with one request outstanding, spread over a few
   DEALER sockets to the leader) propose small commands for `--duration-s`; committed (applied
   and answered) proposals per second;
@@ -30,17 +30,24 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import psutil
 import zmq
 
-from zlog.raft import codec
-from zlog.raft.codec import ClientRequest, RequestKind
-from zlog.raft.fsm import kv_incr
-from zlog.raft.transport import RaftClient
+REPO_ROOT: Final = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from bench.raft_client import (  # noqa: E402
+    ClientReply,
+    ClientRequest,
+    ClientRequestKind,
+    RaftClient,
+    decode_client_reply,
+    encode_client_request,
+)
+from bench.raft_kv import kv_incr  # noqa: E402
 
 
 def _free_ports(count: int) -> list[int]:
@@ -76,7 +83,7 @@ class Cluster:
     def start(self, node_id: int) -> None:
         peers = ",".join(f"{n}={address}" for n, address in self.peers.items())
         command = [
-            sys.executable, "-m", "zlog.raft.runner", "--id", str(node_id), "--peers", peers,
+            sys.executable, "-m", "bench.raft_node", "--id", str(node_id), "--peers", peers,
             "--data-dir", str(self.directory / f"node{node_id}"),
             "--client-port", str(self.client_ports[node_id]),
             "--tick-ms", str(self.arguments.tick_ms),
@@ -159,12 +166,12 @@ class Connection:
 
     def send(self, index: int, command: bytes) -> int:
         request_id = next(self.request_ids)
-        request = ClientRequest(RequestKind.PROPOSE, request_id, command)
-        self.sockets[index].send(codec.encode_client_request(request))
+        request = ClientRequest(ClientRequestKind.PROPOSE, request_id, command)
+        self.sockets[index].send(encode_client_request(request))
         return request_id
 
-    def replies(self, timeout_ms: int) -> list[tuple[int, codec.ClientReply]]:
-        received: list[tuple[int, codec.ClientReply]] = []
+    def replies(self, timeout_ms: int) -> list[tuple[int, ClientReply]]:
+        received: list[tuple[int, ClientReply]] = []
         for dealer, _ in self.poller.poll(timeout_ms):
             index = self.sockets.index(dealer)
             while True:
@@ -172,7 +179,7 @@ class Connection:
                     frames = dealer.recv_multipart(zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                received.extend((index, codec.decode_client_reply(f)) for f in frames)
+                received.extend((index, decode_client_reply(f)) for f in frames)
         return received
 
     def close(self) -> None:

@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
 PURE_MODULES = {
     "zlog/raft/rawnode.py", "zlog/raft/chain.py", "zlog/raft/quorum.py", "zlog/raft/messages.py",
     "zlog/shm_segments/ring_layout.py", "zlog/shm_segments/retention.py",
-    "zlog/shm_segments/varint.py", "zlog/errors.py", "zlog/limits.py",
+    "zlog/shm_segments/varint.py", "zlog/errors.py", "zlog/limits.py", "zlog/types.py",
     "zlog/raft/codec.py", "zlog/raft/fsm.py", "zlog/raft/proposals.py",
     "zlog/raft/state.py", "zlog/raft/append_entries.py", "zlog/raft/election.py",
     "zlog/raft/progress.py", "zlog/raft/errors.py",

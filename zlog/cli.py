@@ -41,11 +41,11 @@ from zlog.cli_records import (
     value_formatter,
 )
 from zlog.errors import ErrorCode, ZlogError
+from zlog.types import DEFAULT_BOOTSTRAP
 
 if TYPE_CHECKING:
     from zlog.client import Admin, Consumer, Producer
 
-DEFAULT_BOOTSTRAP: Final = "tcp://127.0.0.1:7400"
 REQUEST_TIMEOUT_MS_DEFAULT: Final = 10_000
 PRODUCE_CHUNK_LINES: Final = 10_000  # lines handed to send_many at a time
 POLL_RECORDS_MAX: Final = 500

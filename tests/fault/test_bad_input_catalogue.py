@@ -41,6 +41,7 @@ from zlog.transport.codec import decode_response, encode_request
 from zlog.transport.json_fields import JSON_BODY_BYTES_MAX
 from zlog.transport.rpc import RpcClient
 from zlog.transport.sockets import SERVER_FRAME_BYTES_MAX
+from zlog.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 pytestmark = pytest.mark.slow
 
@@ -253,7 +254,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         assert _produce(endpoints[(MIN_ISR, 0)], MIN_ISR, 0, _batch(b"acks=1")).error_code == 0
 
         def trimmed() -> bool:
-            start = _list_offset(endpoints[(TRIMMED, 0)], TRIMMED, 0, wire.EARLIEST_TIMESTAMP)
+            start = _list_offset(endpoints[(TRIMMED, 0)], TRIMMED, 0, EARLIEST_TIMESTAMP)
             return start.offset == TRIMMED_BATCHES - 1  # only the active segment is left
 
         wait_until(trimmed, 30, interval_s=0.1, what="retention to trim the log start")
@@ -272,8 +273,8 @@ class PartitionState:
 
 
 def _read_everything(endpoint: str, topic: str, partition: int) -> PartitionState:
-    start = _list_offset(endpoint, topic, partition, wire.EARLIEST_TIMESTAMP)
-    end = _list_offset(endpoint, topic, partition, wire.LATEST_TIMESTAMP)
+    start = _list_offset(endpoint, topic, partition, EARLIEST_TIMESTAMP)
+    end = _list_offset(endpoint, topic, partition, LATEST_TIMESTAMP)
     assert start.error_code == end.error_code == 0
     offset, chunks = start.offset, []
     high_watermark = end.offset
@@ -874,7 +875,7 @@ def _out_of_range(env: Env) -> None:
 def _at_high_watermark(env: Env) -> None:
     max_wait_ms = 300
     for topic in (VICTIM, TRIMMED):
-        end = _list_offset(env.at(topic), topic, 0, wire.LATEST_TIMESTAMP).offset
+        end = _list_offset(env.at(topic), topic, 0, LATEST_TIMESTAMP).offset
         started = time.monotonic()
         fetched = _fetch(env.at(topic), topic, 0, end, max_wait_ms=max_wait_ms)
         waited_s = time.monotonic() - started

@@ -34,6 +34,7 @@ from zlog.shm_segments.batch import NewRecord, build_batch
 from zlog.transport import messages as wire
 from zlog.transport.codec import encode_request
 from zlog.transport.rpc import RpcClient
+from zlog.types import LATEST_TIMESTAMP
 
 pytestmark = pytest.mark.slow
 
@@ -87,7 +88,7 @@ def _answered_quickly(endpoint: str, request: wire.Request) -> wire.Response:
 
 def _log_end(endpoint: str) -> int:
     response = _answered_quickly(endpoint, wire.ListOffsetsRequestV0(
-        TOPIC, (wire.ListOffsetsPartition(0, wire.LATEST_TIMESTAMP),)))
+        TOPIC, (wire.ListOffsetsPartition(0, LATEST_TIMESTAMP),)))
     assert isinstance(response, wire.ListOffsetsResponseV0)
     (result,) = response.partitions
     assert result.error_code == 0, result

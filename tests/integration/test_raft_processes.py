@@ -4,7 +4,7 @@ Spec: docs/raft.md §5 (the driver contract: persist, send, apply, advance) and 
 invariant 6 (State Machine Safety) checked from outside: every acknowledged command is applied
 exactly once on every node, and the nodes end with identical state machines.
 
-Each process is `python -m zlog.raft.runner` on 127.0.0.1 with ports picked free; the client is
+Each process is `python -m bench.raft_node` on 127.0.0.1 with ports picked free; the client is
 `RaftClient`, which only retries a command when the reply proves it was not applied, so each
 unique id may appear at most once however the leader dies.
 """
@@ -25,14 +25,15 @@ from typing import Any
 import pytest
 import zmq
 
+from bench.raft_client import RaftClient, decode_client_reply
+from bench.raft_kv import KvOp, KvStateMachine, decode_list, kv_command, kv_incr
+from bench.raft_node import ClientServer, SharedKvStateMachine
 from tests.waiting import wait_until
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft import codec
-from zlog.raft.fsm import KvOp, KvStateMachine, decode_list, kv_command, kv_incr
 from zlog.raft.messages import TimeoutNow
 from zlog.raft.proposals import NotLeaderOrFollowerError
 from zlog.raft.runner import RaftRunner, RunnerConfig
-from zlog.raft.transport import RaftClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TICK_MS = 20
@@ -54,7 +55,7 @@ def _free_ports(count: int) -> list[int]:
 
 
 class ProcessCluster:
-    """Three `python -m zlog.raft.runner` processes, each with its own data directory."""
+    """Three `python -m bench.raft_node` processes, each with its own data directory."""
 
     def __init__(self, directory: Path, size: int = 3) -> None:
         ports = _free_ports(2 * size)
@@ -69,7 +70,7 @@ class ProcessCluster:
     def start(self, node_id: int) -> None:
         peers = ",".join(f"{n}={address}" for n, address in self.peers.items())
         command = [
-            sys.executable, "-m", "zlog.raft.runner", "--id", str(node_id), "--peers", peers,
+            sys.executable, "-m", "bench.raft_node", "--id", str(node_id), "--peers", peers,
             "--data-dir", str(self.directory / f"node{node_id}"),
             "--client-port", str(self.client_ports[node_id]),
             "--tick-ms", str(TICK_MS), "--election-ticks", str(ELECTION_TICKS),
@@ -316,15 +317,12 @@ def test_garbage_from_clients_and_peers_is_refused_and_the_nodes_keep_serving(
     peers = {n: f"tcp://127.0.0.1:{ports[n - 1]}" for n in (1, 2, 3)}
     client_address = f"tcp://127.0.0.1:{ports[3]}"
     config = RunnerConfig(tick_ms=TICK_MS, election_ticks=ELECTION_TICKS)
-    runners = [
-        RaftRunner(
-            n, peers, tmp_path / f"node{n}", KvStateMachine(), config=config,
-            client_address=client_address if n == 1 else None,
-        )
-        for n in (1, 3)
-    ]
+    fsms = {1: SharedKvStateMachine(), 3: KvStateMachine()}
+    runners = [RaftRunner(n, peers, tmp_path / f"node{n}", fsms[n], config=config) for n in fsms]
+    server = ClientServer(runners[0], fsms[1], client_address)
     for runner in runners:
         runner.start()
+    server.start()
     context: zmq.Context[Any] = zmq.Context.instance()
     client = context.socket(zmq.DEALER)
     client.connect(client_address)
@@ -354,7 +352,7 @@ def test_garbage_from_clients_and_peers_is_refused_and_the_nodes_keep_serving(
                 impostor.send(garbage)
             client.send(garbage)
             assert client.poll(5000), "no reply to a malformed request"
-            reply = codec.decode_client_reply(client.recv_multipart()[0])
+            reply = decode_client_reply(client.recv_multipart()[0])
             assert reply.error_code == ErrorCode.CORRUPT_MESSAGE
         wait_until(
             lambda: all(r.statistics.corrupt_peer_messages == 5 for r in runners), timeout_s=5,
@@ -369,5 +367,6 @@ def test_garbage_from_clients_and_peers_is_refused_and_the_nodes_keep_serving(
         client.close(linger=0)
         for impostor in impostors:
             impostor.close(linger=0)
+        server.stop()
         for runner in runners:
             runner.stop()

@@ -31,6 +31,7 @@ from tests.waiting import wait_until
 from zlog.errors import ErrorCode
 from zlog.transport import messages as wire
 from zlog.transport.codec import decode_response, encode_request
+from zlog.types import LATEST_TIMESTAMP
 
 pytestmark = pytest.mark.slow
 
@@ -273,7 +274,7 @@ def test_a_killed_worker_is_restarted_and_serves_its_partitions_again(broker: Br
     for partition, endpoint in after.items():
         data = Client(endpoint)
         reply = data.call(wire.ListOffsetsRequestV0(
-            "events", (wire.ListOffsetsPartition(partition, wire.LATEST_TIMESTAMP),)))
+            "events", (wire.ListOffsetsPartition(partition, LATEST_TIMESTAMP),)))
         assert isinstance(reply, wire.ListOffsetsResponseV0)
         assert [(p.error_code, p.offset) for p in reply.partitions] == [(0, 0)]
         data.close()

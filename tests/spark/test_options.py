@@ -6,7 +6,8 @@ import pytest
 
 from zlog.errors import ErrorCode, ZlogError
 from zlog.spark.offsets import EARLIEST, LATEST
-from zlog.spark.options import DEFAULT_BOOTSTRAP, sink_options, source_options
+from zlog.spark.options import sink_options, source_options
+from zlog.types import DEFAULT_BOOTSTRAP
 
 
 def test_source_defaults_follow_sparks_kafka_source() -> None:

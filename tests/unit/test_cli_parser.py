@@ -15,7 +15,8 @@ import pytest
 
 import zlog
 from zlog.broker import serve
-from zlog.cli import DEFAULT_BOOTSTRAP, build_parser, main, parse_arguments
+from zlog.cli import build_parser, main, parse_arguments
+from zlog.types import DEFAULT_BOOTSTRAP
 
 
 def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:

@@ -4,7 +4,7 @@ producer.py (+ accumulator.py, partitioner.py, sender.py), consumer.py (+ fetch_
 admin.py, cluster.py (metadata and connections), records.py (the public records).
 """
 
-from zlog.client.admin import EARLIEST, LATEST, Admin
+from zlog.client.admin import Admin
 from zlog.client.consumer import Consumer
 from zlog.client.producer import Producer
 from zlog.client.records import (
@@ -16,8 +16,10 @@ from zlog.client.records import (
     OffsetAndTimestamp,
     RecordMetadata,
     TopicDescription,
-    TopicPartition,
 )
+from zlog.types import EARLIEST_TIMESTAMP as EARLIEST
+from zlog.types import LATEST_TIMESTAMP as LATEST
+from zlog.types import TopicPartition
 
 __all__ = [
     "EARLIEST",

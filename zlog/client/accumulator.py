@@ -27,7 +27,7 @@ from typing import Final, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from zlog.client.records import BatchMetadata, RecordMetadata, TopicPartition
+from zlog.client.records import BatchMetadata, RecordMetadata
 from zlog.errors import ZlogError
 from zlog.shm_segments.batch import (
     Compression,
@@ -39,6 +39,7 @@ from zlog.shm_segments.batch import (
 )
 from zlog.shm_segments.batch_fast import build_batch_from_values
 from zlog.shm_segments.varint import encode_varint, encode_varlong
+from zlog.types import TopicPartition
 
 RecordHeaders: TypeAlias = tuple[tuple[str, bytes | None], ...]
 UInt8Rows: TypeAlias = npt.NDArray[np.uint8]

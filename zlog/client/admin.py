@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, TypeVar
 
-from zlog.client.cluster import DEFAULT_BOOTSTRAP, Connections
+from zlog.client.cluster import Connections
 from zlog.client.records import (
     BrokerDescription,
     ClusterDescription,
@@ -20,7 +20,6 @@ from zlog.client.records import (
     OffsetAndTimestamp,
     PartitionDescription,
     TopicDescription,
-    TopicPartition,
 )
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
 from zlog.transport.messages import (
@@ -49,9 +48,7 @@ from zlog.transport.messages import (
     TopicResult,
     TopicSpec,
 )
-
-LATEST = -1  # list_offsets: the high watermark (the next offset to be written and visible)
-EARLIEST = -2  # list_offsets: the log start offset
+from zlog.types import DEFAULT_BOOTSTRAP, TopicPartition
 
 R = TypeVar("R", bound=Response)
 

@@ -29,13 +29,13 @@ from typing import Final
 
 import zmq
 
+from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages import MetadataRequestV0, MetadataResponseV0, Request, Response
 from zlog.transport.rpc import RpcClient
 
 log = logging.getLogger("zlog.client")
 
-DEFAULT_BOOTSTRAP = "tcp://127.0.0.1:7400"
 CONTROL_CONNECT_TIMEOUT_MS: Final = 2_000
 """With other control endpoints left to try, one that has not connected by then is passed over."""
 RETRY_BACKOFF_MS_DEFAULT: Final = 100
@@ -186,18 +186,11 @@ class MetadataCache:
     def invalidate(self, topic: str) -> None:
         self._topics.pop(topic, None)
 
-    def known_topics(self) -> Iterable[str]:
-        return self._topics.keys()
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
 
 def _sleep_ms(duration_ms: int, cancelled: Callable[[], bool] | None) -> None:
     """Sleep, in slices when the sleeper may be cancelled meanwhile."""
-    end_ms = _now_ms() + duration_ms
-    while (left_ms := end_ms - _now_ms()) > 0:
+    end_ms = monotonic_ms() + duration_ms
+    while (left_ms := end_ms - monotonic_ms()) > 0:
         if cancelled is not None and cancelled():
             return
         time.sleep(min(left_ms, 50) / 1000)
@@ -277,13 +270,13 @@ class Connections:
         while others are left is passed over; the error at the end names what each said.
         `cancelled` ends the call early (the owner is closing).
         """
-        deadline_ms = _now_ms() + timeout_ms
+        deadline_ms = monotonic_ms() + timeout_ms
         failures: dict[str, ZlogError] = {}
         while True:
             endpoints = self._control_endpoints()
             for _ in range(len(endpoints)):
                 endpoint = endpoints[self._control_index % len(endpoints)]
-                remaining_ms = deadline_ms - _now_ms()
+                remaining_ms = deadline_ms - monotonic_ms()
                 if remaining_ms <= 0 or (cancelled is not None and cancelled()):
                     break
                 connect_timeout_ms = (
@@ -299,7 +292,7 @@ class Connections:
                     failures[endpoint] = error
                     self._control_index += 1
                     self._drop(endpoint)  # a fresh socket drops replies meant for the old one
-            remaining_ms = deadline_ms - _now_ms()
+            remaining_ms = deadline_ms - monotonic_ms()
             if remaining_ms <= 0 or (cancelled is not None and cancelled()):
                 raise _no_control_endpoint(failures, timeout_ms)
             _sleep_ms(min(self.retry_backoff_ms, remaining_ms), cancelled)

@@ -42,16 +42,14 @@ from typing import Final, TypeVar
 
 import zmq
 
-from zlog.client.cluster import DEFAULT_BOOTSTRAP, Connections
+from zlog.client.cluster import Connections
 from zlog.client.fetch_buffer import PartitionBuffer, batches_from_chunk
 from zlog.client.local_ring import Backoff, LocalRing, is_local_endpoint, ring_exists
-from zlog.client.records import ConsumerRecord, TopicPartition
+from zlog.client.records import ConsumerRecord
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
 from zlog.shm_segments.batch_fast import BatchView
 from zlog.transport.messages import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
     FetchEntry,
     FetchRequestV0,
     FetchResponseV0,
@@ -60,18 +58,21 @@ from zlog.transport.messages import (
     ListOffsetsResponseV0,
 )
 from zlog.transport.rpc import RpcResult
+from zlog.types import (
+    CONSUMER_REPLICA_ID,
+    DEFAULT_BOOTSTRAP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    METADATA_REFRESH_ERRORS,
+    TopicPartition,
+)
 
 log = logging.getLogger("zlog.client.consumer")
 T = TypeVar("T")
 
-CONSUMER_REPLICA_ID: Final = -1
 MAX_POLL_RECORDS_DEFAULT: Final = 500
 _WAIT_SLICE_MS: Final = 100
 _RESETS: Final = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "none": None}
-_REFRESH_ON: Final = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
-})
 
 
 class Consumer:
@@ -520,7 +521,7 @@ class Consumer:
             self._pending_resets[tp] = reset
             return
         if error.retriable:  # a leader moving, a broker away: ask again after a backoff
-            if error.code in _REFRESH_ON or error.code == ErrorCode.KAFKA_STORAGE_ERROR:
+            if error.code in METADATA_REFRESH_ERRORS or error.code == ErrorCode.KAFKA_STORAGE_ERROR:
                 self._connections.metadata.invalidate(tp.topic)
             self._back_off(tp, now_ms)
             return
@@ -572,7 +573,7 @@ class Consumer:
                 response = self._connections.client(endpoint).call(
                     ListOffsetsRequestV0(topic, tuple(partitions)), self.request_timeout_ms)
             except ZlogError as error:
-                if error.code in _REFRESH_ON:
+                if error.code in METADATA_REFRESH_ERRORS:
                     self._connections.metadata.invalidate(topic)
                 raise
             assert isinstance(response, ListOffsetsResponseV0)

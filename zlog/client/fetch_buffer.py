@@ -18,7 +18,7 @@ from itertools import repeat
 
 import numpy as np
 
-from zlog.client.records import ConsumerRecord, TopicPartition
+from zlog.client.records import ConsumerRecord
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import (
     Buffer,
@@ -26,6 +26,7 @@ from zlog.shm_segments.batch import (
     scan_batches,
 )
 from zlog.shm_segments.batch_fast import BatchView, parse_batch
+from zlog.types import TopicPartition
 
 
 def batches_from_chunk(chunk: Buffer, position: int, *, check_crc: bool = True) -> list[BatchView]:

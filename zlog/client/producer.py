@@ -56,13 +56,14 @@ from zlog.client.accumulator import (
     cut_points,
     record_size_bytes,
 )
-from zlog.client.cluster import DEFAULT_BOOTSTRAP, Connections
+from zlog.client.cluster import Connections
 from zlog.client.partitioner import StickyPartitioner, partition_for_key, partitions_for_keys
-from zlog.client.records import BatchMetadata, RecordMetadata, TopicPartition
+from zlog.client.records import BatchMetadata, RecordMetadata
 from zlog.client.sender import DeferredSend, Sender, SenderConfig, SharedState
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import Compression
+from zlog.types import ACKS_ALL, DEFAULT_BOOTSTRAP, TopicPartition
 
 Acks = Literal[0, 1, -1, "all"]
 BytesLike = bytes | bytearray | memoryview
@@ -90,7 +91,7 @@ def _config_error(message: str) -> ZlogError:
 def parse_acks(acks: int | str) -> int:
     """0, 1 or -1 from the forms Kafka users write: 0, 1, -1, "all", "1"."""
     text = str(acks).strip().lower()
-    table = {"0": 0, "1": 1, "-1": -1, "all": -1}
+    table = {"0": 0, "1": 1, "-1": ACKS_ALL, "all": ACKS_ALL}
     if text not in table:
         raise _config_error(f"acks must be 0, 1, -1 or 'all', not {acks!r}")
     return table[text]

@@ -1,18 +1,12 @@
 """The small public records of the client API, named as Kafka's clients name them.
 
-TopicPartition is a NamedTuple so that a plain `("orders", 0)` works wherever one is expected.
+TopicPartition, the key of most of them, is shared with the broker: it lives in zlog.types.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 @dataclass(frozen=True, slots=True)

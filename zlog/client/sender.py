@@ -47,7 +47,6 @@ import zmq
 
 from zlog.client.accumulator import PendingBatch, RecordAccumulator
 from zlog.client.cluster import Connections
-from zlog.client.records import TopicPartition
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.shm_segments.batch import Compression
 from zlog.transport.messages import (
@@ -58,6 +57,7 @@ from zlog.transport.messages import (
     ProduceResponseV0,
 )
 from zlog.transport.rpc import RpcResult
+from zlog.types import METADATA_REFRESH_ERRORS, SEQUENCE_MODULUS, TopicPartition
 
 log = logging.getLogger("zlog.client.producer")
 
@@ -68,14 +68,9 @@ IDEMPOTENT_IN_FLIGHT_MAX: Final = 5  # batches per partition: what the broker ca
 REQUEST_SEND_BYTES: Final = 256 * 1024
 POLL_INTERVAL_MS_MAX: Final = 50  # the longest the thread sleeps without checking deadlines
 ACKS_0_CLOSE_LINGER_MS_MAX: Final = 5_000  # the longest close waits for acks=0 sends to leave
-SEQUENCE_MODULUS: Final = 2**31
 # Retriable in Kafka's table, but a corrupt batch that this producer built would only fail
 # again: the transport below checks integrity already.
 _NOT_RETRIED: Final = frozenset({ErrorCode.CORRUPT_MESSAGE})
-_REFRESH_ON: Final = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
-})
 
 
 @dataclass(frozen=True, slots=True)
@@ -628,7 +623,7 @@ class Sender:
         state = self._partition(batch.tp)
         if batch in state.in_flight:
             state.in_flight.remove(batch)
-        if error.code in _REFRESH_ON:
+        if error.code in METADATA_REFRESH_ERRORS:
             self._stale_topics.add(batch.tp.topic)
         retriable = error.retriable and error.code not in _NOT_RETRIED
         if self.config.idempotent and error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:

@@ -1,7 +1,7 @@
 """Binary codec for Chained-Raft: peer messages, blocks, snapshots, configs and hard state.
 
-Everything a node sends to a peer, writes to disk or answers a client goes through here, so
-the format is defined once. Each top-level value starts with a version byte (`VERSION`) and a
+Everything a node sends to a peer or writes to disk goes through here, so the format is
+defined once. Each top-level value starts with a version byte (`VERSION`) and a
 tag byte; integers are big-endian and fixed width, so a field's offset is the sum of the
 fields before it. Layouts (one line per field):
 
@@ -25,17 +25,15 @@ that remain, and any failure (short input, unknown tag, bad CRC, trailing bytes)
 `CodecError`, never IndexError or struct.error. The runner treats CodecError from a peer as
 a dropped message; storage treats it as a torn or corrupt record.
 
-The client protocol (ClientRequest/ClientReply) and the command batch that makes up a CMD
-block's payload live here too: they are part of the same wire and need the same care.
+The command batch that makes up a CMD block's payload lives here too: it is part of the same
+wire and needs the same care.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
-from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final, TypeVar
+from typing import Final
 
 import crc32c
 
@@ -59,8 +57,6 @@ from zlog.raft.messages import (
 
 VERSION: Final = 1
 
-_T = TypeVar("_T")
-
 # Bounds on every length read off the wire or the disk. They sit far above what zlog's
 # metadata needs, and far below what would let a corrupt length allocate the machine away.
 block_payload_bytes_max: Final = 16 * 1024 * 1024
@@ -69,7 +65,6 @@ snapshot_data_bytes_max: Final = 256 * 1024 * 1024
 config_bytes_max: Final = 8 + 8 * CONFIG_MEMBERS_MAX
 command_bytes_max: Final = 1024 * 1024
 batch_commands_max: Final = 65_536
-client_body_bytes_max: Final = command_bytes_max
 node_id_max: Final = 2**64 - 1
 
 _HEADER = struct.Struct(">BBQQQ")
@@ -83,8 +78,6 @@ _HARD_STATE = struct.Struct(">QBQQQ")
 _SNAP_DATA = struct.Struct(">II")
 _U8 = struct.Struct(">B")
 _U32 = struct.Struct(">I")
-_CLIENT_REQUEST = struct.Struct(">BBQI")
-_CLIENT_REPLY = struct.Struct(">BBQhiI")
 
 
 class CodecError(ZlogError):
@@ -103,6 +96,7 @@ class Tag(IntEnum):
     APPEND_RESP = 4
     INSTALL_SNAPSHOT = 5
     TIMEOUT_NOW = 6
+    # 16-19: the client frames of a standalone node (bench/raft_client.py), never a peer's.
     CLIENT_PROPOSE = 16
     CLIENT_READ = 17
     CLIENT_REPLY = 18
@@ -255,74 +249,6 @@ def read_hard_state(reader: Reader) -> HardState:
     return HardState(term=term, vote=vote if has_vote else None, commit=BlockId(c_term, c_height))
 
 
-# --- top-level values: version byte, tag byte, body ----------------------------------------
-
-
-def _open(data: bytes | memoryview, expected: Tag | None = None) -> tuple[Tag, Reader]:
-    reader = Reader(data)
-    version, tag = reader.unpack(struct.Struct(">BB"))
-    if version != VERSION:
-        raise CodecError(f"unknown codec version {version}")
-    try:
-        known = Tag(tag)
-    except ValueError:
-        raise CodecError(f"unknown tag {tag}") from None
-    if expected is not None and known != expected:
-        raise CodecError(f"expected {expected.name}, got {known.name}")
-    return known, reader
-
-
-def _encode_value(tag: Tag, write: Callable[[bytearray, _T], None], value: _T) -> bytes:
-    out = bytearray((VERSION, tag))
-    write(out, value)
-    return bytes(out)
-
-
-def encode_block(block: Block) -> bytes:
-    return _encode_value(Tag.BLOCK, write_block, block)
-
-
-def decode_block(data: bytes | memoryview) -> Block:
-    _, reader = _open(data, Tag.BLOCK)
-    block = read_block(reader)
-    reader.expect_end()
-    return block
-
-
-def encode_snapshot(snapshot: Snapshot) -> bytes:
-    return _encode_value(Tag.SNAPSHOT, write_snapshot, snapshot)
-
-
-def decode_snapshot(data: bytes | memoryview) -> Snapshot:
-    _, reader = _open(data, Tag.SNAPSHOT)
-    snapshot = read_snapshot(reader)
-    reader.expect_end()
-    return snapshot
-
-
-def encode_config(config: ConfigState) -> bytes:
-    """A config on its own (a CONFIG block's payload is ConfigState.encode(), unframed)."""
-    return _encode_value(Tag.CONFIG, write_config, config)
-
-
-def decode_config(data: bytes | memoryview) -> ConfigState:
-    _, reader = _open(data, Tag.CONFIG)
-    config = read_config(reader)
-    reader.expect_end()
-    return config
-
-
-def encode_hard_state(hard_state: HardState) -> bytes:
-    return _encode_value(Tag.HARD_STATE, write_hard_state, hard_state)
-
-
-def decode_hard_state(data: bytes | memoryview) -> HardState:
-    _, reader = _open(data, Tag.HARD_STATE)
-    hard_state = read_hard_state(reader)
-    reader.expect_end()
-    return hard_state
-
-
 # --- peer messages -------------------------------------------------------------------------
 
 
@@ -441,72 +367,12 @@ def decode_commands(payload: bytes | memoryview) -> list[bytes]:
     return commands
 
 
-# --- the client protocol -------------------------------------------------------------------
+# --- what a caller asks of the runner --------------------------------------------------------
 
 
 class RequestKind(IntEnum):
+    """A proposal or a read; the values are the tags the client frames of a standalone node
+    (bench/raft_client.py) carry."""
+
     PROPOSE = Tag.CLIENT_PROPOSE  # body: a state-machine command to commit and apply
     READ = Tag.CLIENT_READ  # body: a state-machine query, answered linearizably
-    STATUS = Tag.CLIENT_STATUS  # body empty; the reply is this node's status as JSON
-
-
-@dataclass(frozen=True, slots=True)
-class ClientRequest:
-    """A client's call to a node: `u8 version | u8 kind | u64 request_id | u32 len | body`."""
-
-    kind: RequestKind
-    request_id: int  # chosen by the client, echoed in the reply; unique per client socket
-    body: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class ClientReply:
-    """`u8 version | u8 tag | u64 request_id | i16 error_code | i32 leader_hint | u32 len | body`.
-
-    On success `error_code` is 0 and `body` is the state machine's answer; otherwise `body`
-    is a UTF-8 message and `leader_hint` (or -1) names the node the client should try next.
-    """
-
-    request_id: int
-    error_code: int
-    leader_hint: int
-    body: bytes
-
-
-def encode_client_request(request: ClientRequest) -> bytes:
-    assert len(request.body) <= client_body_bytes_max, "client body over its bound"
-    head = _CLIENT_REQUEST.pack(VERSION, request.kind, request.request_id, len(request.body))
-    return head + request.body
-
-
-def decode_client_request(data: bytes | memoryview) -> ClientRequest:
-    reader = Reader(data)
-    version, kind, request_id, size = reader.unpack(_CLIENT_REQUEST)
-    if version != VERSION:
-        raise CodecError(f"unknown codec version {version}")
-    try:
-        request_kind = RequestKind(kind)
-    except ValueError:
-        raise CodecError(f"unknown client request kind {kind}") from None
-    body = reader.take(size, client_body_bytes_max, "client request body")
-    reader.expect_end()
-    return ClientRequest(request_kind, request_id, body)
-
-
-def encode_client_reply(reply: ClientReply) -> bytes:
-    assert len(reply.body) <= client_body_bytes_max, "client reply over its bound"
-    head = _CLIENT_REPLY.pack(
-        VERSION, Tag.CLIENT_REPLY, reply.request_id, reply.error_code, reply.leader_hint,
-        len(reply.body),
-    )
-    return head + reply.body
-
-
-def decode_client_reply(data: bytes | memoryview) -> ClientReply:
-    reader = Reader(data)
-    version, tag, request_id, error_code, leader_hint, size = reader.unpack(_CLIENT_REPLY)
-    if version != VERSION or tag != Tag.CLIENT_REPLY:
-        raise CodecError(f"not a client reply (version {version}, tag {tag})")
-    body = reader.take(size, client_body_bytes_max, "client reply body")
-    reader.expect_end()
-    return ClientReply(request_id, error_code, leader_hint, body)

@@ -107,10 +107,6 @@ class ProposalTracker:
     def queued_count(self) -> int:
         return len(self._queued)
 
-    @property
-    def in_flight_count(self) -> int:
-        return sum(len(entry.pending) for entries in self._in_flight.values() for entry in entries)
-
     def enqueue(self, command: bytes, waiter: Waiter, deadline_ms: int) -> bool:
         """Queue a command for the next block; False when the queue is full."""
         full = len(self._queued) >= self.queued_commands_max

@@ -27,35 +27,29 @@ Every other message (votes, acks, snapshots) still waits for the fsync it depend
 
 Loop turn, bounded in every step so that no source starves another:
 
-    poll(peer ROUTER, client ROUTER, wake pipe; timeout = time to the next tick)
-    -> step every peer message received -> queue client requests and in-process calls
+    poll(peer ROUTER, wake pipe; timeout = time to the next tick)
+    -> step every peer message received -> queue the calls of other threads
     -> tick() when due (and expire deadlines) -> propose ONE block per batch of queued
     commands, one read_index for all queued reads -> run Readies until none is left
 
-Batching is what makes it fast: while the loop is busy with an fsync, requests pile up in the
-sockets, and the next turn proposes all of them as one block (one fsync and one round trip
+Batching is what makes it fast: while the loop is busy with an fsync, calls pile up in the
+inbox, and the next turn proposes all of them as one block (one fsync and one round trip
 for the lot). Commands in a block are `codec.encode_commands`; the state machine applies them
 in order and each proposer gets its own command's result.
 
-Use it either as a process (`python -m zlog.raft.runner --id 1 --peers 1=tcp://...,2=...
---data-dir D --client-port C`; SIGTERM hands leadership off and exits cleanly) or embedded:
-`RaftRunner(...).start()` runs the loop on a thread, and `propose()` / `read()` return
-concurrent.futures.Future objects that any thread may wait on. The loop thread is the only
-one that touches the core, the sockets, the storage and the state machine.
+`RaftRunner(...).start()` runs the loop on a thread (or `run()` on the caller's), and
+`propose()` / `read()` return concurrent.futures.Future objects that any thread may wait on;
+`request_stop()` (safe from a signal handler) hands leadership off and stops. The loop thread
+is the only one that touches the core, the sockets, the storage and the state machine.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import functools
-import json
 import logging
 import os
 import random
-import signal
 import threading
-import time
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
@@ -65,12 +59,13 @@ from typing import Any, Final
 
 import zmq
 
+from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft import codec
-from zlog.raft.codec import ClientReply, CodecError, RequestKind
+from zlog.raft.codec import CodecError, RequestKind
 from zlog.raft.errors import NotLeaderError
 from zlog.raft.errors import ProposalDroppedError as CoreRefusedError
-from zlog.raft.fsm import KvStateMachine, StateMachine
+from zlog.raft.fsm import StateMachine
 from zlog.raft.messages import GENESIS, Append, Block, BlockKind, ConfigState, Ready
 from zlog.raft.proposals import (
     NotLeaderOrFollowerError,
@@ -81,7 +76,7 @@ from zlog.raft.proposals import (
 )
 from zlog.raft.rawnode import RaftConfig, RawNode
 from zlog.raft.storage import RaftStorage, rewrite_threshold_bytes_default
-from zlog.raft.transport import ClientEndpoint, PeerTransport
+from zlog.raft.transport import PeerTransport
 
 log = logging.getLogger("zlog.raft.runner")
 
@@ -136,11 +131,6 @@ class RunnerStatistics:
     peer_messages_received: int = 0
     peer_messages_sent: int = 0
     corrupt_peer_messages: int = 0
-    client_requests: int = 0
-
-
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 def _future_waiter(future: Future[bytes]) -> Waiter:
@@ -168,7 +158,6 @@ class RaftRunner:
         data_dir: Path,
         fsm: StateMachine,
         *,
-        client_address: str | None = None,
         config: RunnerConfig | None = None,
         rng: random.Random | None = None,
         context: zmq.Context[Any] | None = None,
@@ -178,7 +167,6 @@ class RaftRunner:
         self.peers = dict(peers)
         self.config = config or RunnerConfig()
         self.fsm = fsm
-        self.client_address = client_address
         self.statistics = RunnerStatistics()
         self.storage = RaftStorage(
             data_dir,
@@ -293,17 +281,12 @@ class RaftRunner:
     def run(self) -> None:
         """The loop; returns after stop. Creates and closes its own sockets."""
         transport = PeerTransport(self._context, self.node_id, self.peers)
-        clients = None
-        if self.client_address is not None:
-            clients = ClientEndpoint(self._context, self.client_address)
         poller = zmq.Poller()
         poller.register(transport.router, zmq.POLLIN)
-        if clients is not None:
-            poller.register(clients.router, zmq.POLLIN)
         poller.register(self._wake_read_fd, zmq.POLLIN)
-        self._transport, self._clients = transport, clients
+        self._transport = transport
         log.info("raft node %d serving (peers %s)", self.node_id, self.peers)
-        next_tick_ms = _monotonic_ms() + self.config.tick_ms
+        next_tick_ms = monotonic_ms() + self.config.tick_ms
         stop_deadline_ms: int | None = None
         try:
             while True:
@@ -311,16 +294,14 @@ class RaftRunner:
                     stop_deadline_ms = self._begin_stop()
                 if stop_deadline_ms is not None and self._may_stop(stop_deadline_ms):
                     break
-                timeout_ms = max(0, next_tick_ms - _monotonic_ms())
+                timeout_ms = max(0, next_tick_ms - monotonic_ms())
                 if self.node.has_ready():  # a turn stopped at readies_per_turn_max
                     timeout_ms = 0
                 poller.poll(timeout_ms)
                 self.statistics.loop_turns += 1
                 self._receive_peers(transport)
-                if clients is not None:
-                    self._receive_clients(clients)
                 self._drain_inbox()
-                now_ms = _monotonic_ms()
+                now_ms = monotonic_ms()
                 if now_ms >= next_tick_ms:
                     self._tick(now_ms)
                     # One tick per turn; after a stall, realign rather than burst ticks.
@@ -330,14 +311,12 @@ class RaftRunner:
                 self._propose_queued()
                 self._request_reads()
                 self._handle_readies()
-                if clients is not None:
-                    clients.flush()
         finally:
-            self._shut_down(transport, clients)
+            self._shut_down(transport)
 
     def _begin_stop(self) -> int:
         """A stopping leader hands off to a peer so the cluster does not wait a timeout."""
-        now_ms = _monotonic_ms()
+        now_ms = monotonic_ms()
         if not self._is_leader():
             return now_ms
         others = [peer for peer in self.node.config.voters if peer != self.node_id]
@@ -352,9 +331,9 @@ class RaftRunner:
         return now_ms + self.config.stop_transfer_timeout_ms
 
     def _may_stop(self, stop_deadline_ms: int) -> bool:
-        return not self._is_leader() or _monotonic_ms() >= stop_deadline_ms
+        return not self._is_leader() or monotonic_ms() >= stop_deadline_ms
 
-    def _shut_down(self, transport: PeerTransport, clients: ClientEndpoint | None) -> None:
+    def _shut_down(self, transport: PeerTransport) -> None:
         self._stopped.set()
         error = ZlogError(ErrorCode.BROKER_NOT_AVAILABLE, "raft node stopped")
         self.proposals.fail_queued(error)
@@ -362,8 +341,6 @@ class RaftRunner:
         self.reads.fail_all(error)
         self._fail_inbox()
         transport.close()
-        if clients is not None:
-            clients.close()
         self.storage.close()
         self._close_wake_pipe()
         log.info("raft node %d stopped", self.node_id)
@@ -384,20 +361,6 @@ class RaftRunner:
                 continue
             self.node.step(message)
 
-    def _receive_clients(self, clients: ClientEndpoint) -> None:
-        for identity, frame in clients.receive():
-            self.statistics.client_requests += 1
-            try:
-                request = codec.decode_client_request(frame)
-            except CodecError as error:
-                clients.reply(identity, ClientReply(0, error.code, -1, error.message.encode()))
-                continue
-            waiter = functools.partial(self._reply_client, clients, identity, request.request_id)
-            if request.kind == RequestKind.STATUS:
-                waiter(json.dumps(self._publish_status(with_digest=True)).encode())
-            else:
-                self._queue(request.kind, request.body, waiter)
-
     def _drain_inbox(self) -> None:
         with contextlib.suppress(BlockingIOError):
             while os.read(self._wake_read_fd, 4096):
@@ -410,7 +373,7 @@ class RaftRunner:
         if not self._is_leader():
             waiter(NotLeaderOrFollowerError(self.node.leader_id))
             return
-        now_ms = _monotonic_ms()
+        now_ms = monotonic_ms()
         if kind == RequestKind.PROPOSE:
             deadline_ms = now_ms + self.config.proposal_timeout_ms
             accepted = self.proposals.enqueue(body, waiter, deadline_ms)
@@ -418,21 +381,6 @@ class RaftRunner:
             accepted = self.reads.enqueue(body, waiter, now_ms + self.config.read_timeout_ms)
         if not accepted:
             waiter(ZlogError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, "too many requests waiting"))
-
-    def _reply_client(
-        self, clients: ClientEndpoint, identity: bytes, request_id: int, outcome: Outcome
-    ) -> None:
-        if isinstance(outcome, ZlogError):
-            hint = outcome.leader_hint if isinstance(outcome, NotLeaderOrFollowerError) else None
-            if hint is None:
-                hint = self.node.leader_id
-            reply = ClientReply(
-                request_id, int(outcome.code), -1 if hint is None else hint,
-                outcome.message.encode(),
-            )
-        else:
-            reply = ClientReply(request_id, 0, -1, outcome)
-        clients.reply(identity, reply)
 
     def _tick(self, now_ms: int) -> None:
         self.node.tick()
@@ -498,8 +446,6 @@ class RaftRunner:
             self.statistics.readies += 1
             self._send(ready, early=True)  # a leader's Appends overlap its own fsync
             self._apply(ready)  # 3. committed blocks are durable on a quorum already
-            if self._clients is not None:
-                self._clients.flush()  # so their answers do not wait for this fsync
             self.storage.save(ready)  # 1. persist (one fsync)
             self._send(ready, early=False)  # 2. everything that depends on the fsync
             self.node.advance(ready)  # 4. advance
@@ -556,11 +502,9 @@ class RaftRunner:
             self._base = self._applied
             self.statistics.snapshots_taken += 1
 
-    def _publish_status(self, *, with_digest: bool = False) -> dict[str, Any]:
-        """Refresh the status other threads read (every tick); the state machine's digest
-        costs a full snapshot, so only a client's STATUS request computes it."""
+    def _publish_status(self) -> None:
+        """Refresh the status other threads read (every tick and after every Ready)."""
         node = self.node
-        digest = getattr(self.fsm, "digest", None) if with_digest else None
         status: dict[str, Any] = {
             "node_id": self.node_id,
             "role": str(node.role),
@@ -570,7 +514,6 @@ class RaftRunner:
             "commit": list(node.commit),
             "applied": list(self._applied),
             "base": list(self._base),
-            "fsm_digest": digest() if callable(digest) else None,
             "commands_applied": self.statistics.commands_applied,
             "statistics": {
                 "readies": self.statistics.readies,
@@ -586,72 +529,3 @@ class RaftRunner:
         }
         with self._status_lock:
             self._status = status
-        return status
-
-
-# -- the process --------------------------------------------------------------------------------
-
-
-def parse_peers(text: str) -> dict[int, str]:
-    """`1=tcp://127.0.0.1:7001,2=tcp://...` -> {1: "tcp://127.0.0.1:7001", 2: ...}."""
-    peers: dict[int, str] = {}
-    for item in text.split(","):
-        node_id, _, address = item.strip().partition("=")
-        if not address:
-            raise argparse.ArgumentTypeError(f"peer {item!r} is not id=address")
-        peers[int(node_id)] = address
-    return peers
-
-
-def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    defaults = RunnerConfig()
-    parser = argparse.ArgumentParser(description="Run one Chained-Raft node over ZeroMQ.")
-    parser.add_argument("--id", type=int, required=True, help="this node's id")
-    parser.add_argument("--peers", type=parse_peers, required=True,
-                        help="every voter as id=tcp://host:port, comma-separated, this one too")
-    parser.add_argument("--data-dir", type=Path, required=True, help="where raft.log lives")
-    parser.add_argument("--client-port", type=int, required=True,
-                        help="TCP port of the client ROUTER (bound on --client-host)")
-    parser.add_argument("--client-host", default="127.0.0.1")
-    parser.add_argument("--tick-ms", type=int, default=defaults.tick_ms)
-    parser.add_argument("--election-ticks", type=int, default=defaults.election_ticks)
-    parser.add_argument("--heartbeat-ticks", type=int, default=defaults.heartbeat_ticks)
-    parser.add_argument("--compaction-threshold-blocks", type=int,
-                        default=defaults.compaction_threshold_blocks)
-    parser.add_argument("--no-fsync", action="store_true", help="for measurements only")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    arguments = _arguments(argv)
-    logging.basicConfig(
-        level=logging.INFO, format=f"%(asctime)s raft-{arguments.id} %(levelname)s %(message)s"
-    )
-    config = RunnerConfig(
-        tick_ms=arguments.tick_ms,
-        election_ticks=arguments.election_ticks,
-        heartbeat_ticks=arguments.heartbeat_ticks,
-        compaction_threshold_blocks=arguments.compaction_threshold_blocks,
-        fsync=not arguments.no_fsync,
-    )
-    runner = RaftRunner(
-        arguments.id,
-        arguments.peers,
-        arguments.data_dir,
-        KvStateMachine(),
-        client_address=f"tcp://{arguments.client_host}:{arguments.client_port}",
-        config=config,
-    )
-
-    def on_signal(signum: int, frame: object) -> None:
-        del signum, frame
-        runner.request_stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    runner.run()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -196,9 +196,6 @@ class NodeState:
         """A call, not a field read, so type narrowing cannot outlive a state change."""
         return self._role == Role.LEADER
 
-    def _is_voter(self) -> bool:
-        return self._id in self._chain.config.voters
-
     def _promotable(self) -> bool:
         """Whether this node may campaign: a voter at head, or a voter whose removal is
         still uncommitted on its path.

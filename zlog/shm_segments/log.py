@@ -31,7 +31,12 @@ from zlog.shm_segments import batch as batch_codec
 from zlog.shm_segments import batch_fast
 from zlog.shm_segments.log_config import LogConfig
 from zlog.shm_segments.retention import DiskUsage, SegmentInfo, segments_to_delete
-from zlog.shm_segments.ring import RingFullError, RingLockedError, RingWriter
+from zlog.shm_segments.ring import (
+    RING_DIRECTORY_DEFAULT,
+    RingFullError,
+    RingLockedError,
+    RingWriter,
+)
 from zlog.shm_segments.segment import BatchMeta, Segment, batch_meta
 
 log = logging.getLogger(__name__)
@@ -46,7 +51,7 @@ FILE_NAME_BYTES_MAX = 255  # NAME_MAX of ext4, xfs, btrfs and tmpfs
 def default_ring_dir(data_dir: Path) -> Path:
     """Rings of one data directory live together on tmpfs, apart from other brokers' rings."""
     digest = hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:16]
-    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(data_dir) / ".rings"
+    base = RING_DIRECTORY_DEFAULT if RING_DIRECTORY_DEFAULT.is_dir() else Path(data_dir) / ".rings"
     return base / f"zlog-{digest}"
 
 

@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 # Batch header fields the log needs, in one unpack: base offset, batch length, leader epoch,
 # magic, crc, attributes, last offset delta, base timestamp, max timestamp.
 _HEADER = struct.Struct(">qiibIhiqq")
-HEADER_PREFIX_BYTES = _HEADER.size  # 43
 _ZERO_CHUNK_BYTES = 1 << 20
 
 

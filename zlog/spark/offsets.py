@@ -17,15 +17,14 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, TypeAlias
+from typing import TypeAlias
 
 from zlog.errors import ErrorCode, ZlogError
+from zlog.types import EARLIEST_TIMESTAMP as EARLIEST
+from zlog.types import LATEST_TIMESTAMP as LATEST
+from zlog.types import TopicPartition
 
-EARLIEST: Final = -2
-LATEST: Final = -1
-
-PartitionKey: TypeAlias = tuple[str, int]  # (topic, partition)
-Offsets: TypeAlias = dict[PartitionKey, int]
+Offsets: TypeAlias = dict[TopicPartition, int]
 StreamOffset: TypeAlias = dict[str, dict[str, int]]  # Spark checkpoint form: {"t": {"0": 42}}
 
 
@@ -47,7 +46,7 @@ class OffsetSpec:
 
     option: str
     default: int
-    specific: Mapping[PartitionKey, int] = field(default_factory=dict)
+    specific: Mapping[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +94,7 @@ def parse_offset_spec(option: str, text: str, topics: Sequence[str], *,
                                f"{error.pos}); expected {_EXPECTED}") from None
     if not isinstance(parsed, dict):
         raise _invalid(option, f"{text!r} is not a JSON object; expected {_EXPECTED}")
-    specific: dict[PartitionKey, int] = {}
+    specific: dict[TopicPartition, int] = {}
     for topic, partitions in parsed.items():
         if topic not in topics:
             raise _invalid(option, f"names topic {topic!r}, which is not among the topics read "
@@ -112,7 +111,7 @@ def parse_offset_spec(option: str, text: str, topics: Sequence[str], *,
                 raise _invalid(option, f"{topic}-{partition}: offset {offset} is not allowed "
                                        f"here; expected an offset >= 0"
                                        + (f" or {_allowed_numbers(allowed)}" if allowed else ""))
-            specific[(topic, partition)] = offset
+            specific[TopicPartition(topic, partition)] = offset
     return OffsetSpec(option, default, specific)
 
 
@@ -138,7 +137,7 @@ def _allowed_numbers(allowed: frozenset[int]) -> str:
                        for value in sorted(allowed))
 
 
-def resolve(spec: OffsetSpec, bounds: Mapping[PartitionKey, PartitionBounds], *,
+def resolve(spec: OffsetSpec, bounds: Mapping[TopicPartition, PartitionBounds], *,
             fail_on_data_loss: bool = True) -> Offsets:
     """An absolute offset for every partition in `bounds`, checked against those bounds.
 
@@ -166,7 +165,7 @@ def resolve(spec: OffsetSpec, bounds: Mapping[PartitionKey, PartitionBounds], *,
     return resolved
 
 
-def check_offset(option: str, key: PartitionKey, offset: int, bound: PartitionBounds, *,
+def check_offset(option: str, key: TopicPartition, offset: int, bound: PartitionBounds, *,
                  fail_on_data_loss: bool) -> int:
     """`offset` if the partition can serve it now; see `resolve` for what is refused."""
     topic, partition = key
@@ -192,7 +191,7 @@ def _span(partitions: Sequence[int]) -> str:
         partitions)
 
 
-def plan_ranges(starts: Mapping[PartitionKey, int], ends: Mapping[PartitionKey, int], *,
+def plan_ranges(starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int], *,
                 max_records_per_range: int | None = None,
                 min_ranges: int | None = None) -> list[OffsetRange]:
     """The non-empty ranges [starts[p], ends[p]), cut so each holds at most
@@ -241,7 +240,7 @@ def split_range(offset_range: OffsetRange, pieces: int) -> list[OffsetRange]:
     return cut
 
 
-def cap_offsets(starts: Mapping[PartitionKey, int], latest: Mapping[PartitionKey, int],
+def cap_offsets(starts: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
                 max_records: int) -> Offsets:
     """End offsets for one micro-batch of at most `max_records` offsets in all.
 
@@ -266,7 +265,7 @@ def cap_offsets(starts: Mapping[PartitionKey, int], latest: Mapping[PartitionKey
     return {key: starts.get(key, 0) + shares[key] for key in latest}
 
 
-def to_stream_offset(offsets: Mapping[PartitionKey, int]) -> StreamOffset:
+def to_stream_offset(offsets: Mapping[TopicPartition, int]) -> StreamOffset:
     """Offsets in the JSON form Spark keeps in its checkpoint: {"topic": {"0": 42}}."""
     stream_offset: StreamOffset = {}
     for (topic, partition), offset in sorted(offsets.items()):
@@ -279,5 +278,5 @@ def from_stream_offset(stream_offset: Mapping[str, Mapping[str, int]]) -> Offset
     offsets: Offsets = {}
     for topic, partitions in stream_offset.items():
         for partition, offset in partitions.items():
-            offsets[(topic, int(partition))] = int(offset)
+            offsets[TopicPartition(topic, int(partition))] = int(offset)
     return offsets

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.spark.offsets import EARLIEST, LATEST, OffsetSpec, parse_offset_spec
+from zlog.spark.offsets import OffsetSpec, parse_offset_spec
+from zlog.types import DEFAULT_BOOTSTRAP
+from zlog.types import EARLIEST_TIMESTAMP as EARLIEST
+from zlog.types import LATEST_TIMESTAMP as LATEST
 
-DEFAULT_BOOTSTRAP: Final = "tcp://127.0.0.1:7400"  # zlog.client's default: `make run`
 MAX_RECORDS_PER_PARTITION_DEFAULT: Final = 1_000_000
 POLL_TIMEOUT_MS_DEFAULT: Final = 120_000  # Spark's default network timeout
 REQUEST_TIMEOUT_MS_DEFAULT: Final = 30_000

@@ -36,13 +36,9 @@ SOURCE_SCHEMA: Final = StructType([
     StructField("partition", IntegerType()),
     StructField("offset", LongType()),
     StructField("timestamp", TimestampType()),
-    StructField("timestampType", IntegerType()),
+    StructField("timestampType", IntegerType()),  # Kafka's: 0 CreateTime, 1 LogAppendTime
     StructField("headers", ArrayType(HEADER_TYPE)),
 ])
-
-# Kafka's timestampType column: where the record's timestamp came from.
-CREATE_TIME: Final = 0
-LOG_APPEND_TIME: Final = 1
 
 
 @cache

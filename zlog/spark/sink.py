@@ -27,10 +27,11 @@ from pyspark.sql import functions as F
 from zlog.client import Admin
 from zlog.spark.columns import RowLayout, sink_columns
 from zlog.spark.delivery import TopicWriter
-from zlog.spark.options import DEFAULT_BOOTSTRAP, SinkOptions
+from zlog.spark.options import SinkOptions
 from zlog.spark.query_stop import stop_recognisable_by_spark
 from zlog.spark.topics import topic_partitions
 from zlog.spark.writer import write_batches
+from zlog.types import DEFAULT_BOOTSTRAP
 
 ROWS_PER_CHUNK: Final = 8192
 

@@ -21,12 +21,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from zlog.client import Admin
+from zlog.client import Admin, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.spark.offsets import (
     Offsets,
     PartitionBounds,
-    PartitionKey,
     StreamOffset,
     cap_offsets,
     from_stream_offset,
@@ -51,7 +50,7 @@ class ZlogStreamReader(DataSourceStreamReader):
         state["_admin"] = None
         return state
 
-    def _bounds(self) -> dict[PartitionKey, PartitionBounds]:
+    def _bounds(self) -> dict[TopicPartition, PartitionBounds]:
         read = self.options.read
         if self._admin is None:
             self._admin = Admin(read.bootstrap, request_timeout_ms=read.request_timeout_ms)
@@ -91,7 +90,7 @@ class ZlogStreamReader(DataSourceStreamReader):
         return to_stream_offset({key: b.high_watermark for key, b in self._bounds().items()})
 
     @staticmethod
-    def _starts(starts: Offsets, bounds: Mapping[PartitionKey, PartitionBounds]) -> Offsets:
+    def _starts(starts: Offsets, bounds: Mapping[TopicPartition, PartitionBounds]) -> Offsets:
         """Where each partition's next batch starts; new partitions at their log start."""
         merged = dict(starts)
         for key, bound in bounds.items():

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from zlog.client import EARLIEST, LATEST, Admin, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
-from zlog.spark.offsets import PartitionBounds, PartitionKey
+from zlog.spark.offsets import PartitionBounds
 
 
 def topic_partitions(admin: Admin, topics: Sequence[str], bootstrap: str) -> (
@@ -33,7 +33,7 @@ def topic_partitions(admin: Admin, topics: Sequence[str], bootstrap: str) -> (
 
 
 def partition_bounds(admin: Admin, topics: Sequence[str], bootstrap: str) -> (
-    dict[PartitionKey, PartitionBounds]
+    dict[TopicPartition, PartitionBounds]
 ):
     """(topic, partition) -> bounds for every partition of `topics`."""
     partitions = topic_partitions(admin, topics, bootstrap)
@@ -41,5 +41,4 @@ def partition_bounds(admin: Admin, topics: Sequence[str], bootstrap: str) -> (
         return {}
     starts = admin.list_offsets(dict.fromkeys(partitions, EARLIEST))
     ends = admin.list_offsets(dict.fromkeys(partitions, LATEST))
-    return {(tp.topic, tp.partition): PartitionBounds(starts[tp].offset, ends[tp].offset)
-            for tp in partitions}
+    return {tp: PartitionBounds(starts[tp].offset, ends[tp].offset) for tp in partitions}

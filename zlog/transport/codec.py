@@ -125,13 +125,6 @@ def encode_request(correlation_id: int, msg: Request) -> list[Buffer]:
     return [header, body, *frames]
 
 
-def decode_request_header(frames: Sequence[Frame]) -> RequestHeader:
-    """The header alone; `HeaderError` when frame 0 is missing or shorter than 10 bytes."""
-    if not frames:
-        raise HeaderError(ErrorCode.INVALID_REQUEST, "an empty message has no header")
-    return _request_header(frame_view(frames[0]))
-
-
 def _request_header(view: memoryview) -> RequestHeader:
     if view.nbytes < REQUEST_HEADER.size:
         raise HeaderError(

@@ -16,14 +16,13 @@ from typing import Any, Final, TypeVar
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.json_fields import Fields, parse_json_object
 from zlog.transport.messages import (
-    EARLIEST_TIMESTAMP,
     AlterableConfig,
     AlterConfigsResource,
     AlterConfigsResourceResult,
     ApiVersionRange,
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
-    BrokerInfo,
+    BrokerMetadata,
     CreateTopicsRequestV0,
     CreateTopicsResponseV0,
     DeleteTopicsRequestV0,
@@ -63,6 +62,7 @@ from zlog.transport.wire import (
     INT64_MAX,
     INT64_MIN,
 )
+from zlog.types import EARLIEST_TIMESTAMP
 
 T = TypeVar("T")
 
@@ -71,7 +71,7 @@ T = TypeVar("T")
 # ---------------------------------------------------------------------------------------------
 
 
-def _broker(broker: BrokerInfo) -> dict[str, Any]:
+def _broker(broker: BrokerMetadata) -> dict[str, Any]:
     return {
         "node_id": broker.node_id,
         "host": broker.host,
@@ -189,8 +189,8 @@ def encode_json_body(msg: Request | Response) -> bytes:
 # ---------------------------------------------------------------------------------------------
 
 
-def _parse_broker(f: Fields) -> BrokerInfo:
-    return BrokerInfo(f.integer("node_id", low=INT32_MIN, high=INT32_MAX), f.text("host"),
+def _parse_broker(f: Fields) -> BrokerMetadata:
+    return BrokerMetadata(f.integer("node_id", low=INT32_MIN, high=INT32_MAX), f.text("host"),
                       f.text("control_endpoint"))
 
 
@@ -336,10 +336,6 @@ _PARSERS: Final[Mapping[type, Callable[[Fields], Request | Response]]] = {
         f.text("cluster_id"), f.integer("controller_id", low=INT32_MIN, high=INT32_MAX),
         f.nested_list("brokers", _parse_broker), _parse_raft(f.nested("raft"))),
 }
-
-
-def has_json_body(cls: type) -> bool:
-    return cls in _PARSERS
 
 
 def decode_json_body(cls: type[T], body: memoryview, code: ErrorCode) -> T:

@@ -17,13 +17,6 @@ from zlog.transport.api import ApiKey
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
-# Timestamps a ListOffsets request may name instead of a time (Kafka's sentinels).
-LATEST_TIMESTAMP = -1  # the high watermark
-EARLIEST_TIMESTAMP = -2  # the log start offset
-
-# Acks a Produce request may carry; -1 means every in-sync replica.
-ACKS_ALL = -1
-
 
 # ---------------------------------------------------------------------------------------------
 # Produce v0 (struct body; batches as frames).
@@ -157,7 +150,9 @@ class ListOffsetsResponseV0:
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerInfo:
+class BrokerMetadata:
+    """One broker in a Metadata response: where a client reaches its supervisor."""
+
     node_id: int
     host: str
     control_endpoint: str  # where this broker's supervisor answers, e.g. tcp://10.0.0.1:7400
@@ -201,7 +196,7 @@ class MetadataResponseV0:
 
     cluster_id: str
     controller_id: int
-    brokers: tuple[BrokerInfo, ...]
+    brokers: tuple[BrokerMetadata, ...]
     topics: tuple[TopicMetadata, ...]
 
 
@@ -440,7 +435,7 @@ class DescribeClusterResponseV0:
 
     cluster_id: str
     controller_id: int
-    brokers: tuple[BrokerInfo, ...]
+    brokers: tuple[BrokerMetadata, ...]
     raft: RaftStatus
 
 

@@ -27,7 +27,6 @@ thread (the producer's I/O thread owns its own).
 from __future__ import annotations
 
 import contextlib
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from typing import Final
 
 import zmq
 
+from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.transport.codec import (
     HeaderError,
@@ -64,10 +64,6 @@ CANCEL_CHECK_MS: Final = 50  # a cancellable call looks at its predicate this of
 _LINK_EVENTS: Final = int(
     zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED
 )
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,9 +167,9 @@ class RpcClient:
         self._take_link_events()
         if self.broken is not None:
             raise ZlogError(self.broken.code, self.broken.message)
-        deadline_ms = _now_ms() + timeout_ms
+        deadline_ms = monotonic_ms() + timeout_ms
         while len(self._pending) >= self.max_in_flight:
-            now_ms = _now_ms()
+            now_ms = monotonic_ms()
             self._expire(now_ms)  # a request past its deadline frees its slot
             if len(self._pending) < self.max_in_flight:
                 break
@@ -207,7 +203,7 @@ class RpcClient:
             self._receive(0)
         if not self._ready and timeout_ms > 0 and self.broken is None:
             self._receive(min(timeout_ms, self._ms_to_next_deadline()))
-        self._expire(_now_ms())
+        self._expire(monotonic_ms())
         results = list(self._ready)
         self._ready.clear()
         return results
@@ -221,7 +217,7 @@ class RpcClient:
         assert not self._closed, "poll on a closed RpcClient"
         self._take_link_events()
         if self._pending:
-            self._expire(_now_ms())
+            self._expire(monotonic_ms())
         if not self._ready:
             return []
         results = list(self._ready)
@@ -244,7 +240,7 @@ class RpcClient:
         when it turns true the call ends with NETWORK_EXCEPTION (the owner is closing).
         """
         assert expects_response(msg), "acks=0 requests have no response to wait for"
-        started_ms = _now_ms()
+        started_ms = monotonic_ms()
         correlation_id = self.send(msg, timeout_ms)
         while True:
             for index, result in enumerate(self._ready):
@@ -253,7 +249,7 @@ class RpcClient:
                     return result.unwrap()
             pending = self._pending.get(correlation_id)
             assert pending is not None, "an unanswered request stays pending"
-            now_ms = _now_ms()
+            now_ms = monotonic_ms()
             remaining_ms = pending.deadline_ms - now_ms
             if remaining_ms <= 0:
                 self._expire(now_ms)
@@ -307,7 +303,7 @@ class RpcClient:
         if not self._pending:
             return INT32_MAX
         nearest_ms = min(p.deadline_ms for p in self._pending.values())
-        return max(0, nearest_ms - _now_ms())
+        return max(0, nearest_ms - monotonic_ms())
 
     def _expire(self, now_ms: int) -> None:
         expired = [cid for cid, p in self._pending.items() if p.deadline_ms <= now_ms]

@@ -80,19 +80,6 @@ def new_dealer(
     return sock
 
 
-def make_dealer(
-    endpoint: str,
-    *,
-    context: zmq.Context[zmq.Socket[bytes]] | None = None,
-    frame_bytes_max: int = CLIENT_FRAME_BYTES_MAX,
-    hwm_messages: int = CLIENT_HWM_MESSAGES,
-) -> zmq.Socket[bytes]:
-    """A DEALER connected to `endpoint`; zmq reconnects by itself if the server restarts."""
-    sock = new_dealer(context=context, frame_bytes_max=frame_bytes_max, hwm_messages=hwm_messages)
-    sock.connect(endpoint)
-    return sock
-
-
 def make_router(
     endpoint: str,
     *,

@@ -21,7 +21,7 @@ from zlog.client.accumulator import (
     RecordAccumulator,
     cut_points,
 )
-from zlog.client.records import RecordMetadata, TopicPartition
+from zlog.client.records import RecordMetadata
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import (
     Compression,
@@ -30,6 +30,7 @@ from zlog.shm_segments.batch import (
     read_records,
     validate_batch,
 )
+from zlog.types import TopicPartition
 
 TP = TopicPartition("t", 0)
 OTHER = TopicPartition("t", 1)

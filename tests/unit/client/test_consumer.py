@@ -19,7 +19,7 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch_fast import BatchView, build_batch_from_values
 from zlog.transport.codec import RequestHeader, decode_request, encode_response
 from zlog.transport.messages import (
-    BrokerInfo,
+    BrokerMetadata,
     Buffer,
     FetchRequestV0,
     FetchResponseV0,
@@ -81,7 +81,7 @@ class FakeLeader:
                 partition = PartitionMetadata(0, 1, 0, (1,), (1,), self.endpoint)
                 topic = TopicMetadata(TOPIC, 0, "", {}, (partition,))
                 reply = encode_response(header, MetadataResponseV0(
-                    "c", 1, (BrokerInfo(1, "h", self.endpoint),), (topic,)))
+                    "c", 1, (BrokerMetadata(1, "h", self.endpoint),), (topic,)))
             send_routed(self.socket, identity, reply)
 
     def _fetch(self, header: RequestHeader, request: FetchRequestV0) -> list[Buffer]:

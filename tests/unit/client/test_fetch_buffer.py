@@ -16,7 +16,6 @@ from zlog.client.fetch_buffer import (
     batches_from_chunk,
     trim_view,
 )
-from zlog.client.records import TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import Compression, NewRecord, build_batch
 from zlog.shm_segments.batch_fast import (
@@ -25,6 +24,7 @@ from zlog.shm_segments.batch_fast import (
     build_batch_from_values,
     parse_batch,
 )
+from zlog.types import TopicPartition
 
 WALK_ALWAYS = 2**31  # decode every batch one record at a time, whatever its size
 

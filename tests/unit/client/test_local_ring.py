@@ -11,7 +11,12 @@ from zlog.errors import ErrorCode
 from zlog.shm_segments.batch_fast import build_batch_from_values
 from zlog.shm_segments.ring import RingWriter
 from zlog.transport.json_bodies import decode_json_body, encode_json_body
-from zlog.transport.messages import BrokerInfo, MetadataResponseV0, PartitionMetadata, TopicMetadata
+from zlog.transport.messages import (
+    BrokerMetadata,
+    MetadataResponseV0,
+    PartitionMetadata,
+    TopicMetadata,
+)
 
 CAPACITY_BYTES = 64 * 1024
 
@@ -78,7 +83,7 @@ def test_local_endpoints() -> None:
 
 def test_metadata_ring_path_round_trips_and_defaults_to_empty() -> None:
     partition = PartitionMetadata(0, 1, 0, (1,), (1,), "tcp://127.0.0.1:1", 0, "/dev/shm/t-0.ring")
-    response = MetadataResponseV0("c", 1, (BrokerInfo(1, "h", "tcp://h:1"),),
+    response = MetadataResponseV0("c", 1, (BrokerMetadata(1, "h", "tcp://h:1"),),
                                   (TopicMetadata("t", 0, "", {}, (partition,)),))
     body = encode_json_body(response)
     decoded = decode_json_body(MetadataResponseV0, memoryview(body), ErrorCode.INVALID_REQUEST)

@@ -27,7 +27,7 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import read_records, validate_batch
 from zlog.transport.codec import RequestHeader, decode_request, encode_response
 from zlog.transport.messages import (
-    BrokerInfo,
+    BrokerMetadata,
     InitProducerIdRequestV0,
     InitProducerIdResponseV0,
     MetadataRequestV0,
@@ -87,7 +87,7 @@ class FakeBroker:
                 else TopicMetadata(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
                 for name in (request.topics or (TOPIC,))
             )
-            response = MetadataResponseV0("fake", 1, (BrokerInfo(1, "h", self.endpoint),),
+            response = MetadataResponseV0("fake", 1, (BrokerMetadata(1, "h", self.endpoint),),
                                           topics)
             return encode_response(header, response)  # type: ignore[return-value]
         if isinstance(request, InitProducerIdRequestV0):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from tests.clock import ManualClock
 from tests.storage_helpers import split_batches
-from zlog.clock import ManualClock
 from zlog.shm_segments.batch import NewRecord, build_batch, read_records
 from zlog.shm_segments.compaction import compact
 from zlog.shm_segments.log import PartitionLog

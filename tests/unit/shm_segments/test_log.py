@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.clock import ManualClock
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
-from zlog.clock import ManualClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import validate_batch
 from zlog.shm_segments.log import PartitionLog

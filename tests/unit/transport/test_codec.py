@@ -30,7 +30,7 @@ from zlog.transport.messages import (
     ApiVersionRange,
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
-    BrokerInfo,
+    BrokerMetadata,
     CreateTopicsRequestV0,
     CreateTopicsResponseV0,
     DeleteTopicsRequestV0,
@@ -105,7 +105,7 @@ REQUESTS: list[Request] = [
         validate_only=True),
 ]
 
-BROKERS = (BrokerInfo(1, "host-a", "tcp://10.0.0.1:7400"), BrokerInfo(2, "host-b", "tcp://b:1"))
+BROKERS = (BrokerMetadata(1, "host-a", "tcp://10.0.0.1:7400"), BrokerMetadata(2, "host-b", "tcp://b:1"))
 
 RESPONSES: list[Response] = [
     ProduceResponseV0((

@@ -45,7 +45,7 @@ from zlog.broker.control.metadata_commands import (
     Result,
     encode_command,
 )
-from zlog.broker.control.placement import TopicPartition, place_replicas
+from zlog.broker.control.placement import place_replicas
 from zlog.broker.topic_configs import (
     TOPIC_CONFIG_DEFAULTS,
     altered_topic_configs,
@@ -61,6 +61,7 @@ from zlog.shm_segments.ring_layout import file_size_bytes as ring_file_size_byte
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS, SUPPORTED_VERSIONS, ApiKey
 from zlog.transport.codec import RequestHeader
+from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.broker.control.control_plane")
 
@@ -196,8 +197,8 @@ class ControlPlane:
         )
         return wire.ApiVersionsResponseV0(versions, f"zlog {zlog.__version__}")
 
-    def _brokers(self, state: ClusterState) -> tuple[wire.BrokerInfo, ...]:
-        return tuple(wire.BrokerInfo(broker.node_id, broker.host, broker.control_endpoint)
+    def _brokers(self, state: ClusterState) -> tuple[wire.BrokerMetadata, ...]:
+        return tuple(wire.BrokerMetadata(broker.node_id, broker.host, broker.control_endpoint)
                      for broker in state.brokers.values())
 
     def _controller_id(self) -> int:
@@ -223,15 +224,15 @@ class ControlPlane:
         for partition in topic.partitions:
             endpoint = None
             ring_path = ""
+            key = TopicPartition(topic.name, partition.partition)
             if partition.leader == self.config.node_id:
-                key = (topic.name, partition.partition)
                 endpoint = self._endpoint_for(key)
                 if endpoint and self._ring_path_for is not None:
                     ring_path = self._ring_path_for(key)
             code = ErrorCode.NONE if endpoint else ErrorCode.LEADER_NOT_AVAILABLE
-            if not endpoint and (topic.name, partition.partition) in self._open_errors:
+            if not endpoint and key in self._open_errors:
                 # A worker could not open it (e.g. KAFKA_STORAGE_ERROR): say so, not "wait".
-                code = ErrorCode(self._open_errors[(topic.name, partition.partition)][0])
+                code = ErrorCode(self._open_errors[key][0])
             partitions.append(wire.PartitionMetadata(
                 partition.partition, partition.leader, partition.leader_epoch,
                 partition.replicas, partition.isr, endpoint or "", int(code), ring_path,
@@ -410,7 +411,7 @@ class ControlPlane:
             happening = "its configs changed" if altering else "being created"
             return wire.TopicResult(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                     f"topic {name!r} was deleted while {happening}")
-        local = [(name, p.partition) for p in topic.partitions
+        local = [TopicPartition(name, p.partition) for p in topic.partitions
                  if self.config.node_id in p.replicas]
         for tp in local:
             if tp in self._open_errors:

@@ -49,7 +49,13 @@ _JSON_SEPARATORS: Final = (",", ":")
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerInfo:
+class BrokerRegistration:
+    """A broker as its last RegisterBroker command left it in the cluster state.
+
+    Not the Metadata response's broker entry (transport.messages.BrokerMetadata): the state
+    also keeps the epoch that fences a restarted broker's past, which clients never see.
+    """
+
     node_id: int
     host: str  # where clients reach this broker's workers
     control_endpoint: str  # the supervisor's control ROUTER, e.g. tcp://10.0.0.5:7400
@@ -80,7 +86,7 @@ class ClusterState:
     """One version of the metadata; never mutated once published."""
 
     cluster_id: str = ""
-    brokers: Mapping[int, BrokerInfo] = field(default_factory=dict)
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=dict)
     topics: Mapping[str, TopicInfo] = field(default_factory=dict)  # in creation order
     deleting: Mapping[str, int] = field(default_factory=dict)  # name -> partition count
     next_producer_id: int = 0
@@ -159,7 +165,7 @@ def _register_broker(state: ClusterState, command: RegisterBroker) -> _Applied:
         cluster_id = command.cluster_id
     previous = state.brokers.get(command.node_id)
     epoch = 0 if previous is None else previous.broker_epoch + 1
-    broker = BrokerInfo(command.node_id, command.host, command.control_endpoint, epoch)
+    broker = BrokerRegistration(command.node_id, command.host, command.control_endpoint, epoch)
     brokers = dict(sorted({**state.brokers, command.node_id: broker}.items()))
     new_state = replace(state, cluster_id=cluster_id, brokers=brokers)
     return new_state, BrokerRegistered(cluster_id, epoch)
@@ -299,7 +305,7 @@ def _state_to_json(state: ClusterState) -> dict[str, Any]:
 
 def _state_from_json(data: dict[str, Any]) -> ClusterState:
     brokers = {
-        int(item["node_id"]): BrokerInfo(
+        int(item["node_id"]): BrokerRegistration(
             int(item["node_id"]), str(item["host"]), str(item["control_endpoint"]),
             int(item["broker_epoch"]),
         )

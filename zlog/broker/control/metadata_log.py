@@ -31,6 +31,7 @@ from zlog.broker.control.metadata_commands import (
     decode_result,
     encode_command,
 )
+from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.runner import RaftRunner, RunnerConfig
 
@@ -84,14 +85,14 @@ class MetadataLog:
     def register(self, command: RegisterBroker) -> BrokerRegistered:
         """Propose this broker's registration until a leader takes it (an election may still
         be running at startup); blocks the caller, which is not serving yet."""
-        deadline_ms = time.monotonic_ns() // 1_000_000 + REGISTRATION_TIMEOUT_MS
+        deadline_ms = monotonic_ms() + REGISTRATION_TIMEOUT_MS
         while True:
             future = self._runner.propose(encode_command(command))
             try:
                 raw = future.result(timeout=REGISTRATION_TIMEOUT_MS / 1000)
                 return decode_result(BrokerRegistered, raw)
             except ZlogError as error:
-                late = time.monotonic_ns() // 1_000_000 > deadline_ms
+                late = monotonic_ms() > deadline_ms
                 if error.code != ErrorCode.NOT_LEADER_OR_FOLLOWER or late:
                     raise RegistrationError(f"the metadata log refused this broker: {error}") \
                         from None

@@ -21,8 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from zlog.errors import ErrorCode, ZlogError
-
-TopicPartition = tuple[str, int]
+from zlog.types import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

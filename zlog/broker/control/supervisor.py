@@ -30,7 +30,6 @@ import functools
 import logging
 import os
 import resource
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any, Final
@@ -43,10 +42,10 @@ from zlog.broker.control.control_plane import ControlPlane, Done, HostStorage
 from zlog.broker.control.metadata import ClusterState, MetadataStateMachine
 from zlog.broker.control.metadata_commands import Command, RegisterBroker, Result, TopicDeleted
 from zlog.broker.control.metadata_log import MetadataLog, RegistrationError
-from zlog.broker.control.placement import TopicPartition
 from zlog.broker.control.worker_pool import DesiredPartition, WorkerPool, WorkerSettings
 from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.topic_configs import effective_topic_configs
+from zlog.clock import monotonic_ms
 from zlog.errors import ZlogError
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
 from zlog.transport import messages as wire
@@ -57,6 +56,7 @@ from zlog.transport.codec import (
 )
 from zlog.transport.server import Reply, RequestPath, ServerStats
 from zlog.transport.sockets import make_router, recv_routed, send_routed
+from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.broker.control.supervisor")
 
@@ -100,10 +100,6 @@ def raise_open_files_limit() -> int:
     return int(soft)
 
 
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 class Supervisor:
     """One broker host's control plane. `start()`, then `serve()` until `request_stop()`."""
 
@@ -142,7 +138,7 @@ class Supervisor:
             endpoint_for=self._endpoint_for,
             applied_configs=self._applied_configs,
             raft_status=lambda: {} if self._metadata_log is None else self._metadata_log.status(),
-            clock_ms=_monotonic_ms,
+            clock_ms=monotonic_ms,
             ring_path_for=self._ring_path_for,
             host_storage=self._host_storage,
         )
@@ -153,7 +149,7 @@ class Supervisor:
 
     def start(self) -> None:
         """Lock the data dir, bind, start the workers and the metadata log, register."""
-        self._started_ms = _monotonic_ms()
+        self._started_ms = monotonic_ms()
         raise_open_files_limit()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_data_dir()
@@ -253,7 +249,7 @@ class Supervisor:
     def _poll_timeout_ms(self) -> int:
         timeout_ms = loop_poll_ms_max
         if self.notifier.watchdog_interval_ms is not None:
-            timeout_ms = min(timeout_ms, max(0, self._next_watchdog_ms - _monotonic_ms()))
+            timeout_ms = min(timeout_ms, max(0, self._next_watchdog_ms - monotonic_ms()))
         return timeout_ms
 
     def _turn(self) -> None:
@@ -263,7 +259,7 @@ class Supervisor:
                 pass
         if self._metadata_log is not None:
             self._metadata_log.run_completions()
-        now_ms = _monotonic_ms()
+        now_ms = monotonic_ms()
         self._pool.receive(now_ms)
         self._receive_control()
         self._pool.check(now_ms)
@@ -348,10 +344,10 @@ class Supervisor:
             configs = effective_topic_configs(defaults, topic.configs)
             for partition in topic.partitions:
                 if node_id in partition.replicas:
-                    desired[(topic.name, partition.partition)] = DesiredPartition(
+                    desired[TopicPartition(topic.name, partition.partition)] = DesiredPartition(
                         configs, partition.leader_epoch, partition.leader == node_id
                     )
-        deleting = [(name, index) for name, count in state.deleting.items()
+        deleting = [TopicPartition(name, index) for name, count in state.deleting.items()
                     for index in range(count)]
         self._pool.reconcile(desired, deleting, now_ms)
         for name, count in state.deleting.items():

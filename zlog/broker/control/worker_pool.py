@@ -25,7 +25,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -37,8 +36,10 @@ import zmq
 import zlog
 from zlog import limits
 from zlog.broker import worker_protocol as protocol
-from zlog.broker.control.placement import TopicPartition, place_on_workers
+from zlog.broker.control.placement import place_on_workers
+from zlog.clock import monotonic_ms
 from zlog.transport.sockets import make_channel_router
+from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.broker.control.worker_pool")
 
@@ -148,10 +149,6 @@ def restart_backoff_ms(crashes_in_row: int, initial_ms: int, max_ms: int) -> int
     return min(max_ms, initial_ms << min(crashes_in_row - 1, 30))
 
 
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 def worker_environ(environ: Mapping[str, str]) -> dict[str, str]:
     """The workers' environment: the supervisor's, minus systemd's notify variables (only
     the supervisor is the service), with the zlog package the supervisor runs first on the
@@ -193,7 +190,7 @@ class WorkerPool:
     # -- processes --------------------------------------------------------------------------------
 
     def start_all(self) -> None:
-        now_ms = _monotonic_ms()
+        now_ms = monotonic_ms()
         for worker in self.workers:
             self._spawn(worker, now_ms)
 
@@ -284,11 +281,11 @@ class WorkerPool:
             if worker.state != WorkerState.READY or not self._send(worker, protocol.Stop()):
                 worker.process.send_signal(signal.SIGTERM)  # not connected: the signal asks
             worker.state = WorkerState.STOPPING
-        deadline_ms = _monotonic_ms() + timeout_ms
+        deadline_ms = monotonic_ms() + timeout_ms
         for worker in self.workers:
             if worker.process is None:
                 continue
-            remaining_s = max(0.0, (deadline_ms - _monotonic_ms()) / 1000)
+            remaining_s = max(0.0, (deadline_ms - monotonic_ms()) / 1000)
             try:
                 status = worker.process.wait(remaining_s)
             except subprocess.TimeoutExpired:
@@ -375,7 +372,7 @@ class WorkerPool:
                 worker.opened[topic_partition] = pending.desired
                 self._opened(topic_partition)
             else:
-                self._open_failed(worker, topic_partition, code, text, _monotonic_ms())
+                self._open_failed(worker, topic_partition, code, text, monotonic_ms())
             self._on_assigned(topic_partition, code, text)
         elif code == 0:
             worker.opened.pop(topic_partition, None)

@@ -15,8 +15,8 @@ them in the segment would cost more than the copy. Records are never decoded or 
 Bad input never takes the worker down: requests arrive through the one server request path
 (`zlog.transport.server`), which answers undecodable requests and bugs with their codes, and a
 refused batch gets its Kafka code in its entry. A failed assertion is different: an invariant
-of zlog itself is broken, so the worker crashes (docs/reliability.md §2.1); the supervisor restarts it
-and the ring gives back every acknowledged batch.
+of zlog itself is broken, so the worker crashes (docs/reliability.md §2.1); the supervisor
+restarts it and the ring gives back every acknowledged batch.
 """
 
 from __future__ import annotations
@@ -30,11 +30,10 @@ from zlog import __version__
 from zlog.broker.data.fetch_waiters import (
     EntryRead,
     FetchWaiters,
-    TopicPartition,
     collect_fetch,
     fetch_is_complete,
 )
-from zlog.broker.data.partition import ACKS_ALL, VALID_ACKS, Partition, ProduceOutcome
+from zlog.broker.data.partition import VALID_ACKS, Partition, ProduceOutcome
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.api import DATA_APIS, SUPPORTED_VERSIONS
@@ -58,6 +57,7 @@ from zlog.transport.messages import (
     Response,
 )
 from zlog.transport.server import Reply, RequestPath, ServerStats
+from zlog.types import ACKS_ALL, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ class DataPlane:
         results: list[ProduceResult] = []
         waiting: dict[int, tuple[TopicPartition, int]] = {}
         for index, entry in enumerate(request.entries):
-            tp = (entry.topic, entry.partition)
+            tp = TopicPartition(entry.topic, entry.partition)
             outcome = self._produce_entry(entry, request.acks)
             if outcome.appended_bytes or outcome.committed_bytes:
                 replies.extend(
@@ -215,7 +215,7 @@ class DataPlane:
         return replies
 
     def _produce_entry(self, entry: ProduceEntry, acks: int) -> ProduceOutcome:
-        partition = self.partitions.get((entry.topic, entry.partition))
+        partition = self.partitions.get(TopicPartition(entry.topic, entry.partition))
         if partition is None:
             return ProduceOutcome(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, _not_here(entry.topic, entry.partition)
@@ -289,7 +289,8 @@ class DataPlane:
             return replies
         parked = self.waiters.park(
             token,
-            [((e.topic, e.partition), e.partition_max_bytes) for e in request.entries],
+            [(TopicPartition(e.topic, e.partition), e.partition_max_bytes)
+             for e in request.entries],
             min_bytes=request.min_bytes,
             available_bytes=sum(result.size_bytes for result in results),
             now_ms=now_ms,
@@ -304,7 +305,7 @@ class DataPlane:
         """A follower's fetch offsets are its log ends: the HW may move, waits may end."""
         replies: list[Reply] = []
         for entry in request.entries:
-            tp = (entry.topic, entry.partition)
+            tp = TopicPartition(entry.topic, entry.partition)
             partition = self.partitions.get(tp)
             if partition is None or not partition.is_leader:
                 continue
@@ -319,7 +320,7 @@ class DataPlane:
 
     def _read_fetch(self, request: FetchRequestV0) -> list[EntryRead]:
         def read(entry: FetchEntry, limit_bytes: int, at_least_one: bool) -> EntryRead:
-            partition = self.partitions.get((entry.topic, entry.partition))
+            partition = self.partitions.get(TopicPartition(entry.topic, entry.partition))
             if partition is None:
                 message = _not_here(entry.topic, entry.partition)
                 return EntryRead(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, (), message)
@@ -345,7 +346,7 @@ class DataPlane:
     def _list_offsets(self, request: ListOffsetsRequestV0) -> ListOffsetsResponseV0:
         results: list[ListOffsetsResult] = []
         for wanted in request.partitions:
-            partition = self.partitions.get((request.topic, wanted.partition))
+            partition = self.partitions.get(TopicPartition(request.topic, wanted.partition))
             if partition is None:
                 message = _not_here(request.topic, wanted.partition)
                 results.append(ListOffsetsResult(

@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
 from zlog.errors import ErrorCode
+from zlog.types import TopicPartition
 
 T = TypeVar("T")
 E = TypeVar("E")
-
-TopicPartition = tuple[str, int]
 
 PARKED_FETCHES_MAX: Final = 10_000
 """Bound on parked fetches per worker; beyond it a fetch is answered at once with what there is."""

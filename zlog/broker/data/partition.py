@@ -45,12 +45,9 @@ from zlog.shm_segments.batch import (
 )
 from zlog.shm_segments.batch_fast import WALK_BELOW_RECORDS, parse_batch
 from zlog.shm_segments.batch_small import walk_records
+from zlog.types import ACKS_ALL, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
-VALID_ACKS: Final = frozenset({0, 1, -1})
-ACKS_ALL: Final = -1
-LATEST_TIMESTAMP: Final = -1  # ListOffsets: the high watermark
-EARLIEST_TIMESTAMP: Final = -2  # ListOffsets: the log start offset
-CONSUMER_REPLICA_ID: Final = -1
+VALID_ACKS: Final = frozenset({0, 1, ACKS_ALL})
 _READ_ALL_BYTES: Final = 2**31 - 1
 
 

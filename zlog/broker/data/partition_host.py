@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
-from zlog.broker.data.fetch_waiters import TopicPartition
 from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
@@ -46,6 +45,7 @@ from zlog.shm_segments.batch import BatchHeader, read_header
 from zlog.shm_segments.compaction import CompactionStats, compact
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
+from zlog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class Assignment:
 
     @property
     def tp(self) -> TopicPartition:
-        return self.topic, self.partition
+        return TopicPartition(self.topic, self.partition)
 
 
 def checked_assignment(message: Assign) -> Assignment:

@@ -27,15 +27,12 @@ from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import BatchHeader
+from zlog.types import SEQUENCE_MODULUS
 
-SEQUENCE_MODULUS: Final = 2**31
-"""Sequences are int32 on the wire and wrap to 0 after 2^31 - 1."""
 CACHED_BATCHES: Final = 5
 """Batches remembered per producer; clients keep max.in.flight <= 5 because of it (KAFKA-17926)."""
 PRODUCERS_PER_PARTITION_MAX: Final = 100_000
 """Bound on producers tracked per partition; the least recently active is forgotten first."""
-
-NO_PRODUCER_ID: Final = -1
 
 
 def next_sequence(sequence: int) -> int:

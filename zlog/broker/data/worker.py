@@ -61,6 +61,7 @@ from zlog.transport.sockets import (
     send_routed,
     shared_context,
 )
+from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.broker.data.worker")
 
@@ -303,7 +304,7 @@ class Worker:
 
     def _unassign(self, message: protocol.Unassign) -> None:
         topic = validate_topic_name(message.topic)
-        tp = (topic, message.partition)
+        tp = TopicPartition(topic, message.partition)
         if self.host.unassign(tp, delete=message.delete):
             self._send_replies(self.data_plane.partition_removed(tp))
         elif message.delete:

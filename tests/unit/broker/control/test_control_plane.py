@@ -28,12 +28,12 @@ from zlog.broker.control.metadata_commands import (
     decode_result,
     encode_command,
 )
-from zlog.broker.control.placement import TopicPartition
 from zlog.broker.topic_configs import TOPIC_CONFIG_DEFAULTS
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport import messages as wire
 from zlog.transport.api import ApiKey
 from zlog.transport.codec import RequestHeader
+from zlog.types import TopicPartition
 
 
 class FakeBroker:
@@ -279,7 +279,7 @@ def test_metadata_reports_endpoints_only_for_open_partitions(broker: FakeBroker)
     response = broker.reply_to(broker.request(wire.MetadataRequestV0(("t", "nope"))))
     assert isinstance(response, wire.MetadataResponseV0)
     assert (response.cluster_id, response.controller_id) == ("c1", 1)
-    assert response.brokers == (wire.BrokerInfo(1, "127.0.0.1", "tcp://127.0.0.1:7400"),)
+    assert response.brokers == (wire.BrokerMetadata(1, "127.0.0.1", "tcp://127.0.0.1:7400"),)
     topic, missing = response.topics
     assert [(p.partition, p.error_code, p.endpoint, p.leader, p.isr) for p in topic.partitions] \
         == [(0, ErrorCode.LEADER_NOT_AVAILABLE, "", 1, (1,)), (1, 0, "tcp://127.0.0.1:9", 1, (1,))]
@@ -312,7 +312,7 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
     broker.leader = None
     described = broker.reply_to(broker.request(wire.DescribeClusterRequestV0()))
     assert described == wire.DescribeClusterResponseV0(
-        "c1", -1, (wire.BrokerInfo(1, "127.0.0.1", "tcp://127.0.0.1:7400"),),
+        "c1", -1, (wire.BrokerMetadata(1, "127.0.0.1", "tcp://127.0.0.1:7400"),),
         wire.RaftStatus(None, 3, (3, 9)))
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.clock import ManualClock
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
 from zlog.broker.data.data_plane import DataPlane
 from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.worker_protocol import Assign, decode_to_worker
-from zlog.clock import ManualClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch import Compression, NewRecord, build_batch, read_header
 from zlog.shm_segments.batch_fast import build_batch_from_values

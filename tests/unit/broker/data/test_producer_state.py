@@ -9,7 +9,6 @@ import pytest
 from zlog.broker.data.partition_host import recent_producer_batches
 from zlog.broker.data.producer_state import (
     CACHED_BATCHES,
-    SEQUENCE_MODULUS,
     ProducerBatch,
     ProducerStateTable,
     last_sequence_of,
@@ -19,6 +18,7 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.batch_fast import build_batch_from_values
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
+from zlog.types import SEQUENCE_MODULUS
 
 PID = 7
 

@@ -1,0 +1,63 @@
+"""The small types and constants that several packages share, each defined once.
+
+A Kafka sentinel or a partition key that the client, the wire and the broker each define for
+themselves can drift apart one edit at a time, and the drift shows up only between processes.
+Everything here is a value of the protocol (or of its client API) that more than one package
+has to agree on. Pure: the standard library and zlog.errors only.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+from zlog.errors import ErrorCode
+
+
+class TopicPartition(NamedTuple):
+    """One partition of one topic: the key of every per-partition table, client and broker.
+
+    A NamedTuple, so it is a `tuple[str, int]`: a plain `("orders", 0)` compares and hashes
+    equal to `TopicPartition("orders", 0)`, works wherever one is expected and finds the same
+    dictionary entry. Clients get the names Kafka's clients use (`tp.topic`, `tp.partition`).
+    """
+
+    topic: str
+    partition: int
+
+
+LATEST_TIMESTAMP: Final = -1
+"""ListOffsets sentinel for the high watermark: the next offset to be written and visible.
+
+Kafka's number, so the wire, the broker, the client and the Spark options (`"latest"`, -1 in
+offset JSON) all mean the same thing by it."""
+
+EARLIEST_TIMESTAMP: Final = -2
+"""ListOffsets sentinel for the log start offset (Kafka's number, as in Spark's offset JSON).
+
+Every real timestamp is >= 0, and anything below this sentinel is an invalid request."""
+
+ACKS_ALL: Final = -1
+"""Produce acks meaning "every in-sync replica": the producer's setting, the Produce request's
+field and the broker's rule for when to answer all use this one number (Kafka's)."""
+
+CONSUMER_REPLICA_ID: Final = -1
+"""The replica id a consumer's Fetch carries (Kafka's). Followers fetch with their broker id
+(>= 0) and the leader reads any negative id as a consumer's, which sees the log only up to the
+high watermark."""
+
+SEQUENCE_MODULUS: Final = 2**31
+"""Produce sequences are int32 on the wire and wrap to 0 after 2^31 - 1 (Kafka's rule): the
+idempotent producer numbers its batches with it and the broker checks them with it."""
+
+DEFAULT_BOOTSTRAP: Final = "tcp://127.0.0.1:7400"
+"""Where a client looks for a broker when told nothing: the control endpoint of a broker
+started with its defaults (`make run`). The client library, the command line and the Spark
+options all fall back to it."""
+
+METADATA_REFRESH_ERRORS: Final = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
+})
+"""Errors after which a client's metadata is presumed stale (the leader moved, the topic is not
+there yet, the broker stopped answering): the producer and the consumer both refresh their
+metadata before they retry, so the retry goes to the partition's current leader."""
