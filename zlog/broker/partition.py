@@ -31,7 +31,8 @@ from zlog.broker.fetch_waiters import EntryRead
 from zlog.broker.producer_state import ProducerBatch, ProducerStateTable
 from zlog.broker.recent_batches import RECENT_BYTES_MAX, RecentBatches
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import (
+from zlog.record.arrays import WALK_BELOW_RECORDS, parse_batch
+from zlog.record.header import (
     NO_TIMESTAMP,
     BatchHeader,
     Buffer,
@@ -42,8 +43,7 @@ from zlog.shm_segments.batch import (
     validate_batch,
     verify_crc,
 )
-from zlog.shm_segments.batch_fast import WALK_BELOW_RECORDS, parse_batch
-from zlog.shm_segments.batch_small import walk_records
+from zlog.record.small import walk_records
 
 VALID_ACKS: Final = frozenset({0, 1, -1})
 ACKS_ALL: Final = -1

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import BatchHeader
+from zlog.record.header import BatchHeader
 
 SEQUENCE_MODULUS: Final = 2**31
 """Sequences are int32 on the wire and wrap to 0 after 2^31 - 1."""

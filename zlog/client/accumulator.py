@@ -29,7 +29,8 @@ import numpy.typing as npt
 
 from zlog.client.records import BatchMetadata, RecordMetadata, TopicPartition
 from zlog.errors import ZlogError
-from zlog.shm_segments.batch import (
+from zlog.record.arrays import build_batch_from_values
+from zlog.record.header import (
     Compression,
     NewRecord,
     attributes_for,
@@ -37,8 +38,7 @@ from zlog.shm_segments.batch import (
     compress_records,
     seal_batch,
 )
-from zlog.shm_segments.batch_fast import build_batch_from_values
-from zlog.shm_segments.varint import encode_varint, encode_varlong
+from zlog.record.varint import encode_varint, encode_varlong
 
 RecordHeaders: TypeAlias = tuple[tuple[str, bytes | None], ...]
 UInt8Rows: TypeAlias = npt.NDArray[np.uint8]

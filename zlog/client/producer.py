@@ -62,7 +62,7 @@ from zlog.client.records import BatchMetadata, RecordMetadata, TopicPartition
 from zlog.client.sender import DeferredSend, Sender, SenderConfig, SharedState
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import Compression
+from zlog.record.header import Compression
 
 Acks = Literal[0, 1, -1, "all"]
 BytesLike = bytes | bytearray | memoryview

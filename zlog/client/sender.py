@@ -49,7 +49,7 @@ from zlog.client.accumulator import PendingBatch, RecordAccumulator
 from zlog.client.cluster import Connections
 from zlog.client.records import TopicPartition
 from zlog.errors import ErrorCode, ZlogError, for_code
-from zlog.shm_segments.batch import Compression
+from zlog.record.header import Compression
 from zlog.transport.messages import (
     InitProducerIdRequestV0,
     InitProducerIdResponseV0,

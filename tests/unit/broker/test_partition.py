@@ -10,7 +10,8 @@ import pytest
 from tests.storage_helpers import base_offset_of, make_batch
 from zlog.broker.partition import Partition, ReplicaSet
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import (
+from zlog.record.arrays import build_batch_from_values, parse_batch
+from zlog.record.header import (
     Compression,
     NewRecord,
     build_batch,
@@ -19,7 +20,6 @@ from zlog.shm_segments.batch import (
     stamp,
     validate_batch,
 )
-from zlog.shm_segments.batch_fast import build_batch_from_values, parse_batch
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 

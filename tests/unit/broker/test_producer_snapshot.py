@@ -20,8 +20,8 @@ from zlog.broker.worker_partitions import (
     load_producer_state,
     save_producer_state,
 )
-from zlog.shm_segments.batch import read_header
-from zlog.shm_segments.batch_fast import build_batch_from_values
+from zlog.record.arrays import build_batch_from_values
+from zlog.record.header import read_header
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 

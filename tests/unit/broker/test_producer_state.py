@@ -16,7 +16,7 @@ from zlog.broker.producer_state import (
 )
 from zlog.broker.worker_partitions import recent_producer_batches
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch_fast import build_batch_from_values
+from zlog.record.arrays import build_batch_from_values
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 

@@ -23,7 +23,7 @@ from zlog.client.accumulator import (
 )
 from zlog.client.records import RecordMetadata, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import (
+from zlog.record.header import (
     Compression,
     NewRecord,
     build_batch,

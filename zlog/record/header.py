@@ -5,7 +5,7 @@ a fetch response, so the broker's work per batch is `validate_batch` (O(1) plus 
 `stamp` (the base offset lies outside the CRC); it re-encodes records only for a topic whose
 compression.type names another codec than the producer used (`recompress`). This module is the
 general codec: it builds and reads any batch (headers, per-record timestamps, offset gaps left
-by compaction) one record at a time. `batch_fast` is the array codec for the hot path; the two
+by compaction) one record at a time. `arrays` is the array codec for the hot path; the two
 are tested against each other and against kafka-python.
 
 Batch layout (big-endian; the CRC-32C covers attributes .. end):
@@ -53,7 +53,7 @@ import lz4.frame
 
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.varint import (
+from zlog.record.varint import (
     INT32_MAX,
     INT64_MAX,
     INT64_MIN,

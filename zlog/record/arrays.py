@@ -13,7 +13,7 @@ them all at once and re-speculates from the first miss. For irregular batches it
 byte position down to plausible record starts and follows their next-record pointers by pointer
 doubling. A guess only ever saves time: every start is checked by decoding its record, the
 records must chain exactly to the end of the data, and a batch neither method explains is walked
-record by record, which also yields the precise error. `batch.read_records` is the reference the
+record by record, which also yields the precise error. `header.read_records` is the reference the
 tests hold this module to.
 """
 
@@ -30,7 +30,7 @@ import numpy as np
 
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import (
+from zlog.record.header import (
     BATCH_HEADER_BYTES,
     RECORD_BODY_BYTES_MIN,
     RECORD_BYTES_MIN,
@@ -52,8 +52,8 @@ from zlog.shm_segments.batch import (
     validate_batch,
     write_header,
 )
-from zlog.shm_segments.batch_small import walk_records
-from zlog.shm_segments.varint import (
+from zlog.record.small import walk_records
+from zlog.record.varint import (
     INT64_MAX,
     INT64_MIN,
     VARINT_BYTES_MAX,
@@ -299,8 +299,8 @@ def build_batch_from_values(
 ) -> bytes:
     """Encode values (a list of bytes, or a 2-D uint8 array with one row per value) into a batch.
 
-    No headers and no null values (use `batch.build_batch`). The bytes equal those of
-    `batch.build_batch` for the same records.
+    No headers and no null values (use `header.build_batch`). The bytes equal those of
+    `header.build_batch` for the same records.
     """
     attributes = attributes_for(compression, is_transactional=is_transactional)
     value_payload, value_lengths = _values_payload(values)
@@ -420,7 +420,7 @@ class BatchView:
 
 
 WALK_BELOW_RECORDS: Final = 24
-"""Batches of fewer records are walked one record at a time (`batch_small`): below about 30
+"""Batches of fewer records are walked one record at a time (`small`): below about 30
 records that beats the array passes' fixed cost per batch."""
 
 

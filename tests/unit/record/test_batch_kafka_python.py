@@ -11,7 +11,8 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from zlog.shm_segments.batch import (
+from zlog.record.arrays import build_batch_from_values, parse_batch
+from zlog.record.header import (
     Compression,
     NewRecord,
     Record,
@@ -21,7 +22,6 @@ from zlog.shm_segments.batch import (
     validate_batch,
     validate_records,
 )
-from zlog.shm_segments.batch_fast import build_batch_from_values, parse_batch
 
 CODECS = [Compression.NONE, Compression.LZ4]
 

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments import varint
-from zlog.shm_segments.batch import (
+from zlog.record import varint
+from zlog.record.header import (
     BATCH_HEADER_BYTES,
     LOG_OVERHEAD_BYTES,
     Compression,

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import (
+from zlog.record.arrays import build_batch_from_values, parse_batch
+from zlog.record.header import (
     BATCH_HEADER_BYTES,
     LOG_OVERHEAD_BYTES,
     Compression,
@@ -31,8 +32,7 @@ from zlog.shm_segments.batch import (
     validate_batch,
     validate_records,
 )
-from zlog.shm_segments.batch_fast import build_batch_from_values, parse_batch
-from zlog.shm_segments.varint import INT64_MAX, encode_varint
+from zlog.record.varint import INT64_MAX, encode_varint
 
 # Byte positions of header fields (DefaultRecordBatch.java).
 BATCH_LENGTH_AT = 8

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zlog.shm_segments import batch_fast, varint
-from zlog.shm_segments.batch import (
+from zlog.record import arrays, varint
+from zlog.record.arrays import BatchView, build_batch_from_values, parse_batch
+from zlog.record.header import (
     LOG_OVERHEAD_BYTES,
     Compression,
     NewRecord,
@@ -19,7 +20,6 @@ from zlog.shm_segments.batch import (
     read_records,
     validate_batch,
 )
-from zlog.shm_segments.batch_fast import BatchView, build_batch_from_values, parse_batch
 
 CODECS = [Compression.NONE, Compression.LZ4]
 
@@ -126,20 +126,20 @@ def test_fast_build_from_a_2d_array_equals_a_list_of_rows() -> None:
 
 
 def spy_on(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
-    """Count calls to a module-level function of batch_fast's array decoder.
+    """Count calls to a module-level function of the array decoder (`arrays`).
 
-    Small batches are walked one record at a time (`batch_small`); these tests are about the
+    Small batches are walked one record at a time (`small`); these tests are about the
     array passes, so the walk is switched off while they run.
     """
-    monkeypatch.setattr(batch_fast, "WALK_BELOW_RECORDS", 0)
+    monkeypatch.setattr(arrays, "WALK_BELOW_RECORDS", 0)
     calls: list[int] = []
-    original = getattr(batch_fast, name)
+    original = getattr(arrays, name)
 
     def counting(*args: object) -> object:
         calls.append(1)
         return original(*args)
 
-    monkeypatch.setattr(batch_fast, name, counting)
+    monkeypatch.setattr(arrays, name, counting)
     return calls
 
 
@@ -289,10 +289,10 @@ def test_pieces_scatter_and_gather_back(pieces: list[tuple[int, bytes]]) -> None
     starts = np.cumsum(gaps + lengths) - lengths
     buffer = np.zeros(int(starts[-1] + lengths[-1]) + 3, np.uint8)
     payload = np.frombuffer(b"".join(piece for _, piece in pieces), np.uint8)
-    batch_fast.scatter_pieces(buffer, starts, lengths, payload)
+    arrays.scatter_pieces(buffer, starts, lengths, payload)
     for start, (_, piece) in zip(starts.tolist(), pieces, strict=True):
         assert buffer[start : start + len(piece)].tobytes() == piece
-    assert np.array_equal(batch_fast.gather_pieces(buffer, starts, lengths), payload)
+    assert np.array_equal(arrays.gather_pieces(buffer, starts, lengths), payload)
 
 
 @settings(max_examples=200, deadline=None)

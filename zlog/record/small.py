@@ -1,4 +1,4 @@
-"""Small batches decoded one record at a time, for `batch_fast.parse_batch`.
+"""Small batches decoded one record at a time, for `arrays.parse_batch`.
 
 numpy's array passes have a fixed cost per batch (about 80 us here) that a plain walk with the
 general codec's varint readers (about 2.5 us a record) undercuts up to a few dozen records. A
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import (
+from zlog.record.header import (
     RECORD_BODY_BYTES_MIN,
     RECORD_BYTES_MIN,
     BatchHeader,
@@ -20,7 +20,7 @@ from zlog.shm_segments.batch import (
     decode_headers,
     record_timestamp_ms,
 )
-from zlog.shm_segments.varint import decode_varint, decode_varlong
+from zlog.record.varint import decode_varint, decode_varlong
 
 
 class WalkedRecords(NamedTuple):
