@@ -29,8 +29,9 @@ ALLOWED: dict[str, set[str]] = {
 PURE_MODULES = {
     "zlog/raft/core.py", "zlog/raft/chain.py", "zlog/raft/quorum.py", "zlog/raft/messages.py",
     "zlog/shm_segments/ring_layout.py", "zlog/shm_segments/retention.py",
-    "zlog/record/header.py", "zlog/record/arrays.py", "zlog/record/small.py",
-    "zlog/record/varint.py", "zlog/errors.py", "zlog/limits.py",
+    "zlog/record/header.py", "zlog/record/compression.py", "zlog/record/records.py",
+    "zlog/record/arrays.py", "zlog/record/starts.py", "zlog/record/pieces.py",
+    "zlog/record/small.py", "zlog/record/varint.py", "zlog/errors.py", "zlog/limits.py",
     "zlog/raft/codec.py", "zlog/raft/fsm.py", "zlog/raft/proposals.py",
     "zlog/raft/state.py", "zlog/raft/replication.py", "zlog/raft/election.py",
     "zlog/raft/progress.py", "zlog/raft/errors.py",

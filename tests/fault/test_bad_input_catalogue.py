@@ -35,7 +35,8 @@ from zlog.broker.topics import TOPIC_CONFIG_KEYS
 from zlog.client import Producer
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import parse_batch
-from zlog.record.header import Compression, NewRecord, build_batch, read_header
+from zlog.record.header import Compression, read_header
+from zlog.record.records import NewRecord, build_batch
 from zlog.transport import messages as wire
 from zlog.transport.codec import decode_response, encode_request
 from zlog.transport.json_bodies import JSON_BODY_BYTES_MAX

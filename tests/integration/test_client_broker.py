@@ -28,7 +28,7 @@ from zlog.client import (
 from zlog.client.partitioner import partition_for_key
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import build_batch_from_values
-from zlog.record.header import NewRecord, build_batch
+from zlog.record.records import NewRecord, build_batch
 from zlog.transport.messages import (
     FetchEntry,
     FetchRequestV0,

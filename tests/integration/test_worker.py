@@ -27,7 +27,7 @@ from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_
 from tests.waiting import wait_until
 from zlog.errors import ErrorCode
 from zlog.record.arrays import build_batch_from_values
-from zlog.record.header import NewRecord, build_batch
+from zlog.record.records import NewRecord, build_batch
 from zlog.transport.codec import REQUEST_HEADER, ResponseHeader, decode_response, encode_request
 from zlog.transport.messages import (
     ApiVersionsRequestV0,

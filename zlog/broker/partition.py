@@ -32,14 +32,13 @@ from zlog.broker.producer_state import ProducerBatch, ProducerStateTable
 from zlog.broker.recent_batches import RECENT_BYTES_MAX, RecentBatches
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import WALK_BELOW_RECORDS, parse_batch
+from zlog.record.compression import recompress, uncompressed_records
 from zlog.record.header import (
     NO_TIMESTAMP,
     BatchHeader,
     Buffer,
     Compression,
-    recompress,
     stamp,
-    uncompressed_records,
     validate_batch,
     verify_crc,
 )

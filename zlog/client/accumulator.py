@@ -30,14 +30,9 @@ import numpy.typing as npt
 from zlog.client.records import BatchMetadata, RecordMetadata, TopicPartition
 from zlog.errors import ZlogError
 from zlog.record.arrays import build_batch_from_values
-from zlog.record.header import (
-    Compression,
-    NewRecord,
-    attributes_for,
-    build_batch,
-    compress_records,
-    seal_batch,
-)
+from zlog.record.compression import compress_records
+from zlog.record.header import Compression, attributes_for, seal_batch
+from zlog.record.records import NewRecord, build_batch
 from zlog.record.varint import encode_varint, encode_varlong
 
 RecordHeaders: TypeAlias = tuple[tuple[str, bytes | None], ...]

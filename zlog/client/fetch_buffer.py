@@ -21,11 +21,7 @@ import numpy as np
 from zlog.client.records import ConsumerRecord, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import BatchView, parse_batch
-from zlog.record.header import (
-    Buffer,
-    as_byte_view,
-    scan_batches,
-)
+from zlog.record.header import Buffer, as_byte_view, scan_batches
 
 
 def batches_from_chunk(chunk: Buffer, position: int, *, check_crc: bool = True) -> list[BatchView]:

@@ -12,14 +12,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.record.header import (
-    RECORD_BODY_BYTES_MIN,
-    RECORD_BYTES_MIN,
-    BatchHeader,
-    RecordHeaders,
-    decode_headers,
-    record_timestamp_ms,
-)
+from zlog.record.header import RECORD_BODY_BYTES_MIN, RECORD_BYTES_MIN, BatchHeader
+from zlog.record.records import RecordHeaders, decode_headers, record_timestamp_ms
 from zlog.record.varint import decode_varint, decode_varlong
 
 

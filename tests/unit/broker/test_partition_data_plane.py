@@ -14,7 +14,8 @@ from zlog.broker.worker_partitions import PartitionHost, parse_assignment
 from zlog.clock import ManualClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import build_batch_from_values
-from zlog.record.header import Compression, NewRecord, build_batch, read_header
+from zlog.record.header import Compression, read_header
+from zlog.record.records import NewRecord, build_batch
 from zlog.shm_segments.log_config import LogConfig
 from zlog.transport.codec import REQUEST_HEADER, decode_response, encode_request
 from zlog.transport.messages import (

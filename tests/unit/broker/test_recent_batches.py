@@ -13,7 +13,8 @@ from tests.storage_helpers import make_batch
 from zlog.broker.partition import Partition, ReplicaSet
 from zlog.broker.recent_batches import RECENT_BATCHES_MAX, RECENT_BYTES_MAX, RecentBatches
 from zlog.errors import ErrorCode
-from zlog.record.header import NewRecord, build_batch, stamp
+from zlog.record.header import stamp
+from zlog.record.records import NewRecord, build_batch
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 

@@ -23,13 +23,8 @@ from zlog.client.accumulator import (
 )
 from zlog.client.records import RecordMetadata, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
-from zlog.record.header import (
-    Compression,
-    NewRecord,
-    build_batch,
-    read_records,
-    validate_batch,
-)
+from zlog.record.header import Compression, validate_batch
+from zlog.record.records import NewRecord, build_batch, read_records
 
 TP = TopicPartition("t", 0)
 OTHER = TopicPartition("t", 1)

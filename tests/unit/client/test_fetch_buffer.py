@@ -24,7 +24,8 @@ from zlog.record.arrays import (
     build_batch_from_values,
     parse_batch,
 )
-from zlog.record.header import Compression, NewRecord, build_batch
+from zlog.record.header import Compression
+from zlog.record.records import NewRecord, build_batch
 
 WALK_ALWAYS = 2**31  # decode every batch one record at a time, whatever its size
 

@@ -24,14 +24,11 @@ from zlog.record.header import (
     BATCH_HEADER_BYTES,
     LOG_OVERHEAD_BYTES,
     Compression,
-    NewRecord,
-    build_batch,
     read_header,
-    read_records,
     scan_batches,
     validate_batch,
-    validate_records,
 )
+from zlog.record.records import NewRecord, build_batch, read_records, validate_records
 from zlog.record.varint import INT64_MAX, encode_varint
 
 # Byte positions of header fields (DefaultRecordBatch.java).

@@ -12,16 +12,8 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.memory_records import MemoryRecords
 
 from zlog.record.arrays import build_batch_from_values, parse_batch
-from zlog.record.header import (
-    Compression,
-    NewRecord,
-    Record,
-    build_batch,
-    read_records,
-    stamp,
-    validate_batch,
-    validate_records,
-)
+from zlog.record.header import Compression, stamp, validate_batch
+from zlog.record.records import NewRecord, Record, build_batch, read_records, validate_records
 
 CODECS = [Compression.NONE, Compression.LZ4]
 
