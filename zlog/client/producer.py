@@ -52,7 +52,6 @@ from zlog.client.accumulator import (
     BulkCompletion,
     PendingBatch,
     RecordAccumulator,
-    RecordHeaders,
     cut_points,
     record_size_bytes,
 )
@@ -63,6 +62,7 @@ from zlog.client.sender import DeferredSend, Sender, SenderConfig, SharedState
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import Compression
+from zlog.record.records import RecordHeaders
 
 Acks = Literal[0, 1, -1, "all"]
 BytesLike = bytes | bytearray | memoryview

@@ -8,6 +8,6 @@ records.py      the general record codec, one record at a time: any batch, the r
 arrays.py       the numpy codec of the hot path: build from value arrays, parse to a BatchView
 starts.py       where each record starts, found by speculation and pointer doubling
 pieces.py       keys and values copied between a packed payload and their places in a batch
-small.py        small batches, one record at a time: the walk the array parser hands them to
+small.py        small batches, one record at a time: the walk and the producer's plain encoder
 varint.py       zigzag varints, one value at a time and a field of every record at once
 """

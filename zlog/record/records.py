@@ -84,42 +84,73 @@ def _invalid(message: str) -> ZlogError:
 # ---------------------------------------------------------------------------------------------
 
 
-def _length_prefixed(data: bytes | None, what: str) -> tuple[bytes, ...]:
-    if data is None:
-        return (_NULL_LENGTH,)
-    if len(data) > limits.record_size_bytes_max:
-        raise ZlogError(
-            ErrorCode.MESSAGE_TOO_LARGE,
-            f"a {what} of {len(data)} bytes exceeds {limits.record_size_bytes_max} bytes",
-        )
-    return encode_varint(len(data)), data
-
-
+_RECORD_ATTRIBUTES: Final = b"\x00"  # unused in v2
 _NULL_LENGTH: Final = encode_varint(-1)
-_ZERO: Final = b"\x00"
+_NO_HEADERS: Final = encode_varint(0)  # the headers section of a record without headers
+
+
+def record_body(
+    timestamp_delta_ms: int,
+    offset_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers_section: bytes = _NO_HEADERS,
+) -> bytes:
+    """A record's bytes after its length varint, every size already within the limits.
+
+    The one framing of a record for both builders that write records one at a time: the
+    general one (`build_batch`, which checks each record first) and the plain one of small
+    batches (`small.build_plain_batch`, whose records are far from every limit).
+    """
+    return b"".join((
+        _RECORD_ATTRIBUTES,
+        encode_varlong(timestamp_delta_ms),
+        encode_varint(offset_delta),
+        _NULL_LENGTH if key is None else encode_varint(len(key)),
+        key or b"",
+        _NULL_LENGTH if value is None else encode_varint(len(value)),
+        value or b"",
+        headers_section,
+    ))
+
+
+def _too_large(what: str, size_bytes: int) -> ZlogError:
+    return ZlogError(
+        ErrorCode.MESSAGE_TOO_LARGE,
+        f"a {what} of {size_bytes} bytes exceeds {limits.record_size_bytes_max} bytes",
+    )
+
+
+def _headers_section(headers: RecordHeaders) -> bytes:
+    size_bytes_max = limits.record_size_bytes_max
+    parts = [encode_varint(len(headers))]
+    for header_key, header_value in headers:
+        encoded_key = header_key.encode("utf-8")
+        if len(encoded_key) > size_bytes_max:
+            raise _too_large("header key", len(encoded_key))
+        if header_value is not None and len(header_value) > size_bytes_max:
+            raise _too_large("header value", len(header_value))
+        parts.append(encode_varint(len(encoded_key)))
+        parts.append(encoded_key)
+        parts.append(_NULL_LENGTH if header_value is None else encode_varint(len(header_value)))
+        parts.append(header_value or b"")
+    return b"".join(parts)
 
 
 def _encode_record(record: NewRecord, offset_delta: int, timestamp_delta_ms: int) -> bytes:
-    headers = record.headers
+    """A record checked against the limits, then framed; errors in the order fields are met."""
+    headers, key, value = record.headers, record.key, record.value
     if len(headers) > limits.headers_per_record_max:
         raise _invalid(f"{len(headers)} headers exceed {limits.headers_per_record_max}")
-    parts = [
-        _ZERO,  # attributes: unused in v2
-        encode_varlong(timestamp_delta_ms),
-        encode_varint(offset_delta),
-        *_length_prefixed(record.key, "key"),
-        *_length_prefixed(record.value, "value"),
-        encode_varint(len(headers)),
-    ]
-    for header_key, header_value in headers:
-        parts.extend(_length_prefixed(header_key.encode("utf-8"), "header key"))
-        parts.extend(_length_prefixed(header_value, "header value"))
-    body = b"".join(parts)
-    if len(body) > limits.record_size_bytes_max:
-        raise ZlogError(
-            ErrorCode.MESSAGE_TOO_LARGE,
-            f"a record of {len(body)} bytes exceeds {limits.record_size_bytes_max} bytes",
-        )
+    size_bytes_max = limits.record_size_bytes_max
+    if key is not None and len(key) > size_bytes_max:
+        raise _too_large("key", len(key))
+    if value is not None and len(value) > size_bytes_max:
+        raise _too_large("value", len(value))
+    headers_section = _headers_section(headers) if headers else _NO_HEADERS
+    body = record_body(timestamp_delta_ms, offset_delta, key, value, headers_section)
+    if len(body) > size_bytes_max:
+        raise _too_large("record", len(body))
     return encode_varint(len(body)) + body
 
 

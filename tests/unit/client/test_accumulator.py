@@ -14,7 +14,6 @@ import pytest
 from zlog.client.accumulator import (
     ARRAY_CODEC_RECORDS_MIN,
     BATCH_OVERHEAD_BYTES,
-    PLAIN_BATCH_BYTES_MAX,
     RECORD_OVERHEAD_BYTES,
     BulkCompletion,
     PendingBatch,
@@ -25,6 +24,7 @@ from zlog.client.records import RecordMetadata, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import Compression, validate_batch
 from zlog.record.records import NewRecord, build_batch, read_records
+from zlog.record.small import PLAIN_BATCH_BYTES_MAX
 
 TP = TopicPartition("t", 0)
 OTHER = TopicPartition("t", 1)

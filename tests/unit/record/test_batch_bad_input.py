@@ -230,6 +230,29 @@ def test_batch_beyond_the_size_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     assert raised.value.code == ErrorCode.MESSAGE_TOO_LARGE
 
 
+def test_builder_limits_are_checked_in_the_order_fields_are_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Header count, key, value, header keys and values, then the whole record."""
+    monkeypatch.setattr(limits, "record_size_bytes_max", 10)
+    monkeypatch.setattr(limits, "headers_per_record_max", 2)
+    cases = [
+        (NewRecord(b"v" * 11, key=b"k" * 11, headers=(("a", None),) * 3),
+         ErrorCode.INVALID_RECORD, "3 headers exceed 2"),
+        (NewRecord(b"v" * 11, key=b"k" * 11), ErrorCode.MESSAGE_TOO_LARGE, "a key of 11"),
+        (NewRecord(b"v" * 11, key=b"k"), ErrorCode.MESSAGE_TOO_LARGE, "a value of 11"),
+        (NewRecord(b"v", headers=(("a" * 11, b"x" * 11),)), ErrorCode.MESSAGE_TOO_LARGE,
+         "a header key of 11"),
+        (NewRecord(b"v", headers=(("a", b"x" * 11),)), ErrorCode.MESSAGE_TOO_LARGE,
+         "a header value of 11"),
+        (NewRecord(b"v" * 5, key=b"k" * 5), ErrorCode.MESSAGE_TOO_LARGE, "a record of 16"),
+    ]
+    for record, code, message in cases:
+        with pytest.raises(ZlogError) as raised:
+            build_batch([record])
+        assert (raised.value.code, message in str(raised.value)) == (code, True), record
+
+
 def test_building_nothing_or_impossible_timestamps() -> None:
     with pytest.raises(ZlogError) as raised:
         build_batch([])
