@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import struct
-
-import crc32c
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.record.batch_edits import reseal
 from zlog.record import arrays, starts
 from zlog.record.arrays import BatchView, build_batch_from_values, parse_batch
-from zlog.record.header import LOG_OVERHEAD_BYTES, Compression, validate_batch
+from zlog.record.header import Compression, validate_batch
 from zlog.record.records import NewRecord, build_batch, read_records
 
 CODECS = [Compression.NONE, Compression.LZ4]
-
-
-def reseal(batch: bytearray) -> bytes:
-    """Fix batchLength and the CRC after a test edits a batch, so that only the edit is wrong."""
-    struct.pack_into(">i", batch, 8, len(batch) - LOG_OVERHEAD_BYTES)
-    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
-    return bytes(batch)
 
 
 def general_equivalent(

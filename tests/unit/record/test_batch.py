@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import struct
 
-import crc32c
 import lz4.frame
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.record.batch_edits import reseal
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import (
     BATCH_HEADER_BYTES,
@@ -28,13 +28,6 @@ from zlog.record.header import (
 from zlog.record.records import NewRecord, Record, build_batch, read_records, validate_records
 
 CODECS = [Compression.NONE, Compression.LZ4]
-
-
-def reseal(batch: bytearray) -> bytes:
-    """Fix batchLength and the CRC after a test edits a batch, so that only the edit is wrong."""
-    struct.pack_into(">i", batch, 8, len(batch) - LOG_OVERHEAD_BYTES)
-    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
-    return bytes(batch)
 
 
 def expected_records(

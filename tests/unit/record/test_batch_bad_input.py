@@ -10,13 +10,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-import crc32c
 import lz4.frame
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.unit.record.batch_edits import reseal
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import build_batch_from_values, parse_batch
@@ -39,13 +39,6 @@ CODEC_AT = 22  # low byte of the int16 attributes
 LAST_OFFSET_DELTA_AT = 23
 BASE_TIMESTAMP_AT = 27
 RECORD_COUNT_AT = 57
-
-
-def reseal(batch: bytearray) -> bytes:
-    """Fix batchLength and the CRC after a test edits a batch, so that only the edit is wrong."""
-    struct.pack_into(">i", batch, BATCH_LENGTH_AT, len(batch) - LOG_OVERHEAD_BYTES)
-    struct.pack_into(">I", batch, CRC_AT, crc32c.crc32c(bytes(batch[21:])))
-    return bytes(batch)
 
 
 def with_field(batch: bytes, fmt: str, at: int, value: int) -> bytes:
