@@ -42,7 +42,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from zlog.client.local_ring import Backoff, LocalRing  # noqa: E402
-from zlog.shm_segments.batch import NewRecord, build_batch  # noqa: E402
+from zlog.record.records import NewRecord, build_batch  # noqa: E402
 from zlog.shm_segments.ring import RingWriter  # noqa: E402
 
 VALUE_BYTES: Final = 100

@@ -30,7 +30,7 @@ from pathlib import Path
 import crc32c
 import numpy as np
 
-from zlog.shm_segments.batch_fast import build_batch_from_values, parse_batch
+from zlog.record.arrays import build_batch_from_values, parse_batch
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from zlog.shm_segments.batch import Compression
-from zlog.shm_segments.batch_fast import build_batch_from_values, parse_batch
+from zlog.record.arrays import build_batch_from_values, parse_batch
+from zlog.record.header import Compression
 
 
 def make_batch(

@@ -1,9 +1,10 @@
 """Imports follow DESIGN.md's direction, and the pure modules stay pure.
 
-Data moves client -> transport -> broker -> shm_segments; `raft` and `shm_segments` import
-nothing else of zlog but the small shared modules. Pure modules (the Raft core, the batch
-codec, the ring layout, retention) import no I/O, clocks or sockets, so they can be tested
-deterministically.
+Data moves client -> transport -> broker -> shm_segments; `record`, `raft` and `transport`
+import nothing else of zlog but the small shared modules, and `shm_segments` only `record`.
+The client reads the ring directly in one module only, `client/local_ring.py`. Pure modules
+(the Raft core, the record format, the ring layout, retention) import no I/O, clocks or
+sockets, so they can be tested deterministically.
 """
 
 from __future__ import annotations
@@ -16,18 +17,22 @@ SHARED = {"zlog.errors", "zlog.limits", "zlog.clock", "zlog.types"}
 
 # package -> zlog packages it may import (besides itself and SHARED)
 ALLOWED: dict[str, set[str]] = {
-    "shm_segments": set(),
+    "record": set(),
+    "shm_segments": {"zlog.record"},
     "raft": set(),
     "transport": set(),
     "groups": {"zlog.transport"},
-    "client": {"zlog.transport", "zlog.shm_segments"},
-    "broker": {"zlog.shm_segments", "zlog.raft", "zlog.groups", "zlog.transport"},
+    "client": {"zlog.record", "zlog.transport", "zlog.shm_segments"},
+    "broker": {"zlog.record", "zlog.shm_segments", "zlog.raft", "zlog.groups", "zlog.transport"},
     "spark": {"zlog.client"},
 }
 PURE_MODULES = {
     "zlog/raft/rawnode.py", "zlog/raft/chain.py", "zlog/raft/quorum.py", "zlog/raft/messages.py",
     "zlog/shm_segments/ring_layout.py", "zlog/shm_segments/retention.py",
-    "zlog/shm_segments/varint.py", "zlog/errors.py", "zlog/limits.py", "zlog/types.py",
+    "zlog/record/header.py", "zlog/record/compression.py", "zlog/record/records.py",
+    "zlog/record/arrays.py", "zlog/record/starts.py", "zlog/record/pieces.py",
+    "zlog/record/small.py", "zlog/record/varint.py", "zlog/errors.py", "zlog/limits.py",
+    "zlog/types.py",
     "zlog/raft/codec.py", "zlog/raft/fsm.py", "zlog/raft/proposals.py",
     "zlog/raft/state.py", "zlog/raft/append_entries.py", "zlog/raft/election.py",
     "zlog/raft/progress.py", "zlog/raft/errors.py",
@@ -80,6 +85,17 @@ def test_nothing_imports_the_spark_connector() -> None:
         f"{path.relative_to(ROOT.parent)} imports {name}"
         for path in sorted(ROOT.rglob("*.py")) if _package_of(path) != "spark"
         for name in _imports(path) if name == "zlog.spark" or name.startswith("zlog.spark.")
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_the_local_ring_reader_of_the_client_imports_shm_segments() -> None:
+    """The client speaks the wire; reading a leader's ring in place is its one exception."""
+    wrong = [
+        f"{path.relative_to(ROOT.parent)} imports {name}"
+        for path in sorted((ROOT / "client").rglob("*.py")) if path.name != "local_ring.py"
+        for name in _imports(path)
+        if name == "zlog.shm_segments" or name.startswith("zlog.shm_segments.")
     ]
     assert not wrong, "\n".join(wrong)
 

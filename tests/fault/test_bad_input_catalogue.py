@@ -34,8 +34,9 @@ from tests.waiting import wait_until
 from zlog.broker.topic_configs import TOPIC_CONFIG_KEYS
 from zlog.client import Producer
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import Compression, NewRecord, build_batch, read_header
-from zlog.shm_segments.batch_fast import parse_batch
+from zlog.record.arrays import parse_batch
+from zlog.record.header import Compression, read_header
+from zlog.record.records import NewRecord, build_batch
 from zlog.transport import messages as wire
 from zlog.transport.codec import decode_response, encode_request
 from zlog.transport.json_fields import JSON_BODY_BYTES_MAX
@@ -63,7 +64,7 @@ SEGMENT_BYTES_SMALL: Final = 1024
 TRIMMED_BATCHES: Final = 4
 STORED: Final = (VICTIM, KEYED, SMALL_SEGMENTS, MIN_ISR, TRIMMED, SKEWED)
 
-# Batch header field positions (RecordBatch v2, zlog/shm_segments/batch.py).
+# Batch header field positions (RecordBatch v2, zlog/record/header.py).
 _BATCH_LENGTH_AT: Final = 8
 _MAGIC_AT: Final = 16
 _CRC_AT: Final = 17

@@ -30,7 +30,7 @@ from zmq.utils.monitor import recv_monitor_message
 from tests.broker_fixtures import BrokerProcess, broker_process
 from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
-from zlog.shm_segments.batch import NewRecord, build_batch
+from zlog.record.records import NewRecord, build_batch
 from zlog.transport import messages as wire
 from zlog.transport.codec import encode_request
 from zlog.transport.rpc import RpcClient

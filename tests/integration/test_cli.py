@@ -21,7 +21,8 @@ import pytest
 from tests.broker_fixtures import REPO_ROOT, BrokerProcess, broker_process
 from tests.waiting import wait_until
 from zlog.client import Producer
-from zlog.shm_segments.batch import Compression, read_records, scan_batches
+from zlog.record.header import Compression, scan_batches
+from zlog.record.records import read_records
 from zlog.transport.messages import FetchEntry, FetchRequestV0, FetchResponseV0
 from zlog.transport.rpc import RpcClient
 

@@ -27,8 +27,8 @@ from zlog.client import (
 )
 from zlog.client.partitioner import partition_for_key
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import NewRecord, build_batch
-from zlog.shm_segments.batch_fast import build_batch_from_values
+from zlog.record.arrays import build_batch_from_values
+from zlog.record.records import NewRecord, build_batch
 from zlog.transport.messages import (
     FetchEntry,
     FetchRequestV0,

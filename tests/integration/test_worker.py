@@ -26,8 +26,8 @@ import zmq
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
 from tests.waiting import wait_until
 from zlog.errors import ErrorCode
-from zlog.shm_segments.batch import NewRecord, build_batch
-from zlog.shm_segments.batch_fast import build_batch_from_values
+from zlog.record.arrays import build_batch_from_values
+from zlog.record.records import NewRecord, build_batch
 from zlog.transport.codec import REQUEST_HEADER, ResponseHeader, decode_response, encode_request
 from zlog.transport.messages import (
     ApiVersionsRequestV0,

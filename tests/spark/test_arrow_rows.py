@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zlog.shm_segments.batch import Compression, NewRecord, build_batch
-from zlog.shm_segments.batch_fast import build_batch_from_values, parse_batch
+from zlog.record.arrays import build_batch_from_values, parse_batch
+from zlog.record.header import Compression
+from zlog.record.records import NewRecord, build_batch
 from zlog.spark.arrow_rows import ArrowRowBuilder, gather
 from zlog.spark.schema import source_arrow_schema
 

@@ -24,7 +24,7 @@ from typing import Final
 
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import Compression
+from zlog.record.header import Compression
 from zlog.shm_segments.log_config import LogConfig
 
 partitions_per_topic_max: Final = 65_536  # a bound on one request's metadata and worker load

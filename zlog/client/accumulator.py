@@ -29,38 +29,23 @@ import numpy.typing as npt
 
 from zlog.client.records import BatchMetadata, RecordMetadata
 from zlog.errors import ZlogError
-from zlog.shm_segments.batch import (
-    Compression,
-    NewRecord,
-    attributes_for,
-    build_batch,
-    compress_records,
-    seal_batch,
-)
-from zlog.shm_segments.batch_fast import build_batch_from_values
-from zlog.shm_segments.varint import encode_varint, encode_varlong
+from zlog.record.arrays import build_batch_from_values
+from zlog.record.header import BATCH_HEADER_BYTES, Compression
+from zlog.record.records import NewRecord, RecordHeaders, build_batch
+from zlog.record.small import PLAIN_BATCH_BYTES_MAX, PLAIN_TIMESTAMP_MS_MAX, build_plain_batch
 from zlog.types import TopicPartition
 
-RecordHeaders: TypeAlias = tuple[tuple[str, bytes | None], ...]
 UInt8Rows: TypeAlias = npt.NDArray[np.uint8]
 
 # Estimated bytes a record adds to a batch beyond its key and value: the record's varints and
 # attribute byte. An estimate only: it decides when a batch is full and what memory it holds.
 RECORD_OVERHEAD_BYTES: Final = 16
-BATCH_OVERHEAD_BYTES: Final = 61
+BATCH_OVERHEAD_BYTES: Final = BATCH_HEADER_BYTES
 # Below this many records a batch is encoded one record at a time: the array codec's fixed
 # cost (about 90 us a batch, whatever its size) is more than the general codec's (about
 # 2.5 us a record) up to about 30 records. Small batches are what a producer at a low rate
 # sends, so this is the latency path.
 ARRAY_CODEC_RECORDS_MIN: Final = 24
-# A batch of plain records (no headers) estimated at no more than this, with timestamps in
-# [0, 2^62), is written by `_plain_records` below: far from every size and range limit that
-# `build_batch` checks for, so it needs none of those checks and none of their objects.
-PLAIN_BATCH_BYTES_MAX: Final = 64 * 1024
-PLAIN_TIMESTAMP_MS_MAX: Final = 2**62 - 1
-_RECORD_ATTRIBUTES: Final = b"\x00"  # unused in v2
-_NULL_LENGTH: Final = encode_varint(-1)
-_NO_HEADERS: Final = encode_varint(0)
 
 
 class BulkCompletion:
@@ -139,20 +124,14 @@ class PendingBatch:
             stamps_ms = [stamps_ms] * self.record_count
         if self._is_plain(stamps_ms):
             assert isinstance(self.values, list)
-            base_ms = max(stamps_ms)
-            section = _plain_records(self.values, self.keys, stamps_ms, base_ms)
-            return seal_batch(
-                compress_records(section, compression),
-                base_offset=0,
-                partition_leader_epoch=-1,
-                attributes=attributes_for(compression),
-                last_offset_delta=self.record_count - 1,
-                base_timestamp_ms=base_ms,
-                max_timestamp_ms=base_ms,
+            return build_plain_batch(
+                self.values,
+                self.keys,
+                stamps_ms,
+                compression=compression,
                 producer_id=producer_id,
                 producer_epoch=producer_epoch,
                 base_sequence=base_sequence,
-                record_count=self.record_count,
             )
         values: list[bytes | None] = (
             [row.tobytes() for row in self.values] if isinstance(self.values, np.ndarray)
@@ -175,7 +154,7 @@ class PendingBatch:
         )
 
     def _is_plain(self, stamps_ms: list[int]) -> bool:
-        """Whether `_plain_records` may write this batch: small, no headers, usual timestamps."""
+        """Whether `build_plain_batch` may write this batch: small, no headers, usual timestamps."""
         return (
             self.headers is None
             and isinstance(self.values, list)
@@ -210,33 +189,6 @@ class PendingBatch:
                     future.set_exception(error)
         if self.completion is not None:
             self.completion.batch_failed(error)
-
-
-def _plain_records(
-    values: list[bytes | None], keys: list[bytes | None] | None, stamps_ms: list[int],
-    base_ms: int,
-) -> bytes:
-    """The records section `build_batch` writes for records without headers, base_ms their
-    largest timestamp (the batch's base and max timestamp, as `build_batch` picks them).
-
-    The latency path sends batches of one or a few records, for which the general builder's
-    per-record objects and limit checks cost more than the encoding itself. The two are held
-    to the same bytes by tests.
-    """
-    parts: list[bytes] = []
-    for index, value in enumerate(values):
-        key = None if keys is None else keys[index]
-        body = b"".join((
-            _RECORD_ATTRIBUTES,
-            encode_varlong(stamps_ms[index] - base_ms),
-            encode_varint(index),  # the offset delta
-            _NULL_LENGTH if key is None else encode_varint(len(key)) + key,
-            _NULL_LENGTH if value is None else encode_varint(len(value)) + value,
-            _NO_HEADERS,
-        ))
-        parts.append(encode_varint(len(body)))
-        parts.append(body)
-    return b"".join(parts)
 
 
 def record_size_bytes(value: bytes | None, key: bytes | None, headers: RecordHeaders) -> int:

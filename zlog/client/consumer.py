@@ -48,7 +48,7 @@ from zlog.client.local_ring import Backoff, LocalRing, is_local_endpoint, ring_e
 from zlog.client.records import ConsumerRecord
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
-from zlog.shm_segments.batch_fast import BatchView
+from zlog.record.arrays import BatchView
 from zlog.transport.messages import (
     FetchEntry,
     FetchRequestV0,

@@ -20,12 +20,8 @@ import numpy as np
 
 from zlog.client.records import ConsumerRecord
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import (
-    Buffer,
-    as_byte_view,
-    scan_batches,
-)
-from zlog.shm_segments.batch_fast import BatchView, parse_batch
+from zlog.record.arrays import BatchView, parse_batch
+from zlog.record.header import Buffer, as_byte_view, scan_batches
 from zlog.types import TopicPartition
 
 

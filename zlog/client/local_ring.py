@@ -44,8 +44,8 @@ from urllib.parse import urlsplit
 
 from zlog.client.fetch_buffer import trim_view
 from zlog.errors import ZlogError
-from zlog.shm_segments.batch import validate_batch
-from zlog.shm_segments.batch_fast import BatchView, parse_batch
+from zlog.record.arrays import BatchView, parse_batch
+from zlog.record.header import validate_batch
 from zlog.shm_segments.ring import RingOverrunError, RingReader
 
 # How often a caught-up reader checks (one stat) whether its ring file was replaced.

@@ -52,7 +52,6 @@ from zlog.client.accumulator import (
     BulkCompletion,
     PendingBatch,
     RecordAccumulator,
-    RecordHeaders,
     cut_points,
     record_size_bytes,
 )
@@ -62,7 +61,8 @@ from zlog.client.records import BatchMetadata, RecordMetadata
 from zlog.client.sender import DeferredSend, Sender, SenderConfig, SharedState
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import Compression
+from zlog.record.header import Compression
+from zlog.record.records import RecordHeaders
 from zlog.types import ACKS_ALL, DEFAULT_BOOTSTRAP, TopicPartition
 
 Acks = Literal[0, 1, -1, "all"]

@@ -48,7 +48,7 @@ import zmq
 from zlog.client.accumulator import PendingBatch, RecordAccumulator
 from zlog.client.cluster import Connections
 from zlog.errors import ErrorCode, ZlogError, for_code
-from zlog.shm_segments.batch import Compression
+from zlog.record.header import Compression
 from zlog.transport.messages import (
     InitProducerIdRequestV0,
     InitProducerIdResponseV0,

@@ -16,7 +16,8 @@ import os
 from dataclasses import dataclass
 
 from zlog.clock import Clock, SystemClock
-from zlog.shm_segments.batch import NewRecord, Record, build_batch, read_header, read_records
+from zlog.record.header import read_header
+from zlog.record.records import NewRecord, Record, build_batch, read_records
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.segment import Segment
 

@@ -27,8 +27,8 @@ import psutil
 
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments import batch as batch_codec
-from zlog.shm_segments import batch_fast
+from zlog.record import header as batch_header
+from zlog.record.arrays import parse_batch
 from zlog.shm_segments.log_config import LogConfig
 from zlog.shm_segments.retention import DiskUsage, SegmentInfo, segments_to_delete
 from zlog.shm_segments.ring import (
@@ -201,7 +201,7 @@ class PartitionLog:
         replayed = 0
         for position, view in self._ring.unflushed_batches():
             try:
-                batch_codec.validate_batch(view, strict=False)
+                batch_header.validate_batch(view, strict=False)
             except ZlogError as error:
                 log.warning("ring %s: stopping replay at a bad batch: %s", self.ring_path, error)
                 break
@@ -261,12 +261,12 @@ class PartitionLog:
 
     def append(self, batch: memoryview | bytes | bytearray, *, leader_epoch: int = -1) -> int:
         """Assign offsets to a producer's batch and store it; returns its base offset."""
-        header = batch_codec.validate_batch(batch, strict=True, check_crc=False)
+        header = batch_header.validate_batch(batch, strict=True, check_crc=False)
         return self._append(batch, header, self.log_end_offset, leader_epoch)
 
     def append_replicated(self, batch: memoryview | bytes | bytearray) -> int:
         """Store a batch copied from the leader with its offsets as they are (followers)."""
-        header = batch_codec.validate_batch(batch, strict=False, check_crc=False)
+        header = batch_header.validate_batch(batch, strict=False, check_crc=False)
         if header.base_offset < self.log_end_offset:
             raise ZlogError(
                 ErrorCode.INVALID_REQUEST,
@@ -278,7 +278,7 @@ class PartitionLog:
     def _append(
         self,
         batch: memoryview | bytes | bytearray,
-        header: batch_codec.BatchHeader,
+        header: batch_header.BatchHeader,
         base_offset: int | None,
         leader_epoch: int | None,
     ) -> int:
@@ -328,7 +328,7 @@ class PartitionLog:
         base_offset: int | None,
         leader_epoch: int | None,
     ) -> int:
-        check = batch_codec.verify_crc
+        check = batch_header.verify_crc
         try:
             return self._ring.append(
                 batch, next_offset, base_offset=base_offset,
@@ -346,11 +346,11 @@ class PartitionLog:
         leader_epoch: int | None,
     ) -> None:
         """A batch too large for the ring goes straight to the segment, after what is pending."""
-        batch_codec.verify_crc(batch)
+        batch_header.verify_crc(batch)
         self.flush()
         stamped = bytearray(batch)
         if base_offset is not None:
-            batch_codec.stamp(stamped, base_offset, leader_epoch)
+            batch_header.stamp(stamped, base_offset, leader_epoch)
         view = memoryview(stamped)
         self._write_to_segments([view], [batch_meta(view)])
         self._ring.reset(self._active.next_offset)
@@ -553,7 +553,7 @@ class PartitionLog:
             found = segment.first_batch_at_or_after_time(timestamp_ms)
             if found is None:
                 continue
-            parsed = batch_fast.parse_batch(found, check_crc=False)
+            parsed = parse_batch(found, check_crc=False)
             for offset, stamp in zip(
                 parsed.offsets.tolist(), parsed.timestamps_ms.tolist(), strict=True
             ):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments import batch as batch_codec
+from zlog.record import header as batch_header
 from zlog.shm_segments.index import (
     OFFSET_ENTRY,
     TIME_ENTRY,
@@ -63,7 +63,7 @@ def batch_meta(buf: memoryview | bytes | bytearray | mmap.mmap, position: int = 
         base_offset=base_offset,
         next_offset=base_offset + last_offset_delta + 1,
         max_timestamp_ms=max_timestamp_ms,
-        size_bytes=batch_length + batch_codec.LOG_OVERHEAD_BYTES,
+        size_bytes=batch_length + batch_header.LOG_OVERHEAD_BYTES,
     )
 
 
@@ -143,7 +143,7 @@ class Segment:
             with mmap.mmap(segment._fd, file_bytes, access=mmap.ACCESS_READ) as whole:
                 view = memoryview(whole)
                 try:
-                    found, valid_bytes = batch_codec.scan_batches(view, 0, check_crc=True)
+                    found, valid_bytes = batch_header.scan_batches(view, 0, check_crc=True)
                     for position, header in found:
                         segment._index_batch(
                             position,

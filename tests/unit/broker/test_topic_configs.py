@@ -17,7 +17,7 @@ from zlog.broker.topic_configs import (
     validate_topic_name,
 )
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import Compression
+from zlog.record.header import Compression
 from zlog.shm_segments.log_config import LogConfig
 
 

@@ -14,7 +14,6 @@ import pytest
 from zlog.client.accumulator import (
     ARRAY_CODEC_RECORDS_MIN,
     BATCH_OVERHEAD_BYTES,
-    PLAIN_BATCH_BYTES_MAX,
     RECORD_OVERHEAD_BYTES,
     BulkCompletion,
     PendingBatch,
@@ -23,13 +22,9 @@ from zlog.client.accumulator import (
 )
 from zlog.client.records import RecordMetadata
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import (
-    Compression,
-    NewRecord,
-    build_batch,
-    read_records,
-    validate_batch,
-)
+from zlog.record.header import Compression, validate_batch
+from zlog.record.records import NewRecord, build_batch, read_records
+from zlog.record.small import PLAIN_BATCH_BYTES_MAX
 from zlog.types import TopicPartition
 
 TP = TopicPartition("t", 0)

@@ -16,7 +16,7 @@ import zmq
 
 from zlog.client import Consumer, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch_fast import BatchView, build_batch_from_values
+from zlog.record.arrays import BatchView, build_batch_from_values
 from zlog.transport.codec import RequestHeader, decode_request, encode_response
 from zlog.transport.messages import (
     BrokerMetadata,

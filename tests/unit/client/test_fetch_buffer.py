@@ -17,13 +17,14 @@ from zlog.client.fetch_buffer import (
     trim_view,
 )
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import Compression, NewRecord, build_batch
-from zlog.shm_segments.batch_fast import (
+from zlog.record.arrays import (
     WALK_BELOW_RECORDS,
     BatchView,
     build_batch_from_values,
     parse_batch,
 )
+from zlog.record.header import Compression
+from zlog.record.records import NewRecord, build_batch
 from zlog.types import TopicPartition
 
 WALK_ALWAYS = 2**31  # decode every batch one record at a time, whatever its size

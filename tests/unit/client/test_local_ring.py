@@ -8,7 +8,7 @@ from pathlib import Path
 from tests.waiting import wait_until
 from zlog.client.local_ring import LocalRing, is_local_endpoint
 from zlog.errors import ErrorCode
-from zlog.shm_segments.batch_fast import build_batch_from_values
+from zlog.record.arrays import build_batch_from_values
 from zlog.shm_segments.ring import RingWriter
 from zlog.transport.json_bodies import decode_json_body, encode_json_body
 from zlog.transport.messages import (

@@ -24,7 +24,8 @@ from zlog.client.accumulator import PendingBatch
 from zlog.client.records import RecordMetadata
 from zlog.client.sender import REQUEST_SEND_BYTES, Sender
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import read_records, validate_batch
+from zlog.record.header import validate_batch
+from zlog.record.records import read_records
 from zlog.transport.codec import RequestHeader, decode_request, encode_response
 from zlog.transport.messages import (
     BrokerMetadata,

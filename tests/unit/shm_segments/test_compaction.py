@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.clock import ManualClock
 from tests.storage_helpers import split_batches
-from zlog.shm_segments.batch import NewRecord, build_batch, read_records
+from zlog.record.records import NewRecord, build_batch, read_records
 from zlog.shm_segments.compaction import compact
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig

@@ -10,7 +10,7 @@ import pytest
 from tests.clock import ManualClock
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import validate_batch
+from zlog.record.header import validate_batch
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 from zlog.shm_segments.retention import DiskUsage

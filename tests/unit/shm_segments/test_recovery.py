@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.storage_helpers import batch_tags, make_batch, split_batches
-from zlog.shm_segments.batch import Compression
+from zlog.record.header import Compression
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 

@@ -32,19 +32,18 @@ from zlog.broker.data.isr import HighWatermark, ReplicaSet
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
 from zlog.broker.data.recent_batches import RECENT_BYTES_MAX, RecentBatches
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import (
+from zlog.record.arrays import WALK_BELOW_RECORDS, parse_batch
+from zlog.record.compression import recompress, uncompressed_records
+from zlog.record.header import (
     NO_TIMESTAMP,
     BatchHeader,
     Buffer,
     Compression,
-    recompress,
     stamp,
-    uncompressed_records,
     validate_batch,
     verify_crc,
 )
-from zlog.shm_segments.batch_fast import WALK_BELOW_RECORDS, parse_batch
-from zlog.shm_segments.batch_small import walk_records
+from zlog.record.small import walk_records
 from zlog.types import ACKS_ALL, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 VALID_ACKS: Final = frozenset({0, 1, ACKS_ALL})

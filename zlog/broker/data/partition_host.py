@@ -41,7 +41,7 @@ from zlog.broker.topic_configs import (
 from zlog.broker.worker_protocol import Assign
 from zlog.clock import Clock
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import BatchHeader, read_header
+from zlog.record.header import BatchHeader, read_header
 from zlog.shm_segments.compaction import CompactionStats, compact
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig

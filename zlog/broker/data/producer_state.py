@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import BatchHeader
+from zlog.record.header import BatchHeader
 from zlog.types import SEQUENCE_MODULUS
 
 CACHED_BATCHES: Final = 5

@@ -7,7 +7,7 @@ costs more than everything else the fetch does. This table answers the same read
 the recent batches, with exactly the bytes and frames `PartitionLog.read` would return:
 
 * the bytes: a batch as the log stores it is the produced batch with its base offset and
-  partition leader epoch stamped (`shm_segments.batch.stamp`), which is how it is kept here;
+  partition leader epoch stamped (`record.header.stamp`), which is how it is kept here;
 * the frames: the log returns one frame per segment a read touches, so the table remembers
   which batches began a segment and starts a new frame at each;
 * the sizing: the log returns the longest run of whole batches from the one holding the offset

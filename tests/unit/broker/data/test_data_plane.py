@@ -14,8 +14,9 @@ from zlog.broker.data.data_plane import DataPlane
 from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.worker_protocol import Assign, decode_to_worker
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import Compression, NewRecord, build_batch, read_header
-from zlog.shm_segments.batch_fast import build_batch_from_values
+from zlog.record.arrays import build_batch_from_values
+from zlog.record.header import Compression, read_header
+from zlog.record.records import NewRecord, build_batch
 from zlog.shm_segments.log_config import LogConfig
 from zlog.transport.codec import REQUEST_HEADER, decode_response, encode_request
 from zlog.transport.messages import (

@@ -11,16 +11,9 @@ from tests.storage_helpers import base_offset_of, make_batch
 from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import (
-    Compression,
-    NewRecord,
-    build_batch,
-    read_header,
-    read_records,
-    stamp,
-    validate_batch,
-)
-from zlog.shm_segments.batch_fast import build_batch_from_values, parse_batch
+from zlog.record.arrays import build_batch_from_values, parse_batch
+from zlog.record.header import Compression, read_header, stamp, validate_batch
+from zlog.record.records import NewRecord, build_batch, read_records
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 

@@ -21,8 +21,8 @@ from zlog.broker.data.partition_host import (
     save_producer_state,
 )
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
-from zlog.shm_segments.batch import read_header
-from zlog.shm_segments.batch_fast import build_batch_from_values
+from zlog.record.arrays import build_batch_from_values
+from zlog.record.header import read_header
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 

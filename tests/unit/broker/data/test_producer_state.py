@@ -15,7 +15,7 @@ from zlog.broker.data.producer_state import (
     next_sequence,
 )
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch_fast import build_batch_from_values
+from zlog.record.arrays import build_batch_from_values
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 from zlog.types import SEQUENCE_MODULUS

@@ -14,7 +14,8 @@ from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.recent_batches import RECENT_BATCHES_MAX, RECENT_BYTES_MAX, RecentBatches
 from zlog.errors import ErrorCode
-from zlog.shm_segments.batch import NewRecord, build_batch, stamp
+from zlog.record.header import stamp
+from zlog.record.records import NewRecord, build_batch
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 

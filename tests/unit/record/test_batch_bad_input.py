@@ -10,29 +10,26 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-import crc32c
 import lz4.frame
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.unit.record.batch_edits import reseal
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.batch import (
+from zlog.record.arrays import build_batch_from_values, parse_batch
+from zlog.record.header import (
     BATCH_HEADER_BYTES,
     LOG_OVERHEAD_BYTES,
     Compression,
-    NewRecord,
-    build_batch,
     read_header,
-    read_records,
     scan_batches,
     validate_batch,
-    validate_records,
 )
-from zlog.shm_segments.batch_fast import build_batch_from_values, parse_batch
-from zlog.shm_segments.varint import INT64_MAX, encode_varint
+from zlog.record.records import NewRecord, build_batch, read_records, validate_records
+from zlog.record.varint import INT64_MAX, encode_varint
 
 # Byte positions of header fields (DefaultRecordBatch.java).
 BATCH_LENGTH_AT = 8
@@ -42,13 +39,6 @@ CODEC_AT = 22  # low byte of the int16 attributes
 LAST_OFFSET_DELTA_AT = 23
 BASE_TIMESTAMP_AT = 27
 RECORD_COUNT_AT = 57
-
-
-def reseal(batch: bytearray) -> bytes:
-    """Fix batchLength and the CRC after a test edits a batch, so that only the edit is wrong."""
-    struct.pack_into(">i", batch, BATCH_LENGTH_AT, len(batch) - LOG_OVERHEAD_BYTES)
-    struct.pack_into(">I", batch, CRC_AT, crc32c.crc32c(bytes(batch[21:])))
-    return bytes(batch)
 
 
 def with_field(batch: bytes, fmt: str, at: int, value: int) -> bytes:
@@ -231,6 +221,29 @@ def test_batch_beyond_the_size_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ZlogError) as raised:
         build_batch_from_values([b"x" * len(GOOD)], timestamp_ms=0)
     assert raised.value.code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_builder_limits_are_checked_in_the_order_fields_are_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Header count, key, value, header keys and values, then the whole record."""
+    monkeypatch.setattr(limits, "record_size_bytes_max", 10)
+    monkeypatch.setattr(limits, "headers_per_record_max", 2)
+    cases = [
+        (NewRecord(b"v" * 11, key=b"k" * 11, headers=(("a", None),) * 3),
+         ErrorCode.INVALID_RECORD, "3 headers exceed 2"),
+        (NewRecord(b"v" * 11, key=b"k" * 11), ErrorCode.MESSAGE_TOO_LARGE, "a key of 11"),
+        (NewRecord(b"v" * 11, key=b"k"), ErrorCode.MESSAGE_TOO_LARGE, "a value of 11"),
+        (NewRecord(b"v", headers=(("a" * 11, b"x" * 11),)), ErrorCode.MESSAGE_TOO_LARGE,
+         "a header key of 11"),
+        (NewRecord(b"v", headers=(("a", b"x" * 11),)), ErrorCode.MESSAGE_TOO_LARGE,
+         "a header value of 11"),
+        (NewRecord(b"v" * 5, key=b"k" * 5), ErrorCode.MESSAGE_TOO_LARGE, "a record of 16"),
+    ]
+    for record, code, message in cases:
+        with pytest.raises(ZlogError) as raised:
+            build_batch([record])
+        assert (raised.value.code, message in str(raised.value)) == (code, True), record
 
 
 def test_building_nothing_or_impossible_timestamps() -> None:

@@ -2,33 +2,18 @@
 
 from __future__ import annotations
 
-import struct
-
-import crc32c
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zlog.shm_segments import batch_fast, varint
-from zlog.shm_segments.batch import (
-    LOG_OVERHEAD_BYTES,
-    Compression,
-    NewRecord,
-    build_batch,
-    read_records,
-    validate_batch,
-)
-from zlog.shm_segments.batch_fast import BatchView, build_batch_from_values, parse_batch
+from tests.unit.record.batch_edits import reseal
+from zlog.record import arrays, starts
+from zlog.record.arrays import BatchView, build_batch_from_values, parse_batch
+from zlog.record.header import Compression, validate_batch
+from zlog.record.records import NewRecord, build_batch, read_records
 
 CODECS = [Compression.NONE, Compression.LZ4]
-
-
-def reseal(batch: bytearray) -> bytes:
-    """Fix batchLength and the CRC after a test edits a batch, so that only the edit is wrong."""
-    struct.pack_into(">i", batch, 8, len(batch) - LOG_OVERHEAD_BYTES)
-    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
-    return bytes(batch)
 
 
 def general_equivalent(
@@ -126,20 +111,20 @@ def test_fast_build_from_a_2d_array_equals_a_list_of_rows() -> None:
 
 
 def spy_on(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
-    """Count calls to a module-level function of batch_fast's array decoder.
+    """Count calls to a module-level function of the array decoder's search for record starts.
 
-    Small batches are walked one record at a time (`batch_small`); these tests are about the
+    Small batches are walked one record at a time (`small`); these tests are about the
     array passes, so the walk is switched off while they run.
     """
-    monkeypatch.setattr(batch_fast, "WALK_BELOW_RECORDS", 0)
+    monkeypatch.setattr(arrays, "WALK_BELOW_RECORDS", 0)
     calls: list[int] = []
-    original = getattr(batch_fast, name)
+    original = getattr(starts, name)
 
     def counting(*args: object) -> object:
         calls.append(1)
         return original(*args)
 
-    monkeypatch.setattr(batch_fast, name, counting)
+    monkeypatch.setattr(starts, name, counting)
     return calls
 
 
@@ -277,40 +262,3 @@ def test_any_values_build_like_the_general_builder(
     fast = build_batch_from_values(values, keys=keys, timestamp_ms=np.array(stamps_ms, np.int64))
     assert fast == build_batch(general_equivalent(values, keys, stamps_ms))
     assert_view_matches(parse_batch(fast), fast)
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    pieces=st.lists(st.tuples(st.integers(0, 6), st.binary(max_size=6)), min_size=1, max_size=60)
-)
-def test_pieces_scatter_and_gather_back(pieces: list[tuple[int, bytes]]) -> None:
-    gaps = np.array([gap for gap, _ in pieces], np.int64)
-    lengths = np.array([len(piece) for _, piece in pieces], np.int64)
-    starts = np.cumsum(gaps + lengths) - lengths
-    buffer = np.zeros(int(starts[-1] + lengths[-1]) + 3, np.uint8)
-    payload = np.frombuffer(b"".join(piece for _, piece in pieces), np.uint8)
-    batch_fast.scatter_pieces(buffer, starts, lengths, payload)
-    for start, (_, piece) in zip(starts.tolist(), pieces, strict=True):
-        assert buffer[start : start + len(piece)].tobytes() == piece
-    assert np.array_equal(batch_fast.gather_pieces(buffer, starts, lengths), payload)
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    values=st.lists(st.integers(min_value=varint.INT64_MIN, max_value=varint.INT64_MAX), min_size=1)
-)
-def test_array_varints_agree_with_scalar_varints(values: list[int]) -> None:
-    encoded = [varint.encode_varlong(value) for value in values]
-    as_array = np.array(values, np.int64)
-    zigzag = varint.zigzag_encode_array(as_array)
-    sizes = varint.varint_sizes_array(zigzag)
-    assert sizes.tolist() == [len(one) for one in encoded]
-    positions = np.cumsum(sizes) - sizes
-    written = np.zeros(int(sizes.sum()), np.uint8)
-    varint.write_varints_array(written, positions, zigzag, sizes)
-    assert written.tobytes() == b"".join(encoded)
-    decoded, decoded_sizes, well_formed = varint.read_varints_array(
-        written, positions, varint.VARLONG_BYTES_MAX
-    )
-    assert decoded.tolist() == values
-    assert np.array_equal(decoded_sizes, sizes) and well_formed.all()

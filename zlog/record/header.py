@@ -1,12 +1,10 @@
-"""Kafka RecordBatch v2 (magic 2): the one record format zlog uses from producer to segment.
+"""The RecordBatch v2 header (magic 2): layout, validation, CRC-32C, stamping and sealing.
 
 The same bytes travel in a produce request, sit in the ring and the segment file and go out in
 a fetch response, so the broker's work per batch is `validate_batch` (O(1) plus a CRC) and
-`stamp` (the base offset lies outside the CRC); it re-encodes records only for a topic whose
-compression.type names another codec than the producer used (`recompress`). This module is the
-general codec: it builds and reads any batch (headers, per-record timestamps, offset gaps left
-by compaction) one record at a time. `batch_fast` is the array codec for the hot path; the two
-are tested against each other and against kafka-python.
+`stamp` (the base offset lies outside the CRC), and neither reads a record. Records are
+encoded and decoded behind the header by `records` (one at a time, any batch), `arrays` (a
+whole batch per numpy pass) and `small` (small batches); `compression` holds the codecs.
 
 Batch layout (big-endian; the CRC-32C covers attributes .. end):
 
@@ -27,13 +25,6 @@ Batch layout (big-endian; the CRC-32C covers attributes .. end):
         57     4  records count
         61        records, LZ4-frame compressed as a whole when the codec says so
 
-Record layout (zigzag varints, see `varint`):
-
-    length varint (bytes after it) | attributes int8 (unused) | timestampDelta varlong |
-    offsetDelta varint | keyLength varint (-1 = null) | key | valueLength varint (-1 = null) |
-    value | headers count varint | per header: keyLength varint, key (utf-8),
-    valueLength varint (-1 = null), value
-
 Errors: a malformed batch raises `ZlogError` with CORRUPT_MESSAGE (framing, CRC, varints,
 lengths), INVALID_RECORD (counts and offsets that contradict each other),
 UNSUPPORTED_COMPRESSION_TYPE or MESSAGE_TOO_LARGE; no other exception escapes on bad input.
@@ -41,30 +32,18 @@ UNSUPPORTED_COMPRESSION_TYPE or MESSAGE_TOO_LARGE; no other exception escapes on
 
 from __future__ import annotations
 
-import itertools
 import struct
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final, TypeAlias
 
 import crc32c
-import lz4.frame
 
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.varint import (
-    INT32_MAX,
-    INT64_MAX,
-    INT64_MIN,
-    decode_varint,
-    decode_varlong,
-    encode_varint,
-    encode_varlong,
-)
+from zlog.record.varint import INT32_MAX, INT64_MAX, INT64_MIN
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
-RecordHeaders: TypeAlias = tuple[tuple[str, bytes | None], ...]
 
 BATCH_HEADER_BYTES: Final = 61
 LOG_OVERHEAD_BYTES: Final = 12  # baseOffset + batchLength: bytes before the length-counted part
@@ -99,19 +78,13 @@ _CRC_AT: Final = 17
 _CRC_COVERS_FROM: Final = 21  # the attributes field
 _BATCH_LENGTH_MIN: Final = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES
 
-_CODEC_MASK: Final = 0x07
-_TIMESTAMP_TYPE_BIT: Final = 0x08
+CODEC_MASK: Final = 0x07
+TIMESTAMP_TYPE_BIT: Final = 0x08
 NO_TIMESTAMP: Final = -1  # a record without a timestamp (Kafka's RecordBatch.NO_TIMESTAMP)
 _TRANSACTIONAL_BIT: Final = 0x10
 _CONTROL_BIT: Final = 0x20
 
-# An LZ4 frame is inflated in chunks that double from this size, so a small batch never pays
-# for a buffer the size of the decompression bound.
-_LZ4_CHUNK_BYTES_MIN: Final = 64 * 1024
-_LZ4_ROUNDS_MAX: Final = 64
-
 assert _HEADER.size == BATCH_HEADER_BYTES
-assert limits.batch_size_bytes_max <= limits.decompressed_batch_bytes_max
 
 
 class Compression(IntEnum):
@@ -132,27 +105,6 @@ class TimestampType(IntEnum):
 
 
 SUPPORTED_COMPRESSION: Final = frozenset({Compression.NONE, Compression.LZ4})
-
-
-@dataclass(frozen=True, slots=True)
-class NewRecord:
-    """A record to be written; the batch gives it its offset."""
-
-    value: bytes | None
-    key: bytes | None = None
-    headers: RecordHeaders = ()
-    timestamp_ms: int | None = None  # None: the batch's base timestamp
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """A record read back, with its absolute offset."""
-
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: RecordHeaders = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +139,7 @@ class BatchHeader:
 
     @property
     def compression(self) -> Compression:
-        codec = self.attributes & _CODEC_MASK
+        codec = self.attributes & CODEC_MASK
         if codec > Compression.ZSTD:
             raise ZlogError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown codec {codec}")
         return Compression(codec)
@@ -202,7 +154,7 @@ class BatchHeader:
 
     @property
     def timestamp_type(self) -> TimestampType:
-        return TimestampType(1 if self.attributes & _TIMESTAMP_TYPE_BIT else 0)
+        return TimestampType(1 if self.attributes & TIMESTAMP_TYPE_BIT else 0)
 
 
 def _corrupt(message: str) -> ZlogError:
@@ -298,7 +250,7 @@ def _check_header_fields(header: BatchHeader, *, strict: bool) -> None:
         raise _invalid(f"lastOffsetDelta {header.last_offset_delta} cannot hold {count} records")
     if header.base_offset < 0 or header.last_offset > INT64_MAX:
         raise _corrupt(f"offsets {header.base_offset}..{header.last_offset} are out of range")
-    codec = header.attributes & _CODEC_MASK
+    codec = header.attributes & CODEC_MASK
     if codec not in SUPPORTED_COMPRESSION:
         raise ZlogError(
             ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
@@ -352,88 +304,7 @@ def scan_batches(
 
 
 # ---------------------------------------------------------------------------------------------
-# Compression.
-# ---------------------------------------------------------------------------------------------
-
-
-def compress_records(records: Buffer, compression: Compression) -> Buffer:
-    """Compress a records section; LZ4 blocks are independent because Java clients require it."""
-    if compression == Compression.NONE:
-        return records
-    if compression == Compression.LZ4:
-        compressed: bytes = lz4.frame.compress(records, block_linked=False)
-        return compressed
-    raise ZlogError(
-        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-        f"cannot write codec {int(compression)}; zlog writes uncompressed and LZ4 batches",
-    )
-
-
-def uncompressed_records(buf: Buffer, header: BatchHeader) -> Buffer:
-    """The record bytes of a validated batch: a view when stored plain, else inflated (bounded)."""
-    view = as_byte_view(buf)
-    assert view.nbytes == header.size_bytes
-    section = view[BATCH_HEADER_BYTES:]
-    codec = header.attributes & _CODEC_MASK
-    if codec == Compression.NONE:
-        return section
-    assert codec == Compression.LZ4, "validate_batch admits no other codec"
-    return _decompress_lz4(section)
-
-
-def _decompress_lz4(section: memoryview) -> bytes:
-    bound_bytes = limits.decompressed_batch_bytes_max
-    decompressor = lz4.frame.LZ4FrameDecompressor()
-    chunks: list[bytes] = []
-    total_bytes = 0
-    chunk_bytes = min(bound_bytes + 1, max(_LZ4_CHUNK_BYTES_MIN, 4 * section.nbytes))
-    pending: Buffer = section
-    for _round in range(_LZ4_ROUNDS_MAX):
-        try:
-            chunk = decompressor.decompress(pending, max_length=chunk_bytes)
-        except RuntimeError as error:
-            raise _corrupt(f"the LZ4 frame does not decode: {error}") from error
-        pending = b""
-        total_bytes += len(chunk)
-        if total_bytes > bound_bytes:
-            raise ZlogError(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"the batch decompresses to more than {bound_bytes} bytes",
-            )
-        chunks.append(chunk)
-        if decompressor.eof:
-            if decompressor.unused_data:
-                raise _corrupt("bytes follow the end of the LZ4 frame")
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if decompressor.needs_input:
-            raise _corrupt("the LZ4 frame is truncated")
-        chunk_bytes = min(2 * chunk_bytes, bound_bytes + 1 - total_bytes)
-    raise _corrupt(f"the LZ4 frame did not end within {_LZ4_ROUNDS_MAX} rounds")
-
-
-def recompress(buf: Buffer, header: BatchHeader, compression: Compression) -> bytes:
-    """The same batch with its records under another codec, for a topic whose
-    compression.type is not the producer's: records, offsets, timestamps and producer fields
-    stay; the codec bits, the length and the CRC change. `header` is `buf`'s, validated."""
-    records = uncompressed_records(buf, header)
-    attributes = (header.attributes & ~_CODEC_MASK) | attributes_for(compression)
-    return seal_batch(
-        compress_records(records, compression),
-        base_offset=header.base_offset,
-        partition_leader_epoch=header.partition_leader_epoch,
-        attributes=attributes,
-        last_offset_delta=header.last_offset_delta,
-        base_timestamp_ms=header.base_timestamp_ms,
-        max_timestamp_ms=header.max_timestamp_ms,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        record_count=header.record_count,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Building.
+# Building: the header in front of records already encoded, and the limits builders keep.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -524,201 +395,3 @@ def seal_batch(records_section: Buffer, **fields: int) -> bytes:
     batch[BATCH_HEADER_BYTES:] = records_section
     write_header(batch, **fields)
     return bytes(batch)
-
-
-def _length_prefixed(data: bytes | None, what: str) -> tuple[bytes, ...]:
-    if data is None:
-        return (_NULL_LENGTH,)
-    if len(data) > limits.record_size_bytes_max:
-        raise ZlogError(
-            ErrorCode.MESSAGE_TOO_LARGE,
-            f"a {what} of {len(data)} bytes exceeds {limits.record_size_bytes_max} bytes",
-        )
-    return encode_varint(len(data)), data
-
-
-_NULL_LENGTH: Final = encode_varint(-1)
-_ZERO: Final = b"\x00"
-
-
-def _encode_record(record: NewRecord, offset_delta: int, timestamp_delta_ms: int) -> bytes:
-    headers = record.headers
-    if len(headers) > limits.headers_per_record_max:
-        raise _invalid(f"{len(headers)} headers exceed {limits.headers_per_record_max}")
-    parts = [
-        _ZERO,  # attributes: unused in v2
-        encode_varlong(timestamp_delta_ms),
-        encode_varint(offset_delta),
-        *_length_prefixed(record.key, "key"),
-        *_length_prefixed(record.value, "value"),
-        encode_varint(len(headers)),
-    ]
-    for header_key, header_value in headers:
-        parts.extend(_length_prefixed(header_key.encode("utf-8"), "header key"))
-        parts.extend(_length_prefixed(header_value, "header value"))
-    body = b"".join(parts)
-    if len(body) > limits.record_size_bytes_max:
-        raise ZlogError(
-            ErrorCode.MESSAGE_TOO_LARGE,
-            f"a record of {len(body)} bytes exceeds {limits.record_size_bytes_max} bytes",
-        )
-    return encode_varint(len(body)) + body
-
-
-def _resolve_offset_deltas(
-    count: int, offset_deltas: Sequence[int] | None, last_offset_delta: int | None
-) -> tuple[Sequence[int], int]:
-    """Offset deltas 0..count-1, or the gapped ones a compacted batch keeps (caller-checked)."""
-    deltas: Sequence[int] = range(count) if offset_deltas is None else offset_deltas
-    assert len(deltas) == count, "one offset delta per record"
-    assert deltas[0] >= 0
-    assert all(later > earlier for earlier, later in itertools.pairwise(deltas))
-    last = deltas[-1] if last_offset_delta is None else last_offset_delta
-    assert deltas[-1] <= last <= INT32_MAX, last
-    return deltas, last
-
-
-def build_batch(
-    records: Sequence[NewRecord],
-    *,
-    base_offset: int = 0,
-    base_timestamp_ms: int | None = None,
-    compression: Compression = Compression.NONE,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    partition_leader_epoch: int = -1,
-    is_transactional: bool = False,
-    offset_deltas: Sequence[int] | None = None,
-    last_offset_delta: int | None = None,
-) -> bytes:
-    """Encode records into one batch: any keys, values, headers and timestamps.
-
-    A record without a timestamp takes `base_timestamp_ms`, which defaults to the largest
-    timestamp given (or 0). `offset_deltas` and `last_offset_delta` let compaction rebuild a
-    batch whose surviving records keep their original offsets.
-    """
-    count = len(records)
-    check_record_count(count)
-    attributes = attributes_for(compression, is_transactional=is_transactional)
-    deltas, last_delta = _resolve_offset_deltas(count, offset_deltas, last_offset_delta)
-    given_ms = [record.timestamp_ms for record in records if record.timestamp_ms is not None]
-    if base_timestamp_ms is None:
-        base_timestamp_ms = max(given_ms) if given_ms else 0
-    timestamps_ms = [
-        base_timestamp_ms if record.timestamp_ms is None else record.timestamp_ms
-        for record in records
-    ]
-    check_timestamp_range(min(timestamps_ms), max(timestamps_ms), base_timestamp_ms)
-    encoded = b"".join(
-        _encode_record(record, delta, timestamp_ms - base_timestamp_ms)
-        for record, delta, timestamp_ms in zip(records, deltas, timestamps_ms, strict=True)
-    )
-    check_records_size(len(encoded))
-    return seal_batch(
-        compress_records(encoded, compression),
-        base_offset=base_offset,
-        partition_leader_epoch=partition_leader_epoch,
-        attributes=attributes,
-        last_offset_delta=last_delta,
-        base_timestamp_ms=base_timestamp_ms,
-        max_timestamp_ms=max(timestamps_ms),
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        record_count=count,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading.
-# ---------------------------------------------------------------------------------------------
-
-
-def read_records(buf: Buffer) -> list[Record]:
-    """Validate a batch and decode every record (the general, one-record-at-a-time reader)."""
-    view = as_byte_view(buf)
-    header = _validate(view, strict=False, check_crc=True)
-    return _decode_records(bytes(uncompressed_records(view, header)), header, keep=True)
-
-
-def validate_records(buf: Buffer) -> None:
-    """Everything `validate_batch` checks, then inflate (bounded) and walk every record."""
-    view = as_byte_view(buf)
-    header = _validate(view, strict=False, check_crc=True)
-    _decode_records(bytes(uncompressed_records(view, header)), header, keep=False)
-
-
-def _decode_bytes(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
-    length, pos = decode_varint(data, pos, end)
-    if length == -1:
-        return None, pos
-    if length < -1 or length > end - pos:
-        raise _corrupt(f"a {what} length of {length} does not fit its record")
-    return data[pos : pos + length], pos + length
-
-
-def decode_headers(data: bytes, pos: int, end: int) -> tuple[RecordHeaders, int]:
-    """Decode a record's headers count and headers from data[pos:end]."""
-    count, pos = decode_varint(data, pos, end)
-    # Each header takes at least two bytes (two 1-byte lengths); bound before allocating.
-    if count < 0 or count > limits.headers_per_record_max or 2 * count > end - pos:
-        raise _corrupt(f"a headers count of {count} does not fit its record")
-    headers: list[tuple[str, bytes | None]] = []
-    for _index in range(count):
-        key_length, pos = decode_varint(data, pos, end)
-        if key_length < 0 or key_length > end - pos:
-            raise _corrupt(f"a header key length of {key_length} does not fit its record")
-        try:
-            key = data[pos : pos + key_length].decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise _corrupt(f"a header key is not UTF-8: {error}") from error
-        value, pos = _decode_bytes(data, pos + key_length, end, "header value")
-        headers.append((key, value))
-    return tuple(headers), pos
-
-
-def record_timestamp_ms(header: BatchHeader, timestamp_delta_ms: int) -> int:
-    """A record's timestamp: its own under CreateTime, the batch's max under LogAppendTime."""
-    if header.attributes & _TIMESTAMP_TYPE_BIT:
-        return header.max_timestamp_ms
-    timestamp_ms = header.base_timestamp_ms + timestamp_delta_ms
-    if not (INT64_MIN <= timestamp_ms <= INT64_MAX):
-        raise _corrupt(f"a timestamp delta of {timestamp_delta_ms} overflows int64")
-    return timestamp_ms
-
-
-def _decode_records(data: bytes, header: BatchHeader, *, keep: bool) -> list[Record]:
-    count = header.record_count
-    data_bytes = len(data)
-    if data_bytes < count * RECORD_BYTES_MIN:
-        raise _corrupt(f"{count} records cannot fit in {data_bytes} bytes")
-    records: list[Record] = []
-    pos = 0
-    previous_delta = -1
-    for index in range(count):
-        length, body_start = decode_varint(data, pos, data_bytes)
-        if length < RECORD_BODY_BYTES_MIN or length > data_bytes - body_start:
-            raise _corrupt(f"record {index} claims {length} bytes")
-        record_end = body_start + length
-        # Skip the attributes byte: unused in v2 and ignored by Kafka's own readers.
-        timestamp_delta_ms, pos = decode_varlong(data, body_start + 1, record_end)
-        offset_delta, pos = decode_varint(data, pos, record_end)
-        if offset_delta <= previous_delta or offset_delta > header.last_offset_delta:
-            raise _invalid(
-                f"record {index} has offset delta {offset_delta} after {previous_delta}"
-                f" (lastOffsetDelta {header.last_offset_delta})"
-            )
-        previous_delta = offset_delta
-        key, pos = _decode_bytes(data, pos, record_end, "key")
-        value, pos = _decode_bytes(data, pos, record_end, "value")
-        headers, pos = decode_headers(data, pos, record_end)
-        if pos != record_end:
-            raise _corrupt(f"record {index} has {record_end - pos} bytes left over")
-        timestamp_ms = record_timestamp_ms(header, timestamp_delta_ms)
-        if keep:
-            offset = header.base_offset + offset_delta
-            records.append(Record(offset, timestamp_ms, key, value, headers))
-    if pos != data_bytes:
-        raise _corrupt(f"{data_bytes - pos} bytes follow the last of {count} records")
-    return records

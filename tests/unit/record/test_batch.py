@@ -8,38 +8,26 @@ from __future__ import annotations
 
 import struct
 
-import crc32c
 import lz4.frame
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.record.batch_edits import reseal
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments import varint
-from zlog.shm_segments.batch import (
+from zlog.record.header import (
     BATCH_HEADER_BYTES,
     LOG_OVERHEAD_BYTES,
     Compression,
-    NewRecord,
-    Record,
     TimestampType,
-    build_batch,
     read_header,
-    read_records,
     scan_batches,
     stamp,
     validate_batch,
-    validate_records,
 )
+from zlog.record.records import NewRecord, Record, build_batch, read_records, validate_records
 
 CODECS = [Compression.NONE, Compression.LZ4]
-
-
-def reseal(batch: bytearray) -> bytes:
-    """Fix batchLength and the CRC after a test edits a batch, so that only the edit is wrong."""
-    struct.pack_into(">i", batch, 8, len(batch) - LOG_OVERHEAD_BYTES)
-    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
-    return bytes(batch)
 
 
 def expected_records(
@@ -284,29 +272,3 @@ def test_any_records_round_trip(
     header = validate_batch(batch)
     validate_records(batch)
     assert read_records(batch) == expected_records(records, base_offset, header.base_timestamp_ms)
-
-
-# ---------------------------------------------------------------------------------------------
-# Varints, one at a time and as arrays
-# ---------------------------------------------------------------------------------------------
-
-
-def test_varints_match_the_protobuf_zigzag_examples() -> None:
-    assert varint.encode_varint(0) == b"\x00"
-    assert varint.encode_varint(-1) == b"\x01"
-    assert varint.encode_varint(1) == b"\x02"
-    assert varint.encode_varint(63) == b"\x7e"
-    assert varint.encode_varint(64) == b"\x80\x01"
-    assert varint.encode_varint(varint.INT32_MAX) == b"\xfe\xff\xff\xff\x0f"
-    assert varint.encode_varlong(varint.INT64_MIN) == b"\xff" * 9 + b"\x01"
-
-
-@settings(max_examples=300, deadline=None)
-@given(value=st.integers(min_value=varint.INT64_MIN, max_value=varint.INT64_MAX))
-def test_scalar_varlongs_round_trip(value: int) -> None:
-    encoded = varint.encode_varlong(value)
-    assert len(encoded) == varint.varint_size_bytes(value)
-    assert varint.decode_varlong(encoded, 0, len(encoded)) == (value, len(encoded))
-    if varint.INT32_MIN <= value <= varint.INT32_MAX:
-        assert varint.encode_varint(value) == encoded
-        assert varint.decode_varint(encoded, 0, len(encoded)) == (value, len(encoded))

@@ -11,17 +11,9 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from zlog.shm_segments.batch import (
-    Compression,
-    NewRecord,
-    Record,
-    build_batch,
-    read_records,
-    stamp,
-    validate_batch,
-    validate_records,
-)
-from zlog.shm_segments.batch_fast import build_batch_from_values, parse_batch
+from zlog.record.arrays import build_batch_from_values, parse_batch
+from zlog.record.header import Compression, stamp, validate_batch
+from zlog.record.records import NewRecord, Record, build_batch, read_records, validate_records
 
 CODECS = [Compression.NONE, Compression.LZ4]
 
