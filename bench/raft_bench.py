@@ -221,7 +221,7 @@ def measure_throughput(cluster: Cluster, arguments: argparse.Namespace) -> dict[
     ]
     status = cluster.status(leader) or {}
     connection.close()
-    stats = status.get("statistics", {})
+    stats = status
     return {
         "commits_per_s": round(committed / elapsed),
         "errors": errors,
@@ -265,7 +265,7 @@ def measure_latency(cluster: Cluster, arguments: argparse.Namespace) -> dict[str
     connection.close()
     fsyncs = {}
     for node_id in cluster.node_ids:
-        stats = (cluster.status(node_id) or {}).get("statistics", {})
+        stats = cluster.status(node_id) or {}
         fsyncs[node_id] = {k: stats.get(k) for k in ("fsyncs", "fsync_ms_total", "fsync_ms_max")}
     return {
         "latency_fsyncs": fsyncs,

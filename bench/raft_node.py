@@ -188,7 +188,7 @@ class ClientServer:
             endpoint.reply(identity, ClientReply(0, error.code, -1, error.message.encode()))
             return
         if request.kind == ClientRequestKind.STATUS:
-            status = {**self.runner.status(), "fsm_digest": self.fsm.digest()}
+            status = {**self.runner.status().to_json(), "fsm_digest": self.fsm.digest()}
             body = json.dumps(status).encode()
             endpoint.reply(identity, ClientReply(request.request_id, 0, -1, body))
             return
@@ -214,7 +214,7 @@ class ClientServer:
         assert isinstance(error, ZlogError), error
         hint = error.leader_hint if isinstance(error, NotLeaderOrFollowerError) else None
         if hint is None:
-            hint = self.runner.status()["leader"]
+            hint = self.runner.status().leader
         return ClientReply(
             request_id, int(error.code), -1 if hint is None else hint, error.message.encode()
         )

@@ -256,7 +256,7 @@ def test_leader_killed_mid_load_loses_and_duplicates_nothing(cluster: ProcessClu
     restarted = cluster.status(old_leader)
     assert restarted is not None
     # The leader compacted past the dead node's head, so it caught up by InstallSnapshot.
-    assert restarted["statistics"]["snapshots_restored"] >= 1
+    assert restarted["snapshots_restored"] >= 1
     codes = cluster.terminate_all()
     assert codes == dict.fromkeys(cluster.node_ids, 0), cluster.log_tails()
 
@@ -291,7 +291,7 @@ def test_embedded_runners_on_threads(tmp_path: Path) -> None:
         runner.start()
     try:
         def leaders() -> list[RaftRunner]:
-            return [r for r in runners.values() if r.status()["role"] == "leader"]
+            return [r for r in runners.values() if r.status().role == "leader"]
 
         wait_until(lambda: len(leaders()) == 1, timeout_s=10, what="a leader")
         leader = leaders()[0]
@@ -334,14 +334,14 @@ def test_garbage_from_clients_and_peers_is_refused_and_the_nodes_keep_serving(
         impostors.append(impostor)
     try:
         wait_until(
-            lambda: any(r.status()["role"] == "leader" for r in runners), timeout_s=10,
+            lambda: any(r.status().role == "leader" for r in runners), timeout_s=10,
             what="a leader",
         )
-        leader = next(r for r in runners if r.status()["role"] == "leader")
+        leader = next(r for r in runners if r.status().role == "leader")
         assert leader.propose(kv_incr(COUNTER_KEY)).result(timeout=10) == b"1"
         def settled() -> bool:  # both applied the command's block (height 2, after the noop)
             statuses = [r.status() for r in runners]
-            return all(s["applied"] == s["commit"] and s["applied"][1] >= 2 for s in statuses)
+            return all(s.applied == s.commit and s.applied.height >= 2 for s in statuses)
 
         wait_until(settled, timeout_s=5, what="both nodes applying the first command")
         before = [r.status() for r in runners]
@@ -359,9 +359,7 @@ def test_garbage_from_clients_and_peers_is_refused_and_the_nodes_keep_serving(
             what="every bad peer frame counted and dropped",
         )
         after = [r.status() for r in runners]
-        assert [(s["term"], s["commit"]) for s in after] == [
-            (s["term"], s["commit"]) for s in before
-        ]
+        assert [(s.term, s.commit) for s in after] == [(s.term, s.commit) for s in before]
         assert leader.propose(kv_incr(COUNTER_KEY)).result(timeout=10) == b"2"
     finally:
         client.close(linger=0)

@@ -75,6 +75,7 @@ from zlog.raft.proposals import (
     Waiter,
 )
 from zlog.raft.rawnode import RaftConfig, RawNode
+from zlog.raft.status import NodeStatus
 from zlog.raft.storage import RaftStorage, rewrite_threshold_bytes_default
 from zlog.raft.transport import PeerTransport
 
@@ -196,6 +197,7 @@ class RaftRunner:
         self.reads = ReadTracker()
         self._context = context or zmq.Context.instance()
         self._inbox: deque[tuple[RequestKind, bytes, Waiter]] = deque()
+        self._wake_pending = False  # a wake-up is on its way to the loop (see _drain_inbox)
         self._wake_read_fd, self._wake_write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._wake_lock = threading.RLock()
         self._stop_requested = threading.Event()
@@ -203,8 +205,7 @@ class RaftRunner:
         self._thread: threading.Thread | None = None
         self._was_leader = False
         self._status_lock = threading.Lock()
-        self._status: dict[str, Any] = {}
-        self._publish_status()
+        self._status = self._current_status()
 
     # -- API for other threads ------------------------------------------------------------------
 
@@ -227,10 +228,10 @@ class RaftRunner:
         """Answer `query` from the state machine, linearizably (ReadIndex, §4)."""
         return self._submit(RequestKind.READ, query)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> NodeStatus:
         """A snapshot of the node's view (role, term, leader, head, commit, applied)."""
         with self._status_lock:
-            return dict(self._status)
+            return self._status
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Ask the loop to stop (leader: hand off first) and wait for it when on a thread."""
@@ -247,7 +248,9 @@ class RaftRunner:
     def _submit(self, kind: RequestKind, body: bytes) -> Future[bytes]:
         future: Future[bytes] = Future()
         self._inbox.append((kind, body, _future_waiter(future)))
-        self._wake()
+        if not self._wake_pending:  # one wake-up per burst: the loop takes all that waits
+            self._wake_pending = True
+            self._wake()
         if self._stopped.is_set():  # the loop may have drained the inbox for the last time
             self._fail_inbox()
         return future
@@ -365,6 +368,9 @@ class RaftRunner:
         with contextlib.suppress(BlockingIOError):
             while os.read(self._wake_read_fd, 4096):
                 pass
+        # Cleared before the inbox is read: a request queued after this line either is read
+        # below or wakes the loop again, so none waits for the next tick.
+        self._wake_pending = False
         while self._inbox:
             kind, body, waiter = self._inbox.popleft()
             self._queue(kind, body, waiter)
@@ -504,28 +510,20 @@ class RaftRunner:
 
     def _publish_status(self) -> None:
         """Refresh the status other threads read (every tick and after every Ready)."""
-        node = self.node
-        status: dict[str, Any] = {
-            "node_id": self.node_id,
-            "role": str(node.role),
-            "term": node.term,
-            "leader": node.leader_id,
-            "head": list(node.head),
-            "commit": list(node.commit),
-            "applied": list(self._applied),
-            "base": list(self._base),
-            "commands_applied": self.statistics.commands_applied,
-            "statistics": {
-                "readies": self.statistics.readies,
-                "fsyncs": self.storage.statistics.fsyncs,
-                "fsync_ms_total": round(self.storage.statistics.fsync_ms_total, 1),
-                "fsync_ms_max": round(self.storage.statistics.fsync_ms_max, 2),
-                "blocks_proposed": self.statistics.blocks_proposed,
-                "commands_proposed": self.statistics.commands_proposed,
-                "snapshots_taken": self.statistics.snapshots_taken,
-                "snapshots_restored": self.statistics.snapshots_restored,
-                "loop_turns": self.statistics.loop_turns,
-            },
-        }
+        status = self._current_status()
         with self._status_lock:
             self._status = status
+
+    def _current_status(self) -> NodeStatus:
+        node, statistics, storage = self.node, self.statistics, self.storage.statistics
+        return NodeStatus(
+            node_id=self.node_id, role=str(node.role), term=node.term, leader=node.leader_id,
+            head=node.head, commit=node.commit, applied=self._applied, base=self._base,
+            commands_applied=statistics.commands_applied, readies=statistics.readies,
+            fsyncs=storage.fsyncs, fsync_ms_total=round(storage.fsync_ms_total, 1),
+            fsync_ms_max=round(storage.fsync_ms_max, 2),
+            blocks_proposed=statistics.blocks_proposed,
+            commands_proposed=statistics.commands_proposed,
+            snapshots_taken=statistics.snapshots_taken,
+            snapshots_restored=statistics.snapshots_restored, loop_turns=statistics.loop_turns,
+        )

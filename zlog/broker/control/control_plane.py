@@ -30,7 +30,7 @@ import logging
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 import zlog
 from zlog.broker.config import BrokerConfig
@@ -56,6 +56,7 @@ from zlog.broker.topic_configs import (
 )
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.codec import command_bytes_max
+from zlog.raft.status import NodeStatus
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX
 from zlog.shm_segments.ring_layout import file_size_bytes as ring_file_size_bytes
 from zlog.transport import messages as wire
@@ -115,7 +116,7 @@ class ControlPlane:
         reply: Reply,
         endpoint_for: Callable[[TopicPartition], str | None],
         applied_configs: Callable[[TopicPartition], Mapping[str, str] | None],
-        raft_status: Callable[[], dict[str, Any]],
+        raft_status: Callable[[], NodeStatus | None],
         clock_ms: Callable[[], int],
         ring_path_for: Callable[[TopicPartition], str] | None = None,
         host_storage: Callable[[], HostStorage] = HostStorage,
@@ -202,8 +203,8 @@ class ControlPlane:
                      for broker in state.brokers.values())
 
     def _controller_id(self) -> int:
-        leader = self._raft_status().get("leader")
-        return -1 if leader is None else int(leader)
+        status = self._raft_status()
+        return -1 if status is None or status.leader is None else status.leader
 
     def _metadata(self, request: wire.MetadataRequestV0) -> wire.MetadataResponseV0:
         state = self._state()
@@ -272,9 +273,11 @@ class ControlPlane:
     def _describe_cluster(self) -> wire.DescribeClusterResponseV0:
         state = self._state()
         status = self._raft_status()
-        commit = status.get("commit") or [0, 0]
-        raft = wire.RaftStatus(status.get("leader"), int(status.get("term", 0)),
-                               (int(commit[0]), int(commit[1])))
+        if status is None:
+            raft = wire.RaftStatus(None, 0, (0, 0))
+        else:
+            commit = (status.commit.term, status.commit.height)
+            raft = wire.RaftStatus(status.leader, status.term, commit)
         return wire.DescribeClusterResponseV0(
             state.cluster_id, self._controller_id(), self._brokers(state), raft
         )

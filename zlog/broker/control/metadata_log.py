@@ -34,6 +34,7 @@ from zlog.broker.control.metadata_commands import (
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.runner import RaftRunner, RunnerConfig
+from zlog.raft.status import NodeStatus
 
 log = logging.getLogger("zlog.broker.metadata_log")
 
@@ -79,7 +80,7 @@ class MetadataLog:
     def stop(self) -> None:
         self._runner.stop()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> NodeStatus:
         return self._runner.status()
 
     def register(self, command: RegisterBroker) -> BrokerRegistered:

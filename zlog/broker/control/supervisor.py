@@ -137,7 +137,7 @@ class Supervisor:
             reply=self._reply,
             endpoint_for=self._endpoint_for,
             applied_configs=self._applied_configs,
-            raft_status=lambda: {} if self._metadata_log is None else self._metadata_log.status(),
+            raft_status=lambda: None if self._metadata_log is None else self._metadata_log.status(),
             clock_ms=monotonic_ms,
             ring_path_for=self._ring_path_for,
             host_storage=self._host_storage,

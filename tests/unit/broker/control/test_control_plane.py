@@ -30,10 +30,19 @@ from zlog.broker.control.metadata_commands import (
 )
 from zlog.broker.topic_configs import TOPIC_CONFIG_DEFAULTS
 from zlog.errors import ErrorCode, ZlogError
+from zlog.raft.messages import BlockId
+from zlog.raft.status import NodeStatus
 from zlog.transport import messages as wire
 from zlog.transport.api import ApiKey
 from zlog.transport.codec import RequestHeader
 from zlog.types import TopicPartition
+
+
+def raft_status(leader: int | None) -> NodeStatus:
+    """What the Raft runner would report: term 3, committed up to (3, 9)."""
+    block = BlockId(3, 9)
+    return NodeStatus(1, "leader" if leader == 1 else "follower", 3, leader, block, block,
+                      block, BlockId(0, 0), 0, 0, 0, 0.0, 0.0, 0, 0, 0, 0, 0)
 
 
 class FakeBroker:
@@ -56,7 +65,7 @@ class FakeBroker:
                 (identity, header, response)),
             endpoint_for=self.endpoints.get,
             applied_configs=self.applied.get,
-            raft_status=lambda: {"leader": self.leader, "term": 3, "commit": [3, 9]},
+            raft_status=lambda: raft_status(self.leader),
             clock_ms=lambda: self.now_ms,
             host_storage=lambda: storage or HostStorage(),
         )
