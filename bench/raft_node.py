@@ -43,7 +43,7 @@ from zlog.errors import ZlogError
 from zlog.raft.codec import CodecError
 from zlog.raft.proposals import NotLeaderOrFollowerError
 from zlog.raft.runner import RaftRunner, RunnerConfig
-from zlog.raft.transport import receive_batch_messages_max
+from zlog.transport.raft_peers import RECEIVE_BATCH_MESSAGES_MAX, PeerTransport
 
 log = logging.getLogger("bench.raft_node")
 
@@ -90,7 +90,7 @@ class ClientEndpoint:
     def receive(self) -> list[tuple[bytes, bytes]]:
         """(client identity, request frame) pairs, in arrival order."""
         received: list[tuple[bytes, bytes]] = []
-        for _ in range(receive_batch_messages_max):
+        for _ in range(RECEIVE_BATCH_MESSAGES_MAX):
             try:
                 frames = self.router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
@@ -275,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         fsync=not arguments.no_fsync,
     )
     fsm = SharedKvStateMachine()
-    runner = RaftRunner(arguments.id, arguments.peers, arguments.data_dir, fsm, config=config)
+    runner = RaftRunner(arguments.id, arguments.peers, arguments.data_dir, fsm, config=config,
+                        links=PeerTransport.factory(zmq.Context.instance()))
     server = ClientServer(runner, fsm, f"tcp://{arguments.client_host}:{arguments.client_port}")
 
     def on_signal(signum: int, frame: object) -> None:

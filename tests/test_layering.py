@@ -36,6 +36,7 @@ PURE_MODULES = {
     "zlog/raft/codec.py", "zlog/raft/fsm.py", "zlog/raft/proposals.py",
     "zlog/raft/state.py", "zlog/raft/append_entries.py", "zlog/raft/election.py",
     "zlog/raft/progress.py", "zlog/raft/errors.py", "zlog/raft/status.py",
+    "zlog/raft/links.py",
     "zlog/broker/control/metadata.py", "zlog/broker/control/placement.py",
     "zlog/broker/topic_configs.py", "zlog/broker/control/control_plane.py",
     "zlog/broker/data/partition.py", "zlog/broker/data/producer_state.py",

@@ -34,6 +34,7 @@ from zlog.raft import codec
 from zlog.raft.messages import TimeoutNow
 from zlog.raft.proposals import NotLeaderOrFollowerError
 from zlog.raft.runner import RaftRunner, RunnerConfig
+from zlog.transport.raft_peers import PeerTransport
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TICK_MS = 20
@@ -284,7 +285,8 @@ def test_embedded_runners_on_threads(tmp_path: Path) -> None:
     peers = {n: f"tcp://127.0.0.1:{ports[n - 1]}" for n in (1, 2, 3)}
     config = RunnerConfig(tick_ms=TICK_MS, election_ticks=ELECTION_TICKS)
     runners = {
-        n: RaftRunner(n, peers, tmp_path / f"node{n}", KvStateMachine(), config=config)
+        n: RaftRunner(n, peers, tmp_path / f"node{n}", KvStateMachine(), config=config,
+                      links=PeerTransport.factory(zmq.Context.instance()))
         for n in peers
     }
     for runner in runners.values():
@@ -318,7 +320,8 @@ def test_garbage_from_clients_and_peers_is_refused_and_the_nodes_keep_serving(
     client_address = f"tcp://127.0.0.1:{ports[3]}"
     config = RunnerConfig(tick_ms=TICK_MS, election_ticks=ELECTION_TICKS)
     fsms = {1: SharedKvStateMachine(), 3: KvStateMachine()}
-    runners = [RaftRunner(n, peers, tmp_path / f"node{n}", fsms[n], config=config) for n in fsms]
+    runners = [RaftRunner(n, peers, tmp_path / f"node{n}", fsms[n], config=config,
+                          links=PeerTransport.factory(zmq.Context.instance())) for n in fsms]
     server = ClientServer(runners[0], fsms[1], client_address)
     for runner in runners:
         runner.start()

@@ -5,7 +5,7 @@ This module gives it a clock, a disk, a network and a state machine, in one loop
 thread, and follows the driver contract of docs/raft.md §5.3 for every Ready:
 
     1. persist hard state, head, new blocks, snapshot and pruned ids: ONE fsync (storage.py);
-    2. send the messages (transport.py; never blocks, drops when a peer is down);
+    2. send the messages (links.py; never blocks, drops when a peer is down);
     3. apply the committed blocks to the state machine (after restoring it from a leader's
        snapshot when `ready.restore`), and answer the proposals and reads they settle;
     4. advance().
@@ -55,7 +55,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import zmq
 
@@ -66,6 +66,7 @@ from zlog.raft.codec import CodecError, RequestKind
 from zlog.raft.errors import NotLeaderError
 from zlog.raft.errors import ProposalDroppedError as CoreRefusedError
 from zlog.raft.fsm import StateMachine
+from zlog.raft.links import PeerLinks, PeerLinksFactory
 from zlog.raft.messages import GENESIS, Append, Block, BlockKind, ConfigState, Ready
 from zlog.raft.proposals import (
     NotLeaderOrFollowerError,
@@ -77,7 +78,6 @@ from zlog.raft.proposals import (
 from zlog.raft.rawnode import RaftConfig, RawNode
 from zlog.raft.status import NodeStatus
 from zlog.raft.storage import RaftStorage, rewrite_threshold_bytes_default
-from zlog.raft.transport import PeerTransport
 
 log = logging.getLogger("zlog.raft.runner")
 
@@ -159,9 +159,9 @@ class RaftRunner:
         data_dir: Path,
         fsm: StateMachine,
         *,
+        links: PeerLinksFactory,
         config: RunnerConfig | None = None,
         rng: random.Random | None = None,
-        context: zmq.Context[Any] | None = None,
     ) -> None:
         assert node_id in peers, "peers maps every voter, this node included, to its address"
         self.node_id = node_id
@@ -195,7 +195,7 @@ class RaftRunner:
             batch_bytes_max=self.config.batch_bytes_max,
         )
         self.reads = ReadTracker()
-        self._context = context or zmq.Context.instance()
+        self._links = links
         self._inbox: deque[tuple[RequestKind, bytes, Waiter]] = deque()
         self._wake_pending = False  # a wake-up is on its way to the loop (see _drain_inbox)
         self._wake_read_fd, self._wake_write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -283,9 +283,9 @@ class RaftRunner:
 
     def run(self) -> None:
         """The loop; returns after stop. Creates and closes its own sockets."""
-        transport = PeerTransport(self._context, self.node_id, self.peers)
+        transport = self._links(self.node_id, self.peers)
         poller = zmq.Poller()
-        poller.register(transport.router, zmq.POLLIN)
+        poller.register(transport.pollable, zmq.POLLIN)
         poller.register(self._wake_read_fd, zmq.POLLIN)
         self._transport = transport
         log.info("raft node %d serving (peers %s)", self.node_id, self.peers)
@@ -336,7 +336,7 @@ class RaftRunner:
     def _may_stop(self, stop_deadline_ms: int) -> bool:
         return not self._is_leader() or monotonic_ms() >= stop_deadline_ms
 
-    def _shut_down(self, transport: PeerTransport) -> None:
+    def _shut_down(self, transport: PeerLinks) -> None:
         self._stopped.set()
         error = ZlogError(ErrorCode.BROKER_NOT_AVAILABLE, "raft node stopped")
         self.proposals.fail_queued(error)
@@ -350,7 +350,7 @@ class RaftRunner:
 
     # -- inputs -----------------------------------------------------------------------------------
 
-    def _receive_peers(self, transport: PeerTransport) -> None:
+    def _receive_peers(self, transport: PeerLinks) -> None:
         for sender, frame in transport.receive():
             self.statistics.peer_messages_received += 1
             try:

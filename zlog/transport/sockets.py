@@ -19,7 +19,7 @@ frames; `codec.py` turns them into messages. Settings and why:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import zmq
 
@@ -37,6 +37,8 @@ SERVER_HWM_MESSAGES: Final = 10_000
 CLIENT_HWM_MESSAGES: Final = 1_000
 RECONNECT_INTERVAL_MS: Final = 100
 RECONNECT_INTERVAL_MS_MAX: Final = 2_000
+PEER_RECONNECT_INTERVAL_MS: Final = 20  # Raft peers: an election must not wait on a reconnect
+PEER_RECONNECT_INTERVAL_MS_MAX: Final = 200
 HEARTBEAT_INTERVAL_MS: Final = 1_000  # a ZMTP PING when the connection has been quiet this long
 HEARTBEAT_TIMEOUT_MS: Final = 3_000  # no traffic at all for this long: the connection is dead
 # Messages taken from a socket in one drain, so one busy socket cannot starve a loop.
@@ -141,6 +143,32 @@ def make_channel_dealer(
     _apply_common(sock, frame_bytes_max, hwm_messages)
     sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_INTERVAL_MS)
     sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_INTERVAL_MS_MAX)
+    sock.connect(endpoint)
+    return sock
+
+
+def make_peer_router(endpoint: str, *, context: zmq.Context[Any]) -> zmq.Socket[bytes]:
+    """A Raft node's ROUTER for its peers' messages, bound. No receive bound: a node reads
+    every turn, and a dropped Raft message only costs a retry."""
+    sock: zmq.Socket[bytes] = context.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVHWM, 0)
+    sock.bind(endpoint)
+    return sock
+
+
+def make_peer_dealer(
+    endpoint: str, identity: bytes, *, context: zmq.Context[Any], hwm_messages: int
+) -> zmq.Socket[bytes]:
+    """A Raft node's DEALER to one peer. ZMQ_IMMEDIATE: nothing queues for a peer that is down
+    (Raft resends its state anyway), and reconnects are quick, so an election is not slowed."""
+    sock: zmq.Socket[bytes] = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.IDENTITY, identity)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.IMMEDIATE, 1)
+    sock.setsockopt(zmq.SNDHWM, hwm_messages)
+    sock.setsockopt(zmq.RECONNECT_IVL, PEER_RECONNECT_INTERVAL_MS)
+    sock.setsockopt(zmq.RECONNECT_IVL_MAX, PEER_RECONNECT_INTERVAL_MS_MAX)
     sock.connect(endpoint)
     return sock
 

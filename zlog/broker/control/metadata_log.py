@@ -35,6 +35,7 @@ from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.runner import RaftRunner, RunnerConfig
 from zlog.raft.status import NodeStatus
+from zlog.transport.raft_peers import PeerTransport
 
 log = logging.getLogger("zlog.broker.metadata_log")
 
@@ -70,7 +71,7 @@ class MetadataLog:
             # One voter: an election only follows a restart, so keep it short (2 ticks), and
             # there is nobody to hand leadership to on stop, so do not wait for a transfer.
             config=RunnerConfig(tick_ms=tick_ms, election_ticks=2, stop_transfer_timeout_ms=0),
-            context=context,
+            links=PeerTransport.factory(context),
         )
         self._tick_ms = tick_ms
 

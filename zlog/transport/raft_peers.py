@@ -1,4 +1,4 @@
-"""ZeroMQ sockets for Chained Raft: the links between a node and its peers.
+"""ZeroMQ links between the nodes of the Chained-Raft metadata log (raft.links.PeerLinks).
 
 DESIGN.md §3: servers bind ROUTER, callers connect DEALER. Each node binds one ROUTER for its
 peers and connects one DEALER to every other node's ROUTER, with its node id as the DEALER's
@@ -14,13 +14,15 @@ Sockets are not thread-safe: each object here is used by the one thread that cre
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import zmq
 
-peer_send_queue_messages_max: Final = 1000  # per peer: about one election timeout of traffic
-receive_batch_messages_max: Final = 1024  # per socket per loop turn, so no source starves
+from zlog.transport.sockets import make_peer_dealer, make_peer_router
+
+PEER_SEND_QUEUE_MESSAGES_MAX: Final = 1000  # per peer: about one election timeout of traffic
+RECEIVE_BATCH_MESSAGES_MAX: Final = 1024  # per socket per loop turn, so no source starves
 
 
 def node_identity(node_id: int) -> bytes:
@@ -34,24 +36,24 @@ class PeerTransport:
         assert node_id in peers, "the peer map includes this node's own address"
         self.node_id = node_id
         self.dropped_messages = 0
-        self.router: zmq.Socket[Any] = context.socket(zmq.ROUTER)
-        self.router.setsockopt(zmq.LINGER, 0)
-        self.router.setsockopt(zmq.RCVHWM, 0)
-        self.router.bind(peers[node_id])
-        self._dealers: dict[int, zmq.Socket[Any]] = {}
-        for peer_id, address in sorted(peers.items()):
-            if peer_id == node_id:
-                continue
-            dealer = context.socket(zmq.DEALER)
-            dealer.setsockopt(zmq.IDENTITY, node_identity(node_id))
-            dealer.setsockopt(zmq.LINGER, 0)
-            dealer.setsockopt(zmq.IMMEDIATE, 1)
-            dealer.setsockopt(zmq.SNDHWM, peer_send_queue_messages_max)
-            dealer.setsockopt(zmq.RECONNECT_IVL, 20)
-            dealer.setsockopt(zmq.RECONNECT_IVL_MAX, 200)
-            dealer.connect(address)
-            self._dealers[peer_id] = dealer
+        self.router = make_peer_router(peers[node_id], context=context)
+        self._dealers: dict[int, zmq.Socket[Any]] = {
+            peer_id: make_peer_dealer(address, node_identity(node_id), context=context,
+                                      hwm_messages=PEER_SEND_QUEUE_MESSAGES_MAX)
+            for peer_id, address in sorted(peers.items()) if peer_id != node_id
+        }
         self._identities = {node_identity(peer): peer for peer in peers}
+
+    @classmethod
+    def factory(
+        cls, context: zmq.Context[Any]
+    ) -> Callable[[int, Mapping[int, str]], PeerTransport]:
+        """What a Raft runner takes to build its links on its own thread."""
+        return lambda node_id, peers: cls(context, node_id, peers)
+
+    @property
+    def pollable(self) -> zmq.Socket[Any]:
+        return self.router
 
     def send(self, to: int, frame: bytes) -> bool:
         """Queue one message for `to`; False (and counted) when it had to be dropped."""
@@ -69,7 +71,7 @@ class PeerTransport:
     def receive(self) -> list[tuple[int, bytes]]:
         """Frames waiting on the ROUTER, as (sender id, frame); unknown senders are dropped."""
         received: list[tuple[int, bytes]] = []
-        for _ in range(receive_batch_messages_max):
+        for _ in range(RECEIVE_BATCH_MESSAGES_MAX):
             try:
                 frames = self.router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
