@@ -1,7 +1,10 @@
 """Broker benchmark: one `zlog serve`, one partition, 100-byte values, acks=1.
 
 One run starts a real broker process (free loopback port, temporary data dir, rings in
-/dev/shm) and measures, each phase in its own client process:
+/dev/shm) and measures, each phase in its own client process. The throughput phases run twice:
+first with the client's defaults (`Producer(endpoint, acks=1)`, `Consumer(endpoint)`: what a
+user gets), then tuned by the flags (`--batch-size`, `--fetch-bytes`, `--linger-ms`,
+`--compression`; keys prefixed `tuned_`), and the run reports defaults / tuned:
 
 - produce records/s and MB/s with `Producer.send_many` (the fast path: 2-D uint8 arrays of
   `--chunk` rows), and with the per-record `Producer.send`; the clock runs from the first
@@ -137,8 +140,11 @@ def create_topic(endpoint: str, name: str) -> None:
 
 
 def _producer(args: argparse.Namespace, *, linger_ms: int) -> Producer:
+    """The client's defaults (`--profile defaults`), or the tuned settings of the flags."""
+    if args.profile == "defaults":
+        return Producer(args.endpoint, acks=1)
     return Producer(args.endpoint, acks=1, linger_ms=linger_ms, batch_size=args.batch_size,
-                    compression=args.compression)
+                    bulk_batch_size=args.batch_size, compression=args.compression)
 
 
 def phase_produce_many(args: argparse.Namespace) -> dict[str, Any]:
@@ -176,7 +182,7 @@ def phase_produce_large(args: argparse.Namespace) -> dict[str, Any]:
     chunk = rng.integers(0, 256, size=(rows, args.large_value_bytes), dtype=np.uint8)
     calls = max(1, args.large_mib * 1024 * 1024 // (rows * args.large_value_bytes))
     with Producer(args.endpoint, acks=1, linger_ms=args.linger_ms, compression=None,
-                  batch_size=LARGE_BATCH_BYTES) as producer:
+                  batch_size=LARGE_BATCH_BYTES, bulk_batch_size=LARGE_BATCH_BYTES) as producer:
         producer.send_many(args.topic, chunk[:1]).result(30)  # metadata, producer id
         if args.warm_dir:
             recycle_pages(Path(args.warm_dir), 2 * args.large_mib)
@@ -270,10 +276,14 @@ def phase_produce_send(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _consumer(args: argparse.Namespace, reset: str) -> Consumer:
+    local = bool(args.local_consumer)
+    if args.profile == "defaults":
+        return Consumer(args.endpoint, auto_offset_reset=reset, local=local,
+                        local_zero_copy=local)
     return Consumer(args.endpoint, auto_offset_reset=reset, fetch_max_wait_ms=args.max_wait_ms,
                     max_partition_fetch_bytes=args.fetch_bytes,
-                    local=bool(args.local_consumer), local_zero_copy=bool(args.local_consumer),
-                    local_spin_us=args.local_spin_us)
+                    bulk_partition_fetch_bytes=args.fetch_bytes, local=local,
+                    local_zero_copy=local, local_spin_us=args.local_spin_us)
 
 
 def phase_consume_batches(args: argparse.Namespace) -> dict[str, Any]:
@@ -409,7 +419,7 @@ def _phase_command(args: argparse.Namespace, phase: str, topic: str, endpoint: s
                    **extra: object) -> list[str]:
     command = [sys.executable, str(Path(__file__).resolve()), "--phase", phase,
                "--endpoint", endpoint, "--topic", topic]
-    for name in ("duration_s", "warmup_s", "rate", "chunk", "batch_size", "linger_ms",
+    for name in ("profile", "duration_s", "warmup_s", "rate", "chunk", "batch_size", "linger_ms",
                  "max_wait_ms", "fetch_bytes", "max_poll_records", "local_spin_us",
                  "large_value_bytes", "large_mib"):
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
@@ -486,7 +496,7 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
     figures: dict[str, Any] = {"machine_before": machine_load()}
     with running_broker(args.workers) as broker, tempfile.TemporaryDirectory() as scratch:
         endpoint = broker.endpoint
-        for topic in ("many", "send", "latency", "latency-local"):
+        for topic in ("latency", "latency-local"):
             create_topic(endpoint, f"{topic}-{run}")
         if args.large_only:
             figures.update(run_large_batch_figures(args, broker, run))
@@ -496,24 +506,42 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
             figures.update(run_latency_figures(args, f"latency-local-{run}", broker,
                                                Path(scratch), local=True))
             return figures
-        many = run_phase(args, "produce-many", f"many-{run}", endpoint)
-        figures["produce_records_per_s"] = many["measured_records"] / many["elapsed_s"]
-        figures["produce_mb_per_s"] = figures["produce_records_per_s"] * VALUE_BYTES / MB
-        send = run_phase(args, "produce-send", f"send-{run}", endpoint)
-        figures["produce_send_records_per_s"] = send["measured_records"] / send["elapsed_s"]
+        for profile in PROFILES:  # the client's defaults first, then the tuned settings
+            args.profile = profile
+            prefix = "" if profile == "defaults" else f"{profile}_"
+            create_topic(endpoint, f"many-{profile}-{run}")
+            create_topic(endpoint, f"send-{profile}-{run}")
+            figures.update({prefix + key: value for key, value in run_throughput_figures(
+                args, endpoint, f"many-{profile}-{run}", f"send-{profile}-{run}").items()})
+        args.profile = "tuned"
+        for kind in ("produce", "consume"):
+            figures[f"{kind}_defaults_vs_tuned"] = (
+                figures[f"{kind}_records_per_s"] / figures[f"tuned_{kind}_records_per_s"])
         figures.update(run_large_batch_figures(args, broker, run))
-        batches = run_phase(args, "consume-batches", f"many-{run}", endpoint,
-                            records=many["records"])
-        figures["consume_records_per_s"] = batches["records"] / batches["elapsed_s"]
-        figures["consume_mb_per_s"] = figures["consume_records_per_s"] * VALUE_BYTES / MB
-        poll_records = min(many["records"], args.poll_records)
-        polled = run_phase(args, "consume-poll", f"many-{run}", endpoint, records=poll_records)
-        figures["consume_poll_records_per_s"] = polled["records"] / polled["elapsed_s"]
         figures["machine_throughput"] = machine_load()
         figures.update(run_latency_figures(args, f"latency-{run}", broker, Path(scratch)))
         figures.update(run_latency_figures(args, f"latency-local-{run}", broker, Path(scratch),
                                            local=True))
         figures["machine_latency"] = machine_load()
+    return figures
+
+
+def run_throughput_figures(
+    args: argparse.Namespace, endpoint: str, many_topic: str, send_topic: str
+) -> dict[str, float]:
+    """send_many, send, poll_batches and poll under `args.profile`'s client settings."""
+    figures: dict[str, float] = {}
+    many = run_phase(args, "produce-many", many_topic, endpoint)
+    figures["produce_records_per_s"] = many["measured_records"] / many["elapsed_s"]
+    figures["produce_mb_per_s"] = figures["produce_records_per_s"] * VALUE_BYTES / MB
+    send = run_phase(args, "produce-send", send_topic, endpoint)
+    figures["produce_send_records_per_s"] = send["measured_records"] / send["elapsed_s"]
+    batches = run_phase(args, "consume-batches", many_topic, endpoint, records=many["records"])
+    figures["consume_records_per_s"] = batches["records"] / batches["elapsed_s"]
+    figures["consume_mb_per_s"] = figures["consume_records_per_s"] * VALUE_BYTES / MB
+    poll_records = min(many["records"], args.poll_records)
+    polled = run_phase(args, "consume-poll", many_topic, endpoint, records=poll_records)
+    figures["consume_poll_records_per_s"] = polled["records"] / polled["elapsed_s"]
     return figures
 
 
@@ -545,7 +573,9 @@ def run_latency_figures(args: argparse.Namespace, topic: str, broker: Broker, sc
     }
 
 
-HEADLINE: Final = ("produce_records_per_s", "consume_records_per_s", "latency_p50_us",
+PROFILES: Final = ("defaults", "tuned")
+HEADLINE: Final = ("produce_records_per_s", "consume_records_per_s", "tuned_produce_records_per_s",
+                   "tuned_consume_records_per_s", "latency_p50_us",
                    "latency_p99_us", "latency_p999_us")
 LOWER_IS_BETTER: Final = ("latency_p50_us", "latency_p99_us", "latency_p999_us",
                           "latency_max_us")
@@ -576,15 +606,21 @@ def summarize(runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
 def report(summary: dict[str, Any]) -> None:
     spread = summary["spread"]
     lines = [
-        ("produce send_many records/s", "produce_records_per_s", "{:,.0f}"),
-        ("produce send_many MB/s", "produce_mb_per_s", "{:,.1f}"),
-        ("produce send() records/s", "produce_send_records_per_s", "{:,.0f}"),
+        ("defaults: send_many records/s", "produce_records_per_s", "{:,.0f}"),
+        ("defaults: send_many MB/s", "produce_mb_per_s", "{:,.1f}"),
+        ("defaults: send() records/s", "produce_send_records_per_s", "{:,.0f}"),
+        ("defaults: poll_batches records/s", "consume_records_per_s", "{:,.0f}"),
+        ("defaults: poll_batches MB/s", "consume_mb_per_s", "{:,.1f}"),
+        ("defaults: poll() records/s", "consume_poll_records_per_s", "{:,.0f}"),
+        ("tuned: send_many records/s", "tuned_produce_records_per_s", "{:,.0f}"),
+        ("tuned: send() records/s", "tuned_produce_send_records_per_s", "{:,.0f}"),
+        ("tuned: poll_batches records/s", "tuned_consume_records_per_s", "{:,.0f}"),
+        ("tuned: poll() records/s", "tuned_consume_poll_records_per_s", "{:,.0f}"),
+        ("send_many defaults / tuned", "produce_defaults_vs_tuned", "{:.2f}"),
+        ("poll_batches defaults / tuned", "consume_defaults_vs_tuned", "{:.2f}"),
         ("produce 1 MiB batches MB/s", "produce_1mib_batches_mb_per_s", "{:,.0f}"),
         ("dd into the page cache MB/s", "dd_page_cache_mb_per_s", "{:,.0f}"),
         ("1 MiB batches / dd", "produce_1mib_batches_vs_dd", "{:.2f}"),
-        ("consume poll_batches records/s", "consume_records_per_s", "{:,.0f}"),
-        ("consume poll_batches MB/s", "consume_mb_per_s", "{:,.1f}"),
-        ("consume poll() records/s", "consume_poll_records_per_s", "{:,.0f}"),
         ("latency p50 us", "latency_p50_us", "{:,.0f}"),
         ("latency p99 us", "latency_p99_us", "{:,.0f}"),
         ("latency p99.9 us", "latency_p999_us", "{:,.0f}"),
@@ -639,6 +675,7 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--local-spin-us", type=int, default=200,
                         help="the local consumer's busy spin on the ring head before it sleeps")
     parser.add_argument("--phase", choices=sorted(PHASES), default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--profile", choices=PROFILES, default="tuned", help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", default="", help=argparse.SUPPRESS)
     parser.add_argument("--topic", default="", help=argparse.SUPPRESS)
     parser.add_argument("--records", type=int, default=0, help=argparse.SUPPRESS)

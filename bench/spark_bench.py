@@ -150,7 +150,8 @@ def warm_up(spark: Any, frame: Any, bootstrap: str) -> None:
 def time_producer(values: list[bytes], bootstrap: str, topic: str) -> float:
     sink = ZlogSink(bootstrap, topic)
     with Producer(bootstrap, acks=sink.acks, linger_ms=sink.linger_ms,
-                  batch_size=sink.batch_size, compression=sink.compression) as producer:
+                  batch_size=sink.batch_size, bulk_batch_size=sink.batch_size,
+                  compression=sink.compression) as producer:
         producer.send_many(topic, values[:1]).result(30)  # metadata and producer id first
         started = time.perf_counter()
         futures = []

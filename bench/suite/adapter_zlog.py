@@ -1,7 +1,10 @@
 """zlog: `python -m zlog serve` on a free loopback port; the client library in the children.
 
-Produce uses `Producer.send_many` (the fast path: 2-D uint8 arrays of `chunk` rows), keyless, so
-each chunk goes to one partition; chunks are spread over the partitions round-robin. Consume from
+zlog runs at the client's defaults (`Producer(endpoint, acks=...)`, `Consumer(endpoint)`), as a
+user gets it; `zlog_tuned` (adapter_zlog_tuned.py) is the same with the settings a bulk user
+would tune (1 MiB batches and fetches, linger 5 ms). Produce uses `Producer.send_many` (the fast
+path: 2-D uint8 arrays of `chunk` rows), keyless, so each chunk goes to one partition; chunks are
+spread over the partitions round-robin. Consume from
 the beginning uses `Consumer.poll` (one ConsumerRecord per record) or `Consumer.poll_batches` (one
 BatchView per batch, its values gathered into one array). Latency uses `Producer.send` per record
 with linger 0 and `poll_batches` on the receiving side.
@@ -97,13 +100,11 @@ class Server:
 
 
 def produce(spec: Spec) -> dict[str, Any]:
-    from zlog.client import Producer
 
     chunk = spec["chunk"]
     values = make_values(spec["value_bytes"], chunk)
     partitions = spec["partitions"]
-    with Producer(spec["endpoint"], acks=spec["acks"], linger_ms=LINGER_MS,
-                  batch_size=BATCH_SIZE) as producer:
+    with _producer(spec) as producer:
         for partition in range(partitions):  # metadata, producer id, connections
             producer.send_many(spec["topic"], values[:10], partition=partition).result(30)
         started = child_ready_and_wait(spec)
@@ -124,14 +125,28 @@ def produce(spec: Spec) -> dict[str, Any]:
             "warmup_records": 10 * partitions}
 
 
+def _producer(spec: Spec) -> Any:
+    """The client's defaults, or with spec["tuned"] the bulk settings (zlog_tuned)."""
+    from zlog.client import Producer
+
+    if not spec.get("tuned"):
+        return Producer(spec["endpoint"], acks=spec["acks"])
+    return Producer(spec["endpoint"], acks=spec["acks"], linger_ms=LINGER_MS,
+                    batch_size=BATCH_SIZE, bulk_batch_size=BATCH_SIZE)
+
+
 def _consumer(spec: Spec, reset: str) -> Any:
-    """The network consumer, or with spec["local"] the local zero-copy one (zlog_local)."""
+    """The network consumer, or with spec["local"] the local zero-copy one (zlog_local); the
+    client's defaults, or with spec["tuned"] 4 MiB fetches (zlog_tuned)."""
     from zlog.client import Consumer
 
     local = bool(spec.get("local"))
+    if not spec.get("tuned"):
+        return Consumer(spec["endpoint"], auto_offset_reset=reset, local=local,
+                        local_zero_copy=local, local_spin_us=LOCAL_SPIN_US)
     return Consumer(spec["endpoint"], auto_offset_reset=reset, fetch_max_wait_ms=500,
-                    max_partition_fetch_bytes=FETCH_BYTES, local=local, local_zero_copy=local,
-                    local_spin_us=LOCAL_SPIN_US)
+                    max_partition_fetch_bytes=FETCH_BYTES, bulk_partition_fetch_bytes=FETCH_BYTES,
+                    local=local, local_zero_copy=local, local_spin_us=LOCAL_SPIN_US)
 
 
 def _check_intact(consumer: Any) -> None:
@@ -173,8 +188,9 @@ def latency_send(spec: Spec) -> dict[str, Any]:
 
     padding = latency_padding(spec["value_bytes"])
     topic = spec["topic"]
-    with Producer(spec["endpoint"], acks=spec["acks"], linger_ms=0,
-                  batch_size=BATCH_SIZE) as producer:
+    # linger 0 in both profiles: what a latency-sensitive user sets (the default, 5 ms, trades
+    # latency for batching, and every peer here sends at once).
+    with Producer(spec["endpoint"], acks=spec["acks"], linger_ms=0) as producer:
         producer.send(topic, bytes(spec["value_bytes"]), partition=0).result(30)
         schedule = Schedule.after_go(spec)
         for due in schedule.due():

@@ -8,13 +8,16 @@ from typing import Any, Final
 
 ZLOG: Final = "zlog"
 ZLOG_LOCAL: Final = "zlog_local"  # zlog with Consumer(local=True, local_zero_copy=True)
+ZLOG_TUNED: Final = "zlog_tuned"  # zlog with tuned client settings (zlog itself: the defaults)
 ZMQ_RELAY: Final = "zmq_relay"  # the latency floor of a Python broker on ZeroMQ
 PEERS: Final = ("redis", "nats", "zmq", ZMQ_RELAY)
-ALL_SYSTEMS: Final = (ZLOG, ZLOG_LOCAL, *PEERS)
+ZLOG_SYSTEMS: Final = (ZLOG, ZLOG_TUNED, ZLOG_LOCAL)
+ALL_SYSTEMS: Final = (*ZLOG_SYSTEMS, *PEERS)
 
 # Rows per producer call (zlog's send_many, a Redis pipeline, a zmq frame; NATS's publish_async
 # window is bounded by its pending limit instead).
-PRODUCE_CHUNK: Final = {"zlog": 10_000, "zlog_local": 10_000, "redis": 1_000, "nats": 1_000,
+PRODUCE_CHUNK: Final = {"zlog": 10_000, "zlog_tuned": 10_000, "zlog_local": 10_000,
+                        "redis": 1_000, "nats": 1_000,
                         "zmq": 1_000, ZMQ_RELAY: 1_000}
 
 # What a system cannot run, and why (the JSON and the table say so instead of a number).

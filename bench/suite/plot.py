@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Final
 
 COLORS: Final = {"zlog": "#1f77b4", "redis": "#d62728", "nats": "#2ca02c", "zmq": "#7f7f7f",
-                  "zlog_local": "#17becf", "zmq_relay": "#bcbd22"}
+                  "zlog_local": "#17becf", "zlog_tuned": "#9467bd", "zmq_relay": "#bcbd22"}
 
 
 def plots(results: dict[str, Any], systems: list[str], directory: Path) -> list[Path]:

@@ -112,7 +112,9 @@ def table(results: dict[str, Any], systems: list[str]) -> str:
             row(f"latency {rate} {label}", "latency", rate, name, _us)
         row(f"latency {rate} records lost", "latency", rate, "lost",
             lambda v: f"{v:.0f}")
-    notes = ["zlog_local: zlog read by the local zero-copy consumer (the leader's shared-memory "
+    notes = ["zlog: the client at its defaults, as a user gets it; zlog_tuned: the same broker "
+             "with 1 MiB batches and fetches (the settings a bulk user would tune)",
+             "zlog_local: zlog read by the local zero-copy consumer (the leader's shared-memory "
              "ring, no socket); its producer is zlog's",
              "n/a: the case has no meaning for that system (see the JSON's `skipped`)",
              "cells: median (min-max) over the repeats"]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench.suite import machine, plot, report, scenario_consume, scenario_latency, scenario_produce
-from bench.suite.adapters import PEERS, ZLOG, ZLOG_LOCAL, server_for
+from bench.suite.adapters import ALL_SYSTEMS, PEERS, ZLOG_SYSTEMS, server_for
 from bench.suite.histogram import curve, encode, merged, spread, summary
 
 HEADLINE_SIZE: Final = 100
@@ -176,7 +176,7 @@ def run_system(system: str, plan_for: dict[str, Any], args: argparse.Namespace,
 def headline(results: dict[str, Any], systems: list[str]) -> dict[str, Any]:
     """One object per system with the keys the issue names (medians over the repeats)."""
     out: dict[str, Any] = {}
-    for system in [ZLOG, ZLOG_LOCAL, *PEERS]:
+    for system in ALL_SYSTEMS:
         if system not in systems:
             continue
         out[system] = report.headline_for(results, system, HEADLINE_SIZE, HEADLINE_RATE)
@@ -196,7 +196,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None,
                         help="write one object per system with the headline figures here")
     parser.add_argument("--systems", default=None,
-                        help="comma-separated subset of zlog,zlog_local,redis,nats,zmq,zmq_relay "
+                        help="comma-separated subset of zlog,zlog_tuned,zlog_local,redis,nats,zmq,"
+                             "zmq_relay "
                              "(overrides --peers)")
     parser.add_argument("--out-dir", type=Path, default=Path("bench/results/suite"),
                         help="each scenario's JSON, the full results and table.md")
@@ -216,11 +217,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--value-sizes must include {HEADLINE_SIZE} (the headline case)")
     if args.systems:
         args.systems = [s.strip() for s in args.systems.split(",")]
-        unknown = set(args.systems) - {ZLOG, ZLOG_LOCAL, *PEERS}
+        unknown = set(args.systems) - set(ALL_SYSTEMS)
         if unknown:
             parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
     else:
-        args.systems = [ZLOG, ZLOG_LOCAL, *(PEERS if args.peers else ())]
+        args.systems = [*ZLOG_SYSTEMS, *(PEERS if args.peers else ())]
     args.plots_dir = args.plots_dir or args.out_dir
     return args
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from bench.suite.adapters import NOT_APPLICABLE, PRODUCE_CHUNK, ZLOG, ZLOG_LOCAL
+from bench.suite.adapters import NOT_APPLICABLE, PRODUCE_CHUNK, ZLOG, ZLOG_LOCAL, ZLOG_TUNED
 from bench.suite.common import run_children
 
 NAME: Final = "produce"
@@ -45,7 +45,7 @@ def skip_reason(system: str, case: ProduceCase) -> str | None:
         return None if case.headline else NOT_APPLICABLE[(system, "produce")]
     if (system, "produce") in NOT_APPLICABLE:
         return NOT_APPLICABLE[(system, "produce")]
-    if case.acks == "all" and system != ZLOG:
+    if case.acks == "all" and system not in (ZLOG, ZLOG_TUNED):
         return NOT_APPLICABLE[(system, "acks=all")]
     if case.partitions > 1 and (system, "partitions") in NOT_APPLICABLE:
         return NOT_APPLICABLE[(system, "partitions")]

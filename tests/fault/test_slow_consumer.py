@@ -99,7 +99,7 @@ def _produce_batches(broker: BrokerProcess, count: int) -> float:
     """Seconds a producer takes for `count` acks=1 batches (fails past the deadline)."""
     values = [f"p{index:05d}".encode().ljust(100, b".") for index in range(count * 20)]
     started = time.monotonic()
-    with Producer(broker.endpoint, acks=1, linger_ms=0, batch_size=20 * 100 + 200,
+    with Producer(broker.endpoint, acks=1, linger_ms=0, bulk_batch_size=20 * 100 + 200,
                   compression=None, request_timeout_ms=5_000) as producer:
         batches = producer.send_many(TOPIC, values, partition=0).result(PRODUCE_DEADLINE_S)
     elapsed_s = time.monotonic() - started

@@ -173,9 +173,11 @@ def produce_uncompressed(broker: BrokerProcess, topic: str, count: int) -> None:
 
 
 def produce_a_ring_full(broker: BrokerProcess, topic: str) -> int:
-    """Incompressible values, uncompressed, twice the ring's bytes: every byte of it is reused."""
+    """Incompressible values, uncompressed, twice the ring's bytes: every byte of it is reused.
+    Batches of 16 KiB, well below the ring's size, so each goes through the ring."""
     count = 2 * limits.ring_size_bytes_min // VALUE_BYTES
-    with Producer(broker.endpoint, linger_ms=1, compression=None) as producer:
+    with Producer(broker.endpoint, linger_ms=1, compression=None,
+                  bulk_batch_size=16 * 1024) as producer:
         producer.send_many(topic, [os.urandom(VALUE_BYTES) for _ in range(count)],
                            partition=0).result(timeout=20)
     return count

@@ -137,6 +137,12 @@ def _estimated_bytes(
     return value_bytes + key_bytes + BATCH_OVERHEAD_BYTES
 
 
+BULK_BATCH_SIZE_DEFAULT: Final = 1_000_000
+"""send_many's batch size: librdkafka's batch.size default. `send` keeps Kafka's 16 KiB with a
+short linger, which suits records that come one at a time; a bulk call already holds its
+records, so the bigger its batches the less the producer and the broker spend per record."""
+
+
 class Producer:
     """Sends records to zlog topics; see the module docstring for threading and delivery."""
 
@@ -147,6 +153,7 @@ class Producer:
         acks: Acks | int | str = 1,
         linger_ms: int = 5,
         batch_size: int = 16384,
+        bulk_batch_size: int = BULK_BATCH_SIZE_DEFAULT,
         compression: str | None = "lz4",
         enable_idempotence: bool = True,
         retries: int = RETRIES_DEFAULT,
@@ -163,13 +170,16 @@ class Producer:
                             ("retry_backoff_ms", retry_backoff_ms), ("max_block_ms", max_block_ms)):
             if value < 0:
                 raise _config_error(f"{name} must not be negative, not {value}")
-        for name, value in (("batch_size", batch_size), ("buffer_memory", buffer_memory),
+        for name, value in (("batch_size", batch_size), ("bulk_batch_size", bulk_batch_size),
+                            ("buffer_memory", buffer_memory),
                             ("request_timeout_ms", request_timeout_ms),
                             ("delivery_timeout_ms", delivery_timeout_ms),
                             ("max_in_flight", max_in_flight)):
             if value <= 0:
                 raise _config_error(f"{name} must be positive, not {value}")
         self.batch_size_bytes = min(batch_size, limits.batch_size_bytes_max)
+        self.bulk_batch_size_bytes = min(bulk_batch_size, limits.batch_size_bytes_max,
+                                         buffer_memory)
         self.max_block_ms = max_block_ms
         # What one record or batch may take: the batch size limit, or all of buffer_memory.
         self._size_bytes_bound = min(limits.batch_size_bytes_max, buffer_memory)
@@ -278,8 +288,9 @@ class Producer:
     ) -> Future[list[BatchMetadata]]:
         """The fast path: many values (bytes, or a 2-D uint8 array, one row each) at once.
 
-        Values are cut into batches of about `batch_size` by numpy and encoded by the array
-        codec: no Python call per record. Keyed values are spread by Kafka's partitioner
+        Values are cut into batches of about `bulk_batch_size` (1 MB by default, librdkafka's
+        batch.size: big batches are what make bulk sending cheap) by numpy and encoded by the
+        array codec: no Python call per record. Keyed values are spread by Kafka's partitioner
         (hashed by numpy too); keyless ones go to one sticky partition. The future resolves to
         one BatchMetadata per batch once all are acknowledged, or to the first error.
         """
@@ -303,7 +314,7 @@ class Producer:
                 place(partition_count)
                 return future
             size_bytes = _estimated_bytes(values, keys)
-            self._check_size(min(size_bytes, self.batch_size_bytes))
+            self._check_size(min(size_bytes, self.bulk_batch_size_bytes))
             self._wait_for_room(size_bytes, deadline_ms)
             self._defer(topic, size_bytes, deadline_ms,
                         functools.partial(place, wait_for_room=False), future.set_exception)
@@ -325,7 +336,7 @@ class Producer:
         plans = [
             (chosen, group_values, group_keys, cut)
             for chosen, group_values, group_keys in groups
-            for cut in cut_points(group_values, group_keys, self.batch_size_bytes)
+            for cut in cut_points(group_values, group_keys, self.bulk_batch_size_bytes)
         ]
         completion = BulkCompletion(len(plans), future)
         for index, (chosen, group_values, group_keys, (start, stop, size_bytes)) in enumerate(

@@ -47,6 +47,7 @@ import zmq
 
 from zlog.client.accumulator import PendingBatch, RecordAccumulator
 from zlog.client.cluster import Connections
+from zlog.client.compression_policy import AdaptiveCompression
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.record.header import Compression
 from zlog.transport.messages import (
@@ -128,6 +129,7 @@ class Sender:
         self.connections = connections
         self._clock_ms = clock_ms
         self._partitions: dict[TopicPartition, _PartitionState] = {}
+        self._compression = AdaptiveCompression(config.compression)
         self._requests: dict[tuple[str, int], list[PendingBatch]] = {}
         self._stale_topics: set[str] = set()
         self._last_refresh_ms = -(2**62)
@@ -466,13 +468,14 @@ class Sender:
             return True
         state = self._partition(batch.tp)
         sequence = state.next_sequence if self.config.idempotent else -1
+        codec = self._compression.codec_for(batch.tp.topic)
         try:
-            batch.encoded = batch.encode(self.config.compression, self._producer_id,
-                                         self._producer_epoch, sequence)
+            batch.encoded = batch.encode(codec, self._producer_id, self._producer_epoch, sequence)
         except ZlogError as error:
             state.in_flight.remove(batch)
             self._finish(batch, error)
             return False
+        self._compression.note(batch.tp.topic, codec, batch.size_bytes, len(batch.encoded))
         if self.config.idempotent:
             batch.base_sequence = sequence
             state.next_sequence = (sequence + batch.record_count) % SEQUENCE_MODULUS

@@ -109,6 +109,7 @@ class TopicWriter:
                 acks=options.acks,
                 linger_ms=options.linger_ms,
                 batch_size=options.batch_size_bytes,
+                bulk_batch_size=options.batch_size_bytes,  # the option governs both paths
                 compression=options.compression,
                 delivery_timeout_ms=options.delivery_timeout_ms,
                 request_timeout_ms=options.request_timeout_ms,

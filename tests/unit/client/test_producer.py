@@ -247,7 +247,7 @@ def test_full_buffer_blocks_send_then_raises(fake: FakeBroker) -> None:
 
 
 def test_sequences_count_records_per_partition(fake: FakeBroker) -> None:
-    with Producer(fake.endpoint, batch_size=5 * 20 + 61) as producer:
+    with Producer(fake.endpoint, bulk_batch_size=5 * 20 + 61) as producer:
         producer.send_many(TOPIC, [b"abcd"] * 10, partition=0).result(timeout=10)
         producer.send_many(TOPIC, [b"abcd"] * 3, partition=1).result(timeout=10)
     by_partition: dict[int, list[int]] = {0: [], 1: []}
@@ -260,8 +260,8 @@ def test_large_batches_leave_one_request_each_small_ones_share(fake: FakeBroker)
     """A request leaves once it holds REQUEST_SEND_BYTES, before the next batch is encoded, so
     the broker appends it while the producer encodes the next; small batches still share."""
     batch_bytes = 2 * REQUEST_SEND_BYTES
-    with Producer(fake.endpoint, batch_size=batch_bytes, linger_ms=60_000,
-                  compression=None) as producer:
+    with Producer(fake.endpoint, batch_size=batch_bytes, bulk_batch_size=batch_bytes,
+                  linger_ms=60_000, compression=None) as producer:
         values = [b"v" * 1000] * (3 * batch_bytes // 1000)  # three batches, each over the mark
         pending = producer.send_many(TOPIC, values, partition=0)
         producer.flush(timeout_ms=10_000)
