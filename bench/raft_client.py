@@ -26,9 +26,9 @@ from typing import Any, Final
 import zmq
 
 from zlog.errors import ErrorCode, ZlogError, for_code
-from zlog.raft.codec import VERSION, CodecError, Reader, Tag, command_bytes_max
+from zlog.raft.codec import COMMAND_BYTES_MAX, VERSION, CodecError, Reader, Tag
 
-CLIENT_BODY_BYTES_MAX: Final = command_bytes_max
+CLIENT_BODY_BYTES_MAX: Final = COMMAND_BYTES_MAX
 CONNECT_WAIT_MS: Final = 100  # how long a client waits for a connection before trying elsewhere
 _CLIENT_REQUEST = struct.Struct(">BBQI")
 _CLIENT_REPLY = struct.Struct(">BBQhiI")

@@ -13,7 +13,7 @@ import struct
 from enum import IntEnum
 from typing import Final
 
-from zlog.raft.codec import CodecError, Reader, command_bytes_max
+from zlog.raft.codec import COMMAND_BYTES_MAX, CodecError, Reader
 
 KEY_BYTES_MAX: Final = 1024
 _KEY_HEAD = struct.Struct(">BH")
@@ -148,7 +148,7 @@ def _pack_bytes(value: bytes) -> bytes:
 
 def _read_bytes(reader: Reader) -> bytes:
     (size,) = reader.unpack(_U32)
-    return reader.take(size, command_bytes_max, "snapshot field")
+    return reader.take(size, COMMAND_BYTES_MAX, "snapshot field")
 
 
 def _count(reader: Reader) -> int:

@@ -7,29 +7,29 @@ allocated for it, so a corrupt length can produce an error but never an allocati
 from __future__ import annotations
 
 # Record batches.
-batch_size_bytes_max = 64 * 1024 * 1024  # the largest batch we accept at all
-batch_records_max = 16 * 1024 * 1024  # a batch of 1-byte records still fits batch_size_bytes_max
-record_size_bytes_max = batch_size_bytes_max
-headers_per_record_max = 65_536
-decompressed_batch_bytes_max = 256 * 1024 * 1024  # cap on LZ4 expansion of one batch
+BATCH_SIZE_BYTES_MAX = 64 * 1024 * 1024  # the largest batch we accept at all
+BATCH_RECORDS_MAX = 16 * 1024 * 1024  # a batch of 1-byte records still fits BATCH_SIZE_BYTES_MAX
+RECORD_SIZE_BYTES_MAX = BATCH_SIZE_BYTES_MAX
+HEADERS_PER_RECORD_MAX = 65_536
+DECOMPRESSED_BATCH_BYTES_MAX = 256 * 1024 * 1024  # cap on LZ4 expansion of one batch
 
 # Shared-memory ring.
-ring_size_bytes_default = 64 * 1024 * 1024
-ring_size_bytes_min = 64 * 1024
+RING_SIZE_BYTES_DEFAULT = 64 * 1024 * 1024
+RING_SIZE_BYTES_MIN = 64 * 1024
 
 # Segments and indexes.
-segment_bytes_default = 1024 * 1024 * 1024
-segment_bytes_min = 14  # Kafka's own lower bound for segment.bytes
-index_interval_bytes_default = 4096
-segment_ms_default = 7 * 24 * 3600 * 1000
+SEGMENT_BYTES_DEFAULT = 1024 * 1024 * 1024
+SEGMENT_BYTES_MIN = 14  # Kafka's own lower bound for segment.bytes
+INDEX_INTERVAL_BYTES_DEFAULT = 4096
+SEGMENT_MS_DEFAULT = 7 * 24 * 3600 * 1000
 
 # Retention.
-retention_ms_default = 7 * 24 * 3600 * 1000
-delete_retention_ms_default = 24 * 3600 * 1000
+RETENTION_MS_DEFAULT = 7 * 24 * 3600 * 1000
+DELETE_RETENTION_MS_DEFAULT = 24 * 3600 * 1000
 
 # Topics.
-topic_name_chars_max = 249
+TOPIC_NAME_CHARS_MAX = 249
 
-assert batch_size_bytes_max <= 2**31 - 1, "batchLength is an int32 on the wire"
-assert ring_size_bytes_default >= ring_size_bytes_min
-assert decompressed_batch_bytes_max >= batch_size_bytes_max
+assert BATCH_SIZE_BYTES_MAX <= 2**31 - 1, "batchLength is an int32 on the wire"
+assert RING_SIZE_BYTES_DEFAULT >= RING_SIZE_BYTES_MIN
+assert DECOMPRESSED_BATCH_BYTES_MAX >= BATCH_SIZE_BYTES_MAX

@@ -35,7 +35,7 @@ from zlog.transport.rpc import RpcClient
 
 BATCH_VALUE_BYTES = 10_000
 RECORDS_PER_BATCH = 10  # ~100 KB per batch
-CONFIG = LogConfig(ring_bytes=limits.ring_size_bytes_min * 64, max_message_bytes=1 << 21)
+CONFIG = LogConfig(ring_bytes=limits.RING_SIZE_BYTES_MIN * 64, max_message_bytes=1 << 21)
 
 
 def _batch(tag: int) -> bytes:

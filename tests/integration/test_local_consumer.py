@@ -29,7 +29,7 @@ DEADLINE_S = 30.0
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[BrokerProcess]:
-    args = ("--ring-bytes", str(limits.ring_size_bytes_min))
+    args = ("--ring-bytes", str(limits.RING_SIZE_BYTES_MIN))
     with broker_process(workers=1, extra_args=args) as instance:
         yield instance
 
@@ -175,7 +175,7 @@ def produce_uncompressed(broker: BrokerProcess, topic: str, count: int) -> None:
 def produce_a_ring_full(broker: BrokerProcess, topic: str) -> int:
     """Incompressible values, uncompressed, twice the ring's bytes: every byte of it is reused.
     Batches of 16 KiB, well below the ring's size, so each goes through the ring."""
-    count = 2 * limits.ring_size_bytes_min // VALUE_BYTES
+    count = 2 * limits.RING_SIZE_BYTES_MIN // VALUE_BYTES
     with Producer(broker.endpoint, linger_ms=1, compression=None,
                   bulk_batch_size=16 * 1024) as producer:
         producer.send_many(topic, [os.urandom(VALUE_BYTES) for _ in range(count)],

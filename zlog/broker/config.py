@@ -35,7 +35,7 @@ ENV_PREFIX: Final = "ZLOG_"
 ENV_TOPIC_PREFIX: Final = "ZLOG_TOPIC_"
 ENV_CONFIG_FILE: Final = "ZLOG_CONFIG"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
-workers_max: Final = 1024  # each worker is a process with its own sockets and rings
+WORKERS_MAX: Final = 1024  # each worker is a process with its own sockets and rings
 
 
 class ConfigError(Exception):
@@ -64,7 +64,7 @@ class BrokerConfig:
     """Partition worker processes (default: the CPU count); partitions are spread over them."""
     ring_dir: Path | None = None
     """Where the shared-memory rings live; None: /dev/shm/zlog-<hash of the data dir>."""
-    ring_bytes: int = limits.ring_size_bytes_default
+    ring_bytes: int = limits.RING_SIZE_BYTES_DEFAULT
     """Capacity of each partition's shared-memory ring (bytes)."""
     ring_flush_bytes: int = 0
     """Flush a ring into its segment once this much is pending; 0: after every append."""
@@ -91,7 +91,7 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         assert self.node_id >= 0
-        assert 1 <= self.workers <= workers_max
+        assert 1 <= self.workers <= WORKERS_MAX
         if self.ring_flush_bytes >= self.ring_bytes:
             raise ConfigError("ring_flush_bytes must be smaller than ring_bytes")
 
@@ -191,9 +191,9 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "listen": _to_endpoint,
     "advertised_host": _to_str,
     "data_port_range": _to_port_range,
-    "workers": _to_int(1, workers_max),
+    "workers": _to_int(1, WORKERS_MAX),
     "ring_dir": _to_optional_path,
-    "ring_bytes": _to_int(limits.ring_size_bytes_min, 2**31 - 1),
+    "ring_bytes": _to_int(limits.RING_SIZE_BYTES_MIN, 2**31 - 1),
     "ring_flush_bytes": _to_int(0, 2**31 - 1),
     "auto_create_topics": _to_bool,
     "default_partitions": _to_int(1, 65_536),

@@ -27,8 +27,8 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import Compression
 from zlog.shm_segments.log_config import LogConfig
 
-partitions_per_topic_max: Final = 65_536  # a bound on one request's metadata and worker load
-replication_factor_max: Final = 32  # far above any sane value; bounds replica lists
+PARTITIONS_PER_TOPIC_MAX: Final = 65_536  # a bound on one request's metadata and worker load
+REPLICATION_FACTOR_MAX: Final = 32  # far above any sane value; bounds replica lists
 
 TOPIC_CONFIG_KEYS: Final = frozenset(
     {
@@ -102,10 +102,10 @@ def validate_topic_name(name: object) -> str:
     """The name, if it is one Kafka would accept; it also names directories on disk."""
     if not isinstance(name, str) or not name:
         raise ZlogError(ErrorCode.INVALID_TOPIC_EXCEPTION, "a topic name is a non-empty string")
-    if len(name) > limits.topic_name_chars_max:
+    if len(name) > limits.TOPIC_NAME_CHARS_MAX:
         raise ZlogError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"topic name is {len(name)} characters; at most {limits.topic_name_chars_max}",
+            f"topic name is {len(name)} characters; at most {limits.TOPIC_NAME_CHARS_MAX}",
         )
     if name in {".", ".."}:
         raise ZlogError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
@@ -151,15 +151,15 @@ def check_no_collision(name: str, existing: Iterable[str]) -> None:
 
 
 def validate_partitions(partitions: object) -> int:
-    """A partition count between 1 and partitions_per_topic_max."""
+    """A partition count between 1 and PARTITIONS_PER_TOPIC_MAX."""
     if not isinstance(partitions, int) or isinstance(partitions, bool):
         raise ZlogError(ErrorCode.INVALID_PARTITIONS, "partitions must be an integer")
     if partitions < 1:
         raise ZlogError(ErrorCode.INVALID_PARTITIONS, f"partitions must be >= 1, not {partitions}")
-    if partitions > partitions_per_topic_max:
+    if partitions > PARTITIONS_PER_TOPIC_MAX:
         raise ZlogError(
             ErrorCode.INVALID_PARTITIONS,
-            f"partitions must be <= {partitions_per_topic_max}, not {partitions}",
+            f"partitions must be <= {PARTITIONS_PER_TOPIC_MAX}, not {partitions}",
         )
     return partitions
 
@@ -174,7 +174,7 @@ def validate_replication_factor(replication_factor: object, live_brokers: int) -
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"replication factor must be >= 1, not {replication_factor}",
         )
-    if replication_factor > min(live_brokers, replication_factor_max):
+    if replication_factor > min(live_brokers, REPLICATION_FACTOR_MAX):
         raise ZlogError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"replication factor {replication_factor} is larger than the {live_brokers} "
@@ -260,10 +260,10 @@ def validate_min_insync_replicas(text: str) -> int:
         raise ZlogError(
             ErrorCode.INVALID_CONFIG, f"min.insync.replicas must be an integer, not {text!r}"
         ) from None
-    if not 1 <= value <= replication_factor_max:
+    if not 1 <= value <= REPLICATION_FACTOR_MAX:
         raise ZlogError(
             ErrorCode.INVALID_CONFIG,
-            f"min.insync.replicas must be between 1 and {replication_factor_max}, not {value}",
+            f"min.insync.replicas must be between 1 and {REPLICATION_FACTOR_MAX}, not {value}",
         )
     return value
 

@@ -177,12 +177,12 @@ class Producer:
                             ("max_in_flight", max_in_flight)):
             if value <= 0:
                 raise _config_error(f"{name} must be positive, not {value}")
-        self.batch_size_bytes = min(batch_size, limits.batch_size_bytes_max)
-        self.bulk_batch_size_bytes = min(bulk_batch_size, limits.batch_size_bytes_max,
+        self.batch_size_bytes = min(batch_size, limits.BATCH_SIZE_BYTES_MAX)
+        self.bulk_batch_size_bytes = min(bulk_batch_size, limits.BATCH_SIZE_BYTES_MAX,
                                          buffer_memory)
         self.max_block_ms = max_block_ms
         # What one record or batch may take: the batch size limit, or all of buffer_memory.
-        self._size_bytes_bound = min(limits.batch_size_bytes_max, buffer_memory)
+        self._size_bytes_bound = min(limits.BATCH_SIZE_BYTES_MAX, buffer_memory)
         self._clock = clock or SystemClock()
         self._sticky = StickyPartitioner(random.Random())
         accumulator = RecordAccumulator(batch_size_bytes=self.batch_size_bytes,

@@ -59,13 +59,13 @@ VERSION: Final = 1
 
 # Bounds on every length read off the wire or the disk. They sit far above what zlog's
 # metadata needs, and far below what would let a corrupt length allocate the machine away.
-block_payload_bytes_max: Final = 16 * 1024 * 1024
-append_blocks_max: Final = 4096
-snapshot_data_bytes_max: Final = 256 * 1024 * 1024
-config_bytes_max: Final = 8 + 8 * CONFIG_MEMBERS_MAX
-command_bytes_max: Final = 1024 * 1024
-batch_commands_max: Final = 65_536
-node_id_max: Final = 2**64 - 1
+BLOCK_PAYLOAD_BYTES_MAX: Final = 16 * 1024 * 1024
+APPEND_BLOCKS_MAX: Final = 4096
+SNAPSHOT_DATA_BYTES_MAX: Final = 256 * 1024 * 1024
+CONFIG_BYTES_MAX: Final = 8 + 8 * CONFIG_MEMBERS_MAX
+COMMAND_BYTES_MAX: Final = 1024 * 1024
+BATCH_COMMANDS_MAX: Final = 65_536
+NODE_ID_MAX: Final = 2**64 - 1
 
 _HEADER = struct.Struct(">BBQQQ")
 _BLOCK_ID = struct.Struct(">QQ")
@@ -164,7 +164,7 @@ def read_block_id(reader: Reader) -> BlockId:
 
 def write_block(out: bytearray, block: Block) -> None:
     """Append one block; the CRC lets a reader on the far side check the payload it got."""
-    assert len(block.payload) <= block_payload_bytes_max, "block payload over its bound"
+    assert len(block.payload) <= BLOCK_PAYLOAD_BYTES_MAX, "block payload over its bound"
     parent = block.parent if block.parent is not None else BlockId(0, 0)
     out += _BLOCK_HEAD.pack(
         block.id.term,
@@ -189,7 +189,7 @@ def read_block(reader: Reader) -> Block:
         block_kind = BlockKind(kind)
     except ValueError:
         raise CodecError(f"unknown block kind {kind}") from None
-    payload = reader.take(size, block_payload_bytes_max, "block payload")
+    payload = reader.take(size, BLOCK_PAYLOAD_BYTES_MAX, "block payload")
     if crc32c.crc32c(payload) != crc:
         raise CodecError(f"block ({term}, {height}) payload fails its CRC")
     parent = BlockId(p_term, p_height) if has_parent else None
@@ -198,14 +198,14 @@ def read_block(reader: Reader) -> Block:
 
 def write_config(out: bytearray, config: ConfigState) -> None:
     encoded = config.encode()
-    assert len(encoded) <= config_bytes_max, "config over its bound"
+    assert len(encoded) <= CONFIG_BYTES_MAX, "config over its bound"
     out += _U32.pack(len(encoded))
     out += encoded
 
 
 def read_config(reader: Reader) -> ConfigState:
     (size,) = reader.unpack(_U32)
-    encoded = reader.take(size, config_bytes_max, "config")
+    encoded = reader.take(size, CONFIG_BYTES_MAX, "config")
     try:
         return ConfigState.decode(encoded)
     except ValueError as error:
@@ -213,7 +213,7 @@ def read_config(reader: Reader) -> ConfigState:
 
 
 def write_snapshot(out: bytearray, snapshot: Snapshot) -> None:
-    assert len(snapshot.data) <= snapshot_data_bytes_max, "snapshot over its bound"
+    assert len(snapshot.data) <= SNAPSHOT_DATA_BYTES_MAX, "snapshot over its bound"
     write_block_id(out, snapshot.last)
     write_config(out, snapshot.config)
     out += _SNAP_DATA.pack(len(snapshot.data), crc32c.crc32c(snapshot.data))
@@ -224,7 +224,7 @@ def read_snapshot(reader: Reader) -> Snapshot:
     last = read_block_id(reader)
     config = read_config(reader)
     size, crc = reader.unpack(_SNAP_DATA)
-    data = reader.take(size, snapshot_data_bytes_max, "snapshot data")
+    data = reader.take(size, SNAPSHOT_DATA_BYTES_MAX, "snapshot data")
     if crc32c.crc32c(data) != crc:
         raise CodecError(f"snapshot at {tuple(last)} fails its CRC")
     return Snapshot(last=last, config=config, data=data)
@@ -232,7 +232,7 @@ def read_snapshot(reader: Reader) -> Snapshot:
 
 def write_hard_state(out: bytearray, hard_state: HardState) -> None:
     vote = hard_state.vote
-    assert vote is None or 0 <= vote <= node_id_max, "vote is not a node id"
+    assert vote is None or 0 <= vote <= NODE_ID_MAX, "vote is not a node id"
     out += _HARD_STATE.pack(
         hard_state.term,
         int(vote is not None),
@@ -254,7 +254,7 @@ def read_hard_state(reader: Reader) -> HardState:
 
 def encode_message(message: Message) -> bytes:
     """One peer message as the single frame the runner sends."""
-    assert 0 <= message.from_ <= node_id_max and 0 <= message.to <= node_id_max, "bad node id"
+    assert 0 <= message.from_ <= NODE_ID_MAX and 0 <= message.to <= NODE_ID_MAX, "bad node id"
     out = bytearray()
     if isinstance(message, Vote):
         out += _HEADER.pack(VERSION, Tag.VOTE, message.term, message.from_, message.to)
@@ -264,7 +264,7 @@ def encode_message(message: Message) -> bytes:
         out += _HEADER.pack(VERSION, Tag.VOTE_RESP, message.term, message.from_, message.to)
         out += _U8.pack(int(message.granted) | int(message.pre) << 1)
     elif isinstance(message, Append):
-        assert len(message.blocks) <= append_blocks_max, "append over its block bound"
+        assert len(message.blocks) <= APPEND_BLOCKS_MAX, "append over its block bound"
         out += _HEADER.pack(VERSION, Tag.APPEND, message.term, message.from_, message.to)
         prev, commit = message.prev, message.commit
         out += _APPEND_HEAD.pack(
@@ -313,8 +313,8 @@ def decode_message(data: bytes | memoryview) -> Message:
         message = VoteResp(term, from_, to, bool(flags & 1), bool(flags & 2))
     elif tag == Tag.APPEND:
         p_term, p_height, c_term, c_height, seq, count = reader.unpack(_APPEND_HEAD)
-        if count > append_blocks_max:
-            raise CodecError(f"append of {count} blocks exceeds {append_blocks_max}")
+        if count > APPEND_BLOCKS_MAX:
+            raise CodecError(f"append of {count} blocks exceeds {APPEND_BLOCKS_MAX}")
         blocks = tuple(read_block(reader) for _ in range(count))
         prev, commit = BlockId(p_term, p_height), BlockId(c_term, c_height)
         message = Append(term, from_, to, prev, blocks, commit, seq)
@@ -344,25 +344,25 @@ def encode_commands(commands: list[bytes] | tuple[bytes, ...]) -> bytes:
     Many proposals that arrive together share one block, so one fsync and one round trip
     commit all of them; the state machine applies them in this order.
     """
-    assert 0 < len(commands) <= batch_commands_max, "batch size out of bounds"
+    assert 0 < len(commands) <= BATCH_COMMANDS_MAX, "batch size out of bounds"
     out = bytearray(_U32.pack(len(commands)))
     for command in commands:
-        assert len(command) <= command_bytes_max, "command over its bound"
+        assert len(command) <= COMMAND_BYTES_MAX, "command over its bound"
         out += _U32.pack(len(command))
         out += command
-    assert len(out) <= block_payload_bytes_max, "batch over the block payload bound"
+    assert len(out) <= BLOCK_PAYLOAD_BYTES_MAX, "batch over the block payload bound"
     return bytes(out)
 
 
 def decode_commands(payload: bytes | memoryview) -> list[bytes]:
     reader = Reader(payload)
     (count,) = reader.unpack(_U32)
-    if count > batch_commands_max:
-        raise CodecError(f"batch of {count} commands exceeds {batch_commands_max}")
+    if count > BATCH_COMMANDS_MAX:
+        raise CodecError(f"batch of {count} commands exceeds {BATCH_COMMANDS_MAX}")
     commands = []
     for _ in range(count):
         (size,) = reader.unpack(_U32)
-        commands.append(reader.take(size, command_bytes_max, "command"))
+        commands.append(reader.take(size, COMMAND_BYTES_MAX, "command"))
     reader.expect_end()
     return commands
 

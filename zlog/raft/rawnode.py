@@ -311,7 +311,7 @@ class RawNode(Election):
     def propose(self, payload: bytes) -> BlockId:
         """Append a CMD block on the leader's head and return its id."""
         self._require_leader()
-        if len(payload) > limits.batch_size_bytes_max:
+        if len(payload) > limits.BATCH_SIZE_BYTES_MAX:
             raise ZlogError(ErrorCode.MESSAGE_TOO_LARGE, f"proposal of {len(payload)} bytes")
         if self._chain.head.height - self._commit.height >= self._cfg.max_uncommitted_blocks:
             raise ProposalDroppedError("too many uncommitted blocks; followers are behind")

@@ -77,11 +77,11 @@ from zlog.raft.proposals import (
 )
 from zlog.raft.rawnode import RaftConfig, RawNode
 from zlog.raft.status import NodeStatus
-from zlog.raft.storage import RaftStorage, rewrite_threshold_bytes_default
+from zlog.raft.storage import REWRITE_THRESHOLD_BYTES_DEFAULT, RaftStorage
 
 log = logging.getLogger("zlog.raft.runner")
 
-readies_per_turn_max: Final = 64  # then go back to the sockets; the rest waits one turn
+READIES_PER_TURN_MAX: Final = 64  # then go back to the sockets; the rest waits one turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +101,7 @@ class RunnerConfig:
     batch_commands_max: int = 4096  # commands per block
     batch_bytes_max: int = 1024 * 1024  # command bytes per block
     fsync: bool = True  # off only to measure something other than the disk
-    rewrite_threshold_bytes: int = rewrite_threshold_bytes_default  # storage file rewrite
+    rewrite_threshold_bytes: int = REWRITE_THRESHOLD_BYTES_DEFAULT  # storage file rewrite
     stop_transfer_timeout_ms: int = 1000  # how long a stopping leader waits to hand off
 
     def raft_config(self) -> RaftConfig:
@@ -221,7 +221,7 @@ class RaftRunner:
         It fails with NotLeaderOrFollowerError (not applied; retry at `leader_hint`),
         ProposalSupersededError (not applied; retry), or REQUEST_TIMED_OUT (unknown).
         """
-        assert len(command) <= codec.command_bytes_max, "command over its bound"
+        assert len(command) <= codec.COMMAND_BYTES_MAX, "command over its bound"
         return self._submit(RequestKind.PROPOSE, command)
 
     def read(self, query: bytes) -> Future[bytes]:
@@ -298,7 +298,7 @@ class RaftRunner:
                 if stop_deadline_ms is not None and self._may_stop(stop_deadline_ms):
                     break
                 timeout_ms = max(0, next_tick_ms - monotonic_ms())
-                if self.node.has_ready():  # a turn stopped at readies_per_turn_max
+                if self.node.has_ready():  # a turn stopped at READIES_PER_TURN_MAX
                     timeout_ms = 0
                 poller.poll(timeout_ms)
                 self.statistics.loop_turns += 1
@@ -446,7 +446,7 @@ class RaftRunner:
 
     def _handle_readies(self) -> None:
         handled = 0
-        while handled < readies_per_turn_max and self.node.has_ready():
+        while handled < READIES_PER_TURN_MAX and self.node.has_ready():
             handled += 1
             ready = self.node.ready()
             self.statistics.readies += 1

@@ -78,10 +78,10 @@ from zlog.raft.messages import GENESIS, Block, BlockId, HardState, PersistedStat
 
 LOG_NAME: Final = "raft.log"
 TEMP_NAME: Final = "raft.log.tmp"
-rewrite_threshold_bytes_default: Final = 64 * 1024 * 1024
-preallocate_bytes_default: Final = 4 * 1024 * 1024
+REWRITE_THRESHOLD_BYTES_DEFAULT: Final = 64 * 1024 * 1024
+PREALLOCATE_BYTES_DEFAULT: Final = 4 * 1024 * 1024
 _ZEROS = bytes(1024 * 1024)
-record_bytes_max: Final = 1024 * 1024 * 1024  # one checkpoint of the largest allowed store
+RECORD_BYTES_MAX: Final = 1024 * 1024 * 1024  # one checkpoint of the largest allowed store
 
 _FRAME = struct.Struct(">II")
 _RECORD_HEAD = struct.Struct(">BBB")
@@ -143,7 +143,7 @@ def _encode_record(record: _Record) -> bytes:
     body += _U32.pack(len(record.pruned))
     for block_id in record.pruned:
         write_block_id(body, block_id)
-    assert len(body) <= record_bytes_max, "record over its bound"
+    assert len(body) <= RECORD_BYTES_MAX, "record over its bound"
     return _FRAME.pack(len(body), crc32c.crc32c(body)) + bytes(body)
 
 
@@ -181,7 +181,7 @@ def _scan(data: bytes) -> tuple[list[_Record], int]:
     while len(data) - offset >= _FRAME.size:
         body_len, crc = _FRAME.unpack_from(view, offset)
         end = offset + _FRAME.size + body_len
-        if body_len == 0 or body_len > record_bytes_max or end > len(data):
+        if body_len == 0 or body_len > RECORD_BYTES_MAX or end > len(data):
             break  # zeros: the preallocated space after the last record
         body = view[offset + _FRAME.size : end]
         if crc32c.crc32c(body) != crc:
@@ -214,8 +214,8 @@ class RaftStorage:
         self,
         directory: Path,
         *,
-        rewrite_threshold_bytes: int = rewrite_threshold_bytes_default,
-        preallocate_bytes: int = preallocate_bytes_default,
+        rewrite_threshold_bytes: int = REWRITE_THRESHOLD_BYTES_DEFAULT,
+        preallocate_bytes: int = PREALLOCATE_BYTES_DEFAULT,
         fsync: bool = True,
     ) -> None:
         assert rewrite_threshold_bytes > 0, "rewrite threshold must be positive"

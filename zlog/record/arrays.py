@@ -121,10 +121,10 @@ def _encode_records(
     # attributes and headers count: one byte each
     body_bytes = 2 + timestamp[1] + offset[1] + key[1] + key_payload_lengths
     body_bytes += value[1] + value_lengths
-    if int(body_bytes.max()) > limits.record_size_bytes_max:
+    if int(body_bytes.max()) > limits.RECORD_SIZE_BYTES_MAX:
         raise ZlogError(
             ErrorCode.MESSAGE_TOO_LARGE,
-            f"a record exceeds {limits.record_size_bytes_max} bytes",
+            f"a record exceeds {limits.RECORD_SIZE_BYTES_MAX} bytes",
         )
     length = _varint_field(body_bytes)
     record_bytes = length[1] + body_bytes
@@ -198,10 +198,10 @@ def build_batch_from_values(
     records = batch.data[BATCH_HEADER_BYTES:]
     if compression != Compression.NONE:
         return seal_batch(compress_records(records, compression), **fields)
-    if batch.size > limits.batch_size_bytes_max:
+    if batch.size > limits.BATCH_SIZE_BYTES_MAX:
         raise ZlogError(
             ErrorCode.MESSAGE_TOO_LARGE,
-            f"a batch of {batch.size} bytes exceeds {limits.batch_size_bytes_max} bytes",
+            f"a batch of {batch.size} bytes exceeds {limits.BATCH_SIZE_BYTES_MAX} bytes",
         )
     write_header(batch.data, **fields)
     return batch.tobytes()
@@ -371,7 +371,7 @@ def _decode_fields(
     headers_at = value_starts + np.maximum(value_lengths, 0)
     header_counts, cursor = _field(records, headers_at, VARINT_BYTES_MAX, bad)
     bad |= (key_lengths < -1) | (value_lengths < -1) | (header_counts < 0)
-    bad |= header_counts > limits.headers_per_record_max
+    bad |= header_counts > limits.HEADERS_PER_RECORD_MAX
     # Cursors only move forward, so a field that overran its record leaves cursor > end.
     bad |= cursor > ends
     bad |= (header_counts == 0) & (cursor != ends)

@@ -2,7 +2,7 @@
 
 The codec bits of the attributes say how the records section after the header is stored; zlog
 writes and reads NONE and LZ4 (frames of independent blocks, as Java clients require).
-Inflation is bounded by `limits.decompressed_batch_bytes_max`, so a small frame that claims
+Inflation is bounded by `limits.DECOMPRESSED_BATCH_BYTES_MAX`, so a small frame that claims
 gigabytes costs no more than the bound. `recompress` re-encodes a batch for a topic whose
 compression.type is not the producer's.
 """
@@ -31,7 +31,7 @@ from zlog.record.header import (
 _LZ4_CHUNK_BYTES_MIN: Final = 64 * 1024
 _LZ4_ROUNDS_MAX: Final = 64
 
-assert limits.batch_size_bytes_max <= limits.decompressed_batch_bytes_max
+assert limits.BATCH_SIZE_BYTES_MAX <= limits.DECOMPRESSED_BATCH_BYTES_MAX
 
 
 def _corrupt(message: str) -> ZlogError:
@@ -64,7 +64,7 @@ def uncompressed_records(buf: Buffer, header: BatchHeader) -> Buffer:
 
 
 def _decompress_lz4(section: memoryview) -> bytes:
-    bound_bytes = limits.decompressed_batch_bytes_max
+    bound_bytes = limits.DECOMPRESSED_BATCH_BYTES_MAX
     decompressor = lz4.frame.LZ4FrameDecompressor()
     chunks: list[bytes] = []
     total_bytes = 0

@@ -207,10 +207,10 @@ def _validate(view: memoryview, *, strict: bool, check_crc: bool) -> BatchHeader
     size_bytes = view.nbytes
     if size_bytes < BATCH_HEADER_BYTES:
         raise _corrupt(f"a batch of {size_bytes} bytes is shorter than its header")
-    if size_bytes > limits.batch_size_bytes_max:
+    if size_bytes > limits.BATCH_SIZE_BYTES_MAX:
         raise ZlogError(
             ErrorCode.MESSAGE_TOO_LARGE,
-            f"a batch of {size_bytes} bytes exceeds {limits.batch_size_bytes_max} bytes",
+            f"a batch of {size_bytes} bytes exceeds {limits.BATCH_SIZE_BYTES_MAX} bytes",
         )
     header = read_header(view)
     if header.size_bytes != size_bytes:
@@ -240,8 +240,8 @@ def _check_header_fields(header: BatchHeader, *, strict: bool) -> None:
     count = header.record_count
     if count <= 0:
         raise _invalid(f"a batch must hold at least one record, this one claims {count}")
-    if count > limits.batch_records_max:
-        raise _invalid(f"{count} records exceed the bound of {limits.batch_records_max}")
+    if count > limits.BATCH_RECORDS_MAX:
+        raise _invalid(f"{count} records exceed the bound of {limits.BATCH_RECORDS_MAX}")
     if strict and header.last_offset_delta != count - 1:
         raise _invalid(
             f"lastOffsetDelta is {header.last_offset_delta} for {count} records, not {count - 1}"
@@ -360,8 +360,8 @@ def check_record_count(count: int) -> None:
     """A builder refuses what validate_batch would refuse: no records, or too many."""
     if count <= 0:
         raise _invalid("a batch needs at least one record")
-    if count > limits.batch_records_max:
-        raise _invalid(f"{count} records exceed the bound of {limits.batch_records_max}")
+    if count > limits.BATCH_RECORDS_MAX:
+        raise _invalid(f"{count} records exceed the bound of {limits.BATCH_RECORDS_MAX}")
 
 
 def check_timestamp_range(timestamp_ms_min: int, timestamp_ms_max: int, base_ms: int) -> None:
@@ -376,20 +376,20 @@ def check_timestamp_range(timestamp_ms_min: int, timestamp_ms_max: int, base_ms:
 
 def check_records_size(records_bytes: int) -> None:
     """A builder refuses records that readers would not inflate (the decompression bound)."""
-    if records_bytes > limits.decompressed_batch_bytes_max:
+    if records_bytes > limits.DECOMPRESSED_BATCH_BYTES_MAX:
         raise ZlogError(
             ErrorCode.MESSAGE_TOO_LARGE,
-            f"{records_bytes} bytes of records exceed {limits.decompressed_batch_bytes_max}",
+            f"{records_bytes} bytes of records exceed {limits.DECOMPRESSED_BATCH_BYTES_MAX}",
         )
 
 
 def seal_batch(records_section: Buffer, **fields: int) -> bytes:
     """Put the header in front of an (already compressed) records section and return the batch."""
     size_bytes = BATCH_HEADER_BYTES + as_byte_view(records_section).nbytes
-    if size_bytes > limits.batch_size_bytes_max:
+    if size_bytes > limits.BATCH_SIZE_BYTES_MAX:
         raise ZlogError(
             ErrorCode.MESSAGE_TOO_LARGE,
-            f"a batch of {size_bytes} bytes exceeds {limits.batch_size_bytes_max} bytes",
+            f"a batch of {size_bytes} bytes exceeds {limits.BATCH_SIZE_BYTES_MAX} bytes",
         )
     batch = bytearray(size_bytes)
     batch[BATCH_HEADER_BYTES:] = records_section

@@ -117,12 +117,12 @@ def record_body(
 def _too_large(what: str, size_bytes: int) -> ZlogError:
     return ZlogError(
         ErrorCode.MESSAGE_TOO_LARGE,
-        f"a {what} of {size_bytes} bytes exceeds {limits.record_size_bytes_max} bytes",
+        f"a {what} of {size_bytes} bytes exceeds {limits.RECORD_SIZE_BYTES_MAX} bytes",
     )
 
 
 def _headers_section(headers: RecordHeaders) -> bytes:
-    size_bytes_max = limits.record_size_bytes_max
+    size_bytes_max = limits.RECORD_SIZE_BYTES_MAX
     parts = [encode_varint(len(headers))]
     for header_key, header_value in headers:
         encoded_key = header_key.encode("utf-8")
@@ -140,9 +140,9 @@ def _headers_section(headers: RecordHeaders) -> bytes:
 def _encode_record(record: NewRecord, offset_delta: int, timestamp_delta_ms: int) -> bytes:
     """A record checked against the limits, then framed; errors in the order fields are met."""
     headers, key, value = record.headers, record.key, record.value
-    if len(headers) > limits.headers_per_record_max:
-        raise _invalid(f"{len(headers)} headers exceed {limits.headers_per_record_max}")
-    size_bytes_max = limits.record_size_bytes_max
+    if len(headers) > limits.HEADERS_PER_RECORD_MAX:
+        raise _invalid(f"{len(headers)} headers exceed {limits.HEADERS_PER_RECORD_MAX}")
+    size_bytes_max = limits.RECORD_SIZE_BYTES_MAX
     if key is not None and len(key) > size_bytes_max:
         raise _too_large("key", len(key))
     if value is not None and len(value) > size_bytes_max:
@@ -251,7 +251,7 @@ def decode_headers(data: bytes, pos: int, end: int) -> tuple[RecordHeaders, int]
     """Decode a record's headers count and headers from data[pos:end]."""
     count, pos = decode_varint(data, pos, end)
     # Each header takes at least two bytes (two 1-byte lengths); bound before allocating.
-    if count < 0 or count > limits.headers_per_record_max or 2 * count > end - pos:
+    if count < 0 or count > limits.HEADERS_PER_RECORD_MAX or 2 * count > end - pos:
         raise _corrupt(f"a headers count of {count} does not fit its record")
     headers: list[tuple[str, bytes | None]] = []
     for _index in range(count):

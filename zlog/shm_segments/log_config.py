@@ -21,13 +21,13 @@ CLEANUP_POLICIES: Final = frozenset({"delete", "compact", "compact,delete", "del
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    segment_bytes: int = limits.segment_bytes_default
+    segment_bytes: int = limits.SEGMENT_BYTES_DEFAULT
     """segment.bytes: roll to a new segment file before it would grow past this many bytes."""
-    segment_ms: int = limits.segment_ms_default
+    segment_ms: int = limits.SEGMENT_MS_DEFAULT
     """segment.ms: roll once the active segment's first batch is this old (ms)."""
-    index_interval_bytes: int = limits.index_interval_bytes_default
+    index_interval_bytes: int = limits.INDEX_INTERVAL_BYTES_DEFAULT
     """index.interval.bytes: one sparse index entry per this many bytes of batches."""
-    retention_ms: int = limits.retention_ms_default
+    retention_ms: int = limits.RETENTION_MS_DEFAULT
     """retention.ms: delete sealed segments whose newest record is older (ms); -1 = forever."""
     retention_bytes: int = -1
     """retention.bytes: delete oldest sealed segments while the log is larger; -1 = no limit."""
@@ -35,7 +35,7 @@ class LogConfig:
     """retention.disk.percent: delete oldest segments while the disk is fuller than this."""
     cleanup_policy: str = "delete"
     """cleanup.policy: "delete", "compact", or "compact,delete"."""
-    delete_retention_ms: int = limits.delete_retention_ms_default
+    delete_retention_ms: int = limits.DELETE_RETENTION_MS_DEFAULT
     """delete.retention.ms: how long compaction keeps a tombstone (ms)."""
     min_compaction_lag_ms: int = 0
     """min.compaction.lag.ms: records younger than this are never compacted away (ms)."""
@@ -45,14 +45,14 @@ class LogConfig:
     """flush.ms: fsync when the last fsync is this old (ms); -1 = never."""
     max_message_bytes: int = 1_048_588
     """max.message.bytes: the largest batch accepted (Kafka's default)."""
-    ring_bytes: int = limits.ring_size_bytes_default
+    ring_bytes: int = limits.RING_SIZE_BYTES_DEFAULT
     """Capacity of the partition's shared-memory ring (bytes)."""
     ring_flush_bytes: int = 0
     """Flush ring -> segment once this much is unflushed; 0 = after every append."""
 
     def __post_init__(self) -> None:
         # Each refusal names the bound and the value given, so a user can fix it in one go.
-        _at_least("segment.bytes", self.segment_bytes, limits.segment_bytes_min)
+        _at_least("segment.bytes", self.segment_bytes, limits.SEGMENT_BYTES_MIN)
         _at_most("segment.bytes", self.segment_bytes, _SEGMENT_BYTES_MAX)
         _at_least("segment.ms", self.segment_ms, 1)
         _at_least("index.interval.bytes", self.index_interval_bytes, 0)
@@ -75,7 +75,7 @@ class LogConfig:
         if self.flush_ms != -1:
             _at_least("flush.ms", self.flush_ms, 0, "or -1 (never)")
         _at_least("max.message.bytes", self.max_message_bytes, 1)
-        _at_least("ring_bytes", self.ring_bytes, limits.ring_size_bytes_min)
+        _at_least("ring_bytes", self.ring_bytes, limits.RING_SIZE_BYTES_MIN)
         _at_least("ring_flush_bytes", self.ring_flush_bytes, 0)
 
     @property

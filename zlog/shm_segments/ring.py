@@ -173,12 +173,12 @@ class RingWriter(LayoutWriter):
     ZlogError(KAFKA_STORAGE_ERROR); in the second case the log deletes the file and starts over.
     """
 
-    def __init__(self, path: Path, capacity_bytes: int = limits.ring_size_bytes_default) -> None:
-        if not limits.ring_size_bytes_min <= capacity_bytes <= CAPACITY_BYTES_MAX:
+    def __init__(self, path: Path, capacity_bytes: int = limits.RING_SIZE_BYTES_DEFAULT) -> None:
+        if not limits.RING_SIZE_BYTES_MIN <= capacity_bytes <= CAPACITY_BYTES_MAX:
             raise ZlogError(
                 ErrorCode.INVALID_CONFIG,
                 f"ring size of {capacity_bytes} bytes is outside "
-                f"[{limits.ring_size_bytes_min}, {CAPACITY_BYTES_MAX}]",
+                f"[{limits.RING_SIZE_BYTES_MIN}, {CAPACITY_BYTES_MAX}]",
             )
         self.path = Path(path)
         self._closed = False

@@ -44,7 +44,7 @@ LAYOUT_VERSION: Final = 1
 HEADER_BYTES: Final = 4096
 BATCH_HEADER_BYTES: Final = 12  # baseOffset int64 + batchLength int32, both big-endian
 PAD_BASE_OFFSET: Final = -1
-# The layout's own bounds; RingWriter applies limits.ring_size_bytes_min on top. Tests use tiny
+# The layout's own bounds; RingWriter applies limits.RING_SIZE_BYTES_MIN on top. Tests use tiny
 # rings so that every wrap rule is hit within a few appends.
 CAPACITY_BYTES_MIN: Final = 64
 CAPACITY_BYTES_MAX: Final = 1 << 40

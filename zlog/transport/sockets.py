@@ -28,10 +28,10 @@ from zlog.transport.json_fields import JSON_BODY_BYTES_MAX
 from zlog.transport.messages import Buffer
 
 # A server receives frames of at most one batch (produce) or one JSON body.
-SERVER_FRAME_BYTES_MAX: Final = max(limits.batch_size_bytes_max, JSON_BODY_BYTES_MAX) + 1024
+SERVER_FRAME_BYTES_MAX: Final = max(limits.BATCH_SIZE_BYTES_MAX, JSON_BODY_BYTES_MAX) + 1024
 # A client receives fetch chunks: up to max_bytes of batches, and always at least one whole
 # batch even if that batch alone exceeds max_bytes, as in Kafka.
-CLIENT_FRAME_BYTES_MAX: Final = 2 * limits.batch_size_bytes_max
+CLIENT_FRAME_BYTES_MAX: Final = 2 * limits.BATCH_SIZE_BYTES_MAX
 # Messages queued per peer in each direction before sends fail with EAGAIN.
 SERVER_HWM_MESSAGES: Final = 10_000
 CLIENT_HWM_MESSAGES: Final = 1_000

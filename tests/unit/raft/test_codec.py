@@ -221,12 +221,12 @@ def test_payload_crc_mismatch_is_rejected() -> None:
 def test_oversized_lengths_are_rejected_before_allocation() -> None:
     """A corrupt length is checked against its bound, not trusted to size a read."""
     block_count = struct.pack(">BBQQQQQQQQI", codec.VERSION, codec.Tag.APPEND, 1, 1, 2, 0, 0, 0,
-                              0, 0, codec.append_blocks_max + 1)
+                              0, 0, codec.APPEND_BLOCKS_MAX + 1)
     with pytest.raises(CodecError, match="exceeds"):
         codec.decode_message(block_count)
-    huge_batch = struct.pack(">I", codec.batch_commands_max + 1)
+    huge_batch = struct.pack(">I", codec.BATCH_COMMANDS_MAX + 1)
     with pytest.raises(CodecError, match="exceeds"):
         codec.decode_commands(huge_batch)
-    huge_command = struct.pack(">II", 1, codec.command_bytes_max + 1)
+    huge_command = struct.pack(">II", 1, codec.COMMAND_BYTES_MAX + 1)
     with pytest.raises(CodecError, match="exceeds"):
         codec.decode_commands(huge_command)

@@ -29,9 +29,9 @@ from zlog.raft.messages import (
 )
 from zlog.raft.storage import (
     LOG_NAME,
+    REWRITE_THRESHOLD_BYTES_DEFAULT,
     TEMP_NAME,
     RaftStorage,
-    rewrite_threshold_bytes_default,
 )
 
 
@@ -54,7 +54,7 @@ def _ready_for(blocks: list[Block], term: int = 1, commit: BlockId = GENESIS) ->
 
 def _open(
     directory: Path,
-    rewrite_threshold_bytes: int = rewrite_threshold_bytes_default,
+    rewrite_threshold_bytes: int = REWRITE_THRESHOLD_BYTES_DEFAULT,
     preallocate_bytes: int = 64 * 1024,
 ) -> tuple[RaftStorage, PersistedState | None]:
     storage = RaftStorage(

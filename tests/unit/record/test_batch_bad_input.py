@@ -150,8 +150,8 @@ def test_record_count_not_positive(count: int) -> None:
 
 
 def test_record_count_beyond_the_bound() -> None:
-    edited = with_field(GOOD, ">i", RECORD_COUNT_AT, limits.batch_records_max + 1)
-    edited = with_field(edited, ">i", LAST_OFFSET_DELTA_AT, limits.batch_records_max)
+    edited = with_field(GOOD, ">i", RECORD_COUNT_AT, limits.BATCH_RECORDS_MAX + 1)
+    edited = with_field(edited, ">i", LAST_OFFSET_DELTA_AT, limits.BATCH_RECORDS_MAX)
     assert_rejected(edited, ErrorCode.INVALID_RECORD)
 
 
@@ -212,7 +212,7 @@ def test_building_with_an_unsupported_codec(codec: Compression) -> None:
 
 
 def test_batch_beyond_the_size_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(limits, "batch_size_bytes_max", len(GOOD) - 1)
+    monkeypatch.setattr(limits, "BATCH_SIZE_BYTES_MAX", len(GOOD) - 1)
     assert_rejected(GOOD, ErrorCode.MESSAGE_TOO_LARGE)
     assert scan_batches(GOOD) == ([], 0)
     with pytest.raises(ZlogError) as raised:
@@ -227,8 +227,8 @@ def test_builder_limits_are_checked_in_the_order_fields_are_written(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Header count, key, value, header keys and values, then the whole record."""
-    monkeypatch.setattr(limits, "record_size_bytes_max", 10)
-    monkeypatch.setattr(limits, "headers_per_record_max", 2)
+    monkeypatch.setattr(limits, "RECORD_SIZE_BYTES_MAX", 10)
+    monkeypatch.setattr(limits, "HEADERS_PER_RECORD_MAX", 2)
     cases = [
         (NewRecord(b"v" * 11, key=b"k" * 11, headers=(("a", None),) * 3),
          ErrorCode.INVALID_RECORD, "3 headers exceed 2"),
@@ -304,7 +304,7 @@ def test_absurd_record_lengths(claimed_length: bytes) -> None:
         {"headers": encode_varint(1) + encode_varint(-1) + encode_varint(-1)},  # null key
         {"headers": encode_varint(1) + encode_varint(1) + b"k" + encode_varint(-2)},
         {"headers": encode_varint(1) + encode_varint(2) + b"\xc3\x28" + b"\x00"},  # bad UTF-8
-        {"headers": encode_varint(limits.headers_per_record_max + 1)},
+        {"headers": encode_varint(limits.HEADERS_PER_RECORD_MAX + 1)},
         {"headers": encode_varint(3) + b"\x02k\x00"},  # fewer headers than counted
         {"headers": b"\x00\x00"},  # a byte left over in the record
     ],
@@ -336,7 +336,7 @@ def test_lz4_bomb_beyond_the_decompression_bound(monkeypatch: pytest.MonkeyPatch
     bomb = with_records(bytes(64 * 1024 * 1024), 1, Compression.LZ4)
     assert len(bomb) < 300_000
     genuine = build_batch([NewRecord(bytes(2 * 1024 * 1024))], compression=Compression.LZ4)
-    monkeypatch.setattr(limits, "decompressed_batch_bytes_max", 1024 * 1024)
+    monkeypatch.setattr(limits, "DECOMPRESSED_BATCH_BYTES_MAX", 1024 * 1024)
     assert_rejected(bomb, ErrorCode.MESSAGE_TOO_LARGE, deep=True)
     assert_rejected(genuine, ErrorCode.MESSAGE_TOO_LARGE, deep=True)
     # Nor does zlog build a batch it would refuse to read.

@@ -18,7 +18,7 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.ring import RingFullError, RingReader, RingWriter
 from zlog.shm_segments.ring_layout import HEADER_BYTES, file_size_bytes
 
-CAPACITY_BYTES = limits.ring_size_bytes_min
+CAPACITY_BYTES = limits.RING_SIZE_BYTES_MIN
 
 
 def _append(ring: RingWriter, size_bytes: int, records: int = 1) -> tuple[int, bytes]:
@@ -105,7 +105,7 @@ def test_a_ring_whose_creation_never_finished_is_created_again(shm_dir: Path) ->
 
 def test_ring_sizes_below_the_minimum_are_a_config_error(shm_dir: Path) -> None:
     with pytest.raises(ZlogError) as error:
-        RingWriter(shm_dir / "p.ring", limits.ring_size_bytes_min - 1)
+        RingWriter(shm_dir / "p.ring", limits.RING_SIZE_BYTES_MIN - 1)
     assert error.value.code == ErrorCode.INVALID_CONFIG
 
 

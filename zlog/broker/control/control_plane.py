@@ -16,7 +16,7 @@ Requests that change metadata answer asynchronously:
   the change (AlterTopicConfigs), answered once it committed AND the workers confirmed the new
   configs on every local partition, so the next produce or fetch already runs under them.
 * InitProducerId: ids come from the metadata log (AllocateProducerIds) in blocks of
-  `producer_id_block_size`, so a restart never hands out an id twice, and one proposal serves
+  `PRODUCER_ID_BLOCK_SIZE`, so a restart never hands out an id twice, and one proposal serves
   a thousand producers.
 
 A parked request waits in `_waiting` with a deadline; `settle()` (after any change of metadata
@@ -55,7 +55,7 @@ from zlog.broker.topic_configs import (
     validate_new_topic,
 )
 from zlog.errors import ErrorCode, ZlogError
-from zlog.raft.codec import command_bytes_max
+from zlog.raft.codec import COMMAND_BYTES_MAX
 from zlog.raft.status import NodeStatus
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX
 from zlog.shm_segments.ring_layout import file_size_bytes as ring_file_size_bytes
@@ -66,9 +66,9 @@ from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.broker.control.control_plane")
 
-control_request_timeout_ms: Final = 30_000  # requests parked for commits and workers
-producer_id_block_size: Final = 1_000  # ids taken from the metadata log per proposal
-producer_id_waiters_max: Final = 10_000  # InitProducerId requests queued for a block
+CONTROL_REQUEST_TIMEOUT_MS: Final = 30_000  # requests parked for commits and workers
+PRODUCER_ID_BLOCK_SIZE: Final = 1_000  # ids taken from the metadata log per proposal
+PRODUCER_ID_WAITERS_MAX: Final = 10_000  # InitProducerId requests queued for a block
 
 @dataclass(frozen=True, slots=True)
 class HostStorage:
@@ -288,7 +288,7 @@ class ControlPlane:
                        request: wire.CreateTopicsRequestV0) -> None:
         state = self._state()
         waiting = _Waiting(identity, header, ApiKey.CREATE_TOPICS, {}, set(),
-                           self._clock_ms() + control_request_timeout_ms)
+                           self._clock_ms() + CONTROL_REQUEST_TIMEOUT_MS)
         specs: list[tuple[wire.TopicSpec, CreateTopic]] = []
         accepted: list[wire.TopicSpec] = []  # valid so far, validate_only or not
         name_counts = Counter(spec.name for spec in request.topics)
@@ -353,11 +353,11 @@ class ControlPlane:
         command = CreateTopic(spec.name, spec.partitions, spec.replication_factor,
                               dict(spec.configs), tuple(p.replicas for p in placed))
         size_bytes = len(encode_command(command))
-        if size_bytes > command_bytes_max:
+        if size_bytes > COMMAND_BYTES_MAX:
             raise ZlogError(
                 ErrorCode.INVALID_PARTITIONS,
                 f"{spec.partitions} partitions of {spec.replication_factor} replicas do not "
-                f"fit one metadata command ({size_bytes} bytes, at most {command_bytes_max})",
+                f"fit one metadata command ({size_bytes} bytes, at most {COMMAND_BYTES_MAX})",
             )
         return command
 
@@ -365,7 +365,7 @@ class ControlPlane:
                        request: wire.DeleteTopicsRequestV0) -> None:
         state = self._state()
         waiting = _Waiting(identity, header, ApiKey.DELETE_TOPICS, {}, set(),
-                           self._clock_ms() + control_request_timeout_ms)
+                           self._clock_ms() + CONTROL_REQUEST_TIMEOUT_MS)
         self._waiting.append(waiting)
         for name in request.topics:
             if name in waiting.results:
@@ -500,7 +500,7 @@ class ControlPlane:
         (all of them, or none with validate_only); a refused change alters nothing."""
         state = self._state()
         waiting = _Waiting(identity, header, ApiKey.INCREMENTAL_ALTER_CONFIGS, {}, set(),
-                           self._clock_ms() + control_request_timeout_ms)
+                           self._clock_ms() + CONTROL_REQUEST_TIMEOUT_MS)
         changes: list[tuple[str, dict[str, str], list[str]]] = []
         topic_counts = Counter(resource.resource_name for resource in request.resources
                                if resource.resource_type == wire.ConfigResourceType.TOPIC)
@@ -545,7 +545,7 @@ class ControlPlane:
             self._reply(identity, header, wire.InitProducerIdResponseV0(
                 int(ErrorCode.INVALID_REQUEST), -1, -1))
             return
-        if len(self._producer_id_waiters) >= producer_id_waiters_max:
+        if len(self._producer_id_waiters) >= PRODUCER_ID_WAITERS_MAX:
             self._reply(identity, header, wire.InitProducerIdResponseV0(
                 int(ErrorCode.THROTTLING_QUOTA_EXCEEDED), -1, -1))
             return
@@ -561,7 +561,7 @@ class ControlPlane:
             self._reply(identity, header, wire.InitProducerIdResponseV0(0, producer_id, 0))
         if self._producer_id_waiters and not self._allocating_producer_ids:
             self._allocating_producer_ids = True
-            self._propose(AllocateProducerIds(producer_id_block_size),
+            self._propose(AllocateProducerIds(PRODUCER_ID_BLOCK_SIZE),
                           self._producer_ids_allocated)
 
     def _producer_ids_allocated(self, result: Result | None,

@@ -68,10 +68,10 @@ CONTROL_REQUEST_PATH: Final = RequestPath(
     crash_on_assertion=False,  # one broken request must not take the host's broker down
 )
 
-reconcile_interval_ms: Final = 1_000  # re-check assignments even when nothing signalled
-loop_poll_ms_max: Final = 100  # the loop wakes at least this often (checks, deadlines)
-control_batch_messages_max: Final = 256  # client requests handled per loop turn
-control_close_linger_ms: Final = 200  # how long the last replies may take to leave on stop
+RECONCILE_INTERVAL_MS: Final = 1_000  # re-check assignments even when nothing signalled
+LOOP_POLL_MS_MAX: Final = 100  # the loop wakes at least this often (checks, deadlines)
+CONTROL_BATCH_MESSAGES_MAX: Final = 256  # client requests handled per loop turn
+CONTROL_CLOSE_LINGER_MS: Final = 200  # how long the last replies may take to leave on stop
 OPEN_FILES_TARGET: Final = 1_048_576  # the soft limit asked for when the hard one is unlimited
 OPEN_FILES_WARN_BELOW: Final = 4_096
 LOCK_FILE: Final = ".zlog.lock"
@@ -247,7 +247,7 @@ class Supervisor:
         return 0 if self._startup_failure is None else 1
 
     def _poll_timeout_ms(self) -> int:
-        timeout_ms = loop_poll_ms_max
+        timeout_ms = LOOP_POLL_MS_MAX
         if self.notifier.watchdog_interval_ms is not None:
             timeout_ms = min(timeout_ms, max(0, self._next_watchdog_ms - monotonic_ms()))
         return timeout_ms
@@ -267,7 +267,7 @@ class Supervisor:
         if state is not self._seen_state or self._pool.changed or now_ms >= self._next_reconcile_ms:
             self._seen_state = state
             self._reconcile(state, now_ms)
-            self._next_reconcile_ms = now_ms + reconcile_interval_ms
+            self._next_reconcile_ms = now_ms + RECONCILE_INTERVAL_MS
             self.control.settle()
         self.control.expire(now_ms)
         if not self._serving:
@@ -314,7 +314,7 @@ class Supervisor:
         """Release everything; safe after a failed start()."""
         if self._control_socket is not None:
             # A short linger lets the last answers (BROKER_NOT_AVAILABLE to parked requests) out.
-            self._control_socket.close(linger=control_close_linger_ms)
+            self._control_socket.close(linger=CONTROL_CLOSE_LINGER_MS)
             self._control_socket = None
         if self._pool is not None:
             self._pool.stop_all(self.config.shutdown_timeout_ms)
@@ -400,7 +400,7 @@ class Supervisor:
 
     def _receive_control(self) -> None:
         assert self._control_socket is not None
-        for _ in range(control_batch_messages_max):
+        for _ in range(CONTROL_BATCH_MESSAGES_MAX):
             routed = recv_routed(self._control_socket, block=False)
             if routed is None:
                 return

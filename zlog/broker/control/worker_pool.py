@@ -43,10 +43,10 @@ from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.broker.control.worker_pool")
 
-request_timeout_ms: Final = 60_000  # an unanswered assign/unassign is sent again after this
-stable_uptime_ms: Final = 60_000  # a worker up this long has its crash backoff reset
-receive_batch_messages_max: Final = 1024  # per loop turn, so workers cannot starve clients
-ipc_path_chars_max: Final = 100  # sockaddr_un holds 108 bytes; keep a margin
+REQUEST_TIMEOUT_MS: Final = 60_000  # an unanswered assign/unassign is sent again after this
+STABLE_UPTIME_MS: Final = 60_000  # a worker up this long has its crash backoff reset
+RECEIVE_BATCH_MESSAGES_MAX: Final = 1024  # per loop turn, so workers cannot starve clients
+IPC_PATH_CHARS_MAX: Final = 100  # sockaddr_un holds 108 bytes; keep a margin
 OPEN_RETRY_INITIAL_MS: Final = 1_000  # a partition that failed to open is tried again after
 OPEN_RETRY_MAX_MS: Final = 30_000  # ... doubling up to this, so a bad one costs next to nothing
 STARTUP_CRASHES_MAX: Final = 5  # a worker that dies this often before its first hello cannot start
@@ -131,14 +131,14 @@ class WorkerSettings:
     backoff_initial_ms: int
     backoff_max_ms: int
     worker_module: str = "zlog.broker.data.worker"
-    ring_bytes: int = limits.ring_size_bytes_default
+    ring_bytes: int = limits.RING_SIZE_BYTES_DEFAULT
     ring_flush_bytes: int = 0
 
 
 def supervisor_endpoint(data_dir: Path) -> str:
     """ipc under the data dir; tcp on loopback when the path is too long for a unix socket."""
     path = data_dir.resolve() / ".zlog-supervisor.sock"
-    if len(str(path)) <= ipc_path_chars_max:
+    if len(str(path)) <= IPC_PATH_CHARS_MAX:
         return f"ipc://{path}"
     return "tcp://127.0.0.1:*"
 
@@ -233,7 +233,7 @@ class WorkerPool:
         log.info("started worker %d (pid %d)", worker.worker_id, worker.process.pid)
 
     def _schedule_restart(self, worker: WorkerHandle, now_ms: int) -> None:
-        if now_ms - worker.started_ms >= stable_uptime_ms:
+        if now_ms - worker.started_ms >= STABLE_UPTIME_MS:
             worker.crashes_in_row = 0
         worker.crashes_in_row += 1
         delay_ms = restart_backoff_ms(
@@ -313,7 +313,7 @@ class WorkerPool:
 
     def receive(self, now_ms: int) -> None:
         """Handle what the workers sent since the last turn."""
-        for _ in range(receive_batch_messages_max):
+        for _ in range(RECEIVE_BATCH_MESSAGES_MAX):
             try:
                 frames = self.router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
@@ -497,7 +497,7 @@ class WorkerPool:
 
     def _expire_pending(self, worker: WorkerHandle, now_ms: int) -> None:
         for request_id, pending in list(worker.pending.items()):
-            if now_ms - pending.sent_ms > request_timeout_ms:
+            if now_ms - pending.sent_ms > REQUEST_TIMEOUT_MS:
                 log.warning("worker %d never answered %s of %s-%d; asking again",
                             worker.worker_id, pending.kind, *pending.topic_partition)
                 del worker.pending[request_id]

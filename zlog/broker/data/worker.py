@@ -86,7 +86,7 @@ class WorkerOptions:
     ring_dir: Path
     host: str
     port_range: tuple[int, int] | None = None
-    ring_bytes: int = limits.ring_size_bytes_default
+    ring_bytes: int = limits.RING_SIZE_BYTES_DEFAULT
     ring_flush_bytes: int = 0
     supervisor_silence_ms: int = SUPERVISOR_SILENCE_MS_MAX
 
@@ -338,7 +338,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
     parser.add_argument("--ring-dir", type=Path, required=True)
     parser.add_argument("--host", required=True, help="address to bind and to advertise")
     parser.add_argument("--port-range", type=_port_range, default=None, help="A-B inclusive")
-    parser.add_argument("--ring-bytes", type=int, default=limits.ring_size_bytes_default,
+    parser.add_argument("--ring-bytes", type=int, default=limits.RING_SIZE_BYTES_DEFAULT,
                         help="shared-memory ring per partition (bytes)")
     parser.add_argument("--ring-flush-bytes", type=int, default=0,
                         help="flush ring -> segment once this much is pending; 0: every append")
@@ -348,8 +348,8 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
     args = parser.parse_args(argv)
     if args.worker_id < 0:
         parser.error("--worker-id must be >= 0")
-    if args.ring_bytes < limits.ring_size_bytes_min:
-        parser.error(f"--ring-bytes must be >= {limits.ring_size_bytes_min}")
+    if args.ring_bytes < limits.RING_SIZE_BYTES_MIN:
+        parser.error(f"--ring-bytes must be >= {limits.RING_SIZE_BYTES_MIN}")
     if args.supervisor_silence_ms < 0:
         parser.error("--supervisor-silence-ms must be >= 0")
     if not 0 <= args.ring_flush_bytes < args.ring_bytes:

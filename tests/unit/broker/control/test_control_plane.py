@@ -14,10 +14,10 @@ import pytest
 
 from zlog.broker.config import BrokerConfig
 from zlog.broker.control.control_plane import (
+    CONTROL_REQUEST_TIMEOUT_MS,
     ControlPlane,
     Done,
     HostStorage,
-    control_request_timeout_ms,
 )
 from zlog.broker.control.metadata import MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
@@ -232,7 +232,7 @@ def test_twenty_thousand_partitions_fit_one_command(broker: FakeBroker) -> None:
 def test_requests_time_out_and_shutdown_answers_the_rest(broker: FakeBroker) -> None:
     late = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 1),)))
     broker.commit()
-    broker.now_ms += control_request_timeout_ms
+    broker.now_ms += CONTROL_REQUEST_TIMEOUT_MS
     broker.control.expire(broker.now_ms)
     assert _codes(broker.reply_to(late)) == [("t", ErrorCode.REQUEST_TIMED_OUT)]
     parked = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("u", 1),)))
