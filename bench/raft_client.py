@@ -25,10 +25,11 @@ from typing import Any, Final
 
 import zmq
 
+from zlog import limits
 from zlog.errors import ErrorCode, ZlogError, for_code
-from zlog.raft.codec import COMMAND_BYTES_MAX, VERSION, CodecError, Reader, Tag
+from zlog.raft.codec import VERSION, CodecError, Reader, Tag
 
-CLIENT_BODY_BYTES_MAX: Final = COMMAND_BYTES_MAX
+CLIENT_BODY_BYTES_MAX: Final = limits.RAFT_COMMAND_BYTES_MAX
 CONNECT_WAIT_MS: Final = 100  # how long a client waits for a connection before trying elsewhere
 _CLIENT_REQUEST = struct.Struct(">BBQI")
 _CLIENT_REPLY = struct.Struct(">BBQhiI")

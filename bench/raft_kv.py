@@ -13,7 +13,8 @@ import struct
 from enum import IntEnum
 from typing import Final
 
-from zlog.raft.codec import COMMAND_BYTES_MAX, CodecError, Reader
+from zlog import limits
+from zlog.raft.codec import CodecError, Reader
 
 KEY_BYTES_MAX: Final = 1024
 _KEY_HEAD = struct.Struct(">BH")
@@ -148,7 +149,7 @@ def _pack_bytes(value: bytes) -> bytes:
 
 def _read_bytes(reader: Reader) -> bytes:
     (size,) = reader.unpack(_U32)
-    return reader.take(size, COMMAND_BYTES_MAX, "snapshot field")
+    return reader.take(size, limits.RAFT_COMMAND_BYTES_MAX, "snapshot field")
 
 
 def _count(reader: Reader) -> int:

@@ -39,11 +39,12 @@ from bench.raft_client import (
     encode_client_reply,
 )
 from bench.raft_kv import KvStateMachine
+from zlog import limits
 from zlog.errors import ZlogError
 from zlog.raft.codec import CodecError
 from zlog.raft.proposals import NotLeaderOrFollowerError
 from zlog.raft.runner import RaftRunner, RunnerConfig
-from zlog.transport.raft_peers import RECEIVE_BATCH_MESSAGES_MAX, PeerTransport
+from zlog.transport.raft_peers import PeerTransport
 
 log = logging.getLogger("bench.raft_node")
 
@@ -90,7 +91,7 @@ class ClientEndpoint:
     def receive(self) -> list[tuple[bytes, bytes]]:
         """(client identity, request frame) pairs, in arrival order."""
         received: list[tuple[bytes, bytes]] = []
-        for _ in range(RECEIVE_BATCH_MESSAGES_MAX):
+        for _ in range(limits.RAFT_RECEIVE_BATCH_MESSAGES_MAX):
             try:
                 frames = self.router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:

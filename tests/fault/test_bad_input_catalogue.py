@@ -31,6 +31,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from tests.broker_fixtures import BrokerProcess, broker_process
 from tests.waiting import wait_until
+from zlog import limits
 from zlog.broker.topic_configs import TOPIC_CONFIG_KEYS
 from zlog.client import Producer
 from zlog.errors import ErrorCode, ZlogError
@@ -39,9 +40,7 @@ from zlog.record.header import Compression, read_header
 from zlog.record.records import NewRecord, build_batch
 from zlog.transport import messages as wire
 from zlog.transport.codec import decode_response, encode_request
-from zlog.transport.json_fields import JSON_BODY_BYTES_MAX
 from zlog.transport.rpc import RpcClient
-from zlog.transport.sockets import SERVER_FRAME_BYTES_MAX
 from zlog.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 pytestmark = pytest.mark.slow
@@ -520,7 +519,7 @@ def _bad_json_bodies(env: Env) -> None:
                    b"true", b"null"):
         _expect_error_reply(data, _raw(2, 0, list_offsets % number), ErrorCode.INVALID_REQUEST)
     nested = b"[" * 100_000 + b"]" * 100_000  # deeper than any parser's recursion
-    oversized = b'{"topics": null, "padding": "' + b"x" * JSON_BODY_BYTES_MAX + b'"}'
+    oversized = b'{"topics": null, "padding": "' + b"x" * limits.JSON_BODY_BYTES_MAX + b'"}'
     for endpoint, api_key in ((env.control, 3), (data, 2)):
         for body in (nested, oversized):
             _expect_error_reply(endpoint, _raw(api_key, 0, body), ErrorCode.INVALID_REQUEST)
@@ -539,7 +538,7 @@ def _await_event(monitor: zmq.Socket[bytes], event: int, timeout_s: float) -> No
 
 @case(4, "frame-above-transport-cap")
 def _oversized_frame(env: Env) -> None:
-    huge = bytes(SERVER_FRAME_BYTES_MAX + 1)
+    huge = bytes(limits.SERVER_FRAME_BYTES_MAX + 1)
     requests = {
         env.at(VICTIM, 0): _raw(0, 0, _produce_body(1, [(VICTIM, 0, 1)]), huge),
         env.control: _raw(3, 0, huge),

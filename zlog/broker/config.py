@@ -35,7 +35,6 @@ ENV_PREFIX: Final = "ZLOG_"
 ENV_TOPIC_PREFIX: Final = "ZLOG_TOPIC_"
 ENV_CONFIG_FILE: Final = "ZLOG_CONFIG"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
-WORKERS_MAX: Final = 1024  # each worker is a process with its own sockets and rings
 
 
 class ConfigError(Exception):
@@ -91,7 +90,7 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         assert self.node_id >= 0
-        assert 1 <= self.workers <= WORKERS_MAX
+        assert 1 <= self.workers <= limits.WORKERS_MAX
         if self.ring_flush_bytes >= self.ring_bytes:
             raise ConfigError("ring_flush_bytes must be smaller than ring_bytes")
 
@@ -191,7 +190,7 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "listen": _to_endpoint,
     "advertised_host": _to_str,
     "data_port_range": _to_port_range,
-    "workers": _to_int(1, WORKERS_MAX),
+    "workers": _to_int(1, limits.WORKERS_MAX),
     "ring_dir": _to_optional_path,
     "ring_bytes": _to_int(limits.RING_SIZE_BYTES_MIN, 2**31 - 1),
     "ring_flush_bytes": _to_int(0, 2**31 - 1),

@@ -27,9 +27,6 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import Compression
 from zlog.shm_segments.log_config import LogConfig
 
-PARTITIONS_PER_TOPIC_MAX: Final = 65_536  # a bound on one request's metadata and worker load
-REPLICATION_FACTOR_MAX: Final = 32  # far above any sane value; bounds replica lists
-
 TOPIC_CONFIG_KEYS: Final = frozenset(
     {
         "retention.ms",
@@ -151,15 +148,15 @@ def check_no_collision(name: str, existing: Iterable[str]) -> None:
 
 
 def validate_partitions(partitions: object) -> int:
-    """A partition count between 1 and PARTITIONS_PER_TOPIC_MAX."""
+    """A partition count between 1 and limits.PARTITIONS_PER_TOPIC_MAX."""
     if not isinstance(partitions, int) or isinstance(partitions, bool):
         raise ZlogError(ErrorCode.INVALID_PARTITIONS, "partitions must be an integer")
     if partitions < 1:
         raise ZlogError(ErrorCode.INVALID_PARTITIONS, f"partitions must be >= 1, not {partitions}")
-    if partitions > PARTITIONS_PER_TOPIC_MAX:
+    if partitions > limits.PARTITIONS_PER_TOPIC_MAX:
         raise ZlogError(
             ErrorCode.INVALID_PARTITIONS,
-            f"partitions must be <= {PARTITIONS_PER_TOPIC_MAX}, not {partitions}",
+            f"partitions must be <= {limits.PARTITIONS_PER_TOPIC_MAX}, not {partitions}",
         )
     return partitions
 
@@ -174,7 +171,7 @@ def validate_replication_factor(replication_factor: object, live_brokers: int) -
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"replication factor must be >= 1, not {replication_factor}",
         )
-    if replication_factor > min(live_brokers, REPLICATION_FACTOR_MAX):
+    if replication_factor > min(live_brokers, limits.REPLICATION_FACTOR_MAX):
         raise ZlogError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"replication factor {replication_factor} is larger than the {live_brokers} "
@@ -260,10 +257,11 @@ def validate_min_insync_replicas(text: str) -> int:
         raise ZlogError(
             ErrorCode.INVALID_CONFIG, f"min.insync.replicas must be an integer, not {text!r}"
         ) from None
-    if not 1 <= value <= REPLICATION_FACTOR_MAX:
+    if not 1 <= value <= limits.REPLICATION_FACTOR_MAX:
         raise ZlogError(
             ErrorCode.INVALID_CONFIG,
-            f"min.insync.replicas must be between 1 and {REPLICATION_FACTOR_MAX}, not {value}",
+            f"min.insync.replicas must be between 1 and {limits.REPLICATION_FACTOR_MAX}, "
+            f"not {value}",
         )
     return value
 

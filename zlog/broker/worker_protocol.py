@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Final, TypeAlias
 
+from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.json_fields import Fields, parse_json_object
 from zlog.transport.wire import INT16_MAX, INT16_MIN, INT32_MAX
@@ -32,8 +33,6 @@ from zlog.transport.wire import INT16_MAX, INT16_MIN, INT32_MAX
 HEARTBEAT_INTERVAL_MS: Final = 500
 """How often a worker says it is alive; the supervisor restarts one silent for its
 worker_heartbeat_timeout_ms."""
-MESSAGE_BYTES_MAX: Final = 1024 * 1024
-"""Bound on one message either way (an assignment with its configs is far smaller)."""
 REQUEST_ID_MAX: Final = 2**53 - 1  # JSON numbers stay exact up to here
 PARTITION_INDEX_MAX: Final = INT32_MAX
 LEADER_EPOCH_MAX: Final = INT32_MAX
@@ -179,7 +178,7 @@ def encode(message: ToWorker | FromWorker) -> bytes:
         value = getattr(message, item.name)
         body[item.name] = dict(value) if isinstance(value, Mapping) else value
     encoded = json.dumps(body, separators=(",", ":")).encode()
-    assert len(encoded) <= MESSAGE_BYTES_MAX, (message.TYPE, len(encoded))
+    assert len(encoded) <= limits.WORKER_MESSAGE_BYTES_MAX, (message.TYPE, len(encoded))
     return encoded
 
 
@@ -197,7 +196,7 @@ def _decode(
     frame: bytes | str | memoryview, kinds: Mapping[str, type[ToWorker | FromWorker]]
 ) -> ToWorker | FromWorker:
     view = memoryview(frame.encode() if isinstance(frame, str) else frame)
-    if view.nbytes > MESSAGE_BYTES_MAX:
+    if view.nbytes > limits.WORKER_MESSAGE_BYTES_MAX:
         raise WorkerProtocolError(ErrorCode.INVALID_REQUEST,
                                   f"a message of {view.nbytes} bytes exceeds the bound")
     try:

@@ -23,13 +23,14 @@ thread reads what is there, a user thread wakes this thread to read it.
 
 Idempotence (KIP-98): a batch gets its partition's next sequence when it is first taken and
 keeps it, and its bytes, across retries, so the broker recognises a retry and answers it with
-the original offset. At most `IDEMPOTENT_IN_FLIGHT_MAX` batches of a partition are in flight,
-since the broker remembers five. If a batch fails retriably, later in-flight batches of its
-partition come back OUT_OF_ORDER_SEQUENCE_NUMBER; they are retried too, in sequence order, and
-no new batch of that partition leaves until the retries are through. A batch that fails for
-good leaves a gap in its partition's sequences, so the producer then takes a new producer id
-once nothing is in flight and starts every sequence at 0 again; batches waiting to be retried
-are re-encoded with the new id (Kafka resets sequences in the same situation, KIP-360).
+the original offset. At most `limits.IDEMPOTENT_IN_FLIGHT_BATCHES_MAX` batches of a partition
+are in flight, since the broker remembers five. If a batch fails retriably, later in-flight
+batches of its partition come back OUT_OF_ORDER_SEQUENCE_NUMBER; they are retried too, in
+sequence order, and no new batch of that partition leaves until the retries are through. A
+batch that fails for good leaves a gap in its partition's sequences, so the producer then takes
+a new producer id once nothing is in flight and starts every sequence at 0 again; batches
+waiting to be retried are re-encoded with the new id (Kafka resets sequences in the same
+situation, KIP-360).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from typing import Final
 
 import zmq
 
+from zlog import limits
 from zlog.client.accumulator import PendingBatch, RecordAccumulator
 from zlog.client.cluster import Connections
 from zlog.client.compression_policy import AdaptiveCompression
@@ -62,7 +64,6 @@ from zlog.types import METADATA_REFRESH_ERRORS, SEQUENCE_MODULUS, TopicPartition
 
 log = logging.getLogger("zlog.client.producer")
 
-IDEMPOTENT_IN_FLIGHT_MAX: Final = 5  # batches per partition: what the broker can deduplicate
 # A request leaves once its batches reach this many bytes, before the next batch is encoded:
 # the broker appends one request while this thread encodes the next (a pipeline), instead of
 # waiting while every ready batch is encoded. Small batches still share a request.
@@ -422,7 +423,7 @@ class Sender:
             return True
         if self._producer_id < 0 or self._reset_pending:
             return False
-        return len(state.in_flight) < IDEMPOTENT_IN_FLIGHT_MAX
+        return len(state.in_flight) < limits.IDEMPOTENT_IN_FLIGHT_BATCHES_MAX
 
     def _take_batches(self, now_ms: int) -> dict[str, list[PendingBatch]]:
         """Due retries first, then ready new batches, grouped by leader endpoint."""
@@ -435,7 +436,8 @@ class Sender:
                 if endpoint is None:
                     self._stale_topics.add(tp.topic)
                     break
-                if self.config.idempotent and len(state.in_flight) >= IDEMPOTENT_IN_FLIGHT_MAX:
+                if (self.config.idempotent
+                        and len(state.in_flight) >= limits.IDEMPOTENT_IN_FLIGHT_BATCHES_MAX):
                     break
                 batch = state.retries.pop(0)
                 state.in_flight.append(batch)

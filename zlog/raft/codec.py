@@ -37,9 +37,9 @@ from typing import Final
 
 import crc32c
 
+from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.messages import (
-    CONFIG_MEMBERS_MAX,
     Append,
     AppendResp,
     Block,
@@ -56,16 +56,7 @@ from zlog.raft.messages import (
 )
 
 VERSION: Final = 1
-
-# Bounds on every length read off the wire or the disk. They sit far above what zlog's
-# metadata needs, and far below what would let a corrupt length allocate the machine away.
-BLOCK_PAYLOAD_BYTES_MAX: Final = 16 * 1024 * 1024
-APPEND_BLOCKS_MAX: Final = 4096
-SNAPSHOT_DATA_BYTES_MAX: Final = 256 * 1024 * 1024
-CONFIG_BYTES_MAX: Final = 8 + 8 * CONFIG_MEMBERS_MAX
-COMMAND_BYTES_MAX: Final = 1024 * 1024
-BATCH_COMMANDS_MAX: Final = 65_536
-NODE_ID_MAX: Final = 2**64 - 1
+NODE_ID_MAX: Final = 2**64 - 1  # node ids are unsigned 64-bit on the wire
 
 _HEADER = struct.Struct(">BBQQQ")
 _BLOCK_ID = struct.Struct(">QQ")
@@ -164,7 +155,7 @@ def read_block_id(reader: Reader) -> BlockId:
 
 def write_block(out: bytearray, block: Block) -> None:
     """Append one block; the CRC lets a reader on the far side check the payload it got."""
-    assert len(block.payload) <= BLOCK_PAYLOAD_BYTES_MAX, "block payload over its bound"
+    assert len(block.payload) <= limits.RAFT_BLOCK_PAYLOAD_BYTES_MAX, "block payload over its bound"
     parent = block.parent if block.parent is not None else BlockId(0, 0)
     out += _BLOCK_HEAD.pack(
         block.id.term,
@@ -189,7 +180,7 @@ def read_block(reader: Reader) -> Block:
         block_kind = BlockKind(kind)
     except ValueError:
         raise CodecError(f"unknown block kind {kind}") from None
-    payload = reader.take(size, BLOCK_PAYLOAD_BYTES_MAX, "block payload")
+    payload = reader.take(size, limits.RAFT_BLOCK_PAYLOAD_BYTES_MAX, "block payload")
     if crc32c.crc32c(payload) != crc:
         raise CodecError(f"block ({term}, {height}) payload fails its CRC")
     parent = BlockId(p_term, p_height) if has_parent else None
@@ -198,14 +189,14 @@ def read_block(reader: Reader) -> Block:
 
 def write_config(out: bytearray, config: ConfigState) -> None:
     encoded = config.encode()
-    assert len(encoded) <= CONFIG_BYTES_MAX, "config over its bound"
+    assert len(encoded) <= limits.RAFT_CONFIG_BYTES_MAX, "config over its bound"
     out += _U32.pack(len(encoded))
     out += encoded
 
 
 def read_config(reader: Reader) -> ConfigState:
     (size,) = reader.unpack(_U32)
-    encoded = reader.take(size, CONFIG_BYTES_MAX, "config")
+    encoded = reader.take(size, limits.RAFT_CONFIG_BYTES_MAX, "config")
     try:
         return ConfigState.decode(encoded)
     except ValueError as error:
@@ -213,7 +204,7 @@ def read_config(reader: Reader) -> ConfigState:
 
 
 def write_snapshot(out: bytearray, snapshot: Snapshot) -> None:
-    assert len(snapshot.data) <= SNAPSHOT_DATA_BYTES_MAX, "snapshot over its bound"
+    assert len(snapshot.data) <= limits.RAFT_SNAPSHOT_BYTES_MAX, "snapshot over its bound"
     write_block_id(out, snapshot.last)
     write_config(out, snapshot.config)
     out += _SNAP_DATA.pack(len(snapshot.data), crc32c.crc32c(snapshot.data))
@@ -224,7 +215,7 @@ def read_snapshot(reader: Reader) -> Snapshot:
     last = read_block_id(reader)
     config = read_config(reader)
     size, crc = reader.unpack(_SNAP_DATA)
-    data = reader.take(size, SNAPSHOT_DATA_BYTES_MAX, "snapshot data")
+    data = reader.take(size, limits.RAFT_SNAPSHOT_BYTES_MAX, "snapshot data")
     if crc32c.crc32c(data) != crc:
         raise CodecError(f"snapshot at {tuple(last)} fails its CRC")
     return Snapshot(last=last, config=config, data=data)
@@ -264,7 +255,7 @@ def encode_message(message: Message) -> bytes:
         out += _HEADER.pack(VERSION, Tag.VOTE_RESP, message.term, message.from_, message.to)
         out += _U8.pack(int(message.granted) | int(message.pre) << 1)
     elif isinstance(message, Append):
-        assert len(message.blocks) <= APPEND_BLOCKS_MAX, "append over its block bound"
+        assert len(message.blocks) <= limits.RAFT_APPEND_BLOCKS_MAX, "append over its block bound"
         out += _HEADER.pack(VERSION, Tag.APPEND, message.term, message.from_, message.to)
         prev, commit = message.prev, message.commit
         out += _APPEND_HEAD.pack(
@@ -313,8 +304,8 @@ def decode_message(data: bytes | memoryview) -> Message:
         message = VoteResp(term, from_, to, bool(flags & 1), bool(flags & 2))
     elif tag == Tag.APPEND:
         p_term, p_height, c_term, c_height, seq, count = reader.unpack(_APPEND_HEAD)
-        if count > APPEND_BLOCKS_MAX:
-            raise CodecError(f"append of {count} blocks exceeds {APPEND_BLOCKS_MAX}")
+        if count > limits.RAFT_APPEND_BLOCKS_MAX:
+            raise CodecError(f"append of {count} blocks exceeds {limits.RAFT_APPEND_BLOCKS_MAX}")
         blocks = tuple(read_block(reader) for _ in range(count))
         prev, commit = BlockId(p_term, p_height), BlockId(c_term, c_height)
         message = Append(term, from_, to, prev, blocks, commit, seq)
@@ -344,25 +335,25 @@ def encode_commands(commands: list[bytes] | tuple[bytes, ...]) -> bytes:
     Many proposals that arrive together share one block, so one fsync and one round trip
     commit all of them; the state machine applies them in this order.
     """
-    assert 0 < len(commands) <= BATCH_COMMANDS_MAX, "batch size out of bounds"
+    assert 0 < len(commands) <= limits.RAFT_BATCH_COMMANDS_MAX, "batch size out of bounds"
     out = bytearray(_U32.pack(len(commands)))
     for command in commands:
-        assert len(command) <= COMMAND_BYTES_MAX, "command over its bound"
+        assert len(command) <= limits.RAFT_COMMAND_BYTES_MAX, "command over its bound"
         out += _U32.pack(len(command))
         out += command
-    assert len(out) <= BLOCK_PAYLOAD_BYTES_MAX, "batch over the block payload bound"
+    assert len(out) <= limits.RAFT_BLOCK_PAYLOAD_BYTES_MAX, "batch over the block payload bound"
     return bytes(out)
 
 
 def decode_commands(payload: bytes | memoryview) -> list[bytes]:
     reader = Reader(payload)
     (count,) = reader.unpack(_U32)
-    if count > BATCH_COMMANDS_MAX:
-        raise CodecError(f"batch of {count} commands exceeds {BATCH_COMMANDS_MAX}")
+    if count > limits.RAFT_BATCH_COMMANDS_MAX:
+        raise CodecError(f"batch of {count} commands exceeds {limits.RAFT_BATCH_COMMANDS_MAX}")
     commands = []
     for _ in range(count):
         (size,) = reader.unpack(_U32)
-        commands.append(reader.take(size, COMMAND_BYTES_MAX, "command"))
+        commands.append(reader.take(size, limits.RAFT_COMMAND_BYTES_MAX, "command"))
     reader.expect_end()
     return commands
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
+from zlog import limits
+
 
 class BlockId(NamedTuple):
     """A block's name: the term of the leader that minted it and its height on the chain."""
@@ -41,7 +43,6 @@ class Block:
 _CONFIG_VERSION = 1
 _CONFIG_HEADER = struct.Struct(">BHH")  # version, voter count, learner count
 _NODE_ID = struct.Struct(">Q")  # one node id, unsigned 64-bit
-CONFIG_MEMBERS_MAX = 1024  # a metadata quorum is a handful of nodes; this bounds decode work
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +79,8 @@ class ConfigState:
                 raise ValueError(f"config ids must be non-negative: {ids}")
         if set(self.voters) & set(self.learners):
             raise ValueError(f"a node cannot be both voter and learner: {self}")
-        if len(self.voters) + len(self.learners) > CONFIG_MEMBERS_MAX:
-            raise ValueError(f"config has more than {CONFIG_MEMBERS_MAX} members")
+        if len(self.voters) + len(self.learners) > limits.RAFT_CONFIG_MEMBERS_MAX:
+            raise ValueError(f"config has more than {limits.RAFT_CONFIG_MEMBERS_MAX} members")
 
     def encode(self) -> bytes:
         """The CONFIG block payload: version byte, two counts, then big-endian u64 ids."""

@@ -24,19 +24,13 @@ import itertools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
 
+from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.messages import Block, BlockId
 
 Outcome = bytes | ZlogError
 Waiter = Callable[[Outcome], None]
-
-QUEUED_COMMANDS_MAX_DEFAULT: Final = 65_536
-QUEUED_BYTES_MAX_DEFAULT: Final = 64 * 1024 * 1024
-BATCH_COMMANDS_MAX_DEFAULT: Final = 4096
-BATCH_BYTES_MAX_DEFAULT: Final = 1024 * 1024
-QUEUED_READS_MAX_DEFAULT: Final = 65_536
 
 
 class ProposalSupersededError(ZlogError):
@@ -88,10 +82,10 @@ class ProposalTracker:
     def __init__(
         self,
         *,
-        queued_commands_max: int = QUEUED_COMMANDS_MAX_DEFAULT,
-        queued_bytes_max: int = QUEUED_BYTES_MAX_DEFAULT,
-        batch_commands_max: int = BATCH_COMMANDS_MAX_DEFAULT,
-        batch_bytes_max: int = BATCH_BYTES_MAX_DEFAULT,
+        queued_commands_max: int = limits.RAFT_QUEUED_COMMANDS_MAX_DEFAULT,
+        queued_bytes_max: int = limits.RAFT_QUEUED_BYTES_MAX_DEFAULT,
+        batch_commands_max: int = limits.RAFT_BATCH_COMMANDS_MAX_DEFAULT,
+        batch_bytes_max: int = limits.RAFT_BATCH_BYTES_MAX_DEFAULT,
     ) -> None:
         assert 0 < batch_commands_max <= queued_commands_max, "batch cannot exceed the queue"
         assert 0 < batch_bytes_max <= queued_bytes_max, "batch cannot exceed the queue"
@@ -200,7 +194,7 @@ class _ReadBatch:
 class ReadTracker:
     """Reads waiting for a ReadIndex confirmation, then for the node to apply that index."""
 
-    def __init__(self, *, queued_reads_max: int = QUEUED_READS_MAX_DEFAULT) -> None:
+    def __init__(self, *, queued_reads_max: int = limits.RAFT_QUEUED_READS_MAX_DEFAULT) -> None:
         assert queued_reads_max > 0
         self.queued_reads_max = queued_reads_max
         self._queued: list[_Pending] = []

@@ -55,10 +55,10 @@ from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
 
 import zmq
 
+from zlog import limits
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft import codec
@@ -81,7 +81,6 @@ from zlog.raft.storage import REWRITE_THRESHOLD_BYTES_DEFAULT, RaftStorage
 
 log = logging.getLogger("zlog.raft.runner")
 
-READIES_PER_TURN_MAX: Final = 64  # then go back to the sockets; the rest waits one turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +97,8 @@ class RunnerConfig:
     compaction_threshold_bytes: int = 32 * 1024 * 1024  # or once the store holds this much
     proposal_timeout_ms: int = 10_000  # then REQUEST_TIMED_OUT (outcome unknown)
     read_timeout_ms: int = 5_000  # then REQUEST_TIMED_OUT (reads are safe to retry)
-    batch_commands_max: int = 4096  # commands per block
-    batch_bytes_max: int = 1024 * 1024  # command bytes per block
+    batch_commands_max: int = limits.RAFT_BATCH_COMMANDS_MAX_DEFAULT  # commands per block
+    batch_bytes_max: int = limits.RAFT_BATCH_BYTES_MAX_DEFAULT  # command bytes per block
     fsync: bool = True  # off only to measure something other than the disk
     rewrite_threshold_bytes: int = REWRITE_THRESHOLD_BYTES_DEFAULT  # storage file rewrite
     stop_transfer_timeout_ms: int = 1000  # how long a stopping leader waits to hand off
@@ -221,7 +220,7 @@ class RaftRunner:
         It fails with NotLeaderOrFollowerError (not applied; retry at `leader_hint`),
         ProposalSupersededError (not applied; retry), or REQUEST_TIMED_OUT (unknown).
         """
-        assert len(command) <= codec.COMMAND_BYTES_MAX, "command over its bound"
+        assert len(command) <= limits.RAFT_COMMAND_BYTES_MAX, "command over its bound"
         return self._submit(RequestKind.PROPOSE, command)
 
     def read(self, query: bytes) -> Future[bytes]:
@@ -298,7 +297,7 @@ class RaftRunner:
                 if stop_deadline_ms is not None and self._may_stop(stop_deadline_ms):
                     break
                 timeout_ms = max(0, next_tick_ms - monotonic_ms())
-                if self.node.has_ready():  # a turn stopped at READIES_PER_TURN_MAX
+                if self.node.has_ready():  # a turn stopped at limits.RAFT_READIES_PER_TURN_MAX
                     timeout_ms = 0
                 poller.poll(timeout_ms)
                 self.statistics.loop_turns += 1
@@ -446,7 +445,7 @@ class RaftRunner:
 
     def _handle_readies(self) -> None:
         handled = 0
-        while handled < READIES_PER_TURN_MAX and self.node.has_ready():
+        while handled < limits.RAFT_READIES_PER_TURN_MAX and self.node.has_ready():
             handled += 1
             ready = self.node.ready()
             self.statistics.readies += 1

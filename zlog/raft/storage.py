@@ -60,6 +60,7 @@ from typing import Final
 
 import crc32c
 
+from zlog import limits
 from zlog.raft.codec import (
     BLOCK_HEADER_BYTES,
     VERSION,
@@ -81,7 +82,6 @@ TEMP_NAME: Final = "raft.log.tmp"
 REWRITE_THRESHOLD_BYTES_DEFAULT: Final = 64 * 1024 * 1024
 PREALLOCATE_BYTES_DEFAULT: Final = 4 * 1024 * 1024
 _ZEROS = bytes(1024 * 1024)
-RECORD_BYTES_MAX: Final = 1024 * 1024 * 1024  # one checkpoint of the largest allowed store
 
 _FRAME = struct.Struct(">II")
 _RECORD_HEAD = struct.Struct(">BBB")
@@ -143,7 +143,7 @@ def _encode_record(record: _Record) -> bytes:
     body += _U32.pack(len(record.pruned))
     for block_id in record.pruned:
         write_block_id(body, block_id)
-    assert len(body) <= RECORD_BYTES_MAX, "record over its bound"
+    assert len(body) <= limits.RAFT_STORAGE_RECORD_BYTES_MAX, "record over its bound"
     return _FRAME.pack(len(body), crc32c.crc32c(body)) + bytes(body)
 
 
@@ -181,7 +181,7 @@ def _scan(data: bytes) -> tuple[list[_Record], int]:
     while len(data) - offset >= _FRAME.size:
         body_len, crc = _FRAME.unpack_from(view, offset)
         end = offset + _FRAME.size + body_len
-        if body_len == 0 or body_len > RECORD_BYTES_MAX or end > len(data):
+        if body_len == 0 or body_len > limits.RAFT_STORAGE_RECORD_BYTES_MAX or end > len(data):
             break  # zeros: the preallocated space after the last record
         body = view[offset + _FRAME.size : end]
         if crc32c.crc32c(body) != crc:

@@ -15,7 +15,6 @@ from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.retention import RetentionPolicy
 
-_SEGMENT_BYTES_MAX = 2**31 - 1  # index positions are uint32; Kafka's own bound is int32
 CLEANUP_POLICIES: Final = frozenset({"delete", "compact", "compact,delete", "delete,compact"})
 
 
@@ -53,7 +52,7 @@ class LogConfig:
     def __post_init__(self) -> None:
         # Each refusal names the bound and the value given, so a user can fix it in one go.
         _at_least("segment.bytes", self.segment_bytes, limits.SEGMENT_BYTES_MIN)
-        _at_most("segment.bytes", self.segment_bytes, _SEGMENT_BYTES_MAX)
+        _at_most("segment.bytes", self.segment_bytes, limits.SEGMENT_BYTES_MAX)
         _at_least("segment.ms", self.segment_ms, 1)
         _at_least("index.interval.bytes", self.index_interval_bytes, 0)
         _at_least("retention.ms", self.retention_ms, -1, "(-1: keep forever)")

@@ -54,6 +54,7 @@ from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.ring_layout import (
     CAPACITY_BYTES_MAX,
+    CAPACITY_BYTES_MIN,
     HEADER_BYTES,
     LayoutReader,
     LayoutWriter,
@@ -77,6 +78,9 @@ FILE_MODE: Final = 0o640  # the worker's user writes; its group may run local re
 _OPEN_ATTEMPTS_MAX: Final = 8
 # Fault every page in at open, not on the first lap of appends.
 _MAP_POPULATE: Final = getattr(mmap, "MAP_POPULATE", 0)
+# The layout holds every ring size a broker may be configured with.
+assert CAPACITY_BYTES_MIN <= limits.RING_SIZE_BYTES_MIN
+assert limits.RING_SIZE_BYTES_DEFAULT <= CAPACITY_BYTES_MAX
 
 
 def _storage_error(path: Path, problem: str) -> ZlogError:

@@ -11,20 +11,19 @@ records that carry headers are walked in Python.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from zlog import limits
 from zlog.spark.schema import source_arrow_schema
 
 UInt8Array = npt.NDArray[np.uint8]
 Int64Array = npt.NDArray[np.int64]
 RecordHeaders = tuple[tuple[str, bytes | None], ...]
 
-ROWS_PER_ARROW_BATCH: Final = 65_536
-BYTES_PER_ARROW_BATCH: Final = 64 * 1024 * 1024  # well below Arrow's 2 GiB int32 offsets
 
 
 class BatchHeaderLike(Protocol):
@@ -132,7 +131,8 @@ class ArrowRowBuilder:
 
     @property
     def ready(self) -> bool:
-        return self.row_count >= ROWS_PER_ARROW_BATCH or self.size_bytes >= BYTES_PER_ARROW_BATCH
+        return (self.row_count >= limits.ARROW_BATCH_ROWS_MAX
+                or self.size_bytes >= limits.ARROW_BATCH_BYTES_MAX)
 
     def add(self, view: BatchViewLike, count: int) -> None:
         if count <= 0:

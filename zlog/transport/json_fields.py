@@ -12,12 +12,9 @@ import json
 from collections.abc import Callable
 from typing import Final, TypeVar
 
+from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.wire import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
-
-# A JSON body larger than this is refused before parsing: metadata for thousands of
-# partitions is a few MiB, so this leaves room while bounding the parser's work.
-JSON_BODY_BYTES_MAX: Final = 16 * 1024 * 1024
 
 _MISSING: Final = object()
 T = TypeVar("T")
@@ -152,7 +149,7 @@ class Fields:
 
 def parse_json_object(body: memoryview, code: ErrorCode, what: str) -> Fields:
     """The body as a JSON object, or `code`: never a parser exception."""
-    if body.nbytes > JSON_BODY_BYTES_MAX:
+    if body.nbytes > limits.JSON_BODY_BYTES_MAX:
         raise ZlogError(code, f"{what}: a JSON body of {body.nbytes} bytes exceeds the bound")
     try:
         value = json.loads(str(body, "utf-8"))

@@ -15,14 +15,12 @@ Sockets are not thread-safe: each object here is used by the one thread that cre
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
 import zmq
 
+from zlog import limits
 from zlog.transport.sockets import make_peer_dealer, make_peer_router
-
-PEER_SEND_QUEUE_MESSAGES_MAX: Final = 1000  # per peer: about one election timeout of traffic
-RECEIVE_BATCH_MESSAGES_MAX: Final = 1024  # per socket per loop turn, so no source starves
 
 
 def node_identity(node_id: int) -> bytes:
@@ -39,7 +37,7 @@ class PeerTransport:
         self.router = make_peer_router(peers[node_id], context=context)
         self._dealers: dict[int, zmq.Socket[Any]] = {
             peer_id: make_peer_dealer(address, node_identity(node_id), context=context,
-                                      hwm_messages=PEER_SEND_QUEUE_MESSAGES_MAX)
+                                      hwm_messages=limits.RAFT_PEER_SEND_QUEUE_MESSAGES_MAX)
             for peer_id, address in sorted(peers.items()) if peer_id != node_id
         }
         self._identities = {node_identity(peer): peer for peer in peers}
@@ -71,7 +69,7 @@ class PeerTransport:
     def receive(self) -> list[tuple[int, bytes]]:
         """Frames waiting on the ROUTER, as (sender id, frame); unknown senders are dropped."""
         received: list[tuple[int, bytes]] = []
-        for _ in range(RECEIVE_BATCH_MESSAGES_MAX):
+        for _ in range(limits.RAFT_RECEIVE_BATCH_MESSAGES_MAX):
             try:
                 frames = self.router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:

@@ -34,6 +34,7 @@ from typing import Final
 
 import zmq
 
+from zlog import limits
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.transport.codec import (
@@ -45,8 +46,6 @@ from zlog.transport.codec import (
 )
 from zlog.transport.messages import ErrorBody, Request, Response
 from zlog.transport.sockets import (
-    CLIENT_FRAME_BYTES_MAX,
-    DRAIN_MESSAGES_MAX,
     has_message,
     new_dealer,
     recv_frames,
@@ -55,7 +54,6 @@ from zlog.transport.sockets import (
 from zlog.transport.wire import INT32_MAX
 
 IN_FLIGHT_DEFAULT: Final = 64
-IN_FLIGHT_MAX: Final = 4_096
 TIMEOUT_MS_DEFAULT: Final = 30_000
 CANCEL_CHECK_MS: Final = 50  # a cancellable call looks at its predicate this often
 # Connection events that change what a waiting request can expect.
@@ -98,10 +96,10 @@ class RpcClient:
         *,
         max_in_flight: int = IN_FLIGHT_DEFAULT,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
-        frame_bytes_max: int = CLIENT_FRAME_BYTES_MAX,
+        frame_bytes_max: int = limits.CLIENT_FRAME_BYTES_MAX,
         on_broken: Callable[[], None] | None = None,
     ) -> None:
-        assert 1 <= max_in_flight <= IN_FLIGHT_MAX, max_in_flight
+        assert 1 <= max_in_flight <= limits.IN_FLIGHT_REQUESTS_MAX, max_in_flight
         self.endpoint = endpoint
         self.max_in_flight = max_in_flight
         self._socket = new_dealer(context=context, frame_bytes_max=frame_bytes_max)
@@ -292,7 +290,7 @@ class RpcClient:
 
     def _take_correlation_id(self) -> int:
         # Ids wrap within int32; at most max_in_flight are taken, so a free one is near.
-        for _ in range(IN_FLIGHT_MAX + 1):
+        for _ in range(limits.IN_FLIGHT_REQUESTS_MAX + 1):
             candidate = self._next_correlation_id
             self._next_correlation_id = 1 if candidate >= INT32_MAX else candidate + 1
             if candidate not in self._pending:
@@ -329,7 +327,7 @@ class RpcClient:
 
     def _drain_socket(self) -> bool:
         received = False
-        for _ in range(DRAIN_MESSAGES_MAX):
+        for _ in range(limits.DRAIN_MESSAGES_MAX):
             frames = recv_frames(self._socket, block=False)
             if frames is None:
                 break

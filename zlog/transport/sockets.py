@@ -1,7 +1,8 @@
 """ZeroMQ sockets as zlog uses them: setup with every bound set, and frame moving without copies.
 
 Servers bind ROUTER, clients connect DEALER (DESIGN.md section 3). This module only moves
-frames; `codec.py` turns them into messages. Settings and why:
+frames; `codec.py` turns them into messages. Settings and why (the bounds themselves are in
+`zlog/limits.py`):
 
 * linger 0: closing a socket never blocks the process on unsent messages; an unanswered
   request is the client's timeout to handle, not a hang at shutdown.
@@ -24,25 +25,14 @@ from typing import Any, Final
 import zmq
 
 from zlog import limits
-from zlog.transport.json_fields import JSON_BODY_BYTES_MAX
 from zlog.transport.messages import Buffer
 
-# A server receives frames of at most one batch (produce) or one JSON body.
-SERVER_FRAME_BYTES_MAX: Final = max(limits.BATCH_SIZE_BYTES_MAX, JSON_BODY_BYTES_MAX) + 1024
-# A client receives fetch chunks: up to max_bytes of batches, and always at least one whole
-# batch even if that batch alone exceeds max_bytes, as in Kafka.
-CLIENT_FRAME_BYTES_MAX: Final = 2 * limits.BATCH_SIZE_BYTES_MAX
-# Messages queued per peer in each direction before sends fail with EAGAIN.
-SERVER_HWM_MESSAGES: Final = 10_000
-CLIENT_HWM_MESSAGES: Final = 1_000
 RECONNECT_INTERVAL_MS: Final = 100
 RECONNECT_INTERVAL_MS_MAX: Final = 2_000
 PEER_RECONNECT_INTERVAL_MS: Final = 20  # Raft peers: an election must not wait on a reconnect
 PEER_RECONNECT_INTERVAL_MS_MAX: Final = 200
 HEARTBEAT_INTERVAL_MS: Final = 1_000  # a ZMTP PING when the connection has been quiet this long
 HEARTBEAT_TIMEOUT_MS: Final = 3_000  # no traffic at all for this long: the connection is dead
-# Messages taken from a socket in one drain, so one busy socket cannot starve a loop.
-DRAIN_MESSAGES_MAX: Final = 1_024
 
 Frames = Sequence[Buffer | zmq.Frame]
 
@@ -69,8 +59,8 @@ def _apply_common(sock: zmq.Socket[bytes], frame_bytes_max: int, hwm_messages: i
 def new_dealer(
     *,
     context: zmq.Context[zmq.Socket[bytes]] | None = None,
-    frame_bytes_max: int = CLIENT_FRAME_BYTES_MAX,
-    hwm_messages: int = CLIENT_HWM_MESSAGES,
+    frame_bytes_max: int = limits.CLIENT_FRAME_BYTES_MAX,
+    hwm_messages: int = limits.CLIENT_HWM_MESSAGES,
 ) -> zmq.Socket[bytes]:
     """A configured DEALER, not connected yet (attach a monitor first to see every event)."""
     sock = (context or shared_context()).socket(zmq.DEALER)
@@ -86,8 +76,8 @@ def make_router(
     endpoint: str,
     *,
     context: zmq.Context[zmq.Socket[bytes]] | None = None,
-    frame_bytes_max: int = SERVER_FRAME_BYTES_MAX,
-    hwm_messages: int = SERVER_HWM_MESSAGES,
+    frame_bytes_max: int = limits.SERVER_FRAME_BYTES_MAX,
+    hwm_messages: int = limits.SERVER_HWM_MESSAGES,
 ) -> tuple[zmq.Socket[bytes], str]:
     """A ROUTER bound to `endpoint` and the endpoint it really bound (resolves port `*`/0)."""
     if endpoint.startswith("tcp://") and endpoint.endswith(":0"):

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from zlog import limits
 from zlog.broker import worker_protocol as protocol
 from zlog.errors import ErrorCode
 
@@ -80,6 +81,6 @@ def test_a_refused_request_keeps_its_id_and_kind_so_it_can_be_answered() -> None
 
 
 def test_a_frame_over_the_bound_is_refused_before_parsing() -> None:
-    frame = b'{"type": "stop", "pad": "' + b"x" * protocol.MESSAGE_BYTES_MAX + b'"}'
+    frame = b'{"type": "stop", "pad": "' + b"x" * limits.WORKER_MESSAGE_BYTES_MAX + b'"}'
     with pytest.raises(protocol.WorkerProtocolError, match="exceeds the bound"):
         protocol.decode_to_worker(frame)

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zlog import limits
 from zlog.errors import ErrorCode
 from zlog.raft import codec
 from zlog.raft.codec import CodecError
@@ -221,12 +222,12 @@ def test_payload_crc_mismatch_is_rejected() -> None:
 def test_oversized_lengths_are_rejected_before_allocation() -> None:
     """A corrupt length is checked against its bound, not trusted to size a read."""
     block_count = struct.pack(">BBQQQQQQQQI", codec.VERSION, codec.Tag.APPEND, 1, 1, 2, 0, 0, 0,
-                              0, 0, codec.APPEND_BLOCKS_MAX + 1)
+                              0, 0, limits.RAFT_APPEND_BLOCKS_MAX + 1)
     with pytest.raises(CodecError, match="exceeds"):
         codec.decode_message(block_count)
-    huge_batch = struct.pack(">I", codec.BATCH_COMMANDS_MAX + 1)
+    huge_batch = struct.pack(">I", limits.RAFT_BATCH_COMMANDS_MAX + 1)
     with pytest.raises(CodecError, match="exceeds"):
         codec.decode_commands(huge_batch)
-    huge_command = struct.pack(">II", 1, codec.COMMAND_BYTES_MAX + 1)
+    huge_command = struct.pack(">II", 1, limits.RAFT_COMMAND_BYTES_MAX + 1)
     with pytest.raises(CodecError, match="exceeds"):
         codec.decode_commands(huge_command)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import zlog
+from zlog import limits
 from zlog.broker.config import BrokerConfig
 from zlog.broker.control.metadata import ClusterState, TopicInfo
 from zlog.broker.control.metadata_commands import (
@@ -55,7 +56,6 @@ from zlog.broker.topic_configs import (
     validate_new_topic,
 )
 from zlog.errors import ErrorCode, ZlogError
-from zlog.raft.codec import COMMAND_BYTES_MAX
 from zlog.raft.status import NodeStatus
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX
 from zlog.shm_segments.ring_layout import file_size_bytes as ring_file_size_bytes
@@ -68,7 +68,7 @@ log = logging.getLogger("zlog.broker.control.control_plane")
 
 CONTROL_REQUEST_TIMEOUT_MS: Final = 30_000  # requests parked for commits and workers
 PRODUCER_ID_BLOCK_SIZE: Final = 1_000  # ids taken from the metadata log per proposal
-PRODUCER_ID_WAITERS_MAX: Final = 10_000  # InitProducerId requests queued for a block
+assert PRODUCER_ID_BLOCK_SIZE <= limits.PRODUCER_IDS_PER_COMMAND_MAX
 
 @dataclass(frozen=True, slots=True)
 class HostStorage:
@@ -353,11 +353,12 @@ class ControlPlane:
         command = CreateTopic(spec.name, spec.partitions, spec.replication_factor,
                               dict(spec.configs), tuple(p.replicas for p in placed))
         size_bytes = len(encode_command(command))
-        if size_bytes > COMMAND_BYTES_MAX:
+        if size_bytes > limits.RAFT_COMMAND_BYTES_MAX:
             raise ZlogError(
                 ErrorCode.INVALID_PARTITIONS,
                 f"{spec.partitions} partitions of {spec.replication_factor} replicas do not "
-                f"fit one metadata command ({size_bytes} bytes, at most {COMMAND_BYTES_MAX})",
+                f"fit one metadata command ({size_bytes} bytes, "
+                f"at most {limits.RAFT_COMMAND_BYTES_MAX})",
             )
         return command
 
@@ -545,7 +546,7 @@ class ControlPlane:
             self._reply(identity, header, wire.InitProducerIdResponseV0(
                 int(ErrorCode.INVALID_REQUEST), -1, -1))
             return
-        if len(self._producer_id_waiters) >= PRODUCER_ID_WAITERS_MAX:
+        if len(self._producer_id_waiters) >= limits.PRODUCER_ID_WAITERS_MAX:
             self._reply(identity, header, wire.InitProducerIdResponseV0(
                 int(ErrorCode.THROTTLING_QUOTA_EXCEEDED), -1, -1))
             return

@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Final, TypeAlias, TypeVar
 
+from zlog import limits
 from zlog.broker.control.placement import InitialPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.json_fields import Fields, parse_json_object
 
-PRODUCER_IDS_PER_COMMAND_MAX: Final = 1_000_000
 BROKER_ID_MAX: Final = 2**31 - 1
 COMMAND_CODE: Final = ErrorCode.INVALID_REQUEST  # a malformed command's result code
 _JSON_SEPARATORS: Final = (",", ":")
@@ -232,7 +232,7 @@ class AllocateProducerIds:
 
     @classmethod
     def from_fields(cls, f: Fields) -> AllocateProducerIds:
-        return cls(f.integer("count", low=1, high=PRODUCER_IDS_PER_COMMAND_MAX))
+        return cls(f.integer("count", low=1, high=limits.PRODUCER_IDS_PER_COMMAND_MAX))
 
 
 Command: TypeAlias = (

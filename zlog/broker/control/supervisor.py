@@ -37,6 +37,7 @@ from typing import Any, Final
 import zmq
 
 import zlog
+from zlog import limits
 from zlog.broker.config import BrokerConfig
 from zlog.broker.control.control_plane import ControlPlane, Done, HostStorage
 from zlog.broker.control.metadata import ClusterState, MetadataStateMachine
@@ -70,7 +71,6 @@ CONTROL_REQUEST_PATH: Final = RequestPath(
 
 RECONCILE_INTERVAL_MS: Final = 1_000  # re-check assignments even when nothing signalled
 LOOP_POLL_MS_MAX: Final = 100  # the loop wakes at least this often (checks, deadlines)
-CONTROL_BATCH_MESSAGES_MAX: Final = 256  # client requests handled per loop turn
 CONTROL_CLOSE_LINGER_MS: Final = 200  # how long the last replies may take to leave on stop
 OPEN_FILES_TARGET: Final = 1_048_576  # the soft limit asked for when the hard one is unlimited
 OPEN_FILES_WARN_BELOW: Final = 4_096
@@ -400,7 +400,7 @@ class Supervisor:
 
     def _receive_control(self) -> None:
         assert self._control_socket is not None
-        for _ in range(CONTROL_BATCH_MESSAGES_MAX):
+        for _ in range(limits.CONTROL_BATCH_MESSAGES_MAX):
             routed = recv_routed(self._control_socket, block=False)
             if routed is None:
                 return

@@ -45,7 +45,6 @@ log = logging.getLogger("zlog.broker.control.worker_pool")
 
 REQUEST_TIMEOUT_MS: Final = 60_000  # an unanswered assign/unassign is sent again after this
 STABLE_UPTIME_MS: Final = 60_000  # a worker up this long has its crash backoff reset
-RECEIVE_BATCH_MESSAGES_MAX: Final = 1024  # per loop turn, so workers cannot starve clients
 IPC_PATH_CHARS_MAX: Final = 100  # sockaddr_un holds 108 bytes; keep a margin
 OPEN_RETRY_INITIAL_MS: Final = 1_000  # a partition that failed to open is tried again after
 OPEN_RETRY_MAX_MS: Final = 30_000  # ... doubling up to this, so a bad one costs next to nothing
@@ -184,7 +183,7 @@ class WorkerPool:
         self._next_request_id = 1
         self.router, self.endpoint = make_channel_router(
             supervisor_endpoint(settings.data_dir), context=context,
-            frame_bytes_max=protocol.MESSAGE_BYTES_MAX,
+            frame_bytes_max=limits.WORKER_MESSAGE_BYTES_MAX,
         )
 
     # -- processes --------------------------------------------------------------------------------
@@ -313,7 +312,7 @@ class WorkerPool:
 
     def receive(self, now_ms: int) -> None:
         """Handle what the workers sent since the last turn."""
-        for _ in range(RECEIVE_BATCH_MESSAGES_MAX):
+        for _ in range(limits.WORKER_CHANNEL_BATCH_MESSAGES_MAX):
             try:
                 frames = self.router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:

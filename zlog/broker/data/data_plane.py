@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from zlog import __version__
+from zlog import __version__, limits
 from zlog.broker.data.fetch_waiters import (
     EntryRead,
     FetchWaiters,
@@ -69,8 +69,6 @@ REQUEST_PATH: Final = RequestPath(
     crash_on_assertion=True,
 )
 
-DELAYED_PRODUCES_MAX: Final = 10_000
-"""Bound on acks=all requests waiting for the high watermark; beyond it they time out at once."""
 _INTERNAL_ERROR: Final = REQUEST_PATH.internal_error_message
 
 
@@ -206,7 +204,7 @@ class DataPlane:
             return replies
         delayed = _DelayedProduce(identity, header, results, waiting,
                                   now_ms + max(request.timeout_ms, 0))
-        if request.timeout_ms <= 0 or len(self.delayed) >= DELAYED_PRODUCES_MAX:
+        if request.timeout_ms <= 0 or len(self.delayed) >= limits.DELAYED_PRODUCES_MAX:
             replies.append(
                 self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT, parked=False)
             )

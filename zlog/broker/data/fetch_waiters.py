@@ -21,14 +21,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
+from zlog import limits
 from zlog.errors import ErrorCode
 from zlog.types import TopicPartition
 
 T = TypeVar("T")
 E = TypeVar("E")
 
-PARKED_FETCHES_MAX: Final = 10_000
-"""Bound on parked fetches per worker; beyond it a fetch is answered at once with what there is."""
 FETCH_WAIT_MS_MAX: Final = 300_000
 """Longest long poll honoured (5 minutes); a larger max_wait_ms is clamped to it."""
 
@@ -120,7 +119,7 @@ class _Parked(Generic[T]):
 class FetchWaiters(Generic[T]):
     """Parked fetches, by partition and by deadline. `T` is the worker's reply context."""
 
-    parked_max: int = PARKED_FETCHES_MAX
+    parked_max: int = limits.PARKED_FETCHES_MAX
     _by_id: dict[int, _Parked[T]] = field(default_factory=dict)
     _by_partition: dict[TopicPartition, dict[int, None]] = field(default_factory=dict)
     _deadlines: list[tuple[int, int]] = field(default_factory=list)  # heap of (deadline, id)

@@ -27,10 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from zlog import limits
 from zlog.broker.data.fetch_waiters import EntryRead
 from zlog.broker.data.isr import HighWatermark, ReplicaSet
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
-from zlog.broker.data.recent_batches import RECENT_BYTES_MAX, RecentBatches
+from zlog.broker.data.recent_batches import RecentBatches
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import WALK_BELOW_RECORDS, parse_batch
 from zlog.record.compression import recompress, uncompressed_records
@@ -277,7 +278,7 @@ class Partition:
         recent = self._recent
         if recent is None:
             return
-        if size_bytes > RECENT_BYTES_MAX:
+        if size_bytes > limits.RECENT_BATCHES_BYTES_MAX:
             recent.clear()
             return
         stored = bytearray(batch)

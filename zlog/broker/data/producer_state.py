@@ -2,7 +2,8 @@
 
 Kafka's rules (KIP-98, `ProducerStateManager`/`ProducerAppendInfo`), kept per partition and per
 producer id: the producer's epoch and the first/last sequence and base offset of its last
-`CACHED_BATCHES` batches. A batch of an idempotent producer (producer id >= 0) is
+`limits.CACHED_BATCHES_PER_PRODUCER` batches. A batch of an idempotent producer (producer
+id >= 0) is
 
 * appended when its epoch is the current one and its first sequence follows the last one;
 * answered with its original base offset, and not appended, when it repeats one of the cached
@@ -23,16 +24,11 @@ from __future__ import annotations
 import json
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Final
 
+from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import BatchHeader
 from zlog.types import SEQUENCE_MODULUS
-
-CACHED_BATCHES: Final = 5
-"""Batches remembered per producer; clients keep max.in.flight <= 5 because of it (KAFKA-17926)."""
-PRODUCERS_PER_PARTITION_MAX: Final = 100_000
-"""Bound on producers tracked per partition; the least recently active is forgotten first."""
 
 
 def next_sequence(sequence: int) -> int:
@@ -87,7 +83,8 @@ class ProducerEntry:
     """One producer's epoch and its most recent batches, oldest first."""
 
     epoch: int
-    batches: deque[CachedBatch] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
+    batches: deque[CachedBatch] = field(
+        default_factory=lambda: deque(maxlen=limits.CACHED_BATCHES_PER_PRODUCER))
 
     @property
     def last_sequence(self) -> int:
@@ -105,7 +102,7 @@ class ProducerEntry:
 class ProducerStateTable:
     """Per producer id: epoch and last batches, for one partition. Single-threaded."""
 
-    def __init__(self, producers_max: int = PRODUCERS_PER_PARTITION_MAX) -> None:
+    def __init__(self, producers_max: int = limits.PRODUCERS_PER_PARTITION_MAX) -> None:
         assert producers_max >= 1
         self._producers_max = producers_max
         self._entries: OrderedDict[int, ProducerEntry] = OrderedDict()
@@ -180,7 +177,7 @@ class ProducerStateTable:
         self._entries.move_to_end(batch.producer_id)
         while len(self._entries) > self._producers_max:
             self._entries.popitem(last=False)
-        assert len(entry.batches) <= CACHED_BATCHES
+        assert len(entry.batches) <= limits.CACHED_BATCHES_PER_PRODUCER
 
     def to_snapshot(self, log_offset: int) -> bytes:
         """The table as it stands after every batch below `log_offset`, for a restart."""
@@ -194,7 +191,7 @@ class ProducerStateTable:
 
     @classmethod
     def from_snapshot(
-        cls, data: bytes, producers_max: int = PRODUCERS_PER_PARTITION_MAX
+        cls, data: bytes, producers_max: int = limits.PRODUCERS_PER_PARTITION_MAX
     ) -> tuple[ProducerStateTable, int]:
         """The table and log offset a snapshot holds; ValueError if it is not one."""
         try:
@@ -204,7 +201,7 @@ class ProducerStateTable:
             table = cls(producers_max)
             for pid, epoch, batches in document["producers"]:
                 entry = ProducerEntry(int(epoch))
-                for first, last, base in batches[-CACHED_BATCHES:]:
+                for first, last, base in batches[-limits.CACHED_BATCHES_PER_PRODUCER:]:
                     entry.batches.append(CachedBatch(int(first), int(last), int(base)))
                 if entry.batches:
                     table._entries[int(pid)] = entry

@@ -23,14 +23,12 @@ on) gets None, and the caller reads the log. Bounded by bytes and by batches. Pu
 from __future__ import annotations
 
 import bisect
-from typing import Final, TypeAlias
+from typing import TypeAlias
+
+from zlog import limits
 
 Stored: TypeAlias = bytes | bytearray
 
-RECENT_BYTES_MAX: Final = 64 * 1024
-"""Bytes of batches kept per partition: a consumer a few hundred small batches behind."""
-RECENT_BATCHES_MAX: Final = 256
-"""Batches kept per partition, whatever their size."""
 
 
 class RecentBatches:
@@ -67,14 +65,14 @@ class RecentBatches:
     ) -> None:
         """The log just appended a batch at [base_offset, next_offset), stored as `stored`.
 
-        The caller clears the table instead for a batch over RECENT_BYTES_MAX. `segment_counts`
-        is the log's segment count before and after the append: one more after means the
-        batch began a segment; a count that changed since the last append means the log's
-        segments changed in between (a roll or a deletion), so what is kept may no longer be
-        laid out as remembered, and is dropped.
+        The caller clears the table instead for a batch over limits.RECENT_BATCHES_BYTES_MAX.
+        `segment_counts` is the log's segment count before and after the append: one more after
+        means the batch began a segment; a count that changed since the last append means the
+        log's segments changed in between (a roll or a deletion), so what is kept may no longer
+        be laid out as remembered, and is dropped.
         """
         assert base_offset < next_offset, (base_offset, next_offset)
-        assert len(stored) <= RECENT_BYTES_MAX, len(stored)
+        assert len(stored) <= limits.RECENT_BATCHES_BYTES_MAX, len(stored)
         count_before, count_after = segment_counts
         contiguous = bool(self._nexts) and self._nexts[-1] == base_offset
         if not contiguous or count_before != self._segment_count:
@@ -85,7 +83,8 @@ class RecentBatches:
         self._starts_segment.append(count_after != count_before)
         self._bytes += len(stored)
         self._segment_count = count_after
-        while self._bytes > RECENT_BYTES_MAX or len(self._batches) > RECENT_BATCHES_MAX:
+        while (self._bytes > limits.RECENT_BATCHES_BYTES_MAX
+               or len(self._batches) > limits.RECENT_BATCHES_MAX):
             self._drop_oldest()
         assert self._bytes >= 0 and len(self._bases) == len(self._batches)
 

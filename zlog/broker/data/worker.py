@@ -53,7 +53,6 @@ from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 from zlog.transport.server import Reply
 from zlog.transport.sockets import (
-    DRAIN_MESSAGES_MAX,
     has_message,
     make_channel_dealer,
     make_router,
@@ -71,7 +70,6 @@ COMPACTION_INTERVAL_MS: Final = 30_000
 """How often compacted logs get a compaction pass on the background thread."""
 SUPERVISOR_SILENCE_MS_MAX: Final = 15_000
 """With the parent gone, this much silence from the supervisor means it is not coming back."""
-CONTROL_HWM_MESSAGES: Final = 1_000
 SHUTDOWN_LINGER_MS: Final = 500
 """How long closing a socket may wait to deliver the last replies and the unassign answers."""
 
@@ -139,8 +137,8 @@ class Worker:
     def _connect_control(self) -> zmq.Socket[bytes]:
         return make_channel_dealer(
             self.options.supervisor_endpoint, f"worker-{self.options.worker_id}".encode(),
-            context=self._context, frame_bytes_max=protocol.MESSAGE_BYTES_MAX,
-            hwm_messages=CONTROL_HWM_MESSAGES,
+            context=self._context, frame_bytes_max=limits.WORKER_MESSAGE_BYTES_MAX,
+            hwm_messages=limits.WORKER_CHANNEL_HWM_MESSAGES,
         )
 
     def _send_control(self, message: protocol.FromWorker) -> None:
@@ -196,7 +194,7 @@ class Worker:
 
     def _serve_data(self) -> None:
         """Up to DRAIN_MESSAGES_MAX requests, so the supervisor and timers are never starved."""
-        for _ in range(DRAIN_MESSAGES_MAX):
+        for _ in range(limits.DRAIN_MESSAGES_MAX):
             routed = recv_routed(self._data, block=False)
             if routed is None:
                 return
@@ -245,7 +243,7 @@ class Worker:
     # ------------------------------------------------------------------ supervisor messages
 
     def _serve_control(self) -> None:
-        for _ in range(DRAIN_MESSAGES_MAX):
+        for _ in range(limits.DRAIN_MESSAGES_MAX):
             try:
                 frames = self._control.recv_multipart(flags=zmq.NOBLOCK)
             except zmq.Again:

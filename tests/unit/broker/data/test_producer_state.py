@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from zlog import limits
 from zlog.broker.data.partition_host import recent_producer_batches
 from zlog.broker.data.producer_state import (
-    CACHED_BATCHES,
     ProducerBatch,
     ProducerStateTable,
     last_sequence_of,
@@ -72,14 +72,14 @@ def test_a_retry_of_any_of_the_last_five_batches_gets_its_original_offset() -> N
     log = _Log()
     bases = [log.send(_batch(3 * i)) for i in range(8)]
     end = log.end_offset
-    for i in range(8 - CACHED_BATCHES, 8):
+    for i in range(8 - limits.CACHED_BATCHES_PER_PRODUCER, 8):
         assert log.send(_batch(3 * i)) == bases[i]
     assert log.end_offset == end, "a retry appends nothing"
 
 
 def test_a_duplicate_older_than_the_cache_is_out_of_order() -> None:
     log = _Log()
-    for i in range(CACHED_BATCHES + 1):
+    for i in range(limits.CACHED_BATCHES_PER_PRODUCER + 1):
         log.send(_batch(3 * i))
     assert _code(log.table, _batch(0)) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 

@@ -10,9 +10,10 @@ import random
 from pathlib import Path
 
 from tests.storage_helpers import make_batch
+from zlog import limits
 from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.partition import Partition
-from zlog.broker.data.recent_batches import RECENT_BATCHES_MAX, RECENT_BYTES_MAX, RecentBatches
+from zlog.broker.data.recent_batches import RecentBatches
 from zlog.errors import ErrorCode
 from zlog.record.header import stamp
 from zlog.record.records import NewRecord, build_batch
@@ -111,16 +112,17 @@ def test_a_high_watermark_inside_a_batch_is_left_to_the_log() -> None:
 
 def test_it_stays_within_its_bounds() -> None:
     recent = RecentBatches()
-    big = make_batch(0, 1, RECENT_BYTES_MAX // 3)
+    big = make_batch(0, 1, limits.RECENT_BATCHES_BYTES_MAX // 3)
     for tag in range(5):
         recent.note_appended(tag, tag + 1, big, (1, 1))
     assert len(recent) == 2, "bounded by bytes"
     small = RecentBatches()
-    for offset in range(RECENT_BATCHES_MAX + 10):
+    for offset in range(limits.RECENT_BATCHES_MAX + 10):
         small.note_appended(offset, offset + 1, make_batch(offset, 1, 1), (1, 1))
-    assert len(small) == RECENT_BATCHES_MAX, "bounded by batches"
-    assert small.end_offset == RECENT_BATCHES_MAX + 10
-    small.note_appended(RECENT_BATCHES_MAX + 11, RECENT_BATCHES_MAX + 12, make_batch(0, 1), (1, 1))
+    assert len(small) == limits.RECENT_BATCHES_MAX, "bounded by batches"
+    assert small.end_offset == limits.RECENT_BATCHES_MAX + 10
+    small.note_appended(limits.RECENT_BATCHES_MAX + 11, limits.RECENT_BATCHES_MAX + 12,
+                        make_batch(0, 1), (1, 1))
     assert len(small) == 1, "a gap starts the table afresh"
 
 
