@@ -42,8 +42,8 @@ UInt8Rows: TypeAlias = npt.NDArray[np.uint8]
 RECORD_OVERHEAD_BYTES: Final = 16
 BATCH_OVERHEAD_BYTES: Final = BATCH_HEADER_BYTES
 # Below this many records a batch is encoded one record at a time: the array codec's fixed
-# cost (about 90 us a batch, whatever its size) is more than the general codec's (about
-# 2.5 us a record) up to about 30 records. Small batches are what a producer at a low rate
+# cost per batch is more than the general codec's cost per record for small batches
+# (zlog/record/small.py has the figures). Small batches are what a producer at a low rate
 # sends, so this is the latency path.
 ARRAY_CODEC_RECORDS_MIN: Final = 24
 

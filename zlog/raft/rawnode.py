@@ -61,7 +61,8 @@ class RaftConfig:
     election_ticks: int = 10
     """E: ticks without hearing a leader before a follower campaigns (randomized in [E, 2E)),
     also the check-quorum period and the stickiness window. Must exceed heartbeat_ticks;
-    10x the heartbeat is the usual ratio. With a 100 ms tick, 10 gives 1-2 s failover."""
+    10x the heartbeat is the usual ratio. With the runner's 50 ms tick, 10 gives 0.5-1 s
+    failover."""
 
     heartbeat_ticks: int = 1
     """H: ticks between the leader's heartbeat rounds. Each round also retries probes,
@@ -75,7 +76,8 @@ class RaftConfig:
     cut off cannot depose a healthy leader when it returns. Default on."""
 
     check_quorum: bool = True
-    """The leader steps down after E ticks without hearing from a quorum, and followers
+    """Every E ticks the leader counts the voters heard from since the last count and steps
+    down below a quorum, so a leader cut off from its quorum leaves within 2E ticks; followers
     ignore vote requests while they hear from a live leader (stickiness). Default on."""
 
     compaction_threshold_blocks: int = 8192

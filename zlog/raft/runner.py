@@ -92,7 +92,7 @@ class RunnerConfig:
     heartbeat_ticks: int = 1  # leader heartbeat period in ticks (H < E)
     max_append_blocks: int = 64  # blocks per Append message
     pre_vote: bool = True  # §4 pre-vote: an isolated node rejoining does not bump the term
-    check_quorum: bool = True  # §4: a leader that lost its quorum steps down within E ticks
+    check_quorum: bool = True  # §4: a leader that lost its quorum steps down within 2E ticks
     compaction_threshold_blocks: int = 8192  # snapshot once this many blocks are past the base
     compaction_threshold_bytes: int = 32 * 1024 * 1024  # or once the store holds this much
     proposal_timeout_ms: int = 10_000  # then REQUEST_TIMED_OUT (outcome unknown)
@@ -116,7 +116,9 @@ class RunnerConfig:
 
 @dataclass(slots=True)
 class RunnerStatistics:
-    """Counters a benchmark or a metrics endpoint reads; only the loop thread writes them."""
+    """Counters of the loop; only the loop thread writes them. `status()` publishes some of them
+    (NodeStatus, which the benchmark's nodes report) and tests read the others; no metrics
+    endpoint reads them yet (DESIGN.md §6)."""
 
     loop_turns: int = 0
     ticks: int = 0

@@ -288,8 +288,8 @@ class BatchView:
 
 
 WALK_BELOW_RECORDS: Final = 24
-"""Batches of fewer records are walked one record at a time (`small`): below about 30
-records that beats the array passes' fixed cost per batch."""
+"""Batches of fewer records are walked one record at a time (`small`, which has the figures):
+for small batches that beats the array passes' fixed cost per batch."""
 
 
 def parse_batch(

@@ -1,9 +1,11 @@
 """Small batches, one record at a time: the latency path of producers, brokers and consumers.
 
-numpy's array passes have a fixed cost per batch (about 80 us here) that a plain walk with the
-general codec's varint readers (about 2.5 us a record) undercuts up to a few dozen records. A
-producer or consumer keeping up at a low rate moves small batches, so this is the latency path
-of the producer's encode, the broker's produce check and the consumer's decode.
+numpy's array passes have a fixed cost per batch (about 80 us to decode one, 90 us to encode
+one) that a plain walk with the general codec's varint readers (about 2.5 us a record)
+undercuts up to about 30 records; both paths switch below 24 records
+(`arrays.WALK_BELOW_RECORDS`, the producer's `ARRAY_CODEC_RECORDS_MIN`). A producer or consumer
+keeping up at a low rate moves small batches, so this is the latency path of the producer's
+encode, the broker's produce check and the consumer's decode.
 
 `walk_records` decodes for `arrays.parse_batch` and the broker; it makes exactly the checks the
 array parser makes, and tests hold the two to the same answers on every single-byte corruption.

@@ -39,7 +39,8 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     """min.compaction.lag.ms: records younger than this are never compacted away (ms)."""
     flush_messages: int = -1
-    """flush.messages: fsync after this many messages; -1 = never (replication is the safety)."""
+    """flush.messages: fsync after this many messages; -1 = never (Kafka's default: the ring covers
+    a process crash, and replication, once built, a host crash)."""
     flush_ms: int = -1
     """flush.ms: fsync when the last fsync is this old (ms); -1 = never."""
     max_message_bytes: int = 1_048_588

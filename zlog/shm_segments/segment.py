@@ -277,7 +277,8 @@ class Segment:
         self.next_offset = meta.next_offset
 
     def sync(self) -> None:
-        """fsync the data (only when a topic asks for it: replication is the default safety)."""
+        """fsync the data (only when a topic asks for it, as in Kafka, where replication is the
+        safety; zlog's replication is still to come)."""
         if self._fd is not None:
             os.fdatasync(self._fd)
         self.unsynced_messages = 0

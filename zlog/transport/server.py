@@ -45,7 +45,8 @@ Dispatch = Callable[[bytes, RequestHeader, Request], list[Reply]]
 
 @dataclass(slots=True)
 class ServerStats:
-    """Counters for metrics."""
+    """Counts of what a server's request path saw. Tests read them; nothing exports them yet
+    (a metrics endpoint is to come, DESIGN.md §6)."""
 
     requests: int = 0
     dropped_messages: int = 0  # too short to hold a header: nobody to answer

@@ -8,11 +8,11 @@ partition, the Raft status, the time), so these rules can be tested without proc
 
 Requests that change metadata answer asynchronously:
 
-* CreateTopics: validated here first (topics.py; no Raft round trip for a bad request), then
+* CreateTopics: validated here first (topic_configs.py; no Raft round trip for a bad request), then
   proposed; answered once the command committed AND the workers confirmed every local
   partition open, so a client may produce right after the reply.
 * DeleteTopics: answered once the workers deleted the data and the deletion committed.
-* IncrementalAlterConfigs: validated here (topics.py, as CreateTopics' configs), proposed as
+* IncrementalAlterConfigs: validated here (topic_configs.py, as CreateTopics' configs), proposed as
   the change (AlterTopicConfigs), answered once it committed AND the workers confirmed the new
   configs on every local partition, so the next produce or fetch already runs under them.
 * InitProducerId: ids come from the metadata log (AllocateProducerIds) in blocks of

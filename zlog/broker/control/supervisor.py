@@ -5,7 +5,7 @@ DESIGN.md §1: the supervisor runs the control plane and never sits on the data 
 * runs a Chained-Raft node (one voter for now; `metadata_log.py`) whose state machine is
   `metadata.py`; every topic change is a committed command (`metadata_commands.py`), so
   topics survive restarts (`<data_dir>/__raft/`);
-* forks the partition workers (`workers.py`), restarts those that die, and keeps each of this
+* forks the partition workers (`worker_pool.py`), restarts those that die, and keeps each of this
   host's partitions open on exactly one of them;
 * answers the control ROUTER (docs/protocol.md, "Control plane"): ApiVersions, Metadata,
   CreateTopics, DeleteTopics, InitProducerId, DescribeConfigs, IncrementalAlterConfigs,
@@ -17,7 +17,7 @@ runner applies commands on its own thread; `MetadataLog` only queues each propos
 completion there and wakes the loop through a pipe. The loop reads the
 metadata through `MetadataStateMachine.state`, an immutable snapshot swapped in by each apply.
 
-The requests themselves are `control.py`'s (no sockets there); this module decodes frames,
+The requests themselves are `control_plane.py`'s (no sockets there); this module decodes frames,
 routes them, and sends the replies. Bad requests get error replies; nothing a client sends
 can make the loop raise.
 """

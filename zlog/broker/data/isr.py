@@ -1,6 +1,7 @@
 """The leader's in-sync-replica and high-watermark rules, pure: no log, no clock, no socket.
 
-Kafka's rules (docs/architecture.md, "Replication"), as far as a single leader applies them:
+Kafka's rules (docs/architecture.md §5.1, "ISR replication"), as far as a single leader applies
+them:
 
 * A follower that fetches at offset `o` holds every batch below `o`: its fetch offset is its
   log end offset (LEO), reported by asking for what comes next.

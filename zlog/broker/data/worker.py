@@ -5,7 +5,7 @@ data ROUTER (produce, fetch, list offsets), the supervisor DEALER (assign, unass
 appends and reads of every partition, the timers (long-poll deadlines, flush.ms ticks,
 retention). So each partition has exactly one writer and nothing here takes a lock. The one
 other thread is key compaction, which only reads and swaps sealed segments under the log's own
-lock (`worker_partitions`). Processes, not threads, give the host its parallelism: one worker
+lock (`partition_host.py`). Processes, not threads, give the host its parallelism: one worker
 per core, partitions spread over them (DESIGN.md section 1).
 
 Supervisor contract: `zlog.broker.worker_protocol` (Hello, Heartbeat, Assign/Assigned,
@@ -65,7 +65,8 @@ from zlog.types import TopicPartition
 log = logging.getLogger("zlog.broker.data.worker")
 
 RETENTION_INTERVAL_MS: Final = 5_000
-"""How often retention runs (Kafka's log.retention.check.interval.ms, shortened)."""
+"""How often retention runs (Kafka's log.retention.check.interval.ms, shortened) and the
+producer tables that changed are snapshotted."""
 COMPACTION_INTERVAL_MS: Final = 30_000
 """How often compacted logs get a compaction pass on the background thread."""
 SUPERVISOR_SILENCE_MS_MAX: Final = 15_000
