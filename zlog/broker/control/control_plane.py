@@ -15,9 +15,8 @@ Requests that change metadata answer asynchronously:
 * IncrementalAlterConfigs: validated here (topic_configs.py, as CreateTopics' configs), proposed as
   the change (AlterTopicConfigs), answered once it committed AND the workers confirmed the new
   configs on every local partition, so the next produce or fetch already runs under them.
-* InitProducerId: ids come from the metadata log (AllocateProducerIds) in blocks of
-  `PRODUCER_ID_BLOCK_SIZE`, so a restart never hands out an id twice, and one proposal serves
-  a thousand producers.
+* InitProducerId: ids come from the metadata log in blocks (`producer_ids.py`), so a restart
+  never hands out an id twice, and one proposal serves a thousand producers.
 
 A parked request waits in `_waiting` with a deadline; `settle()` (after any change of metadata
 or worker state) answers those that are decided, `expire()` those whose time is up.
@@ -27,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -37,16 +36,15 @@ from zlog import limits
 from zlog.broker.config import BrokerConfig
 from zlog.broker.control.metadata import ClusterState, TopicInfo
 from zlog.broker.control.metadata_commands import (
-    AllocateProducerIds,
     AlterTopicConfigs,
-    Command,
     CreateTopic,
     DeleteTopic,
-    ProducerIdsAllocated,
+    Propose,
     Result,
     encode_command,
 )
 from zlog.broker.control.placement import place_replicas
+from zlog.broker.control.producer_ids import ProducerIdBlocks
 from zlog.broker.topic_configs import (
     TOPIC_CONFIG_DEFAULTS,
     altered_topic_configs,
@@ -67,8 +65,6 @@ from zlog.types import TopicPartition
 log = logging.getLogger("zlog.broker.control.control_plane")
 
 CONTROL_REQUEST_TIMEOUT_MS: Final = 30_000  # requests parked for commits and workers
-PRODUCER_ID_BLOCK_SIZE: Final = 1_000  # ids taken from the metadata log per proposal
-assert PRODUCER_ID_BLOCK_SIZE <= limits.PRODUCER_IDS_PER_COMMAND_MAX
 
 @dataclass(frozen=True, slots=True)
 class HostStorage:
@@ -83,9 +79,6 @@ def _gib(size_bytes: int) -> str:
     return f"{size_bytes / 2**30:.2f} GiB"
 
 
-Done = Callable[[Result | None, ZlogError | None], None]
-"""What a proposer hears back, on the loop thread: (apply result, None) or (None, error)."""
-Propose = Callable[[Command, Done], None]
 Reply = Callable[[bytes, RequestHeader, wire.Response], None]
 
 
@@ -134,13 +127,11 @@ class ControlPlane:
         self._waiting: list[_Waiting] = []
         self._open_errors: dict[TopicPartition, tuple[int, str]] = {}
         self._auto_creating: set[str] = set()
-        self._producer_ids = range(0)
-        self._producer_id_waiters: deque[tuple[bytes, RequestHeader]] = deque()
-        self._allocating_producer_ids = False
+        self._producer_ids = ProducerIdBlocks(propose, reply)
 
     @property
     def waiting_count(self) -> int:
-        return len(self._waiting) + len(self._producer_id_waiters)
+        return len(self._waiting) + self._producer_ids.waiting_count
 
     def partition_assigned(self, topic_partition: TopicPartition, code: int, text: str) -> None:
         """A worker's answer to an assign: remembered so CreateTopics can report a failure."""
@@ -163,10 +154,7 @@ class ControlPlane:
         """Answer everything still parked: the broker is going away."""
         for waiting in list(self._waiting):
             self._finish(waiting, ErrorCode.BROKER_NOT_AVAILABLE, "the broker is stopping")
-        while self._producer_id_waiters:
-            identity, header = self._producer_id_waiters.popleft()
-            self._reply(identity, header, wire.InitProducerIdResponseV0(
-                int(ErrorCode.BROKER_NOT_AVAILABLE), -1, -1))
+        self._producer_ids.shut_down()
 
     def handle(self, identity: bytes, header: RequestHeader, request: wire.Request) -> None:
         """Answer `request` now, or park it until the metadata log and the workers finish."""
@@ -181,7 +169,7 @@ class ControlPlane:
             case wire.DeleteTopicsRequestV0():
                 self._delete_topics(identity, header, request)
             case wire.InitProducerIdRequestV0():
-                self._init_producer_id(identity, header, request)
+                self._producer_ids.init_producer_id(identity, header, request)
             case wire.DescribeConfigsRequestV0():
                 self._reply(identity, header, self._describe_configs(request))
             case wire.IncrementalAlterConfigsRequestV0():
@@ -537,47 +525,6 @@ class ControlPlane:
             self._propose(AlterTopicConfigs(name, set_configs, tuple(deleted)),
                           functools.partial(self._committed, waiting, name))
         self._settle_waiting(state)
-
-    # -- InitProducerId ---------------------------------------------------------------------------
-
-    def _init_producer_id(self, identity: bytes, header: RequestHeader,
-                          request: wire.InitProducerIdRequestV0) -> None:
-        if request.transactional_id is not None:
-            self._reply(identity, header, wire.InitProducerIdResponseV0(
-                int(ErrorCode.INVALID_REQUEST), -1, -1))
-            return
-        if len(self._producer_id_waiters) >= limits.PRODUCER_ID_WAITERS_MAX:
-            self._reply(identity, header, wire.InitProducerIdResponseV0(
-                int(ErrorCode.THROTTLING_QUOTA_EXCEEDED), -1, -1))
-            return
-        self._producer_id_waiters.append((identity, header))
-        self._hand_out_producer_ids()
-
-    def _hand_out_producer_ids(self) -> None:
-        """Answer waiters from the current block; fetch a new block when it runs out."""
-        while self._producer_id_waiters and self._producer_ids:
-            identity, header = self._producer_id_waiters.popleft()
-            producer_id = self._producer_ids[0]
-            self._producer_ids = self._producer_ids[1:]
-            self._reply(identity, header, wire.InitProducerIdResponseV0(0, producer_id, 0))
-        if self._producer_id_waiters and not self._allocating_producer_ids:
-            self._allocating_producer_ids = True
-            self._propose(AllocateProducerIds(PRODUCER_ID_BLOCK_SIZE),
-                          self._producer_ids_allocated)
-
-    def _producer_ids_allocated(self, result: Result | None,
-                                error: ZlogError | None) -> None:
-        self._allocating_producer_ids = False
-        if result is None:
-            assert error is not None
-            while self._producer_id_waiters:
-                identity, header = self._producer_id_waiters.popleft()
-                self._reply(identity, header,
-                            wire.InitProducerIdResponseV0(int(error.code), -1, -1))
-            return
-        assert isinstance(result, ProducerIdsAllocated)
-        self._producer_ids = range(result.first_id, result.first_id + result.count)
-        self._hand_out_producer_ids()
 
 
 def _check_topic_resource(resource_type: int) -> None:

@@ -15,7 +15,7 @@ current state (a topic that exists, an epoch that is stale) is checked when it i
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Final, TypeAlias, TypeVar
 
@@ -243,6 +243,10 @@ COMMANDS: Final[dict[str, type[Command]]] = {
     kind.TYPE: kind for kind in (RegisterBroker, CreateTopic, AlterTopicConfigs, DeleteTopic,
                                  TopicDeleted, SetPartitionState, AllocateProducerIds)
 }
+
+Done = Callable[[Result | None, ZlogError | None], None]
+"""What a proposer hears back, on the loop thread: (apply result, None) or (None, error)."""
+Propose = Callable[[Command, Done], None]
 
 
 # -- field helpers -------------------------------------------------------------------------------

@@ -22,11 +22,11 @@ from typing import Any, Final
 
 import zmq
 
-from zlog.broker.control.control_plane import Done
 from zlog.broker.control.metadata import MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
     BrokerRegistered,
     Command,
+    Done,
     RegisterBroker,
     decode_result,
     encode_command,

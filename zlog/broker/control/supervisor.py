@@ -39,9 +39,15 @@ import zmq
 import zlog
 from zlog import limits
 from zlog.broker.config import BrokerConfig
-from zlog.broker.control.control_plane import ControlPlane, Done, HostStorage
+from zlog.broker.control.control_plane import ControlPlane, HostStorage
 from zlog.broker.control.metadata import ClusterState, MetadataStateMachine
-from zlog.broker.control.metadata_commands import Command, RegisterBroker, Result, TopicDeleted
+from zlog.broker.control.metadata_commands import (
+    Command,
+    Done,
+    RegisterBroker,
+    Result,
+    TopicDeleted,
+)
 from zlog.broker.control.metadata_log import MetadataLog, RegistrationError
 from zlog.broker.control.worker_pool import DesiredPartition, WorkerPool, WorkerSettings
 from zlog.broker.sdnotify import SystemdNotifier

@@ -16,13 +16,13 @@ from zlog.broker.config import BrokerConfig
 from zlog.broker.control.control_plane import (
     CONTROL_REQUEST_TIMEOUT_MS,
     ControlPlane,
-    Done,
     HostStorage,
 )
 from zlog.broker.control.metadata import MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
     Command,
     DeleteTopic,
+    Done,
     RegisterBroker,
     TopicDeleted,
     decode_result,
