@@ -28,7 +28,8 @@ ALLOWED: dict[str, set[str]] = {
 }
 PURE_MODULES = {
     "zlog/raft/rawnode.py", "zlog/raft/chain.py", "zlog/raft/quorum.py", "zlog/raft/messages.py",
-    "zlog/shm_segments/ring_layout.py", "zlog/shm_segments/retention.py",
+    "zlog/shm_segments/ring_layout.py", "zlog/shm_segments/ring_header.py",
+    "zlog/shm_segments/retention.py",
     "zlog/record/header.py", "zlog/record/compression.py", "zlog/record/records.py",
     "zlog/record/arrays.py", "zlog/record/starts.py", "zlog/record/pieces.py",
     "zlog/record/small.py", "zlog/record/varint.py", "zlog/errors.py", "zlog/limits.py",

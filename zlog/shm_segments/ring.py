@@ -4,8 +4,9 @@ The partition worker appends each accepted batch here, then the log flushes ring
 segment file when it chooses. An append that returned lives in shared memory, so it survives a
 SIGKILL of the worker: the next writer to open the ring finds it, and the log flushes it. Local
 readers map the same file read-only and read committed batches without a syscall or a lock.
-The bytes and the rules are in `ring_layout.py`; this module adds the file, the mapping and the
-lock.
+The bytes and the rules are in `ring_header.py` (the header page and the state it publishes)
+and `ring_layout.py` (the data area, the writer and the readers); this module adds the file,
+the mapping and the lock.
 
 Ownership. One writer per ring, enforced by an exclusive flock on the file, which the kernel
 drops when the writer dies however it dies. Readers take no lock; the writer never waits.
@@ -52,19 +53,21 @@ from typing import Final
 
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
-from zlog.shm_segments.ring_layout import (
+from zlog.shm_segments.ring_header import (
     CAPACITY_BYTES_MAX,
     CAPACITY_BYTES_MIN,
     HEADER_BYTES,
-    LayoutReader,
-    LayoutWriter,
-    RingFullError,
-    RingOverrunError,
     RingState,
     file_size_bytes,
     format_header,
     header_is_blank,
     read_writer_pid,
+)
+from zlog.shm_segments.ring_layout import (
+    LayoutReader,
+    LayoutWriter,
+    RingFullError,
+    RingOverrunError,
 )
 
 __all__ = [

@@ -1,22 +1,10 @@
-"""The shared-memory ring's bytes and rules, on any buffer (DESIGN.md section 1, "Hot storage").
+"""The shared-memory ring's data area and its rules, on any buffer (DESIGN.md section 1).
 
 A ring holds one partition's newest record batches between the worker accepting them and the
 active segment file receiving them. This module is pure: it works on a memoryview that
 `ring.py` maps from a file under /dev/shm and that the unit tests make from a bytearray. The
+header page in front of the data area, and the state it publishes, are `ring_header.py`'s; the
 publishing protocol and the memory-ordering argument are written at the top of `ring.py`.
-
-File layout (header fields in native byte order: a ring never leaves its host)::
-
-    [0, 4096)  header page
-        0    magic             8 bytes, b"ZLOGRING"; written last when a ring is created
-        8    layout_version    u32
-        12   header_bytes      u32, always HEADER_BYTES
-        16   capacity_bytes    i64, size of the data area
-        24   writer_pid        i64, the process that has the ring open for writing (0: none)
-        32   commit_sequence   i64, names the current state: slot[commit_sequence % 2]
-        64   state slot 0      RingState, 7 x i64, on its own cache line
-        128  state slot 1      RingState
-    [4096, 4096 + capacity)  data area
 
 Positions are logical byte counts that only grow; the byte at position p lives at
 data[p % capacity], and each pass of the positions over the data area is a lap. The data area
@@ -33,24 +21,26 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
-from typing import Final, NamedTuple, TypeAlias
+from typing import Final, TypeAlias
 
-from zlog.errors import ErrorCode, ZlogError
+from zlog.errors import ZlogError
+from zlog.shm_segments.ring_header import (
+    HEADER_BYTES,
+    RingState,
+    commit_state,
+    corrupt,
+    read_capacity,
+    read_sequence,
+    read_state,
+    read_tail_position,
+    state_problem,
+    write_writer_pid,
+)
 
 BatchBytes: TypeAlias = bytes | bytearray | memoryview
 
-MAGIC: Final = b"ZLOGRING"
-LAYOUT_VERSION: Final = 1
-HEADER_BYTES: Final = 4096
 BATCH_HEADER_BYTES: Final = 12  # baseOffset int64 + batchLength int32, both big-endian
 PAD_BASE_OFFSET: Final = -1
-# The layout's own bounds; RingWriter applies limits.RING_SIZE_BYTES_MIN on top. Tests use tiny
-# rings so that every wrap rule is hit within a few appends.
-CAPACITY_BYTES_MIN: Final = 64
-CAPACITY_BYTES_MAX: Final = 1 << 40
-# A reader retries a state read only when a commit landed while it was reading. A commit takes
-# far longer than a read, so even a busy writer cannot make a reader fail this many times.
-STATE_READ_ATTEMPTS_MAX: Final = 10_000
 # Reclaiming frees at least 1/RECLAIM_SHARE of the ring at a time, so the walk over old headers
 # and the extra commit are paid once per many appends, while readers keep nearly a whole ring
 # of history (all but 2 MiB of a 64 MiB ring).
@@ -59,45 +49,10 @@ RECLAIM_SHARE: Final = 32
 # restarts it reports the offset as not in the ring and the caller reads the segment files.
 FIND_RESTARTS_MAX: Final = 16
 
-_MAGIC_AT: Final = 0
-_LAYOUT_VERSION_AT: Final = 8
-_HEADER_BYTES_AT: Final = 12
-_CAPACITY_AT: Final = 16
-_WRITER_PID_AT: Final = 24
-_SEQUENCE_AT: Final = 32
-_SLOT_AT: Final = (64, 128)
 _PARTITION_LEADER_EPOCH_AT: Final = 12  # in a batch; outside the CRC, like baseOffset
-
-# Native formats: CPython packs each native 8-byte field with one memcpy, which compiles to one
-# aligned store, so a reader never sees half of the commit sequence, the one field it reads
-# while the writer may be storing it.
-_U32: Final = struct.Struct("@I")
-_I64: Final = struct.Struct("@q")
-_SLOT: Final = struct.Struct("@7q")
 _BATCH_HEADER: Final = struct.Struct(">qi")
 _BASE_OFFSET: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
-
-assert _SLOT.size <= _SLOT_AT[1] - _SLOT_AT[0]
-assert _SLOT_AT[1] + _SLOT.size <= HEADER_BYTES
-assert all(at % 8 == 0 for at in (_CAPACITY_AT, _WRITER_PID_AT, _SEQUENCE_AT, *_SLOT_AT))
-
-
-class RingState(NamedTuple):
-    """One consistent view of the ring's positions, as the writer last committed it."""
-
-    head_position: int  # after the last committed batch; nothing at or past it is readable
-    flushed_position: int  # everything before it is in the segment file
-    tail_position: int  # oldest readable position; bytes before it may be overwritten any time
-    next_offset: int  # log offset after the last committed batch
-    tail_offset: int  # base offset of the first batch at or after tail (next_offset if none)
-    # Where the data of the lap before the newest lap start ends: the filler runs from here to
-    # the lap start. It lets the writer cut the unflushed bytes into spans without a walk.
-    wrap_position: int
-    generation: int  # bumped by every reset
-
-
-_TAIL_IN_SLOT: Final = RingState._fields.index("tail_position") * _I64.size
 
 
 class RingFullError(Exception):
@@ -119,111 +74,6 @@ class RingOverrunError(Exception):
         self.tail_position = tail_position
 
 
-def file_size_bytes(capacity_bytes: int) -> int:
-    return HEADER_BYTES + capacity_bytes
-
-
-def _corrupt(problem: str) -> ZlogError:
-    return ZlogError(ErrorCode.KAFKA_STORAGE_ERROR, f"corrupt ring: {problem}")
-
-
-# ---------------------------------------------------------------------------------- header
-
-
-def format_header(buffer: memoryview, capacity_bytes: int) -> None:
-    """Make `buffer` an empty ring. The magic goes last, so nobody trusts a half-made header."""
-    assert CAPACITY_BYTES_MIN <= capacity_bytes <= CAPACITY_BYTES_MAX, capacity_bytes
-    assert len(buffer) == file_size_bytes(capacity_bytes), (len(buffer), capacity_bytes)
-    buffer[:HEADER_BYTES] = bytes(HEADER_BYTES)
-    _U32.pack_into(buffer, _LAYOUT_VERSION_AT, LAYOUT_VERSION)
-    _U32.pack_into(buffer, _HEADER_BYTES_AT, HEADER_BYTES)
-    _I64.pack_into(buffer, _CAPACITY_AT, capacity_bytes)
-    _SLOT.pack_into(buffer, _SLOT_AT[0], *RingState(0, 0, 0, 0, 0, 0, 0))
-    buffer[_MAGIC_AT : _MAGIC_AT + len(MAGIC)] = MAGIC
-    assert read_capacity(buffer) == capacity_bytes
-
-
-def header_is_blank(buffer: memoryview) -> bool:
-    """Whether the ring was never finished being created, so no batch can be in it."""
-    return len(buffer) < len(MAGIC) or buffer[: len(MAGIC)] == bytes(len(MAGIC))
-
-
-def read_capacity(buffer: memoryview) -> int:
-    """The capacity a valid header declares; ZlogError(KAFKA_STORAGE_ERROR) for anything else."""
-    if len(buffer) < HEADER_BYTES:
-        raise _corrupt(f"{len(buffer)} bytes cannot hold the {HEADER_BYTES}-byte header")
-    magic = bytes(buffer[_MAGIC_AT : _MAGIC_AT + len(MAGIC)])
-    if magic != MAGIC:
-        raise _corrupt(f"magic {magic!r} is not {MAGIC!r}")
-    (version,) = _U32.unpack_from(buffer, _LAYOUT_VERSION_AT)
-    if version != LAYOUT_VERSION:
-        raise _corrupt(f"layout version {version}, this zlog reads {LAYOUT_VERSION}")
-    (header_bytes,) = _U32.unpack_from(buffer, _HEADER_BYTES_AT)
-    if header_bytes != HEADER_BYTES:
-        raise _corrupt(f"header of {header_bytes} bytes, expected {HEADER_BYTES}")
-    (capacity_bytes,) = _I64.unpack_from(buffer, _CAPACITY_AT)
-    if not CAPACITY_BYTES_MIN <= capacity_bytes <= CAPACITY_BYTES_MAX:
-        raise _corrupt(f"capacity of {capacity_bytes} bytes is out of bounds")
-    if len(buffer) != file_size_bytes(capacity_bytes):
-        raise _corrupt(f"{len(buffer)} bytes, but the header declares {capacity_bytes} of data")
-    return int(capacity_bytes)
-
-
-def read_writer_pid(buffer: memoryview) -> int:
-    """The pid the writer recorded, for messages; 0 when none is (or the bytes are too few)."""
-    if len(buffer) < _WRITER_PID_AT + _I64.size:
-        return 0
-    (pid,) = _I64.unpack_from(buffer, _WRITER_PID_AT)
-    return int(pid)
-
-
-def read_state(buffer: memoryview) -> RingState:
-    """The state as of one commit: read the sequence, its slot, and the sequence again.
-
-    The writer only ever rewrites the slot the sequence does not name, and moves the sequence
-    after it has finished the slot; seeing the same sequence twice proves the slot was whole.
-    """
-    for _ in range(STATE_READ_ATTEMPTS_MAX):
-        (sequence,) = _I64.unpack_from(buffer, _SEQUENCE_AT)
-        fields = _SLOT.unpack_from(buffer, _SLOT_AT[sequence & 1])
-        (sequence_again,) = _I64.unpack_from(buffer, _SEQUENCE_AT)
-        if sequence_again == sequence:
-            return RingState._make(fields)
-    raise ZlogError(
-        ErrorCode.KAFKA_STORAGE_ERROR,
-        f"ring state changed during each of {STATE_READ_ATTEMPTS_MAX} reads",
-    )
-
-
-def _read_tail_position(buffer: memoryview) -> int:
-    """The committed tail alone: what a reader re-checks after copying bytes."""
-    for _ in range(STATE_READ_ATTEMPTS_MAX):
-        (sequence,) = _I64.unpack_from(buffer, _SEQUENCE_AT)
-        (tail_position,) = _I64.unpack_from(buffer, _SLOT_AT[sequence & 1] + _TAIL_IN_SLOT)
-        (sequence_again,) = _I64.unpack_from(buffer, _SEQUENCE_AT)
-        if sequence_again == sequence:
-            return int(tail_position)
-    raise ZlogError(
-        ErrorCode.KAFKA_STORAGE_ERROR,
-        f"ring state changed during each of {STATE_READ_ATTEMPTS_MAX} reads",
-    )
-
-
-def state_problem(state: RingState, capacity_bytes: int) -> str | None:
-    """What makes a state impossible for a correct writer, if anything."""
-    if min(state) < 0:
-        return f"negative field in {state}"
-    if not state.tail_position <= state.flushed_position <= state.head_position:
-        return f"positions out of order in {state}"
-    if state.head_position - state.tail_position > capacity_bytes:
-        return f"more than {capacity_bytes} bytes between tail and head in {state}"
-    if state.wrap_position > state.head_position:
-        return f"wrap position past head in {state}"
-    if state.tail_offset > state.next_offset:
-        return f"tail offset past next offset in {state}"
-    return None
-
-
 # ---------------------------------------------------------------------------------- walking
 
 
@@ -240,7 +90,7 @@ def _filler_end(data: memoryview, capacity_bytes: int, position: int) -> int:
     if base_offset != PAD_BASE_OFFSET:
         return position
     if batch_length != remaining_bytes - BATCH_HEADER_BYTES:
-        raise _corrupt(f"PAD at position {position} claims {batch_length} bytes")
+        raise corrupt(f"PAD at position {position} claims {batch_length} bytes")
     return position + remaining_bytes
 
 
@@ -250,14 +100,14 @@ def _batch_at(
     """(base offset, size in bytes) of the batch at `position`, whole within its lap and head."""
     physical = position % capacity_bytes
     if capacity_bytes - physical < BATCH_HEADER_BYTES:
-        raise _corrupt(f"no room for a batch header at position {position}")
+        raise corrupt(f"no room for a batch header at position {position}")
     base_offset, batch_length = _BATCH_HEADER.unpack_from(data, physical)
     size_bytes = batch_length + BATCH_HEADER_BYTES
     if base_offset < 0 or batch_length < 0:
-        raise _corrupt(f"batch at position {position}: baseOffset {base_offset}, "
+        raise corrupt(f"batch at position {position}: baseOffset {base_offset}, "
                        f"batchLength {batch_length}")
     if physical + size_bytes > capacity_bytes or position + size_bytes > head_position:
-        raise _corrupt(f"{size_bytes}-byte batch at position {position} runs past its lap "
+        raise corrupt(f"{size_bytes}-byte batch at position {position} runs past its lap "
                        f"or past head {head_position}")
     return base_offset, size_bytes
 
@@ -279,7 +129,7 @@ def _walk_batches(
         position = _filler_end(data, capacity_bytes, position)
         if position >= end_position:
             if position > end_position:
-                raise _corrupt(f"a filler runs past position {end_position}")
+                raise corrupt(f"a filler runs past position {end_position}")
             return
         base_offset, size_bytes = _batch_at(data, capacity_bytes, position, end_position)
         yield position, base_offset, size_bytes
@@ -303,7 +153,7 @@ class LayoutWriter:
         state = read_state(buffer)
         problem = state_problem(state, self.capacity_bytes)
         if problem is not None:
-            raise _corrupt(problem)
+            raise corrupt(problem)
         # A batch of up to half the capacity fits once everything is flushed, even when it has
         # to skip almost a whole batch's worth of bytes at the end of the area.
         self.max_batch_bytes = self.capacity_bytes // 2
@@ -320,7 +170,7 @@ class LayoutWriter:
             raise
         self._buffer = buffer
         self._data = data
-        (self._sequence,) = _I64.unpack_from(buffer, _SEQUENCE_AT)
+        self._sequence = read_sequence(buffer)
         self._head = state.head_position
         self._flushed = state.flushed_position
         self._tail = state.tail_position
@@ -328,7 +178,7 @@ class LayoutWriter:
         self._tail_offset = state.tail_offset
         self._wrap = state.wrap_position
         self._generation = state.generation
-        _I64.pack_into(buffer, _WRITER_PID_AT, writer_pid)
+        write_writer_pid(buffer, writer_pid)
 
     # The names the log reads; the writer is the only one that changes them.
     @property
@@ -463,13 +313,12 @@ class LayoutWriter:
         self._commit()
 
     def _commit(self) -> None:
-        """Fill the slot readers are not using, then name it: one 8-byte store commits all."""
+        """Publish the writer's state to readers (`ring_header.commit_state`)."""
         sequence = self._sequence + 1
-        _SLOT.pack_into(
-            self._buffer, _SLOT_AT[sequence & 1], self._head, self._flushed, self._tail,
-            self._next_offset, self._tail_offset, self._wrap, self._generation,
-        )
-        _I64.pack_into(self._buffer, _SEQUENCE_AT, sequence)
+        commit_state(self._buffer, sequence, (
+            self._head, self._flushed, self._tail, self._next_offset, self._tail_offset,
+            self._wrap, self._generation,
+        ))
         self._sequence = sequence
 
     def _unflushed_spans(self) -> list[tuple[int, int]]:
@@ -543,7 +392,7 @@ class LayoutWriter:
 
     def release(self, writer_pid_after: int = 0) -> None:
         """Stop using the buffer; the caller may then unmap it."""
-        _I64.pack_into(self._buffer, _WRITER_PID_AT, writer_pid_after)
+        write_writer_pid(self._buffer, writer_pid_after)
         self._data.release()
         self._buffer.release()
 
@@ -612,7 +461,7 @@ class LayoutReader:
 
     def intact(self, position: int) -> bool:
         """Whether bytes read from `position` onwards are still the batches that were read."""
-        return _read_tail_position(self._buffer) <= position
+        return read_tail_position(self._buffer) <= position
 
     def _located(self, position: int, max_bytes: int) -> tuple[list[memoryview], int]:
         state = read_state(self._buffer)
@@ -637,7 +486,7 @@ class LayoutReader:
             batch_position = _filler_end(data, capacity_bytes, position)
             if batch_position >= head_position:
                 if batch_position > head_position:
-                    raise _corrupt(f"a filler at position {position} runs past head")
+                    raise corrupt(f"a filler at position {position} runs past head")
                 return batches, batch_position
             _, size_bytes = _batch_at(data, capacity_bytes, batch_position, head_position)
             if batches and taken_bytes + size_bytes > max_bytes:
@@ -649,7 +498,7 @@ class LayoutReader:
         return batches, position
 
     def _raise_if_overrun(self, position: int) -> None:
-        tail_position = _read_tail_position(self._buffer)
+        tail_position = read_tail_position(self._buffer)
         if tail_position > position:
             raise RingOverrunError(position, tail_position)
 
@@ -685,10 +534,10 @@ class LayoutReader:
                 batch_position = _filler_end(data, capacity_bytes, position)
                 base_offset, size_bytes = _batch_at(data, capacity_bytes, batch_position, head)
             except ZlogError:
-                if _read_tail_position(self._buffer) <= position:
+                if read_tail_position(self._buffer) <= position:
                     raise  # nobody overwrote it: the ring really is corrupt
                 return None
-            if _read_tail_position(self._buffer) > position:
+            if read_tail_position(self._buffer) > position:
                 return None
             if base_offset > offset:
                 return found

@@ -16,7 +16,7 @@ from tests.unit.shm_segments.test_ring_layout import check_batch, make_batch
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.ring import RingFullError, RingReader, RingWriter
-from zlog.shm_segments.ring_layout import HEADER_BYTES, file_size_bytes
+from zlog.shm_segments.ring_header import HEADER_BYTES, file_size_bytes
 
 CAPACITY_BYTES = limits.RING_SIZE_BYTES_MIN
 

@@ -1,4 +1,4 @@
-"""The ring's wrap, reclaim and publishing rules, on a bytearray (ring_layout.py).
+"""The ring's wrap, reclaim and publishing rules, on a bytearray (ring_layout.py, ring_header.py).
 
 Also home of `make_batch`/`check_batch`, the ring tests' own minimal RecordBatch v2 lookalikes:
 the ring must not depend on the batch codec, and neither do its tests.
@@ -16,16 +16,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from zlog.errors import ErrorCode, ZlogError
+from zlog.shm_segments.ring_header import HEADER_BYTES, file_size_bytes, format_header, read_state
 from zlog.shm_segments.ring_layout import (
-    HEADER_BYTES,
     PAD_BASE_OFFSET,
     LayoutReader,
     LayoutWriter,
     RingFullError,
     RingOverrunError,
-    file_size_bytes,
-    format_header,
-    read_state,
 )
 
 _FRAMING = struct.Struct(">qi")  # baseOffset, batchLength

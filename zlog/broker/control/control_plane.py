@@ -56,7 +56,7 @@ from zlog.broker.topic_configs import (
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.status import NodeStatus
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX
-from zlog.shm_segments.ring_layout import file_size_bytes as ring_file_size_bytes
+from zlog.shm_segments.ring_header import file_size_bytes as ring_file_size_bytes
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS, SUPPORTED_VERSIONS, ApiKey
 from zlog.transport.codec import RequestHeader
