@@ -8,19 +8,17 @@ process: the next `PartitionLog` opened on the partition replays the ring into t
 
 Ownership: exactly one process writes a partition (the ring's flock enforces it). Within that
 process, appends, truncation and retention run on one thread; compaction may run on another
-and only swaps sealed segments under `_segments_lock`.
+and only swaps sealed segments under the segment list's lock. The list of segments itself
+(opening, rolling, reading across them, cutting) is `log_segments.py`'s.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import hashlib
-import itertools
 import logging
 import os
 import shutil
-import threading
 from pathlib import Path
 
 import psutil
@@ -30,6 +28,7 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.record import header as batch_header
 from zlog.record.arrays import parse_batch
 from zlog.shm_segments.log_config import LogConfig
+from zlog.shm_segments.log_segments import LogSegments
 from zlog.shm_segments.retention import DiskUsage, SegmentInfo, segments_to_delete
 from zlog.shm_segments.ring import (
     RING_DIRECTORY_DEFAULT,
@@ -42,8 +41,6 @@ from zlog.shm_segments.segment import BatchMeta, Segment, batch_meta
 log = logging.getLogger(__name__)
 
 _LOG_START_FILE = "log-start-offset"
-_LEFTOVER_SUFFIXES = (".tmp", ".cleaned", ".swap", ".deleted")
-_RELATIVE_OFFSET_MAX = 2**32 - 1
 RING_SUFFIX = ".ring"
 FILE_NAME_BYTES_MAX = 255  # NAME_MAX of ext4, xfs, btrfs and tmpfs
 
@@ -102,16 +99,15 @@ class PartitionLog:
         self.directory = Path(data_dir) / partition_dir_name(topic, partition)
         ring_base = ring_dir or default_ring_dir(Path(data_dir))
         self.ring_path = ring_path_for(ring_base, topic, partition)
-        self._segments_lock = threading.Lock()
         self._closed = False
         self._last_sync_ms = self.clock.monotonic_ms()
-        self.recovered_bytes_dropped = 0
         self.flush_error: ZlogError | None = None  # why the ring cannot be flushed right now
-        self._segments: list[Segment] = []
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             ring_base.mkdir(parents=True, exist_ok=True)
-            self._open_segments()
+            self._segments = LogSegments(self.directory, lambda: self.config, self.clock,
+                                         self._read_log_start)
+            self.recovered_bytes_dropped = self._segments.recovered_bytes_dropped
             self._ring = self._open_ring()
             self._replay_ring()
         except BaseException as error:
@@ -122,63 +118,19 @@ class PartitionLog:
                     f"cannot open {topic}-{partition} in {data_dir}: {error.strerror or error}",
                 ) from error
             raise
-        self._log_start_offset = max(self._read_log_start(), self._bases[0])
+        self._log_start_offset = max(self._read_log_start(), self._segments.first_base_offset)
 
     def _release_after_failed_open(self) -> None:
         """Close whatever the failed open had opened: no descriptor or ring lock may leak."""
-        for segment in self._segments:
-            with contextlib.suppress(OSError):
-                segment.close()
+        segments: LogSegments | None = getattr(self, "_segments", None)
+        if segments is not None:
+            segments.close(ignore_errors=True)
         ring = getattr(self, "_ring", None)
         if ring is not None:
             ring.close()
         self._closed = True
 
     # ------------------------------------------------------------------ opening
-
-    def _open_segments(self) -> None:
-        """List segments by name; recover only the last one, so opening time stays flat.
-
-        Sealed segments are not even made into objects here (`_materialize` does that on
-        first use): a log of thousands of segments opens like a log of one.
-        """
-        bases: list[int] = []
-        for name in os.listdir(self.directory):
-            if name.endswith(".log"):
-                if name[:-4].isdigit():
-                    bases.append(int(name[:-4]))
-            elif name.endswith(_LEFTOVER_SUFFIXES):
-                os.unlink(self.directory / name)
-        bases.sort()
-        now_ms = self.clock.wall_ms()
-        interval = self.config.index_interval_bytes
-        self._lazy_bases: list[int] = []
-        if not bases:
-            start = self._read_log_start()
-            self._segments = [
-                Segment.create(self.directory, start, index_interval_bytes=interval, now_ms=now_ms)
-            ]
-            bases = [start]
-        else:
-            active, dropped = Segment.recover(
-                self.directory, bases[-1], index_interval_bytes=interval, now_ms=now_ms
-            )
-            self.recovered_bytes_dropped = dropped
-            self._segments = [active]
-            self._lazy_bases = list(bases)  # a copy: rolls append to `_bases`, never to this
-        self._bases = bases
-
-    def _materialize(self) -> list[Segment]:
-        """All segments as objects, oldest first (call with `_segments_lock` held)."""
-        if self._lazy_bases:
-            interval = self.config.index_interval_bytes
-            sealed = [
-                Segment.sealed_lazy(self.directory, base, following, index_interval_bytes=interval)
-                for base, following in itertools.pairwise(self._lazy_bases)
-            ]
-            self._lazy_bases = []
-            self._segments[0:0] = sealed
-        return self._segments
 
     def _open_ring(self) -> RingWriter:
         try:
@@ -215,7 +167,7 @@ class PartitionLog:
                 )
                 break
             try:
-                self._write_to_segments([view], [meta])
+                self._segments.write([view], [meta])
             except ZlogError as error:
                 if error.code != ErrorCode.KAFKA_STORAGE_ERROR:
                     raise
@@ -234,7 +186,7 @@ class PartitionLog:
 
     @property
     def _active(self) -> Segment:
-        return self._segments[-1]
+        return self._segments.active
 
     @property
     def log_start_offset(self) -> int:
@@ -307,7 +259,7 @@ class PartitionLog:
             if self.config.ring_flush_bytes == 0 and ring.flushed_position == position:
                 # Write-through, the common case: exactly this batch is pending.
                 try:
-                    self._write_to_segments(ring.unflushed_views(), [meta])
+                    self._segments.write(ring.unflushed_views(), [meta])
                 except ZlogError:
                     # Refused as a whole: the batch leaves the ring too, so the producer's
                     # error means "not stored" and its retry does not make a duplicate.
@@ -352,7 +304,7 @@ class PartitionLog:
         if base_offset is not None:
             batch_header.stamp(stamped, base_offset, leader_epoch)
         view = memoryview(stamped)
-        self._write_to_segments([view], [batch_meta(view)])
+        self._segments.write([view], [batch_meta(view)])
         self._ring.reset(self._active.next_offset)
 
     def flush(self) -> None:
@@ -370,7 +322,7 @@ class PartitionLog:
             end = position + len(view)
         if views:
             try:
-                self._write_to_segments(views, metas)
+                self._segments.write(views, metas)
             except ZlogError as error:
                 self._mark_written_prefix()
                 self._note_flush_failure(error)
@@ -410,69 +362,15 @@ class PartitionLog:
             return False
         return True
 
-    def _write_to_segments(self, views: list[memoryview], metas: list[BatchMeta]) -> None:
-        """Write whole batches, rolling to a new segment where size, age or offsets demand."""
-        start = 0
-        while start < len(views):
-            self._maybe_roll(metas[start])
-            active = self._active
-            room = self.config.segment_bytes - active.size_bytes
-            stop = start
-            while stop < len(views) and (stop == start or metas[stop].size_bytes <= room):
-                if stop > start and self._must_roll_for(active, metas[stop]):
-                    break
-                room -= metas[stop].size_bytes
-                stop += 1
-            active.write(views[start:stop], metas[start:stop])
-            start = stop
-
-    def _must_roll_for(self, active: Segment, meta: BatchMeta) -> bool:
-        if meta.next_offset - active.base_offset > _RELATIVE_OFFSET_MAX:
-            return True
-        return active.size_bytes + meta.size_bytes > self.config.segment_bytes
-
-    def _maybe_roll(self, meta: BatchMeta) -> None:
-        active = self._active
-        if active.size_bytes == 0:
-            return
-        too_old = self.clock.wall_ms() - active.created_ms >= self.config.segment_ms
-        if too_old or self._must_roll_for(active, meta):
-            self.roll()
-
     def roll(self) -> None:
-        """Seal the active segment and start a new one at the log end.
-
-        The new file is made first and removed again if sealing fails, so a full disk leaves
-        the log as it was (KAFKA_STORAGE_ERROR), never without an active segment.
-        """
-        active = self._active
-        if self._syncing:
-            active.sync()
-        try:
-            fresh = Segment.create(
-                self.directory, active.next_offset,
-                index_interval_bytes=self.config.index_interval_bytes,
-                now_ms=self.clock.wall_ms(),
-            )
-        except OSError as error:
-            raise ZlogError(ErrorCode.KAFKA_STORAGE_ERROR,
-                            f"cannot start a segment in {self.directory}: {error.strerror}"
-                            ) from error
-        try:
-            active.seal()
-        except OSError as error:
-            fresh.delete()
-            raise ZlogError(ErrorCode.KAFKA_STORAGE_ERROR,
-                            f"cannot seal {active.log_path}: {error.strerror}") from error
-        with self._segments_lock:
-            self._segments.append(fresh)
-            self._bases.append(fresh.base_offset)
+        """Seal the active segment and start a new one at the log end (`LogSegments.roll`)."""
+        self._segments.roll()
 
     # ------------------------------------------------------------------ durability knobs
 
     @property
     def _syncing(self) -> bool:
-        return self.config.flush_messages > 0 or self.config.flush_ms >= 0
+        return self.config.fsyncs
 
     def _maybe_sync(self) -> None:
         if not self._syncing:
@@ -524,30 +422,12 @@ class PartitionLog:
             limit = min(limit, self._active.next_offset)  # what is on disk; the rest later
             if offset >= limit:
                 return []
-        views: list[memoryview] = []
-        remaining = max_bytes
-        with self._segments_lock:
-            if offset >= self._active.base_offset:
-                segments, bases = [self._active], [self._active.base_offset]
-            else:
-                segments, bases = list(self._materialize()), list(self._bases)
-        slot = max(bisect.bisect_right(bases, offset) - 1, 0)
-        while slot < len(segments) and offset < limit and (remaining > 0 or not views):
-            segment = segments[slot]
-            view, offset = segment.read(offset, remaining, limit, at_least_one=not views)
-            if view is not None:
-                views.append(view)
-                remaining -= len(view)
-            if offset >= segment.next_offset:
-                slot += 1
-            elif view is None:
-                break
-        return views
+        return self._segments.read(offset, max_bytes, limit)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """The earliest offset whose record timestamp is >= `timestamp_ms` (None if none)."""
         self._flush_if_possible()
-        for segment in self.segments_snapshot():
+        for segment in self._segments.snapshot():
             if segment.is_empty or segment.next_offset <= self._log_start_offset:
                 continue
             found = segment.first_batch_at_or_after_time(timestamp_ms)
@@ -571,46 +451,18 @@ class PartitionLog:
         if offset <= self._log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
-        with self._segments_lock:
-            self._materialize()
-            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-                self._segments.pop().delete()
-                self._bases.pop()
-            if self._segments[-1].sealed:
-                self._segments[-1] = self._reopen_active(self._segments[-1])
-        self._active.truncate_to(offset)
+        self._segments.truncate_to(offset)
         self._ring.reset(self._active.next_offset)
         if self._active.next_offset < self._log_start_offset:
             # The batch holding the log start was cut: the log is now empty at its end.
             self._log_start_offset = self._active.next_offset
             self._write_log_start()
 
-    def _reopen_active(self, sealed: Segment) -> Segment:
-        """Make the last sealed segment writable again (after truncation removed newer ones)."""
-        sealed.close()
-        for path in (sealed.index_path, sealed.time_index_path):
-            path.unlink(missing_ok=True)
-        active, dropped = Segment.recover(
-            self.directory, sealed.base_offset,
-            index_interval_bytes=self.config.index_interval_bytes, now_ms=self.clock.wall_ms(),
-        )
-        assert dropped == 0, "a sealed segment had a torn tail"
-        return active
-
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop all data; the log restarts empty at `offset` (a follower far behind a leader)."""
         assert offset >= 0
         self.flush()
-        with self._segments_lock:
-            for segment in self._materialize():
-                segment.delete()
-            self._segments = [
-                Segment.create(
-                    self.directory, offset, index_interval_bytes=self.config.index_interval_bytes,
-                    now_ms=self.clock.wall_ms(),
-                )
-            ]
-            self._bases = [offset]
+        self._segments.restart_at(offset)
         self._log_start_offset = offset
         self._write_log_start()
         self._ring.reset(offset)
@@ -630,38 +482,21 @@ class PartitionLog:
         self.flush()
         if offset >= self._active.next_offset and self._active.size_bytes:
             self.roll()
-        self._delete_oldest(self._count_below(offset))
+        self._delete_oldest(self._segments.count_below(offset))
         return self._log_start_offset
-
-    def _count_below(self, offset: int) -> int:
-        count = 0
-        for segment in self.segments_snapshot()[:-1]:
-            if segment.next_offset > offset:
-                break
-            count += 1
-        return count
 
     def _delete_oldest(self, count: int) -> None:
         if count <= 0:
             return
-        with self._segments_lock:
-            doomed = self._materialize()[:count]
-            self._segments = self._segments[count:]
-            self._bases = self._bases[count:]
-            for segment in doomed:
-                segment.delete()
-        if self._segments[0].base_offset > self._log_start_offset:
-            self._log_start_offset = self._segments[0].base_offset
+        self._segments.delete_oldest(count)
+        if self._segments.first_base_offset > self._log_start_offset:
+            self._log_start_offset = self._segments.first_base_offset
             self._write_log_start()
 
     # ------------------------------------------------------------------ retention
 
     def sealed_segment_infos(self) -> list[SegmentInfo]:
-        sealed = self.segments_snapshot()[:-1]
-        return [
-            SegmentInfo(s.base_offset, s.next_offset, s.size_bytes, s.max_timestamp_ms)
-            for s in sealed
-        ]
+        return self._segments.sealed_infos()
 
     def enforce_retention(self, disk: DiskUsage | None = None) -> int:
         """Delete the oldest sealed segments that retention says to; returns how many.
@@ -682,39 +517,20 @@ class PartitionLog:
 
     @property
     def size_bytes(self) -> int:
-        return sum(segment.size_bytes for segment in self.segments_snapshot())
+        return self._segments.size_bytes
 
     @property
     def segment_count(self) -> int:
-        return len(self._bases)
+        return self._segments.count
 
     def segments_snapshot(self) -> list[Segment]:
         """The current segments, oldest first (compaction reads the sealed ones)."""
-        with self._segments_lock:
-            return list(self._materialize())
+        return self._segments.snapshot()
 
     def swap_compacted(self, old: Segment, cleaned_path: Path) -> bool:
-        """Put a compacted copy of a sealed segment in its place, unless it is gone meanwhile.
-
-        Under the lock, so retention or truncation cannot delete the segment between the
-        check and the rename. The old indexes go first: after a crash at any point the
-        segment has either its old or its new data, and an index is rebuilt if missing.
-        Returns False (and discards the copy) when the segment is no longer in the log.
-        """
-        with self._segments_lock:
-            if old not in self._materialize()[:-1]:
-                cleaned_path.unlink(missing_ok=True)
-                return False
-            slot = self._segments.index(old)
-            for path in (old.index_path, old.time_index_path):
-                path.unlink(missing_ok=True)
-            os.replace(cleaned_path, old.log_path)
-            self._segments[slot] = Segment.sealed_lazy(
-                self.directory, old.base_offset, old.next_offset,
-                index_interval_bytes=self.config.index_interval_bytes,
-            )
-        old.close()
-        return True
+        """Put a compacted copy of a sealed segment in its place (`LogSegments.swap_compacted`);
+        False when the segment is no longer in the log."""
+        return self._segments.swap_compacted(old, cleaned_path)
 
     # ------------------------------------------------------------------ closing
 
@@ -729,16 +545,14 @@ class PartitionLog:
             if self._flush_if_possible() and self._syncing:
                 self._active.sync()
         finally:
-            for segment in self._segments:
-                segment.close()
+            self._segments.close()
             self._ring.close()
             self._closed = True
 
     def delete(self) -> None:
         """Remove the partition's data and ring for good (topic deletion)."""
         if not self._closed:
-            for segment in self._segments:
-                segment.close()
+            self._segments.close()
             self._ring.unlink()
             self._closed = True
         else:

@@ -79,6 +79,11 @@ class LogConfig:
         _at_least("ring_flush_bytes", self.ring_flush_bytes, 0)
 
     @property
+    def fsyncs(self) -> bool:
+        """Whether the topic asks for fsyncs at all (flush.messages or flush.ms)."""
+        return self.flush_messages > 0 or self.flush_ms >= 0
+
+    @property
     def compacted(self) -> bool:
         return "compact" in self.cleanup_policy
 
