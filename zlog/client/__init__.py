@@ -1,7 +1,8 @@
 """The zlog client library: Producer, Consumer and Admin over zlog's ZeroMQ transport.
 
-producer.py (+ accumulator.py, partitioner.py, sender.py), consumer.py (+ fetch_buffer.py),
-admin.py, cluster.py (metadata and connections), records.py (the public records).
+producer.py (+ accumulator.py, partitioner.py, sender.py and its partition_sends.py,
+deferred_sends.py, wakeable_poll.py), consumer.py (+ fetch_buffer.py, local_ring.py), admin.py,
+cluster.py (metadata and connections), records.py (the public records).
 """
 
 from zlog.client.admin import Admin

@@ -31,25 +31,32 @@ batch that fails for good leaves a gap in its partition's sequences, so the prod
 a new producer id once nothing is in flight and starts every sequence at 0 again; batches
 waiting to be retried are re-encoded with the new id (Kafka resets sequences in the same
 situation, KIP-360).
+
+Beside this module: the bookkeeping per partition, sequences, retries and their expiry
+(`partition_sends.py`), the sends that wait for metadata (`deferred_sends.py`), and where this
+thread sleeps (`wakeable_poll.py`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import select
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-import zmq
-
 from zlog import limits
 from zlog.client.accumulator import PendingBatch, RecordAccumulator
 from zlog.client.cluster import Connections
 from zlog.client.compression_policy import AdaptiveCompression
+from zlog.client.deferred_sends import (
+    DeferredSend,
+    expire_deferred,
+    place_deferred,
+    take_deferred,
+)
+from zlog.client.partition_sends import PartitionSends, SendBook, expiry_error
+from zlog.client.wakeable_poll import WakeablePoll
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.record.header import Compression
 from zlog.transport.messages import (
@@ -62,6 +69,8 @@ from zlog.transport.messages import (
 from zlog.transport.rpc import RpcResult
 from zlog.types import METADATA_REFRESH_ERRORS, SEQUENCE_MODULUS, TopicPartition
 
+__all__ = ["DeferredSend", "Sender", "SenderConfig", "SharedState"]
+
 log = logging.getLogger("zlog.client.producer")
 
 # A request leaves once its batches reach this many bytes, before the next batch is encoded:
@@ -70,9 +79,6 @@ log = logging.getLogger("zlog.client.producer")
 REQUEST_SEND_BYTES: Final = 256 * 1024
 POLL_INTERVAL_MS_MAX: Final = 50  # the longest the thread sleeps without checking deadlines
 ACKS_0_CLOSE_LINGER_MS_MAX: Final = 5_000  # the longest close waits for acks=0 sends to leave
-# Retriable in Kafka's table, but a corrupt batch that this producer built would only fail
-# again: the transport below checks integrity already.
-_NOT_RETRIED: Final = frozenset({ErrorCode.CORRUPT_MESSAGE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,17 +90,6 @@ class SenderConfig:
     retry_backoff_ms: int
     request_timeout_ms: int
     delivery_timeout_ms: int
-
-
-@dataclass(slots=True, eq=False)
-class DeferredSend:
-    """A send whose topic's partition count is not known yet (`Producer.send` never waits)."""
-
-    size_bytes: int  # held of buffer_memory until placed
-    deadline_ms: int  # monotonic: max_block_ms after the send; then it fails
-    place: Callable[[int], object]  # with the lock held, given the partition count: queue it
-    fail: Callable[[BaseException], None]  # outside the lock: fail its future
-    failed: bool = False
 
 
 @dataclass(slots=True)
@@ -113,13 +108,6 @@ class SharedState:
     sender_failure: BaseException | None = None
 
 
-@dataclass(slots=True)
-class _PartitionState:
-    next_sequence: int = 0
-    in_flight: list[PendingBatch] = field(default_factory=list)
-    retries: list[PendingBatch] = field(default_factory=list)  # by base_sequence
-
-
 class Sender:
     """Runs in its own thread; see the module docstring for what one pass does."""
 
@@ -129,7 +117,11 @@ class Sender:
         self.shared = shared
         self.connections = connections
         self._clock_ms = clock_ms
-        self._partitions: dict[TopicPartition, _PartitionState] = {}
+        self._book = SendBook(
+            idempotent=config.idempotent, retries=config.retries,
+            retry_backoff_ms=config.retry_backoff_ms,
+            delivery_timeout_ms=config.delivery_timeout_ms,
+        )
         self._compression = AdaptiveCompression(config.compression)
         self._requests: dict[tuple[str, int], list[PendingBatch]] = {}
         self._stale_topics: set[str] = set()
@@ -140,28 +132,16 @@ class Sender:
         self._reset_pending = False
         self._stopping = False
         self._abandon = False
-        self._pipe_closed = False
-        self._wake_read, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_read, False)
-        os.set_blocking(self._wake_write, False)
+        self._poll = WakeablePoll()
         # Held for every socket operation and for this object's send state (module docstring).
         self._io_lock = threading.Lock()
         self._sockets_closed = False
-        # One poller for the thread's life, rebuilt only when connections open or close.
-        self._poller = select.poll()
-        self._polled_generation = -1
-        # No queued or retried batch can expire before this (see `_expire`).
-        self._next_expiry_ms = -(2**62)
-        self._retry_causes_logged: set[tuple[TopicPartition, ErrorCode]] = set()
 
     # -- called from any thread -----------------------------------------------------------
 
     def wake(self) -> None:
         """Cut the thread's wait short (a batch got ready, a flush or metadata is wanted)."""
-        if self._pipe_closed:
-            return
-        with contextlib.suppress(BlockingIOError):  # full: a wake-up is pending already
-            os.write(self._wake_write, b"w")
+        self._poll.wake()
 
     def send_now_or_wake(self) -> None:
         """A batch is ready: send it from this (user) thread if the I/O lock is free.
@@ -183,7 +163,7 @@ class Sender:
                 self._fail_loudly(error)
                 self.stop(abandon=True)
                 return
-            opened_connection = self._polled_generation != self.connections.generation
+            opened_connection = self._poll.stale(self.connections)
             if opened_connection or self._stale_topics or self._answers_waiting():
                 self.wake()  # to poll the new socket too, to refresh metadata, to read answers
         finally:
@@ -193,7 +173,7 @@ class Sender:
         """Whether a pass from a user thread has what it needs: an id, no retries pending."""
         if self.config.idempotent and (self._producer_id < 0 or self._reset_pending):
             return False
-        return not any(state.retries for state in self._partitions.values())
+        return not self._book.has_retries()
 
     def _answers_waiting(self) -> bool:
         """Whether a client has an answer or a connection event (ZMQ_EVENTS); `_io_lock`."""
@@ -237,10 +217,7 @@ class Sender:
 
     def dispose(self) -> None:
         """Close the wake-up pipe; only after the thread has ended (the producer joins it)."""
-        if not self._pipe_closed:
-            self._pipe_closed = True
-            os.close(self._wake_read)
-            os.close(self._wake_write)
+        self._poll.close()
 
     def _run_once(self) -> None:
         """One pass; each step is skipped at the cost of a few reads when it has nothing to do.
@@ -256,16 +233,16 @@ class Sender:
                 self._maybe_init_producer_id()
             self._receive()  # answers free in-flight slots for what is queued
             now_ms = self._clock_ms()
-            if now_ms >= self._next_expiry_ms:
+            if now_ms >= self._book.next_expiry_ms:
                 self._expire(now_ms)
             if self.shared.deferred:  # read unlocked: see above
                 self._expire_deferred(now_ms)
             self._send_ready(now_ms)
             # A send may leave an answer readable with no signal on ZMQ_FD: look before waiting.
             wait_ms = 0 if self._answers_waiting() else self._wait_ms(now_ms)
-            if self._polled_generation != self.connections.generation:
-                self._rebuild_poller()
-        self._wait(wait_ms)
+            if self._poll.stale(self.connections):
+                self._poll.rebuild(self.connections)
+        self._poll.wait(wait_ms)  # without the lock
 
     def _may_stop(self) -> bool:
         """Once stopping: whether nothing is left to send, or what is left is abandoned."""
@@ -275,7 +252,7 @@ class Sender:
         return idle or self._abandon
 
     def _has_in_flight(self) -> bool:
-        return bool(self._requests) or any(p.retries for p in self._partitions.values())
+        return bool(self._requests) or self._book.has_retries()
 
     # -- metadata and producer id ---------------------------------------------------------
 
@@ -303,7 +280,7 @@ class Sender:
                     self.shared.partition_counts[topic] = count
                     self.shared.topic_errors.pop(topic, None)
                     self.shared.wanted_topics.discard(topic)
-                    failed.extend(self._place_deferred(topic, count))
+                    failed.extend(place_deferred(self.shared, topic, count))
                 elif topic in errors:
                     topic_error = errors[topic]
                     self.shared.topic_errors[topic] = topic_error
@@ -312,7 +289,7 @@ class Sender:
                     if final:  # the cluster says so: what waits for this topic fails now
                         self.shared.wanted_topics.discard(topic)
                         self.shared.partition_counts.pop(topic, None)
-                        failed.extend(self._take_deferred(topic, topic_error))
+                        failed.extend(take_deferred(self.shared, topic, topic_error))
                         if (topic in stale
                                 and topic_error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                             gone.append(topic)
@@ -322,47 +299,10 @@ class Sender:
         for topic in gone:
             self._fail_topic(topic, errors[topic])
 
-    def _place_deferred(self, topic: str, count: int) -> list[tuple[DeferredSend, ZlogError]]:
-        """Queue the sends that waited for `topic`, in order (lock held); those that cannot be
-        placed (a partition the topic does not have) come back to be failed."""
-        refused: list[tuple[DeferredSend, ZlogError]] = []
-        for send in self.shared.deferred.pop(topic, []):
-            self.shared.deferred_bytes -= send.size_bytes
-            try:
-                send.place(count)
-            except ZlogError as error:
-                send.failed = True
-                refused.append((send, error))
-        return refused
-
-    def _take_deferred(
-        self, topic: str, error: ZlogError
-    ) -> list[tuple[DeferredSend, ZlogError]]:
-        """Remove the sends waiting for `topic`; the caller fails them outside the lock."""
-        taken = self.shared.deferred.pop(topic, [])
-        for send in taken:
-            send.failed = True
-            self.shared.deferred_bytes -= send.size_bytes
-        return [(send, error) for send in taken]
-
     def _expire_deferred(self, now_ms: int) -> None:
         """Sends that waited max_block_ms for metadata fail, naming the last reason heard."""
-        expired: list[tuple[DeferredSend, ZlogError]] = []
         with self.shared.lock:
-            for topic in list(self.shared.deferred):
-                sends = self.shared.deferred[topic]
-                due = [send for send in sends if send.deadline_ms <= now_ms]
-                if not due:
-                    continue
-                error = _metadata_wait_error(topic, self.shared.topic_errors.get(topic))
-                for send in due:
-                    send.failed = True
-                    self.shared.deferred_bytes -= send.size_bytes
-                    expired.append((send, error))
-                sends[:] = [send for send in sends if send.deadline_ms > now_ms]
-                if not sends:
-                    del self.shared.deferred[topic]
-                    self.shared.wanted_topics.discard(topic)
+            expired = expire_deferred(self.shared, now_ms)
             self.shared.lock.notify_all()
         for send, error in expired:
             send.fail(error)
@@ -373,10 +313,7 @@ class Sender:
         message = f"topic {topic!r} does not exist (was it deleted?): {error.message}"
         with self.shared.lock:
             doomed = self.shared.accumulator.drain_topic(topic)
-        for tp, state in self._partitions.items():
-            if tp.topic == topic:
-                doomed.extend(state.retries)
-                state.retries.clear()
+        doomed.extend(self._book.take_retries_of(topic))
         for batch in doomed:
             self._finish(batch, ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message))
 
@@ -384,10 +321,7 @@ class Sender:
         if self._reset_pending and not self._requests:
             self._producer_id = -1
             self._reset_pending = False
-            for state in self._partitions.values():
-                state.next_sequence = 0
-                for batch in state.retries:
-                    batch.encoded = None  # re-encoded with the new id and sequences
+            self._book.restart_sequences()
         if self._producer_id >= 0:
             return
         now_ms = self._clock_ms()
@@ -412,13 +346,7 @@ class Sender:
 
     # -- sending --------------------------------------------------------------------------
 
-    def _partition(self, tp: TopicPartition) -> _PartitionState:
-        state = self._partitions.get(tp)
-        if state is None:
-            state = self._partitions[tp] = _PartitionState()
-        return state
-
-    def _can_take(self, tp: TopicPartition, state: _PartitionState) -> bool:
+    def _can_take(self, tp: TopicPartition, state: PartitionSends) -> bool:
         if not self.config.idempotent:
             return True
         if self._producer_id < 0 or self._reset_pending:
@@ -430,7 +358,7 @@ class Sender:
         by_endpoint: dict[str, list[PendingBatch]] = {}
         metadata = self.connections.metadata
         id_missing = self.config.idempotent and (self._producer_id < 0 or self._reset_pending)
-        for tp, state in self._partitions.items():
+        for tp, state in self._book.partitions.items():
             while not id_missing and state.retries and state.retries[0].retry_at_ms <= now_ms:
                 endpoint = metadata.leader_endpoint(*tp)
                 if endpoint is None:
@@ -448,7 +376,7 @@ class Sender:
             flushing = self.shared.flushes_waiting > 0 or self.shared.closing
             accumulator = self.shared.accumulator
             for tp in accumulator.ready_partitions(now_ms, flushing=flushing):
-                state = self._partition(tp)
+                state = self._book.partition(tp)
                 endpoint = metadata.leader_endpoint(*tp)
                 if endpoint is None:
                     self._stale_topics.add(tp.topic)
@@ -468,7 +396,7 @@ class Sender:
         """Encode a batch the first time it leaves; False (batch failed) if it cannot be."""
         if batch.encoded is not None:
             return True
-        state = self._partition(batch.tp)
+        state = self._book.partition(batch.tp)
         sequence = state.next_sequence if self.config.idempotent else -1
         codec = self._compression.codec_for(batch.tp.topic)
         try:
@@ -506,7 +434,8 @@ class Sender:
         try:
             rpc = self.connections.client(endpoint)
             if not rpc.has_capacity:
-                self._requeue(batches)  # max_in_flight requests wait on this endpoint
+                # max_in_flight requests wait on this endpoint: sent on a later pass.
+                self._book.requeue(batches, self._clock_ms())
                 return
             for batch in batches:
                 batch.attempts += 1
@@ -517,26 +446,10 @@ class Sender:
             return
         if self.config.acks == 0:
             for batch in batches:
-                self._partition(batch.tp).in_flight.remove(batch)
+                self._book.partition(batch.tp).in_flight.remove(batch)
                 self._finish(batch, None, base_offset=-1)
             return
         self._requests[(endpoint, correlation_id)] = batches
-
-    def _requeue(self, batches: list[PendingBatch]) -> None:
-        """Put taken batches back, in order, to be sent on a later pass (no attempt used)."""
-        now_ms = self._clock_ms()
-        for batch in batches:
-            state = self._partition(batch.tp)
-            state.in_flight.remove(batch)
-            batch.retry_at_ms = now_ms
-            self._add_retry(state, batch)
-
-    def _add_retry(self, state: _PartitionState, batch: PendingBatch) -> None:
-        """Queue a batch to be sent again, in sequence order; it can expire while it waits."""
-        state.retries.append(batch)
-        state.retries.sort(key=lambda b: (b.base_sequence, b.created_ms))
-        expiry_ms = batch.created_ms + self.config.delivery_timeout_ms
-        self._next_expiry_ms = min(self._next_expiry_ms, expiry_ms)
 
     # -- receiving ------------------------------------------------------------------------
 
@@ -553,10 +466,7 @@ class Sender:
                 ready_ms = self.shared.accumulator.next_ready_ms(now_ms)
             if ready_ms is not None and ready_ms > now_ms:
                 wait_ms = min(wait_ms, ready_ms - now_ms)
-        for state in self._partitions.values():
-            if state.retries and state.retries[0].retry_at_ms > now_ms:
-                wait_ms = min(wait_ms, state.retries[0].retry_at_ms - now_ms)
-        return wait_ms
+        return self._book.retry_wait_ms(now_ms, wait_ms)
 
     def _receive(self) -> None:
         """Take every answer that has arrived, and time out requests past their deadline.
@@ -574,36 +484,13 @@ class Sender:
             for result in results:
                 self._on_result(rpc.endpoint, result)
 
-    def _wait(self, wait_ms: int) -> None:
-        """Sleep, without the lock, until a socket signals, a wake-up or `wait_ms`."""
-        ready = self._poller.poll(wait_ms)
-        if any(fd == self._wake_read for fd, _events in ready):
-            self._drain_wake_pipe()
-
-    def _rebuild_poller(self) -> None:
-        """Poll the wake-up pipe and every connection's ZMQ_FD (a socket with nothing in
-        flight is still drained when something arrives on it: a late answer)."""
-        poller = select.poll()
-        poller.register(self._wake_read, select.POLLIN)
-        for rpc in self.connections.clients():
-            for sock in rpc.sockets:  # the DEALER and its connection monitor
-                fd = sock.getsockopt(zmq.FD)
-                assert isinstance(fd, int)
-                poller.register(fd, select.POLLIN)
-        self._poller = poller
-        self._polled_generation = self.connections.generation
-
-    def _drain_wake_pipe(self) -> None:
-        with contextlib.suppress(BlockingIOError):  # another pass drained it already
-            os.read(self._wake_read, 4096)
-
     def _on_result(self, endpoint: str, result: RpcResult) -> None:
         batches = self._requests.pop((endpoint, result.correlation_id), None)
         if batches is None:
             return
         now_ms = self._clock_ms()
         for batch in batches:
-            self._partition(batch.tp).in_flight.remove(batch)
+            self._book.partition(batch.tp).in_flight.remove(batch)
         if result.error is not None:
             for batch in batches:
                 self._on_batch_error(batch, result.error, now_ms)
@@ -625,37 +512,10 @@ class Sender:
                                      now_ms)
 
     def _on_batch_error(self, batch: PendingBatch, error: ZlogError, now_ms: int) -> None:
-        state = self._partition(batch.tp)
-        if batch in state.in_flight:
-            state.in_flight.remove(batch)
         if error.code in METADATA_REFRESH_ERRORS:
             self._stale_topics.add(batch.tp.topic)
-        retriable = error.retriable and error.code not in _NOT_RETRIED
-        if self.config.idempotent and error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            # Not this batch's fault when an earlier batch of the partition is being retried,
-            # or failed for good (then the producer id is renewed and this batch re-encoded).
-            retriable = self._reset_pending or any(
-                _sequence_before(other.base_sequence, batch.base_sequence)
-                for other in state.retries + state.in_flight
-            )
-        expired = now_ms - batch.created_ms >= self.config.delivery_timeout_ms
-        if retriable and batch.attempts <= self.config.retries and not expired:
-            batch.retry_at_ms = now_ms + self.config.retry_backoff_ms
-            batch.last_error = error
-            self._log_retry_cause(batch.tp, error)
-            self._add_retry(state, batch)
-            return
-        self._finish(batch, error)
-
-    def _log_retry_cause(self, tp: TopicPartition, error: ZlogError) -> None:
-        """Each (partition, cause) once, until the partition succeeds again: retries are
-        silent otherwise, and a cause that persists should be seen before it times out."""
-        key = (tp, error.code)
-        if key in self._retry_causes_logged:
-            return
-        self._retry_causes_logged.add(key)
-        log.warning("%s-%d: %s; retrying (for up to delivery_timeout_ms=%d)", tp.topic,
-                    tp.partition, error, self.config.delivery_timeout_ms)
+        if not self._book.retry_later(batch, error, now_ms, reset_pending=self._reset_pending):
+            self._finish(batch, error)
 
     # -- completion -----------------------------------------------------------------------
 
@@ -663,9 +523,7 @@ class Sender:
                 log_append_time_ms: int = -1) -> None:
         if error is None:
             batch.complete(base_offset, log_append_time_ms)
-            if self._retry_causes_logged:
-                self._retry_causes_logged = {
-                    key for key in self._retry_causes_logged if key[0] != batch.tp}
+            self._book.note_delivered(batch.tp)
         else:
             batch.fail(error)
             if self.config.idempotent and batch.base_sequence >= 0:
@@ -679,27 +537,15 @@ class Sender:
             self.shared.lock.notify_all()
 
     def _expire(self, now_ms: int) -> None:
-        """Fail queued and retried batches that waited delivery_timeout_ms; note the next.
-
-        Runs only once something can have expired (`_next_expiry_ms`): a batch queued later is
-        younger than every batch seen here, and a batch coming back for a retry lowers the
-        mark itself (`_add_retry`), so no pass in between has anything to find.
-        """
+        """Fail queued and retried batches that waited delivery_timeout_ms; runs only once
+        something can have expired (`SendBook.next_expiry_ms`)."""
         timeout_ms = self.config.delivery_timeout_ms
         with self.shared.lock:
             expired = self.shared.accumulator.expire(now_ms, timeout_ms)
             oldest_ms = self.shared.accumulator.oldest_created_ms()
-        oldest_ms = now_ms if oldest_ms is None else min(oldest_ms, now_ms)
-        for state in self._partitions.values():
-            if not state.retries:
-                continue
-            keep = [b for b in state.retries if now_ms - b.created_ms < timeout_ms]
-            expired.extend(b for b in state.retries if now_ms - b.created_ms >= timeout_ms)
-            state.retries = keep
-            oldest_ms = min([oldest_ms, *(b.created_ms for b in keep)])
-        self._next_expiry_ms = oldest_ms + timeout_ms
+        expired.extend(self._book.expire_retries(now_ms, oldest_ms))
         for batch in expired:
-            self._finish(batch, _expiry_error(batch, timeout_ms))
+            self._finish(batch, expiry_error(batch, timeout_ms))
 
     def _fail_loudly(self, error: BaseException) -> None:
         """A bug: every batch fails now and every later call raises (under `_io_lock`)."""
@@ -713,48 +559,18 @@ class Sender:
         with self.shared.lock:
             pending = self.shared.accumulator.drain_all()
             waiting = [send for topic in list(self.shared.deferred)
-                       for send, _ in self._take_deferred(topic, error)]
+                       for send, _ in take_deferred(self.shared, topic, error)]
         for send in waiting:
             send.fail(error)
         for batches in self._requests.values():
             pending.extend(batches)
         self._requests.clear()
-        for state in self._partitions.values():
-            # in_flight also holds batches taken but not sent yet when a pass failed midway.
-            pending.extend(state.retries + state.in_flight)
-            state.retries.clear()
-            state.in_flight.clear()
+        pending.extend(self._book.take_all())
         unique = {id(batch): batch for batch in pending}
         for batch in unique.values():
             self._finish(batch, error)
 
 
-def _expiry_error(batch: PendingBatch, timeout_ms: int) -> ZlogError:
-    """Kafka's rule: a batch that kept failing gives up with its last cause, not a bare
-    timeout (NOT_ENOUGH_REPLICAS says what to fix; REQUEST_TIMED_OUT would hide it)."""
-    where = f"{batch.record_count} records for {batch.tp.topic}-{batch.tp.partition}"
-    last = batch.last_error
-    if last is None:
-        return ZlogError(ErrorCode.REQUEST_TIMED_OUT,
-                         f"{where} were not acknowledged within delivery_timeout_ms={timeout_ms}")
-    return ZlogError(last.code, f"{last.message} ({where} gave up after {batch.attempts} "
-                                f"attempts within delivery_timeout_ms={timeout_ms})")
-
-
-def _metadata_wait_error(topic: str, last: ZlogError | None) -> ZlogError:
-    reason = f"no metadata for topic {topic!r} within max_block_ms"
-    if last is None:
-        return ZlogError(ErrorCode.REQUEST_TIMED_OUT, reason)
-    return ZlogError(last.code, f"{reason}: {last.message}")
-
-
 def _encoded(batch: PendingBatch) -> bytes:
     assert batch.encoded is not None, "batches are encoded before they are sent"
     return batch.encoded
-
-
-def _sequence_before(first: int, second: int) -> bool:
-    """Whether sequence `first` comes before `second`, allowing for wrap at 2^31."""
-    if first < 0 or second < 0:
-        return False
-    return 0 < (second - first) % SEQUENCE_MODULUS < SEQUENCE_MODULUS // 2
