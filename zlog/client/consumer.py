@@ -30,6 +30,10 @@ is asked again, and `poll` keeps trying within its own timeout (an empty answer 
 
 `group_id` is accepted and kept for the consumer groups to come; offsets are not committed
 yet, so a restarted consumer starts from `auto_offset_reset` or from where it `seek`s.
+
+One module, one class: positions, pending resets, fetches in flight, buffers, backoffs and
+local rings are a single per-partition state that every path on the caller's thread reads and
+moves, so a split would pass that state across modules rather than separate concerns.
 """
 
 from __future__ import annotations
