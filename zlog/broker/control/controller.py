@@ -1,12 +1,249 @@
-"""The controller proper: the decisions the Raft leader's supervisor makes for the cluster
-(to be built).
+"""The controller's decisions: pure functions of the cluster state and what it was told.
 
-Today the controller places the replicas of a new topic (`placement.py`) and nothing else is
-needed: one broker leads every partition. A cluster adds here, as pure functions of the
-metadata state and the time passed in: broker registration and heartbeats with broker epochs,
-fencing a broker whose session expired, electing partition leaders from the ISR (bumping the
-leader epoch), accepting or refusing a leader's ISR change (AlterPartition, fenced by
-partition epoch), controlled shutdown and preferred-leader elections. Each decision becomes a
-command of `metadata_commands.py`, so every supervisor applies the same outcome.
-docs/architecture.md, "Where things go", has the whole plan.
+The supervisor whose Raft node leads is the controller. Each round it collects what happened
+since the last one (brokers whose session expired, brokers heard from again, brokers asking
+to shut down, workers' new data endpoints, leaders asking to change their ISR) and `decide`
+turns that into one `ClusterChange` for the metadata log, plus an answer for every ISR request.
+Nothing here has a clock or a socket (`controller_service.py` has both), so every rule is a
+unit test and the replication simulator drives the same code.
+
+The rules (docs/replication.md §4):
+
+* A broker is **usable** for leadership and ISR membership while registered, not fenced and
+  not shutting down.
+* **Fencing** removes a broker from every ISR and moves every leadership it held to the first
+  usable ISR member in replica order (leader epoch + 1). The last member of an ISR is never
+  removed: a partition whose whole ISR is gone keeps it and has no leader (-1) until one of
+  them comes back. Nothing outside the ISR is ever elected (no unclean election), so an
+  acknowledged batch, which every ISR member had, is never lost to an election.
+* A leaderless partition gets a leader as soon as an ISR member is usable again.
+* A **controlled shutdown** moves the broker's leaderships to other usable ISR members and
+  takes it out of every ISR that keeps another usable member; where it is the only one (a
+  replication factor of 1) it keeps leading until it stops.
+* An **ISR change** proposed by a leader (AlterPartition, KIP-497) is checked against the record
+  it was computed from, fenced by partition epoch; new members must be usable and at the
+  broker epoch the leader saw them fetch with.
+* Every partition change bumps the partition epoch (the metadata log does it); a leader change
+  bumps the leader epoch by one.
 """
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from zlog.broker.control.metadata_commands import BrokerChange, ClusterChange, PartitionChange
+from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
+from zlog.errors import ErrorCode, ZlogError
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class IsrRequest:
+    """A leader's AlterPartition: the ISR it wants, computed from the record it was sent."""
+
+    node_id: int  # the leader asking
+    broker_epoch: int  # its registration
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+    member_epochs: Mapping[int, int] = field(default_factory=dict)  # broker -> epoch seen
+
+
+@dataclass(frozen=True, slots=True)
+class RoundInput:
+    """What the controller learned since its last round."""
+
+    expired: frozenset[int] = frozenset()  # sessions over: fence them
+    heard_from: frozenset[int] = frozenset()  # heartbeats at their current epoch: unfence
+    shutting_down: frozenset[int] = frozenset()  # asked for a controlled shutdown
+    endpoints: Mapping[int, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
+    isr_requests: Sequence[IsrRequest] = ()
+    preferred_elections: bool = False  # move leadership back to preferred replicas
+
+
+@dataclass(frozen=True, slots=True)
+class RoundOutcome:
+    change: ClusterChange  # empty when nothing is to change
+    answers: tuple[ZlogError | None, ...]  # one per ISR request: None if it is in `change`
+
+    @property
+    def empty(self) -> bool:
+        return not self.change.brokers and not self.change.partitions
+
+
+@dataclass(frozen=True, slots=True)
+class Liveness:
+    """Who may lead: `usable` brokers (registered, unfenced, not shutting down), and the wider
+    `alive` set (not fenced) that a broker shutting down still belongs to."""
+
+    usable: frozenset[int]
+    alive: frozenset[int]
+
+
+def elect(partition: PartitionInfo, isr: Iterable[int], live: Liveness) -> int:
+    """The current leader if it may stay, else the first usable ISR member in replica order;
+    failing that, a current leader that is shutting down stays (nobody else can take over)."""
+    members = set(isr)
+    if partition.leader in members and partition.leader in live.usable:
+        return partition.leader
+    chosen = next((r for r in partition.replicas if r in members and r in live.usable), None)
+    if chosen is not None:
+        return chosen
+    if partition.leader in members and partition.leader in live.alive:
+        return partition.leader
+    return NO_LEADER
+
+
+def healed(topic: str, partition: PartitionInfo, live: Liveness) -> PartitionChange | None:
+    """The change that takes fenced and departing brokers out of the ISR (never its last
+    member) and gives the partition a leader from it; None when nothing needs to change."""
+    isr = (tuple(r for r in partition.isr if r in live.usable)
+           or tuple(r for r in partition.isr if r in live.alive) or partition.isr)
+    leader = elect(partition, isr, live)
+    if leader == partition.leader and isr == partition.isr:
+        return None
+    return _change(topic, partition, leader, isr)
+
+
+def preferred(topic: str, partition: PartitionInfo, live: Liveness) -> PartitionChange | None:
+    """Leadership back to the preferred replica (the first) when it is usable and in sync."""
+    first = partition.replicas[0]
+    if partition.leader == first or first not in partition.isr or first not in live.usable:
+        return None
+    return _change(topic, partition, first, partition.isr)
+
+
+def _change(
+    topic: str, partition: PartitionInfo, leader: int, isr: tuple[int, ...]
+) -> PartitionChange:
+    epoch = partition.leader_epoch + (1 if leader != partition.leader else 0)
+    return PartitionChange(topic, partition.partition, partition.partition_epoch, leader,
+                           epoch, isr)
+
+
+def checked_isr_request(state: ClusterState, request: IsrRequest) -> PartitionChange:
+    """The change an AlterPartition asks for, or ZlogError with Kafka's code for why not
+    (ReplicationControlManager's checks, in its order)."""
+    registration = state.brokers.get(request.node_id)
+    if registration is None or registration.broker_epoch != request.broker_epoch:
+        raise ZlogError(ErrorCode.STALE_BROKER_EPOCH,
+                        f"broker {request.node_id} epoch {request.broker_epoch} is not current")
+    partition = state.partition(request.topic, request.partition)
+    if partition is None:
+        raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        f"no partition {request.topic}-{request.partition}")
+    where = f"{request.topic}-{request.partition}"
+    if (request.leader_epoch > partition.leader_epoch
+            or request.partition_epoch > partition.partition_epoch):
+        raise ZlogError(ErrorCode.NOT_CONTROLLER, f"{where}: this controller is behind")
+    if request.leader_epoch < partition.leader_epoch:
+        raise ZlogError(ErrorCode.FENCED_LEADER_EPOCH,
+                        f"{where}: leader epoch {request.leader_epoch} is not current")
+    if request.node_id != partition.leader:
+        raise ZlogError(ErrorCode.INVALID_REQUEST, f"{where}: broker {request.node_id} "
+                                                   "does not lead it")
+    if request.partition_epoch < partition.partition_epoch:
+        raise ZlogError(ErrorCode.INVALID_UPDATE_VERSION,
+                        f"{where}: partition epoch {request.partition_epoch} is not current")
+    new_isr = request.new_isr
+    if (len(set(new_isr)) != len(new_isr) or not set(new_isr) <= set(partition.replicas)
+            or partition.leader not in new_isr):
+        raise ZlogError(ErrorCode.INVALID_REQUEST,
+                        f"{where}: ISR {list(new_isr)} must be replicas and hold the leader")
+    for member in set(new_isr) - set(partition.isr):
+        seen = request.member_epochs.get(member, -1)
+        member_registration = state.brokers.get(member)
+        if (member not in liveness(state).usable or member_registration is None
+                or seen not in (-1, member_registration.broker_epoch)):
+            raise ZlogError(ErrorCode.INELIGIBLE_REPLICA,
+                            f"{where}: broker {member} may not join the ISR now")
+    ordered = tuple(r for r in partition.replicas if r in new_isr)
+    return PartitionChange(request.topic, request.partition, partition.partition_epoch,
+                           partition.leader, partition.leader_epoch, ordered)
+
+
+def decide(state: ClusterState, round_input: RoundInput) -> RoundOutcome:
+    """One round: broker changes first, then every partition they affect, then ISR requests
+    for partitions this round leaves alone (the others are refused: their record moved)."""
+    brokers = _broker_changes(state, round_input)
+    live = liveness(state, brokers)
+    partitions: dict[tuple[str, int], PartitionChange] = {}
+    for topic in state.topics.values():
+        for partition in topic.partitions:
+            moved = healed(topic.name, partition, live)
+            if moved is None and round_input.preferred_elections:
+                moved = preferred(topic.name, partition, live)
+            if moved is not None:
+                partitions[(topic.name, partition.partition)] = moved
+    answers: list[ZlogError | None] = []
+    for request in round_input.isr_requests:
+        key = (request.topic, request.partition)
+        if key in partitions:
+            answers.append(ZlogError(ErrorCode.INVALID_UPDATE_VERSION,
+                                     f"{request.topic}-{request.partition} changed meanwhile"))
+            continue
+        try:
+            partitions[key] = checked_isr_request(state, request)
+        except ZlogError as error:
+            answers.append(error)
+            continue
+        answers.append(None)
+    return RoundOutcome(ClusterChange(tuple(brokers), tuple(partitions.values())),
+                        tuple(answers))
+
+
+def _broker_changes(state: ClusterState, round_input: RoundInput) -> list[BrokerChange]:
+    changes: list[BrokerChange] = []
+    for node_id, registration in state.brokers.items():
+        fenced: bool | None = None
+        if node_id in round_input.expired and not registration.fenced:
+            fenced = True
+        elif (node_id in round_input.heard_from and registration.fenced
+              and node_id not in round_input.expired):
+            fenced = False
+        shutting = True if (node_id in round_input.shutting_down
+                            and not registration.shutting_down) else None
+        endpoints: tuple[str, ...] | None = None
+        update = round_input.endpoints.get(node_id)
+        if update is not None and update[0] == registration.broker_epoch and (
+                update[1] != registration.worker_endpoints):
+            endpoints = update[1]
+        if fenced is not None or shutting is not None or endpoints is not None:
+            changes.append(BrokerChange(node_id, registration.broker_epoch, fenced, shutting,
+                                        endpoints))
+    return changes
+
+
+def liveness(state: ClusterState, changes: Sequence[BrokerChange] = ()) -> Liveness:
+    """Who is usable and alive once `changes` apply."""
+    changed = {change.node_id: change for change in changes}
+    usable_ids: set[int] = set()
+    alive_ids: set[int] = set()
+    for node_id, registration in state.brokers.items():
+        change = changed.get(node_id)
+        fenced, shutting = registration.fenced, registration.shutting_down
+        if change is not None and change.fenced is not None:
+            fenced = change.fenced
+        if change is not None and change.shutting_down is not None:
+            shutting = change.shutting_down
+        if not fenced:
+            alive_ids.add(node_id)
+            if not shutting:
+                usable_ids.add(node_id)
+    return Liveness(frozenset(usable_ids), frozenset(alive_ids))
+
+
+def shutdown_ready(state: ClusterState, broker: int) -> bool:
+    """Whether a broker shutting down may stop now: it leads nothing that another usable ISR
+    member could lead, and is in no ISR beside another usable member."""
+    live = liveness(state)
+    for topic in state.topics.values():
+        for partition in topic.partitions:
+            others = [r for r in partition.isr if r != broker and r in live.usable]
+            if others and (partition.leader == broker or broker in partition.isr):
+                return False
+    return True

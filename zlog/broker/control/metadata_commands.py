@@ -91,7 +91,12 @@ R = TypeVar("R", bound=Result)
 
 @dataclass(frozen=True, slots=True)
 class RegisterBroker:
-    """A supervisor (re)joins. `cluster_id` is adopted only by a cluster that has none yet."""
+    """A supervisor (re)joins. `cluster_id` is adopted only by a cluster that has none yet.
+
+    A registration from a new incarnation (a new process) gets a new broker epoch; the same
+    incarnation registering again (a retry) keeps its epoch. The fields after `cluster_id`
+    came with the cluster: a registration written before them decodes with their defaults.
+    """
 
     TYPE: ClassVar[str] = "RegisterBroker"
     RESULT: ClassVar[type[Result]] = BrokerRegistered
@@ -99,11 +104,18 @@ class RegisterBroker:
     host: str  # where clients reach this broker's workers
     control_endpoint: str  # the supervisor's control ROUTER, e.g. tcp://10.0.0.5:7400
     cluster_id: str | None = None
+    incarnation_id: str = ""  # new at every start of the supervisor process
+    workers: int = 0  # how many partition workers it runs (0: unknown, placed as 1)
+    rack: str = ""  # for rack-aware placement; "" for none
+    dir_id: str = ""  # the data directory's id: a new one means a wiped disk
 
     @classmethod
     def from_fields(cls, f: Fields) -> RegisterBroker:
         return cls(f.integer("node_id", low=0, high=BROKER_ID_MAX), _name(f, "host"),
-                   _name(f, "control_endpoint"), f.optional_text("cluster_id"))
+                   _name(f, "control_endpoint"), f.optional_text("cluster_id"),
+                   f.text("incarnation_id", default=""),
+                   f.integer("workers", low=0, high=limits.WORKERS_MAX, default=0),
+                   f.text("rack", default=""), f.text("dir_id", default=""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +235,82 @@ class SetPartitionState:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerChange:
+    """The controller's change to one broker's registration, fenced by its broker epoch."""
+
+    node_id: int
+    broker_epoch: int  # the registration this change was decided for
+    fenced: bool | None = None  # None: unchanged
+    shutting_down: bool | None = None
+    worker_endpoints: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"node_id": self.node_id, "broker_epoch": self.broker_epoch}
+        if self.fenced is not None:
+            body["fenced"] = self.fenced
+        if self.shutting_down is not None:
+            body["shutting_down"] = self.shutting_down
+        if self.worker_endpoints is not None:
+            body["worker_endpoints"] = list(self.worker_endpoints)
+        return body
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> BrokerChange:
+        return cls(
+            f.integer("node_id", low=0, high=BROKER_ID_MAX), f.integer("broker_epoch", low=0),
+            f.boolean("fenced") if f.has("fenced") else None,
+            f.boolean("shutting_down") if f.has("shutting_down") else None,
+            f.texts("worker_endpoints") if f.has("worker_endpoints") else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChange:
+    """A partition's new leader, leader epoch and ISR, computed from the record at
+    `partition_epoch`: if the record changed since, the change is refused
+    (INVALID_UPDATE_VERSION), so two decisions made from one state cannot both apply."""
+
+    topic: str
+    partition: int
+    partition_epoch: int  # the record's epoch this change was computed from
+    leader: int  # broker id, -1 for none
+    leader_epoch: int
+    isr: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition,
+                "partition_epoch": self.partition_epoch, "leader": self.leader,
+                "leader_epoch": self.leader_epoch, "isr": list(self.isr)}
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> PartitionChange:
+        return cls(_name(f, "topic"), f.integer("partition", low=0),
+                   f.integer("partition_epoch", low=0),
+                   f.integer("leader", low=-1, high=BROKER_ID_MAX),
+                   f.integer("leader_epoch", low=0), _broker_id_list(f, "isr"))
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterChange:
+    """What the controller decided in one round: brokers fenced, unfenced or shutting down,
+    their workers' endpoints, and partition leaders and ISRs. Applied whole or not at all."""
+
+    TYPE: ClassVar[str] = "ClusterChange"
+    RESULT: ClassVar[type[Result]] = Applied
+    brokers: tuple[BrokerChange, ...] = ()
+    partitions: tuple[PartitionChange, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokers": [change.to_json() for change in self.brokers],
+                "partitions": [change.to_json() for change in self.partitions]}
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> ClusterChange:
+        return cls(f.nested_list("brokers", BrokerChange.from_fields, default=[]),
+                   f.nested_list("partitions", PartitionChange.from_fields, default=[]))
+
+
+@dataclass(frozen=True, slots=True)
 class AllocateProducerIds:
     """The next `count` producer ids, for the control plane to hand out one by one."""
 
@@ -237,11 +325,12 @@ class AllocateProducerIds:
 
 Command: TypeAlias = (
     RegisterBroker | CreateTopic | AlterTopicConfigs | DeleteTopic | TopicDeleted
-    | SetPartitionState | AllocateProducerIds
+    | SetPartitionState | AllocateProducerIds | ClusterChange
 )
 COMMANDS: Final[dict[str, type[Command]]] = {
     kind.TYPE: kind for kind in (RegisterBroker, CreateTopic, AlterTopicConfigs, DeleteTopic,
-                                 TopicDeleted, SetPartitionState, AllocateProducerIds)
+                                 TopicDeleted, SetPartitionState, AllocateProducerIds,
+                                 ClusterChange)
 }
 
 Done = Callable[[Result | None, ZlogError | None], None]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from zlog.broker.control import metadata
+from zlog.broker.control import metadata_state
 from zlog.broker.control.metadata import MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
     AllocateProducerIds,
@@ -259,10 +259,10 @@ def test_published_state_is_never_mutated() -> None:
     fsm = _registered()
     _apply(fsm, _create("t", 2))
     old = fsm.state
-    old_snapshot = metadata._state_to_json(old)
+    old_snapshot = metadata_state.state_to_json(old)
     _apply(fsm, encode_command(DeleteTopic("t")))
     _apply(fsm, _create("u"))
-    assert metadata._state_to_json(old) == old_snapshot
+    assert metadata_state.state_to_json(old) == old_snapshot
 
 
 def test_decode_result_raises_the_carried_error() -> None:
