@@ -32,7 +32,6 @@ from zlog.transport.codec import REQUEST_HEADER, ResponseHeader, decode_response
 from zlog.transport.messages import (
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
-    Buffer,
     ErrorBody,
     FetchEntry,
     FetchRequestV0,
@@ -48,6 +47,7 @@ from zlog.transport.messages import (
     Request,
     Response,
 )
+from zlog.transport.wire import Buffer
 
 pytestmark = pytest.mark.slow
 

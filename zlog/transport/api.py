@@ -22,18 +22,26 @@ class ApiKey(IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
 
 
 # (min_version, max_version), both inclusive.
-SUPPORTED_VERSIONS: Final[dict[ApiKey, tuple[int, int]]] = dict.fromkeys(ApiKey, (0, 0))
+SUPPORTED_VERSIONS: Final[dict[ApiKey, tuple[int, int]]] = {
+    **dict.fromkeys(ApiKey, (0, 0)),
+    ApiKey.FETCH: (0, 1),  # v1: a follower's fetch (replica id, broker epoch, leader epochs)
+}
 
 # Which endpoint answers which API: partition workers serve the data path, the supervisor the
 # control plane; both answer ApiVersions so a client can probe either.
 DATA_APIS: Final = frozenset(
-    {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.API_VERSIONS}
+    {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.API_VERSIONS,
+     ApiKey.OFFSET_FOR_LEADER_EPOCH}
 )
 CONTROL_APIS: Final = frozenset(
     {
@@ -45,6 +53,9 @@ CONTROL_APIS: Final = frozenset(
         ApiKey.DESCRIBE_CONFIGS,
         ApiKey.INCREMENTAL_ALTER_CONFIGS,
         ApiKey.DESCRIBE_CLUSTER,
+        ApiKey.BROKER_REGISTRATION,
+        ApiKey.BROKER_HEARTBEAT,
+        ApiKey.ALTER_PARTITION,
     }
 )
 

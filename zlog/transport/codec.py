@@ -24,11 +24,11 @@ from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.api import is_supported, supported_range_text
+from zlog.transport.cluster_messages import FetchRequestV1, FetchResponseV1
 from zlog.transport.json_bodies import decode_json_body, encode_json_body
 from zlog.transport.messages import (
     REQUEST_TYPES,
     RESPONSE_TYPES,
-    Buffer,
     ErrorBody,
     FetchRequestV0,
     FetchResponseV0,
@@ -42,14 +42,19 @@ from zlog.transport.struct_bodies import (
     decode_fetch_response,
     decode_produce_request,
     decode_produce_response,
+    decode_replica_fetch_request,
+    decode_replica_fetch_response,
     encode_fetch_request,
     encode_fetch_response,
     encode_produce_request,
     encode_produce_response,
+    encode_replica_fetch_request,
+    encode_replica_fetch_response,
 )
 from zlog.transport.wire import (
     INT32_MAX,
     INT32_MIN,
+    Buffer,
     Cursor,
     FrameLike,
     check_range,
@@ -120,6 +125,8 @@ def encode_request(correlation_id: int, msg: Request) -> list[Buffer]:
         body, frames = encode_produce_request(msg)
     elif isinstance(msg, FetchRequestV0):
         body, frames = encode_fetch_request(msg), []
+    elif isinstance(msg, FetchRequestV1):
+        body, frames = encode_replica_fetch_request(msg), []
     else:
         body, frames = encode_json_body(msg), []
     return [header, body, *frames]
@@ -170,6 +177,8 @@ def _decode_request_body(
         return decode_produce_request(body, data, code)
     if cls is FetchRequestV0:
         return decode_fetch_request(body, data, code)
+    if cls is FetchRequestV1:
+        return decode_replica_fetch_request(body, data, code)
     if data:
         raise ZlogError(code, f"{cls.__name__} takes 2 frames, the message has {len(frames)}")
     return decode_json_body(cls, body, code)
@@ -201,6 +210,8 @@ def encode_response(header: RequestHeader, msg: Response) -> list[Buffer]:
         body, frames = encode_produce_response(msg), []
     elif isinstance(msg, FetchResponseV0):
         body, frames = encode_fetch_response(msg)
+    elif isinstance(msg, FetchResponseV1):
+        body, frames = encode_replica_fetch_response(msg)
     else:
         body, frames = encode_json_body(msg), []
     return [_response_header(header, 0), body, *frames]
@@ -246,6 +257,8 @@ def decode_response(frames: Sequence[Frame]) -> tuple[ResponseHeader, Response |
         return header, decode_produce_response(body, data, code)
     if cls is FetchResponseV0:
         return header, decode_fetch_response(body, data, code)
+    if cls is FetchResponseV1:
+        return header, decode_replica_fetch_response(body, data, code)
     if data:
         raise ZlogError(code, f"{cls.__name__} takes 2 frames, the message has {len(frames)}")
     return header, decode_json_body(cls, body, code)

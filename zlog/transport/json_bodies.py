@@ -14,6 +14,17 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
 from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.cluster_bodies import CLUSTER_PARSERS, cluster_body
+from zlog.transport.cluster_messages import (
+    AlterPartitionRequestV0,
+    AlterPartitionResponseV0,
+    BrokerHeartbeatRequestV0,
+    BrokerHeartbeatResponseV0,
+    BrokerRegistrationRequestV0,
+    BrokerRegistrationResponseV0,
+    OffsetForLeaderEpochRequestV0,
+    OffsetForLeaderEpochResponseV0,
+)
 from zlog.transport.json_fields import Fields, parse_json_object
 from zlog.transport.messages import (
     AlterableConfig,
@@ -167,6 +178,11 @@ def _as_dict(msg: Request | Response) -> dict[str, Any]:
                 {"error_code": r.error_code, "error_message": r.error_message,
                  "resource_type": r.resource_type, "resource_name": r.resource_name}
                 for r in msg.responses]}
+        case (OffsetForLeaderEpochRequestV0() | OffsetForLeaderEpochResponseV0()
+              | BrokerRegistrationRequestV0() | BrokerRegistrationResponseV0()
+              | BrokerHeartbeatRequestV0() | BrokerHeartbeatResponseV0()
+              | AlterPartitionRequestV0() | AlterPartitionResponseV0()):
+            return cluster_body(msg)
         case DescribeClusterResponseV0():
             return {"cluster_id": msg.cluster_id, "controller_id": msg.controller_id,
                     "brokers": [_broker(b) for b in msg.brokers],
@@ -335,6 +351,7 @@ _PARSERS: Final[Mapping[type, Callable[[Fields], Request | Response]]] = {
     DescribeClusterResponseV0: lambda f: DescribeClusterResponseV0(
         f.text("cluster_id"), f.integer("controller_id", low=INT32_MIN, high=INT32_MAX),
         f.nested_list("brokers", _parse_broker), _parse_raft(f.nested("raft"))),
+    **CLUSTER_PARSERS,
 }
 
 

@@ -115,6 +115,13 @@ class Fields:
             numbers.append(item)
         return tuple(numbers)
 
+    def text_map_any(self, key: str) -> dict[str, object]:
+        """An object with any values, for the caller to check (absent: empty)."""
+        value = self._get(key, {})
+        if not isinstance(value, dict):
+            raise self._fail(key, "an object")
+        return {str(k): v for k, v in value.items()}
+
     def integer_lists(
         self, key: str, *, low: int = INT32_MIN, high: int = INT32_MAX
     ) -> tuple[tuple[int, ...], ...]:

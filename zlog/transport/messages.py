@@ -13,10 +13,20 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import ClassVar, TypeAlias
 
-from zlog.transport.api import ApiKey
-
-Buffer: TypeAlias = bytes | bytearray | memoryview
-
+from zlog.transport.api import SUPPORTED_VERSIONS, ApiKey
+from zlog.transport.cluster_messages import (
+    AlterPartitionRequestV0,
+    AlterPartitionResponseV0,
+    BrokerHeartbeatRequestV0,
+    BrokerHeartbeatResponseV0,
+    BrokerRegistrationRequestV0,
+    BrokerRegistrationResponseV0,
+    FetchRequestV1,
+    FetchResponseV1,
+    OffsetForLeaderEpochRequestV0,
+    OffsetForLeaderEpochResponseV0,
+)
+from zlog.transport.wire import Buffer
 
 # ---------------------------------------------------------------------------------------------
 # Produce v0 (struct body; batches as frames).
@@ -455,6 +465,11 @@ class ErrorBody:
 Request: TypeAlias = (
     ProduceRequestV0
     | FetchRequestV0
+    | FetchRequestV1
+    | OffsetForLeaderEpochRequestV0
+    | BrokerRegistrationRequestV0
+    | BrokerHeartbeatRequestV0
+    | AlterPartitionRequestV0
     | ListOffsetsRequestV0
     | MetadataRequestV0
     | ApiVersionsRequestV0
@@ -468,6 +483,11 @@ Request: TypeAlias = (
 Response: TypeAlias = (
     ProduceResponseV0
     | FetchResponseV0
+    | FetchResponseV1
+    | OffsetForLeaderEpochResponseV0
+    | BrokerRegistrationResponseV0
+    | BrokerHeartbeatResponseV0
+    | AlterPartitionResponseV0
     | ListOffsetsResponseV0
     | MetadataResponseV0
     | ApiVersionsResponseV0
@@ -484,6 +504,11 @@ REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
     for cls in (
         ProduceRequestV0,
         FetchRequestV0,
+        FetchRequestV1,
+        OffsetForLeaderEpochRequestV0,
+        BrokerRegistrationRequestV0,
+        BrokerHeartbeatRequestV0,
+        AlterPartitionRequestV0,
         ListOffsetsRequestV0,
         MetadataRequestV0,
         ApiVersionsRequestV0,
@@ -500,6 +525,11 @@ RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
     for cls in (
         ProduceResponseV0,
         FetchResponseV0,
+        FetchResponseV1,
+        OffsetForLeaderEpochResponseV0,
+        BrokerRegistrationResponseV0,
+        BrokerHeartbeatResponseV0,
+        AlterPartitionResponseV0,
         ListOffsetsResponseV0,
         MetadataResponseV0,
         ApiVersionsResponseV0,
@@ -513,4 +543,7 @@ RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
 }
 
 assert set(REQUEST_TYPES) == set(RESPONSE_TYPES), "every request has its response"
-assert len(REQUEST_TYPES) == len(ApiKey), "one version-0 pair per api key"
+assert set(REQUEST_TYPES) == {
+    (key, version) for key, (low, high) in SUPPORTED_VERSIONS.items()
+    for version in range(low, high + 1)
+}, "a message class for every supported (api key, version)"

@@ -35,7 +35,8 @@ from zlog.transport.codec import (
     encode_error_response,
     expects_response,
 )
-from zlog.transport.messages import Buffer, Request
+from zlog.transport.messages import Request
+from zlog.transport.wire import Buffer
 
 Reply = tuple[bytes, list[Buffer]]
 """(peer identity, frames): one message for a ROUTER to send."""

@@ -25,7 +25,7 @@ from typing import Any, Final
 import zmq
 
 from zlog import limits
-from zlog.transport.messages import Buffer
+from zlog.transport.wire import Buffer
 
 RECONNECT_INTERVAL_MS: Final = 100
 RECONNECT_INTERVAL_MS_MAX: Final = 2_000

@@ -1,8 +1,10 @@
-"""Produce v0 and Fetch v0 bodies: fixed structs, with record batches riding as their own frames.
+"""Produce v0 and Fetch v0/v1 bodies: fixed structs, with record batches riding as their own
+frames.
 
-These two are the data path, so their bodies are structs rather than JSON (docs/protocol.md,
-"Produce v0" and "Fetch v0"), and batches are never copied: a decoded entry holds memoryviews
-of the received frames, an encoded message lists the caller's buffers as frames.
+These are the data path (Fetch v1 is a follower's fetch), so their bodies are structs rather
+than JSON (docs/protocol.md, "Produce v0" and "Fetch v0"), and batches are never copied: a
+decoded entry holds memoryviews of the received frames, an encoded message lists the caller's
+buffers as frames.
 
 Every count read off the wire is checked against the bytes (or frames) actually present before
 it is used, and every malformed body raises `ZlogError` with the caller's code.
@@ -15,8 +17,13 @@ from collections.abc import Sequence
 from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.cluster_messages import (
+    FetchRequestV1,
+    FetchResponseV1,
+    ReplicaFetchEntry,
+    ReplicaFetchResult,
+)
 from zlog.transport.messages import (
-    Buffer,
     FetchEntry,
     FetchRequestV0,
     FetchResponseV0,
@@ -26,7 +33,7 @@ from zlog.transport.messages import (
     ProduceResponseV0,
     ProduceResult,
 )
-from zlog.transport.wire import Cursor, clip_message, encode_text
+from zlog.transport.wire import Buffer, Cursor, clip_message, encode_text
 
 _PRODUCE_REQUEST: Final = struct.Struct(">hiI")  # acks, timeout_ms, entry_count
 _PRODUCE_REQUEST_ENTRY: Final = struct.Struct(">iIH")  # partition, batch_count, topic_length
@@ -344,3 +351,103 @@ def decode_fetch_response(
     cursor.expect_end()
     _expect_all_frames_used(frames, used, cursor)
     return FetchResponseV0(tuple(entries))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fetch v1: a follower's fetch.
+# ---------------------------------------------------------------------------------------------
+
+_FETCH_V1_REQUEST: Final = struct.Struct(">iqiiiI")  # replica_id, broker_epoch, max_wait_ms,
+# min_bytes, max_bytes, entry_count
+_FETCH_V1_REQUEST_ENTRY: Final = struct.Struct(">iqiiqiH")  # partition, fetch_offset,
+# current_leader_epoch, last_fetched_epoch, log_start_offset, partition_max_bytes, topic_length
+_FETCH_V1_RESPONSE_ENTRY: Final = struct.Struct(
+    ">ihiqqqiqIH"  # partition, error_code, leader_epoch, high_watermark, log_start_offset,
+)  # log_end_offset, diverging_epoch, diverging_end_offset, frame_count, message_length;
+# then message bytes, then topic as >H + bytes
+_FETCH_V1_RESPONSE_ENTRY_BYTES_MIN: Final = _FETCH_V1_RESPONSE_ENTRY.size + _TEXT_LENGTH.size
+
+
+def encode_replica_fetch_request(msg: FetchRequestV1) -> bytes:
+    fields = (msg.replica_id, msg.broker_epoch, msg.max_wait_ms, msg.min_bytes, msg.max_bytes,
+              len(msg.entries))
+    parts = [_pack(_FETCH_V1_REQUEST, fields, "replica fetch")]
+    for entry in msg.entries:
+        topic = _topic_bytes(entry.topic)
+        entry_fields = (entry.partition, entry.fetch_offset, entry.current_leader_epoch,
+                        entry.last_fetched_epoch, entry.log_start_offset,
+                        entry.partition_max_bytes, len(topic))
+        parts.append(_pack(_FETCH_V1_REQUEST_ENTRY, entry_fields, "replica fetch entry"))
+        parts.append(topic)
+    return b"".join(parts)
+
+
+def decode_replica_fetch_request(
+    body: memoryview, frames: Sequence[memoryview], code: ErrorCode
+) -> FetchRequestV1:
+    """A follower's fetch; negative waits, sizes or offsets are refused."""
+    cursor = Cursor(body, code, "Fetch v1 request")
+    replica_id, broker_epoch, max_wait_ms, min_bytes, max_bytes, claimed = cursor.unpack(
+        _FETCH_V1_REQUEST)
+    for name, value in (("replica_id", replica_id), ("broker_epoch", broker_epoch),
+                        ("max_wait_ms", max_wait_ms), ("min_bytes", min_bytes),
+                        ("max_bytes", max_bytes)):
+        if value < 0:
+            raise cursor.fail(f"{name} is {value}, it must not be negative")
+    entry_count = cursor.count(claimed, _FETCH_V1_REQUEST_ENTRY.size, "entry_count")
+    entries: list[ReplicaFetchEntry] = []
+    for _ in range(entry_count):
+        (partition, fetch_offset, current_leader_epoch, last_fetched_epoch, log_start_offset,
+         partition_max_bytes, topic_length) = cursor.unpack(_FETCH_V1_REQUEST_ENTRY)
+        if min(fetch_offset, partition_max_bytes, current_leader_epoch) < 0:
+            raise cursor.fail("fetch_offset, current_leader_epoch and partition_max_bytes "
+                              "must not be negative")
+        topic = cursor.text(topic_length, "topic")
+        entries.append(ReplicaFetchEntry(topic, partition, fetch_offset, current_leader_epoch,
+                                         last_fetched_epoch, log_start_offset,
+                                         partition_max_bytes))
+    cursor.expect_end()
+    _expect_all_frames_used(frames, 0, cursor)
+    return FetchRequestV1(replica_id, broker_epoch, max_wait_ms, min_bytes, max_bytes,
+                          tuple(entries))
+
+
+def encode_replica_fetch_response(msg: FetchResponseV1) -> tuple[bytes, list[Buffer]]:
+    parts = [_pack(_COUNT, (len(msg.entries),), "replica fetch response")]
+    frames: list[Buffer] = []
+    for entry in msg.entries:
+        message = clip_message(entry.error_message)
+        topic = _topic_bytes(entry.topic)
+        fields = (entry.partition, entry.error_code, entry.leader_epoch, entry.high_watermark,
+                  entry.log_start_offset, entry.log_end_offset, entry.diverging_epoch,
+                  entry.diverging_end_offset, len(entry.chunks), len(message))
+        parts.append(_pack(_FETCH_V1_RESPONSE_ENTRY, fields, "replica fetch result"))
+        parts.append(message)
+        parts.append(_pack(_TEXT_LENGTH, (len(topic),), "topic"))
+        parts.append(topic)
+        frames.extend(entry.chunks)
+    return b"".join(parts), frames
+
+
+def decode_replica_fetch_response(
+    body: memoryview, frames: Sequence[memoryview], code: ErrorCode
+) -> FetchResponseV1:
+    cursor = Cursor(body, code, "Fetch v1 response")
+    (claimed,) = cursor.unpack(_COUNT)
+    entry_count = cursor.count(claimed, _FETCH_V1_RESPONSE_ENTRY_BYTES_MIN, "entry_count")
+    entries: list[ReplicaFetchResult] = []
+    used = 0
+    for _ in range(entry_count):
+        (partition, error_code, leader_epoch, high_watermark, log_start_offset, log_end_offset,
+         diverging_epoch, diverging_end_offset, frame_count,
+         message_length) = cursor.unpack(_FETCH_V1_RESPONSE_ENTRY)
+        message = cursor.text(message_length, "error message")
+        topic = cursor.short_text("topic")
+        chunks = _take_frames(frames, used, frame_count, cursor)
+        used += frame_count
+        entries.append(ReplicaFetchResult(
+            topic, partition, error_code, leader_epoch, high_watermark, log_start_offset,
+            log_end_offset, diverging_epoch, diverging_end_offset, chunks, message))
+    cursor.expect_end()
+    _expect_all_frames_used(frames, used, cursor)
+    return FetchResponseV1(tuple(entries))

@@ -20,7 +20,6 @@ from zlog.record.arrays import BatchView, build_batch_from_values
 from zlog.transport.codec import RequestHeader, decode_request, encode_response
 from zlog.transport.messages import (
     BrokerMetadata,
-    Buffer,
     FetchRequestV0,
     FetchResponseV0,
     FetchResult,
@@ -32,6 +31,7 @@ from zlog.transport.messages import (
     TopicMetadata,
 )
 from zlog.transport.sockets import make_router, recv_routed, send_routed
+from zlog.transport.wire import Buffer
 
 TOPIC = "t"
 TP = TopicPartition(TOPIC, 0)

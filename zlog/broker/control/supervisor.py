@@ -63,6 +63,7 @@ from zlog.transport.codec import (
 )
 from zlog.transport.server import Reply, RequestPath, ServerStats
 from zlog.transport.sockets import make_router, recv_routed, send_routed
+from zlog.transport.wire import Buffer
 from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.broker.control.supervisor")
@@ -422,7 +423,7 @@ class Supervisor:
         self.control.handle(identity, header, request)
         return []
 
-    def _send(self, identity: bytes, frames: list[wire.Buffer]) -> None:
+    def _send(self, identity: bytes, frames: list[Buffer]) -> None:
         sock = self._control_socket
         if sock is not None and not send_routed(sock, identity, frames):
             log.debug("reply to a client that is gone or not reading: dropped")

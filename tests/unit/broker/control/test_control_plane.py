@@ -317,7 +317,8 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
         int(key) for key in (ApiKey.METADATA, ApiKey.API_VERSIONS, ApiKey.CREATE_TOPICS,
                              ApiKey.DELETE_TOPICS, ApiKey.INIT_PRODUCER_ID,
                              ApiKey.DESCRIBE_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
-                             ApiKey.DESCRIBE_CLUSTER))
+                             ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
+                             ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION))
     broker.leader = None
     described = broker.reply_to(broker.request(wire.DescribeClusterRequestV0()))
     assert described == wire.DescribeClusterResponseV0(
