@@ -1,24 +1,32 @@
 """The leader's in-sync-replica and high-watermark rules, pure: no log, no clock, no socket.
 
-Kafka's rules (docs/architecture.md §5.1, "ISR replication"), as far as a single leader applies
-them:
+Kafka's rules (docs/replication.md §2 and §3), as the leader of one partition applies them:
 
 * A follower that fetches at offset `o` holds every batch below `o`: its fetch offset is its
   log end offset (LEO), reported by asking for what comes next.
-* The **high watermark** (HW) is the smallest LEO over the in-sync replicas (the leader's own
-  LEO included), and never moves back while this replica leads. With one replica it is the
-  leader's log end. Consumers read only below it; acks=all is answered once it covers a batch.
-* acks=all needs at least `min.insync.replicas` replicas in the ISR: fewer refuse the write
-  before anything is appended, and an ISR that shrank below it after the append answers
-  NOT_ENOUGH_REPLICAS_AFTER_APPEND once the HW covers the batch.
-
-`Partition` (partition.py) owns one `HighWatermark` and feeds it its log's bounds; the cluster's
-ISR changes (shrink, expand, the maximal ISR while a change is pending) grow here.
+* The **high watermark** (HW) is the smallest LEO over the *maximal* ISR: the committed ISR
+  plus a member whose joining the leader has proposed (more members can only hold the HW back,
+  so counting them early is safe; a shrink counts only once committed). It never moves back
+  while this replica leads. With one replica it is the leader's log end. Consumers read below
+  it; acks=all is answered once it covers a batch.
+* acks=all needs the committed ISR to hold at least `min.insync.replicas` (as in Kafka 3, not
+  capped at the replication factor: asking more of a topic than it has replicas is refused,
+  not quietly lowered): fewer refuse the write before anything is appended
+  (NOT_ENOUGH_REPLICAS), and an ISR below it when the HW covers the batch answers
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+* A follower is **caught up** while its LEO equals the leader's, or while it reached, within
+  `replica_lag_time_max_ms`, the LEO the leader had when it last fetched (so a follower
+  chasing a stream of small appends still counts). One that is not leaves the ISR: the leader
+  proposes the shrink, and the controller commits it.
+* A follower rejoins once its LEO reaches the HW *and* the leader's epoch start (a replica
+  missing batches between the two could otherwise be elected and lose what the HW will cover).
+* One ISR change is in flight at a time; the committed record (with its partition epoch)
+  replaces whatever was pending.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from zlog.errors import ErrorCode, ZlogError
 
@@ -30,10 +38,10 @@ class ReplicaSet:
     local_replica_id: int
     replicas: frozenset[int]
     isr: frozenset[int]
-    min_insync_replicas: int = 1
+    min_insync_replicas: int = 1  # the topic's config
+    partition_epoch: int = 0  # the record these came from
 
     def __post_init__(self) -> None:
-        assert self.local_replica_id in self.isr, "the leader is always in its own ISR"
         assert self.isr <= self.replicas, (self.isr, self.replicas)
         assert self.min_insync_replicas >= 1, self.min_insync_replicas
 
@@ -48,14 +56,72 @@ class ReplicaSet:
         return len(self.isr) >= self.min_insync_replicas
 
 
-class HighWatermark:
-    """The followers' reported log ends and the HW they give, for one leader replica."""
+@dataclass(slots=True)
+class FollowerState:
+    """What the leader knows of one follower, from its fetches."""
 
-    def __init__(self, replicas: ReplicaSet, log_start_offset: int, log_end_offset: int) -> None:
+    log_end_offset: int = -1  # its last fetch offset; -1 before its first fetch this term
+    last_caught_up_ms: int = 0  # when it last held everything the leader had (see module doc)
+    last_fetch_ms: int = 0
+    last_fetch_leader_leo: int = 0  # the leader's LEO at that fetch
+    broker_epoch: int = -1  # the registration it fetched with
+
+
+@dataclass(frozen=True, slots=True)
+class IsrProposal:
+    """An ISR change sent to the controller and not yet answered."""
+
+    new_isr: frozenset[int]
+    partition_epoch: int  # the record it was computed from
+    sent_ms: int
+
+
+@dataclass(slots=True)
+class HighWatermark:
+    """The followers' positions and the HW they give, for one leader replica (or the HW a
+    follower learned from its leader)."""
+
+    replicas: ReplicaSet
+    value: int = 0
+    epoch_start_offset: int = 0  # the leader's LEO when it took its epoch
+    pending: IsrProposal | None = None
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+
+    @classmethod
+    def starting(cls, replicas: ReplicaSet, log_start_offset: int, log_end_offset: int
+                 ) -> HighWatermark:
+        tracker = cls(replicas, value=log_start_offset, epoch_start_offset=log_end_offset)
+        tracker.value = tracker.candidate(log_start_offset, log_end_offset)
+        return tracker
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """The committed ISR plus a pending expansion's new member (a pending shrink counts
+        only once committed)."""
+        if self.pending is None:
+            return self.replicas.isr
+        return self.replicas.isr | self.pending.new_isr
+
+    def start_term(self, now_ms: int, log_end_offset: int) -> None:
+        """This replica became leader (or took a new epoch): followers' positions are unknown
+        until they fetch; ISR members count as caught up from now (Kafka's makeLeader)."""
+        self.epoch_start_offset = log_end_offset
+        self.pending = None
+        self.followers = {
+            replica: FollowerState(last_caught_up_ms=now_ms if replica in self.replicas.isr
+                                   else 0)
+            for replica in self.replicas.replicas if replica != self.replicas.local_replica_id
+        }
+
+    def set_replicas(self, replicas: ReplicaSet) -> None:
+        """A committed record: it replaces whatever change was pending."""
+        assert replicas.local_replica_id == self.replicas.local_replica_id
         self.replicas = replicas
-        self._follower_end_offsets: dict[int, int] = {}
-        self.value = log_start_offset
-        self.value = self.candidate(log_start_offset, log_end_offset)
+        self.pending = None
+        for replica in replicas.replicas - {replicas.local_replica_id}:
+            self.followers.setdefault(replica, FollowerState())
+        for gone in set(self.followers) - set(replicas.replicas):
+            del self.followers[gone]
 
     def check_follower(self, replica_id: int, topic: str, partition: int) -> None:
         """NOT_LEADER_OR_FOLLOWER for a replica id that is not one of our followers."""
@@ -67,22 +133,35 @@ class HighWatermark:
             )
 
     def note_follower(
-        self, replica_id: int, fetch_offset: int, log_start_offset: int, log_end_offset: int
+        self, replica_id: int, fetch_offset: int, log_start_offset: int, log_end_offset: int,
+        *, now_ms: int = 0, broker_epoch: int = -1,
     ) -> None:
-        """A follower fetching at `fetch_offset` holds everything below it (Kafka's rule); an
-        offset outside the leader's log says nothing and is ignored."""
-        if log_start_offset <= fetch_offset <= log_end_offset:
-            self._follower_end_offsets[replica_id] = fetch_offset
+        """A follower fetching at `fetch_offset` holds everything below it (Kafka's rule,
+        Replica.updateFetchStateOrThrow); an offset outside the leader's log says nothing."""
+        if not log_start_offset <= fetch_offset <= log_end_offset:
+            return
+        state = self.followers.setdefault(replica_id, FollowerState())
+        if fetch_offset >= log_end_offset:
+            state.last_caught_up_ms = now_ms
+        elif fetch_offset >= state.last_fetch_leader_leo:
+            state.last_caught_up_ms = state.last_fetch_ms
+        state.last_fetch_leader_leo = max(log_end_offset, state.last_fetch_leader_leo)
+        state.last_fetch_ms = now_ms
+        state.log_end_offset = fetch_offset
+        if broker_epoch >= 0:
+            state.broker_epoch = broker_epoch
 
     def candidate(self, log_start_offset: int, log_end_offset: int) -> int:
-        """The HW the ISR's log ends allow now; never below the current one."""
-        ends = [
-            log_end_offset if replica == self.replicas.local_replica_id
-            else self._follower_end_offsets.get(replica, self.value)
-            for replica in self.replicas.isr
-        ]
-        lowest = min(*ends, log_end_offset)
-        return max(lowest, self.value, log_start_offset)
+        """The HW the maximal ISR's log ends allow now; never below the current one."""
+        local = self.replicas.local_replica_id
+        ends = [log_end_offset]
+        for replica in self.maximal_isr:
+            if replica == local:
+                continue
+            state = self.followers.get(replica)
+            ends.append(self.value if state is None or state.log_end_offset < 0
+                        else state.log_end_offset)
+        return max(min(ends), self.value, log_start_offset)
 
     def advance(self, log_start_offset: int, log_end_offset: int) -> tuple[int, int]:
         """Move the HW to its candidate; (before, after)."""
@@ -90,6 +169,11 @@ class HighWatermark:
         self.value = self.candidate(log_start_offset, log_end_offset)
         assert self.value >= before, (before, self.value)
         return before, self.value
+
+    def follow(self, leader_high_watermark: int, log_end_offset: int) -> None:
+        """A follower's HW: what the leader says, never above its own log end, and never back
+        while this process runs (docs/replication.md §2.3)."""
+        self.value = max(self.value, min(leader_high_watermark, log_end_offset))
 
     def acks_status(self, required_offset: int, *, is_leader: bool) -> ErrorCode | None:
         """For an acks=all entry: its answer now, or None to keep waiting (Kafka's rule).
@@ -104,3 +188,56 @@ class HighWatermark:
         if not is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return None
+
+    # -- ISR changes the leader proposes -------------------------------------------------------
+
+    def out_of_sync(self, now_ms: int, log_end_offset: int, lag_time_max_ms: int
+                    ) -> frozenset[int]:
+        """Committed ISR members (not this replica) that are not caught up."""
+        lagging: set[int] = set()
+        for replica in self.replicas.isr - {self.replicas.local_replica_id}:
+            state = self.followers.get(replica)
+            if state is None:
+                continue
+            if state.log_end_offset == log_end_offset:
+                continue
+            if now_ms - state.last_caught_up_ms > lag_time_max_ms:
+                lagging.add(replica)
+        return frozenset(lagging)
+
+    def ready_to_join(self) -> frozenset[int]:
+        """Followers outside the ISR that hold everything up to the HW and the epoch start."""
+        joining: set[int] = set()
+        for replica, state in self.followers.items():
+            if replica in self.replicas.isr or state.log_end_offset < 0:
+                continue
+            if state.log_end_offset >= max(self.value, self.epoch_start_offset):
+                joining.add(replica)
+        return frozenset(joining)
+
+    def next_proposal(
+        self, now_ms: int, log_end_offset: int, lag_time_max_ms: int
+    ) -> frozenset[int] | None:
+        """The ISR to propose now, or None: shrinks first (they unblock acks=all), one change
+        at a time, never without the leader itself."""
+        if self.pending is not None:
+            return None
+        lagging = self.out_of_sync(now_ms, log_end_offset, lag_time_max_ms)
+        if lagging:
+            return self.replicas.isr - lagging
+        joining = self.ready_to_join()
+        if joining:
+            return self.replicas.isr | {min(joining)}
+        return None
+
+    def propose(self, new_isr: frozenset[int], now_ms: int) -> IsrProposal:
+        assert self.pending is None, self.pending
+        assert self.replicas.local_replica_id in new_isr and new_isr <= self.replicas.replicas
+        self.pending = IsrProposal(new_isr, self.replicas.partition_epoch, now_ms)
+        return self.pending
+
+    def proposal_refused(self, partition_epoch: int) -> None:
+        """The controller refused the change computed from `partition_epoch`: nothing of it
+        applies (a later record, if any, comes through `set_replicas`)."""
+        if self.pending is not None and self.pending.partition_epoch == partition_epoch:
+            self.pending = None

@@ -23,11 +23,12 @@ tested over an in-memory log; time never enters here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
 from zlog import limits
+from zlog.broker.data.epoch_cache import LeaderEpochCache
 from zlog.broker.data.fetch_waiters import EntryRead
 from zlog.broker.data.isr import HighWatermark, ReplicaSet
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
@@ -65,6 +66,12 @@ class LogLike(Protocol):
 
     def append(self, batch: Buffer, *, leader_epoch: int = -1) -> int: ...
 
+    def append_replicated(self, batch: Buffer) -> int: ...
+
+    def truncate_to(self, offset: int) -> None: ...
+
+    def truncate_fully_and_start_at(self, offset: int) -> None: ...
+
     def read(
         self, offset: int, max_bytes: int, upto_offset: int | None = None
     ) -> list[memoryview]: ...
@@ -101,6 +108,8 @@ class Partition:
         producers: ProducerStateTable | None = None,
         timestamp_difference_max_ms: int = -1,
         compression: Compression | None = None,
+        epochs: LeaderEpochCache | None = None,
+        save_epochs: Callable[[LeaderEpochCache], None] | None = None,
     ) -> None:
         assert partition >= 0 and topic
         self.topic, self.partition = topic, partition
@@ -114,8 +123,14 @@ class Partition:
         # Consumers at the tail read these instead of the log. Not for compacted topics: the
         # compactor rewrites sealed segments behind this thread's back.
         self._recent: RecentBatches | None = None if compacted else RecentBatches()
-        self._hw = HighWatermark(replicas or ReplicaSet.single(), log.log_start_offset,
-                                 log.log_end_offset)
+        self._hw = HighWatermark.starting(replicas or ReplicaSet.single(), log.log_start_offset,
+                                          log.log_end_offset)
+        # Where each leader epoch starts in this log (KIP-101), kept on disk by `save_epochs`
+        # before a batch of a new epoch is appended.
+        self.epochs = epochs if epochs is not None else LeaderEpochCache()
+        self._save_epochs = save_epochs or (lambda cache: None)
+        if is_leader:
+            self._note_epoch(leader_epoch, log.log_end_offset)
 
     # ------------------------------------------------------------------ replicas and HW
 
@@ -127,17 +142,44 @@ class Partition:
     def replicas(self) -> ReplicaSet:
         return self._hw.replicas
 
-    def become(self, *, leader_epoch: int, is_leader: bool) -> None:
-        """A new assignment of the same partition: a newer epoch or a change of role."""
+    @property
+    def isr_tracker(self) -> HighWatermark:
+        """The leader's view of its followers (isr.py); the replication code reads it."""
+        return self._hw
+
+    def become(
+        self, *, leader_epoch: int, is_leader: bool, replicas: ReplicaSet | None = None,
+        now_ms: int = 0,
+    ) -> int:
+        """A new assignment of the same partition: a newer epoch, a change of role, or a
+        committed ISR change. Returns the bytes that became visible to consumers.
+
+        A replica that takes leadership (or a new leader epoch) records where its epoch starts
+        before it appends anything in it (KAFKA-7415), and starts a term: followers' positions
+        are unknown until they fetch (isr.py).
+        """
         if leader_epoch < self.leader_epoch:
             raise ZlogError(
                 ErrorCode.FENCED_LEADER_EPOCH,
                 f"{self.topic}-{self.partition}: epoch {leader_epoch} is older than the "
                 f"current epoch {self.leader_epoch}",
             )
+        new_term = leader_epoch != self.leader_epoch or is_leader != self.is_leader
         self.leader_epoch, self.is_leader = leader_epoch, is_leader
-        if self._recent is not None:
-            self._recent.clear()
+        if replicas is not None:
+            self._hw.set_replicas(replicas)
+        if new_term:
+            if self._recent is not None:
+                self._recent.clear()
+            if is_leader:
+                self._note_epoch(leader_epoch, self.log.log_end_offset)
+                self._hw.start_term(now_ms, self.log.log_end_offset)
+        return self._advance_high_watermark() if is_leader else 0
+
+    def _note_epoch(self, epoch: int, start_offset: int) -> None:
+        """Record (and keep on disk) that `epoch` starts at `start_offset`."""
+        if epoch >= 0 and self.epochs.assign(epoch, start_offset):
+            self._save_epochs(self.epochs)
 
     def set_compacted(self, compacted: bool) -> None:
         """cleanup.policy changed on the open partition: recent batches are kept only for a
@@ -150,7 +192,7 @@ class Partition:
 
     def set_replicas(self, replicas: ReplicaSet) -> int:
         """A committed ISR change; returns the bytes that became visible to consumers."""
-        self._hw.replicas = replicas
+        self._hw.set_replicas(replicas)
         return self._advance_high_watermark()
 
     def note_follower_position(self, replica_id: int, fetch_offset: int) -> int:
@@ -162,6 +204,51 @@ class Partition:
         self._hw.note_follower(replica_id, fetch_offset, self.log.log_start_offset,
                                self.log.log_end_offset)
         return self._advance_high_watermark()
+
+    def note_replica_fetch(
+        self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int
+    ) -> int:
+        """A follower's Fetch v1 at `fetch_offset` (isr.py's rules, with the time and the
+        broker epoch it fetched with); the bytes that became visible to consumers."""
+        self._hw.note_follower(replica_id, fetch_offset, self.log.log_start_offset,
+                               self.log.log_end_offset, now_ms=now_ms,
+                               broker_epoch=broker_epoch)
+        return self._advance_high_watermark()
+
+    # ------------------------------------------------------------------ as a follower
+
+    def append_from_leader(self, batch: Buffer, header: BatchHeader) -> None:
+        """Store one batch as the leader wrote it (its offsets and epoch): a follower's append.
+
+        A batch of an epoch newer than any in the log first records where that epoch starts,
+        on disk, so the epoch cache never lags the log. Producer state learns the batch without
+        checking sequences (the leader did), so a future leader recognises retries.
+        """
+        assert not self.is_leader, "a leader appends through produce()"
+        epoch = header.partition_leader_epoch
+        if epoch > self.epochs.latest_epoch:
+            self._note_epoch(epoch, header.base_offset)
+        self.log.append_replicated(batch)
+        if header.producer_id >= 0:
+            self.producers.observe(ProducerBatch.from_header(header), header.base_offset)
+
+    def follow_high_watermark(self, leader_high_watermark: int) -> None:
+        self._hw.follow(leader_high_watermark, self.log.log_end_offset)
+
+    def truncate_to(self, offset: int, producers: ProducerStateTable) -> None:
+        """Cut the log at `offset` (whole batches), the epoch cache with it, and take the
+        producer state rebuilt for what is left (the caller's, from the log)."""
+        if offset < self.log.log_start_offset:
+            self.log.truncate_fully_and_start_at(offset)
+        else:
+            self.log.truncate_to(offset)
+        end = self.log.log_end_offset
+        if self.epochs.truncate_from_end(end):
+            self._save_epochs(self.epochs)
+        self.producers = producers
+        self._hw.value = min(self._hw.value, end)
+        if self._recent is not None:
+            self._recent.clear()
 
     def _advance_high_watermark(self) -> int:
         before, after = self._hw.advance(self.log.log_start_offset, self.log.log_end_offset)

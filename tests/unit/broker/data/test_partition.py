@@ -7,12 +7,13 @@ from pathlib import Path
 import crc32c
 import pytest
 
+from tests.memory_log import MemoryLog
 from tests.storage_helpers import base_offset_of, make_batch
 from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.errors import ErrorCode, ZlogError
-from zlog.record.arrays import build_batch_from_values, parse_batch
-from zlog.record.header import Compression, read_header, stamp, validate_batch
+from zlog.record.arrays import build_batch_from_values
+from zlog.record.header import Compression, read_header, validate_batch
 from zlog.record.records import NewRecord, build_batch, read_records
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
@@ -20,64 +21,12 @@ from zlog.shm_segments.log_config import LogConfig
 T0_MS = 1_700_000_000_000
 
 
-class FakeLog:
-    """PartitionLog's contract in memory: offsets assigned on append, whole batches on read.
-
-    Each batch is read back as its own view, as if each lay in a segment of its own, so the
-    segment count is the batch count.
-    """
-
-    def __init__(self) -> None:
-        self.batches: list[bytearray] = []
-        self.log_start_offset = 0
-        self.log_end_offset = 0
-
-    @property
-    def segment_count(self) -> int:
-        return len(self.batches)
-
-    def append(self, batch: bytes | memoryview | bytearray, *, leader_epoch: int = -1) -> int:
-        header = validate_batch(batch, strict=True, check_crc=True)
-        stored = bytearray(batch)
-        base = self.log_end_offset
-        stamp(stored, base, leader_epoch)
-        self.batches.append(stored)
-        self.log_end_offset += header.record_count
-        return base
-
-    def read(
-        self, offset: int, max_bytes: int, upto_offset: int | None = None
-    ) -> list[memoryview]:
-        if not self.log_start_offset <= offset <= self.log_end_offset:
-            raise ZlogError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} is out of range")
-        limit = self.log_end_offset if upto_offset is None else upto_offset
-        views: list[memoryview] = []
-        used = 0
-        for stored in self.batches:
-            header = validate_batch(stored, check_crc=False)
-            if header.next_offset <= offset:
-                continue
-            if header.base_offset >= limit or (views and used + len(stored) > max_bytes):
-                break
-            views.append(memoryview(stored))
-            used += len(stored)
-        return views
-
-    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
-        for stored in self.batches:
-            parsed = parse_batch(stored)
-            for offset, stamp_ms in zip(parsed.offsets, parsed.timestamps_ms, strict=True):
-                if stamp_ms >= timestamp_ms:
-                    return int(offset)
-        return None
-
-
 def _partition(replicas: ReplicaSet | None = None, **kwargs: object) -> Partition:
-    return Partition("t", 0, FakeLog(), leader_epoch=3, replicas=replicas, **kwargs)  # type: ignore[arg-type]
+    return Partition("t", 0, MemoryLog(), leader_epoch=3, replicas=replicas, **kwargs)  # type: ignore[arg-type]
 
 
-def _fake(partition: Partition) -> FakeLog:
-    assert isinstance(partition.log, FakeLog)
+def _fake(partition: Partition) -> MemoryLog:
+    assert isinstance(partition.log, MemoryLog)
     return partition.log
 
 

@@ -1,0 +1,222 @@
+"""ISR replication between in-memory replicas: the leader's answer to a follower's fetch and the
+follower's use of it (zlog/broker/data/replica_sync.py, isr.py).
+
+Spec: docs/replication.md §2 (fetch rules, truncation by leader epoch) and §3 (ISR changes);
+the two KIP-101 scenarios and the KIP-279 case are scripted as the KIPs tell them.
+"""
+
+from __future__ import annotations
+
+from tests.memory_log import MemoryLog
+from tests.storage_helpers import make_batch
+from zlog.broker.data.isr import ReplicaSet
+from zlog.broker.data.partition import Partition
+from zlog.broker.data.producer_state import ProducerStateTable
+from zlog.broker.data.replica_sync import apply_replica_fetch, serve_replica_fetch
+from zlog.errors import ErrorCode
+from zlog.transport.cluster_messages import ReplicaFetchEntry
+
+BROKERS = (1, 2, 3)
+
+
+class Replica:
+    """One broker's copy of partition t-0."""
+
+    def __init__(self, broker: int, *, min_insync: int = 1) -> None:
+        self.broker = broker
+        self.log = MemoryLog()
+        self.min_insync = min_insync
+        self.partition = Partition("t", 0, self.log, leader_epoch=0, is_leader=False,
+                                   replicas=self._set(BROKERS))
+
+    def _set(self, isr: tuple[int, ...]) -> ReplicaSet:
+        return ReplicaSet(self.broker, frozenset(BROKERS), frozenset(isr), self.min_insync)
+
+    def become(self, leader: int, epoch: int, isr: tuple[int, ...] = BROKERS,
+               now_ms: int = 0) -> None:
+        self.partition.become(leader_epoch=epoch, is_leader=leader == self.broker,
+                              replicas=self._set(isr), now_ms=now_ms)
+
+    def produce(self, count: int = 1, acks: int = 1) -> int:
+        outcome = self.partition.produce([make_batch(self.log.log_end_offset, count)], acks)
+        assert outcome.error_code == ErrorCode.NONE, outcome
+        return outcome.required_offset
+
+    @property
+    def end(self) -> int:
+        return self.log.log_end_offset
+
+    def batches(self) -> list[bytes]:
+        return self.log.batch_bytes()
+
+
+def fetch(follower: Replica, leader: Replica, now_ms: int = 0, limit_bytes: int = 1 << 20
+          ) -> ErrorCode:
+    """One follower fetch against the leader and its application; the answer's code.
+    `limit_bytes=1` takes one batch per fetch."""
+    part = follower.partition
+    entry = ReplicaFetchEntry("t", 0, follower.end, part.leader_epoch,
+                              part.epochs.latest_epoch, follower.log.log_start_offset,
+                              limit_bytes)
+    read = serve_replica_fetch(leader.partition, entry, replica_id=follower.broker,
+                               broker_epoch=7, now_ms=now_ms, limit_bytes=limit_bytes)
+    if read.result.error_code == ErrorCode.NONE:
+        apply_replica_fetch(part, read.result, entry.fetch_offset, ProducerStateTable)
+    return ErrorCode(read.result.error_code)
+
+
+def sync(leader: Replica, *followers: Replica, now_ms: int = 0) -> None:
+    """Fetch until nothing changes (twice more than needed is harmless)."""
+    for _ in range(4):
+        for follower in followers:
+            fetch(follower, leader, now_ms)
+
+
+def three(min_insync: int = 1) -> tuple[Replica, Replica, Replica]:
+    a, b, c = (Replica(broker, min_insync=min_insync) for broker in BROKERS)
+    for replica in (a, b, c):
+        replica.become(1, 0)
+    return a, b, c
+
+
+def test_followers_copy_the_leader_byte_for_byte_and_move_the_high_watermark() -> None:
+    a, b, c = three()
+    a.produce(3)
+    a.produce(2)
+    assert a.partition.high_watermark == 0  # nobody fetched yet
+    fetch(b, a)
+    assert a.partition.high_watermark == 0  # b fetched at 0: it holds nothing yet
+    sync(a, b, c)
+    assert b.batches() == c.batches() == a.batches()
+    assert a.partition.high_watermark == 5
+    assert b.partition.high_watermark == c.partition.high_watermark == 5
+
+
+def test_acks_all_waits_for_every_isr_member() -> None:
+    a, b, c = three(min_insync=2)
+    required = a.produce(2, acks=-1)
+    assert a.partition.acks_status(required) is None
+    fetch(b, a)
+    fetch(b, a)
+    assert a.partition.acks_status(required) is None  # c has not fetched it yet
+    fetch(c, a)
+    fetch(c, a)
+    assert a.partition.acks_status(required) == ErrorCode.NONE
+
+
+def test_stale_and_unknown_epochs_are_refused_and_change_nothing() -> None:
+    a, b, _c = three()
+    a.produce()
+    a.become(1, 1)
+    assert fetch(b, a) == ErrorCode.FENCED_LEADER_EPOCH  # b still thinks epoch 0
+    b.become(1, 2)
+    assert fetch(b, a) == ErrorCode.UNKNOWN_LEADER_EPOCH  # b is ahead of this leader
+    assert b.end == 0 and a.partition.high_watermark == 0
+
+
+def test_kip_101_scenario_1_a_restarted_follower_keeps_an_acknowledged_batch() -> None:
+    """A leads epoch 0, B follows; B fetched m1 and m2 and A acknowledged m2, but B's own HW
+    is one behind. B restarts: it does not cut to its HW (the old rule lost m2); asking the
+    leader's end for epoch 0 keeps both. A dies, B is elected holding m2."""
+    a, b, c = three()
+    a.produce()
+    a.produce()
+    fetch(b, a)
+    fetch(b, a)
+    fetch(c, a)
+    fetch(c, a)
+    assert a.partition.high_watermark == 2
+    b.become(1, 0)  # a restart: same epoch, same leader, fetch state from the log
+    fetch(b, a)
+    assert b.end == 2
+    b.become(2, 1, isr=(2, 3))
+    assert b.batches()[:2] == a.batches()
+
+
+def test_kip_101_scenario_2_a_divergent_tail_is_cut_at_the_leaders_epoch_end() -> None:
+    """A has m1@0, m2@1 (epoch 0); B has only m1. B becomes leader (epoch 1) and appends m3@1.
+    A follows again: its epoch 0 ends at 1 in B's log, so A cuts m2 and fetches m3."""
+    a, b, _c = three()
+    a.produce()
+    fetch(b, a)
+    fetch(b, a)
+    a.produce()  # m2, never fetched by B
+    b.become(2, 1, isr=(2,))
+    a.become(2, 1, isr=(2,))
+    b.produce()  # m3 at offset 1, epoch 1
+    assert fetch(a, b) == ErrorCode.NONE  # answers "diverging at epoch 0, ending at 1"
+    assert a.end == 1
+    fetch(a, b)
+    assert a.batches() == b.batches()
+
+
+def test_the_kip_279_case_keeps_the_logs_the_same() -> None:
+    """A,B,C at epoch 1: A has 0..4, B 0..2, C 0..4. B leads epoch 2 and appends 3..5 before C
+    fetches; B dies; C leads epoch 3 (recording (3, 5) at election) and appends from 5. B
+    returns as C's follower: C answers (1, 5), B's own end for epoch 1 is 3, so B cuts at 3
+    and refetches from C. (KIP-101 alone would have cut at 5 and kept a divergent 3..4.)"""
+    a, b, c = three()
+    a.become(1, 1)
+    b.become(1, 1)
+    c.become(1, 1)
+    for _ in range(5):
+        a.produce()
+    for _ in range(3):
+        fetch(b, a, limit_bytes=1)
+    assert b.end == 3
+    sync(a, c)
+    assert c.end == 5
+    b.become(2, 2, isr=(2, 3))
+    for _ in range(3):
+        b.produce()  # offsets 3, 4, 5 in epoch 2: never reach C
+    c.become(3, 3, isr=(3,))
+    c.produce()  # offset 5 in epoch 3
+    b.become(3, 3, isr=(3,))
+    fetch(b, c)
+    assert b.end == 3
+    sync(c, b)
+    assert b.batches() == c.batches()
+
+
+def test_a_follower_behind_the_log_start_is_told_so() -> None:
+    a, b, _c = three()
+    a.produce(3)
+    a.log.truncate_fully_and_start_at(10)  # as if retention took everything
+    assert fetch(b, a) == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_a_stalled_follower_leaves_the_isr_and_rejoins_once_caught_up() -> None:
+    a, b, c = three()
+    for replica in (a, b, c):
+        replica.become(1, 1, now_ms=0)
+    a.produce(2)
+    sync(a, b, c, now_ms=100)
+    tracker = a.partition.isr_tracker
+    assert tracker.next_proposal(200, a.end, 10_000) is None
+    a.produce()
+    fetch(b, a, now_ms=300)
+    fetch(b, a, now_ms=300)  # b caught up; c stalls
+    proposal = tracker.next_proposal(10_500, a.end, 10_000)
+    assert proposal == frozenset({1, 2})
+    tracker.propose(proposal, 10_500)
+    assert tracker.next_proposal(10_600, a.end, 10_000) is None  # one change at a time
+    a.become(1, 1, isr=(1, 2))  # the controller committed the shrink
+    sync(a, c, now_ms=11_000)
+    assert tracker.next_proposal(11_000, a.end, 10_000) == frozenset({1, 2, 3})
+
+
+def test_a_follower_is_not_let_in_below_the_leaders_epoch_start() -> None:
+    """B12: a new leader with an uncommitted tail must not admit a follower that lacks it."""
+    a, b, c = three()
+    a.produce(2)
+    sync(a, b, c)
+    a.produce(3)  # a's tail: 2..4, on a only
+    for replica in (a, b, c):
+        replica.become(1, 1, isr=(1,))  # a new epoch with b and c out of the ISR
+    tracker = a.partition.isr_tracker
+    assert tracker.epoch_start_offset == 5
+    tracker.note_follower(2, 2, 0, a.end)  # b at the old HW (2), below the epoch start
+    assert tracker.ready_to_join() == frozenset()
+    fetch(b, a)
+    fetch(b, a)
+    assert tracker.ready_to_join() == frozenset({2})

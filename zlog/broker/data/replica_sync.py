@@ -1,0 +1,161 @@
+"""ISR replication, partition by partition: the leader's answer to a follower's fetch, and the
+follower's use of it. Pure: the partition's log is a `LogLike`, time is passed in.
+
+Leader side (`serve_replica_fetch`), Kafka's checks in Kafka's order (docs/replication.md §2.2):
+the follower's view of the leader epoch (older: FENCED_LEADER_EPOCH, newer:
+UNKNOWN_LEADER_EPOCH, this replica no longer leading: NOT_LEADER_OR_FOLLOWER), that it is a
+replica at all, its offset against the log's bounds, then **divergence**: if the epoch of the
+follower's last batch ends earlier in the leader's log than the follower's log end (or the
+leader never had that epoch), the answer is that epoch and its end instead of batches, and the
+follower's position is not taken. Otherwise the follower's fetch offset is its log end (it
+holds everything below), which may move the high watermark, and it gets the batches from there
+up to the leader's log end.
+
+Follower side (`apply_replica_fetch`): a diverging answer cuts the log at the smaller of the
+leader's end for that epoch and the follower's own end for it (KIP-101 with KIP-279: never by
+high watermark); batches are appended byte for byte, each exactly at the log end and of an epoch
+no newer than the leader's; the high watermark follows the leader's, never above the log end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from zlog.broker.data.epoch_cache import UNDEFINED
+from zlog.broker.data.partition import Partition
+from zlog.broker.data.producer_state import ProducerStateTable
+from zlog.errors import ErrorCode, ZlogError
+from zlog.record.header import read_header
+from zlog.transport.cluster_messages import NO_EPOCH, ReplicaFetchEntry, ReplicaFetchResult
+from zlog.transport.wire import Buffer
+
+_READ_ALL_BYTES: Final = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaRead:
+    """A leader's answer for one partition of a follower's fetch."""
+
+    result: ReplicaFetchResult
+    committed_bytes: int = 0  # bytes that became visible to consumers (the HW moved)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(len(chunk) for chunk in self.result.chunks)
+
+
+def _refused(partition: Partition, entry: ReplicaFetchEntry, code: ErrorCode,
+             message: str) -> ReplicaRead:
+    log = partition.log
+    return ReplicaRead(ReplicaFetchResult(
+        entry.topic, entry.partition, int(code), partition.leader_epoch,
+        partition.high_watermark, log.log_start_offset, log.log_end_offset,
+        error_message=message))
+
+
+def serve_replica_fetch(
+    partition: Partition, entry: ReplicaFetchEntry, *, replica_id: int, broker_epoch: int,
+    now_ms: int, limit_bytes: int,
+) -> ReplicaRead:
+    """The leader's answer to one partition of a follower's fetch (see the module docstring)."""
+    where = f"{entry.topic}-{entry.partition}"
+    if entry.current_leader_epoch < partition.leader_epoch:
+        return _refused(partition, entry, ErrorCode.FENCED_LEADER_EPOCH,
+                        f"{where}: epoch {entry.current_leader_epoch} is older than "
+                        f"{partition.leader_epoch}")
+    if entry.current_leader_epoch > partition.leader_epoch:
+        return _refused(partition, entry, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                        f"{where}: epoch {entry.current_leader_epoch} is newer than this "
+                        f"replica knows ({partition.leader_epoch})")
+    if not partition.is_leader:
+        return _refused(partition, entry, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                        f"this worker does not lead {where}")
+    replicas = partition.replicas
+    if replica_id not in replicas.replicas or replica_id == replicas.local_replica_id:
+        return _refused(partition, entry, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                        f"{where}: broker {replica_id} is not one of its followers")
+    log = partition.log
+    log_start, log_end = log.log_start_offset, log.log_end_offset
+    if entry.fetch_offset < log_start:
+        return _refused(partition, entry, ErrorCode.OFFSET_OUT_OF_RANGE,
+                        f"{where}: offset {entry.fetch_offset} is below the log start "
+                        f"{log_start}")
+    if entry.last_fetched_epoch != NO_EPOCH:
+        epoch, end = partition.epochs.end_offset_for(entry.last_fetched_epoch, log_end)
+        if epoch < entry.last_fetched_epoch or end < entry.fetch_offset:
+            return ReplicaRead(ReplicaFetchResult(
+                entry.topic, entry.partition, int(ErrorCode.NONE), partition.leader_epoch,
+                partition.high_watermark, log_start, log_end, diverging_epoch=epoch,
+                diverging_end_offset=end))
+    if entry.fetch_offset > log_end:
+        return _refused(partition, entry, ErrorCode.OFFSET_OUT_OF_RANGE,
+                        f"{where}: offset {entry.fetch_offset} is past the log end {log_end}")
+    committed = partition.note_replica_fetch(replica_id, entry.fetch_offset, now_ms,
+                                             broker_epoch)
+    chunks: Sequence[Buffer] = ()
+    if entry.fetch_offset < log_end:
+        chunks = log.read(entry.fetch_offset, max(limit_bytes, 1), None)
+    return ReplicaRead(ReplicaFetchResult(
+        entry.topic, entry.partition, int(ErrorCode.NONE), partition.leader_epoch,
+        partition.high_watermark, log.log_start_offset, log.log_end_offset,
+        chunks=tuple(chunks)), committed)
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerProgress:
+    """What one response did to a follower's partition."""
+
+    appended_bytes: int = 0
+    truncated_to: int | None = None  # set when the log was cut
+
+
+def truncation_point(partition: Partition, epoch: int, end_offset: int) -> int:
+    """Where a follower cuts its log when the leader says its tail diverges after `epoch`,
+    which ends at `end_offset` in the leader's log (KIP-279): the smaller of that and the
+    follower's own end for the epoch, never past its log end."""
+    log_end = partition.log.log_end_offset
+    own_epoch, own_end = partition.epochs.end_offset_for(epoch, log_end)
+    if own_epoch == UNDEFINED:
+        return min(end_offset, log_end)
+    return min(end_offset, own_end, log_end)
+
+
+def apply_replica_fetch(
+    partition: Partition, result: ReplicaFetchResult, fetch_offset: int,
+    rebuild_producers: Callable[[], ProducerStateTable],
+) -> FollowerProgress:
+    """A follower applies its leader's answer for one partition (see the module docstring).
+
+    Raises ZlogError for a response it must drop (batches not at its log end, an epoch newer
+    than the leader's, a bad CRC): nothing of that response is kept past the last good batch,
+    and the next fetch asks again from the log end.
+    """
+    assert not partition.is_leader
+    if result.diverging_epoch != NO_EPOCH:
+        point = truncation_point(partition, result.diverging_epoch, result.diverging_end_offset)
+        partition.truncate_to(point, ProducerStateTable())
+        partition.producers = rebuild_producers()
+        return FollowerProgress(truncated_to=point)
+    appended = 0
+    expected = fetch_offset
+    for chunk in result.chunks:
+        view = memoryview(chunk)
+        position = 0
+        while position < view.nbytes:
+            header = read_header(view, position)
+            batch = view[position:position + header.size_bytes]
+            if header.base_offset != expected or expected != partition.log.log_end_offset:
+                raise ZlogError(ErrorCode.CORRUPT_MESSAGE,
+                                f"batch at {header.base_offset}, the log ends at {expected}")
+            if header.partition_leader_epoch > result.leader_epoch:
+                raise ZlogError(ErrorCode.CORRUPT_MESSAGE,
+                                f"batch of epoch {header.partition_leader_epoch} from a leader "
+                                f"at epoch {result.leader_epoch}")
+            partition.append_from_leader(batch, header)
+            appended += header.size_bytes
+            expected = header.base_offset + header.last_offset_delta + 1
+            position += header.size_bytes
+    partition.follow_high_watermark(result.high_watermark)
+    return FollowerProgress(appended_bytes=appended)
