@@ -48,11 +48,29 @@ _EXEC_WITH_OPEN_FILES_MAX = (
 )
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def free_port_pair(hosts: Sequence[str]) -> int:
+    """A port p with p and p + 1 free on every host (a voter's control and Raft ports)."""
+    for _ in range(100):
+        port = free_port(hosts[0])
+        if port >= 65_535:
+            continue
+        try:
+            with contextlib.ExitStack() as stack:
+                for host in hosts:
+                    for candidate in (port, port + 1):
+                        sock = stack.enter_context(socket.socket())
+                        sock.bind((host, candidate))
+        except OSError:
+            continue
+        return port
+    raise AssertionError("no free pair of ports on " + ", ".join(hosts))
 
 
 class BrokerProcess:
@@ -60,13 +78,13 @@ class BrokerProcess:
 
     def __init__(self, workers: int = 2, extra_args: Sequence[str] = (), *,
                  data_dir: Path | None = None, cwd: Path = REPO_ROOT,
-                 open_files_max: int | None = None) -> None:
+                 open_files_max: int | None = None, endpoint: str | None = None) -> None:
         # Short paths: the supervisor keeps an ipc socket in the data dir.
         self.directory = Path(tempfile.mkdtemp(prefix="zf-", dir="/tmp"))
         shm_base = "/dev/shm" if Path("/dev/shm").is_dir() else None
         self.ring_dir = Path(tempfile.mkdtemp(prefix="zf-ring-", dir=shm_base))
         self.data_dir = data_dir or self.directory / "data"
-        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.endpoint = endpoint or f"tcp://127.0.0.1:{free_port()}"
         self.workers = workers
         self.extra_args = tuple(extra_args)
         self.cwd = cwd
@@ -80,8 +98,9 @@ class BrokerProcess:
     def log_path(self) -> Path:
         return self.directory / f"broker-{self.runs}.log"
 
-    def start(self) -> None:
-        """Start (or restart) the broker and wait until it answers; the same dirs every run."""
+    def start(self, *, wait: bool = True) -> None:
+        """Start (or restart) the broker and wait until it answers (unless `wait` is False:
+        a cluster's brokers start together, then each is waited for); the same dirs every run."""
         assert self.process is None, "already running"
         self.runs += 1
         # From another directory, start it as an operator would: the installed `zlog` script
@@ -103,7 +122,8 @@ class BrokerProcess:
         with self.log_path.open("wb") as log_file:
             self.process = subprocess.Popen(command, cwd=self.cwd, env=environ,
                                             stdout=log_file, stderr=subprocess.STDOUT)
-        self.wait_ready()
+        if wait:
+            self.wait_ready()
 
     def wait_ready(self) -> None:
         """Until the control endpoint answers ApiVersions and Metadata, and every worker runs."""
@@ -214,10 +234,11 @@ class BrokerProcess:
 
     # -- metadata -----------------------------------------------------------------------------
 
-    def metadata(self, topics: Sequence[str] | None) -> MetadataResponseV0:
+    def metadata(self, topics: Sequence[str] | None, *,
+                 timeout_ms: int = CALL_TIMEOUT_MS) -> MetadataResponseV0:
         with RpcClient(self.endpoint) as rpc:
             response = rpc.call(MetadataRequestV0(None if topics is None else tuple(topics)),
-                                CALL_TIMEOUT_MS)
+                                timeout_ms)
         assert isinstance(response, MetadataResponseV0)
         return response
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from zlog import limits
+from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
 from zlog.broker.topic_configs import TOPIC_CONFIG_KEYS, validate_topic_configs
 from zlog.errors import ZlogError
 from zlog.shm_segments.log_config import LogConfig
@@ -75,6 +76,34 @@ class BrokerConfig:
     """Replication factor of an auto-created topic."""
     raft_tick_ms: int = 50
     """Wall time of one metadata-log tick; elections and heartbeats count in ticks."""
+    voters: tuple[tuple[int, str], ...] = ()
+    """The metadata log's voters, "1@tcp://h1:7400,2@tcp://h2:7400,...": each voter's id and
+    control endpoint (its Raft peers talk on the next port). Empty: this node alone."""
+    rack: str = ""
+    """This broker's rack, for placing a partition's replicas on different racks."""
+    broker_heartbeat_interval_ms: int = 250
+    """How often this broker tells the controller it is alive."""
+    broker_session_timeout_ms: int = 1_500
+    """A broker silent this long is fenced: it leads nothing and leaves every ISR."""
+    replica_lag_time_max_ms: int = REPLICA_DEFAULTS.lag_time_max_ms
+    """A follower that has not caught up with its leader within this long leaves the ISR."""
+    replica_fetch_wait_max_ms: int = REPLICA_DEFAULTS.fetch_wait_max_ms
+    """The longest a follower's fetch waits at its leader for new batches."""
+    replica_fetch_max_bytes: int = REPLICA_DEFAULTS.fetch_max_bytes
+    """Bytes a follower asks for per partition and fetch (one batch always fits)."""
+    replica_fetch_response_max_bytes: int = REPLICA_DEFAULTS.fetch_response_max_bytes
+    """Bytes a follower asks for per fetch, over all its partitions."""
+    replica_fetch_backoff_ms: int = REPLICA_DEFAULTS.fetch_backoff_ms
+    """The pause after a follower's fetch failed, before it asks again."""
+    controlled_shutdown_enable: bool = True
+    """On SIGTERM, move this broker's leaderships to other in-sync replicas before stopping."""
+    controlled_shutdown_timeout_ms: int = 30_000
+    """The longest a stop waits for its leaderships to move; then it stops anyway."""
+    auto_leader_rebalance: bool = True
+    """The controller moves leadership back to each partition's preferred replica."""
+    leader_imbalance_check_interval_s: int = 60
+    """How often the controller looks for partitions led by another than their preferred
+    replica."""
     worker_restart_backoff_initial_ms: int = 100
     """Delay before restarting a worker that died; doubles at each crash in a row."""
     worker_restart_backoff_max_ms: int = 10_000
@@ -91,8 +120,35 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         assert self.node_id >= 0
         assert 1 <= self.workers <= limits.WORKERS_MAX
+        if self.voters and self.node_id not in dict(self.voters):
+            raise ConfigError(f"node_id {self.node_id} is not one of the voters "
+                              f"{[node for node, _ in self.voters]}")
+        if self.voters and self.listen.endswith(":0"):
+            raise ConfigError("a voter needs a fixed listen port: its peers derive its Raft "
+                              "endpoint from it")
+        if self.broker_session_timeout_ms < 4 * self.broker_heartbeat_interval_ms:
+            raise ConfigError("broker_session_timeout_ms must be at least 4 times "
+                              "broker_heartbeat_interval_ms")
+        if self.replica_lag_time_max_ms <= self.replica_fetch_wait_max_ms:
+            raise ConfigError("replica_lag_time_max_ms must exceed replica_fetch_wait_max_ms")
         if self.ring_flush_bytes >= self.ring_bytes:
             raise ConfigError("ring_flush_bytes must be smaller than ring_bytes")
+
+    @property
+    def voter_map(self) -> dict[int, str]:
+        """Each voter's control endpoint; a single node votes alone, at its own endpoint."""
+        return dict(self.voters)
+
+    @property
+    def clustered(self) -> bool:
+        return len(self.voters) > 1
+
+    @property
+    def replica_settings(self) -> ReplicaSettings:
+        return ReplicaSettings(self.replica_lag_time_max_ms, self.replica_fetch_wait_max_ms,
+                               self.replica_fetch_max_bytes,
+                               self.replica_fetch_response_max_bytes,
+                               self.replica_fetch_backoff_ms)
 
     @property
     def topic_defaults_map(self) -> dict[str, str]:
@@ -177,6 +233,36 @@ def _to_port_range(value: object) -> tuple[int, int] | None:
     return low, high
 
 
+def _to_optional_str(value: object) -> str:
+    return value.strip() if isinstance(value, str) else _to_str(value)
+
+
+def _to_voters(value: object) -> tuple[tuple[int, str], ...]:
+    """"1@tcp://h1:7400,2@tcp://h2:7400" -> ((1, "tcp://h1:7400"), (2, "tcp://h2:7400"))."""
+    text = value.strip() if isinstance(value, str) else _to_str(value)
+    if not text:
+        return ()
+    voters: dict[int, str] = {}
+    for item in text.split(","):
+        node, at, endpoint = item.strip().partition("@")
+        if not at or not node.isdigit():
+            raise ValueError(f"must be id@tcp://host:port[,...], not {item.strip()!r}")
+        endpoint = _to_endpoint(endpoint)
+        if not endpoint.startswith("tcp://"):
+            raise ValueError(f"a voter is reached over tcp://, not {endpoint!r}")
+        if int(node) in voters:
+            raise ValueError(f"voter {node} is listed twice")
+        voters[int(node)] = endpoint
+    return tuple(sorted(voters.items()))
+
+
+def raft_endpoint(control_endpoint: str) -> str:
+    """A voter's Raft endpoint: its control endpoint's host, the next port."""
+    host, _, port = control_endpoint.rpartition(":")
+    assert port.isdigit(), control_endpoint
+    return f"{host}:{int(port) + 1}"
+
+
 def _to_log_level(value: object) -> str:
     text = _to_str(value).lower()
     if text not in LOG_LEVELS:
@@ -198,6 +284,19 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "default_partitions": _to_int(1, 65_536),
     "default_replication_factor": _to_int(1, 32),
     "raft_tick_ms": _to_int(1, 10_000),
+    "voters": _to_voters,
+    "rack": _to_optional_str,
+    "broker_heartbeat_interval_ms": _to_int(10, 60_000),
+    "broker_session_timeout_ms": _to_int(40, 3_600_000),
+    "replica_lag_time_max_ms": _to_int(100, 3_600_000),
+    "replica_fetch_wait_max_ms": _to_int(1, 60_000),
+    "replica_fetch_max_bytes": _to_int(1024, limits.BATCH_SIZE_BYTES_MAX),
+    "replica_fetch_response_max_bytes": _to_int(1024, 2**31 - 1),
+    "replica_fetch_backoff_ms": _to_int(1, 60_000),
+    "controlled_shutdown_enable": _to_bool,
+    "controlled_shutdown_timeout_ms": _to_int(0, 3_600_000),
+    "auto_leader_rebalance": _to_bool,
+    "leader_imbalance_check_interval_s": _to_int(1, 86_400),
     "worker_restart_backoff_initial_ms": _to_int(1, 3_600_000),
     "worker_restart_backoff_max_ms": _to_int(1, 3_600_000),
     "worker_heartbeat_timeout_ms": _to_int(1_000, 3_600_000),

@@ -10,6 +10,9 @@ ipc; each message is one JSON object in one frame, with a `type` field naming it
     sup    -> Unassign(request_id, topic, partition, delete)
     worker -> Unassigned(request_id, error_code, error_message)
     sup    -> Stop()                                   answer parked requests, flush, exit 0
+    worker -> AlterIsr(request_id, topic, partition, leader_epoch, partition_epoch, new_isr,
+                       member_epochs)                  a leader's ISR change, for the controller
+    sup    -> AlterIsrAnswer(request_id, error_code, error_message)
 
 Both sides encode and decode with the functions here, so the two can no longer drift apart; a
 new message is a new class in `TO_WORKER` or `FROM_WORKER`. The checks here are about shape
@@ -38,6 +41,7 @@ PARTITION_INDEX_MAX: Final = INT32_MAX
 LEADER_EPOCH_MAX: Final = INT32_MAX
 WORKER_ID_MAX: Final = 65_535
 PID_MAX: Final = 2**22  # Linux's pid_max ceiling
+BROKER_ID_MAX: Final = INT32_MAX
 
 
 class WorkerProtocolError(ZlogError):
@@ -78,7 +82,12 @@ class Heartbeat:
 
 @dataclass(frozen=True, slots=True)
 class Assign:
-    """Open the partition, or take a new epoch, role or configs if it is open already."""
+    """Open the partition, or take a new epoch, role, ISR or configs if it is open already.
+
+    The fields after `is_leader` carry the partition's record for replication; their defaults
+    describe a partition with this broker as its only replica (a single node, or a caller
+    that has only the role to say).
+    """
 
     TYPE: ClassVar[str] = "assign"
     request_id: int
@@ -87,6 +96,13 @@ class Assign:
     configs: Mapping[str, str] = field(default_factory=dict)  # effective topic configs
     leader_epoch: int = 0
     is_leader: bool = True
+    broker_id: int = -1  # this broker (-1: the only replica, whatever its id)
+    broker_epoch: int = -1  # this broker's registration, sent with its follower fetches
+    leader: int = -1  # the leader's broker id (-1: none, or this broker when it leads)
+    partition_epoch: int = 0  # the record these fields come from
+    replicas: tuple[int, ...] = ()  # broker ids, preferred leader first (): this broker only)
+    isr: tuple[int, ...] = ()  # in-sync replicas (() : this broker only)
+    leader_endpoint: str = ""  # the data endpoint of the leader's worker, for a follower
 
     @classmethod
     def from_fields(cls, f: Fields) -> Assign:
@@ -94,7 +110,15 @@ class Assign:
                    f.integer("partition", low=0, high=PARTITION_INDEX_MAX),
                    f.text_map("configs"),
                    f.integer("leader_epoch", low=0, high=LEADER_EPOCH_MAX, default=0),
-                   f.boolean("is_leader", default=True))
+                   f.boolean("is_leader", default=True),
+                   f.integer("broker_id", low=-1, high=BROKER_ID_MAX, default=-1),
+                   f.integer("broker_epoch", low=-1, default=-1),
+                   f.integer("leader", low=-1, high=BROKER_ID_MAX, default=-1),
+                   f.integer("partition_epoch", low=0, high=LEADER_EPOCH_MAX, default=0),
+                   f.integers("replicas", low=0, high=BROKER_ID_MAX) if f.has("replicas")
+                   else (),
+                   f.integers("isr", low=0, high=BROKER_ID_MAX) if f.has("isr") else (),
+                   f.text("leader_endpoint", default=""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,13 +176,61 @@ class Unassigned:
         return cls(*_answer(f))
 
 
-ToWorker: TypeAlias = Assign | Unassign | Stop
-FromWorker: TypeAlias = Hello | Heartbeat | Assigned | Unassigned
+@dataclass(frozen=True, slots=True)
+class AlterIsr:
+    """A leader's ISR change (AlterPartition) for its supervisor to take to the controller."""
+
+    TYPE: ClassVar[str] = "alter_isr"
+    request_id: int
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int  # the record the new ISR was computed from
+    new_isr: tuple[int, ...]
+    member_epochs: Mapping[int, int] = field(default_factory=dict)  # broker -> epoch it fetched
+
+    def to_json(self) -> dict[str, object]:
+        return {"request_id": self.request_id, "topic": self.topic, "partition": self.partition,
+                "leader_epoch": self.leader_epoch, "partition_epoch": self.partition_epoch,
+                "new_isr": list(self.new_isr),
+                "member_epochs": {str(k): v for k, v in self.member_epochs.items()}}
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> AlterIsr:
+        epochs: dict[int, int] = {}
+        for key, value in f.text_map_any("member_epochs").items():
+            if not key.isdigit() or isinstance(value, bool) or not isinstance(value, int):
+                raise f.fail("member_epochs maps broker ids to broker epochs")
+            epochs[int(key)] = value
+        return cls(_request_id(f), f.text("topic"),
+                   f.integer("partition", low=0, high=PARTITION_INDEX_MAX),
+                   f.integer("leader_epoch", low=0, high=LEADER_EPOCH_MAX),
+                   f.integer("partition_epoch", low=0, high=LEADER_EPOCH_MAX),
+                   f.integers("new_isr", low=0, high=BROKER_ID_MAX), epochs)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterIsrAnswer:
+    """The controller's answer to an AlterIsr: 0 once committed, else why not. The committed
+    record itself reaches the worker as an Assign."""
+
+    TYPE: ClassVar[str] = "alter_isr_answer"
+    request_id: int
+    error_code: int = 0
+    error_message: str = ""
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> AlterIsrAnswer:
+        return cls(*_answer(f))
+
+
+ToWorker: TypeAlias = Assign | Unassign | Stop | AlterIsrAnswer
+FromWorker: TypeAlias = Hello | Heartbeat | Assigned | Unassigned | AlterIsr
 TO_WORKER: Final[dict[str, type[ToWorker]]] = {
-    kind.TYPE: kind for kind in (Assign, Unassign, Stop)
+    kind.TYPE: kind for kind in (Assign, Unassign, Stop, AlterIsrAnswer)
 }
 FROM_WORKER: Final[dict[str, type[FromWorker]]] = {
-    kind.TYPE: kind for kind in (Hello, Heartbeat, Assigned, Unassigned)
+    kind.TYPE: kind for kind in (Hello, Heartbeat, Assigned, Unassigned, AlterIsr)
 }
 
 
@@ -174,9 +246,13 @@ def _answer(f: Fields) -> tuple[int, int, str]:
 def encode(message: ToWorker | FromWorker) -> bytes:
     """One frame: the message's fields and its `type`."""
     body: dict[str, Any] = {"type": message.TYPE}
-    for item in fields(message):
-        value = getattr(message, item.name)
-        body[item.name] = dict(value) if isinstance(value, Mapping) else value
+    if isinstance(message, AlterIsr):
+        body.update(message.to_json())
+    else:
+        for item in fields(message):
+            value = getattr(message, item.name)
+            body[item.name] = (dict(value) if isinstance(value, Mapping)
+                               else list(value) if isinstance(value, tuple) else value)
     encoded = json.dumps(body, separators=(",", ":")).encode()
     assert len(encoded) <= limits.WORKER_MESSAGE_BYTES_MAX, (message.TYPE, len(encoded))
     return encoded

@@ -83,6 +83,12 @@ class RequestPath:
             message = f"api key {header.api_key} is served by {self.served_elsewhere}"
             return [(identity, encode_error_response(header, ErrorCode.UNSUPPORTED_VERSION,
                                                      message))]
+        return self.call(identity, header, request, dispatch, stats)
+
+    def call(self, identity: bytes, header: RequestHeader, request: Request, dispatch: Dispatch,
+             stats: ServerStats) -> list[Reply]:
+        """Run a decoded request (now, or one the service held back until it could serve it)
+        with every failure answered as `serve` answers it."""
         try:
             return dispatch(identity, header, request)
         except ZlogError as error:

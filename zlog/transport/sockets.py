@@ -19,7 +19,7 @@ frames; `codec.py` turns them into messages. Settings and why (the bounds themse
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import zmq
@@ -243,3 +243,15 @@ def recv_routed(
         return None
     assert frames, "a ROUTER always prefixes the peer identity"
     return frames[0].bytes, frames[1:]
+
+
+def sync_polled(poller: zmq.Poller, polled: set[zmq.Socket[bytes]],
+                wanted: Iterable[zmq.Socket[bytes]]) -> set[zmq.Socket[bytes]]:
+    """Make `poller` watch `wanted` instead of `polled` (sockets that come and go, such as a
+    connection that follows a moving leader); returns the new polled set."""
+    current = set(wanted)
+    for sock in polled - current:
+        poller.unregister(sock)
+    for sock in current - polled:
+        poller.register(sock, zmq.POLLIN)
+    return current

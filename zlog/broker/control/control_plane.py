@@ -34,6 +34,7 @@ from typing import Final
 import zlog
 from zlog import limits
 from zlog.broker.config import BrokerConfig
+from zlog.broker.control.controller import liveness
 from zlog.broker.control.metadata import ClusterState, TopicInfo
 from zlog.broker.control.metadata_commands import (
     AlterTopicConfigs,
@@ -201,23 +202,28 @@ class ControlPlane:
         for name in names:
             topic = state.topics.get(name)
             if topic is not None:
-                topics.append(self._topic_metadata(topic))
+                topics.append(self._topic_metadata(state, topic))
             else:
                 topics.append(self._missing_topic(name, state.topics))
         return wire.MetadataResponseV0(
             state.cluster_id, self._controller_id(), self._brokers(state), tuple(topics)
         )
 
-    def _topic_metadata(self, topic: TopicInfo) -> wire.TopicMetadata:
+    def _topic_metadata(self, state: ClusterState, topic: TopicInfo) -> wire.TopicMetadata:
+        """Each partition's leader and where its worker listens: this host's workers as they
+        answered, another broker's as its heartbeats told the controller."""
         partitions = []
         for partition in topic.partitions:
             endpoint = None
             ring_path = ""
             key = TopicPartition(topic.name, partition.partition)
+            leader = state.brokers.get(partition.leader)
             if partition.leader == self.config.node_id:
                 endpoint = self._endpoint_for(key)
                 if endpoint and self._ring_path_for is not None:
                     ring_path = self._ring_path_for(key)
+            elif leader is not None and not leader.fenced:
+                endpoint = leader.worker_endpoint(partition.worker_of(partition.leader)) or None
             code = ErrorCode.NONE if endpoint else ErrorCode.LEADER_NOT_AVAILABLE
             if not endpoint and key in self._open_errors:
                 # A worker could not open it (e.g. KAFKA_STORAGE_ERROR): say so, not "wait".
@@ -289,7 +295,8 @@ class ControlPlane:
             try:
                 validate_new_topic(
                     spec.name, spec.partitions, spec.replication_factor, dict(spec.configs),
-                    live_brokers=len(state.brokers), base=self.config.default_log_config,
+                    live_brokers=len(liveness(state).usable),
+                    base=self.config.default_log_config,
                 )
                 if spec.name in state.topics or spec.name in state.deleting:
                     raise ZlogError(ErrorCode.TOPIC_ALREADY_EXISTS,
@@ -326,8 +333,8 @@ class ControlPlane:
                 f"partition directories would be named with {len(longest_name.encode())} "
                 f"bytes and it holds {storage.name_bytes_max}",
             )
-        placed = place_replicas(spec.partitions, spec.replication_factor, list(state.brokers),
-                                start_index=state.next_topic_seq)
+        placed = place_replicas(spec.partitions, spec.replication_factor,
+                                sorted(liveness(state).usable), start_index=state.next_topic_seq)
         local = sum(1 for p in placed if self.config.node_id in p.replicas)
         needed_bytes = local * ring_file_size_bytes(self.config.ring_bytes)
         free_bytes = storage.ring_free_bytes

@@ -17,6 +17,10 @@ The rules (docs/replication.md §4):
   them comes back. Nothing outside the ISR is ever elected (no unclean election), so an
   acknowledged batch, which every ISR member had, is never lost to an election.
 * A leaderless partition gets a leader as soon as an ISR member is usable again.
+* A broker that **registers as a new process** (a restart) may have lost what it had not
+  flushed: it leaves every ISR that keeps another usable member, and its leaderships move to
+  them; it rejoins each ISR once its follower caught up again. Where it is the only usable
+  member it keeps its place (nobody else holds the data).
 * A **controlled shutdown** moves the broker's leaderships to other usable ISR members and
   takes it out of every ISR that keeps another usable member; where it is the only one (a
   replication factor of 1) it keeps leading until it stops.
@@ -107,6 +111,20 @@ def healed(topic: str, partition: PartitionInfo, live: Liveness) -> PartitionCha
     if leader == partition.leader and isr == partition.isr:
         return None
     return _change(topic, partition, leader, isr)
+
+
+def restarted(state: ClusterState, broker: int) -> tuple[PartitionChange, ...]:
+    """The changes for `broker` registering as a new process (applied with its registration)."""
+    live = liveness(state)
+    without = Liveness(live.usable - {broker}, live.alive)
+    changes = []
+    for topic in state.topics.values():
+        for partition in topic.partitions:
+            if broker in partition.isr or partition.leader == broker:
+                change = healed(topic.name, partition, without)
+                if change is not None:
+                    changes.append(change)
+    return tuple(changes)
 
 
 def preferred(topic: str, partition: PartitionInfo, live: Liveness) -> PartitionChange | None:

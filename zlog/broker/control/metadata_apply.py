@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from zlog.broker.control.controller import restarted
 from zlog.broker.control.metadata_commands import (
     AllocateProducerIds,
     AlterTopicConfigs,
@@ -70,9 +71,10 @@ def apply_command(state: ClusterState, command: Command) -> _Applied:
 
 
 def _register_broker(state: ClusterState, command: RegisterBroker) -> _Applied:
-    """A new incarnation gets the next broker epoch (cluster-wide, so epochs never repeat);
-    the same incarnation registering again keeps its own. A broker that now runs another
-    number of workers has its partitions spread over them again."""
+    """A new incarnation gets the next broker epoch (cluster-wide, so epochs never repeat)
+    and leaves the ISRs others can keep (`controller.restarted`); the same incarnation
+    registering again (a retry) keeps its own. A broker that now runs another number of
+    workers has its partitions spread over them again."""
     cluster_id = state.cluster_id
     if not cluster_id:
         if not command.cluster_id:
@@ -94,6 +96,9 @@ def _register_broker(state: ClusterState, command: RegisterBroker) -> _Applied:
                         next_broker_epoch=max(state.next_broker_epoch, epoch + 1))
     if previous is None or previous.workers != workers:
         new_state = spread_over_workers(new_state, command.node_id)
+    if previous is not None and not same:
+        new_state = apply_cluster_change(
+            new_state, ClusterChange((), restarted(new_state, command.node_id)))
     return new_state, BrokerRegistered(cluster_id, epoch)
 
 

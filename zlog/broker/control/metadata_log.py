@@ -5,33 +5,30 @@ loop thread: the Raft runner settles a proposal on its thread, and `MetadataLog`
 completion and wakes the supervisor (`wake`), which runs `run_completions()` at its next turn.
 So nothing the control plane holds is ever touched by two threads.
 
-Startup registers this broker (RegisterBroker) and waits for it to commit: once it is applied,
-every command committed before it is applied too, so the state the supervisor reads is current.
+With `voters`, the node is one of several, over TCP on the port after each voter's control
+port; alone, it talks to nobody (inproc) and elects itself at once.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Final
 
 import zmq
 
+from zlog.broker.config import raft_endpoint
 from zlog.broker.control.metadata import MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
-    BrokerRegistered,
     Command,
     Done,
-    RegisterBroker,
     decode_result,
     encode_command,
 )
-from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.runner import RaftRunner, RunnerConfig
 from zlog.raft.status import NodeStatus
@@ -39,12 +36,9 @@ from zlog.transport.raft_peers import PeerTransport
 
 log = logging.getLogger("zlog.broker.metadata_log")
 
-REGISTRATION_TIMEOUT_MS: Final = 30_000  # for the metadata log to accept this broker
 RAFT_DIRECTORY: Final = "__raft"
-
-
-class RegistrationError(Exception):
-    """The metadata log did not accept this broker in time, or refused it."""
+CLUSTER_ELECTION_TICKS: Final = 10  # with 50 ms ticks: a new leader within 0.5 to 1 s
+STOP_TRANSFER_TIMEOUT_MS: Final = 2_000  # a stopping leader's wait to hand leadership off
 
 
 class MetadataLog:
@@ -59,20 +53,28 @@ class MetadataLog:
         tick_ms: int,
         wake: Callable[[], None],
         context: zmq.Context[Any],
+        voters: Mapping[int, str] | None = None,
+        listen: str = "",
     ) -> None:
+        """`voters`: each voter's control endpoint (their Raft peers listen on the next port;
+        this node binds the port after `listen`); none: this node alone, over inproc."""
         self.node_id = node_id
         self._wake = wake
         self._completions: deque[Callable[[], None]] = deque()
-        self._runner = RaftRunner(
-            node_id,
-            {node_id: f"inproc://zlog-raft-{node_id}-{os.getpid()}-{id(self)}"},
-            data_dir / RAFT_DIRECTORY,
-            fsm,
+        if voters and len(voters) > 1:
+            peers = {voter: raft_endpoint(endpoint) for voter, endpoint in voters.items()}
+            peers[node_id] = raft_endpoint(listen)
+            # Elections within about half a second to a second; a stopping leader hands off.
+            runner_config = RunnerConfig(tick_ms=tick_ms, election_ticks=CLUSTER_ELECTION_TICKS,
+                                         stop_transfer_timeout_ms=STOP_TRANSFER_TIMEOUT_MS)
+        else:
+            peers = {node_id: f"inproc://zlog-raft-{node_id}-{os.getpid()}-{id(self)}"}
             # One voter: an election only follows a restart, so keep it short (2 ticks), and
             # there is nobody to hand leadership to on stop, so do not wait for a transfer.
-            config=RunnerConfig(tick_ms=tick_ms, election_ticks=2, stop_transfer_timeout_ms=0),
-            links=PeerTransport.factory(context),
-        )
+            runner_config = RunnerConfig(tick_ms=tick_ms, election_ticks=2,
+                                         stop_transfer_timeout_ms=0)
+        self._runner = RaftRunner(node_id, peers, data_dir / RAFT_DIRECTORY, fsm,
+                                  config=runner_config, links=PeerTransport.factory(context))
         self._tick_ms = tick_ms
 
     def start(self) -> None:
@@ -83,24 +85,6 @@ class MetadataLog:
 
     def status(self) -> NodeStatus:
         return self._runner.status()
-
-    def register(self, command: RegisterBroker) -> BrokerRegistered:
-        """Propose this broker's registration until a leader takes it (an election may still
-        be running at startup); blocks the caller, which is not serving yet."""
-        deadline_ms = monotonic_ms() + REGISTRATION_TIMEOUT_MS
-        while True:
-            future = self._runner.propose(encode_command(command))
-            try:
-                raw = future.result(timeout=REGISTRATION_TIMEOUT_MS / 1000)
-                return decode_result(BrokerRegistered, raw)
-            except ZlogError as error:
-                late = monotonic_ms() > deadline_ms
-                if error.code != ErrorCode.NOT_LEADER_OR_FOLLOWER or late:
-                    raise RegistrationError(f"the metadata log refused this broker: {error}") \
-                        from None
-                time.sleep(self._tick_ms / 1000)
-            except TimeoutError:
-                raise RegistrationError("the metadata log did not commit in time") from None
 
     def propose(self, command: Command, done: Done) -> None:
         """Propose `command`; `done(result, error)` runs later, from `run_completions`."""

@@ -2,14 +2,20 @@
 
 DESIGN.md §1: the supervisor runs the control plane and never sits on the data path. It
 
-* runs a Chained-Raft node (one voter for now; `metadata_log.py`) whose state machine is
-  `metadata.py`; every topic change is a committed command (`metadata_commands.py`), so
-  topics survive restarts (`<data_dir>/__raft/`);
+* runs a Chained-Raft node (`metadata_log.py`: this node alone, or one of the `voters`) whose
+  state machine is `metadata.py`; every topic and cluster change is a committed command
+  (`metadata_commands.py`), so the metadata survives restarts (`<data_dir>/__raft/`);
+* takes its part in the cluster (`cluster_node.py`): registers with the controller and
+  heartbeats, and, while its Raft node leads, is the controller; until it registered it holds
+  no partitions and keeps clients' requests waiting (its metadata may be behind);
 * forks the partition workers (`worker_pool.py`), restarts those that die, and keeps each of this
-  host's partitions open on exactly one of them;
+  host's replicas open on the worker the metadata placed it on, as leader or follower;
 * answers the control ROUTER (docs/protocol.md, "Control plane"): ApiVersions, Metadata,
   CreateTopics, DeleteTopics, InitProducerId, DescribeConfigs, IncrementalAlterConfigs,
-  DescribeCluster;
+  DescribeCluster, and the brokers' BrokerRegistration, BrokerHeartbeat and AlterPartition;
+  metadata changes reaching a broker that is not the controller are forwarded to it;
+* on SIGTERM in a cluster, first has the controller move its leaderships away (a controlled
+  shutdown), then stops;
 * tells systemd READY=1 once serving, WATCHDOG=1 from its loop, STOPPING=1 on the way out.
 
 Threads: the loop below owns every socket and every piece of mutable state here. The Raft
@@ -17,9 +23,9 @@ runner applies commands on its own thread; `MetadataLog` only queues each propos
 completion there and wakes the loop through a pipe. The loop reads the
 metadata through `MetadataStateMachine.state`, an immutable snapshot swapped in by each apply.
 
-The requests themselves are `control_plane.py`'s (no sockets there); this module decodes frames,
-routes them, and sends the replies. Bad requests get error replies; nothing a client sends
-can make the loop raise.
+The requests themselves are `control_plane.py`'s and `cluster_node.py`'s (no sockets there);
+this module decodes frames, routes them, and sends the replies. Bad requests get error
+replies; nothing a client sends can make the loop raise.
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ import functools
 import logging
 import os
 import resource
-import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import zmq
@@ -39,30 +45,36 @@ import zmq
 import zlog
 from zlog import limits
 from zlog.broker.config import BrokerConfig
+from zlog.broker.control.cluster_node import (
+    CONTROLLER_APIS,
+    ClusterNode,
+    DataDirError,
+    data_dir_identity,
+)
 from zlog.broker.control.control_plane import ControlPlane, HostStorage
 from zlog.broker.control.metadata import ClusterState, MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
     Command,
     Done,
-    RegisterBroker,
     Result,
     TopicDeleted,
 )
-from zlog.broker.control.metadata_log import MetadataLog, RegistrationError
-from zlog.broker.control.worker_pool import DesiredPartition, WorkerPool, WorkerSettings
+from zlog.broker.control.metadata_log import MetadataLog
+from zlog.broker.control.worker_pool import WorkerPool, WorkerSettings
 from zlog.broker.sdnotify import SystemdNotifier
-from zlog.broker.topic_configs import effective_topic_configs
+from zlog.broker.worker_protocol import AlterIsr
 from zlog.clock import monotonic_ms
-from zlog.errors import ZlogError
+from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS
 from zlog.transport.codec import (
     RequestHeader,
+    encode_error_response,
     encode_response,
 )
 from zlog.transport.server import Reply, RequestPath, ServerStats
-from zlog.transport.sockets import make_router, recv_routed, send_routed
+from zlog.transport.sockets import make_router, recv_routed, send_routed, sync_polled
 from zlog.transport.wire import Buffer
 from zlog.types import TopicPartition
 
@@ -82,6 +94,18 @@ CONTROL_CLOSE_LINGER_MS: Final = 200  # how long the last replies may take to le
 OPEN_FILES_TARGET: Final = 1_048_576  # the soft limit asked for when the hard one is unlimited
 OPEN_FILES_WARN_BELOW: Final = 4_096
 LOCK_FILE: Final = ".zlog.lock"
+HELD_REQUEST_TIMEOUT_MS: Final = 10_000  # a request held before registration, at most
+UNREGISTERED_WARN_INTERVAL_MS: Final = 5_000  # how often a broker not yet registered says why
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A client's request that arrived before this broker registered."""
+
+    identity: bytes
+    header: RequestHeader
+    request: wire.Request
+    deadline_ms: int
 
 
 class StartupError(Exception):
@@ -132,6 +156,11 @@ class Supervisor:
         self._lock_fd: int | None = None
         self._metadata_log: MetadataLog | None = None
         self._pool: WorkerPool | None = None
+        self._cluster: ClusterNode | None = None
+        self._polled_cluster_sockets: set[zmq.Socket[bytes]] = set()
+        self._stop_deadline_ms: int | None = None  # a controlled shutdown's end
+        self._next_unregistered_warning_ms = 0
+        self._held: list[_Held] = []
         self._control_socket: zmq.Socket[Any] | None = None
         self._wake_read_fd, self._wake_write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._seen_state: ClusterState | None = None
@@ -155,18 +184,23 @@ class Supervisor:
     # -- lifecycle --------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Lock the data dir, bind, start the workers and the metadata log, register."""
+        """Lock the data dir, bind, start the workers and the metadata log; registration with
+        the controller follows from the loop."""
         self._started_ms = monotonic_ms()
         raise_open_files_limit()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_data_dir()
+        config = self.config
+        try:
+            dir_id = data_dir_identity(self.data_dir, config.node_id)
+        except DataDirError as error:
+            raise StartupError(str(error)) from None
         try:
             self._control_socket, self.control_endpoint = make_router(
-                self.config.listen, context=self._context
+                config.listen, context=self._context
             )
         except zmq.ZMQError as error:
-            raise StartupError(f"cannot listen on {self.config.listen}: {error}") from None
-        config = self.config
+            raise StartupError(f"cannot listen on {config.listen}: {error}") from None
         self._pool = WorkerPool(
             WorkerSettings(
                 count=config.workers, data_dir=self.data_dir, ring_dir=self.ring_dir,
@@ -177,17 +211,28 @@ class Supervisor:
                 backoff_max_ms=config.worker_restart_backoff_max_ms,
                 worker_module=self.worker_module,
                 ring_bytes=config.ring_bytes, ring_flush_bytes=config.ring_flush_bytes,
+                replica=config.replica_settings,
             ),
             self._context,
             on_assigned=self.control.partition_assigned,
+            on_alter_isr=self._alter_isr,
         )
         self._pool.start_all()  # workers boot while the metadata log elects and replays
-        self._metadata_log = MetadataLog(
-            config.node_id, self.data_dir, self.fsm, tick_ms=config.raft_tick_ms,
-            wake=self._wake, context=self._context,
+        try:
+            self._metadata_log = MetadataLog(
+                config.node_id, self.data_dir, self.fsm, tick_ms=config.raft_tick_ms,
+                wake=self._wake, context=self._context, voters=config.voter_map,
+                listen=config.listen,
+            )
+            self._metadata_log.start()
+        except zmq.ZMQError as error:
+            raise StartupError(f"cannot start the metadata log: {error}") from None
+        self._cluster = ClusterNode(
+            config, state=lambda: self.fsm.state, raft_status=self._metadata_log.status,
+            propose=self._propose, control_endpoint=self._advertised_control(),
+            worker_endpoints=self._pool.worker_endpoints, dir_id=dir_id,
+            context=self._context,
         )
-        self._metadata_log.start()
-        self._register()
 
     def _lock_data_dir(self) -> None:
         """One broker per data dir: two would both write the same partitions and Raft log."""
@@ -203,18 +248,6 @@ class Supervisor:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
-
-    def _register(self) -> None:
-        """RegisterBroker; once it is applied, every earlier command is too (state is current)."""
-        assert self._metadata_log is not None
-        command = RegisterBroker(self.config.node_id, self.config.advertised_host,
-                                 self._advertised_control(), cluster_id=uuid.uuid4().hex)
-        try:
-            result = self._metadata_log.register(command)
-        except RegistrationError as error:
-            raise StartupError(str(error)) from None
-        log.info("registered broker %d in cluster %s (broker epoch %d)",
-                 self.config.node_id, result.cluster_id, result.broker_epoch)
 
     def _advertised_control(self) -> str:
         """The control endpoint as clients elsewhere must spell it."""
@@ -244,14 +277,52 @@ class Supervisor:
         poller.register(self._control_socket, zmq.POLLIN)
         poller.register(self._pool.router, zmq.POLLIN)
         poller.register(self._wake_read_fd, zmq.POLLIN)
-        while not self._stop_requested:
+        while not self._may_stop():
             try:
+                self._sync_poller(poller)
                 poller.poll(self._poll_timeout_ms())
                 self._turn()
             except Exception:  # a bug, not input: log it loudly and keep serving
                 log.exception("supervisor loop turn failed")
         self._shut_down()
         return 0 if self._startup_failure is None else 1
+
+    def _sync_poller(self, poller: zmq.Poller) -> None:
+        """Poll the cluster node's connection to the controller, which follows the controller."""
+        self._polled_cluster_sockets = sync_polled(
+            poller, self._polled_cluster_sockets,
+            self._cluster.sockets() if self._cluster is not None else ())
+
+    def _may_stop(self) -> bool:
+        """After a stop was asked for: at once, or (a broker of a cluster, serving) once the
+        controller moved its leaderships to the other in-sync replicas (a controlled
+        shutdown, so clients never wait out a session timeout), or when that takes too long."""
+        if not self._stop_requested:
+            return False
+        cluster = self._cluster
+        if (cluster is None or not self.config.clustered or not self._serving
+                or not self.config.controlled_shutdown_enable
+                or self._startup_failure is not None or not cluster.lifecycle.registered):
+            return True
+        now_ms = monotonic_ms()
+        if self._stop_deadline_ms is None:
+            log.info("controlled shutdown: asking the controller to move this broker's "
+                     "leaderships")
+            self._stop_deadline_ms = now_ms + self.config.controlled_shutdown_timeout_ms
+            cluster.lifecycle.want_shutdown = True
+        if cluster.lifecycle.shutdown_ready:
+            log.info("controlled shutdown: leaderships moved")
+            return True
+        silent_ms = now_ms - cluster.lifecycle.last_answer_ms
+        if cluster.controller_id() < 0 or silent_ms > self.config.broker_session_timeout_ms:
+            log.warning("controlled shutdown: no controller answers (the metadata log has no "
+                        "quorum?); stopping without moving leaderships")
+            return True
+        if now_ms >= self._stop_deadline_ms:
+            log.warning("controlled shutdown did not finish within %d ms: stopping anyway",
+                        self.config.controlled_shutdown_timeout_ms)
+            return True
+        return False
 
     def _poll_timeout_ms(self) -> int:
         timeout_ms = LOOP_POLL_MS_MAX
@@ -269,9 +340,14 @@ class Supervisor:
         now_ms = monotonic_ms()
         self._pool.receive(now_ms)
         self._receive_control()
+        if self._cluster is not None:
+            self._cluster.turn(now_ms)
+        self._release_held(now_ms)
         self._pool.check(now_ms)
         state = self.fsm.state
-        if state is not self._seen_state or self._pool.changed or now_ms >= self._next_reconcile_ms:
+        due = (state is not self._seen_state or self._pool.changed
+               or now_ms >= self._next_reconcile_ms)
+        if due and self._registered(now_ms):
             self._seen_state = state
             self._reconcile(state, now_ms)
             self._next_reconcile_ms = now_ms + RECONCILE_INTERVAL_MS
@@ -297,7 +373,7 @@ class Supervisor:
             self._startup_failure = failure
             self.request_stop()
             return
-        if not self._pool.settled():
+        if not self._registered(now_ms) or not self._pool.settled():
             return
         self._serving = True
         workers = ", ".join(
@@ -310,10 +386,24 @@ class Supervisor:
         log.info("ready in %d ms", now_ms - self._started_ms)
         self.notifier.ready(f"serving on {self.control_endpoint}")
 
+    def _registered(self, now_ms: int) -> bool:
+        """Whether this broker is registered with the controller: until it is, it holds no
+        partitions (it may have been replaced in their ISRs meanwhile) and is not ready."""
+        cluster = self._cluster
+        if cluster is not None and cluster.lifecycle.registered:
+            return True
+        if now_ms >= self._next_unregistered_warning_ms:
+            if self._next_unregistered_warning_ms:
+                why = "no controller yet" if cluster is None else cluster.lifecycle.last_error
+                log.warning("not registered with the controller yet: %s", why or "waiting")
+            self._next_unregistered_warning_ms = now_ms + UNREGISTERED_WARN_INTERVAL_MS
+        return False
+
     def _shut_down(self) -> None:
         """Stop accepting, answer what waits, stop the workers (rings flushed), stop Raft."""
         log.info("stopping")
         self.notifier.stopping("stopping")
+        self._release_held(monotonic_ms())
         self.control.shut_down()
         self.close()
 
@@ -327,6 +417,9 @@ class Supervisor:
             self._pool.stop_all(self.config.shutdown_timeout_ms)
             self._pool.close()
             self._pool = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
         if self._metadata_log is not None:
             self._metadata_log.stop()
             self._metadata_log = None
@@ -343,17 +436,8 @@ class Supervisor:
 
     def _reconcile(self, state: ClusterState, now_ms: int) -> None:
         """Tell the workers what this host serves; finish deletions whose data is gone."""
-        assert self._pool is not None
-        node_id = self.config.node_id
-        defaults = self.config.topic_defaults_map
-        desired: dict[TopicPartition, DesiredPartition] = {}
-        for topic in state.topics.values():
-            configs = effective_topic_configs(defaults, topic.configs)
-            for partition in topic.partitions:
-                if node_id in partition.replicas:
-                    desired[TopicPartition(topic.name, partition.partition)] = DesiredPartition(
-                        configs, partition.leader_epoch, partition.leader == node_id
-                    )
+        assert self._pool is not None and self._cluster is not None
+        desired = self._cluster.desired_partitions(state, self.config.topic_defaults_map)
         deleting = [TopicPartition(name, index) for name, count in state.deleting.items()
                     for index in range(count)]
         self._pool.reconcile(desired, deleting, now_ms)
@@ -385,6 +469,12 @@ class Supervisor:
         except OSError:
             ring_free_bytes = None
         return HostStorage(min(name_bytes_max, FILE_NAME_BYTES_MAX), ring_free_bytes)
+
+    def _alter_isr(self, message: AlterIsr, done: Callable[[int, str], None]) -> None:
+        if self._cluster is None:
+            done(int(ErrorCode.BROKER_NOT_AVAILABLE), "the broker is stopping")
+            return
+        self._cluster.alter_isr(message, done)
 
     def _endpoint_for(self, topic_partition: TopicPartition) -> str | None:
         return None if self._pool is None else self._pool.endpoint_for(topic_partition)
@@ -419,9 +509,60 @@ class Supervisor:
     def _dispatch(
         self, identity: bytes, header: RequestHeader, request: wire.Request
     ) -> list[Reply]:
-        """The control plane answers through `_reply`, now or once a request settles."""
-        self.control.handle(identity, header, request)
+        """The control plane answers through `_reply`, now or once a request settles; the
+        cluster node answers the brokers' requests, and forwards clients' metadata changes
+        when another node is the controller."""
+        cluster = self._cluster
+        if (cluster is None or cluster.lifecycle.broker_epoch < 0) and not isinstance(
+                request, (*CONTROLLER_APIS, wire.ApiVersionsRequestV0)):
+            self._hold(identity, header, request)
+            return []
+        if cluster is not None and isinstance(request, CONTROLLER_APIS):
+            cluster.handle(request, functools.partial(self._reply, identity, header),
+                           monotonic_ms())
+        elif cluster is not None and self.config.clustered and cluster.forwards(request):
+            cluster.forward(request, functools.partial(self._forwarded, identity, header))
+        else:
+            self.control.handle(identity, header, request)
         return []
+
+    def _hold(self, identity: bytes, header: RequestHeader, request: wire.Request) -> None:
+        """Keep a client's request until this broker registered: its metadata may be behind the
+        cluster's until then, so it answers nothing from it (as a Kafka broker opens its client
+        listener only once registered)."""
+        if len(self._held) >= limits.CONTROL_BATCH_MESSAGES_MAX * 10:
+            raise ZlogError(ErrorCode.BROKER_NOT_AVAILABLE,
+                            "the broker is starting: not registered with the controller yet")
+        self._held.append(_Held(identity, header, request,
+                                monotonic_ms() + HELD_REQUEST_TIMEOUT_MS))
+
+    def _release_held(self, now_ms: int) -> None:
+        """Serve the held requests once registered; answer those held too long."""
+        if not self._held:
+            return
+        registered = self._cluster is not None and self._cluster.lifecycle.broker_epoch >= 0
+        held, self._held = self._held, []
+        for item in held:
+            if registered:
+                replies = CONTROL_REQUEST_PATH.call(item.identity, item.header, item.request,
+                                                    self._dispatch, self.request_stats)
+            elif now_ms >= item.deadline_ms or self._stop_requested:
+                replies = [(item.identity, encode_error_response(
+                    item.header, ErrorCode.BROKER_NOT_AVAILABLE,
+                    "the broker is not registered with the controller yet"))]
+            else:
+                self._held.append(item)
+                continue
+            for peer, reply in replies:
+                self._send(peer, reply)
+
+    def _forwarded(self, identity: bytes, header: RequestHeader,
+                   response: wire.Response | None, error: ZlogError | None) -> None:
+        if response is not None:
+            self._reply(identity, header, response)
+        else:
+            failure = error or ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer")
+            self._send(identity, encode_error_response(header, failure.code, failure.message))
 
     def _send(self, identity: bytes, frames: list[Buffer]) -> None:
         sock = self._control_socket

@@ -37,6 +37,7 @@ import zlog
 from zlog import limits
 from zlog.broker import worker_protocol as protocol
 from zlog.broker.control.placement import place_on_workers
+from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
 from zlog.clock import monotonic_ms
 from zlog.transport.sockets import make_channel_router
 from zlog.types import TopicPartition
@@ -65,6 +66,14 @@ class DesiredPartition:
     configs: Mapping[str, str]  # effective topic configs (broker defaults + topic overrides)
     leader_epoch: int
     is_leader: bool
+    worker: int | None = None  # the worker the metadata placed it on; None: the pool picks
+    broker_id: int = -1  # the rest: the partition's record, as worker_protocol.Assign says
+    broker_epoch: int = -1
+    leader: int = -1
+    partition_epoch: int = 0
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+    leader_endpoint: str = ""
 
 
 _DELETING: Final = DesiredPartition({}, 0, False)  # opened only to be deleted
@@ -132,6 +141,7 @@ class WorkerSettings:
     worker_module: str = "zlog.broker.data.worker"
     ring_bytes: int = limits.RING_SIZE_BYTES_DEFAULT
     ring_flush_bytes: int = 0
+    replica: ReplicaSettings = REPLICA_DEFAULTS
 
 
 def supervisor_endpoint(data_dir: Path) -> str:
@@ -169,6 +179,8 @@ class WorkerPool:
         context: zmq.Context[Any],
         *,
         on_assigned: Callable[[TopicPartition, int, str], None],
+        on_alter_isr: Callable[[protocol.AlterIsr, Callable[[int, str], None]], None]
+        | None = None,
     ) -> None:
         assert settings.count >= 1
         self.settings = settings
@@ -180,6 +192,7 @@ class WorkerPool:
         self._desired: Mapping[TopicPartition, DesiredPartition] = {}
         self.changed = True  # something a reconcile or a waiting request should look at
         self._on_assigned = on_assigned  # (partition, error code, message) after an assign
+        self._on_alter_isr = on_alter_isr  # a leader's ISR change, and how to answer it
         self._next_request_id = 1
         self.router, self.endpoint = make_channel_router(
             supervisor_endpoint(settings.data_dir), context=context,
@@ -207,6 +220,7 @@ class WorkerPool:
             "--log-level", settings.log_level,
             "--ring-bytes", str(settings.ring_bytes),
             "--ring-flush-bytes", str(settings.ring_flush_bytes),
+            *settings.replica.as_flags(),
         ]
         if settings.port_range is not None:
             command += ["--port-range", f"{settings.port_range[0]}-{settings.port_range[1]}"]
@@ -340,6 +354,21 @@ class WorkerPool:
             self._hello(worker, message)
         elif isinstance(message, protocol.Assigned | protocol.Unassigned):
             self._reply(worker, message)
+        elif isinstance(message, protocol.AlterIsr):
+            self._alter_isr(worker, message)
+
+    def _alter_isr(self, worker: WorkerHandle, message: protocol.AlterIsr) -> None:
+        """Take a leader's ISR change on; its answer goes back to the same process."""
+        pid = worker.pid
+
+        def done(code: int, text: str) -> None:
+            if worker.pid == pid:  # a restarted worker forgot the change: no answer for it
+                self._send(worker, protocol.AlterIsrAnswer(message.request_id, code, text))
+
+        if self._on_alter_isr is None:
+            done(-1, "this broker takes no ISR changes")
+            return
+        self._on_alter_isr(message, done)
 
     def _hello(self, worker: WorkerHandle, message: protocol.Hello) -> None:
         if worker.process is None or worker.state == WorkerState.STOPPING:
@@ -439,8 +468,10 @@ class WorkerPool:
         else:
             desired = pending.desired
             assert desired is not None
-            message = protocol.Assign(request_id, topic, partition, desired.configs,
-                                      desired.leader_epoch, desired.is_leader)
+            message = protocol.Assign(
+                request_id, topic, partition, desired.configs, desired.leader_epoch,
+                desired.is_leader, desired.broker_id, desired.broker_epoch, desired.leader,
+                desired.partition_epoch, desired.replicas, desired.isr, desired.leader_endpoint)
         if self._send(worker, message):
             worker.pending[request_id] = pending
 
@@ -467,7 +498,11 @@ class WorkerPool:
         wanted = list(desired) + [
             tp for tp in deleting if tp not in desired and tp not in self.deleted
         ]
-        self.placement = place_on_workers(wanted, len(self.workers), self.placement)
+        count = len(self.workers)
+        fixed = {tp: want.worker % count for tp, want in desired.items()
+                 if want.worker is not None}
+        flexible = [tp for tp in wanted if tp not in fixed]
+        self.placement = {**place_on_workers(flexible, count, self.placement), **fixed}
         for worker in self.workers:
             if worker.state != WorkerState.READY:
                 continue
@@ -519,6 +554,11 @@ class WorkerPool:
             return None
         worker = self.workers[self.placement[topic_partition]]
         return worker.opened[topic_partition].configs
+
+    def worker_endpoints(self) -> tuple[str, ...]:
+        """Each worker's data endpoint, "" for one not serving now."""
+        return tuple(worker.endpoint if worker.state == WorkerState.READY else ""
+                     for worker in self.workers)
 
     def is_open(self, topic_partition: TopicPartition) -> bool:
         return self.endpoint_for(topic_partition) is not None

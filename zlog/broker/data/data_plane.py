@@ -34,9 +34,19 @@ from zlog.broker.data.fetch_waiters import (
     fetch_is_complete,
 )
 from zlog.broker.data.partition import VALID_ACKS, Partition, ProduceOutcome
+from zlog.broker.data.replica_requests import (
+    epoch_answers,
+    replica_fetch_is_complete,
+    replica_fetch_reads,
+)
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.api import DATA_APIS, SUPPORTED_VERSIONS
+from zlog.transport.cluster_messages import (
+    FetchRequestV1,
+    FetchResponseV1,
+    OffsetForLeaderEpochRequestV0,
+)
 from zlog.transport.codec import Frame, RequestHeader, encode_response
 from zlog.transport.messages import (
     ApiVersionRange,
@@ -76,7 +86,7 @@ _INTERNAL_ERROR: Final = REQUEST_PATH.internal_error_message
 class _ParkedFetch:
     identity: bytes
     header: RequestHeader
-    request: FetchRequestV0
+    request: FetchRequestV0 | FetchRequestV1
 
 
 @dataclass(slots=True)
@@ -156,8 +166,12 @@ class DataPlane:
             return self._produce(identity, header, request, now_ms)
         if isinstance(request, FetchRequestV0):
             return self._fetch(identity, header, request, now_ms)
+        if isinstance(request, FetchRequestV1):
+            return self._replica_fetch(identity, header, request, now_ms)
         if isinstance(request, ListOffsetsRequestV0):
             return [_reply(identity, header, self._list_offsets(request))]
+        if isinstance(request, OffsetForLeaderEpochRequestV0):
+            return [_reply(identity, header, epoch_answers(self.partitions, request))]
         assert isinstance(request, ApiVersionsRequestV0), "REQUEST_PATH passes DATA_APIS only"
         return [_reply(identity, header, _api_versions())]
 
@@ -337,7 +351,48 @@ class DataPlane:
         )
 
     def _answer_fetch(self, token: _ParkedFetch) -> Reply:
-        return _fetch_reply(token, self._read_fetch(token.request))
+        request = token.request
+        if isinstance(request, FetchRequestV1):
+            reads = replica_fetch_reads(self.partitions, request, self.clock.monotonic_ms())
+            return _reply(token.identity, token.header,
+                          FetchResponseV1(tuple(read.result for read in reads)))
+        return _fetch_reply(token, self._read_fetch(request))
+
+    # ------------------------------------------------------------------ followers
+
+    def _replica_fetch(
+        self, identity: bytes, header: RequestHeader, request: FetchRequestV1, now_ms: int
+    ) -> list[Reply]:
+        """A follower's fetch: its position may move the HW (answer what that settles), and
+        a fetch that finds nothing waits for the next append, as a consumer's does."""
+        replies: list[Reply] = []
+        reads = replica_fetch_reads(self.partitions, request, now_ms)
+        for entry, read in zip(request.entries, reads, strict=True):
+            if read.committed_bytes:
+                replies.extend(self._on_progress(TopicPartition(entry.topic, entry.partition),
+                                                 0, read.committed_bytes))
+        token = _ParkedFetch(identity, header, request)
+        if replica_fetch_is_complete(reads, request) or not self.waiters.park(
+            token,
+            [(TopicPartition(e.topic, e.partition), e.partition_max_bytes)
+             for e in request.entries],
+            min_bytes=max(request.min_bytes, 1), available_bytes=0, now_ms=now_ms,
+            max_wait_ms=request.max_wait_ms, reads_log_end=True,
+        ):
+            replies.append(_reply(identity, header,
+                                  FetchResponseV1(tuple(read.result for read in reads))))
+        return replies
+
+    def partition_changed(self, tp: TopicPartition, committed_bytes: int,
+                          role_changed: bool) -> list[Reply]:
+        """An assign moved the HW or changed the role: answer the waits it settles. A replica
+        that stops leading answers every wait on the partition now (NOT_LEADER_OR_FOLLOWER)."""
+        replies = self._on_progress(tp, 0, committed_bytes) if committed_bytes else []
+        if role_changed:
+            replies.extend(self._answer_fetch(token) for token in self.waiters.wake_partition(tp))
+            if self.delayed:
+                replies.extend(self._settle_delayed(tp))
+        return replies
 
     # ------------------------------------------------------------------ list offsets
 
@@ -370,6 +425,7 @@ def _reply(identity: bytes, header: RequestHeader, response: Response) -> Reply:
 
 
 def _fetch_reply(token: _ParkedFetch, results: Sequence[EntryRead]) -> Reply:
+    assert isinstance(token.request, FetchRequestV0)
     entries = tuple(
         FetchResult(
             entry.topic, entry.partition, result.error_code, result.high_watermark,

@@ -235,6 +235,17 @@ class Partition:
     def follow_high_watermark(self, leader_high_watermark: int) -> None:
         self._hw.follow(leader_high_watermark, self.log.log_end_offset)
 
+    def start_over_at(self, offset: int) -> None:
+        """Drop the whole log: it restarts empty at `offset` (a follower below its leader's
+        log start, which retention moved past it)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.epochs.clear()
+        self._save_epochs(self.epochs)
+        self.producers = ProducerStateTable()
+        self._hw.value = offset
+        if self._recent is not None:
+            self._recent.clear()
+
     def truncate_to(self, offset: int, producers: ProducerStateTable) -> None:
         """Cut the log at `offset` (whole batches), the epoch cache with it, and take the
         producer state rebuilt for what is left (the caller's, from the log)."""

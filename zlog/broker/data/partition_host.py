@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
+from zlog.broker.data.epoch_checkpoint import load_epoch_cache, save_epoch_cache
 from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
@@ -80,10 +81,27 @@ class Assignment:
     configs: dict[str, str]
     leader_epoch: int
     is_leader: bool
+    message: Assign  # the rest of the record: replicas, ISR, epochs, the leader's endpoint
 
     @property
     def tp(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)
+
+    def replica_set(self, default_replica_id: int, min_insync: int) -> ReplicaSet:
+        """The record's replicas and ISR as this broker sees them (itself alone by default)."""
+        message = self.message
+        local = message.broker_id if message.broker_id >= 0 else default_replica_id
+        replicas = frozenset(message.replicas or (local,))
+        isr = frozenset(message.isr or (local,))
+        return ReplicaSet(local, replicas | {local}, isr, min_insync, message.partition_epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class AssignOutcome:
+    """What an assign changed that the data plane must act on."""
+
+    committed_bytes: int = 0  # bytes that became visible (the HW moved)
+    role_changed: bool = False  # leader <-> follower, or a new leader epoch: waits end
 
 
 def checked_assignment(message: Assign) -> Assignment:
@@ -91,7 +109,8 @@ def checked_assignment(message: Assign) -> Assignment:
     (the message's shape was checked when it was decoded)."""
     topic = validate_topic_name(message.topic)
     configs = normalize_topic_configs(dict(message.configs))
-    return Assignment(topic, message.partition, configs, message.leader_epoch, message.is_leader)
+    return Assignment(topic, message.partition, configs, message.leader_epoch, message.is_leader,
+                      message)
 
 
 class PartitionHost:
@@ -116,8 +135,8 @@ class PartitionHost:
 
     # ------------------------------------------------------------------ assign / unassign
 
-    def assign(self, message: Assign) -> None:
-        """Open the partition (or take the new epoch and role if it is open already)."""
+    def assign(self, message: Assign) -> AssignOutcome:
+        """Open the partition (or take the new epoch, role or ISR if it is open already)."""
         assignment = checked_assignment(message)
         config = validate_topic_configs(assignment.configs, self.base_config)
         min_insync = validate_min_insync_replicas(assignment.configs.get(MIN_INSYNC_REPLICAS, "1"))
@@ -126,11 +145,11 @@ class PartitionHost:
         )
         compression = validate_compression_type(assignment.configs.get(COMPRESSION_TYPE))
         if assignment.tp in self.hosted:
-            self._reassign(assignment, config, min_insync)
+            outcome = self._reassign(assignment, config, min_insync)
             partition = self.hosted[assignment.tp].partition
             partition.timestamp_difference_max_ms = skew_ms
             partition.compression = compression
-            return
+            return outcome
         check_open_files_headroom()
         partition_log = PartitionLog(
             self.data_dir, assignment.topic, assignment.partition, config,
@@ -138,16 +157,22 @@ class PartitionHost:
         )
         try:
             producers = load_producer_state(partition_log)
+            epochs = load_epoch_cache(partition_log)
         except BaseException:
             partition_log.close()
             raise
+        directory = partition_log.directory
         partition = Partition(
             assignment.topic, assignment.partition, partition_log,
             leader_epoch=assignment.leader_epoch, is_leader=assignment.is_leader,
-            replicas=ReplicaSet.single(self.local_replica_id, min_insync),
+            replicas=assignment.replica_set(self.local_replica_id, min_insync),
             compacted=config.compacted, producers=producers,
             timestamp_difference_max_ms=skew_ms, compression=compression,
+            epochs=epochs, save_epochs=lambda cache: save_epoch_cache(directory, cache),
         )
+        if assignment.is_leader:
+            partition.isr_tracker.start_term(self.clock.monotonic_ms(),
+                                             partition_log.log_end_offset)
         self.partitions[assignment.tp] = partition
         self.hosted[assignment.tp] = HostedPartition(partition, partition_log)
         log.info(
@@ -156,22 +181,34 @@ class PartitionHost:
             partition_log.log_start_offset, partition_log.log_end_offset, len(producers),
             partition_log.replayed_batches,
         )
+        return AssignOutcome(role_changed=True)
 
-    def _reassign(self, assignment: Assignment, config: LogConfig, min_insync: int) -> None:
-        """An open partition assigned again: a new epoch or role, and maybe changed configs.
+    def _reassign(
+        self, assignment: Assignment, config: LogConfig, min_insync: int
+    ) -> AssignOutcome:
+        """An open partition assigned again: a new epoch, role or ISR, maybe changed configs.
 
         The log reads its config at each use, so new settings apply from the next append,
         roll or retention pass; the ring keeps its size until the partition is reopened.
         """
         hosted = self.hosted[assignment.tp]
         partition = hosted.partition
-        partition.become(leader_epoch=assignment.leader_epoch, is_leader=assignment.is_leader)
+        role_changed = (assignment.leader_epoch != partition.leader_epoch
+                        or assignment.is_leader != partition.is_leader)
+        committed = partition.become(
+            leader_epoch=assignment.leader_epoch, is_leader=assignment.is_leader,
+            replicas=assignment.replica_set(self.local_replica_id, min_insync),
+            now_ms=self.clock.monotonic_ms(),
+        )
         hosted.log.config = replace(config, ring_bytes=hosted.log.config.ring_bytes)
         partition.set_compacted(config.compacted)
-        replicas = partition.replicas
-        partition.set_replicas(ReplicaSet(
-            replicas.local_replica_id, replicas.replicas, replicas.isr, min_insync
-        ))
+        return AssignOutcome(committed, role_changed)
+
+    def rebuilt_producers(self, tp: TopicPartition) -> ProducerStateTable:
+        """The producer table of what the log holds now (after a follower cut its log)."""
+        producers = ProducerStateTable()
+        producers.rebuild(recent_producer_batches(self.hosted[tp].log))
+        return producers
 
     def unassign(self, tp: TopicPartition, *, delete: bool) -> bool:
         """Close (or delete) the partition; False when it was not open here."""

@@ -45,7 +45,10 @@ import zmq
 from zlog import limits
 from zlog.broker import worker_protocol as protocol
 from zlog.broker.data.data_plane import DataPlane
+from zlog.broker.data.fetcher import Fetchers, FetcherSettings
+from zlog.broker.data.isr_proposals import ISR_CHECK_INTERVAL_MS, IsrProposals
 from zlog.broker.data.partition_host import PartitionHost
+from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings, flag_names
 from zlog.broker.topic_configs import validate_topic_name
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
@@ -59,6 +62,7 @@ from zlog.transport.sockets import (
     recv_routed,
     send_routed,
     shared_context,
+    sync_polled,
 )
 from zlog.types import TopicPartition
 
@@ -88,6 +92,7 @@ class WorkerOptions:
     ring_bytes: int = limits.RING_SIZE_BYTES_DEFAULT
     ring_flush_bytes: int = 0
     supervisor_silence_ms: int = SUPERVISOR_SILENCE_MS_MAX
+    replica: ReplicaSettings = REPLICA_DEFAULTS
 
 
 class Worker:
@@ -103,6 +108,21 @@ class Worker:
             options.data_dir, options.ring_dir, base_config=base_config, clock=self.clock
         )
         self.data_plane = DataPlane(self.host.partitions, clock=self.clock)
+        self._broker_id = -1
+        self._broker_epoch = -1  # learnt from the assigns
+        self.fetchers = Fetchers(
+            self.host.partitions,
+            FetcherSettings(-1, options.replica.fetch_wait_max_ms,
+                            options.replica.fetch_max_bytes,
+                            options.replica.fetch_response_max_bytes,
+                            options.replica.fetch_backoff_ms),
+            broker_epoch=lambda: self._broker_epoch,
+            rebuild_producers=self.host.rebuilt_producers,
+            context=shared_context(),
+        )
+        self.isr_proposals = IsrProposals(self.host.partitions,
+                                          lag_time_max_ms=options.replica.lag_time_max_ms)
+        self._polled: set[zmq.Socket[bytes]] = set()
         self.unsent_replies = 0
         self._stopping = False
         self.parent_pid = os.getppid()
@@ -115,6 +135,7 @@ class Worker:
         self._next_tick_ms = now_ms
         self._next_retention_ms = now_ms + RETENTION_INTERVAL_MS
         self._next_compaction_ms = now_ms + COMPACTION_INTERVAL_MS
+        self._next_isr_check_ms = now_ms + ISR_CHECK_INTERVAL_MS
 
     # ------------------------------------------------------------------ sockets
 
@@ -174,11 +195,13 @@ class Worker:
         log.info("worker %d serving on %s", self.options.worker_id, self.endpoint)
         try:
             while not self._stopping:
+                self._poll_fetchers(poller)
                 events = dict(poller.poll(self._poll_timeout_ms()))
                 if self._data in events:
                     self._serve_data()
                 if self._control in events:
                     self._serve_control()
+                self._run_fetchers()
                 self._run_timers()
         finally:
             self._shutdown()
@@ -188,10 +211,26 @@ class Worker:
         """Until the earliest timer: the worker's own, a long poll's or an acks=all wait's."""
         deadline_ms = min(self._next_heartbeat_ms, self._next_tick_ms, self._next_retention_ms,
                           self._next_compaction_ms)
-        data_deadline_ms = self.data_plane.next_deadline_ms()
-        if data_deadline_ms is not None and data_deadline_ms < deadline_ms:
-            deadline_ms = data_deadline_ms
+        deadline_ms = min(deadline_ms, self._next_isr_check_ms)
+        for other_ms in (self.data_plane.next_deadline_ms(), self.fetchers.next_deadline_ms()):
+            if other_ms is not None and other_ms < deadline_ms:
+                deadline_ms = other_ms
         return max(deadline_ms - self.clock.monotonic_ms(), 0)
+
+    def _poll_fetchers(self, poller: zmq.Poller) -> None:
+        """The poller watches exactly the follower fetchers' current sockets."""
+        self._polled = sync_polled(poller, self._polled, self.fetchers.sockets())
+
+    def _run_fetchers(self) -> None:
+        """Followers: take in the leaders' answers, send the next fetches."""
+        if not self.fetchers.followed():
+            return
+        try:
+            self.fetchers.run(self.clock.monotonic_ms())
+        except AssertionError:
+            raise
+        except Exception:
+            log.exception("follower fetch failed")
 
     def _serve_data(self) -> None:
         """Up to DRAIN_MESSAGES_MAX requests, so the supervisor and timers are never starved."""
@@ -224,6 +263,10 @@ class Worker:
         if now_ms >= self._next_compaction_ms:
             self.host.start_compactions()
             self._next_compaction_ms = now_ms + COMPACTION_INTERVAL_MS
+        if now_ms >= self._next_isr_check_ms:
+            for change in self.isr_proposals.due(now_ms):
+                self._send_control(change)
+            self._next_isr_check_ms = now_ms + ISR_CHECK_INTERVAL_MS
 
     def _check_supervisor(self, now_ms: int) -> None:
         silent_ms = now_ms - self._last_supervisor_ms
@@ -236,6 +279,7 @@ class Worker:
         try:
             self._send_replies(self.data_plane.drain())
         finally:
+            self.fetchers.close()
             self.host.close_all()
             self._data.close(linger=SHUTDOWN_LINGER_MS)
             self._control.close(linger=SHUTDOWN_LINGER_MS)
@@ -274,6 +318,8 @@ class Worker:
             self._on_assign(message)
         elif isinstance(message, protocol.Unassign):
             self._on_unassign(message)
+        elif isinstance(message, protocol.AlterIsrAnswer):
+            self.isr_proposals.answered(message)
         else:
             log.info("stop requested by the supervisor")
             self.request_stop()
@@ -281,7 +327,12 @@ class Worker:
     def _on_assign(self, message: protocol.Assign) -> None:
         code, text = ErrorCode.NONE, ""
         try:
-            self.host.assign(message)
+            outcome = self.host.assign(message)
+            self._follow_or_lead(message)
+            tp = TopicPartition(message.topic, message.partition)
+            if outcome.committed_bytes or outcome.role_changed:
+                self._send_replies(self.data_plane.partition_changed(
+                    tp, outcome.committed_bytes, outcome.role_changed))
         except ZlogError as error:
             code, text = error.code, error.message
             log.warning("assign %s-%d refused: %s", message.topic, message.partition, error)
@@ -289,6 +340,20 @@ class Worker:
             log.exception("assign %s-%d failed", message.topic, message.partition)
             code, text = ErrorCode.UNKNOWN_SERVER_ERROR, f"assign failed: {error!r}"
         self._send_control(protocol.Assigned(message.request_id, int(code), text))
+
+    def _follow_or_lead(self, message: protocol.Assign) -> None:
+        """A follower fetches from its leader's worker; a leader (or a leaderless replica)
+        fetches from nobody."""
+        if message.broker_id >= 0:
+            self._broker_id = message.broker_id
+            self.fetchers.settings = replace(self.fetchers.settings,
+                                             replica_id=message.broker_id)
+        self._broker_epoch = max(self._broker_epoch, message.broker_epoch)
+        tp = TopicPartition(message.topic, message.partition)
+        if not message.is_leader and message.leader >= 0 and message.leader_endpoint:
+            self.fetchers.follow(tp, message.leader_endpoint)
+        else:
+            self.fetchers.unfollow(tp)
 
     def _on_unassign(self, message: protocol.Unassign) -> None:
         code, text = ErrorCode.NONE, ""
@@ -304,6 +369,7 @@ class Worker:
     def _unassign(self, message: protocol.Unassign) -> None:
         topic = validate_topic_name(message.topic)
         tp = TopicPartition(topic, message.partition)
+        self.fetchers.unfollow(tp)
         if self.host.unassign(tp, delete=message.delete):
             self._send_replies(self.data_plane.partition_removed(tp))
         elif message.delete:
@@ -344,6 +410,10 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
     parser.add_argument("--supervisor-silence-ms", type=int, default=SUPERVISOR_SILENCE_MS_MAX,
                         help="stop after this much silence once the parent process is gone")
     parser.add_argument("--log-level", default="INFO")
+    for name, flag in flag_names().items():
+        default = getattr(REPLICA_DEFAULTS, name)
+        parser.add_argument(flag, dest="replica_" + name, type=int, default=default,
+                            help=f"follower and ISR setting (default {default})")
     args = parser.parse_args(argv)
     if args.worker_id < 0:
         parser.error("--worker-id must be >= 0")
@@ -353,11 +423,16 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
         parser.error("--supervisor-silence-ms must be >= 0")
     if not 0 <= args.ring_flush_bytes < args.ring_bytes:
         parser.error("--ring-flush-bytes must be >= 0 and below --ring-bytes")
+    for name, flag in flag_names().items():
+        if getattr(args, "replica_" + name) < 1:
+            parser.error(f"{flag} must be >= 1")
     options = WorkerOptions(
         args.worker_id, args.supervisor, args.data_dir, args.ring_dir, args.host,
         args.port_range, args.ring_bytes, args.ring_flush_bytes, args.supervisor_silence_ms,
+        ReplicaSettings(**{name: getattr(args, "replica_" + name) for name in flag_names()}),
     )
     return options, str(args.log_level).upper()
+
 
 
 _PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>

@@ -164,3 +164,27 @@ def test_worker_endpoints_follow_the_current_registration_only() -> None:
                                       3: (epoch + 99, ("tcp://stale:1", "tcp://stale:2"))}))
     assert fsm.state.brokers[2].worker_endpoint(1) == "tcp://h2:5001"
     assert fsm.state.brokers[3].worker_endpoints == ("", "")
+
+
+def test_a_restarted_broker_leaves_the_isrs_others_keep_and_its_leaderships_move() -> None:
+    fsm = _cluster()
+    _apply(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="i1-again",
+                               workers=2))
+    state = fsm.state
+    assert state.brokers[1].broker_epoch == 3  # a new incarnation: the next epoch
+    p0 = _partition(state, 0)  # led by 1: 2 takes over, 1 must catch up to rejoin
+    assert (p0.leader, p0.isr, p0.leader_epoch) == (2, (2, 3), 1)
+    assert _partition(state, 2).isr == (3, 2)  # ISRs keep the replica order
+    # The same incarnation asking again (a retried registration) changes nothing.
+    _apply(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="i1-again",
+                               workers=2))
+    assert fsm.state.topics == state.topics
+
+
+def test_a_restarted_broker_that_alone_holds_a_partition_keeps_leading_it() -> None:
+    fsm = MetadataStateMachine()
+    _apply(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="a"))
+    _apply(fsm, CreateTopic("t", 1, 1, {}, ((1,),)))
+    _apply(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="b"))
+    p0 = _partition(fsm.state, 0)
+    assert (p0.leader, p0.isr, p0.leader_epoch) == (1, (1,), 0)

@@ -126,7 +126,9 @@ def test_assignment_is_level_triggered(harness: Harness) -> None:
         ("assign", "t", 0), ("assign", "u", 0)]
     assert to_second[0] | {"request_id": 0} == {
         "type": "assign", "request_id": 0, "topic": "t", "partition": 1,
-        "configs": {"retention.ms": "1000"}, "leader_epoch": 0, "is_leader": True}
+        "configs": {"retention.ms": "1000"}, "leader_epoch": 0, "is_leader": True,
+        "broker_id": -1, "broker_epoch": -1, "leader": -1, "partition_epoch": 0,
+        "replicas": [], "isr": [], "leader_endpoint": ""}
     assert harness.pool.endpoint_for(("t", 0)) is None  # not confirmed yet
     harness.pool.reconcile(desired, [], NOW_MS)  # in flight: nothing is sent twice
     harness.answer(0, to_first)

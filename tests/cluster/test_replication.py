@@ -1,0 +1,131 @@
+"""Three brokers on 127.0.0.1-3: registration, ISR replication, acks=all, restart and rejoin.
+
+Each test runs a real cluster (`tests/cluster_fixtures.py`): three `zlog serve` processes, each
+a voter of the metadata log, with partition workers that replicate worker to worker over TCP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from tests.broker_fixtures import BrokerProcess
+from tests.cluster_fixtures import ClusterProcesses, cluster_processes
+from tests.waiting import wait_until
+from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
+from zlog.record.header import scan_batches
+from zlog.shm_segments.log import PartitionLog
+
+pytestmark = pytest.mark.slow
+
+RECORDS: Final = 3_000
+WAIT_S: Final = 60.0
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
+    with cluster_processes(3, tmp_path) as running:
+        yield running
+
+
+def _values(prefix: str, count: int) -> list[bytes]:
+    return [f"{prefix}-{index:06d}".encode() for index in range(count)]
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0) -> None:
+    producer = Producer(bootstrap, acks="all", linger_ms=2)
+    try:
+        futures = [producer.send(topic, value, partition=partition) for value in values]
+        offsets = [future.result(timeout=WAIT_S).offset for future in futures]
+    finally:
+        producer.close()
+    assert offsets == list(range(offsets[0], offsets[0] + len(values)))
+
+
+def _consume_all(bootstrap: str, topic: str, partition: int, count: int) -> list[bytes]:
+    consumer = Consumer(bootstrap, auto_offset_reset="earliest")
+    consumer.assign([TopicPartition(topic, partition)])
+    values: list[bytes] = []
+    try:
+        for _ in range(2_000):
+            values += [record.value for record in consumer.poll(200) if record.value is not None]
+            if len(values) >= count:
+                break
+    finally:
+        consumer.close()
+    return values
+
+
+def _log_bytes(broker: BrokerProcess, topic: str, partition: int) -> bytes:
+    """Every batch of a stopped broker's replica, as stored."""
+    log = PartitionLog(broker.data_dir, topic, partition, ring_dir=broker.ring_dir)
+    try:
+        stored = bytearray()
+        offset = log.log_start_offset
+        while offset < log.log_end_offset:
+            for view in log.read(offset, 1 << 20):
+                stored += view
+            batches, end = scan_batches(stored)
+            assert end == len(stored), "a read returned whole batches"
+            offset = batches[-1][1].last_offset + 1
+        return bytes(stored)
+    finally:
+        log.close()
+
+
+def test_a_cluster_forms_and_every_broker_answers_for_it(cluster: ClusterProcesses) -> None:
+    for broker in cluster.brokers.values():  # each applies the registrations in its turn
+        wait_until(lambda broker=broker: sorted(
+            b.node_id for b in broker.metadata(None).brokers) == [1, 2, 3], WAIT_S,
+            what="every broker registered")
+        assert broker.metadata(None).controller_id in (1, 2, 3)
+    # A metadata change sent to any broker is forwarded to the controller.
+    for node in (1, 2, 3):
+        admin = Admin(cluster.endpoints[node])
+        admin.create_topics([NewTopic(f"via-{node}", 3, replication_factor=3)])
+        admin.close()
+    for node in (1, 2, 3):
+        for partition in range(3):
+            cluster.wait_isr(f"via-{node}", partition, {1, 2, 3})
+    leaders = {cluster.partition("via-1", p).leader for p in range(3)}
+    assert leaders == {1, 2, 3}  # leaders spread over the brokers
+
+
+def test_acks_all_replicates_to_every_isr_member_byte_for_byte(
+        cluster: ClusterProcesses) -> None:
+    admin = Admin(cluster.bootstrap)
+    admin.create_topics([NewTopic("r", 1, replication_factor=3)])
+    admin.close()
+    cluster.wait_isr("r", 0, {1, 2, 3})
+    values = _values("r", RECORDS)
+    _produce(cluster.bootstrap, "r", values)
+    assert _consume_all(cluster.bootstrap, "r", 0, RECORDS) == values
+    for broker in cluster.brokers.values():
+        assert broker.stop() == 0
+    stored = {node: _log_bytes(broker, "r", 0)
+              for node, broker in cluster.brokers.items()}
+    assert stored[1] and stored[1] == stored[2] == stored[3]
+
+
+def test_a_killed_broker_is_replaced_in_leadership_and_rejoins_the_isr(
+        cluster: ClusterProcesses) -> None:
+    admin = Admin(cluster.bootstrap)
+    admin.create_topics([NewTopic("k", 1, replication_factor=3)])
+    admin.close()
+    cluster.wait_isr("k", 0, {1, 2, 3})
+    first = _values("before", RECORDS)
+    _produce(cluster.bootstrap, "k", first)
+    leader = cluster.partition("k", 0).leader
+    cluster.broker(leader).kill_all()
+    others = {1, 2, 3} - {leader}
+    cluster.wait_for(lambda p: p.leader in others and leader not in p.isr
+                     and p.error_code == 0 and bool(p.endpoint),
+                     "k", 0, f"a new leader among {sorted(others)}")
+    second = _values("after", RECORDS)
+    _produce(cluster.bootstrap, "k", second)
+    cluster.broker(leader).start()
+    cluster.wait_isr("k", 0, {1, 2, 3})
+    assert _consume_all(cluster.bootstrap, "k", 0, 2 * RECORDS) == first + second

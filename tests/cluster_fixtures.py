@@ -1,0 +1,106 @@
+"""A real cluster of `zlog serve` processes on loopback: broker i listens on 127.0.0.i.
+
+Every broker is a voter of the metadata log; each is a `BrokerProcess` (kill -9, SIGSTOP,
+restart on the same data dir), and the cluster helpers wait on conditions with deadlines.
+
+    with cluster_processes(3, log_dir) as cluster:
+        cluster.bootstrap                  # every control endpoint, comma-separated
+        cluster.broker(2).kill_all()
+        cluster.wait_isr("t", 0, {1, 3})
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from tests.broker_fixtures import START_TIMEOUT_S, BrokerProcess, free_port_pair
+from tests.waiting import wait_until
+from zlog.errors import ZlogError
+from zlog.transport.messages import MetadataResponseV0, PartitionMetadata
+
+CLUSTER_FLAGS = (
+    # A broker silent for 1.5 s is fenced (the defaults); the client-facing timeouts stay.
+    "--broker-heartbeat-interval-ms", "250", "--broker-session-timeout-ms", "1500",
+)
+
+
+class ClusterProcesses:
+    def __init__(self, size: int, *, workers: int = 1, extra_args: Sequence[str] = ()) -> None:
+        hosts = [f"127.0.0.{index}" for index in range(1, size + 1)]
+        port = free_port_pair(hosts)
+        self.endpoints = {index: f"tcp://{host}:{port}"
+                          for index, host in enumerate(hosts, start=1)}
+        voters = ",".join(f"{node}@{endpoint}" for node, endpoint in self.endpoints.items())
+        self.brokers = {
+            node: BrokerProcess(
+                workers,
+                ["--node-id", str(node), "--voters", voters,
+                 "--advertised-host", endpoint.split("//")[1].rsplit(":", 1)[0],
+                 *CLUSTER_FLAGS, *extra_args],
+                endpoint=endpoint)
+            for node, endpoint in self.endpoints.items()
+        }
+        self.bootstrap = ",".join(self.endpoints.values())
+
+    def broker(self, node: int) -> BrokerProcess:
+        return self.brokers[node]
+
+    def running(self) -> list[BrokerProcess]:
+        return [b for b in self.brokers.values()
+                if b.process is not None and b.process.poll() is None]
+
+    def start(self) -> None:
+        """Start every broker at once (each waits for a quorum), then wait for them all."""
+        for broker in self.brokers.values():
+            broker.start(wait=False)
+        for broker in self.brokers.values():
+            broker.wait_ready()
+
+    def close(self, keep_logs_in: Path | None = None) -> None:
+        for broker in self.brokers.values():
+            broker.close(keep_logs_in)
+
+    # -- metadata, from whichever broker answers ------------------------------------------------
+
+    def metadata(self, topics: Sequence[str] | None = None) -> MetadataResponseV0:
+        last: Exception | None = None
+        for broker in self.running():
+            try:
+                return broker.metadata(topics, timeout_ms=2_000)
+            except (ZlogError, AssertionError) as error:
+                last = error
+        raise AssertionError(f"no broker answered Metadata: {last}")
+
+    def partition(self, topic: str, partition: int) -> PartitionMetadata:
+        (found,) = self.metadata([topic]).topics
+        return next(p for p in found.partitions if p.partition == partition)
+
+    def wait_for(self, check: Callable[[PartitionMetadata], bool], topic: str,
+                 partition: int, what: str, timeout_s: float = START_TIMEOUT_S) -> None:
+        def holds() -> bool:
+            try:
+                return check(self.partition(topic, partition))
+            except (AssertionError, StopIteration, ValueError):
+                return False
+
+        wait_until(holds, timeout_s, interval_s=0.05, what=f"{topic}-{partition}: {what}")
+
+    def wait_isr(self, topic: str, partition: int, isr: set[int]) -> None:
+        self.wait_for(lambda p: set(p.isr) == isr and p.error_code == 0 and bool(p.endpoint),
+                      topic, partition, f"ISR {sorted(isr)} with a serving leader")
+
+
+@contextlib.contextmanager
+def cluster_processes(size: int = 3, keep_logs_in: Path | None = None, *, workers: int = 1,
+                      extra_args: Sequence[str] = ()) -> Iterator[ClusterProcesses]:
+    cluster = ClusterProcesses(size, workers=workers, extra_args=extra_args)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        for node, broker in cluster.brokers.items():
+            if broker.process is not None and broker.process.poll() is None:
+                print(f"\n--- broker {node} log (tail) ---\n{broker.log_tail()}")
+        cluster.close(keep_logs_in)

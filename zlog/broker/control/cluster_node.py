@@ -1,0 +1,243 @@
+"""This supervisor's part in the cluster, in one place for the supervisor to drive.
+
+* As a broker (every supervisor): its registration and heartbeats with the controller
+  (`broker_lifecycle.py`), its workers' ISR changes taken to the controller, and what each of
+  its workers should hold, derived from the metadata (`desired_partitions`): each replica's
+  worker, role, leader epoch, ISR, and, for a follower, where its leader's worker listens.
+* As the controller (the supervisor whose metadata-log node leads, caught up):
+  `controller_service.py`, which answers the brokers' registration, heartbeat and
+  AlterPartition requests that reach this control endpoint. Another supervisor answers them
+  NOT_CONTROLLER with the controller it knows of.
+* For clients: a request that changes the metadata (CreateTopics, DeleteTopics,
+  IncrementalAlterConfigs, InitProducerId) reaching a supervisor that is not the controller is
+  forwarded to the controller and its answer passed back (as KIP-590 does), so any broker's
+  control endpoint serves every request. With no controller known it is NOT_CONTROLLER, which
+  clients retry elsewhere.
+
+A single node runs the same code: it is its own controller, and registers and heartbeats to
+itself over its own control endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import zmq
+
+from zlog.broker.config import BrokerConfig
+from zlog.broker.control.broker_lifecycle import BrokerLifecycle, Identity
+from zlog.broker.control.controller_link import ControllerLink
+from zlog.broker.control.controller_service import (
+    Answer,
+    ControllerService,
+    ControllerSettings,
+)
+from zlog.broker.control.metadata_commands import Propose
+from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.control.worker_pool import DesiredPartition
+from zlog.broker.topic_configs import effective_topic_configs
+from zlog.broker.worker_protocol import AlterIsr
+from zlog.errors import ErrorCode, ZlogError
+from zlog.raft.status import NodeStatus
+from zlog.transport import messages as wire
+from zlog.transport.cluster_messages import (
+    AlterPartitionRequestV0,
+    AlterPartitionResponseV0,
+    BrokerHeartbeatRequestV0,
+    BrokerHeartbeatResponseV0,
+    BrokerRegistrationRequestV0,
+    BrokerRegistrationResponseV0,
+)
+from zlog.transport.messages import Request, Response
+from zlog.transport.rpc import RpcResult
+from zlog.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+META_FILE: Final = "meta.json"  # the data directory's identity: its node and its own id
+CONTROLLER_APIS: Final = (BrokerRegistrationRequestV0, BrokerHeartbeatRequestV0,
+                          AlterPartitionRequestV0)
+FORWARDED_APIS: Final = (wire.CreateTopicsRequestV0, wire.DeleteTopicsRequestV0,
+                         wire.IncrementalAlterConfigsRequestV0, wire.InitProducerIdRequestV0)
+FORWARD_TIMEOUT_MS: Final = 30_000  # as long as the controller may take to settle one
+
+Forwarded = Callable[[Response | None, ZlogError | None], None]
+
+
+class DataDirError(Exception):
+    """The data directory belongs to another node."""
+
+
+def data_dir_identity(data_dir: Path, node_id: int) -> str:
+    """The directory's id, made once (uuid4) and kept in `meta.json` with the node id: a new
+    id means a new (wiped) disk, which must catch up before it counts as a replica again."""
+    path = data_dir / META_FILE
+    try:
+        meta = json.loads(path.read_text())
+    except FileNotFoundError:
+        meta = {"node_id": node_id, "dir_id": uuid.uuid4().hex}
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(meta) + "\n")
+        with temporary.open("rb") as file:
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except (OSError, ValueError) as error:
+        raise DataDirError(f"{path} is unreadable: {error}") from None
+    if meta.get("node_id") != node_id:
+        raise DataDirError(f"data dir {data_dir} belongs to node {meta.get('node_id')}, "
+                           f"not {node_id}")
+    return str(meta["dir_id"])
+
+
+class ClusterNode:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        state: Callable[[], ClusterState],
+        raft_status: Callable[[], NodeStatus | None],
+        propose: Propose,
+        control_endpoint: str,
+        worker_endpoints: Callable[[], tuple[str, ...]],
+        dir_id: str,
+        context: zmq.Context[Any],
+    ) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self._state = state
+        self._raft_status = raft_status
+        self.control_endpoint = control_endpoint  # as others reach it
+        self.controller = ControllerService(
+            config.node_id,
+            ControllerSettings(config.broker_heartbeat_interval_ms,
+                               config.broker_session_timeout_ms,
+                               config.leader_imbalance_check_interval_s * 1000,
+                               config.auto_leader_rebalance),
+            state, propose)
+        self.link = ControllerLink(self.controller_endpoint, context)
+        self.lifecycle = BrokerLifecycle(
+            Identity(config.node_id, uuid.uuid4().hex, config.advertised_host,
+                     control_endpoint, config.workers, config.rack, dir_id),
+            heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+            link=self.link, worker_endpoints=worker_endpoints)
+
+    # -- the loop's part --------------------------------------------------------------------
+
+    def sockets(self) -> tuple[zmq.Socket[bytes], ...]:
+        return self.link.sockets()
+
+    def turn(self, now_ms: int) -> None:
+        self.link.run()
+        self.controller.set_active(self._leads_caught_up(), now_ms)
+        self.controller.tick(now_ms)
+        self.lifecycle.run(now_ms)
+
+    def close(self) -> None:
+        self.link.close()
+
+    def _leads_caught_up(self) -> bool:
+        status = self._raft_status()
+        return (status is not None and status.leader == self.node_id
+                and status.role == "leader" and status.applied == status.commit
+                and status.commit.term == status.term)
+
+    def controller_id(self) -> int:
+        status = self._raft_status()
+        return -1 if status is None or status.leader is None else status.leader
+
+    def controller_endpoint(self) -> str | None:
+        """Where the controller's control endpoint is, as this broker knows now."""
+        leader = self.controller_id()
+        if leader < 0:
+            return None
+        if leader == self.node_id:
+            return self.control_endpoint
+        voter = self.config.voter_map.get(leader)
+        if voter is not None:
+            return voter
+        broker = self._state().brokers.get(leader)
+        return None if broker is None else broker.control_endpoint
+
+    # -- clients' metadata changes ------------------------------------------------------------
+
+    def forwards(self, request: Request) -> bool:
+        """Whether `request` goes to the controller rather than being served here: it changes
+        the metadata and another node leads the metadata log (or none does yet)."""
+        return isinstance(request, FORWARDED_APIS) and self.controller_id() != self.node_id
+
+    def forward(self, request: Request, done: Forwarded) -> None:
+        """Send `request` on to the controller; `done(response, error)` hears its answer."""
+        if self.controller_id() < 0:
+            raise ZlogError(ErrorCode.NOT_CONTROLLER, "the metadata log is electing a leader")
+
+        def answered(result: RpcResult) -> None:
+            done(result.response, result.error)
+
+        if not self.link.send(request, FORWARD_TIMEOUT_MS, answered):
+            raise ZlogError(ErrorCode.NOT_CONTROLLER,
+                            f"cannot reach the controller: {self.link.last_error}")
+
+    # -- the controller's requests ----------------------------------------------------------
+
+    def handle(self, request: Request, answer: Answer, now_ms: int) -> None:
+        """A BrokerRegistration, BrokerHeartbeat or AlterPartition that reached this node."""
+        if not self.controller.active:
+            answer(self._not_controller(request))
+            return
+        if isinstance(request, BrokerRegistrationRequestV0):
+            self.controller.register(request, answer)
+        elif isinstance(request, BrokerHeartbeatRequestV0):
+            answer(self.controller.heartbeat(request, now_ms))
+        elif isinstance(request, AlterPartitionRequestV0):
+            self.controller.alter_partition(request, answer)
+
+    def _not_controller(self, request: Request) -> Response:
+        code, text, known = int(ErrorCode.NOT_CONTROLLER), "this node is not the controller", \
+            self.controller_id()
+        if isinstance(request, BrokerRegistrationRequestV0):
+            return BrokerRegistrationResponseV0(code, text, "", -1, known)
+        if isinstance(request, BrokerHeartbeatRequestV0):
+            return BrokerHeartbeatResponseV0(code, text, False, False, known)
+        return AlterPartitionResponseV0(code, text, known)
+
+    # -- this broker's workers ----------------------------------------------------------------
+
+    def alter_isr(self, message: AlterIsr, done: Callable[[int, str], None]) -> None:
+        """A worker's ISR change, to the controller under this broker's current epoch."""
+        if not self.lifecycle.registered:
+            done(int(ErrorCode.BROKER_NOT_AVAILABLE), "this broker is not registered yet")
+            return
+        self.lifecycle.alter_isr(AlterPartitionRequestV0(
+            self.node_id, self.lifecycle.broker_epoch, message.topic, message.partition,
+            message.leader_epoch, message.partition_epoch, message.new_isr,
+            dict(message.member_epochs)), done)
+
+    def desired_partitions(
+        self, state: ClusterState, topic_defaults: Mapping[str, str]
+    ) -> dict[TopicPartition, DesiredPartition]:
+        """What this broker's workers should hold: every replica placed here, with its role."""
+        node_id = self.node_id
+        desired: dict[TopicPartition, DesiredPartition] = {}
+        for topic in state.topics.values():
+            configs = effective_topic_configs(topic_defaults, topic.configs)
+            for partition in topic.partitions:
+                if node_id not in partition.replicas:
+                    continue
+                leader = partition.leader
+                leader_endpoint = ""
+                if leader >= 0 and leader != node_id and leader in state.brokers:
+                    leader_endpoint = state.brokers[leader].worker_endpoint(
+                        partition.worker_of(leader))
+                desired[TopicPartition(topic.name, partition.partition)] = DesiredPartition(
+                    configs, partition.leader_epoch, leader == node_id,
+                    worker=partition.worker_of(node_id), broker_id=node_id,
+                    broker_epoch=self.lifecycle.broker_epoch, leader=leader,
+                    partition_epoch=partition.partition_epoch, replicas=partition.replicas,
+                    isr=partition.isr, leader_endpoint=leader_endpoint)
+        return desired

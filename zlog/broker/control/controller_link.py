@@ -1,0 +1,100 @@
+"""This supervisor's one connection to the controller, wherever the controller is now.
+
+The broker's registration and heartbeats, its workers' ISR changes, and the clients' metadata
+changes forwarded from a supervisor that is not the controller all travel over it. The
+controller is whoever leads the metadata log; `controller_endpoint()` says where that is (None
+while an election runs). When it moves, the old connection is closed and every request still
+waiting on it is answered NOT_CONTROLLER, so each sender decides for itself whether to try again.
+Nothing here blocks: `run()` takes the answers that arrived, on the supervisor's loop thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.messages import Request
+from zlog.transport.rpc import RpcClient, RpcResult
+
+Handler = Callable[[RpcResult], None]
+
+
+class ControllerLink:
+    def __init__(self, controller_endpoint: Callable[[], str | None],
+                 context: zmq.Context[Any] | None = None) -> None:
+        self._controller_endpoint = controller_endpoint
+        self._context = context
+        self._rpc: RpcClient | None = None
+        self._handlers: dict[int, tuple[Request, Handler]] = {}
+        self.last_error = ""  # why the last send failed (for logs)
+
+    @property
+    def waiting_count(self) -> int:
+        return len(self._handlers)
+
+    def sockets(self) -> tuple[zmq.Socket[bytes], ...]:
+        return () if self._rpc is None else self._rpc.sockets
+
+    def run(self) -> None:
+        """Hand each answer (or timeout) that arrived to its sender; follow the controller."""
+        self._client()
+        if self._rpc is None:
+            return
+        for result in self._rpc.poll_responses(0):
+            entry = self._handlers.pop(result.correlation_id, None)
+            if entry is not None:
+                entry[1](result)
+
+    def send(self, request: Request, timeout_ms: int, handler: Handler) -> bool:
+        """Send `request` to the controller; `handler` hears the outcome. False: not sent (no
+        controller known, or too much in flight); `last_error` says why."""
+        rpc = self._client()
+        if rpc is None:
+            self.last_error = "no controller is known yet"
+            return False
+        if not rpc.has_capacity:
+            self.last_error = f"{rpc.in_flight} requests wait for the controller"
+            return False
+        try:
+            correlation_id = rpc.send(request, timeout_ms)
+        except ZlogError as error:
+            self.last_error = str(error)
+            return False
+        self._handlers[correlation_id] = (request, handler)
+        return True
+
+    def close(self) -> None:
+        self._fail_waiting("this broker is stopping")
+        if self._rpc is not None:
+            self._rpc.close()
+            self._rpc = None
+
+    def _client(self) -> RpcClient | None:
+        endpoint = self._controller_endpoint()
+        rpc = self._rpc
+        if rpc is not None and (rpc.endpoint != endpoint or rpc.broken is not None):
+            for result in rpc.poll_responses(0):  # answers that made it before the move
+                entry = self._handlers.pop(result.correlation_id, None)
+                if entry is not None:
+                    entry[1](result)
+            self._fail_waiting("the connection to the controller was closed")
+            rpc.close()
+            rpc = self._rpc = None
+        if endpoint is None:
+            return None
+        if rpc is None:
+            try:
+                rpc = self._rpc = RpcClient(endpoint, context=self._context)
+            except zmq.ZMQError as error:
+                self.last_error = f"cannot connect to the controller at {endpoint}: {error}"
+                return None
+        return rpc
+
+    def _fail_waiting(self, why: str) -> None:
+        waiting, self._handlers = self._handlers, {}
+        for correlation_id, (request, handler) in waiting.items():
+            handler(RpcResult(correlation_id, request, None,
+                              ZlogError(ErrorCode.NOT_CONTROLLER, why)))

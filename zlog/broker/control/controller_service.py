@@ -1,0 +1,238 @@
+"""The controller at work: the Raft leader's supervisor answering brokers and deciding rounds.
+
+Active only while this supervisor's Raft node leads and has applied everything committed (the
+state it decides from is then the latest). It answers the three controller APIs:
+
+* BrokerRegistration: proposes RegisterBroker and answers, once committed, with the broker
+  epoch. A new incarnation gets a new epoch; the same one asking again keeps its own.
+* BrokerHeartbeat: notes the broker alive (with its workers' endpoints, and whether it asks
+  for a controlled shutdown) and answers at once from the state: fenced or not, and whether a
+  broker shutting down may stop now. A heartbeat with an old epoch is STALE_BROKER_EPOCH: the
+  broker registers again.
+* AlterPartition: queued for the next round, answered once that round's change committed.
+
+Every CONTROLLER_ROUND_MS it runs one round (`controller.decide`): sessions that expired are
+fenced, brokers heard from again unfenced, shutdowns and ISR requests applied, and every
+partition those touch given a leader from its ISR; the result is one ClusterChange, and the next
+round waits until it committed. A controller that just took over gives every registered broker
+a fresh session first (it cannot know when they last heard from the old one).
+
+Another supervisor asked any of these answers NOT_CONTROLLER, naming the controller it knows.
+Pure but for the clock it is handed; the supervisor routes requests to it and proposes for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from zlog.broker.control.controller import IsrRequest, RoundInput, decide, shutdown_ready
+from zlog.broker.control.metadata_commands import (
+    BrokerRegistered,
+    ClusterChange,
+    Propose,
+    RegisterBroker,
+    Result,
+)
+from zlog.broker.control.metadata_state import ClusterState
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.cluster_messages import (
+    AlterPartitionRequestV0,
+    AlterPartitionResponseV0,
+    BrokerHeartbeatRequestV0,
+    BrokerHeartbeatResponseV0,
+    BrokerRegistrationRequestV0,
+    BrokerRegistrationResponseV0,
+)
+from zlog.transport.messages import Response
+
+log = logging.getLogger(__name__)
+
+CONTROLLER_ROUND_MS: Final = 50  # how often the controller looks for something to decide
+ISR_REQUESTS_MAX: Final = 10_000  # queued AlterPartition requests; beyond, refused at once
+
+Answer = Callable[[Response], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    heartbeat_interval_ms: int
+    session_timeout_ms: int
+    leader_imbalance_check_interval_ms: int
+    auto_leader_rebalance: bool = True
+
+
+@dataclass(slots=True)
+class _Session:
+    broker_epoch: int
+    last_heartbeat_ms: int
+    want_shutdown: bool = False
+    worker_endpoints: tuple[str, ...] | None = None
+
+
+@dataclass(slots=True)
+class _Queued:
+    request: IsrRequest
+    answer: Answer
+
+
+@dataclass(slots=True)
+class ControllerService:
+    node_id: int
+    settings: ControllerSettings
+    state: Callable[[], ClusterState]
+    propose: Propose
+    active: bool = False
+    _sessions: dict[int, _Session] = field(default_factory=dict)
+    _isr_requests: list[_Queued] = field(default_factory=list)
+    _in_flight: bool = False  # a round's ClusterChange is being committed
+    _next_round_ms: int = 0
+    _next_preferred_ms: int = 0
+    _now_ms: int = 0  # the time of the last tick, for answers that come later
+
+    # -- becoming (and stopping being) the controller -------------------------------------
+
+    def set_active(self, active: bool, now_ms: int) -> None:
+        if active == self.active:
+            return
+        self.active = active
+        if active:
+            log.info("node %d is the controller", self.node_id)
+            self._sessions = {
+                node_id: _Session(broker.broker_epoch, now_ms)
+                for node_id, broker in self.state().brokers.items()
+            }
+            self._next_preferred_ms = now_ms + self.settings.leader_imbalance_check_interval_ms
+        else:
+            for queued in self._isr_requests:
+                queued.answer(_alter_answer(ErrorCode.NOT_CONTROLLER, "the controller moved",
+                                            -1))
+            self._isr_requests.clear()
+            self._sessions.clear()
+
+    # -- the APIs ---------------------------------------------------------------------------
+
+    def register(self, request: BrokerRegistrationRequestV0, answer: Answer) -> None:
+        state = self.state()
+        if request.cluster_id and state.cluster_id and request.cluster_id != state.cluster_id:
+            answer(BrokerRegistrationResponseV0(
+                int(ErrorCode.INCONSISTENT_CLUSTER_ID),
+                f"this is cluster {state.cluster_id}, not {request.cluster_id}", "", -1,
+                self.node_id))
+            return
+        # The first broker of a new cluster names it.
+        cluster_id = request.cluster_id or state.cluster_id or uuid.uuid4().hex
+        command = RegisterBroker(request.node_id, request.host, request.control_endpoint,
+                                 cluster_id, request.incarnation_id,
+                                 request.workers, request.rack, request.dir_id)
+
+        def done(result: Result | None, error: ZlogError | None) -> None:
+            if error is not None or not isinstance(result, BrokerRegistered):
+                code = error.code if error is not None else ErrorCode.UNKNOWN_SERVER_ERROR
+                answer(BrokerRegistrationResponseV0(int(code), str(error), "", -1,
+                                                    self.node_id))
+                return
+            self._sessions[request.node_id] = _Session(result.broker_epoch, self._now_ms)
+            answer(BrokerRegistrationResponseV0(0, "", result.cluster_id, result.broker_epoch,
+                                                self.node_id))
+
+        self.propose(command, done)
+
+    def heartbeat(self, request: BrokerHeartbeatRequestV0, now_ms: int) -> Response:
+        broker = self.state().brokers.get(request.node_id)
+        if broker is None or broker.broker_epoch != request.broker_epoch:
+            return BrokerHeartbeatResponseV0(
+                int(ErrorCode.STALE_BROKER_EPOCH),
+                f"broker {request.node_id} epoch {request.broker_epoch} is not registered",
+                True, False, self.node_id)
+        self._sessions[request.node_id] = _Session(
+            request.broker_epoch, now_ms, request.want_shutdown, request.worker_endpoints)
+        ready = broker.shutting_down and shutdown_ready(self.state(), request.node_id)
+        return BrokerHeartbeatResponseV0(0, "", broker.fenced, ready, self.node_id)
+
+    def alter_partition(self, request: AlterPartitionRequestV0, answer: Answer) -> None:
+        if len(self._isr_requests) >= ISR_REQUESTS_MAX:
+            answer(_alter_answer(ErrorCode.THROTTLING_QUOTA_EXCEEDED, "too many ISR "
+                                 "changes are waiting", self.node_id))
+            return
+        self._isr_requests.append(_Queued(IsrRequest(
+            request.node_id, request.broker_epoch, request.topic, request.partition,
+            request.leader_epoch, request.partition_epoch, request.new_isr,
+            dict(request.member_epochs)), answer))
+
+    # -- rounds ----------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> None:
+        """Run a round when one is due and none is committing."""
+        self._now_ms = now_ms
+        if not self.active or self._in_flight or now_ms < self._next_round_ms:
+            return
+        self._next_round_ms = now_ms + CONTROLLER_ROUND_MS
+        state = self.state()
+        preferred = (self.settings.auto_leader_rebalance and now_ms >= self._next_preferred_ms)
+        if preferred:
+            self._next_preferred_ms = now_ms + self.settings.leader_imbalance_check_interval_ms
+        queued, self._isr_requests = self._isr_requests, []
+        outcome = decide(state, RoundInput(
+            expired=self._expired(state, now_ms), heard_from=self._heard_from(state, now_ms),
+            shutting_down=frozenset(n for n, s in self._sessions.items() if s.want_shutdown),
+            endpoints={n: (s.broker_epoch, s.worker_endpoints)
+                       for n, s in self._sessions.items() if s.worker_endpoints is not None},
+            isr_requests=tuple(q.request for q in queued), preferred_elections=preferred,
+        ))
+        for item, error in zip(queued, outcome.answers, strict=True):
+            if error is not None:
+                item.answer(_alter_answer(error.code, error.message, self.node_id))
+        accepted = [item for item, error in zip(queued, outcome.answers, strict=True)
+                    if error is None]
+        if outcome.empty:
+            return
+        self._log_change(outcome.change)
+        self._in_flight = True
+
+        def done(result: Result | None, error: ZlogError | None) -> None:
+            del result
+            self._in_flight = False
+            code = ErrorCode.NONE if error is None else error.code
+            for item in accepted:
+                item.answer(_alter_answer(code, "" if error is None else str(error),
+                                          self.node_id))
+            if error is not None:
+                log.warning("controller round not committed: %s", error)
+
+        self.propose(outcome.change, done)
+
+    def _expired(self, state: ClusterState, now_ms: int) -> frozenset[int]:
+        timeout = self.settings.session_timeout_ms
+        return frozenset(
+            node_id for node_id in state.brokers
+            if (session := self._sessions.get(node_id)) is None
+            or now_ms - session.last_heartbeat_ms > timeout)
+
+    def _heard_from(self, state: ClusterState, now_ms: int) -> frozenset[int]:
+        timeout = self.settings.session_timeout_ms
+        return frozenset(
+            node_id for node_id, broker in state.brokers.items()
+            if (session := self._sessions.get(node_id)) is not None
+            and session.broker_epoch == broker.broker_epoch
+            and now_ms - session.last_heartbeat_ms <= timeout)
+
+    def _log_change(self, change: ClusterChange) -> None:
+        for broker in change.brokers:
+            if broker.fenced is not None:
+                log.warning("broker %d %s", broker.node_id,
+                            "fenced: no heartbeat within the session timeout" if broker.fenced
+                            else "unfenced")
+            if broker.shutting_down:
+                log.info("broker %d is shutting down: moving its leaderships", broker.node_id)
+        for partition in change.partitions:
+            log.info("%s-%d: leader %d epoch %d, ISR %s", partition.topic, partition.partition,
+                     partition.leader, partition.leader_epoch, list(partition.isr))
+
+
+def _alter_answer(code: ErrorCode, message: str, controller_id: int) -> AlterPartitionResponseV0:
+    return AlterPartitionResponseV0(int(code), message, controller_id)
+

@@ -1,0 +1,72 @@
+"""The leader-epoch cache on disk: `<partition dir>/leader-epoch-checkpoint`, fsynced.
+
+Written whenever an entry is added or the log is cut (rare events), as Kafka's
+LeaderEpochCheckpointFile: to a temporary file, fsynced, renamed over the old one, and the
+directory fsynced, so a crash leaves the old file or the new one, never a torn one. Kafka writes
+truncations lazily; zlog writes them at once (they are rare, and a stale entry below the log end
+after a crash would be a wrong answer to a follower).
+
+On open, entries that start at or past the log end are dropped (the log was cut after the last
+write). A missing or unreadable checkpoint (a log from before replication, or a damaged file)
+is rebuilt from the epochs stamped in the batch headers, which are the truth the cache is a
+cache of.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Final
+
+from zlog.broker.data.epoch_cache import CheckpointError, LeaderEpochCache
+from zlog.record.header import read_header
+from zlog.shm_segments.log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FILE: Final = "leader-epoch-checkpoint"
+
+
+def save_epoch_cache(directory: Path, cache: LeaderEpochCache) -> None:
+    path = directory / CHECKPOINT_FILE
+    temporary = path.with_suffix(".tmp")
+    with temporary.open("wb") as file:
+        file.write(cache.encode())
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def load_epoch_cache(partition_log: PartitionLog) -> LeaderEpochCache:
+    """The checkpoint, trimmed to the log; or, without a good one, the log's own epochs."""
+    path = partition_log.directory / CHECKPOINT_FILE
+    end = partition_log.log_end_offset
+    try:
+        cache = LeaderEpochCache.decode(path.read_bytes())
+    except FileNotFoundError:
+        cache = rebuilt_from_log(partition_log) if end > partition_log.log_start_offset \
+            else LeaderEpochCache()
+    except (CheckpointError, OSError) as error:
+        log.warning("%s unreadable (%s): rebuilding it from the log", path, error)
+        cache = rebuilt_from_log(partition_log)
+    cache.truncate_from_end(end)
+    return cache
+
+
+def rebuilt_from_log(partition_log: PartitionLog) -> LeaderEpochCache:
+    """Every epoch's first batch, read from the batch headers of the whole log."""
+    cache = LeaderEpochCache()
+    start = partition_log.log_start_offset
+    for segment in partition_log.segments_snapshot():
+        for view in segment.batch_views():
+            header = read_header(view)
+            epoch = header.partition_leader_epoch
+            if epoch > cache.latest_epoch and header.next_offset > start:
+                cache.assign(epoch, max(header.base_offset, start))
+    return cache

@@ -1,0 +1,105 @@
+"""The ISR changes a worker's leaders propose, on their way to the controller and back.
+
+Every ISR_CHECK_INTERVAL_MS each partition this worker leads asks its tracker (isr.py) whether
+to shrink (a follower not caught up for `replica_lag_time_max_ms`) or expand (a follower that
+reached the high watermark and the epoch start). A change goes to the supervisor as AlterIsr,
+which takes it to the controller; the committed record comes back as an assign, which replaces
+the pending change. A refusal, or no answer within ANSWER_TIMEOUT_MS (the supervisor restarted,
+the controller moved), drops the pending change, and a check after REFUSED_BACKOFF_MS
+proposes afresh: at most one change per partition is ever in flight (Kafka's AlterPartition
+rule). A refusal that repeats the last one is logged at debug level only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from zlog.broker import worker_protocol as protocol
+from zlog.broker.data.partition import Partition
+from zlog.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+ISR_CHECK_INTERVAL_MS: Final = 250  # how often leaders look at their followers
+ANSWER_TIMEOUT_MS: Final = 5_000  # a change unanswered this long is proposed again
+REFUSED_BACKOFF_MS: Final = 1_000  # the pause after a refused change before the next proposal
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    tp: TopicPartition
+    partition_epoch: int
+    sent_ms: int
+    new_isr: tuple[int, ...]
+
+
+class IsrProposals:
+    def __init__(self, partitions: Mapping[TopicPartition, Partition], *,
+                 lag_time_max_ms: int) -> None:
+        assert lag_time_max_ms > 0
+        self.partitions = partitions
+        self.lag_time_max_ms = lag_time_max_ms
+        self._sent: dict[int, _Sent] = {}
+        self._next_request_id = 1
+        self._quiet_until_ms: dict[TopicPartition, int] = {}  # after a refusal
+        self._last_refusal: dict[TopicPartition, tuple[tuple[int, ...], str]] = {}
+        self._now_ms = 0
+
+    def due(self, now_ms: int) -> list[protocol.AlterIsr]:
+        """The changes to send now (each one also marked pending in its tracker)."""
+        self._now_ms = now_ms
+        self._expire(now_ms)
+        messages: list[protocol.AlterIsr] = []
+        for tp, partition in self.partitions.items():
+            if not partition.is_leader or now_ms < self._quiet_until_ms.get(tp, 0):
+                continue
+            tracker = partition.isr_tracker
+            new_isr = tracker.next_proposal(now_ms, partition.log.log_end_offset,
+                                            self.lag_time_max_ms)
+            if new_isr is None or new_isr == tracker.replicas.isr:
+                continue
+            proposal = tracker.propose(new_isr, now_ms)
+            request_id = self._next_request_id
+            self._next_request_id += 1
+            ordered = tuple(sorted(new_isr))
+            self._sent[request_id] = _Sent(tp, proposal.partition_epoch, now_ms, ordered)
+            epochs = {replica: state.broker_epoch for replica, state in tracker.followers.items()
+                      if replica in new_isr and state.broker_epoch >= 0}
+            level = logging.DEBUG if tp in self._last_refusal else logging.INFO
+            log.log(level, "%s-%d proposes ISR %s (was %s)", *tp, list(ordered),
+                    sorted(tracker.replicas.isr))
+            messages.append(protocol.AlterIsr(
+                request_id, tp.topic, tp.partition, partition.leader_epoch,
+                proposal.partition_epoch, ordered, epochs))
+        return messages
+
+    def answered(self, answer: protocol.AlterIsrAnswer) -> None:
+        sent = self._sent.pop(answer.request_id, None)
+        if sent is None:
+            return
+        if answer.error_code == 0:
+            self._last_refusal.pop(sent.tp, None)
+            return  # the committed record arrives as an assign
+        partition = self.partitions.get(sent.tp)
+        if partition is not None:
+            refusal = (sent.new_isr, answer.error_message)
+            level = logging.DEBUG if self._last_refusal.get(sent.tp) == refusal else logging.INFO
+            log.log(level, "%s-%d: ISR change to %s refused: %s", *sent.tp, list(sent.new_isr),
+                    answer.error_message)
+            self._last_refusal[sent.tp] = refusal
+            self._quiet_until_ms[sent.tp] = self._now_ms + REFUSED_BACKOFF_MS
+            partition.isr_tracker.proposal_refused(sent.partition_epoch)
+
+    def _expire(self, now_ms: int) -> None:
+        for tp in [tp for tp in self._quiet_until_ms if tp not in self.partitions]:
+            del self._quiet_until_ms[tp]
+            self._last_refusal.pop(tp, None)
+        for request_id, sent in list(self._sent.items()):
+            if now_ms - sent.sent_ms >= ANSWER_TIMEOUT_MS:
+                del self._sent[request_id]
+                partition = self.partitions.get(sent.tp)
+                if partition is not None:
+                    partition.isr_tracker.proposal_refused(sent.partition_epoch)
