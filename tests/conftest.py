@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -31,6 +32,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def seed_option(request: pytest.FixtureRequest) -> int | None:
     value = request.config.getoption("--seed")
     return None if value is None else int(value)
+
+
+@pytest.fixture
+def seed(seed_option: int | None) -> Iterator[int]:
+    """A random seed for a randomised fault test, printed so `--seed N` reruns the case."""
+    value = seed_option if seed_option is not None else random.SystemRandom().randrange(2**31)
+    print(f"\nseed {value} (rerun with: pytest --seed {value})")
+    yield value
 
 
 @pytest.fixture

@@ -9,27 +9,22 @@ keeping a window of unacknowledged records so that many batches are in flight wh
 lands, at a moment chosen by the seed. Afterwards every partition is read from the start:
 offsets must be contiguous, no value may appear twice, and every record whose future resolved
 successfully must sit exactly at the offset its future reported. Rerun one case with
-`pytest --seed N`.
+`pytest --seed N`. The production and the check are tests/production.py's.
 """
 
 from __future__ import annotations
 
 import random
-import threading
-import time
-from collections.abc import Iterator
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Final
 
 import pytest
 
 from tests.broker_fixtures import BrokerProcess, broker_process
+from tests.production import Production, check_log
 from tests.waiting import wait_until
 from zlog.broker.config import KEYS as BROKER_CONFIG_KEYS
-from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
-from zlog.client.records import RecordMetadata
+from zlog.client import Admin, NewTopic, Producer
 
 pytestmark = pytest.mark.slow
 
@@ -41,71 +36,6 @@ REQUEST_TIMEOUT_MS: Final = 1_500  # requests to a dead worker time out and are 
 DELIVERY_TIMEOUT_MS: Final = 60_000
 DEADLINE_S: Final = 60.0
 RING_FLUSH_KEY: Final = "ring_flush_bytes"
-
-
-@pytest.fixture
-def seed(seed_option: int | None) -> Iterator[int]:
-    value = seed_option if seed_option is not None else random.SystemRandom().randrange(2**31)
-    print(f"\nseed {value} (rerun with: pytest --seed {value})")
-    yield value
-
-
-class Production:
-    """Produces RECORDS unique values on a thread, at most UNACKED_WINDOW unanswered at once."""
-
-    def __init__(self, producer: Producer, seed: int) -> None:
-        self.producer = producer
-        self.values = [f"{seed}-{index:06d}".encode() for index in range(RECORDS)]
-        self.futures: list[Future[RecordMetadata]] = []
-        self.failure: BaseException | None = None  # the thread's own failure (a send raised)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="production", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(DEADLINE_S)
-
-    def join(self, timeout_s: float) -> None:
-        self._thread.join(timeout_s)
-        assert not self._thread.is_alive(), f"production not finished in {timeout_s}s"
-        assert self.failure is None, repr(self.failure)
-
-    def _run(self) -> None:
-        try:
-            for index, value in enumerate(self.values):
-                if self._stop.is_set():
-                    return
-                self.futures.append(self.producer.send(TOPIC, value,
-                                                       partition=index % PARTITIONS))
-                if index >= UNACKED_WINDOW:
-                    self._await(self.futures[index - UNACKED_WINDOW])
-        except BaseException as error:
-            self.failure = error
-
-    def _await(self, future: Future[RecordMetadata]) -> None:
-        deadline = time.monotonic() + DEADLINE_S
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            try:
-                future.exception(timeout=0.1)
-            except FutureTimeout:
-                continue
-            return
-
-    def acknowledged(self) -> dict[int, RecordMetadata]:
-        """index -> where the record landed, for every future that resolved successfully."""
-        return {index: future.result() for index, future in enumerate(list(self.futures))
-                if future.done() and future.exception() is None}
-
-    def failed(self) -> dict[int, BaseException]:
-        failures: dict[int, BaseException] = {}
-        for index, future in enumerate(list(self.futures)):
-            error = future.exception() if future.done() else None
-            if error is not None:
-                failures[index] = error
-        return failures
 
 
 def _producer(broker: BrokerProcess) -> Producer:
@@ -121,58 +51,14 @@ def _create_topic(broker: BrokerProcess) -> None:
     assert len(endpoints) == PARTITIONS, "one partition per worker"
 
 
-def _log_ends(broker: BrokerProcess) -> dict[int, int]:
-    with Admin(broker.endpoint, request_timeout_ms=10_000) as admin:
-        found = admin.list_offsets({TopicPartition(TOPIC, p): -1 for p in range(PARTITIONS)})
-    return {tp.partition: answer.offset for tp, answer in found.items()}
-
-
-def _read_log(broker: BrokerProcess, ends: dict[int, int]) -> dict[int, dict[int, bytes]]:
-    """partition -> {offset: value}, everything below each partition's end."""
-    log: dict[int, dict[int, bytes]] = {p: {} for p in range(PARTITIONS)}
-    with Consumer(broker.endpoint, auto_offset_reset="earliest", fetch_max_wait_ms=100) as reader:
-        reader.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
-
-        def complete() -> bool:
-            for tp, view in reader.poll_batches(100):
-                for offset, value in zip(view.offsets.tolist(), view.values(), strict=True):
-                    assert offset not in log[tp.partition], f"offset {offset} read twice"
-                    assert value is not None
-                    log[tp.partition][offset] = value
-            return all(len(log[p]) >= ends[p] for p in range(PARTITIONS))
-
-        wait_until(complete, DEADLINE_S, interval_s=0, what="reading the whole log")
-    return log
+def _production(producer: Producer, seed: int) -> Production:
+    return Production(producer, seed, topic=TOPIC, partitions=PARTITIONS, records=RECORDS,
+                      window=UNACKED_WINDOW, deadline_s=DEADLINE_S)
 
 
 def _check(broker: BrokerProcess, production: Production, seed: int,
            must_survive: set[int]) -> dict[int, int]:
-    """The log holds every acknowledged record at its offset; returns the log ends."""
-    failures = production.failed()
-    assert not failures, (
-        f"seed {seed}: {len(failures)} sends failed, e.g. {next(iter(failures.items()))}")
-    acknowledged = production.acknowledged()
-    assert len(acknowledged) == RECORDS, f"seed {seed}"
-    ends = _log_ends(broker)
-    log = _read_log(broker, ends)
-    seen: dict[bytes, tuple[int, int]] = {}
-    for partition, records in log.items():
-        assert sorted(records) == list(range(ends[partition])), (
-            f"seed {seed}: partition {partition} has gaps")
-        for offset, value in records.items():
-            assert value not in seen, (
-                f"seed {seed}: {value!r} stored twice, at {seen[value]} and "
-                f"{(partition, offset)}")
-            seen[value] = (partition, offset)
-    for index, landed in acknowledged.items():
-        value = production.values[index]
-        assert landed.partition == index % PARTITIONS
-        assert log[landed.partition].get(landed.offset) == value, (
-            f"seed {seed}: record {index} was acknowledged at {landed.partition}/"
-            f"{landed.offset} but the log holds {log[landed.partition].get(landed.offset)!r}")
-    assert must_survive <= set(acknowledged)
-    assert sum(ends.values()) == RECORDS, f"seed {seed}: {ends}"  # each record exactly once
-    return ends
+    return check_log(broker.endpoint, production, seed, must_survive)
 
 
 def _served_by_another_worker(broker: BrokerProcess, victim: int) -> bool:
@@ -199,7 +85,7 @@ def test_a_worker_killed_during_production_loses_no_acknowledged_record(
         victim = broker.worker_pid_for(endpoint)
         kill_after = _kill_point(seed)
         producer = _producer(broker)
-        production = Production(producer, seed)
+        production = _production(producer, seed)
         try:
             production.start()
             wait_until(lambda: len(production.acknowledged()) >= kill_after, DEADLINE_S,
@@ -230,7 +116,7 @@ def _whole_broker_killed(tmp_path: Path, seed: int, extra_args: list[str]) -> No
         _create_topic(broker)
         kill_after = _kill_point(seed)
         producer = _producer(broker)
-        production = Production(producer, seed)
+        production = _production(producer, seed)
         try:
             production.start()
             wait_until(lambda: len(production.acknowledged()) >= kill_after, DEADLINE_S,

@@ -1,0 +1,100 @@
+"""Leaders killed under acks=all load: nothing acknowledged lost, nothing written twice.
+
+Three brokers, one topic of two partitions with three replicas and min.insync.replicas=2; an
+idempotent producer sends unique values with acks=all on a thread (tests/production.py), and
+each round kill -9s the whole broker that leads one of the partitions (supervisor and workers,
+often the controller too), waits for a new leader, restarts the killed broker on its data dir
+and waits until it is back in every ISR. Afterwards each partition, read from the start, holds
+every acknowledged record exactly where the producer was told, each value once, no gaps.
+Rerun a case with `pytest --seed N`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from tests.cluster_fixtures import ClusterProcesses, cluster_processes
+from tests.production import Production, check_log
+from tests.waiting import wait_until
+from zlog.client import Admin, NewTopic, Producer
+
+pytestmark = pytest.mark.slow
+
+TOPIC: Final = "failover"
+PARTITIONS: Final = 2
+ACKS_BETWEEN_KILLS: Final = 2_000  # at most, acknowledged records between two kills
+RECORDS_PER_S: Final = 5_000  # the pace of production (a broker restart takes seconds)
+RECORDS_MAX: Final = 2_000_000  # production runs until stopped, well before this
+UNACKED_WINDOW: Final = 500
+REQUEST_TIMEOUT_MS: Final = 1_500  # a request to a dead leader times out and is retried
+DEADLINE_S: Final = 90.0
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
+    with cluster_processes(3, tmp_path) as running:
+        yield running
+
+
+def _kill_rounds(cluster: ClusterProcesses, seed: int, rounds: int) -> None:
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, replication_factor=3,
+                                      configs={"min.insync.replicas": "2"})])
+    for partition in range(PARTITIONS):
+        cluster.wait_isr(TOPIC, partition, {1, 2, 3})
+    rng = random.Random(seed)
+    producer = Producer(cluster.bootstrap, acks="all", linger_ms=1, batch_size=4096,
+                        request_timeout_ms=REQUEST_TIMEOUT_MS,
+                        delivery_timeout_ms=int(DEADLINE_S * 1000), retry_backoff_ms=50,
+                        max_block_ms=int(DEADLINE_S * 1000))
+    production = Production(producer, seed, topic=TOPIC, partitions=PARTITIONS,
+                            records=RECORDS_MAX, window=UNACKED_WINDOW, deadline_s=DEADLINE_S,
+                            records_per_s=RECORDS_PER_S)
+    survivors: set[int] = set()
+    try:
+        production.start()
+        for round_index in range(rounds):
+            _await_more_acks(production, rng.randrange(ACKS_BETWEEN_KILLS // 4,
+                                                       ACKS_BETWEEN_KILLS))
+            partition = rng.randrange(PARTITIONS)
+            victim = cluster.partition(TOPIC, partition).leader
+            cluster.broker(victim).kill_all()
+            survivors |= set(production.acknowledged())
+            print(f"round {round_index}: killed broker {victim} (leader of {TOPIC}-{partition}) "
+                  f"after {len(survivors)} acknowledged records")
+            cluster.wait_for(lambda p, victim=victim: p.leader not in (victim, -1)
+                             and p.error_code == 0 and bool(p.endpoint),
+                             TOPIC, partition, f"a leader other than {victim}")
+            cluster.broker(victim).start()
+            for each in range(PARTITIONS):
+                cluster.wait_isr(TOPIC, each, {1, 2, 3})
+        _await_more_acks(production, ACKS_BETWEEN_KILLS)  # the cluster whole again serves
+        production.stop()
+        producer.flush(timeout_ms=int(DEADLINE_S * 1000))
+    finally:
+        production.stop()
+        producer.close(timeout_ms=5_000)
+    assert production.failure is None, repr(production.failure)
+    assert production.sent < RECORDS_MAX, "production ended before the last kill"
+    check_log(cluster.bootstrap, production, seed, survivors)
+
+
+def _await_more_acks(production: Production, count: int) -> None:
+    target = production.acknowledged_count + count
+    wait_until(lambda: production.acknowledged_count >= target, DEADLINE_S, interval_s=0.02,
+               what=f"{target} acknowledged records")
+
+
+def test_killing_leaders_under_acks_all_loses_and_doubles_nothing(
+        cluster: ClusterProcesses, seed: int) -> None:
+    _kill_rounds(cluster, seed, rounds=3)
+
+
+@pytest.mark.soak
+def test_twenty_leader_kills_under_acks_all(cluster: ClusterProcesses, seed: int) -> None:
+    _kill_rounds(cluster, seed, rounds=20)

@@ -1,0 +1,165 @@
+"""Production under faults, and the check that nothing acknowledged was lost or doubled.
+
+A `Production` sends unique values (`<seed>-<index>`) round-robin over a topic's partitions on
+a thread, keeping at most `window` records unanswered, so that many batches are in flight when
+a fault lands. `check_log` then reads every partition from the start and asserts: offsets
+contiguous, no value twice, every acknowledged record exactly where its future said, and (when
+every send was acknowledged) each record once. A production runs through all its records, or until
+`stop`. The fault tests (one broker) and the cluster tests (leaders moving between brokers)
+share it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from tests.waiting import wait_until
+from zlog.client import Admin, Consumer, Producer, TopicPartition
+from zlog.client.records import RecordMetadata
+
+
+class Production:
+    """Produces `records` unique values on a thread, at most `window` unanswered at once."""
+
+    def __init__(self, producer: Producer, seed: int, *, topic: str, partitions: int,
+                 records: int, window: int, deadline_s: float,
+                 records_per_s: float | None = None) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.partitions = partitions
+        self.window = window
+        self.deadline_s = deadline_s
+        self.values = [f"{seed}-{index:06d}".encode() for index in range(records)]
+        self.records_per_s = records_per_s  # a pace to keep, or as fast as answers come
+        self.futures: list[Future[RecordMetadata]] = []
+        self._acked_count = 0
+        self._count_lock = threading.Lock()
+        self.failure: BaseException | None = None  # the thread's own failure (a send raised)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="production", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """No more sends (those sent still get their answers; `flush` waits for them)."""
+        self._stop.set()
+        self._thread.join(self.deadline_s)
+
+    @property
+    def sent(self) -> int:
+        return len(self.futures)
+
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(timeout_s)
+        assert not self._thread.is_alive(), f"production not finished in {timeout_s}s"
+        assert self.failure is None, repr(self.failure)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        try:
+            for index, value in enumerate(self.values):
+                if self._stop.is_set():
+                    return
+                if self.records_per_s is not None:
+                    ahead_s = started + index / self.records_per_s - time.monotonic()
+                    if ahead_s > 0:
+                        self._stop.wait(ahead_s)
+                future = self.producer.send(self.topic, value, partition=index % self.partitions)
+                future.add_done_callback(self._count)
+                self.futures.append(future)
+                if index >= self.window:
+                    self._await(self.futures[index - self.window])
+        except BaseException as error:
+            self.failure = error
+
+    def _count(self, future: Future[RecordMetadata]) -> None:
+        if future.exception() is None:
+            with self._count_lock:
+                self._acked_count += 1
+
+    @property
+    def acknowledged_count(self) -> int:
+        """How many sends succeeded so far (cheap: counted as they resolve)."""
+        return self._acked_count
+
+    def _await(self, future: Future[RecordMetadata]) -> None:
+        deadline = time.monotonic() + self.deadline_s
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            try:
+                future.exception(timeout=0.1)
+            except FutureTimeout:
+                continue
+            return
+
+    def acknowledged(self) -> dict[int, RecordMetadata]:
+        """index -> where the record landed, for every future that resolved successfully."""
+        return {index: future.result() for index, future in enumerate(list(self.futures))
+                if future.done() and future.exception() is None}
+
+    def failed(self) -> dict[int, BaseException]:
+        failures: dict[int, BaseException] = {}
+        for index, future in enumerate(list(self.futures)):
+            error = future.exception() if future.done() else None
+            if error is not None:
+                failures[index] = error
+        return failures
+
+
+def log_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    with Admin(bootstrap, request_timeout_ms=10_000) as admin:
+        found = admin.list_offsets({TopicPartition(topic, p): -1 for p in range(partitions)})
+    return {tp.partition: answer.offset for tp, answer in found.items()}
+
+
+def read_log(bootstrap: str, topic: str, ends: dict[int, int],
+             deadline_s: float) -> dict[int, dict[int, bytes]]:
+    """partition -> {offset: value}, everything below each partition's end."""
+    log: dict[int, dict[int, bytes]] = {p: {} for p in ends}
+    with Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as reader:
+        reader.assign([TopicPartition(topic, p) for p in ends])
+
+        def complete() -> bool:
+            for tp, view in reader.poll_batches(100):
+                for offset, value in zip(view.offsets.tolist(), view.values(), strict=True):
+                    assert offset not in log[tp.partition], f"offset {offset} read twice"
+                    assert value is not None
+                    log[tp.partition][offset] = value
+            return all(len(log[p]) >= ends[p] for p in ends)
+
+        wait_until(complete, deadline_s, interval_s=0, what="reading the whole log")
+    return log
+
+
+def check_log(bootstrap: str, production: Production, seed: int,
+              must_survive: set[int]) -> dict[int, int]:
+    """The log holds every acknowledged record at its offset, each once; returns the ends."""
+    failures = production.failed()
+    assert not failures, (
+        f"seed {seed}: {len(failures)} sends failed, e.g. {next(iter(failures.items()))}")
+    acknowledged = production.acknowledged()
+    records = production.sent  # all of them, or those sent before `stop`
+    assert len(acknowledged) == records, f"seed {seed}"
+    ends = log_ends(bootstrap, production.topic, production.partitions)
+    log = read_log(bootstrap, production.topic, ends, production.deadline_s)
+    seen: dict[bytes, tuple[int, int]] = {}
+    for partition, stored in log.items():
+        assert sorted(stored) == list(range(ends[partition])), (
+            f"seed {seed}: partition {partition} has gaps")
+        for offset, value in stored.items():
+            assert value not in seen, (
+                f"seed {seed}: {value!r} stored twice, at {seen[value]} and "
+                f"{(partition, offset)}")
+            seen[value] = (partition, offset)
+    for index, landed in acknowledged.items():
+        value = production.values[index]
+        assert landed.partition == index % production.partitions
+        assert log[landed.partition].get(landed.offset) == value, (
+            f"seed {seed}: record {index} was acknowledged at {landed.partition}/"
+            f"{landed.offset} but the log holds {log[landed.partition].get(landed.offset)!r}")
+    assert must_survive <= set(acknowledged)
+    assert sum(ends.values()) == records, f"seed {seed}: {ends}"  # each record exactly once
+    return ends
