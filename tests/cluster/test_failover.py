@@ -98,3 +98,40 @@ def test_killing_leaders_under_acks_all_loses_and_doubles_nothing(
 @pytest.mark.soak
 def test_twenty_leader_kills_under_acks_all(cluster: ClusterProcesses, seed: int) -> None:
     _kill_rounds(cluster, seed, rounds=20)
+
+
+def test_a_rolling_restart_under_acks_all_load_surfaces_no_error(
+        cluster: ClusterProcesses, seed: int) -> None:
+    """SIGTERM moves a broker's leaderships away before it stops (a controlled shutdown), so
+    a restart of each broker in turn costs the producer retries, never an error."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, replication_factor=3,
+                                      configs={"min.insync.replicas": "2"})])
+    for partition in range(PARTITIONS):
+        cluster.wait_isr(TOPIC, partition, {1, 2, 3})
+    producer = Producer(cluster.bootstrap, acks="all", linger_ms=1, batch_size=4096,
+                        request_timeout_ms=REQUEST_TIMEOUT_MS,
+                        delivery_timeout_ms=int(DEADLINE_S * 1000), retry_backoff_ms=50)
+    production = Production(producer, seed, topic=TOPIC, partitions=PARTITIONS,
+                            records=RECORDS_MAX, window=UNACKED_WINDOW, deadline_s=DEADLINE_S,
+                            records_per_s=RECORDS_PER_S)
+    try:
+        production.start()
+        for node, broker in cluster.brokers.items():
+            _await_more_acks(production, ACKS_BETWEEN_KILLS)
+            led = [p for p in range(PARTITIONS) if cluster.partition(TOPIC, p).leader == node]
+            assert broker.stop() == 0
+            assert "controlled shutdown: leaderships moved" in broker.log_tail()
+            for partition in led:  # moved before the broker stopped, not after a timeout
+                assert cluster.partition(TOPIC, partition).leader != node
+            broker.start()
+            for partition in range(PARTITIONS):
+                cluster.wait_isr(TOPIC, partition, {1, 2, 3})
+        _await_more_acks(production, ACKS_BETWEEN_KILLS)
+        production.stop()
+        producer.flush(timeout_ms=int(DEADLINE_S * 1000))
+    finally:
+        production.stop()
+        producer.close(timeout_ms=5_000)
+    assert production.failure is None, repr(production.failure)
+    check_log(cluster.bootstrap, production, seed, set())
