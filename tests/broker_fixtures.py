@@ -196,6 +196,24 @@ class BrokerProcess:
         psutil.wait_procs(workers, timeout=START_TIMEOUT_S)
         self.process = None
 
+    def pause(self) -> None:
+        """SIGSTOP the supervisor and every worker (a frozen host: sockets stay open)."""
+        assert self.process is not None, "not running"
+        supervisor = psutil.Process(self.process.pid)
+        supervisor.suspend()
+        for worker in supervisor.children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                worker.suspend()
+
+    def resume(self) -> None:
+        """SIGCONT what `pause` stopped."""
+        assert self.process is not None, "not running"
+        supervisor = psutil.Process(self.process.pid)
+        for worker in supervisor.children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                worker.resume()
+        supervisor.resume()
+
     def stop(self) -> int:
         """SIGTERM and wait for the graceful stop; the exit status."""
         assert self.process is not None, "not running"

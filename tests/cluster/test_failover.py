@@ -135,3 +135,44 @@ def test_a_rolling_restart_under_acks_all_load_surfaces_no_error(
         producer.close(timeout_ms=5_000)
     assert production.failure is None, repr(production.failure)
     check_log(cluster.bootstrap, production, seed, set())
+
+
+def test_a_leader_frozen_past_its_session_is_replaced_and_rejoins_as_a_follower(
+        cluster: ClusterProcesses, seed: int) -> None:
+    """SIGSTOP the leader's whole broker for longer than the session timeout: the others
+    elect a new leader and the producer carries on there; after SIGCONT the old leader learns
+    it was replaced, truncates what it alone held, and rejoins the ISR. Nothing acknowledged
+    is lost: the frozen leader could not have acknowledged an acks=all write on its own."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(TOPIC, 1, replication_factor=3,
+                                      configs={"min.insync.replicas": "2"})])
+    cluster.wait_isr(TOPIC, 0, {1, 2, 3})
+    producer = Producer(cluster.bootstrap, acks="all", linger_ms=1, batch_size=4096,
+                        request_timeout_ms=REQUEST_TIMEOUT_MS,
+                        delivery_timeout_ms=int(DEADLINE_S * 1000), retry_backoff_ms=50)
+    production = Production(producer, seed, topic=TOPIC, partitions=1, records=RECORDS_MAX,
+                            window=UNACKED_WINDOW, deadline_s=DEADLINE_S,
+                            records_per_s=RECORDS_PER_S)
+    try:
+        production.start()
+        _await_more_acks(production, ACKS_BETWEEN_KILLS)
+        victim = cluster.partition(TOPIC, 0).leader
+        frozen = cluster.broker(victim)
+        frozen.pause()
+        survivors = set(production.acknowledged())
+        try:
+            cluster.wait_for(lambda p: p.leader not in (victim, -1) and victim not in p.isr
+                             and bool(p.endpoint), TOPIC, 0, f"a leader other than {victim}")
+            _await_more_acks(production, ACKS_BETWEEN_KILLS)  # served by the new leader
+        finally:
+            frozen.resume()
+        cluster.wait_isr(TOPIC, 0, {1, 2, 3})
+        assert cluster.partition(TOPIC, 0).leader != victim  # back as a follower
+        _await_more_acks(production, ACKS_BETWEEN_KILLS)
+        production.stop()
+        producer.flush(timeout_ms=int(DEADLINE_S * 1000))
+    finally:
+        production.stop()
+        producer.close(timeout_ms=5_000)
+    assert production.failure is None, repr(production.failure)
+    check_log(cluster.bootstrap, production, seed, survivors)
