@@ -1,0 +1,112 @@
+"""KIP-101's two scenarios, with real brokers: replicas agree by leader epoch, not by HW.
+
+Kafka once truncated a restarted follower to its high watermark, which could lose an
+acknowledged batch (scenario 1) or leave two replicas with different batches at one offset
+(scenario 2). zlog's followers truncate only where their log diverges from the leader's,
+found by leader epoch (docs/replication.md), and a broker that restarts leaves the ISRs
+another usable member keeps until it caught up again. Both scenarios are played here on a
+cluster with a topic of two replicas and min.insync.replicas=1 (as in the KIP); scenario 2
+kills both replicas at once, so it runs five brokers (every broker is a metadata voter, and
+three must stay up for the metadata log to decide).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from tests.cluster.test_replication import _consume_all, _log_bytes, _produce, _values
+from tests.cluster_fixtures import ClusterProcesses, cluster_processes
+from zlog.client import Admin, NewTopic, Producer
+
+pytestmark = pytest.mark.slow
+
+TOPIC: Final = "kip101"
+WAIT_S: Final = 60.0
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
+    with cluster_processes(3, tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+def cluster_of_five(tmp_path: Path) -> Iterator[ClusterProcesses]:
+    with cluster_processes(5, tmp_path) as running:
+        yield running
+
+
+def _two_replicas(cluster: ClusterProcesses) -> tuple[int, int]:
+    """(leader, follower) of a new topic with two replicas, both in sync."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(TOPIC, 1, replication_factor=2,
+                                      configs={"min.insync.replicas": "1"})])
+    cluster.wait_for(lambda p: len(p.isr) == 2 and bool(p.endpoint), TOPIC, 0,
+                     "both replicas in sync")
+    partition = cluster.partition(TOPIC, 0)
+    follower = next(r for r in partition.replicas if r != partition.leader)
+    return partition.leader, follower
+
+
+def test_scenario_1_a_restarted_follower_is_not_elected_with_what_it_may_lack(
+        cluster: ClusterProcesses) -> None:
+    """The follower restarts, then the leader dies: the follower (out of the ISR since its
+    restart) is not elected; the partition waits for the leader, and nothing acknowledged is
+    lost; then the follower catches up byte for byte."""
+    leader, follower = _two_replicas(cluster)
+    acked = _values("acked", 1_000)
+    _produce(cluster.bootstrap, TOPIC, acked)
+    cluster.broker(follower).kill_all()
+    cluster.broker(follower).start()
+    cluster.wait_for(lambda p: p.isr == (leader,), TOPIC, 0,
+                     "the restarted follower out of the ISR")
+    cluster.broker(leader).kill_all()
+    # The leader is fenced; the live follower is usable but not in the ISR: no leader.
+    cluster.wait_for(lambda p: p.leader == -1 and p.isr == (leader,), TOPIC, 0,
+                     "no leader while only the dead leader is in sync")
+    assert follower in {b.node_id for b in cluster.metadata().brokers}
+    cluster.broker(leader).start()
+    cluster.wait_isr(TOPIC, 0, {leader, follower})
+    assert cluster.partition(TOPIC, 0).leader == leader
+    assert _consume_all(cluster.bootstrap, TOPIC, 0, len(acked)) == acked
+    for broker in cluster.brokers.values():
+        assert broker.stop() == 0
+    assert _log_bytes(cluster.broker(leader), TOPIC, 0) == \
+        _log_bytes(cluster.broker(follower), TOPIC, 0)
+
+
+def test_scenario_2_a_replica_with_a_divergent_tail_truncates_it_by_leader_epoch(
+        cluster_of_five: ClusterProcesses) -> None:
+    """The leader takes acks=1 batches its frozen follower never fetched; both die; the
+    follower comes back first and leads (a new leader epoch) and takes new batches at the same
+    offsets; when the old leader returns it cuts its divergent tail where the epochs part and
+    copies the new leader's batches: both logs end byte for byte the same."""
+    cluster = cluster_of_five
+    leader, follower = _two_replicas(cluster)
+    acked = _values("acked", 1_000)
+    _produce(cluster.bootstrap, TOPIC, acked)
+    cluster.broker(follower).pause()  # it stops fetching
+    with Producer(cluster.endpoints[leader], acks=1, linger_ms=0) as producer:
+        for value in _values("unreplicated", 200):
+            producer.send(TOPIC, value, partition=0)
+        producer.flush(timeout_ms=int(WAIT_S * 1000))
+    cluster.broker(leader).kill_all()
+    cluster.broker(follower).kill_all()
+    cluster.wait_for(lambda p: p.leader == -1, TOPIC, 0, "both fenced, no leader")
+    cluster.broker(follower).start()
+    cluster.wait_for(lambda p: p.leader == follower and bool(p.endpoint), TOPIC, 0,
+                     "the old follower leads")
+    later = _values("later", 300)
+    _produce(cluster.bootstrap, TOPIC, later)
+    cluster.broker(leader).start()
+    cluster.wait_isr(TOPIC, 0, {leader, follower})
+    assert "where it diverged from its leader" in cluster.broker(leader).log_text()
+    assert _consume_all(cluster.bootstrap, TOPIC, 0, len(acked) + len(later)) == acked + later
+    for broker in cluster.brokers.values():
+        assert broker.stop() == 0
+    assert _log_bytes(cluster.broker(leader), TOPIC, 0) == \
+        _log_bytes(cluster.broker(follower), TOPIC, 0)
