@@ -493,8 +493,12 @@ def _cluster_status(args: argparse.Namespace) -> int:
     commit_term, commit_height = cluster.raft_commit
     print(f"raft: leader {leader}, term {cluster.raft_term}; "
           f"last commit: term {commit_term}, height {commit_height}")
+    print("broker\tstate\tepoch\track\tcontrol_endpoint\tvoter_lag_blocks")
+    lag = cluster.voter_lag_blocks or {}
     for broker in cluster.brokers:
-        print(f"broker {broker.node_id}: {broker.host} {broker.control_endpoint}")
+        voter = str(lag[broker.node_id]) if broker.node_id in lag else "-"
+        print(f"{broker.node_id}\t{broker.state}\t{broker.broker_epoch}\t{broker.rack or '-'}"
+              f"\t{broker.control_endpoint}\t{voter}")
     return 0
 
 

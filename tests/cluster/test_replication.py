@@ -6,6 +6,8 @@ a voter of the metadata log, with partition workers that replicate worker to wor
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -82,6 +84,13 @@ def test_a_cluster_forms_and_every_broker_answers_for_it(cluster: ClusterProcess
             b.node_id for b in broker.metadata(None).brokers) == [1, 2, 3], WAIT_S,
             what="every broker registered")
         assert broker.metadata(None).controller_id in (1, 2, 3)
+    with Admin(cluster.endpoints[2]) as admin:
+        described = admin.describe_cluster()  # forwarded to the controller
+    assert [(b.node_id, b.state) for b in described.brokers] == [
+        (1, "live"), (2, "live"), (3, "live")]
+    assert len({b.broker_epoch for b in described.brokers}) == 3
+    assert described.voter_lag_blocks is not None
+    assert sorted(described.voter_lag_blocks) == [1, 2, 3]
     # A metadata change sent to any broker is forwarded to the controller.
     for node in (1, 2, 3):
         admin = Admin(cluster.endpoints[node])
@@ -124,8 +133,21 @@ def test_a_killed_broker_is_replaced_in_leadership_and_rejoins_the_isr(
     cluster.wait_for(lambda p: p.leader in others and leader not in p.isr
                      and p.error_code == 0 and bool(p.endpoint),
                      "k", 0, f"a new leader among {sorted(others)}")
+    status = _cluster_status(cluster.endpoints[min(others)])
+    assert f"{leader}\tfenced\t" in status, status
+    for node in others:
+        assert f"{node}\tlive\t" in status, status
     second = _values("after", RECORDS)
     _produce(cluster.bootstrap, "k", second)
     cluster.broker(leader).start()
     cluster.wait_isr("k", 0, {1, 2, 3})
     assert _consume_all(cluster.bootstrap, "k", 0, 2 * RECORDS) == first + second
+
+
+def _cluster_status(bootstrap: str) -> str:
+    """`zlog cluster status`, as an operator runs it."""
+    done = subprocess.run([sys.executable, "-m", "zlog.cli", "cluster", "status",
+                           "--bootstrap", bootstrap], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout

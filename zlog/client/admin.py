@@ -204,11 +204,17 @@ class Admin:
             self._connections.call_control(DescribeClusterRequestV0(), self.request_timeout_ms),
             DescribeClusterResponseV0,
         )
-        brokers = tuple(BrokerDescription(b.node_id, b.host, b.control_endpoint)
-                        for b in response.brokers)
+        states = {state.node_id: state for state in response.broker_states}
+        brokers = tuple(
+            BrokerDescription(b.node_id, b.host, b.control_endpoint)
+            if (state := states.get(b.node_id)) is None
+            else BrokerDescription(b.node_id, b.host, b.control_endpoint, state.state,
+                                   state.broker_epoch, state.rack)
+            for b in response.brokers)
         raft = response.raft
+        lag = {voter.node_id: voter.lag_blocks for voter in response.voters} or None
         return ClusterDescription(response.cluster_id, response.controller_id, brokers,
-                                  raft.leader, raft.term, raft.commit)
+                                  raft.leader, raft.term, raft.commit, lag)
 
     def list_offsets(
         self, specs: Mapping[TopicPartition | tuple[str, int], int]

@@ -86,6 +86,9 @@ class BrokerDescription:
     node_id: int
     host: str
     control_endpoint: str
+    state: str = "live"  # live, fenced (silent past its session) or draining (shutting down)
+    broker_epoch: int = -1
+    rack: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,8 @@ class ClusterDescription:
     raft_leader: int | None
     raft_term: int
     raft_commit: tuple[int, int]  # (term, height) of the last committed metadata block
+    voter_lag_blocks: dict[int, int] | None = None  # voter -> blocks behind the leader's head;
+    # None when the answer came from a node that does not lead the metadata log
 
 
 @dataclass(frozen=True, slots=True)

@@ -527,4 +527,12 @@ class RaftRunner:
             commands_proposed=statistics.commands_proposed,
             snapshots_taken=statistics.snapshots_taken,
             snapshots_restored=statistics.snapshots_restored, loop_turns=statistics.loop_turns,
+            voter_match=self._voter_match(),
         )
+
+    def _voter_match(self) -> tuple[tuple[int, int], ...]:
+        node = self.node
+        if node.leader_id != self.node_id or str(node.role) != "leader":
+            return ()
+        return tuple((peer, node.match_height(peer) or 0)
+                     for peer in sorted(node.config.voters) if peer != self.node_id)

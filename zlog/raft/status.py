@@ -34,9 +34,11 @@ class NodeStatus:
     snapshots_taken: int
     snapshots_restored: int
     loop_turns: int
+    voter_match: tuple[tuple[int, int], ...] = ()  # leader only: (peer, match height)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON types, block ids as [term, height] pairs."""
         fields_ = {name: getattr(self, name) for name in self.__slots__}
-        return {name: list(value) if isinstance(value, tuple) else value
+        return {name: [list(item) if isinstance(item, tuple) else item for item in value]
+                if isinstance(value, tuple) else value
                 for name, value in fields_.items()}

@@ -34,6 +34,7 @@ from zlog.transport.messages import (
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
     BrokerMetadata,
+    BrokerState,
     CreateTopicsRequestV0,
     CreateTopicsResponseV0,
     DeleteTopicsRequestV0,
@@ -62,6 +63,7 @@ from zlog.transport.messages import (
     TopicMetadata,
     TopicResult,
     TopicSpec,
+    VoterStatus,
 )
 from zlog.transport.wire import (
     INT8_MAX,
@@ -187,7 +189,12 @@ def _as_dict(msg: Request | Response) -> dict[str, Any]:
             return {"cluster_id": msg.cluster_id, "controller_id": msg.controller_id,
                     "brokers": [_broker(b) for b in msg.brokers],
                     "raft": {"leader": msg.raft.leader, "term": msg.raft.term,
-                             "commit": list(msg.raft.commit)}}
+                             "commit": list(msg.raft.commit)},
+                    "broker_states": [{"node_id": b.node_id, "broker_epoch": b.broker_epoch,
+                                       "state": b.state, "rack": b.rack}
+                                      for b in msg.broker_states],
+                    "voters": [{"node_id": v.node_id, "match_height": v.match_height,
+                                "lag_blocks": v.lag_blocks} for v in msg.voters]}
     raise AssertionError(f"{type(msg).__name__} has no JSON body")
 
 
@@ -303,6 +310,18 @@ def _parse_alter_configs_result(f: Fields) -> AlterConfigsResourceResult:
         f.integer("resource_type", low=INT8_MIN, high=INT8_MAX), f.text("resource_name"))
 
 
+def _parse_broker_state(f: Fields) -> BrokerState:
+    return BrokerState(f.integer("node_id", low=INT32_MIN, high=INT32_MAX),
+                       f.integer("broker_epoch", low=-1, high=INT64_MAX), f.text("state"),
+                       f.text("rack", default=""))
+
+
+def _parse_voter(f: Fields) -> VoterStatus:
+    return VoterStatus(f.integer("node_id", low=INT32_MIN, high=INT32_MAX),
+                       f.integer("match_height", low=-1, high=INT64_MAX),
+                       f.integer("lag_blocks", low=-1, high=INT64_MAX))
+
+
 def _parse_raft(f: Fields) -> RaftStatus:
     commit = f.integers("commit", low=INT64_MIN, high=INT64_MAX)
     if len(commit) != 2:
@@ -350,7 +369,9 @@ _PARSERS: Final[Mapping[type, Callable[[Fields], Request | Response]]] = {
     DescribeClusterRequestV0: lambda f: DescribeClusterRequestV0(),
     DescribeClusterResponseV0: lambda f: DescribeClusterResponseV0(
         f.text("cluster_id"), f.integer("controller_id", low=INT32_MIN, high=INT32_MAX),
-        f.nested_list("brokers", _parse_broker), _parse_raft(f.nested("raft"))),
+        f.nested_list("brokers", _parse_broker), _parse_raft(f.nested("raft")),
+        f.nested_list("broker_states", _parse_broker_state, default=[]),
+        f.nested_list("voters", _parse_voter, default=[])),
     **CLUSTER_PARSERS,
 }
 

@@ -433,6 +433,25 @@ class RaftStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerState:
+    """A broker as the controller sees it (DescribeCluster)."""
+
+    node_id: int
+    broker_epoch: int
+    state: str  # live, fenced (no heartbeat within its session) or draining (shutting down)
+    rack: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class VoterStatus:
+    """A metadata-log voter as its leader sees it: how far its copy of the log reaches."""
+
+    node_id: int
+    match_height: int  # -1 when the answering node does not lead the log (so cannot know)
+    lag_blocks: int  # the leader's head height minus match_height; -1 when unknown
+
+
+@dataclass(frozen=True, slots=True)
 class DescribeClusterRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_CLUSTER
     API_VERSION: ClassVar[int] = 0
@@ -447,6 +466,8 @@ class DescribeClusterResponseV0:
     controller_id: int
     brokers: tuple[BrokerMetadata, ...]
     raft: RaftStatus
+    broker_states: tuple[BrokerState, ...] = ()  # added fields: absent from older answers
+    voters: tuple[VoterStatus, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------

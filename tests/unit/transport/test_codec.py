@@ -32,6 +32,7 @@ from zlog.transport.messages import (
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
     BrokerMetadata,
+    BrokerState,
     CreateTopicsRequestV0,
     CreateTopicsResponseV0,
     DeleteTopicsRequestV0,
@@ -69,6 +70,7 @@ from zlog.transport.messages import (
     TopicMetadata,
     TopicResult,
     TopicSpec,
+    VoterStatus,
 )
 
 BATCH_A = b"A" * 70
@@ -138,6 +140,9 @@ RESPONSES: list[Response] = [
     InitProducerIdResponseV0(0, 4000, 0),
     DescribeClusterResponseV0("cluster-x", 1, BROKERS, RaftStatus(1, 7, (7, 1234))),
     DescribeClusterResponseV0("cluster-x", -1, (), RaftStatus(None, 0, (0, 0))),
+    DescribeClusterResponseV0("cluster-x", 2, BROKERS, RaftStatus(2, 3, (3, 40)),
+                              (BrokerState(1, 4, "fenced", "rack-a"), BrokerState(2, 5, "live")),
+                              (VoterStatus(1, 38, 2), VoterStatus(2, 40, 0))),
     DescribeConfigsResponseV0((
         DescribeConfigsResult(0, "", 2, "orders", (DescribedConfig("retention.ms", "1000", 1),
                                                     DescribedConfig("segment.ms", None, 5))),

@@ -265,16 +265,28 @@ class ControlPlane:
             log.warning("auto-creating topic %r failed: %s", name, error)
 
     def _describe_cluster(self) -> wire.DescribeClusterResponseV0:
+        """The brokers with their state, and (from the metadata log's leader, where clustered
+        brokers forward this request) how far each voter's copy of the log reaches."""
         state = self._state()
         status = self._raft_status()
+        voters: list[wire.VoterStatus] = []
         if status is None:
             raft = wire.RaftStatus(None, 0, (0, 0))
         else:
             commit = (status.commit.term, status.commit.height)
             raft = wire.RaftStatus(status.leader, status.term, commit)
+            if status.leader == status.node_id:
+                voters.append(wire.VoterStatus(status.node_id, status.head.height, 0))
+            voters += [wire.VoterStatus(peer, match, max(status.head.height - match, 0))
+                       for peer, match in status.voter_match]
+        states = tuple(
+            wire.BrokerState(broker.node_id, broker.broker_epoch,
+                             "fenced" if broker.fenced
+                             else "draining" if broker.shutting_down else "live", broker.rack)
+            for broker in state.brokers.values())
         return wire.DescribeClusterResponseV0(
-            state.cluster_id, self._controller_id(), self._brokers(state), raft
-        )
+            state.cluster_id, self._controller_id(), self._brokers(state), raft, states,
+            tuple(sorted(voters, key=lambda voter: voter.node_id)))
 
     # -- CreateTopics / DeleteTopics -------------------------------------------------------------
 

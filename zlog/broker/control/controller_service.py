@@ -206,11 +206,16 @@ class ControllerService:
         self.propose(outcome.change, done)
 
     def _expired(self, state: ClusterState, now_ms: int) -> frozenset[int]:
+        """Brokers silent past their session. A registration this controller has no session
+        for yet (applied here before its answer went out) starts one now: it is not silent."""
         timeout = self.settings.session_timeout_ms
+        for node_id, broker in state.brokers.items():
+            session = self._sessions.get(node_id)
+            if session is None or session.broker_epoch < broker.broker_epoch:
+                self._sessions[node_id] = _Session(broker.broker_epoch, now_ms)
         return frozenset(
             node_id for node_id in state.brokers
-            if (session := self._sessions.get(node_id)) is None
-            or now_ms - session.last_heartbeat_ms > timeout)
+            if now_ms - self._sessions[node_id].last_heartbeat_ms > timeout)
 
     def _heard_from(self, state: ClusterState, now_ms: int) -> frozenset[int]:
         timeout = self.settings.session_timeout_ms

@@ -323,7 +323,8 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
     described = broker.reply_to(broker.request(wire.DescribeClusterRequestV0()))
     assert described == wire.DescribeClusterResponseV0(
         "c1", -1, (wire.BrokerMetadata(1, "127.0.0.1", "tcp://127.0.0.1:7400"),),
-        wire.RaftStatus(None, 3, (3, 9)))
+        wire.RaftStatus(None, 3, (3, 9)), (wire.BrokerState(1, 0, "live"),),
+        ())  # no voter progress: this node does not lead the metadata log
 
 
 # -- DescribeConfigs / IncrementalAlterConfigs --------------------------------------------------
