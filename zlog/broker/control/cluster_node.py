@@ -12,8 +12,8 @@
   IncrementalAlterConfigs, InitProducerId) reaching a supervisor that is not the controller is
   forwarded to the controller and its answer passed back (as KIP-590 does), so any broker's
   control endpoint serves every request. DescribeCluster goes too: only the metadata log's
-  leader knows how far each voter's copy reaches. With no controller known it is NOT_CONTROLLER, which
-  clients retry elsewhere.
+  leader knows how far each voter's copy reaches. With no controller known it is
+  NOT_CONTROLLER, which clients retry elsewhere.
 
 A single node runs the same code: it is its own controller, and registers and heartbeats to
 itself over its own control endpoint.
