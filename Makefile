@@ -11,7 +11,7 @@ RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: all setup run test test-unit test-sim test-integration lint fmt typecheck soak bench clean \
+.PHONY: all setup run cluster test test-unit test-sim test-integration lint fmt typecheck soak bench clean \
         bench-peers bench-suite java bench-spark
 
 all: test
@@ -61,6 +61,9 @@ export FOREGROUND_EXEC
 
 run: $(RUN_STAMP)
 	@exec $(PY) -c "$$FOREGROUND_EXEC" $(VENV)/bin/zlog serve
+
+cluster: $(RUN_STAMP)
+	@exec $(PY) -c "$$FOREGROUND_EXEC" $(VENV)/bin/zlog dev-cluster --brokers 3
 
 lint: setup
 	$(VENV)/bin/ruff check .

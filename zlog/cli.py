@@ -1,6 +1,7 @@
 """The `zlog` command: parse arguments, call the broker or the client library, print.
 
     zlog serve [...]                     run a broker (see `zlog serve --help`)
+    zlog dev-cluster [--brokers N]       run N local brokers on 127.0.0.1..N (a cluster to try)
     zlog topic create NAME --partitions N [--replication-factor R] [--config k=v]...
     zlog topic list | describe NAME [--configs] | delete NAME
     zlog topic alter NAME [--config k=v]... [--delete-config k]...
@@ -126,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     commands.add_parser("serve", help="run a broker on this host (see zlog serve --help)")
+    commands.add_parser("dev-cluster", help="run a local cluster of brokers on 127.0.0.1, "
+                        "127.0.0.2, ... (see zlog dev-cluster --help)")
 
     topic = commands.add_parser("topic", help="create, list, describe, alter or delete topics",
                                 description="create, list, describe, alter or delete topics")
@@ -517,6 +520,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     if arguments[:1] == ["serve"]:
         return _main_serve(parser, arguments)
+    if arguments[:1] == ["dev-cluster"]:
+        return _main_dev_cluster(arguments)
     args = parse_arguments(parser, arguments)
     if args.command == "serve":  # reached only with options before it
         parser.error("zlog serve takes its own options only: zlog serve --help")
@@ -555,6 +560,15 @@ def _main_serve(parser: argparse.ArgumentParser, arguments: list[str]) -> int:
     serve.add_arguments(serve_parser)
     del parser  # the top-level parser knows `serve` only by name, for --help
     return serve.run(serve_parser.parse_args(arguments[1:]))
+
+
+def _main_dev_cluster(arguments: list[str]) -> int:
+    from zlog import dev_cluster  # noqa: PLC0415  (loaded only for this command)
+
+    dev_parser = argparse.ArgumentParser(
+        prog="zlog dev-cluster", description=(dev_cluster.__doc__ or "").split("\n\n")[0])
+    dev_cluster.add_arguments(dev_parser)
+    return dev_cluster.run(dev_parser.parse_args(arguments[1:]))
 
 
 if __name__ == "__main__":

@@ -306,6 +306,7 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
 assert set(_PARSERS) | {"topic_defaults"} == {f.name for f in fields(BrokerConfig)}
 
 KEYS: Final = tuple(_PARSERS)
+BOOLEAN_KEYS: Final = frozenset(key for key, parse in _PARSERS.items() if parse is _to_bool)
 """Every scalar key; `topic_defaults` is the one table."""
 
 

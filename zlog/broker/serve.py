@@ -20,14 +20,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from zlog.broker.config import KEYS, BrokerConfig, ConfigError, field_docs, flag_name, load_config
+from zlog.broker.config import (
+    BOOLEAN_KEYS,
+    KEYS,
+    BrokerConfig,
+    ConfigError,
+    field_docs,
+    flag_name,
+    load_config,
+)
 from zlog.broker.control.supervisor import StartupError, Supervisor
 from zlog.broker.sdnotify import SystemdNotifier
 from zlog.errors import ZlogError
 
 log = logging.getLogger("zlog.broker.serve")
 
-_BOOLEAN_KEYS = {"auto_create_topics"}
 _SYSLOG_PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3,
                     logging.CRITICAL: 2}
 
@@ -39,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a zlog.toml (default: $ZLOG_CONFIG, else none)")
     for key in KEYS:
         help_text = docs.get(key, "") + f" [env ZLOG_{key.upper()}]"
-        if key in _BOOLEAN_KEYS:
+        if key in BOOLEAN_KEYS:
             parser.add_argument(flag_name(key), dest=key, nargs="?", const="true",
                                 default=None, metavar="BOOL", help=help_text)
         else:
