@@ -135,8 +135,9 @@ def read_log(bootstrap: str, topic: str, ends: dict[int, int],
 
 
 def check_log(bootstrap: str, production: Production, seed: int,
-              must_survive: set[int]) -> dict[int, int]:
-    """The log holds every acknowledged record at its offset, each once; returns the ends."""
+              must_survive: set[int]) -> dict[int, dict[int, bytes]]:
+    """The log holds every acknowledged record at its offset, each once; returns the log
+    (partition -> offset -> value)."""
     failures = production.failed()
     assert not failures, (
         f"seed {seed}: {len(failures)} sends failed, e.g. {next(iter(failures.items()))}")
@@ -162,4 +163,51 @@ def check_log(bootstrap: str, production: Production, seed: int,
             f"{landed.offset} but the log holds {log[landed.partition].get(landed.offset)!r}")
     assert must_survive <= set(acknowledged)
     assert sum(ends.values()) == records, f"seed {seed}: {ends}"  # each record exactly once
-    return ends
+    return log
+
+
+class Tailing:
+    """A consumer thread that reads every partition from the start while faults happen: it
+    must never raise (a leader moving is retried inside the consumer), and what it reads must
+    be each partition's log in order, from offset 0 with no gap and no repeat (it reads only
+    below the high watermark, which never moves back over committed batches)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.consumer = Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100)
+        self.consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        self.read: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        self.failure: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tailing", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for tp, view in self.consumer.poll_batches(100):
+                    values = view.values()
+                    self.read[tp.partition] += [
+                        (offset, value or b"")
+                        for offset, value in zip(view.offsets.tolist(), values, strict=True)]
+        except BaseException as error:
+            self.failure = error
+
+    def stop_and_check(self, log: dict[int, dict[int, bytes]], deadline_s: float) -> None:
+        """Once it has read up to the ends of `log` (the whole log as stored): stop, close,
+        and compare."""
+        ends = {p: len(stored) for p, stored in log.items()}
+        wait_until(lambda: self.failure is not None or all(
+            len(self.read[p]) >= ends[p] for p in ends), deadline_s, interval_s=0.05,
+            what="the tailing consumer to read the whole log")
+        self._stop.set()
+        self._thread.join(deadline_s)
+        self.consumer.close()
+        assert self.failure is None, f"the consumer raised {self.failure!r}"
+        for partition, read in self.read.items():
+            offsets = [offset for offset, _ in read]
+            assert offsets == list(range(len(offsets))), (
+                f"partition {partition}: read offsets are not 0, 1, 2, ...")
+            assert all(log[partition][offset] == value for offset, value in read), (
+                f"partition {partition}: read a value the log does not hold there")

@@ -58,7 +58,9 @@ def _production(producer: Producer, seed: int) -> Production:
 
 def _check(broker: BrokerProcess, production: Production, seed: int,
            must_survive: set[int]) -> dict[int, int]:
-    return check_log(broker.endpoint, production, seed, must_survive)
+    """The log ends, once checked."""
+    log = check_log(broker.endpoint, production, seed, must_survive)
+    return {partition: len(stored) for partition, stored in log.items()}
 
 
 def _served_by_another_worker(broker: BrokerProcess, victim: int) -> bool:
