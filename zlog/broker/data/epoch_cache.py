@@ -7,7 +7,7 @@ follower asks after a leader change, "where does my epoch end in your log?"
 (OffsetForLeaderEpoch), which finds the exact point where two logs diverge. Truncating by
 the high watermark instead loses acknowledged batches or keeps divergent ones (KIP-101's two
 scenarios); answering with the epoch too (KIP-279) settles the case where a follower holds an
-epoch the leader never had. docs/replication.md §3 walks through those cases.
+epoch the leader never had. docs/replication.md §2.4 walks through those cases.
 
 Pure: the checkpoint is text (`encode`/`decode`); writing it (atomically, fsynced) is the
 partition host's job. A new leader records `(its epoch, its log end)` before its first append
