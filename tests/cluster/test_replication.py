@@ -151,3 +151,22 @@ def _cluster_status(bootstrap: str) -> str:
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def test_a_killed_broker_is_fenced_when_its_connection_drops_not_a_session_later(
+        tmp_path: Path) -> None:
+    """With a session of a minute, the killed leader is still replaced within seconds: the
+    controller's own connection to it dropped with the process and nothing was heard since
+    (zlog/broker/control/broker_probes.py)."""
+    with cluster_processes(3, tmp_path, extra_args=(
+            "--broker-session-timeout-ms", "60000")) as cluster:
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_topics([NewTopic("probe", 1, replication_factor=3)])
+        cluster.wait_isr("probe", 0, {1, 2, 3})
+        leader = cluster.partition("probe", 0).leader
+        cluster.broker(leader).kill_all()
+        others = {1, 2, 3} - {leader}
+        cluster.wait_for(lambda p: p.leader in others, "probe", 0,
+                         "a new leader well within the session", timeout_s=20.0)
+        assert any("its control endpoint is unreachable" in cluster.broker(node).log_text()
+                   for node in others)

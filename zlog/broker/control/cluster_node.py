@@ -33,6 +33,7 @@ import zmq
 
 from zlog.broker.config import BrokerConfig
 from zlog.broker.control.broker_lifecycle import BrokerLifecycle, Identity
+from zlog.broker.control.broker_probes import BrokerProbes
 from zlog.broker.control.controller_link import ControllerLink
 from zlog.broker.control.controller_service import (
     Answer,
@@ -123,6 +124,8 @@ class ClusterNode:
                                config.auto_leader_rebalance),
             state, propose)
         self.link = ControllerLink(self.controller_endpoint, context)
+        self.probes = BrokerProbes(config.node_id, context)
+        self._was_ready = False
         self.lifecycle = BrokerLifecycle(
             Identity(config.node_id, uuid.uuid4().hex, config.advertised_host,
                      control_endpoint, config.workers, config.rack, dir_id),
@@ -137,11 +140,34 @@ class ClusterNode:
     def turn(self, now_ms: int) -> None:
         self.link.run()
         self.controller.set_active(self._leads_caught_up(), now_ms)
+        if self.controller.active:
+            self.probes.run({node_id: broker.control_endpoint
+                             for node_id, broker in self._state().brokers.items()}, now_ms)
+            self.controller.set_unreachable(self.probes.down_since_ms())
+        else:
+            self.probes.close()
         self.controller.tick(now_ms)
         self.lifecycle.run(now_ms)
 
     def close(self) -> None:
         self.link.close()
+        self.probes.close()
+
+    def ready(self) -> bool:
+        """Registered, and this node's copy of the metadata holds that registration: until
+        then it may be behind the cluster's (a restarted broker replays an old copy first),
+        and nothing is answered or placed from it."""
+        if not self.lifecycle.registered:
+            return False
+        broker = self._state().brokers.get(self.node_id)
+        ready = broker is not None and broker.broker_epoch >= self.lifecycle.broker_epoch
+        self._was_ready = self._was_ready or ready
+        return ready
+
+    def serves_clients(self) -> bool:
+        """Ready once: a later re-registration (a session lost and renewed) does not hold
+        clients' requests again, its metadata being no older than when it was ready."""
+        return self._was_ready or self.ready()
 
     def _leads_caught_up(self) -> bool:
         status = self._raft_status()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -92,6 +92,7 @@ class ControllerService:
     _next_round_ms: int = 0
     _next_preferred_ms: int = 0
     _now_ms: int = 0  # the time of the last tick, for answers that come later
+    _unreachable: dict[int, int] = field(default_factory=dict)  # node → probe down since (ms)
 
     # -- becoming (and stopping being) the controller -------------------------------------
 
@@ -112,6 +113,7 @@ class ControllerService:
                                             -1))
             self._isr_requests.clear()
             self._sessions.clear()
+            self._unreachable.clear()
 
     # -- the APIs ---------------------------------------------------------------------------
 
@@ -162,6 +164,12 @@ class ControllerService:
             request.node_id, request.broker_epoch, request.topic, request.partition,
             request.leader_epoch, request.partition_epoch, request.new_isr,
             dict(request.member_epochs)), answer))
+
+    def set_unreachable(self, down_since_ms: Mapping[int, int]) -> None:
+        """The brokers whose control endpoint this controller cannot reach, and since when
+        (`broker_probes.py`): with no heartbeat since, a heartbeat interval later they are
+        fenced without waiting out their session."""
+        self._unreachable = dict(down_since_ms)
 
     # -- rounds ----------------------------------------------------------------------------
 
@@ -215,7 +223,8 @@ class ControllerService:
                 self._sessions[node_id] = _Session(broker.broker_epoch, now_ms)
         return frozenset(
             node_id for node_id in state.brokers
-            if now_ms - self._sessions[node_id].last_heartbeat_ms > timeout)
+            if now_ms - self._sessions[node_id].last_heartbeat_ms > timeout
+            or self._gone(node_id, self._sessions[node_id], now_ms))
 
     def _heard_from(self, state: ClusterState, now_ms: int) -> frozenset[int]:
         timeout = self.settings.session_timeout_ms
@@ -223,19 +232,32 @@ class ControllerService:
             node_id for node_id, broker in state.brokers.items()
             if (session := self._sessions.get(node_id)) is not None
             and session.broker_epoch == broker.broker_epoch
-            and now_ms - session.last_heartbeat_ms <= timeout)
+            and now_ms - session.last_heartbeat_ms <= timeout
+            and not self._gone(node_id, session, now_ms))
+
+    def _gone(self, node_id: int, session: _Session, now_ms: int) -> bool:
+        """Unreachable for a heartbeat interval, and silent since it became unreachable."""
+        down_since_ms = self._unreachable.get(node_id)
+        return (down_since_ms is not None and session.last_heartbeat_ms <= down_since_ms
+                and now_ms - down_since_ms >= self.settings.heartbeat_interval_ms)
 
     def _log_change(self, change: ClusterChange) -> None:
         for broker in change.brokers:
             if broker.fenced is not None:
                 log.warning("broker %d %s", broker.node_id,
-                            "fenced: no heartbeat within the session timeout" if broker.fenced
+                            self._fence_reason(broker.node_id) if broker.fenced
                             else "unfenced")
             if broker.shutting_down:
                 log.info("broker %d is shutting down: moving its leaderships", broker.node_id)
         for partition in change.partitions:
             log.info("%s-%d: leader %d epoch %d, ISR %s", partition.topic, partition.partition,
                      partition.leader, partition.leader_epoch, list(partition.isr))
+
+
+    def _fence_reason(self, node_id: int) -> str:
+        if node_id in self._unreachable:
+            return "fenced: its control endpoint is unreachable and it stopped heartbeating"
+        return "fenced: no heartbeat within the session timeout"
 
 
 def _alter_answer(code: ErrorCode, message: str, controller_id: int) -> AlterPartitionResponseV0:

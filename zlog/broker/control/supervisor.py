@@ -6,8 +6,9 @@ DESIGN.md §1: the supervisor runs the control plane and never sits on the data 
   state machine is `metadata.py`; every topic and cluster change is a committed command
   (`metadata_commands.py`), so the metadata survives restarts (`<data_dir>/__raft/`);
 * takes its part in the cluster (`cluster_node.py`): registers with the controller and
-  heartbeats, and, while its Raft node leads, is the controller; until it registered it holds
-  no partitions and keeps clients' requests waiting (its metadata may be behind);
+  heartbeats, and, while its Raft node leads, is the controller; until it registered and its
+  metadata holds that registration it holds no partitions and keeps clients' requests waiting
+  (its metadata may be behind until then);
 * forks the partition workers (`worker_pool.py`), restarts those that die, and keeps each of this
   host's replicas open on the worker the metadata placed it on, as leader or follower;
 * answers the control ROUTER (docs/protocol.md, "Control plane"): ApiVersions, Metadata,
@@ -387,14 +388,17 @@ class Supervisor:
         self.notifier.ready(f"serving on {self.control_endpoint}")
 
     def _registered(self, now_ms: int) -> bool:
-        """Whether this broker is registered with the controller: until it is, it holds no
-        partitions (it may have been replaced in their ISRs meanwhile) and is not ready."""
+        """Whether this broker is registered with the controller and its metadata holds that
+        registration: until then it holds no partitions (it may have been replaced in their
+        ISRs meanwhile, and its copy of the metadata may be old) and is not ready."""
         cluster = self._cluster
-        if cluster is not None and cluster.lifecycle.registered:
+        if cluster is not None and cluster.ready():
             return True
         if now_ms >= self._next_unregistered_warning_ms:
             if self._next_unregistered_warning_ms:
-                why = "no controller yet" if cluster is None else cluster.lifecycle.last_error
+                why = ("no controller yet" if cluster is None
+                       else "catching up with the metadata log" if cluster.lifecycle.registered
+                       else cluster.lifecycle.last_error)
                 log.warning("not registered with the controller yet: %s", why or "waiting")
             self._next_unregistered_warning_ms = now_ms + UNREGISTERED_WARN_INTERVAL_MS
         return False
@@ -513,7 +517,7 @@ class Supervisor:
         cluster node answers the brokers' requests, and forwards clients' metadata changes
         when another node is the controller."""
         cluster = self._cluster
-        if (cluster is None or cluster.lifecycle.broker_epoch < 0) and not isinstance(
+        if (cluster is None or not cluster.serves_clients()) and not isinstance(
                 request, (*CONTROLLER_APIS, wire.ApiVersionsRequestV0)):
             self._hold(identity, header, request)
             return []
@@ -540,7 +544,7 @@ class Supervisor:
         """Serve the held requests once registered; answer those held too long."""
         if not self._held:
             return
-        registered = self._cluster is not None and self._cluster.lifecycle.broker_epoch >= 0
+        registered = self._cluster is not None and self._cluster.serves_clients()
         held, self._held = self._held, []
         for item in held:
             if registered:

@@ -1,0 +1,99 @@
+"""The controller's own connection to each broker, to learn of a dead one before its session
+runs out.
+
+A broker killed (or its host's network cut) stops heartbeating, and the session timeout
+(`broker.session.timeout.ms`) is what fences it; its partitions wait that long for a new
+leader. But a broker process that dies has its TCP connections closed by the kernel at once:
+the controller, holding a ZeroMQ connection to every broker's control endpoint, sees that one
+drop within milliseconds. The controller fences a broker whose probe has been down for a
+heartbeat interval with no heartbeat arriving since it went down (`controller_service.py`):
+a broker that is alive heartbeats within that interval over its own connection, so a probe
+that broke for another reason fences nobody. A frozen broker (SIGSTOP, a stalled VM) keeps
+its connections open; the ZMTP heartbeats end them after their timeout, or its session does.
+
+A controller that just took over has no probe history: a broker counts as down from the
+moment its probe was opened until the probe connects, so one that died with the old
+controller is fenced a heartbeat interval after the takeover rather than a session later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from zlog.transport.rpc import RpcClient
+from zlog.transport.sockets import RECONNECT_INTERVAL_MS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Probe:
+    endpoint: str
+    client: RpcClient | None
+    down_since_ms: int | None  # None while connected
+    retry_at_ms: int = 0
+
+
+class BrokerProbes:
+    def __init__(self, own_node_id: int, context: zmq.Context[Any] | None = None) -> None:
+        self._own_node_id = own_node_id
+        self._context = context
+        self._probes: dict[int, _Probe] = {}
+
+    def run(self, control_endpoints: Mapping[int, str], now_ms: int) -> None:
+        """Follow the registered brokers (node id → control endpoint) and take each probe's
+        connection events; a broken probe is replaced after the reconnect interval."""
+        for node_id in [n for n, p in self._probes.items()
+                        if control_endpoints.get(n) != p.endpoint]:
+            self._drop(node_id)
+        for node_id, endpoint in control_endpoints.items():
+            if node_id == self._own_node_id or not endpoint:
+                continue
+            probe = self._probes.get(node_id)
+            if probe is None:
+                probe = self._probes[node_id] = _Probe(endpoint, None, now_ms)
+            self._take_events(node_id, probe, now_ms)
+
+    def down_since_ms(self) -> dict[int, int]:
+        """Each broker whose probe is not connected, and since when."""
+        return {node_id: probe.down_since_ms for node_id, probe in self._probes.items()
+                if probe.down_since_ms is not None}
+
+    def close(self) -> None:
+        for node_id in list(self._probes):
+            self._drop(node_id)
+
+    def _take_events(self, node_id: int, probe: _Probe, now_ms: int) -> None:
+        if probe.client is None:
+            if now_ms < probe.retry_at_ms:
+                return
+            try:
+                probe.client = RpcClient(probe.endpoint, context=self._context)
+            except zmq.ZMQError as error:
+                log.warning("cannot probe broker %d at %s: %s", node_id, probe.endpoint, error)
+                probe.retry_at_ms = now_ms + RECONNECT_INTERVAL_MS
+                return
+        client = probe.client
+        client.poll_responses(0)  # takes the connection events
+        if client.broken is not None:
+            client.close()
+            probe.client = None
+            probe.retry_at_ms = now_ms + RECONNECT_INTERVAL_MS
+            if probe.down_since_ms is None:
+                probe.down_since_ms = now_ms
+                log.info("broker %d's control endpoint %s is unreachable: %s", node_id,
+                         probe.endpoint, client.broken)
+        elif client.connected:
+            probe.down_since_ms = None
+
+    def _drop(self, node_id: int) -> None:
+        probe = self._probes.pop(node_id)
+        if probe.client is not None:
+            with contextlib.suppress(zmq.ZMQError):
+                probe.client.close()
