@@ -36,13 +36,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -56,6 +55,7 @@ if str(REPO_ROOT) not in sys.path:
 from bench.suite.common import precise_sleeps  # noqa: E402
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition  # noqa: E402
 from zlog.errors import ZlogError  # noqa: E402
+from zlog.transport.free_ports import free_port  # noqa: E402
 from zlog.transport.messages import ApiVersionsRequestV0  # noqa: E402
 from zlog.transport.rpc import RpcClient  # noqa: E402
 
@@ -73,28 +73,42 @@ RECORD_FRAMING_BYTES_MAX: Final = 16  # length, attributes, deltas, key and valu
 # ---------------------------------------------------------------------------------- broker
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class Broker:
     """`python -m zlog serve` on a free port with a private data dir and ring dir."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, *, endpoint: str | None = None,
+                 extra_args: Sequence[str] = ()) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="zb-", dir="/tmp"))
         shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
         self.ring_dir = Path(tempfile.mkdtemp(prefix="zb-ring-", dir=shm))
-        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.endpoint = endpoint or f"tcp://127.0.0.1:{free_port()}"
         self.log_path = self.directory / "broker.log"
-        command = [sys.executable, "-m", "zlog", "serve", "--data-dir",
-                   str(self.directory / "data"), "--listen", self.endpoint,
-                   "--workers", str(workers), "--ring-dir", str(self.ring_dir)]
-        with self.log_path.open("wb") as log_file:
-            self.process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log_file,
-                                            stderr=subprocess.STDOUT)
+        self._command = [sys.executable, "-m", "zlog", "serve", "--data-dir",
+                         str(self.directory / "data"), "--listen", self.endpoint,
+                         "--workers", str(workers), "--ring-dir", str(self.ring_dir),
+                         *extra_args]
+        self.process = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        with self.log_path.open("ab") as log_file:
+            return subprocess.Popen(self._command, cwd=REPO_ROOT, stdout=log_file,
+                                    stderr=subprocess.STDOUT)
+
+    def kill_all(self) -> None:
+        """kill -9 of the supervisor and its workers (frozen first: no replacement starts)."""
+        supervisor = psutil.Process(self.process.pid)
+        supervisor.suspend()
+        workers = supervisor.children(recursive=True)
+        for process in [*workers, supervisor]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        self.process.wait()
+        psutil.wait_procs(workers, timeout=START_TIMEOUT_S)
+
+    def restart(self) -> None:
+        """Start again on the same data dir (after `kill_all` or a stop)."""
+        assert self.process.poll() is not None
+        self.process = self._spawn()
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -142,9 +156,10 @@ def create_topic(endpoint: str, name: str) -> None:
 def _producer(args: argparse.Namespace, *, linger_ms: int) -> Producer:
     """The client's defaults (`--profile defaults`), or the tuned settings of the flags."""
     if args.profile == "defaults":
-        return Producer(args.endpoint, acks=1)
-    return Producer(args.endpoint, acks=1, linger_ms=linger_ms, batch_size=args.batch_size,
-                    bulk_batch_size=args.batch_size, compression=args.compression)
+        return Producer(args.endpoint, acks=args.acks)
+    return Producer(args.endpoint, acks=args.acks, linger_ms=linger_ms,
+                    batch_size=args.batch_size, bulk_batch_size=args.batch_size,
+                    compression=args.compression)
 
 
 def phase_produce_many(args: argparse.Namespace) -> dict[str, Any]:
@@ -419,7 +434,8 @@ def _phase_command(args: argparse.Namespace, phase: str, topic: str, endpoint: s
                    **extra: object) -> list[str]:
     command = [sys.executable, str(Path(__file__).resolve()), "--phase", phase,
                "--endpoint", endpoint, "--topic", topic]
-    for name in ("profile", "duration_s", "warmup_s", "rate", "chunk", "batch_size", "linger_ms",
+    for name in ("profile", "acks", "duration_s", "warmup_s", "rate", "chunk", "batch_size",
+                 "linger_ms",
                  "max_wait_ms", "fetch_bytes", "max_poll_records", "local_spin_us",
                  "large_value_bytes", "large_mib"):
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
@@ -683,6 +699,7 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the local consumer's busy spin on the ring head before it sleeps")
     parser.add_argument("--phase", choices=sorted(PHASES), default=None, help=argparse.SUPPRESS)
     parser.add_argument("--profile", choices=PROFILES, default="tuned", help=argparse.SUPPRESS)
+    parser.add_argument("--acks", default="1", help=argparse.SUPPRESS)  # cluster_bench: all
     parser.add_argument("--endpoint", default="", help=argparse.SUPPRESS)
     parser.add_argument("--topic", default="", help=argparse.SUPPRESS)
     parser.add_argument("--records", type=int, default=0, help=argparse.SUPPRESS)

@@ -17,7 +17,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ import psutil
 
 from tests.waiting import wait_until
 from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.free_ports import free_port, free_port_pair  # noqa: F401 (re-exported)
 from zlog.transport.messages import (
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
@@ -46,31 +46,6 @@ _EXEC_WITH_OPEN_FILES_MAX = (
     "resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)); "
     "os.execv(sys.argv[2], sys.argv[2:])"
 )
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def free_port_pair(hosts: Sequence[str]) -> int:
-    """A port p with p and p + 1 free on every host (a voter's control and Raft ports)."""
-    for _ in range(100):
-        port = free_port(hosts[0])
-        if port >= 65_535:
-            continue
-        try:
-            with contextlib.ExitStack() as stack:
-                for host in hosts:
-                    for candidate in (port, port + 1):
-                        sock = stack.enter_context(socket.socket())
-                        sock.bind((host, candidate))
-        except OSError:
-            continue
-        return port
-    raise AssertionError("no free pair of ports on " + ", ".join(hosts))
 
 
 class BrokerProcess:
