@@ -143,9 +143,12 @@ def _change(
                            epoch, isr)
 
 
-def checked_isr_request(state: ClusterState, request: IsrRequest) -> PartitionChange:
+def checked_isr_request(
+    state: ClusterState, request: IsrRequest, live: Liveness | None = None
+) -> PartitionChange:
     """The change an AlterPartition asks for, or ZlogError with Kafka's code for why not
-    (ReplicationControlManager's checks, in its order)."""
+    (ReplicationControlManager's checks, in its order). `live` is who is usable once the
+    round's own broker changes apply: a broker fenced in this round may not join an ISR in it."""
     registration = state.brokers.get(request.node_id)
     if registration is None or registration.broker_epoch != request.broker_epoch:
         raise ZlogError(ErrorCode.STALE_BROKER_EPOCH,
@@ -172,10 +175,11 @@ def checked_isr_request(state: ClusterState, request: IsrRequest) -> PartitionCh
             or partition.leader not in new_isr):
         raise ZlogError(ErrorCode.INVALID_REQUEST,
                         f"{where}: ISR {list(new_isr)} must be replicas and hold the leader")
+    usable = (live if live is not None else liveness(state)).usable
     for member in set(new_isr) - set(partition.isr):
         seen = request.member_epochs.get(member, -1)
         member_registration = state.brokers.get(member)
-        if (member not in liveness(state).usable or member_registration is None
+        if (member not in usable or member_registration is None
                 or seen not in (-1, member_registration.broker_epoch)):
             raise ZlogError(ErrorCode.INELIGIBLE_REPLICA,
                             f"{where}: broker {member} may not join the ISR now")
@@ -205,7 +209,7 @@ def decide(state: ClusterState, round_input: RoundInput) -> RoundOutcome:
                                      f"{request.topic}-{request.partition} changed meanwhile"))
             continue
         try:
-            partitions[key] = checked_isr_request(state, request)
+            partitions[key] = checked_isr_request(state, request, live)
         except ZlogError as error:
             answers.append(error)
             continue
