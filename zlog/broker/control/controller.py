@@ -20,7 +20,9 @@ The rules (docs/replication.md §4):
 * A broker that **registers as a new process** (a restart) may have lost what it had not
   flushed: it leaves every ISR that keeps another usable member, and its leaderships move to
   them; it rejoins each ISR once its follower caught up again. Where it is the only usable
-  member it keeps its place (nobody else holds the data).
+  member it keeps its place (nobody else holds the data), but a leadership it keeps goes
+  through a new election: the partition has no leader until the next round elects it again,
+  in a new leader epoch.
 * A **controlled shutdown** moves the broker's leaderships to other usable ISR members and
   takes it out of every ISR that keeps another usable member; where it is the only one (a
   replication factor of 1) it keeps leading until it stops.
@@ -122,6 +124,13 @@ def restarted(state: ClusterState, broker: int) -> tuple[PartitionChange, ...]:
         for partition in topic.partitions:
             if broker in partition.isr or partition.leader == broker:
                 change = healed(topic.name, partition, without)
+                if partition.leader == broker and (change is None or change.leader == broker):
+                    # The new process may have lost the tail it wrote in its leader epoch and
+                    # write other batches there: followers that copied the old tail would see
+                    # the same (offset, epoch) and never truncate it. It leads again only
+                    # through a new election, in a new epoch (the next round's).
+                    isr = partition.isr if change is None else change.isr
+                    change = _change(topic.name, partition, NO_LEADER, isr)
                 if change is not None:
                     changes.append(change)
     return tuple(changes)
