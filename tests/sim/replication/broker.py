@@ -70,7 +70,7 @@ class BrokerObserver(Protocol):
                          new_term: bool) -> None: ...
 
     def produced(self, broker: SimBroker, p: int, partition: Partition, *, acks: int,
-                 outcome: ProduceOutcome, end_before: int) -> None: ...
+                 outcome: ProduceOutcome, end_before: int, batch_id: int) -> None: ...
 
     def acking(self, broker: SimBroker, p: int, partition: Partition, base_offset: int,
                batch_id: int) -> None: ...
@@ -490,7 +490,7 @@ class SimBroker:
         end_before, hw_before = partition.log.log_end_offset, partition.high_watermark
         outcome = partition.produce([request.batch], request.acks)
         self.observer.produced(self, p, partition, acks=request.acks, outcome=outcome,
-                               end_before=end_before)
+                               end_before=end_before, batch_id=request.batch_id)
         if outcome.error_code != ErrorCode.NONE or request.acks != ACKS_ALL:
             self.send(self.node_id, client, ProduceAnswer(
                 request.request_id, outcome.error_code, outcome.base_offset))

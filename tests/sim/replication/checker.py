@@ -13,7 +13,8 @@ Event checks (at the instant the fact is observable):
 - S7 at every consumer read: the batches lie below the serving replica's HW.
 - S9 at every truncation: no batch known committed (acked, or read by a consumer) is cut.
 - S11 at every commit: the record's own rules (ISR within replicas and not empty, leader in the
-  ISR, partition epoch +1, leader epoch +1 exactly when the leader changes).
+  ISR, partition epoch +1, leader epoch +1 exactly when the leader changes, no fenced leader,
+  a new leader neither fenced nor shutting down).
 - S12 at every commit that grows an ISR: the member was usable and at the broker epoch the
   leader saw, and, when the leader proposed it, held the HW and the leader's epoch start.
 - S13 on every fetch answer a follower applies: its log equals the leader's up to its log end;
@@ -21,12 +22,15 @@ Event checks (at the instant the fact is observable):
 - S14 at every ack: a batch acknowledged twice has one offset.
 - S15 at every produce: acks=all appends only while the committed ISR holds min.insync
   replicas; NOT_ENOUGH_REPLICAS appends nothing.
-After every event, for what changed: S3 (a (base offset, epoch) pair names one batch, with one
-predecessor, so logs that share a batch share the prefix before it), S8 (log start <= HW <= log
-end; a process's HW never goes back; no HW above the highest any leader computed), S10 (the
-epoch cache equals the epoch runs of the log, plus at most one empty trailing epoch), S14 (no
-(producer id, epoch, sequence) twice in a log). S4 is also swept over every ISR member
-periodically and at the end.
+- S16 at every acks=1 ok: the leader's log holds the batch at the offset it answers.
+As a batch enters a log: S3 (logs that hold a (base offset, epoch) pair at the same time hold
+the same batch there, after the same predecessor, so they share the prefix before it) and S14
+(no (producer id, epoch, sequence) twice in a log). After every event, for what changed: S8
+(log start <= HW <= log end; a process's HW never goes back; no HW above the highest any
+leader computed) and S10 (the epoch cache equals the epoch runs of the log, plus at most one
+empty trailing epoch of the replica's own leadership). S4 is also swept over every ISR member
+periodically and at the end. Once the cluster healed, S5 holds for the final logs: every
+committed batch, consumed ones included, is in them.
 
 Not checked, because zlog does not implement the rule (see the report in README of the run
 summary): the exposure gate (§2.4.5, HW seen by consumers may go back after a leader change:
@@ -41,11 +45,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tests.sim.replication.broker import SimBroker
+from tests.sim.replication.broker import SimBroker, Status
 from tests.sim.replication.controller import TOPIC
 from tests.sim.replication.ghost import Ghost
 from tests.sim.replication.messages import ReplicaFetchAnswer
-from tests.sim.replication.storage import SimDisk, SimLog
+from tests.sim.replication.storage import BatchInfo, SimDisk, SimLog
 from zlog.broker.control.controller import NO_LEADER, liveness
 from zlog.broker.control.metadata_commands import Command
 from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
@@ -69,8 +73,7 @@ class World(Protocol):
 
 @dataclass(slots=True)
 class _LogMark:
-    changes: int = -1
-    verified: int = 0  # batches checked for S3 and S14
+    changes: int = -1  # the log's change count when its epoch cache was last checked
     producers: dict[tuple[int, int, int], int] = field(default_factory=dict)
 
 
@@ -81,10 +84,11 @@ class Checker:
         self.ghost = ghost
         self.min_insync = min_insync
         self.log = log
-        self.batches: dict[tuple[int, int, int], tuple[bytes, tuple[int, int] | None]] = {}
+        # (p, base offset, epoch) -> (bytes, predecessor, how many logs hold it)
+        self.batches: dict[tuple[int, int, int], tuple[bytes, tuple[int, int] | None, int]] = {}
         self.marks: dict[tuple[int, int], _LogMark] = {}
-        self.hw_seen: dict[tuple[str, int], int] = {}  # (incarnation, p) -> HW
-        self.leader_hw: dict[tuple[str, int, int], int] = {}  # (incarnation, p, epoch) -> HW
+        # (incarnation, p) -> (HW, log start, log end) when S8 last passed
+        self.hw_checked: dict[tuple[str, int], tuple[int, int, int]] = {}
         self.counts: dict[str, int] = {}
 
     def _count(self, what: str) -> None:
@@ -132,6 +136,12 @@ class Checker:
             if new.leader_epoch != old.leader_epoch + (1 if moved else 0):
                 raise InvariantViolation("S11", f"p{p} leader {old.leader}->{new.leader} with "
                                                 f"epoch {old.leader_epoch}->{new.leader_epoch}")
+            if new.leader != NO_LEADER:
+                live = liveness(state)
+                if new.leader not in (live.usable if moved else live.alive):
+                    raise InvariantViolation("S11", f"p{p} leader {new.leader} in epoch "
+                                                    f"{new.leader_epoch} is fenced"
+                                                    f"{' or leaving' if moved else ''}")
         if new.leader != NO_LEADER:
             owner = ghost.leader_of.setdefault((p, new.leader_epoch), new.leader)
             if owner != new.leader:
@@ -141,7 +151,12 @@ class Checker:
         if old is not None and joined:
             self._check_joined(p, old, new, joined, state)
         for member in joined:
-            ghost.lost_since_join.discard((p, member))
+            registration = state.brokers.get(member)
+            if registration is not None and registration.broker_epoch > ghost.lost_at_epoch.get(
+                    member, -1):
+                ghost.lost_since_join.discard((p, member))
+        if not ghost.spec_loss_bound:
+            self._maybe_lossy(p, new.isr)
         self.log(f"commit p{p}: leader {new.leader} e{new.leader_epoch} isr {list(new.isr)} "
                  f"pe{new.partition_epoch}")
 
@@ -218,8 +233,16 @@ class Checker:
                                                f"batch {batch} at {offset}")
 
     def produced(self, broker: SimBroker, p: int, partition: Partition, *, acks: int,
-                 outcome: ProduceOutcome, end_before: int) -> None:
+                 outcome: ProduceOutcome, end_before: int, batch_id: int) -> None:
         if acks != ACKS_ALL:
+            if outcome.error_code == ErrorCode.NONE:
+                info = self._log_of(broker.node_id, p)
+                found = None if info is None else info.batch_at(outcome.base_offset)
+                if found is None or found.batch_id != batch_id:
+                    raise InvariantViolation("S16", f"p{p}: broker {broker.node_id} answers ok "
+                                                    f"for batch {batch_id} at "
+                                                    f"{outcome.base_offset}, which its log "
+                                                    "does not hold there")
             return
         if outcome.error_code == ErrorCode.NOT_ENOUGH_REPLICAS:
             if partition.log.log_end_offset != end_before:
@@ -324,56 +347,75 @@ class Checker:
 
     # -- after every event (S3, S8, S10, S14) ----------------------------------------------
 
-    def after_event(self) -> None:
+    def after_event(self, only: SimBroker | None = None) -> None:
+        """Runs after every event, so it looks only at what changed since the last one: a
+        log's change count, or a process's HW and log bounds. A message changes only the
+        broker it reaches: `only` names it."""
         ghost = self.ghost
-        for broker in self.world.brokers.values():
-            if not broker.up:
-                continue
+        brokers = list(self.world.brokers.values()) if only is None else [only]
+        running = [b for b in brokers if b.status is Status.UP]
+        for broker in running:
             for p, partition in broker.partitions.items():
                 if partition.is_leader:
                     ghost.max_leader_hw[p] = max(ghost.max_leader_hw[p],
                                                  partition.high_watermark)
-        for broker_id in sorted(self.world.brokers):
-            broker = self.world.brokers[broker_id]
+        for broker in brokers:
             for p, log in broker.disk.logs.items():
-                mark = self.marks.setdefault((broker_id, p), _LogMark())
+                mark = self.marks.get((broker.node_id, p))
+                if mark is None:
+                    mark = self.marks[(broker.node_id, p)] = _LogMark()
                 if mark.changes != log.changes:
-                    self._check_log(log, mark)
-                    opened = broker.partitions.get(p) if broker.up else None
+                    opened = broker.partitions.get(p) if broker.status is Status.UP else None
                     if opened is not None:
-                        self._check_epoch_cache(broker_id, p, opened)
+                        self._check_epoch_cache(broker.node_id, p, opened)
                     mark.changes = log.changes
-            if broker.up:
-                for p, partition in broker.partitions.items():
-                    self._check_hw(broker, p, partition)
+        for broker in running:
+            for p, partition in broker.partitions.items():
+                self._check_hw(broker, p, partition)
 
-    def _check_log(self, log: SimLog, mark: _LogMark) -> None:
+    def batch_added(self, log: SimLog, index: int) -> None:
+        """S3 and S14 for a batch as it enters a log."""
         p = log.partition
-        if mark.verified > len(log.infos):
-            mark.verified = 0
-            mark.producers = {}
-        for i in range(mark.verified, len(log.infos)):
-            info = log.infos[i]
-            before = log.infos[i - 1] if i > 0 else None
-            pred = None if before is None else (before.base, before.epoch)
-            stored = bytes(log.batches[i])
-            known = self.batches.setdefault((p, info.base, info.epoch), (stored, pred))
+        info = log.infos[index]
+        before = log.infos[index - 1] if index > 0 else None
+        pred = None if before is None else (before.base, before.epoch)
+        stored = bytes(log.batches[index])
+        key = (p, info.base, info.epoch)
+        known = self.batches.get(key)
+        if known is None:
+            self.batches[key] = (stored, pred, 1)
+        else:
             if known[0] != stored:
-                raise InvariantViolation("S3", f"p{p}: broker {log.broker} holds another batch "
-                                               f"({info.batch_id}) at offset {info.base} epoch "
-                                               f"{info.epoch}")
+                raise InvariantViolation("S3", f"p{p}: broker {log.broker} holds batch "
+                                               f"{info.batch_id} at offset {info.base} epoch "
+                                               f"{info.epoch}, where another log holds another")
             if known[1] != pred:
                 raise InvariantViolation("S3", f"p{p}: broker {log.broker} holds batch "
                                                f"{info.batch_id} at {info.base} after {pred}, "
                                                f"another log after {known[1]}")
-            pid, producer_epoch, sequence = info.producer
-            if pid >= 0:
-                key = (pid, producer_epoch, sequence)
-                if mark.producers.setdefault(key, info.base) != info.base:
-                    raise InvariantViolation("S14", f"p{p}: broker {log.broker} holds producer "
-                                                    f"{key} at {mark.producers[key]} and "
-                                                    f"{info.base}")
-        mark.verified = len(log.infos)
+            self.batches[key] = (known[0], known[1], known[2] + 1)
+        pid, producer_epoch, sequence = info.producer
+        if pid >= 0:
+            mark = self.marks.setdefault((log.broker, p), _LogMark())
+            producer = (pid, producer_epoch, sequence)
+            if mark.producers.setdefault(producer, info.base) != info.base:
+                raise InvariantViolation("S14", f"p{p}: broker {log.broker} holds producer "
+                                                f"{producer} at {mark.producers[producer]} "
+                                                f"and {info.base}")
+
+    def batches_removed(self, log: SimLog, removed: list[BatchInfo]) -> None:
+        """A batch no log holds any more may be written again (a power loss lost it): only
+        logs that hold a (base offset, epoch) at the same time must agree on it."""
+        p = log.partition
+        mark = self.marks.setdefault((log.broker, p), _LogMark())
+        for info in removed:
+            key = (p, info.base, info.epoch)
+            stored, pred, holders = self.batches[key]
+            if holders > 1:
+                self.batches[key] = (stored, pred, holders - 1)
+            else:
+                del self.batches[key]
+            mark.producers.pop(info.producer, None)
 
     def _check_epoch_cache(self, broker: int, p: int, partition: Partition) -> None:
         log = partition.log
@@ -402,14 +444,20 @@ class Checker:
     def _check_hw(self, broker: SimBroker, p: int, partition: Partition) -> None:
         log = partition.log
         hw = partition.high_watermark
+        key = (broker.incarnation, p)
+        # An unchanged HW over an unchanged log passed already: the bound it is compared
+        # with (the highest leader HW) only grows.
+        seen = (hw, log.log_start_offset, log.log_end_offset)
+        before = self.hw_checked.get(key)
+        if before == seen:
+            return
+        self.hw_checked[key] = seen
         if not log.log_start_offset <= hw <= log.log_end_offset:
             raise InvariantViolation("S8", f"p{p}: broker {broker.node_id} HW {hw} outside "
                                            f"[{log.log_start_offset}, {log.log_end_offset}]")
-        key = (broker.incarnation, p)
-        if hw < self.hw_seen.get(key, 0) and not self.ghost.exempt(p):
+        if before is not None and hw < before[0] and not self.ghost.exempt(p):
             raise InvariantViolation("S8", f"p{p}: broker {broker.node_id}'s HW went back from "
-                                           f"{self.hw_seen[key]} to {hw}")
-        self.hw_seen[key] = hw
+                                           f"{before[0]} to {hw}")
         if hw > self.ghost.max_leader_hw[p]:
             raise InvariantViolation("S8", f"p{p}: broker {broker.node_id}'s HW {hw} is above "
                                            f"every leader's ({self.ghost.max_leader_hw[p]})")
@@ -419,6 +467,9 @@ class Checker:
     def power_lost(self, broker: int) -> None:
         ghost = self.ghost
         state = self.world.committed_state()
+        registration = state.brokers.get(broker)
+        if registration is not None:
+            ghost.lost_at_epoch[broker] = registration.broker_epoch
         topic = state.topics.get(TOPIC)
         if topic is None:
             return
@@ -426,11 +477,30 @@ class Checker:
             if broker not in info.replicas:
                 continue
             ghost.lost_since_join.add((info.partition, broker))
-            if all((info.partition, m) in ghost.lost_since_join for m in info.isr):
-                if info.partition not in ghost.lossy:
-                    self.log(f"p{info.partition} lossy: every ISR member {list(info.isr)} "
-                             "lost power")
-                ghost.lossy.add(info.partition)
+            self._maybe_lossy(info.partition, info.isr)
+
+    def _maybe_lossy(self, p: int, isr: tuple[int, ...]) -> None:
+        ghost = self.ghost
+        if p not in ghost.lossy and all((p, m) in ghost.lost_since_join for m in isr):
+            self.log(f"p{p} lossy: every ISR member {list(isr)} lost power since it joined")
+            ghost.lossy.add(p)
+
+    def final(self) -> None:
+        """S5 once the cluster healed: every batch known committed (acknowledged or read by a
+        consumer) is in the leader's final log, where every replica's log now equals it."""
+        topic = self.world.committed_state().topics.get(TOPIC)
+        if topic is None:
+            return
+        for info in topic.partitions:
+            p = info.partition
+            if self.ghost.exempt(p):
+                continue
+            log = self._log_of(info.leader, p)
+            for offset, batch in sorted(self.ghost.committed[p].items()):
+                if log is None or not log.holds(offset, batch):
+                    raise InvariantViolation("S5", f"p{p}: the final log of leader "
+                                                   f"{info.leader} lacks committed batch "
+                                                   f"{batch} at {offset}")
 
     def sweep(self) -> None:
         """S4 over every committed ISR member (the event checks should make this redundant)."""

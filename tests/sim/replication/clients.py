@@ -52,6 +52,7 @@ class _InFlight:
     sent_at: int
     attempts: int
     record_count: int
+    target: int = -1
 
 
 class Producer:
@@ -91,7 +92,8 @@ class Producer:
         current.request_id = self.new_id()
         current.sent_at = now
         current.attempts += 1
-        self.send(self.node_id, self.target(self.partition), Produce(
+        current.target = self.target(self.partition)
+        self.send(self.node_id, current.target, Produce(
             current.request_id, self.partition, current.batch, current.batch_id, current.acks))
 
     def tick(self, now: int) -> None:
@@ -119,6 +121,12 @@ class Producer:
             self.current = None
             return
         self._failed(now, body.error)
+
+    def disconnected(self, broker: int, now: int) -> None:
+        """The broker its request went to died: the connection reset says so at once."""
+        current = self.current
+        if current is not None and current.request_id >= 0 and current.target == broker:
+            self._failed(now, ErrorCode.NETWORK_EXCEPTION)
 
     def _failed(self, now: int, code: ErrorCode) -> None:
         current = self.current

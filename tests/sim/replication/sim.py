@@ -24,7 +24,7 @@ from tests.sim.replication.clients import Consumer, Producer
 from tests.sim.replication.clock import SimClock
 from tests.sim.replication.controller import TOPIC, SimController
 from tests.sim.replication.ghost import Ghost
-from tests.sim.replication.messages import CONTROLLER, Envelope
+from tests.sim.replication.messages import CONTROLLER, Envelope, Produce, ProduceAnswer
 from tests.sim.replication.network import NetworkProfile, SimNetwork
 from tests.sim.replication.profile import Profile
 from tests.sim.replication.storage import SimDisk, SimLog
@@ -32,7 +32,7 @@ from tests.sim.replication.wiring import REAL, Wiring
 from zlog.broker.control.controller import NO_LEADER
 from zlog.broker.control.metadata_commands import Command
 from zlog.broker.control.metadata_state import ClusterState
-from zlog.errors import ZlogError
+from zlog.errors import ErrorCode, ZlogError
 
 TRACE_TAIL = 200
 SWEEP_EVERY_TICKS = 25
@@ -47,8 +47,8 @@ class SimFailure(AssertionError):
 
 
 class ReplicationSim:
-    def __init__(self, seed: int, wiring: Wiring = REAL, profile: Profile | None = None
-                 ) -> None:
+    def __init__(self, seed: int, wiring: Wiring = REAL, profile: Profile | None = None, *,
+                 spec_loss_bound: bool = False) -> None:
         self.seed, self.wiring = seed, wiring
         rng = random.Random(seed)
         drawn = Profile.draw(rng)
@@ -61,7 +61,7 @@ class ReplicationSim:
         broker_rng = random.Random(rng.getrandbits(64))
         self.trace: deque[str] = deque(maxlen=TRACE_TAIL)
         self._digest = hashlib.sha256()
-        self.ghost = Ghost()
+        self.ghost = Ghost(spec_loss_bound=spec_loss_bound)
         self.checker = Checker(self, self.ghost, self.profile.min_insync, self.log)
         self.controller = SimController(self.profile, wiring, controller_rng, self.send, self)
         self.faults = True
@@ -90,7 +90,9 @@ class ReplicationSim:
                           for p in range(profile.partitions)]
         self.restart_at: dict[int, int] = {}
         self.resume_at: dict[int, int] = {}
-        self.churn_at: list[tuple[int, int]] = []  # (tick, broker): new leaders to strike
+        # New leaders to strike: (deadline, broker, partition, epoch). Each is struck right
+        # after its first append in the epoch (where KIP-279's case begins), or at the deadline.
+        self.churn: list[tuple[int, int, int, int]] = []
         self.stats: dict[str, int] = {}
 
     # -- plumbing --------------------------------------------------------------------------
@@ -134,8 +136,8 @@ class ReplicationSim:
                             strict=True):
             if new.leader not in (NO_LEADER, old.leader) and (
                     self.fault_rng.random() < self.profile.churn_p):
-                self.churn_at.append((self.clock.now + self.fault_rng.randint(1, 8),
-                                      new.leader))
+                self.churn.append((self.clock.now + self.fault_rng.randint(1, 8),
+                                   new.leader, new.partition, new.leader_epoch))
 
     def _count(self, what: str) -> None:
         self.stats[what] = self.stats.get(what, 0) + 1
@@ -165,10 +167,14 @@ class ReplicationSim:
         self.checker.after_event()
         while (envelope := self.network.pop_due(now, self._paused)) is not None:
             self._deliver(envelope, now)
-            self.checker.after_event()
+            receiver = self.brokers.get(envelope.dst)
+            if receiver is not None:
+                self.checker.after_event(receiver)
         for b in sorted(self.brokers):
             self.brokers[b].tick(now)
-            self.checker.after_event()
+        # One check for all the ticks: a tick changes only its own broker's state, so no tick
+        # can hide what another did.
+        self.checker.after_event()
         for producer in self.producers:
             producer.tick(now)
         for consumer in self.consumers:
@@ -184,6 +190,11 @@ class ReplicationSim:
             broker = self.brokers[dst]
             if broker.up:
                 broker.receive(envelope, now)
+            elif broker.status == Status.DOWN and isinstance(envelope.body, Produce):
+                # Connection refused: the client learns at once (a dead process's sockets
+                # are closed), retries and refreshes its metadata.
+                self.network.send(dst, envelope.src, ProduceAnswer(
+                    envelope.body.request_id, ErrorCode.NETWORK_EXCEPTION, -1), now)
         else:
             for producer in self.producers:
                 if producer.node_id == dst:
@@ -226,8 +237,12 @@ class ReplicationSim:
             self._count("pauses")
         if rng.random() < profile.cut_p:
             self._cut(now)
-        for due, b in [x for x in self.churn_at if x[0] <= now]:
-            self.churn_at.remove((due, b))
+        for strike in list(self.churn):
+            due, b, p, epoch = strike
+            log = self.disks[b].logs[p]
+            if due > now and not (log.infos and log.infos[-1].epoch == epoch):
+                continue
+            self.churn.remove(strike)
             if not self.brokers[b].up:
                 continue
             if rng.random() < 0.5:
@@ -241,6 +256,8 @@ class ReplicationSim:
             self._count("controller failovers")
 
     def _stop(self, b: int, now: int, down_ticks: int) -> None:
+        for producer in self.producers:
+            producer.disconnected(b, now)
         self.brokers[b].crash()
         self.network.drop_held(b)
         self.restart_at[b] = now + down_ticks
@@ -286,6 +303,7 @@ class ReplicationSim:
                 self.step()
             self._heal_and_check_liveness()
             self.checker.sweep()
+            self.checker.final()
         except InvariantViolation as violation:
             raise SimFailure(self.report(violation), violation.check, self.seed) from violation
 
@@ -352,9 +370,9 @@ class ReplicationSim:
     # -- reports ---------------------------------------------------------------------------
 
     def replay_command(self) -> str:
-        if self.wiring.name == "real":
-            return f"python -m pytest tests/sim/replication --seed {self.seed}"
-        return f"python -m tests.sim.replication --seed {self.seed} --bug {self.wiring.name}"
+        bug = "" if self.wiring.name == REAL.name else f" --bug {self.wiring.name}"
+        bound = " --spec-loss-bound" if self.ghost.spec_loss_bound else ""
+        return f"python -m tests.sim.replication --seed {self.seed}{bug}{bound}"
 
     def report(self, error: BaseException) -> str:
         tail = "\n".join(self.trace)

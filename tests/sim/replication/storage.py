@@ -34,6 +34,10 @@ class LogObserver(Protocol):
 
     def truncating(self, log: SimLog, new_end: int) -> None: ...
 
+    def batch_added(self, log: SimLog, index: int) -> None: ...
+
+    def batches_removed(self, log: SimLog, removed: list[BatchInfo]) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class BatchInfo:
@@ -64,11 +68,16 @@ class SimLog(MemoryLog):
             (header.producer_id, header.producer_epoch, header.base_sequence)))
         self._bases.append(header.base_offset)
         self.changes += 1
+        if self.observer is not None:
+            self.observer.batch_added(self, len(self.infos) - 1)
 
     def _cut_index(self, count: int) -> None:
+        removed = self.infos[count:]
         del self.infos[count:]
         del self._bases[count:]
         self.changes += 1
+        if self.observer is not None and removed:
+            self.observer.batches_removed(self, removed)
 
     def index_of(self, offset: int) -> int | None:
         """The index of the batch holding `offset`, if this log holds it."""
