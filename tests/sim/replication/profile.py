@@ -94,5 +94,5 @@ class Profile:
             pause_p=min(1.0, scale * rng.choice([0.0, 0.002, 0.005])),
             cut_p=min(1.0, scale * rng.choice([0.0, 0.005, 0.01])),
             failover_p=min(1.0, scale * rng.choice([0.0, 0.002, 0.005])),
-            churn_p=rng.choice([0.0, 0.0, 0.2, 0.5]),
+            churn_p=rng.choice([0.0, 0.2, 0.5, 0.8]),
         )
