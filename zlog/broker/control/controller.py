@@ -22,7 +22,8 @@ The rules (docs/replication.md §4):
   them; it rejoins each ISR once its follower caught up again. Where it is the only usable
   member it keeps its place (nobody else holds the data), but a leadership it keeps goes
   through a new election: the partition has no leader until the next round elects it again,
-  in a new leader epoch.
+  in a new leader epoch. Every partition it replicates gets a new partition epoch, so that a
+  change decided before the registration is refused.
 * A **controlled shutdown** moves the broker's leaderships to other usable ISR members and
   takes it out of every ISR that keeps another usable member; where it is the only one (a
   replication factor of 1) it keeps leading until it stops.
@@ -122,6 +123,9 @@ def restarted(state: ClusterState, broker: int) -> tuple[PartitionChange, ...]:
     changes = []
     for topic in state.topics.values():
         for partition in topic.partitions:
+            if broker not in partition.replicas:
+                continue
+            change = None
             if broker in partition.isr or partition.leader == broker:
                 change = healed(topic.name, partition, without)
                 if partition.leader == broker and (change is None or change.leader == broker):
@@ -131,8 +135,11 @@ def restarted(state: ClusterState, broker: int) -> tuple[PartitionChange, ...]:
                     # through a new election, in a new epoch (the next round's).
                     isr = partition.isr if change is None else change.isr
                     change = _change(topic.name, partition, NO_LEADER, isr)
-                if change is not None:
-                    changes.append(change)
+            # Every partition it replicates gets a new partition epoch even when nothing else
+            # changes: a round decided before this registration (an ISR join checked against
+            # the broker epoch of the process that died) is then refused when it commits.
+            changes.append(change if change is not None else
+                           _change(topic.name, partition, partition.leader, partition.isr))
     return tuple(changes)
 
 

@@ -1,16 +1,25 @@
-"""A leader that restarts as a new process before its session expires, alone in the ISR.
+"""A broker that registers as a new process before its session expires.
 
-Regression: the controller kept it leading in the same leader epoch. After a power loss the
-new process no longer held the tail it had written in that epoch and wrote other batches at
-those offsets, stamped with the same epoch; a follower that had copied the old tail fetched
-with that epoch, found the leader's log agreeing up to its own end, and never truncated: two
-replicas held different batches at the same offset for good. It now leads again only through
-a new election, so the follower's epoch ends where the restarted leader's log does.
+Regression 1: a leader alone in its ISR kept leading in the same leader epoch. After a power
+loss the new process no longer held the tail it had written in that epoch and wrote other
+batches at those offsets, stamped with the same epoch; a follower that had copied the old
+tail fetched with that epoch, found the leader's log agreeing up to its own end, and never
+truncated: two replicas held different batches at the same offset for good. It now leads
+again only through a new election, so the follower's epoch ends where the restarted
+leader's log does.
+
+Regression 2: a round decided before the registration committed after it. Its ISR join had
+been checked against the broker epoch of the process that died, and the partition record
+had not moved, so the new process, which the leader never saw fetch and which may have lost
+its unflushed tail, joined the ISR. Every partition the broker replicates now gets a new
+partition epoch at its registration, and the stale round is refused.
 """
 
 from __future__ import annotations
 
-from zlog.broker.control.controller import NO_LEADER, RoundInput, decide, restarted
+import pytest
+
+from zlog.broker.control.controller import NO_LEADER, IsrRequest, RoundInput, decide, restarted
 from zlog.broker.control.metadata import MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
     ClusterChange,
@@ -22,6 +31,7 @@ from zlog.broker.control.metadata_commands import (
 )
 from zlog.broker.control.metadata_state import PartitionInfo
 from zlog.broker.data.epoch_cache import LeaderEpochCache
+from zlog.errors import ErrorCode, ZlogError
 
 
 def _apply(fsm: MetadataStateMachine,
@@ -69,7 +79,32 @@ def test_the_same_incarnation_registering_again_keeps_its_leadership() -> None:
     before = _p0(fsm)
     _register(fsm, 1, "i1")
     assert _p0(fsm) == before
-    assert restarted(fsm.state, 2) == ()  # not in the ISR, leads nothing: nothing to change
+
+
+def test_a_restart_gives_each_partition_of_the_broker_a_new_partition_epoch() -> None:
+    fsm = _leader_alone_in_the_isr()
+    before = _p0(fsm)
+    (change,) = restarted(fsm.state, 2)  # not in the ISR, leads nothing
+    assert (change.leader, change.leader_epoch, change.isr) == (1, before.leader_epoch, (1,))
+    _register(fsm, 2, "i2-again")
+    after = _p0(fsm)
+    assert after.partition_epoch == before.partition_epoch + 1
+    assert (after.leader, after.leader_epoch, after.isr) == (1, before.leader_epoch, (1,))
+
+
+def test_an_isr_join_decided_before_the_members_restart_is_refused() -> None:
+    fsm = _leader_alone_in_the_isr()
+    p0 = _p0(fsm)
+    seen = fsm.state.brokers[2].broker_epoch  # the epoch broker 2 fetched with
+    outcome = decide(fsm.state, RoundInput(isr_requests=(IsrRequest(
+        1, fsm.state.brokers[1].broker_epoch, "t", 0, p0.leader_epoch, p0.partition_epoch,
+        (1, 2), {2: seen}),)))
+    assert outcome.answers == (None,)
+    _register(fsm, 2, "i2-after-power-loss")  # committed while the round was in flight
+    with pytest.raises(ZlogError) as refused:
+        _apply(fsm, outcome.change)
+    assert refused.value.code == ErrorCode.INVALID_UPDATE_VERSION
+    assert _p0(fsm).isr == (1,)
 
 
 def test_a_follower_with_the_lost_tail_truncates_once_the_epoch_changed() -> None:
