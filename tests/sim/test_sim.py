@@ -16,49 +16,23 @@ import os
 import pytest
 
 from tests.sim.cluster import Sim, SimFailure
+from tests.sim.seeds import run_chunk, run_seeds, run_twice
 
 DEFAULT_SEEDS = 1900  # calibrated: about two minutes for the whole default run (2 cores)
 CHUNK_SEEDS = 100
 SOAK_FIRST_SEED = 1_000_000
 
 
-def run_seeds(seeds: range) -> None:
-    """Run each seed; fail with the first failure's full report and every failing seed."""
-    failures: list[tuple[int, str]] = []
-    for seed in seeds:
-        try:
-            Sim(seed).run()
-        except SimFailure as failure:
-            failures.append((seed, str(failure)))
-    if failures:
-        failing = ", ".join(str(seed) for seed, _ in failures)
-        pytest.fail(f"failing seeds: {failing}\n\n{failures[0][1]}", pytrace=False)
-
-
 @pytest.mark.parametrize("chunk", range(DEFAULT_SEEDS // CHUNK_SEEDS))
 def test_seeds(chunk: int, seed_option: int | None) -> None:
     """All invariants of section 6 hold over seeded chaos, then the healed cluster commits."""
-    if seed_option is not None:
-        if chunk != 0:
-            pytest.skip("replaying one seed")
-        sim = Sim(seed_option)
-        try:
-            sim.run()
-        except SimFailure as failure:
-            pytest.fail(str(failure), pytrace=False)
-        print(sim.summary())
-        return
-    run_seeds(range(chunk * CHUNK_SEEDS, (chunk + 1) * CHUNK_SEEDS))
+    run_chunk(Sim, chunk, CHUNK_SEEDS, seed_option, SimFailure)
 
 
 @pytest.mark.parametrize("seed", [0, 7, 12345])
 def test_same_seed_same_run(seed: int) -> None:
     """Section 6: the same seed reproduces the run byte for byte (digest of every event)."""
-    first, second = Sim(seed), Sim(seed)
-    first.run()
-    second.run()
-    assert first.trace_digest == second.trace_digest
-    assert first.summary() == second.summary()
+    first, second = run_twice(Sim, seed)
     assert first.checker.committed == second.checker.committed
 
 
@@ -87,4 +61,4 @@ def test_soak(seed_option: int | None) -> None:
     """Many more seeds than the default run; every failing seed is printed."""
     count = int(os.environ.get("ZLOG_SOAK_SEEDS", "2000"))
     first = SOAK_FIRST_SEED if seed_option is None else seed_option
-    run_seeds(range(first, first + count))
+    run_seeds(Sim, range(first, first + count), SimFailure)

@@ -20,7 +20,10 @@ The rules (docs/replication.md §4):
 * A broker that **registers as a new process** (a restart) may have lost what it had not
   flushed: it leaves every ISR that keeps another usable member, and its leaderships move to
   them; it rejoins each ISR once its follower caught up again. Where it is the only usable
-  member it keeps its place (nobody else holds the data).
+  member it keeps its place (nobody else holds the data), but a leadership it keeps goes
+  through a new election: the partition has no leader until the next round elects it again,
+  in a new leader epoch. Every partition it replicates gets a new partition epoch, so that a
+  change decided before the registration is refused.
 * A **controlled shutdown** moves the broker's leaderships to other usable ISR members and
   takes it out of every ISR that keeps another usable member; where it is the only one (a
   replication factor of 1) it keeps leading until it stops.
@@ -120,10 +123,23 @@ def restarted(state: ClusterState, broker: int) -> tuple[PartitionChange, ...]:
     changes = []
     for topic in state.topics.values():
         for partition in topic.partitions:
+            if broker not in partition.replicas:
+                continue
+            change = None
             if broker in partition.isr or partition.leader == broker:
                 change = healed(topic.name, partition, without)
-                if change is not None:
-                    changes.append(change)
+                if partition.leader == broker and (change is None or change.leader == broker):
+                    # The new process may have lost the tail it wrote in its leader epoch and
+                    # write other batches there: followers that copied the old tail would see
+                    # the same (offset, epoch) and never truncate it. It leads again only
+                    # through a new election, in a new epoch (the next round's).
+                    isr = partition.isr if change is None else change.isr
+                    change = _change(topic.name, partition, NO_LEADER, isr)
+            # Every partition it replicates gets a new partition epoch even when nothing else
+            # changes: a round decided before this registration (an ISR join checked against
+            # the broker epoch of the process that died) is then refused when it commits.
+            changes.append(change if change is not None else
+                           _change(topic.name, partition, partition.leader, partition.isr))
     return tuple(changes)
 
 
@@ -143,9 +159,12 @@ def _change(
                            epoch, isr)
 
 
-def checked_isr_request(state: ClusterState, request: IsrRequest) -> PartitionChange:
+def checked_isr_request(
+    state: ClusterState, request: IsrRequest, live: Liveness | None = None
+) -> PartitionChange:
     """The change an AlterPartition asks for, or ZlogError with Kafka's code for why not
-    (ReplicationControlManager's checks, in its order)."""
+    (ReplicationControlManager's checks, in its order). `live` is who is usable once the
+    round's own broker changes apply: a broker fenced in this round may not join an ISR in it."""
     registration = state.brokers.get(request.node_id)
     if registration is None or registration.broker_epoch != request.broker_epoch:
         raise ZlogError(ErrorCode.STALE_BROKER_EPOCH,
@@ -172,10 +191,11 @@ def checked_isr_request(state: ClusterState, request: IsrRequest) -> PartitionCh
             or partition.leader not in new_isr):
         raise ZlogError(ErrorCode.INVALID_REQUEST,
                         f"{where}: ISR {list(new_isr)} must be replicas and hold the leader")
+    usable = (live if live is not None else liveness(state)).usable
     for member in set(new_isr) - set(partition.isr):
         seen = request.member_epochs.get(member, -1)
         member_registration = state.brokers.get(member)
-        if (member not in liveness(state).usable or member_registration is None
+        if (member not in usable or member_registration is None
                 or seen not in (-1, member_registration.broker_epoch)):
             raise ZlogError(ErrorCode.INELIGIBLE_REPLICA,
                             f"{where}: broker {member} may not join the ISR now")
@@ -205,7 +225,7 @@ def decide(state: ClusterState, round_input: RoundInput) -> RoundOutcome:
                                      f"{request.topic}-{request.partition} changed meanwhile"))
             continue
         try:
-            partitions[key] = checked_isr_request(state, request)
+            partitions[key] = checked_isr_request(state, request, live)
         except ZlogError as error:
             answers.append(error)
             continue

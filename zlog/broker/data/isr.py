@@ -141,10 +141,12 @@ class HighWatermark:
         if not log_start_offset <= fetch_offset <= log_end_offset:
             return
         state = self.followers.setdefault(replica_id, FollowerState())
+        # Never back: the first fetch of a term finds last_fetch_ms still 0, and an ISR member
+        # counts as caught up from the term's start (Kafka takes the max here too).
         if fetch_offset >= log_end_offset:
-            state.last_caught_up_ms = now_ms
+            state.last_caught_up_ms = max(state.last_caught_up_ms, now_ms)
         elif fetch_offset >= state.last_fetch_leader_leo:
-            state.last_caught_up_ms = state.last_fetch_ms
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.last_fetch_leader_leo = max(log_end_offset, state.last_fetch_leader_leo)
         state.last_fetch_ms = now_ms
         state.log_end_offset = fetch_offset

@@ -123,8 +123,13 @@ class Partition:
         # Consumers at the tail read these instead of the log. Not for compacted topics: the
         # compactor rewrites sealed segments behind this thread's back.
         self._recent: RecentBatches | None = None if compacted else RecentBatches()
-        self._hw = HighWatermark.starting(replicas or ReplicaSet.single(), log.log_start_offset,
-                                          log.log_end_offset)
+        replica_set = replicas or ReplicaSet.single()
+        if is_leader:
+            self._hw = HighWatermark.starting(replica_set, log.log_start_offset,
+                                              log.log_end_offset)
+        else:  # a follower's HW is what its leader tells it: nothing yet
+            self._hw = HighWatermark(replica_set, value=log.log_start_offset,
+                                     epoch_start_offset=log.log_end_offset)
         # Where each leader epoch starts in this log (KIP-101), kept on disk by `save_epochs`
         # before a batch of a new epoch is appended.
         self.epochs = epochs if epochs is not None else LeaderEpochCache()

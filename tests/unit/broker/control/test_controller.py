@@ -181,10 +181,14 @@ def test_a_restarted_broker_leaves_the_isrs_others_keep_and_its_leaderships_move
     assert fsm.state.topics == state.topics
 
 
-def test_a_restarted_broker_that_alone_holds_a_partition_keeps_leading_it() -> None:
+def test_a_restarted_broker_that_alone_holds_a_partition_leads_it_again_in_a_new_epoch(
+) -> None:
     fsm = MetadataStateMachine()
     _apply(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="a"))
     _apply(fsm, CreateTopic("t", 1, 1, {}, ((1,),)))
     _apply(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="b"))
     p0 = _partition(fsm.state, 0)
-    assert (p0.leader, p0.isr, p0.leader_epoch) == (1, (1,), 0)
+    assert (p0.leader, p0.isr, p0.leader_epoch) == (-1, (1,), 1)
+    _round(fsm, RoundInput())
+    p0 = _partition(fsm.state, 0)
+    assert (p0.leader, p0.isr, p0.leader_epoch) == (1, (1,), 2)

@@ -1,0 +1,572 @@
+"""A simulated broker: its supervisor's part (registration, heartbeats, metadata) and its
+worker's part (the partitions it holds, the follower fetcher, ISR proposals, acks=all waits),
+driving zlog's pure partition code the way worker.py, fetcher.py, isr_proposals.py and
+data_plane.py do.
+
+A broker is up, paused (SIGSTOP: it does nothing, messages wait in its socket buffers, the
+clock goes on) or down (crashed). A restart is a new process: a new incarnation registers, the
+partitions reopen from the disk (log and epoch checkpoint), the producer state is rebuilt from
+the log, and the high watermark starts over, as partition_host.py does it.
+
+Every decision point that a planted bug may change goes through `wiring`; every fact the
+checker needs goes to `observer` (the code under test never sees either).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Protocol
+
+from tests.sim.replication.controller import TOPIC
+from tests.sim.replication.messages import (
+    CONTROLLER,
+    AlterIsr,
+    AlterIsrAnswer,
+    ConsumerFetch,
+    ConsumerFetchAnswer,
+    Envelope,
+    Heartbeat,
+    HeartbeatAnswer,
+    MetadataPush,
+    Produce,
+    ProduceAnswer,
+    Register,
+    Registered,
+    ReplicaFetch,
+    ReplicaFetchAnswer,
+)
+from tests.sim.replication.profile import Profile
+from tests.sim.replication.storage import BATCH_ID_BASE_MS, SimDisk, SimLog
+from tests.sim.replication.wiring import Wiring, rebuilt_producers
+from zlog.broker.control.controller import NO_LEADER, IsrRequest
+from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
+from zlog.broker.data.epoch_cache import LeaderEpochCache
+from zlog.broker.data.isr import ReplicaSet
+from zlog.broker.data.partition import Partition, ProduceOutcome
+from zlog.broker.data.producer_state import ProducerStateTable
+from zlog.broker.data.replica_sync import apply_replica_fetch, serve_replica_fetch
+from zlog.errors import ErrorCode, ZlogError
+from zlog.record.header import read_header
+from zlog.transport.cluster_messages import NO_EPOCH, ReplicaFetchEntry, ReplicaFetchResult
+from zlog.types import ACKS_ALL
+
+REGISTER_RETRY_TICKS = 5
+LONG_POLL_TICKS = 5  # a follower fetch with nothing to answer waits this long on the leader
+
+
+class Status(Enum):
+    UP = "up"
+    PAUSED = "paused"
+    DOWN = "down"
+
+
+class BrokerObserver(Protocol):
+    """What the checker hears from a broker (see checker.py for what it does with it)."""
+
+    def opened_or_became(self, broker: SimBroker, p: int, partition: Partition,
+                         new_term: bool) -> None: ...
+
+    def produced(self, broker: SimBroker, p: int, partition: Partition, *, acks: int,
+                 outcome: ProduceOutcome, end_before: int, batch_id: int) -> None: ...
+
+    def acking(self, broker: SimBroker, p: int, partition: Partition, base_offset: int,
+               batch_id: int) -> None: ...
+
+    def consumer_read(self, broker: SimBroker, p: int, partition: Partition,
+                      batches: tuple[tuple[int, int, int], ...]) -> None: ...
+
+    def fetch_answer(self, broker: SimBroker, p: int, partition: Partition,
+                     answer: ReplicaFetchAnswer) -> None: ...
+
+    def follower_truncated(self, broker: SimBroker, p: int, point: int,
+                           common_prefix: int) -> None: ...
+
+    def proposing(self, broker: SimBroker, p: int, partition: Partition,
+                  new_isr: frozenset[int], member_epochs: dict[int, int]) -> None: ...
+
+    def log(self, line: str) -> None: ...
+
+
+@dataclass(slots=True)
+class FollowerFetch:
+    in_flight: int | None = None  # the id of the one fetch in flight
+    offset: int = 0  # the log end and leader epoch it was sent with
+    epoch: int = -1
+    sent_at: int = 0
+    backoff_until: int = 0
+
+
+@dataclass(slots=True)
+class Parked:
+    """An acks=all produce waiting for the high watermark (data_plane's _DelayedProduce)."""
+
+    client: int
+    request_id: int
+    partition: int
+    required: int
+    base_offset: int
+    batch_id: int
+    deadline: int
+
+
+@dataclass(slots=True)
+class SimBroker:
+    node_id: int
+    profile: Profile
+    wiring: Wiring
+    rng: random.Random
+    send: Callable[[int, int, object], None]
+    observer: BrokerObserver
+    peer_log: Callable[[int, int], SimLog | None]  # ghost access, for the checker's fields
+    disk: SimDisk
+    status: Status = Status.UP
+    starts: int = 0
+    incarnation: str = ""
+    registered: bool = False
+    broker_epoch: int = -1
+    next_register: int = 0
+    next_heartbeat: int = 0
+    state: ClusterState | None = None
+    meta_version: int = -1
+    partitions: dict[int, Partition] = field(default_factory=dict)
+    fetches: dict[int, FollowerFetch] = field(default_factory=dict)
+    parked: list[Parked] = field(default_factory=list)
+    waiting_fetches: list[tuple[int, ReplicaFetch, int]] = field(default_factory=list)
+    isr_sent: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # id -> (p, PE, t)
+    quiet_until: dict[int, int] = field(default_factory=dict)
+    next_isr_check: int = 0
+    next_id: int = 1
+    now: int = 0
+
+    # -- process life ----------------------------------------------------------------------
+
+    def start(self, now: int) -> None:
+        self.starts += 1
+        self.incarnation = f"{self.node_id}.{self.starts}"
+        self.status = Status.UP
+        self.registered, self.broker_epoch = False, -1
+        self.next_register = self.next_heartbeat = now
+        self.state, self.meta_version = None, -1
+        self.partitions, self.fetches, self.parked = {}, {}, []
+        self.waiting_fetches = []
+        self.isr_sent, self.quiet_until = {}, {}
+        self.now = now
+
+    def bootstrap(self, broker_epoch: int, state: ClusterState, version: int) -> None:
+        """The first start, registered before the clock runs."""
+        self.start(0)
+        self.registered, self.broker_epoch = True, broker_epoch
+        self.apply_metadata(state, version)
+
+    def crash(self) -> None:
+        for p, partition in self.partitions.items():
+            self.disk.last_high_watermark[p] = partition.high_watermark
+        self.status = Status.DOWN
+        self.partitions, self.fetches, self.parked = {}, {}, []
+        self.waiting_fetches = []
+
+    @property
+    def up(self) -> bool:
+        return self.status == Status.UP
+
+    # -- ticks -----------------------------------------------------------------------------
+
+    def tick(self, now: int) -> None:
+        self.now = now
+        if not self.up:
+            return
+        if now % self.profile.flush_every_ticks == 0:
+            self.disk.flush()
+        if not self.registered:
+            if now >= self.next_register:
+                self.next_register = now + REGISTER_RETRY_TICKS
+                self.send(self.node_id, CONTROLLER, Register(self.incarnation))
+            return
+        if now >= self.next_heartbeat:
+            self.next_heartbeat = now + self.profile.heartbeat_ticks
+            self.send(self.node_id, CONTROLLER, Heartbeat(self.broker_epoch))
+        self._send_fetches(now)
+        if now >= self.next_isr_check:
+            self.next_isr_check = now + self.profile.isr_check_ticks
+            self._expire_isr_requests(now)
+            self._propose_isr_changes(now)
+        for parked in [x for x in self.parked if x.deadline <= now]:
+            self._answer_parked(parked, ErrorCode.REQUEST_TIMED_OUT)
+        self._wake_fetches(None, now, expired_only=True)
+
+    # -- messages --------------------------------------------------------------------------
+
+    def receive(self, envelope: Envelope, now: int) -> None:
+        self.now = now
+        body = envelope.body
+        if isinstance(body, Registered):
+            if body.incarnation == self.incarnation and not self.registered:
+                self.registered, self.broker_epoch = True, body.broker_epoch
+                self.next_heartbeat = now
+                self.observer.log(f"b{self.node_id} registered epoch {body.broker_epoch}")
+                self.apply_metadata(body.state, body.version)
+        elif isinstance(body, HeartbeatAnswer):
+            if body.error == ErrorCode.STALE_BROKER_EPOCH:
+                if body.broker_epoch == self.broker_epoch and self.registered:
+                    self.registered = False  # register again (same incarnation: same epoch)
+                return
+            self.apply_metadata(body.state, body.version)
+        elif isinstance(body, MetadataPush):
+            self.apply_metadata(body.state, body.version)
+        elif isinstance(body, AlterIsrAnswer):
+            self._isr_answered(body)
+        elif isinstance(body, ReplicaFetch):
+            self._serve_fetch(envelope.src, body, now)
+        elif isinstance(body, ReplicaFetchAnswer):
+            self._apply_fetch_answer(body, now)
+        elif isinstance(body, Produce):
+            self._produce(envelope.src, body)
+        elif isinstance(body, ConsumerFetch):
+            self._consumer_fetch(envelope.src, body)
+
+    # -- metadata --------------------------------------------------------------------------
+
+    def record(self, p: int) -> PartitionInfo | None:
+        return None if self.state is None else self.state.partition(TOPIC, p)
+
+    def _replica_set(self, info: PartitionInfo) -> ReplicaSet:
+        return ReplicaSet(self.node_id, frozenset(info.replicas), frozenset(info.isr),
+                          self.profile.min_insync, info.partition_epoch)
+
+    def apply_metadata(self, state: ClusterState, version: int) -> None:
+        """Apply a newer committed state (a supervisor pushing PartitionState to workers)."""
+        if not self.registered or version <= self.meta_version:
+            return
+        self.state, self.meta_version = state, version
+        topic = state.topics.get(TOPIC)
+        if topic is None:
+            return
+        for info in topic.partitions:
+            if self.node_id not in info.replicas:
+                continue
+            partition = self.partitions.get(info.partition)
+            if partition is None:
+                self._open(info)
+                continue
+            if (info.leader_epoch == partition.leader_epoch
+                    and info.partition_epoch <= partition.replicas.partition_epoch):
+                continue
+            self._become(info, partition)
+
+    def _open(self, info: PartitionInfo) -> None:
+        p = info.partition
+        log = self.disk.logs[p]
+        checkpoint = self.disk.epoch_checkpoints.get(p)
+        cache_class = self.wiring.epoch_cache_class
+        epochs = cache_class.decode(checkpoint) if checkpoint is not None else cache_class()
+        epochs.truncate_from_end(log.log_end_offset)  # load_epoch_cache
+        is_leader = info.leader == self.node_id
+        disk = self.disk
+
+        def save(cache: LeaderEpochCache) -> None:
+            disk.epoch_checkpoints[p] = cache.encode()
+
+        partition = self.wiring.partition_class(
+            TOPIC, p, log, leader_epoch=info.leader_epoch, is_leader=is_leader,
+            replicas=self._replica_set(info), producers=rebuilt_producers(log),
+            epochs=epochs, save_epochs=save)
+        self.partitions[p] = partition
+        self.fetches[p] = FollowerFetch()
+        self.observer.log(f"b{self.node_id} opened p{p} {'leader' if is_leader else 'follower'}"
+                          f" e{info.leader_epoch} log [{log.log_start_offset},"
+                          f"{log.log_end_offset}) cache {_entries(partition)}")
+        if is_leader:
+            partition.isr_tracker.start_term(self.now, log.log_end_offset)
+            self.wiring.became_leader(partition)
+        else:
+            self.wiring.follower_opened(partition, self.disk.last_high_watermark.get(p, 0))
+        self.observer.opened_or_became(self, p, partition, True)
+
+    def _become(self, info: PartitionInfo, partition: Partition) -> None:
+        p = info.partition
+        is_leader = info.leader == self.node_id
+        new_term = (info.leader_epoch != partition.leader_epoch
+                    or is_leader != partition.is_leader)
+        partition.become(leader_epoch=info.leader_epoch, is_leader=is_leader,
+                         replicas=self._replica_set(info), now_ms=self.now)
+        if new_term:
+            self.observer.log(
+                f"b{self.node_id} p{p} {'leads' if is_leader else 'follows'} "
+                f"e{info.leader_epoch} (leader {info.leader}) isr {list(info.isr)} "
+                f"log end {partition.log.log_end_offset} hw {partition.high_watermark}")
+            if is_leader:
+                self.wiring.became_leader(partition)
+            else:
+                self.wiring.follower_new_epoch(partition)
+        self.observer.opened_or_became(self, p, partition, new_term)
+        self._settle(p)
+        self._wake_fetches(p, self.now)
+
+    # -- follower --------------------------------------------------------------------------
+
+    def _send_fetches(self, now: int) -> None:
+        for p in sorted(self.partitions):
+            partition = self.partitions[p]
+            info = self.record(p)
+            if partition.is_leader or info is None or info.leader in (NO_LEADER, self.node_id):
+                continue
+            fetch = self.fetches[p]
+            if fetch.in_flight is not None:
+                if now - fetch.sent_at <= self.profile.fetch_timeout_ticks:
+                    continue
+                fetch.in_flight = None  # lost: send another
+            if now < fetch.backoff_until:
+                continue
+            log = partition.log
+            entry = ReplicaFetchEntry(TOPIC, p, log.log_end_offset, partition.leader_epoch,
+                                      self.wiring.last_fetched_epoch(partition),
+                                      log.log_start_offset, self.profile.fetch_limit_bytes)
+            fetch.in_flight, self.next_id = self.next_id, self.next_id + 1
+            fetch.offset, fetch.epoch = log.log_end_offset, partition.leader_epoch
+            fetch.sent_at = now
+            self.send(self.node_id, info.leader, ReplicaFetch(
+                fetch.in_flight, entry, self.broker_epoch, self.profile.fetch_limit_bytes))
+
+    def _apply_fetch_answer(self, answer: ReplicaFetchAnswer, now: int) -> None:
+        result = answer.result
+        p = result.partition
+        fetch = self.fetches.get(p)
+        partition = self.partitions.get(p)
+        if fetch is None or partition is None or fetch.in_flight != answer.fetch_id:
+            return  # a duplicate, or an answer to a fetch given up on
+        fetch.in_flight = None
+        log = self.disk.logs[p]
+        stale = (partition.is_leader or log.log_end_offset != fetch.offset
+                 or (partition.leader_epoch != fetch.epoch and not self.wiring.apply_stale_answers))
+        if stale:
+            return
+        code = ErrorCode(result.error_code)
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self._reset_position(partition, result, fetch.offset)
+            return
+        if code != ErrorCode.NONE:
+            fetch.backoff_until = now + self.profile.fetch_backoff_ticks
+            return
+        self.observer.fetch_answer(self, p, partition, answer)
+        old_producers = partition.producers
+
+        def rebuild() -> ProducerStateTable:
+            if self.wiring.rebuild_after_truncation:
+                return rebuilt_producers(log)
+            return old_producers
+
+        try:
+            progress = apply_replica_fetch(partition, result, fetch.offset, rebuild)
+        except ZlogError as error:
+            self.observer.log(f"b{self.node_id} p{p} dropped a fetch answer: {error.message}")
+            fetch.backoff_until = now + self.profile.fetch_backoff_ticks
+            return
+        if progress.truncated_to is not None:
+            self.observer.log(f"b{self.node_id} p{p} diverged (epoch {result.diverging_epoch} "
+                              f"ends {result.diverging_end_offset}): cut at "
+                              f"{progress.truncated_to}")
+            self.observer.follower_truncated(self, p, progress.truncated_to,
+                                             answer.ghost_common_prefix)
+        elif progress.appended_bytes == 0:
+            fetch.backoff_until = now + self.profile.fetch_idle_ticks  # the long poll
+
+    def _reset_position(self, partition: Partition, result: ReplicaFetchResult,
+                        fetch_offset: int) -> None:
+        """fetcher._reset_position: below the leader's log start, start over there; past its
+        log end, cut to it."""
+        if fetch_offset < result.log_start_offset:
+            partition.start_over_at(result.log_start_offset)
+        elif 0 <= result.log_end_offset < fetch_offset:
+            self.observer.log(f"b{self.node_id} p{result.partition} past the leader's end "
+                              f"{result.log_end_offset}: cut")
+            partition.truncate_to(result.log_end_offset,
+                                  rebuilt_producers(self.disk.logs[result.partition]))
+
+    # -- leader: replica fetches -----------------------------------------------------------
+
+    def _wake_fetches(self, p: int | None, now: int, *, expired_only: bool = False) -> None:
+        """Answer the long polls on `p` (new data, a new HW, a new role), or those whose wait
+        is over."""
+        waiting, self.waiting_fetches = self.waiting_fetches, []
+        for follower, request, deadline in waiting:
+            due = deadline <= now if expired_only else request.entry.partition == p
+            if due:
+                self._serve_fetch(follower, request, now, may_wait=False)
+            else:
+                self.waiting_fetches.append((follower, request, deadline))
+
+    def _serve_fetch(self, follower: int, request: ReplicaFetch, now: int, *,
+                     may_wait: bool = True) -> None:
+        entry = request.entry
+        p = entry.partition
+        partition = self.partitions.get(p)
+        if partition is None:
+            result = ReplicaFetchResult(TOPIC, p, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1, -1,
+                                        -1, -1, error_message="no such replica here")
+            self.send(self.node_id, follower,
+                      ReplicaFetchAnswer(request.fetch_id, result, self.incarnation, None, 0))
+            return
+        hw_before = partition.high_watermark
+        read = serve_replica_fetch(partition, entry, replica_id=follower,
+                                   broker_epoch=request.broker_epoch, now_ms=now,
+                                   limit_bytes=request.limit_bytes)
+        if (may_wait and read.result.error_code == 0 and not read.result.chunks
+                and read.result.diverging_epoch == NO_EPOCH
+                and partition.high_watermark == hw_before
+                and entry.fetch_offset == partition.log.log_end_offset):
+            self.waiting_fetches.append((follower, request, now + LONG_POLL_TICKS))
+            return
+        result = replace(read.result, chunks=tuple(bytes(c) for c in read.result.chunks))
+        log = self.disk.logs[p]
+        prev: bytes | None = None
+        common = 0
+        if result.error_code == 0 and result.diverging_epoch == NO_EPOCH:
+            index = log.index_of(entry.fetch_offset - 1)
+            prev = None if index is None else bytes(log.batches[index])
+        elif result.diverging_epoch != NO_EPOCH:
+            common = _common_prefix(log, self.peer_log(follower, p))
+        self.send(self.node_id, follower,
+                  ReplicaFetchAnswer(request.fetch_id, result, self.incarnation, prev, common))
+        if partition.high_watermark != hw_before:
+            self._settle(p)
+            self._wake_fetches(p, now)
+
+    # -- leader: ISR changes ---------------------------------------------------------------
+
+    def _propose_isr_changes(self, now: int) -> None:
+        for p in sorted(self.partitions):
+            partition = self.partitions[p]
+            if not partition.is_leader or now < self.quiet_until.get(p, 0):
+                continue
+            tracker = partition.isr_tracker
+            if tracker.pending is not None:
+                continue
+            new_isr = self.wiring.next_proposal(tracker, now, partition.log.log_end_offset,
+                                                self.profile.lag_max_ticks)
+            if new_isr is None or new_isr == tracker.replicas.isr:
+                continue
+            epochs = self.wiring.member_epochs(tracker, new_isr)
+            self.observer.proposing(self, p, partition, new_isr, epochs)
+            proposal = tracker.propose(new_isr, now)
+            self.wiring.after_propose(partition, new_isr)
+            request_id, self.next_id = self.next_id, self.next_id + 1
+            self.isr_sent[request_id] = (p, proposal.partition_epoch, now)
+            self.observer.log(f"b{self.node_id} p{p} proposes isr {sorted(new_isr)} "
+                              f"(was {sorted(tracker.replicas.isr)}) pe{proposal.partition_epoch}")
+            self.send(self.node_id, CONTROLLER, AlterIsr(request_id, IsrRequest(
+                self.node_id, self.broker_epoch, TOPIC, p, partition.leader_epoch,
+                proposal.partition_epoch, tuple(sorted(new_isr)), epochs)))
+
+    def _isr_answered(self, answer: AlterIsrAnswer) -> None:
+        sent = self.isr_sent.pop(answer.request_id, None)
+        if sent is None or answer.error == ErrorCode.NONE:
+            return
+        p, partition_epoch, _ = sent
+        self.quiet_until[p] = self.now + self.profile.isr_refused_backoff_ticks
+        partition = self.partitions.get(p)
+        if partition is not None:
+            partition.isr_tracker.proposal_refused(partition_epoch)
+
+    def _expire_isr_requests(self, now: int) -> None:
+        for request_id, (p, partition_epoch, sent_at) in list(self.isr_sent.items()):
+            if now - sent_at >= self.profile.isr_answer_timeout_ticks:
+                del self.isr_sent[request_id]
+                partition = self.partitions.get(p)
+                if partition is not None:
+                    partition.isr_tracker.proposal_refused(partition_epoch)
+
+    # -- produce ---------------------------------------------------------------------------
+
+    def _produce(self, client: int, request: Produce) -> None:
+        p = request.partition
+        partition = self.partitions.get(p)
+        if partition is None:
+            self.send(self.node_id, client, ProduceAnswer(
+                request.request_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1))
+            return
+        end_before, hw_before = partition.log.log_end_offset, partition.high_watermark
+        outcome = partition.produce([request.batch], request.acks)
+        self.observer.produced(self, p, partition, acks=request.acks, outcome=outcome,
+                               end_before=end_before, batch_id=request.batch_id)
+        if outcome.error_code != ErrorCode.NONE or request.acks != ACKS_ALL:
+            self.send(self.node_id, client, ProduceAnswer(
+                request.request_id, outcome.error_code, outcome.base_offset))
+        else:
+            parked = Parked(client, request.request_id, p, outcome.required_offset,
+                            outcome.base_offset, request.batch_id,
+                            self.now + self.profile.produce_timeout_ticks)
+            if outcome.appended_bytes == 0 and self.wiring.ack_duplicates_at_once:
+                self._answer_parked(parked, ErrorCode.NONE, parked_yet=False)
+            else:
+                status = self.wiring.acks_status(partition, outcome.required_offset)
+                if status is None:
+                    self.parked.append(parked)
+                else:
+                    self._answer_parked(parked, status, parked_yet=False)
+        if partition.high_watermark != hw_before:
+            self._settle(p)
+        if partition.log.log_end_offset != end_before or partition.high_watermark != hw_before:
+            self._wake_fetches(p, self.now)
+
+    def _settle(self, p: int) -> None:
+        """Answer the acks=all waits on `p` that can be answered now (_settle_delayed)."""
+        partition = self.partitions.get(p)
+        for parked in [x for x in self.parked if x.partition == p]:
+            status = (ErrorCode.NOT_LEADER_OR_FOLLOWER if partition is None
+                      else self.wiring.acks_status(partition, parked.required))
+            if status is not None:
+                self._answer_parked(parked, status)
+
+    def _answer_parked(self, parked: Parked, code: ErrorCode, *, parked_yet: bool = True
+                       ) -> None:
+        if parked_yet:
+            self.parked.remove(parked)
+        if code == ErrorCode.NONE:
+            partition = self.partitions[parked.partition]
+            self.observer.acking(self, parked.partition, partition, parked.base_offset,
+                                 parked.batch_id)
+        self.send(self.node_id, parked.client,
+                  ProduceAnswer(parked.request_id, code, parked.base_offset))
+
+    # -- consumers -------------------------------------------------------------------------
+
+    def _consumer_fetch(self, client: int, request: ConsumerFetch) -> None:
+        p = request.partition
+        partition = self.partitions.get(p)
+        if partition is None:
+            self.send(self.node_id, client, ConsumerFetchAnswer(
+                request.request_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, ()))
+            return
+        read = partition.read(request.offset, 1 << 20, replica_id=-1, at_least_one=True)
+        batches: list[tuple[int, int, int]] = []
+        for chunk in read.chunks:
+            position = 0
+            while position < chunk.nbytes:
+                header = read_header(chunk, position)
+                batches.append((header.base_offset, header.next_offset,
+                                header.base_timestamp_ms - BATCH_ID_BASE_MS))
+                position += header.size_bytes
+        found = tuple(batches)
+        if read.error_code == ErrorCode.NONE:
+            self.observer.consumer_read(self, p, partition, found)
+        self.send(self.node_id, client, ConsumerFetchAnswer(
+            request.request_id, read.error_code, read.high_watermark, found))
+
+
+def _entries(partition: Partition) -> list[tuple[int, int]]:
+    return [(e.epoch, e.start_offset) for e in partition.epochs.entries]
+
+
+def _common_prefix(a: SimLog, b: SimLog | None) -> int:
+    """The offset up to which two logs hold the same batches."""
+    if b is None:
+        return 0
+    end = max(a.log_start_offset, b.log_start_offset)
+    for x, y, bx, by in zip(a.infos, b.infos, a.batches, b.batches, strict=False):
+        if x.base != y.base or bx != by:
+            break
+        end = x.next
+    return end

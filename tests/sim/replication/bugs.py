@@ -1,0 +1,203 @@
+"""Planted bugs (docs/replication.md §5.3): each is a `Wiring` that changes one rule.
+
+Nothing here touches production code: a bug is a substitute for one decision point of the
+simulator's wiring (a function, or a subclass of a production class used only by the
+simulator), so the rest of the run is zlog's own code. `CAUGHT_BY` names the checks expected
+to fire for each; the tests assert one of them fires within a bounded number of seeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tests.sim.replication.wiring import REAL, Wiring
+from zlog.broker.control.controller import (
+    NO_LEADER,
+    IsrRequest,
+    RoundInput,
+    RoundOutcome,
+    decide,
+    liveness,
+)
+from zlog.broker.control.metadata_commands import ClusterChange, PartitionChange
+from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.data.epoch_cache import UNDEFINED, LeaderEpochCache
+from zlog.broker.data.isr import HighWatermark
+from zlog.broker.data.partition import Partition
+from zlog.broker.data.producer_state import ProducerStateTable
+from zlog.errors import ErrorCode
+from zlog.transport.cluster_messages import NO_EPOCH
+
+
+# B1: a follower truncates to its high watermark when it restarts or changes epoch (the rule
+# KIP-101 replaced).
+def _truncate_to_last_hw(partition: Partition, last_high_watermark: int) -> None:
+    point = min(last_high_watermark, partition.log.log_end_offset)
+    partition.truncate_to(point, ProducerStateTable())
+
+
+def _truncate_to_hw(partition: Partition) -> None:
+    _truncate_to_last_hw(partition, partition.high_watermark)
+
+
+B1 = replace(REAL, name="B1", follower_opened=_truncate_to_last_hw,
+             follower_new_epoch=_truncate_to_hw)
+
+
+# B2: no truncation by epoch: a follower names no epoch, so its leader never finds divergence
+# and it keeps whatever tail it had ("the HW covers it").
+def _no_epoch(partition: Partition) -> int:
+    del partition
+    return NO_EPOCH
+
+
+B2 = replace(REAL, name="B2", last_fetched_epoch=_no_epoch)
+
+
+# B3: the leader answers with the start of the next epoch only, never with a lower epoch
+# (KIP-101 without KIP-279).
+class _Kip101Cache(LeaderEpochCache):
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        entries = self.entries
+        if epoch == UNDEFINED or not entries:
+            return UNDEFINED, UNDEFINED
+        if epoch == entries[-1].epoch:
+            return epoch, log_end_offset
+        higher = next((e for e in entries if e.epoch > epoch), None)
+        if higher is None:
+            return UNDEFINED, UNDEFINED
+        return epoch, higher.start_offset
+
+
+B3 = replace(REAL, name="B3", epoch_cache_class=_Kip101Cache)
+
+
+# B4: a new leader does not record (its epoch, its log end) at election (KAFKA-7415).
+def _forget_epoch_start(partition: Partition) -> None:
+    partition.epochs.truncate_from_end(partition.log.log_end_offset)
+
+
+B4 = replace(REAL, name="B4", became_leader=_forget_epoch_start)
+
+
+# B5: the controller elects outside the ISR: when a partition's leader moves, the first usable
+# replica in replica order takes it, in the ISR or not.
+def _elect_anyone(state: ClusterState, round_input: RoundInput) -> RoundOutcome:
+    outcome = decide(state, round_input)
+    usable = liveness(state, outcome.change.brokers).usable
+    changes = []
+    for change in outcome.change.partitions:
+        info = state.partition(change.topic, change.partition)
+        chosen = change
+        if info is not None and change.leader != info.leader:
+            anyone = next((r for r in info.replicas if r in usable), NO_LEADER)
+            if anyone not in (NO_LEADER, change.leader):
+                isr = (anyone, *(r for r in change.isr if r != anyone))
+                chosen = PartitionChange(change.topic, change.partition,
+                                         change.partition_epoch, anyone,
+                                         info.leader_epoch + 1, isr)
+        changes.append(chosen)
+    return RoundOutcome(ClusterChange(outcome.change.brokers, tuple(changes)), outcome.answers)
+
+
+B5 = replace(REAL, name="B5", decide=_elect_anyone)
+
+
+# B6: the leader applies its own ISR shrink before the controller commits it.
+def _shrink_now(partition: Partition, new_isr: frozenset[int]) -> None:
+    tracker = partition.isr_tracker
+    if new_isr < tracker.replicas.isr:
+        tracker.replicas = replace(tracker.replicas, isr=new_isr)
+
+
+B6 = replace(REAL, name="B6", after_propose=_shrink_now)
+
+
+# B7: acks=all is answered at the leader's own append (acks=1 semantics).
+def _ack_at_append(partition: Partition, required_offset: int) -> ErrorCode | None:
+    if partition.is_leader and partition.log.log_end_offset >= required_offset:
+        return ErrorCode.NONE
+    return partition.acks_status(required_offset)
+
+
+B7 = replace(REAL, name="B7", acks_status=_ack_at_append)
+
+# B8: an idempotent duplicate is acknowledged at once, without waiting for the HW.
+B8 = replace(REAL, name="B8", ack_duplicates_at_once=True)
+
+
+# B11: the leader does not send the broker epochs its followers fetched with (KIP-903).
+def _no_member_epochs(tracker: HighWatermark, new_isr: frozenset[int]) -> dict[int, int]:
+    del tracker, new_isr
+    return {}
+
+
+B11 = replace(REAL, name="B11", member_epochs=_no_member_epochs)
+
+
+# B12: a follower joins once it reaches the HW, even below the leader's epoch start.
+def _join_at_hw(tracker: HighWatermark, now: int, log_end: int, lag_max: int
+                ) -> frozenset[int] | None:
+    if tracker.pending is not None:
+        return None
+    lagging = tracker.out_of_sync(now, log_end, lag_max)
+    if lagging:
+        return tracker.replicas.isr - lagging
+    joining = {replica for replica, state in tracker.followers.items()
+               if replica not in tracker.replicas.isr and state.log_end_offset >= 0
+               and state.log_end_offset >= tracker.value}
+    return tracker.replicas.isr | {min(joining)} if joining else None
+
+
+B12 = replace(REAL, name="B12", next_proposal=_join_at_hw)
+
+# B13: a follower applies an answer to a fetch sent in an older leader epoch.
+B13 = replace(REAL, name="B13", apply_stale_answers=True)
+
+# B15: the producer state is not rebuilt after a truncation.
+B15 = replace(REAL, name="B15", rebuild_after_truncation=False)
+
+
+# B16: the epoch cache is not cut when the log is.
+class _KeepCacheOnTruncation(Partition):
+    def truncate_to(self, offset: int, producers: ProducerStateTable) -> None:
+        kept = self.epochs.entries
+        super().truncate_to(offset, producers)
+        self.epochs = LeaderEpochCache(kept)
+
+
+B16 = replace(REAL, name="B16", partition_class=_KeepCacheOnTruncation)
+
+
+# B17: the controller ignores the partition epoch: a stale AlterPartition wins.
+def _current_epochs(state: ClusterState, requests: tuple[IsrRequest, ...]
+                    ) -> tuple[IsrRequest, ...]:
+    fixed = []
+    for request in requests:
+        info = state.partition(request.topic, request.partition)
+        fixed.append(request if info is None else replace(
+            request, partition_epoch=info.partition_epoch, leader_epoch=info.leader_epoch))
+    return tuple(fixed)
+
+
+B17 = replace(REAL, name="B17", isr_requests=_current_epochs)
+
+BUGS: dict[str, Wiring] = {w.name: w for w in (B1, B2, B3, B4, B5, B6, B7, B8, B11, B12, B13,
+                                                B15, B16, B17)}
+
+CAUGHT_BY: dict[str, frozenset[str]] = {
+    "B1": frozenset({"S4", "S5", "S6", "S9", "S13"}),
+    "B2": frozenset({"S3", "S9", "S13"}),
+    "B3": frozenset({"S3", "S13"}),
+    "B4": frozenset({"S3", "S10"}),
+    "B5": frozenset({"S5", "S4"}),
+    "B6": frozenset({"S6", "S4", "S5"}),
+    "B7": frozenset({"S6", "S4"}),
+    "B8": frozenset({"S6"}),
+    "B11": frozenset({"S12", "S4"}),
+    "B12": frozenset({"S5", "S12"}),
+    "B13": frozenset({"S2", "S3", "S13"}),
+    "B15": frozenset({"S14"}),
+    "B16": frozenset({"S10", "S3"}),
+    "B17": frozenset({"S12", "S4", "S5", "S6", "S11"}),
+}

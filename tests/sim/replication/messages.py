@@ -1,0 +1,129 @@
+"""What travels on the simulated network: one frozen dataclass per message.
+
+The bodies carry the pure code's own request and answer types (`ReplicaFetchEntry`,
+`ReplicaFetchResult`, `IsrRequest`) where there is one, so the wire stays as close as possible
+to the real cluster's. Fields named `ghost_*` are for the checker only: the code under test
+never reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zlog.broker.control.controller import IsrRequest
+from zlog.broker.control.metadata_state import ClusterState
+from zlog.errors import ErrorCode
+from zlog.transport.cluster_messages import ReplicaFetchEntry, ReplicaFetchResult
+
+CONTROLLER = 0  # the controller's node id; brokers are 1..n, clients 100 and up
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    src: int
+    dst: int
+    body: object
+
+
+# -- broker <-> controller ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Register:
+    incarnation: str
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    incarnation: str
+    broker_epoch: int
+    state: ClusterState
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    error: ErrorCode
+    broker_epoch: int
+    state: ClusterState
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataPush:
+    """A committed change: every broker learns the new state (a supervisor applying the
+    metadata log)."""
+
+    state: ClusterState
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterIsr:
+    request_id: int
+    request: IsrRequest
+
+
+@dataclass(frozen=True, slots=True)
+class AlterIsrAnswer:
+    request_id: int
+    error: ErrorCode
+
+
+# -- follower <-> leader -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetch:
+    fetch_id: int
+    entry: ReplicaFetchEntry
+    broker_epoch: int
+    limit_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchAnswer:
+    fetch_id: int
+    result: ReplicaFetchResult
+    ghost_leader_incarnation: str
+    ghost_prev_batch: bytes | None  # the leader's batch holding fetch_offset - 1, if any
+    ghost_common_prefix: int  # on a diverging answer: where the two logs stop agreeing
+
+
+# -- clients <-> brokers -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Produce:
+    request_id: int
+    partition: int
+    batch: bytes
+    batch_id: int
+    acks: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceAnswer:
+    request_id: int
+    error: ErrorCode
+    base_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerFetch:
+    request_id: int
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerFetchAnswer:
+    request_id: int
+    error: ErrorCode
+    high_watermark: int
+    batches: tuple[tuple[int, int, int], ...]  # (base offset, next offset, batch id)

@@ -1,0 +1,189 @@
+"""Logs and disks: `MemoryLog` (the in-memory twin of PartitionLog) with what the simulator
+needs on top.
+
+`SimLog` keeps an index of its batches (offsets, epoch, batch id) so that reads and the
+checker's questions cost little, and tells an observer (the checker) about every leader append
+and every truncation before it happens. It also tracks how much of it was written back to disk
+(`flushed_end`): a power loss cuts the log there, which is how zlog's page-cache writes behave
+(docs/reliability.md §2: no fsync by default). A process crash keeps everything (the ring and
+the page cache survive it).
+
+`SimDisk` is one broker's data directory: a log per partition and the leader-epoch checkpoint,
+which zlog fsyncs on every change (epoch_checkpoint.py), so a power loss never loses it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tests.memory_log import MemoryLog
+from zlog.errors import ErrorCode, ZlogError
+from zlog.record.header import read_header
+
+BATCH_ID_BASE_MS = 1_700_000_000_000  # a batch's id is its first timestamp minus this
+
+
+def batch_id_of(batch: bytes | bytearray | memoryview) -> int:
+    return read_header(batch).base_timestamp_ms - BATCH_ID_BASE_MS
+
+
+class LogObserver(Protocol):
+    def leader_appended(self, log: SimLog, index: int) -> None: ...
+
+    def truncating(self, log: SimLog, new_end: int) -> None: ...
+
+    def batch_added(self, log: SimLog, index: int) -> None: ...
+
+    def batches_removed(self, log: SimLog, removed: list[BatchInfo]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    base: int
+    next: int
+    epoch: int
+    batch_id: int
+    producer: tuple[int, int, int]  # (producer id, producer epoch, first sequence)
+
+
+class SimLog(MemoryLog):
+    def __init__(self, broker: int, partition: int, observer: LogObserver | None) -> None:
+        super().__init__()
+        self.broker, self.partition = broker, partition
+        self.observer = observer
+        self.infos: list[BatchInfo] = []
+        self._bases: list[int] = []
+        self.flushed_end = 0
+        self.changes = 0  # bumped at every change: the checker rechecks what changed
+
+    # -- the index ---------------------------------------------------------------------------
+
+    def _note(self, stored: bytearray) -> None:
+        header = read_header(stored)
+        self.infos.append(BatchInfo(
+            header.base_offset, header.next_offset, header.partition_leader_epoch,
+            header.base_timestamp_ms - BATCH_ID_BASE_MS,
+            (header.producer_id, header.producer_epoch, header.base_sequence)))
+        self._bases.append(header.base_offset)
+        self.changes += 1
+        if self.observer is not None:
+            self.observer.batch_added(self, len(self.infos) - 1)
+
+    def _cut_index(self, count: int) -> None:
+        removed = self.infos[count:]
+        del self.infos[count:]
+        del self._bases[count:]
+        self.changes += 1
+        if self.observer is not None and removed:
+            self.observer.batches_removed(self, removed)
+
+    def index_of(self, offset: int) -> int | None:
+        """The index of the batch holding `offset`, if this log holds it."""
+        i = bisect.bisect_right(self._bases, offset) - 1
+        if i >= 0 and self.infos[i].base <= offset < self.infos[i].next:
+            return i
+        return None
+
+    def batch_at(self, offset: int) -> BatchInfo | None:
+        i = self.index_of(offset)
+        return None if i is None else self.infos[i]
+
+    def holds(self, offset: int, batch: tuple[int, int]) -> bool:
+        """Whether this log holds `batch`, (batch id, leader epoch), at `offset`: an
+        idempotent retry is the same batch id, appended again by another leader."""
+        info = self.batch_at(offset)
+        return (info is not None and info.base == offset
+                and (info.batch_id, info.epoch) == batch)
+
+    # -- LogLike -------------------------------------------------------------------------------
+
+    def append(self, batch: bytes | memoryview | bytearray, *, leader_epoch: int = -1) -> int:
+        base = super().append(batch, leader_epoch=leader_epoch)
+        self._note(self.batches[-1])
+        if self.observer is not None:
+            self.observer.leader_appended(self, len(self.batches) - 1)
+        return base
+
+    def append_replicated(self, batch: bytes | memoryview | bytearray) -> int:
+        base = super().append_replicated(batch)
+        self._note(self.batches[-1])
+        return base
+
+    def read(
+        self, offset: int, max_bytes: int, upto_offset: int | None = None
+    ) -> list[memoryview]:
+        if not self.log_start_offset <= offset <= self.log_end_offset:
+            raise ZlogError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} is out of range")
+        limit = self.log_end_offset if upto_offset is None else upto_offset
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        views: list[memoryview] = []
+        used = 0
+        while i < len(self.batches):
+            info, stored = self.infos[i], self.batches[i]
+            i += 1
+            if info.next <= offset:
+                continue
+            if info.base >= limit or (views and used + len(stored) > max_bytes):
+                break
+            views.append(memoryview(stored))
+            used += len(stored)
+        return views
+
+    def truncate_to(self, offset: int) -> None:
+        if self.observer is not None:
+            self.observer.truncating(self, offset)
+        keep = 0
+        while keep < len(self.infos) and self.infos[keep].next <= offset:
+            keep += 1
+        self.batches = self.batches[:keep]
+        self._cut_index(keep)
+        self.log_end_offset = (self.infos[-1].next if self.infos
+                               else min(self.log_start_offset, offset))
+        self.flushed_end = min(self.flushed_end, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        if self.observer is not None:
+            self.observer.truncating(self, min(offset, self.log_start_offset))
+        super().truncate_fully_and_start_at(offset)
+        self._cut_index(0)
+        self.flushed_end = offset
+
+    # -- the disk underneath -------------------------------------------------------------------
+
+    def flush(self) -> None:
+        self.flushed_end = self.log_end_offset
+
+    def lose_unflushed(self) -> int:
+        """Power loss: whatever was not written back is gone. Returns the batches lost."""
+        keep = 0
+        while keep < len(self.infos) and self.infos[keep].next <= self.flushed_end:
+            keep += 1
+        lost = len(self.infos) - keep
+        self.batches = self.batches[:keep]
+        self._cut_index(keep)
+        self.log_end_offset = self.infos[-1].next if self.infos else self.log_start_offset
+        return lost
+
+
+@dataclass(slots=True)
+class SimDisk:
+    broker: int
+    logs: dict[int, SimLog] = field(default_factory=dict)
+    epoch_checkpoints: dict[int, bytes] = field(default_factory=dict)  # fsynced at each write
+    last_high_watermark: dict[int, int] = field(default_factory=dict)  # the ring header's HW
+
+    def log(self, partition: int, observer: LogObserver | None) -> SimLog:
+        found = self.logs.get(partition)
+        if found is None:
+            found = self.logs[partition] = SimLog(self.broker, partition, observer)
+        return found
+
+    def flush(self) -> None:
+        for log in self.logs.values():
+            log.flush()
+
+    def power_loss(self) -> int:
+        self.last_high_watermark.clear()  # the ring header lived in /dev/shm
+        return sum(log.lose_unflushed() for log in self.logs.values())

@@ -1,0 +1,96 @@
+"""The rules the simulated brokers and controller run, gathered in one substitutable place.
+
+`REAL` wires in zlog's own code, untouched. A planted bug (bugs.py) is a `Wiring` with one or
+two fields replaced, so no production module carries a flag for it and the rest of the run
+stays the same code. Each field is one decision point of docs/replication.md; its default
+below is what zlog does there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tests.sim.replication.storage import SimLog
+from zlog.broker.control.controller import IsrRequest, RoundInput, RoundOutcome, decide
+from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.data.epoch_cache import LeaderEpochCache
+from zlog.broker.data.isr import HighWatermark
+from zlog.broker.data.partition import Partition
+from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
+from zlog.errors import ErrorCode
+
+
+def rebuilt_producers(log: SimLog) -> ProducerStateTable:
+    """The producer table of what the log holds (partition_host.rebuilt_producers)."""
+    table = ProducerStateTable()
+    table.rebuild([(ProducerBatch(pid, epoch, seq, info.next - info.base - 1), info.base)
+                   for info in log.infos for pid, epoch, seq in (info.producer,)
+                   if pid >= 0])
+    return table
+
+
+def last_fetched_epoch(partition: Partition) -> int:
+    """A follower's fetch names the epoch of its log's tail (fetcher.py)."""
+    return partition.epochs.latest_epoch
+
+
+def acks_status(partition: Partition, required_offset: int) -> ErrorCode | None:
+    return partition.acks_status(required_offset)
+
+
+def next_proposal(tracker: HighWatermark, now: int, log_end: int, lag_max: int
+                  ) -> frozenset[int] | None:
+    return tracker.next_proposal(now, log_end, lag_max)
+
+
+def nothing(partition: Partition) -> None:
+    del partition
+
+
+def after_propose(partition: Partition, new_isr: frozenset[int]) -> None:
+    del partition, new_isr
+
+
+def follower_opened(partition: Partition, last_high_watermark: int) -> None:
+    del partition, last_high_watermark
+
+
+def member_epochs(tracker: HighWatermark, new_isr: frozenset[int]) -> dict[int, int]:
+    """The broker epoch each member fetched with (isr_proposals.py)."""
+    return {replica: state.broker_epoch for replica, state in tracker.followers.items()
+            if replica in new_isr and state.broker_epoch >= 0}
+
+
+def checked_requests(state: ClusterState, requests: tuple[IsrRequest, ...]
+                     ) -> tuple[IsrRequest, ...]:
+    del state
+    return requests
+
+
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    name: str = "real"
+    # controller
+    decide: Callable[[ClusterState, RoundInput], RoundOutcome] = decide
+    isr_requests: Callable[[ClusterState, tuple[IsrRequest, ...]],
+                           tuple[IsrRequest, ...]] = checked_requests
+    # leader
+    partition_class: type[Partition] = Partition
+    epoch_cache_class: type[LeaderEpochCache] = LeaderEpochCache
+    acks_status: Callable[[Partition, int], ErrorCode | None] = acks_status
+    ack_duplicates_at_once: bool = False
+    next_proposal: Callable[[HighWatermark, int, int, int], frozenset[int] | None] = (
+        next_proposal)
+    after_propose: Callable[[Partition, frozenset[int]], None] = after_propose
+    member_epochs: Callable[[HighWatermark, frozenset[int]], dict[int, int]] = member_epochs
+    became_leader: Callable[[Partition], None] = nothing
+    # follower
+    last_fetched_epoch: Callable[[Partition], int] = last_fetched_epoch
+    follower_opened: Callable[[Partition, int], None] = follower_opened
+    follower_new_epoch: Callable[[Partition], None] = nothing
+    apply_stale_answers: bool = False
+    rebuild_after_truncation: bool = True
+
+
+REAL = Wiring()
