@@ -94,16 +94,19 @@ class Broker:
             return subprocess.Popen(self._command, cwd=REPO_ROOT, stdout=log_file,
                                     stderr=subprocess.STDOUT)
 
-    def kill_all(self) -> None:
-        """kill -9 of the supervisor and its workers (frozen first: no replacement starts)."""
+    def kill_all(self) -> float:
+        """kill -9 of the supervisor and its workers (frozen first: no replacement starts);
+        returns the monotonic time the last SIGKILL was sent."""
         supervisor = psutil.Process(self.process.pid)
         supervisor.suspend()
         workers = supervisor.children(recursive=True)
         for process in [*workers, supervisor]:
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()
+        killed_at = time.monotonic()
         self.process.wait()
         psutil.wait_procs(workers, timeout=START_TIMEOUT_S)
+        return killed_at
 
     def restart(self) -> None:
         """Start again on the same data dir (after `kill_all` or a stop)."""

@@ -15,8 +15,10 @@ measures, each client phase in its own process (bench/broker_bench.py's phases):
 - `failover_p50_ms`/`p99_ms`: an idempotent producer sends acks=all records one after another
   (a window of 100 unanswered) while the broker leading the partition is killed (kill -9 of its
   supervisor and workers), `--failover-rounds` times; a round's figure runs from the kill to the
-  first acknowledgement after it. The killed broker is restarted and the next round waits until
-  it is back in the ISR. Settings are the defaults (broker session 1.5 s);
+  acknowledgement of the first record sent after it (answers already on their way at the kill
+  do not count). The killed broker is restarted and the next round waits until it is back in
+  the ISR. Settings are the defaults (broker session 1.5 s; the controller fences a broker
+  whose connection drops after one heartbeat interval, 250 ms);
 - `catch_up_mb_per_s`: a follower is stopped, `--catch-up-mib` MiB are written without it, and
   it is started again; the figure is those bytes over the time from its start to its return to
   the ISR (its restart included);
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import statistics
 import sys
@@ -97,6 +100,9 @@ class Cluster:
         (description,) = self.admin.describe_topics([topic])
         found = description.partitions[0]
         return found.leader, tuple(found.isr), bool(found.endpoint)
+
+    def controller(self) -> int:
+        return self.admin.describe_cluster().controller_id
 
     def wait_isr(self, topic: str, isr: set[int]) -> None:
         def whole() -> bool:
@@ -170,15 +176,16 @@ def _phase_args(args: argparse.Namespace, acks: str) -> argparse.Namespace:
 
 
 class _Acks:
-    """acks=all records sent one after another, at most FAILOVER_WINDOW unanswered; the time
-    of every acknowledgement."""
+    """acks=all records sent one after another, at most FAILOVER_WINDOW unanswered; counts the
+    acknowledgements and times those of records sent after a given instant."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.producer = Producer(bootstrap, acks="all", linger_ms=0)
         self.topic = topic
         self.futures: list[Future[RecordMetadata]] = []
-        self.acked_at: list[float] = []
-        self._lock = threading.Lock()
+        self.acked = 0
+        self._watch_from = float("inf")
+        self._watched: list[tuple[float, float]] = []  # (sent at, acknowledged at)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.failure: BaseException | None = None
@@ -187,8 +194,9 @@ class _Acks:
         try:
             index = 0
             while not self._stop.is_set():
+                sent_at = time.monotonic()
                 future = self.producer.send(self.topic, f"v{index:09d}".encode(), partition=0)
-                future.add_done_callback(self._acked)
+                future.add_done_callback(functools.partial(self._acked, sent_at))
                 self.futures.append(future)
                 if index >= FAILOVER_WINDOW:
                     with contextlib.suppress(Exception):
@@ -197,14 +205,22 @@ class _Acks:
         except BaseException as error:
             self.failure = error
 
-    def _acked(self, future: Future[RecordMetadata]) -> None:
+    def _acked(self, sent_at: float, future: Future[RecordMetadata]) -> None:
         if future.exception() is None:
-            with self._lock:
-                self.acked_at.append(time.monotonic())
+            self.acked += 1
+            if sent_at > self._watch_from:
+                self._watched.append((sent_at, time.monotonic()))
 
-    def first_ack_after(self, instant: float) -> float | None:
-        with self._lock:
-            later = [at for at in self.acked_at if at > instant]
+    def watch_from(self, instant: float) -> None:
+        """Keep the send and answer times of records sent after `instant` (just before a
+        kill; few records, as the answers stop until a new leader takes over)."""
+        self._watched = []
+        self._watch_from = instant
+
+    def first_ack_sent_after(self, instant: float) -> float | None:
+        """When the first record sent after `instant` (the SIGKILL: the killed leader cannot
+        have answered it) was acknowledged."""
+        later = [acked_at for sent_at, acked_at in list(self._watched) if sent_at > instant]
         return min(later) if later else None
 
     def start(self) -> None:
@@ -228,17 +244,19 @@ def failover(cluster: Cluster, rounds: int) -> tuple[list[float], int, int]:
     try:
         for round_index in range(rounds):
             target = (round_index + 1) * 2_000
-            _wait(lambda target=target: len(sender.acked_at) >= target, "acknowledgements")
+            _wait(lambda target=target: sender.acked >= target, "acknowledgements")
             leader, _isr, _served = cluster.partition(topic)
-            killed_at = time.monotonic()
-            cluster.brokers[leader].kill_all()
-            _wait(lambda killed_at=killed_at: sender.first_ack_after(killed_at) is not None,
+            role = "leader and controller" if cluster.controller() == leader else "leader"
+            sender.watch_from(time.monotonic())
+            killed_at = cluster.brokers[leader].kill_all()
+            _wait(lambda killed_at=killed_at: sender.first_ack_sent_after(killed_at)
+                  is not None,
                   "an acknowledgement after the kill")
-            first = sender.first_ack_after(killed_at)
+            first = sender.first_ack_sent_after(killed_at)
             assert first is not None
             times_ms.append((first - killed_at) * 1000)
-            print(f"  failover round {round_index}: broker {leader} killed, next ack after "
-                  f"{times_ms[-1]:.0f} ms", flush=True)
+            print(f"  failover round {round_index}: broker {leader} ({role}) killed, next ack "
+                  f"after {times_ms[-1]:.0f} ms", flush=True)
             cluster.brokers[leader].restart()
             cluster.wait_isr(topic, set(cluster.brokers))
     finally:
