@@ -17,12 +17,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+import psutil
 import pytest
 
 from tests.cluster_fixtures import ClusterProcesses, cluster_processes
 from tests.production import Production, Tailing, check_log
 from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic, Producer
+from zlog.errors import ErrorCode
+from zlog.record.records import NewRecord, build_batch
+from zlog.transport.messages import ProduceEntry, ProduceRequestV0, ProduceResponseV0
+from zlog.transport.rpc import RpcClient
 
 pytestmark = pytest.mark.slow
 
@@ -180,3 +185,37 @@ def test_a_leader_frozen_past_its_session_is_replaced_and_rejoins_as_a_follower(
         producer.close(timeout_ms=5_000)
     assert production.failure is None, repr(production.failure)
     check_log(cluster.bootstrap, production, seed, survivors)
+
+
+def _produce_acks_1(worker_endpoint: str) -> int:
+    """One acks=1 batch straight to a worker, as a client that has not refreshed its metadata
+    sends it; the entry's error code."""
+    batch = build_batch([NewRecord(b"stale")])
+    with RpcClient(worker_endpoint) as client:
+        response = client.call(ProduceRequestV0(1, 5_000, (ProduceEntry(TOPIC, 0, (batch,)),)),
+                               10_000)
+    assert isinstance(response, ProduceResponseV0), response
+    return response.entries[0].error_code
+
+
+def test_a_leader_cut_off_from_the_controller_stops_taking_writes(
+        cluster: ClusterProcesses) -> None:
+    """Only the leader's supervisor is frozen: its workers still serve, but its heartbeats
+    stop. Once the controller has fenced it and elected another leader, the old leader's
+    worker, its lease run out, refuses even acks=1 writes (the retriable
+    NOT_LEADER_OR_FOLLOWER): there are never two leaders taking writes. Thawed, the broker
+    heartbeats again and rejoins as a follower."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(TOPIC, 1, replication_factor=3)])
+    cluster.wait_isr(TOPIC, 0, {1, 2, 3})
+    before = cluster.partition(TOPIC, 0)
+    assert _produce_acks_1(before.endpoint) == ErrorCode.NONE
+    supervisor = psutil.Process(cluster.broker(before.leader).process.pid)
+    supervisor.suspend()
+    try:
+        cluster.wait_for(lambda p: p.leader not in (before.leader, -1) and bool(p.endpoint),
+                         TOPIC, 0, f"a leader other than {before.leader}")
+        assert _produce_acks_1(before.endpoint) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    finally:
+        supervisor.resume()
+    cluster.wait_isr(TOPIC, 0, {1, 2, 3})

@@ -10,6 +10,7 @@ ipc; each message is one JSON object in one frame, with a `type` field naming it
     sup    -> Unassign(request_id, topic, partition, delete)
     worker -> Unassigned(request_id, error_code, error_message)
     sup    -> Stop()                                   answer parked requests, flush, exit 0
+    sup    -> Lease(until_ms)                          lead only until then (monotonic ms)
     worker -> AlterIsr(request_id, topic, partition, leader_epoch, partition_epoch, new_isr,
                        member_epochs)                  a leader's ISR change, for the controller
     sup    -> AlterIsrAnswer(request_id, error_code, error_message)
@@ -149,6 +150,27 @@ class Stop:
 
 
 @dataclass(frozen=True, slots=True)
+class Lease:
+    """Until when this broker's leaderships stand, on the host's monotonic clock (the
+    supervisor's and the workers' `monotonic_ms` read the same CLOCK_MONOTONIC).
+
+    The controller fences a broker silent for its session; a leader that kept taking writes
+    past that could take them beside its replacement. So a broker leads only while it has
+    heard from the controller within a session: `until_ms` is when its last answered
+    heartbeat was sent plus the session timeout, never later than the controller's own
+    deadline for it. A worker whose lease ran out refuses produce with
+    NOT_LEADER_OR_FOLLOWER (clients refresh and find the new leader). -1: no lease (a single
+    node, its own controller)."""
+
+    TYPE: ClassVar[str] = "lease"
+    until_ms: int
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> Lease:
+        return cls(f.integer("until_ms", low=-1))
+
+
+@dataclass(frozen=True, slots=True)
 class Assigned:
     """The answer to an Assign: 0, or the Kafka code and sentence of why it failed."""
 
@@ -224,10 +246,10 @@ class AlterIsrAnswer:
         return cls(*_answer(f))
 
 
-ToWorker: TypeAlias = Assign | Unassign | Stop | AlterIsrAnswer
+ToWorker: TypeAlias = Assign | Unassign | Stop | AlterIsrAnswer | Lease
 FromWorker: TypeAlias = Hello | Heartbeat | Assigned | Unassigned | AlterIsr
 TO_WORKER: Final[dict[str, type[ToWorker]]] = {
-    kind.TYPE: kind for kind in (Assign, Unassign, Stop, AlterIsrAnswer)
+    kind.TYPE: kind for kind in (Assign, Unassign, Stop, AlterIsrAnswer, Lease)
 }
 FROM_WORKER: Final[dict[str, type[FromWorker]]] = {
     kind.TYPE: kind for kind in (Hello, Heartbeat, Assigned, Unassigned, AlterIsr)

@@ -19,6 +19,8 @@ TO_WORKER: list[protocol.ToWorker] = [
     protocol.Assign(7, "orders", 3, {"retention.ms": "1000"}, leader_epoch=4, is_leader=False),
     protocol.Unassign(8, "orders", 3, delete=True),
     protocol.Stop(),
+    protocol.Lease(123_456),
+    protocol.Lease(-1),
 ]
 FROM_WORKER: list[protocol.FromWorker] = [
     protocol.Hello(2, 4242, "tcp://127.0.0.1:5000"),

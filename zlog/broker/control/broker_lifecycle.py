@@ -70,11 +70,13 @@ class BrokerLifecycle:
         identity: Identity,
         *,
         heartbeat_interval_ms: int,
+        session_timeout_ms: int,
         link: ControllerLink,
         worker_endpoints: Callable[[], tuple[str, ...]],
     ) -> None:
         self.identity = identity
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.session_timeout_ms = session_timeout_ms
         self._link = link
         self._worker_endpoints = worker_endpoints
         self.registration = Registration.UNREGISTERED
@@ -90,6 +92,8 @@ class BrokerLifecycle:
         self._next_registration_ms = 0
         self._next_heartbeat_ms = 0
         self._heartbeat_in_flight = False
+        self._sent_ms = 0  # when the registration or heartbeat in flight was sent
+        self.lease_until_ms = 0  # this broker leads until then (worker_protocol.Lease)
 
     @property
     def registered(self) -> bool:
@@ -118,6 +122,7 @@ class BrokerLifecycle:
             identity.node_id, identity.incarnation_id, self.cluster_id, identity.host,
             identity.control_endpoint, identity.workers, identity.rack, identity.dir_id)
         self._next_registration_ms = now_ms + REGISTRATION_RETRY_MS
+        self._sent_ms = now_ms
         if self._send(request, self._registered):
             self.registration = Registration.REGISTERING
 
@@ -137,11 +142,13 @@ class BrokerLifecycle:
         self.registration = Registration.REGISTERED
         self._next_heartbeat_ms = 0
         self.last_answer_ms = self._now_ms
+        self._extend_lease()
 
     def _heartbeat(self, now_ms: int) -> None:
         request = BrokerHeartbeatRequestV0(self.identity.node_id, self.broker_epoch,
                                            self._worker_endpoints(), self.want_shutdown)
         self._next_heartbeat_ms = now_ms + self.heartbeat_interval_ms
+        self._sent_ms = now_ms
         self._heartbeat_in_flight = self._send(request, self._heartbeat_answered)
 
     def _heartbeat_answered(self, result: RpcResult) -> None:
@@ -163,6 +170,14 @@ class BrokerLifecycle:
         self.fenced = response.fenced
         self.shutdown_ready = response.shutdown_ready
         self.last_answer_ms = self._now_ms
+        if not response.fenced:
+            self._extend_lease()
+
+    def _extend_lease(self) -> None:
+        """The controller's session for this broker started no earlier than the request
+        that was just answered was sent: leading until then plus a session never outlasts
+        the controller's own deadline for it."""
+        self.lease_until_ms = max(self.lease_until_ms, self._sent_ms + self.session_timeout_ms)
 
     def alter_isr(self, request: AlterPartitionRequestV0, done: AlterIsrDone) -> None:
         """Take a worker's ISR change to the controller; `done` hears its answer."""

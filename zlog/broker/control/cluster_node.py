@@ -130,6 +130,7 @@ class ClusterNode:
             Identity(config.node_id, uuid.uuid4().hex, config.advertised_host,
                      control_endpoint, config.workers, config.rack, dir_id),
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+            session_timeout_ms=config.broker_session_timeout_ms,
             link=self.link, worker_endpoints=worker_endpoints)
 
     # -- the loop's part --------------------------------------------------------------------

@@ -343,6 +343,8 @@ class Supervisor:
         self._receive_control()
         if self._cluster is not None:
             self._cluster.turn(now_ms)
+            if self.config.clustered:
+                self._pool.set_lease(self._cluster.lifecycle.lease_until_ms)
         self._release_held(now_ms)
         self._pool.check(now_ms)
         state = self.fsm.state

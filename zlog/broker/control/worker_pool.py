@@ -194,6 +194,7 @@ class WorkerPool:
         self._on_assigned = on_assigned  # (partition, error code, message) after an assign
         self._on_alter_isr = on_alter_isr  # a leader's ISR change, and how to answer it
         self._next_request_id = 1
+        self._lease_until_ms = -1  # sent to every worker (worker_protocol.Lease); -1: none
         self.router, self.endpoint = make_channel_router(
             supervisor_endpoint(settings.data_dir), context=context,
             frame_bytes_max=limits.WORKER_MESSAGE_BYTES_MAX,
@@ -324,6 +325,15 @@ class WorkerPool:
             raise
         return True
 
+    def set_lease(self, until_ms: int) -> None:
+        """Until when this broker's leaderships stand; every ready worker hears it now."""
+        if until_ms == self._lease_until_ms:
+            return
+        self._lease_until_ms = until_ms
+        for worker in self.workers:
+            if worker.state == WorkerState.READY:
+                self._send(worker, protocol.Lease(until_ms))
+
     def receive(self, now_ms: int) -> None:
         """Handle what the workers sent since the last turn."""
         for _ in range(limits.WORKER_CHANNEL_BATCH_MESSAGES_MAX):
@@ -383,6 +393,8 @@ class WorkerPool:
         worker.opened.clear()
         worker.pending.clear()
         self.changed = True
+        if self._lease_until_ms >= 0:  # before any assign: it leads nothing without one
+            self._send(worker, protocol.Lease(self._lease_until_ms))
         log.info("worker %d (pid %d) serving at %s", worker.worker_id, message.pid,
                  message.endpoint)
 

@@ -113,6 +113,7 @@ class DataPlane:
     waiters: FetchWaiters[_ParkedFetch] = field(default_factory=FetchWaiters)
     delayed: list[_DelayedProduce] = field(default_factory=list)
     stats: ServerStats = field(default_factory=ServerStats)
+    lease_until_ms: int | None = None  # leaderships stand until then (worker_protocol.Lease)
 
     # ------------------------------------------------------------------ entry points
 
@@ -193,7 +194,7 @@ class DataPlane:
         waiting: dict[int, tuple[TopicPartition, int]] = {}
         for index, entry in enumerate(request.entries):
             tp = TopicPartition(entry.topic, entry.partition)
-            outcome = self._produce_entry(entry, request.acks)
+            outcome = self._produce_entry(entry, request.acks, now_ms)
             if outcome.appended_bytes or outcome.committed_bytes:
                 replies.extend(
                     self._on_progress(tp, outcome.appended_bytes, outcome.committed_bytes)
@@ -226,12 +227,17 @@ class DataPlane:
             self.delayed.append(delayed)
         return replies
 
-    def _produce_entry(self, entry: ProduceEntry, acks: int) -> ProduceOutcome:
+    def _produce_entry(self, entry: ProduceEntry, acks: int, now_ms: int) -> ProduceOutcome:
         partition = self.partitions.get(TopicPartition(entry.topic, entry.partition))
         if partition is None:
             return ProduceOutcome(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, _not_here(entry.topic, entry.partition)
             )
+        if self.lease_until_ms is not None and now_ms >= self.lease_until_ms:
+            return ProduceOutcome(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1,
+                f"{entry.topic}-{entry.partition}: this broker has not heard from the controller "
+                "within its session and may have been replaced as leader")
         try:
             return partition.produce(entry.batches, acks, self.clock.wall_ms())
         except ZlogError as error:

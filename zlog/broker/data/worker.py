@@ -320,6 +320,8 @@ class Worker:
             self._on_unassign(message)
         elif isinstance(message, protocol.AlterIsrAnswer):
             self.isr_proposals.answered(message)
+        elif isinstance(message, protocol.Lease):
+            self.data_plane.lease_until_ms = None if message.until_ms < 0 else message.until_ms
         else:
             log.info("stop requested by the supervisor")
             self.request_stop()

@@ -163,6 +163,22 @@ def test_partitions_not_owned_here_are_not_leader(harness: Harness) -> None:
     assert listed.partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
+def test_a_leader_whose_lease_ran_out_takes_no_writes(harness: Harness) -> None:
+    """Past its lease (no controller answer within a session) a leader may have been
+    replaced: it refuses produce with the retriable NOT_LEADER_OR_FOLLOWER, and stores
+    nothing; a renewed lease lets it write again."""
+    harness.plane.lease_until_ms = harness.clock.now_ms + 100
+    assert harness.produce(make_batch(0)).entries[0].error_code == ErrorCode.NONE
+    log_end = harness.host.hosted[("t", 0)].log.log_end_offset
+    harness.clock.advance(100)
+    refused = harness.produce(make_batch(1))
+    assert refused.entries[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert "controller" in refused.entries[0].error_message
+    assert harness.host.hosted[("t", 0)].log.log_end_offset == log_end
+    harness.plane.lease_until_ms = harness.clock.now_ms + 100
+    assert harness.produce(make_batch(1)).entries[0].error_code == ErrorCode.NONE
+
+
 def test_bad_requests_get_their_codes_and_change_nothing(harness: Harness) -> None:
     harness.produce(make_batch(0))
     assert harness.plane.handle(CLIENT, [b"short"], 0) == []
