@@ -149,8 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     describe.add_argument("--configs", action="store_true",
                           help="list every topic config with its value and source: topic (set "
                                "on the topic), broker (the broker's topic_defaults) or default")
-    alter = _command(topic_commands, "alter", "change a topic's configs", _topic_alter)
+    alter = _command(topic_commands, "alter", "change a topic's configs or grow it",
+                     _topic_alter)
     alter.add_argument("name", help="the topic")
+    alter.add_argument("--partitions", type=int, default=None, metavar="N",
+                       help="grow the topic to N partitions in all (never fewer; records with "
+                            "a key may map to another partition afterwards)")
     alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                        help="set a topic config, e.g. retention.ms=3600000 (repeatable)")
     alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
@@ -302,8 +306,15 @@ def _topic_describe_configs(args: argparse.Namespace) -> int:
 
 
 def _topic_alter(args: argparse.Namespace) -> int:
-    if not args.config and not args.delete_config:
-        args.command_parser.error("give at least one --config KEY=VALUE or --delete-config KEY")
+    if not args.config and not args.delete_config and args.partitions is None:
+        args.command_parser.error("give --partitions N, or at least one --config KEY=VALUE or "
+                                  "--delete-config KEY")
+    if args.partitions is not None:
+        with _admin(args) as admin:
+            admin.create_partitions({args.name: args.partitions})
+        print(f"altered topic {args.name}: {args.partitions} partitions")
+        if not args.config and not args.delete_config:
+            return 0
     changes: dict[str, str | None] = dict(_parse_configs(args.config))
     for name in args.delete_config:
         if name in changes:

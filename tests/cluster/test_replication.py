@@ -170,3 +170,24 @@ def test_a_killed_broker_is_fenced_when_its_connection_drops_not_a_session_later
                          "a new leader well within the session", timeout_s=20.0)
         assert any("its control endpoint is unreachable" in cluster.broker(node).log_text()
                    for node in others)
+
+
+def test_a_topic_grown_from_the_cli_gets_replicated_partitions_spread_over_the_brokers(
+        cluster: ClusterProcesses) -> None:
+    """`zlog topic alter NAME --partitions N` on a cluster: the new partitions get the topic's
+    three replicas, every one in sync, leaders round-robin over the brokers where the
+    topic's placement left off, and take acks=all writes."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("grown", 1, replication_factor=3)])
+    done = subprocess.run([sys.executable, "-m", "zlog.cli", "topic", "alter", "grown",
+                           "--partitions", "4", "--bootstrap", cluster.bootstrap],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "4 partitions" in done.stdout
+    for partition in range(4):
+        cluster.wait_isr("grown", partition, {1, 2, 3})
+    leaders = {cluster.partition("grown", p).leader for p in range(4)}
+    assert leaders == {1, 2, 3}
+    values = _values("grown", 500)
+    _produce(cluster.bootstrap, "grown", values, partition=3)
+    assert _consume_all(cluster.bootstrap, "grown", 3, len(values)) == values

@@ -143,6 +143,42 @@ def test_bad_topic_requests_get_their_codes(admin: Admin) -> None:
     assert caught.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+def test_a_topic_grows_and_its_new_partitions_take_records(broker: BrokerProcess,
+                                                          admin: Admin) -> None:
+    """CreatePartitions: 2 -> 5 partitions; the new ones are served as soon as the call
+    returns, a producer that knew the old count finds the new ones once its metadata is
+    metadata_max_age_ms old, and the old partitions' records stay where they were."""
+    topic = new_topic(admin, partitions=2)
+    with Producer(broker.endpoint, linger_ms=0, metadata_max_age_ms=200) as producer:
+        producer.send(topic, b"before", partition=1).result(timeout=20)
+        admin.create_partitions({topic: 5})
+        (description,) = admin.describe_topics([topic])
+        assert [p.partition for p in description.partitions] == [0, 1, 2, 3, 4]
+        assert all(p.leader >= 0 and p.endpoint for p in description.partitions)
+        wait_until(lambda: producer.partitions_for(topic) == [0, 1, 2, 3, 4],
+                   what="the producer to see the new partitions at its metadata's max age")
+        assert producer.send(topic, b"after", partition=4).result(timeout=20).offset == 0
+    assert read_all(broker, topic, 4, 1) == [(0, b"after")]
+    assert read_all(broker, topic, 1, 1) == [(0, b"before")]
+
+
+def test_bad_partition_growth_gets_its_code_and_changes_nothing(admin: Admin) -> None:
+    topic = new_topic(admin, partitions=3)
+    cases = [
+        ({topic: 2}, ErrorCode.INVALID_PARTITIONS),  # topics never shrink
+        ({topic: 3}, ErrorCode.INVALID_PARTITIONS),  # nothing to add
+        ({topic: 70_000}, ErrorCode.INVALID_PARTITIONS),  # over the bound
+        ({"never-created": 4}, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    for counts, code in cases:
+        with pytest.raises(ZlogError) as caught:
+            admin.create_partitions(counts)
+        assert caught.value.code == code, (counts, caught.value)
+    assert admin.create_partitions({topic: 6}, validate_only=True) == {topic: None}
+    (description,) = admin.describe_topics([topic])
+    assert len(description.partitions) == 3
+
+
 def test_topic_configs_described_and_altered(admin: Admin) -> None:
     name = new_topic(admin)
     before = {entry.name: entry for entry in admin.describe_configs([name])[name]}

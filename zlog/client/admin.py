@@ -28,6 +28,8 @@ from zlog.transport.messages import (
     AlterConfigsResource,
     ConfigResourceType,
     ConfigSource,
+    CreatePartitionsRequestV0,
+    CreatePartitionsResponseV0,
     CreateTopicsRequestV0,
     CreateTopicsResponseV0,
     DeleteTopicsRequestV0,
@@ -44,6 +46,7 @@ from zlog.transport.messages import (
     ListOffsetsResponseV0,
     MetadataRequestV0,
     MetadataResponseV0,
+    PartitionsSpec,
     Response,
     TopicResult,
     TopicSpec,
@@ -113,6 +116,19 @@ class Admin:
         response = self._connections.call_control(
             CreateTopicsRequestV0(specs, validate_only), self.request_timeout_ms)
         results = _expect(response, CreateTopicsResponseV0).topics
+        return _topic_results(results, raise_on_error=raise_on_error)
+
+    def create_partitions(self, new_counts: Mapping[str, int], *, validate_only: bool = False,
+                          raise_on_error: bool = True) -> dict[str, ZlogError | None]:
+        """Grow each topic to the given number of partitions in all (never fewer: Kafka's
+        CreatePartitions); the answer comes once the new partitions are open. Records with a
+        key may map to another partition afterwards, as in Kafka."""
+        specs = tuple(PartitionsSpec(name, count) for name, count in new_counts.items())
+        response = self._connections.call_control(
+            CreatePartitionsRequestV0(specs, validate_only), self.request_timeout_ms)
+        results = _expect(response, CreatePartitionsResponseV0).topics
+        for name in new_counts:
+            self._connections.metadata.invalidate(name)
         return _topic_results(results, raise_on_error=raise_on_error)
 
     def delete_topics(self, names: Sequence[str], *, raise_on_error: bool = True) -> (

@@ -163,6 +163,7 @@ class Producer:
         request_timeout_ms: int = 30_000,
         delivery_timeout_ms: int = 120_000,
         max_in_flight: int = 5,
+        metadata_max_age_ms: int = 300_000,
         clock: Clock | None = None,
     ) -> None:
         acks_value = parse_acks(acks)
@@ -174,7 +175,8 @@ class Producer:
                             ("buffer_memory", buffer_memory),
                             ("request_timeout_ms", request_timeout_ms),
                             ("delivery_timeout_ms", delivery_timeout_ms),
-                            ("max_in_flight", max_in_flight)):
+                            ("max_in_flight", max_in_flight),
+                            ("metadata_max_age_ms", metadata_max_age_ms)):
             if value <= 0:
                 raise _config_error(f"{name} must be positive, not {value}")
         self.batch_size_bytes = min(batch_size, limits.BATCH_SIZE_BYTES_MAX)
@@ -196,6 +198,7 @@ class Producer:
             retry_backoff_ms=retry_backoff_ms,
             request_timeout_ms=request_timeout_ms,
             delivery_timeout_ms=delivery_timeout_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
         )
         connections = Connections(bootstrap, max_in_flight=max_in_flight)
         self._sender = Sender(self.config, self._shared, connections, self._clock.monotonic_ms)

@@ -90,6 +90,7 @@ class SenderConfig:
     retry_backoff_ms: int
     request_timeout_ms: int
     delivery_timeout_ms: int
+    metadata_max_age_ms: int = 300_000  # Kafka's metadata.max.age.ms: new partitions show
 
 
 @dataclass(slots=True)
@@ -126,6 +127,7 @@ class Sender:
         self._requests: dict[tuple[str, int], list[PendingBatch]] = {}
         self._stale_topics: set[str] = set()
         self._last_refresh_ms = -(2**62)
+        self._next_age_refresh_ms = clock_ms() + config.metadata_max_age_ms
         self._last_init_attempt_ms = -(2**62)
         self._producer_id = -1
         self._producer_epoch = -1
@@ -227,6 +229,7 @@ class Sender:
         thread afterwards: a pass that misses the change is followed by one that sees it.
         """
         with self._io_lock:
+            self._age_metadata()
             if self._stale_topics or self.shared.wanted_topics:
                 self._refresh_metadata_if_needed()
             if self.config.idempotent and (self._producer_id < 0 or self._reset_pending):
@@ -255,6 +258,16 @@ class Sender:
         return bool(self._requests) or self._book.has_retries()
 
     # -- metadata and producer id ---------------------------------------------------------
+
+    def _age_metadata(self) -> None:
+        """Every metadata_max_age_ms, every known topic is asked about again, as in Kafka:
+        partitions added to a topic are used from then on."""
+        now_ms = self._clock_ms()
+        if now_ms < self._next_age_refresh_ms:
+            return
+        self._next_age_refresh_ms = now_ms + self.config.metadata_max_age_ms
+        with self.shared.lock:
+            self._stale_topics |= set(self.shared.partition_counts)
 
     def _refresh_metadata_if_needed(self) -> None:
         with self.shared.lock:

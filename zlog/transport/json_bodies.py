@@ -35,6 +35,8 @@ from zlog.transport.messages import (
     ApiVersionsResponseV0,
     BrokerMetadata,
     BrokerState,
+    CreatePartitionsRequestV0,
+    CreatePartitionsResponseV0,
     CreateTopicsRequestV0,
     CreateTopicsResponseV0,
     DeleteTopicsRequestV0,
@@ -57,6 +59,7 @@ from zlog.transport.messages import (
     MetadataRequestV0,
     MetadataResponseV0,
     PartitionMetadata,
+    PartitionsSpec,
     RaftStatus,
     Request,
     Response,
@@ -147,7 +150,10 @@ def _as_dict(msg: Request | Response) -> dict[str, Any]:
                 {"name": t.name, "partitions": t.partitions,
                  "replication_factor": t.replication_factor, "configs": dict(t.configs)}
                 for t in msg.topics], "validate_only": msg.validate_only}
-        case CreateTopicsResponseV0() | DeleteTopicsResponseV0():
+        case CreatePartitionsRequestV0():
+            return {"topics": [{"name": t.name, "count": t.count} for t in msg.topics],
+                    "validate_only": msg.validate_only}
+        case CreateTopicsResponseV0() | DeleteTopicsResponseV0() | CreatePartitionsResponseV0():
             return {"topics": [_topic_result(t) for t in msg.topics]}
         case DeleteTopicsRequestV0():
             return {"topics": list(msg.topics)}
@@ -351,6 +357,12 @@ _PARSERS: Final[Mapping[type, Callable[[Fields], Request | Response]]] = {
     CreateTopicsResponseV0: lambda f: CreateTopicsResponseV0(
         f.nested_list("topics", _parse_topic_result)),
     DeleteTopicsRequestV0: lambda f: DeleteTopicsRequestV0(f.texts("topics")),
+    CreatePartitionsRequestV0: lambda f: CreatePartitionsRequestV0(
+        f.nested_list("topics", lambda t: PartitionsSpec(
+            t.text("name"), t.integer("count", low=INT32_MIN, high=INT32_MAX))),
+        f.boolean("validate_only", default=False)),
+    CreatePartitionsResponseV0: lambda f: CreatePartitionsResponseV0(
+        f.nested_list("topics", _parse_topic_result)),
     DeleteTopicsResponseV0: lambda f: DeleteTopicsResponseV0(
         f.nested_list("topics", _parse_topic_result)),
     InitProducerIdRequestV0: lambda f: InitProducerIdRequestV0(f.optional_text("transactional_id")),

@@ -275,6 +275,31 @@ class CreateTopicsResponseV0:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionsSpec:
+    """A topic grown to `count` partitions in all (Kafka's CreatePartitions: never fewer)."""
+
+    name: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.CREATE_PARTITIONS
+    API_VERSION: ClassVar[int] = 0
+
+    topics: tuple[PartitionsSpec, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.CREATE_PARTITIONS
+    API_VERSION: ClassVar[int] = 0
+
+    topics: tuple[TopicResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class DeleteTopicsRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.DELETE_TOPICS
     API_VERSION: ClassVar[int] = 0
@@ -496,6 +521,7 @@ Request: TypeAlias = (
     | ApiVersionsRequestV0
     | CreateTopicsRequestV0
     | DeleteTopicsRequestV0
+    | CreatePartitionsRequestV0
     | InitProducerIdRequestV0
     | DescribeConfigsRequestV0
     | IncrementalAlterConfigsRequestV0
@@ -514,6 +540,7 @@ Response: TypeAlias = (
     | ApiVersionsResponseV0
     | CreateTopicsResponseV0
     | DeleteTopicsResponseV0
+    | CreatePartitionsResponseV0
     | InitProducerIdResponseV0
     | DescribeConfigsResponseV0
     | IncrementalAlterConfigsResponseV0
@@ -535,6 +562,7 @@ REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
         ApiVersionsRequestV0,
         CreateTopicsRequestV0,
         DeleteTopicsRequestV0,
+        CreatePartitionsRequestV0,
         InitProducerIdRequestV0,
         DescribeConfigsRequestV0,
         IncrementalAlterConfigsRequestV0,
@@ -556,6 +584,7 @@ RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
         ApiVersionsResponseV0,
         CreateTopicsResponseV0,
         DeleteTopicsResponseV0,
+        CreatePartitionsResponseV0,
         InitProducerIdResponseV0,
         DescribeConfigsResponseV0,
         IncrementalAlterConfigsResponseV0,

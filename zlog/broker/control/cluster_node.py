@@ -9,11 +9,11 @@
   AlterPartition requests that reach this control endpoint. Another supervisor answers them
   NOT_CONTROLLER with the controller it knows of.
 * For clients: a request that changes the metadata (CreateTopics, DeleteTopics,
-  IncrementalAlterConfigs, InitProducerId) reaching a supervisor that is not the controller is
-  forwarded to the controller and its answer passed back (as KIP-590 does), so any broker's
-  control endpoint serves every request. DescribeCluster goes too: only the metadata log's
-  leader knows how far each voter's copy reaches. With no controller known it is
-  NOT_CONTROLLER, which clients retry elsewhere.
+  CreatePartitions, IncrementalAlterConfigs, InitProducerId) reaching a supervisor that is
+  not the controller is forwarded to the controller and its answer passed back (as KIP-590
+  does), so any broker's control endpoint serves every request. DescribeCluster goes too:
+  only the metadata log's leader knows how far each voter's copy reaches. With no controller
+  known it is NOT_CONTROLLER, which clients retry elsewhere.
 
 A single node runs the same code: it is its own controller, and registers and heartbeats to
 itself over its own control endpoint.
@@ -66,6 +66,7 @@ META_FILE: Final = "meta.json"  # the data directory's identity: its node and it
 CONTROLLER_APIS: Final = (BrokerRegistrationRequestV0, BrokerHeartbeatRequestV0,
                           AlterPartitionRequestV0)
 FORWARDED_APIS: Final = (wire.CreateTopicsRequestV0, wire.DeleteTopicsRequestV0,
+                         wire.CreatePartitionsRequestV0,
                          wire.IncrementalAlterConfigsRequestV0, wire.InitProducerIdRequestV0,
                          wire.DescribeClusterRequestV0)  # the last: for the voters' progress
 FORWARD_TIMEOUT_MS: Final = 30_000  # as long as the controller may take to settle one

@@ -1,6 +1,6 @@
 """The control endpoint's requests: ApiVersions, Metadata, CreateTopics, DeleteTopics,
-InitProducerId, DescribeConfigs, IncrementalAlterConfigs, DescribeCluster (docs/protocol.md,
-"Control plane").
+CreatePartitions, InitProducerId, DescribeConfigs, IncrementalAlterConfigs, DescribeCluster
+(docs/protocol.md, "Control plane").
 
 No sockets, threads or clocks here: the supervisor hands in what this needs as callables (the
 current metadata, a way to propose a command, a way to reply, the data endpoint of a
@@ -12,6 +12,8 @@ Requests that change metadata answer asynchronously:
   proposed; answered once the command committed AND the workers confirmed every local
   partition open, so a client may produce right after the reply.
 * DeleteTopics: answered once the workers deleted the data and the deletion committed.
+* CreatePartitions: a topic grows (never shrinks) by an AddPartitions command; answered as
+  CreateTopics is, once the new local partitions are open.
 * IncrementalAlterConfigs: validated here (topic_configs.py, as CreateTopics' configs), proposed as
   the change (AlterTopicConfigs), answered once it committed AND the workers confirmed the new
   configs on every local partition, so the next produce or fetch already runs under them.
@@ -37,7 +39,9 @@ from zlog.broker.config import BrokerConfig
 from zlog.broker.control.controller import liveness
 from zlog.broker.control.metadata import ClusterState, TopicInfo
 from zlog.broker.control.metadata_commands import (
+    AddPartitions,
     AlterTopicConfigs,
+    Command,
     CreateTopic,
     DeleteTopic,
     Propose,
@@ -53,6 +57,7 @@ from zlog.broker.topic_configs import (
     effective_topic_configs,
     validate_client_topic_name,
     validate_new_topic,
+    validate_partitions,
 )
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.status import NodeStatus
@@ -169,6 +174,8 @@ class ControlPlane:
                 self._create_topics(identity, header, request)
             case wire.DeleteTopicsRequestV0():
                 self._delete_topics(identity, header, request)
+            case wire.CreatePartitionsRequestV0():
+                self._create_partitions(identity, header, request)
             case wire.InitProducerIdRequestV0():
                 self._producer_ids.init_producer_id(identity, header, request)
             case wire.DescribeConfigsRequestV0():
@@ -336,18 +343,30 @@ class ControlPlane:
         dir's file system allows; rings that would not fit the free shared memory; a topic
         too large for one metadata command.
         """
+        placed = place_replicas(spec.partitions, spec.replication_factor,
+                                sorted(liveness(state).usable), start_index=state.next_topic_seq)
+        command = CreateTopic(spec.name, spec.partitions, spec.replication_factor,
+                              dict(spec.configs), tuple(p.replicas for p in placed))
+        self._check_host_can_hold(spec.name, spec.partitions, spec.replication_factor,
+                                  [p.replicas for p in placed], command)
+        return command
+
+    def _check_host_can_hold(self, name: str, partitions: int, replication_factor: int,
+                             new_replicas: list[tuple[int, ...]], command: Command) -> None:
+        """Refuse, with the reason, a topic of `partitions` whose `new_replicas` (the ones
+        this command adds) this host cannot hold: partition directory names longer than the
+        data dir's file system allows; rings that would not fit the free shared memory; a
+        command too large for the metadata log."""
         storage = self._host_storage()
-        longest_name = f"{spec.name}-{spec.partitions - 1}"
+        longest_name = f"{name}-{partitions - 1}"
         if len(longest_name.encode()) > storage.name_bytes_max:
             raise ZlogError(
                 ErrorCode.INVALID_TOPIC_EXCEPTION,
-                f"topic name {spec.name[:40]!r}... is too long for this broker's file system: "
+                f"topic name {name[:40]!r}... is too long for this broker's file system: "
                 f"partition directories would be named with {len(longest_name.encode())} "
                 f"bytes and it holds {storage.name_bytes_max}",
             )
-        placed = place_replicas(spec.partitions, spec.replication_factor,
-                                sorted(liveness(state).usable), start_index=state.next_topic_seq)
-        local = sum(1 for p in placed if self.config.node_id in p.replicas)
+        local = sum(1 for replicas in new_replicas if self.config.node_id in replicas)
         needed_bytes = local * ring_file_size_bytes(self.config.ring_bytes)
         free_bytes = storage.ring_free_bytes
         if free_bytes is not None and needed_bytes > free_bytes:
@@ -357,16 +376,64 @@ class ControlPlane:
                 f"memory for their rings (ring_bytes {_gib(self.config.ring_bytes)} each) and "
                 f"{_gib(free_bytes)} is free: use fewer partitions or a smaller ring_bytes",
             )
-        command = CreateTopic(spec.name, spec.partitions, spec.replication_factor,
-                              dict(spec.configs), tuple(p.replicas for p in placed))
         size_bytes = len(encode_command(command))
         if size_bytes > limits.RAFT_COMMAND_BYTES_MAX:
             raise ZlogError(
                 ErrorCode.INVALID_PARTITIONS,
-                f"{spec.partitions} partitions of {spec.replication_factor} replicas do not "
+                f"{len(new_replicas)} partitions of {replication_factor} replicas do not "
                 f"fit one metadata command ({size_bytes} bytes, "
                 f"at most {limits.RAFT_COMMAND_BYTES_MAX})",
             )
+
+    def _create_partitions(self, identity: bytes, header: RequestHeader,
+                           request: wire.CreatePartitionsRequestV0) -> None:
+        """Grow topics (Kafka's CreatePartitions): each to `count` partitions in all, never
+        fewer; the new ones placed round-robin where the topic's placement leaves off."""
+        state = self._state()
+        waiting = _Waiting(identity, header, ApiKey.CREATE_PARTITIONS, {}, set(),
+                           self._clock_ms() + CONTROL_REQUEST_TIMEOUT_MS)
+        commands: list[tuple[str, AddPartitions]] = []
+        name_counts = Counter(spec.name for spec in request.topics)
+        for spec in request.topics:
+            if name_counts[spec.name] > 1:
+                waiting.results[spec.name] = wire.TopicResult(
+                    spec.name, int(ErrorCode.INVALID_REQUEST), "named twice in one request")
+                continue
+            try:
+                command = self._add_partitions_command(spec, state)
+            except ZlogError as error:
+                waiting.results[spec.name] = wire.TopicResult(spec.name, int(error.code),
+                                                              error.message)
+                continue
+            if request.validate_only:
+                waiting.results[spec.name] = wire.TopicResult(spec.name, 0, "")
+            else:
+                waiting.results[spec.name] = None
+                commands.append((spec.name, command))
+        self._waiting.append(waiting)
+        for name, command in commands:
+            self._propose(command, functools.partial(self._committed, waiting, name))
+        self._settle_waiting(state)
+
+    def _add_partitions_command(self, spec: wire.PartitionsSpec,
+                                state: ClusterState) -> AddPartitions:
+        topic = state.topics.get(spec.name)
+        if topic is None:
+            raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {spec.name!r}")
+        count = validate_partitions(spec.count)
+        current = len(topic.partitions)
+        if count <= current:
+            raise ZlogError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"topic {spec.name!r} has {current} partitions: it can only grow, and "
+                f"{count} is not more" if count < current else
+                f"topic {spec.name!r} already has {count} partitions")
+        placed = place_replicas(count, topic.replication_factor,
+                                sorted(liveness(state).usable), start_index=topic.topic_seq)
+        new_replicas = [p.replicas for p in placed[current:]]
+        command = AddPartitions(spec.name, current, tuple(new_replicas))
+        self._check_host_can_hold(spec.name, count, topic.replication_factor, new_replicas,
+                                  command)
         return command
 
     def _delete_topics(self, identity: bytes, header: RequestHeader,
@@ -452,6 +519,8 @@ class ControlPlane:
         response: wire.Response
         if waiting.api_key == ApiKey.CREATE_TOPICS:
             response = wire.CreateTopicsResponseV0(results)
+        elif waiting.api_key == ApiKey.CREATE_PARTITIONS:
+            response = wire.CreatePartitionsResponseV0(results)
         elif waiting.api_key == ApiKey.DELETE_TOPICS:
             response = wire.DeleteTopicsResponseV0(results)
         else:

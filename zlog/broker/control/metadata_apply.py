@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from zlog.broker.control.controller import restarted
 from zlog.broker.control.metadata_commands import (
+    AddPartitions,
     AllocateProducerIds,
     AlterTopicConfigs,
     Applied,
@@ -56,6 +57,8 @@ def apply_command(state: ClusterState, command: Command) -> _Applied:
             return _create_topic(state, command)
         case AlterTopicConfigs():
             return _alter_topic_configs(state, command)
+        case AddPartitions():
+            return _add_partitions(state, command)
         case DeleteTopic():
             return _delete_topic(state, command)
         case TopicDeleted():
@@ -143,6 +146,24 @@ def _new_partition(
     _check_leader_and_isr(replicas, entry.leader, list(entry.isr))
     return PartitionInfo(index, tuple(replicas), entry.leader, entry.leader_epoch,
                          tuple(entry.isr), 0)
+
+
+def _add_partitions(state: ClusterState, command: AddPartitions) -> _Applied:
+    topic = _topic(state, command.name)
+    if command.first != len(topic.partitions):
+        raise ZlogError(ErrorCode.INVALID_PARTITIONS,
+                        f"topic {topic.name!r} has {len(topic.partitions)} partitions now, "
+                        f"not {command.first}")
+    load = worker_loads(state)
+    added: list[PartitionInfo] = []
+    for offset, replicas in enumerate(command.replicas):
+        index = command.first + offset
+        entry = InitialPartition(index, replicas, replicas[0] if replicas else -1, 0, replicas)
+        partition = _new_partition(state, index, entry, topic.replication_factor)
+        workers = tuple(_least_loaded(state, broker, load) for broker in partition.replicas)
+        added.append(replace(partition, replica_workers=workers))
+    grown = replace(topic, partitions=(*topic.partitions, *added))
+    return replace(state, topics={**state.topics, command.name: grown}), Applied()
 
 
 def _alter_topic_configs(state: ClusterState, command: AlterTopicConfigs) -> _Applied:

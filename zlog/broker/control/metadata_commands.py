@@ -190,6 +190,32 @@ class AlterTopicConfigs:
 
 
 @dataclass(frozen=True, slots=True)
+class AddPartitions:
+    """New partitions at the end of a topic, each with its replica list (state as for a new
+    topic's partitions: leader the first replica, epoch 0, ISR all). `first` is the index the
+    proposer saw as the next one: applied after another growth, the command is refused rather
+    than numbering its partitions from a count it did not see."""
+
+    TYPE: ClassVar[str] = "AddPartitions"
+    RESULT: ClassVar[type[Result]] = Applied
+    name: str
+    first: int
+    replicas: tuple[tuple[int, ...], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "first": self.first,
+                "replicas": [list(replica_ids) for replica_ids in self.replicas]}
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> AddPartitions:
+        replicas = f.recode(ErrorCode.INVALID_REPLICA_ASSIGNMENT).integer_lists(
+            "replicas", low=0, high=BROKER_ID_MAX)
+        if not replicas:
+            raise ZlogError(ErrorCode.INVALID_PARTITIONS, "no partitions to add")
+        return cls(_name(f, "name"), f.integer("first", low=1), replicas)
+
+
+@dataclass(frozen=True, slots=True)
 class DeleteTopic:
     """The topic disappears; its data is now "deleting" until every replica removed it."""
 
@@ -325,12 +351,12 @@ class AllocateProducerIds:
 
 Command: TypeAlias = (
     RegisterBroker | CreateTopic | AlterTopicConfigs | DeleteTopic | TopicDeleted
-    | SetPartitionState | AllocateProducerIds | ClusterChange
+    | SetPartitionState | AllocateProducerIds | ClusterChange | AddPartitions
 )
 COMMANDS: Final[dict[str, type[Command]]] = {
     kind.TYPE: kind for kind in (RegisterBroker, CreateTopic, AlterTopicConfigs, DeleteTopic,
                                  TopicDeleted, SetPartitionState, AllocateProducerIds,
-                                 ClusterChange)
+                                 ClusterChange, AddPartitions)
 }
 
 Done = Callable[[Result | None, ZlogError | None], None]

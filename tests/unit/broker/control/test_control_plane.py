@@ -315,8 +315,9 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
     assert isinstance(versions, wire.ApiVersionsResponseV0)
     assert sorted(v.api_key for v in versions.api_versions) == sorted(
         int(key) for key in (ApiKey.METADATA, ApiKey.API_VERSIONS, ApiKey.CREATE_TOPICS,
-                             ApiKey.DELETE_TOPICS, ApiKey.INIT_PRODUCER_ID,
-                             ApiKey.DESCRIBE_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                             ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+                             ApiKey.INIT_PRODUCER_ID, ApiKey.DESCRIBE_CONFIGS,
+                             ApiKey.INCREMENTAL_ALTER_CONFIGS,
                              ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
                              ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION))
     broker.leader = None

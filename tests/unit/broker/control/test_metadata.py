@@ -17,6 +17,7 @@ import pytest
 from zlog.broker.control import metadata_state
 from zlog.broker.control.metadata import MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
+    AddPartitions,
     AllocateProducerIds,
     AlterTopicConfigs,
     CreateTopic,
@@ -216,6 +217,37 @@ def test_a_refused_alteration_changes_nothing(command: bytes, code: ErrorCode) -
     assert result["error_code"] == code
     after = json.loads(fsm.snapshot())
     after["applied_commands"] -= 1  # the refused command was applied, as an error result
+    assert after == json.loads(before)
+
+
+def test_add_partitions_appends_new_partitions_in_their_initial_state() -> None:
+    fsm = _registered()
+    _apply(fsm, _create("t", 2))
+    assert _apply(fsm, encode_command(AddPartitions("t", 2, ((1,), (1,)))))["error_code"] == 0
+    topic = fsm.state.topics["t"]
+    assert [p.partition for p in topic.partitions] == [0, 1, 2, 3]
+    assert all((p.leader, p.leader_epoch, p.isr, p.partition_epoch) == (1, 0, (1,), 0)
+               for p in topic.partitions[2:])
+
+
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [
+        # Proposed from an older count: another growth committed first.
+        (AddPartitions("t", 1, ((1,),)), ErrorCode.INVALID_PARTITIONS),
+        (AddPartitions("nosuch", 1, ((1,),)), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (AddPartitions("t", 2, ((2,),)), ErrorCode.BROKER_ID_NOT_REGISTERED),
+        (AddPartitions("t", 2, ((1, 1),)), ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+        (AddPartitions("t", 2, ((),)), ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+    ],
+)
+def test_a_refused_growth_changes_nothing(command: AddPartitions, code: ErrorCode) -> None:
+    fsm = _registered()
+    _apply(fsm, _create("t", 2))
+    before = fsm.snapshot()
+    assert _apply(fsm, encode_command(command))["error_code"] == code
+    after = json.loads(fsm.snapshot())
+    after["applied_commands"] -= 1
     assert after == json.loads(before)
 
 
