@@ -220,6 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_commands = cluster.add_subparsers(dest="cluster_command", required=True,
                                               metavar="ACTION")
     _command(cluster_commands, "status", "brokers and the metadata log (Raft)", _cluster_status)
+
+    leader = commands.add_parser("leader", help="partition leadership",
+                                 description="partition leadership")
+    leader_commands = leader.add_subparsers(dest="leader_command", required=True,
+                                            metavar="ACTION")
+    elect = _command(leader_commands, "elect",
+                     "give leaderships back to the preferred (first) replicas", _leader_elect)
+    elect.add_argument("--preferred", action="store_true", required=True,
+                       help="a preferred-leader election over every partition (the only kind)")
     return parser
 
 
@@ -495,6 +504,15 @@ def _offsets(args: argparse.Namespace) -> int:
     print("partition\tlog_start_offset\thigh_watermark")
     for tp in tps:
         print(f"{tp.partition}\t{starts[tp].offset}\t{ends[tp].offset}")
+    return 0
+
+
+def _leader_elect(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        moved = admin.elect_preferred_leaders()
+    print(f"{moved} partition(s) moved back to their preferred leader" if moved else
+          "every partition is led by its preferred replica already, or that replica is not "
+          "in sync")
     return 0
 
 

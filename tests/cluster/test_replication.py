@@ -191,3 +191,35 @@ def test_a_topic_grown_from_the_cli_gets_replicated_partitions_spread_over_the_b
     values = _values("grown", 500)
     _produce(cluster.bootstrap, "grown", values, partition=3)
     assert _consume_all(cluster.bootstrap, "grown", 3, len(values)) == values
+
+
+def test_zlog_leader_elect_preferred_gives_leadership_back_to_the_first_replica(
+        tmp_path: Path) -> None:
+    """With the automatic rebalance off, a preferred leader that was killed and came back
+    stays a follower; `zlog leader elect --preferred` gives it its leadership back, once in
+    sync, and says how many moved; asked again, nothing moves."""
+    with cluster_processes(3, tmp_path, extra_args=(
+            "--auto-leader-rebalance", "false")) as cluster:
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_topics([NewTopic("preferred", 1, replication_factor=3)])
+        cluster.wait_isr("preferred", 0, {1, 2, 3})
+        first = cluster.partition("preferred", 0).replicas[0]
+        assert cluster.partition("preferred", 0).leader == first
+        cluster.broker(first).kill_all()
+        cluster.wait_for(lambda p: p.leader not in (first, -1), "preferred", 0,
+                         "another leader")
+        cluster.broker(first).start()
+        cluster.wait_isr("preferred", 0, {1, 2, 3})
+        assert cluster.partition("preferred", 0).leader != first
+
+        def elect() -> str:
+            done = subprocess.run([sys.executable, "-m", "zlog.cli", "leader", "elect",
+                                   "--preferred", "--bootstrap", cluster.bootstrap],
+                                  capture_output=True, text=True, timeout=60, check=False)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        assert "1 partition(s) moved" in elect()
+        cluster.wait_for(lambda p: p.leader == first and bool(p.endpoint), "preferred", 0,
+                         "the preferred replica leading again")
+        assert "already" in elect()

@@ -8,6 +8,7 @@ Kafka's code. Not thread-safe: one Admin per thread (it owns sockets).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, TypeVar
 
@@ -21,6 +22,7 @@ from zlog.client.records import (
     PartitionDescription,
     TopicDescription,
 )
+from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
 from zlog.transport.messages import (
     AlterableConfig,
@@ -39,6 +41,8 @@ from zlog.transport.messages import (
     DescribeConfigsRequestV0,
     DescribeConfigsResource,
     DescribeConfigsResponseV0,
+    ElectLeadersRequestV0,
+    ElectLeadersResponseV0,
     IncrementalAlterConfigsRequestV0,
     IncrementalAlterConfigsResponseV0,
     ListOffsetsPartition,
@@ -55,6 +59,7 @@ from zlog.types import DEFAULT_BOOTSTRAP, TopicPartition
 
 R = TypeVar("R", bound=Response)
 
+ELECTION_RETRY_BACKOFF_MS: Final = 100  # between ElectLeaders asked while no controller is known
 CONFIG_SOURCE_NAMES: Final = {
     ConfigSource.TOPIC: "topic",
     ConfigSource.BROKER: "broker",
@@ -214,6 +219,22 @@ class Admin:
             for result in response.responses
         }
         return _raise_first(outcome, raise_on_error=raise_on_error)
+
+    def elect_preferred_leaders(self) -> int:
+        """Give every partition's leadership back to its first (preferred) replica where
+        that replica is usable and in sync; how many moved. A controller that is moving or
+        electing is waited for (NOT_CONTROLLER is retried within request_timeout_ms)."""
+        deadline_ms = monotonic_ms() + self.request_timeout_ms
+        while True:
+            response = _expect(
+                self._connections.call_control(ElectLeadersRequestV0(), self.request_timeout_ms),
+                ElectLeadersResponseV0)
+            if response.error_code == ErrorCode.NONE:
+                return response.moved
+            error = for_code(response.error_code, response.error_message)
+            if not error.retriable or monotonic_ms() >= deadline_ms:
+                raise error
+            time.sleep(ELECTION_RETRY_BACKOFF_MS / 1000)
 
     def describe_cluster(self) -> ClusterDescription:
         response = _expect(

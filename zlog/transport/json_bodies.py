@@ -48,6 +48,8 @@ from zlog.transport.messages import (
     DescribeConfigsResponseV0,
     DescribeConfigsResult,
     DescribedConfig,
+    ElectLeadersRequestV0,
+    ElectLeadersResponseV0,
     IncrementalAlterConfigsRequestV0,
     IncrementalAlterConfigsResponseV0,
     InitProducerIdRequestV0,
@@ -139,7 +141,10 @@ def _as_dict(msg: Request | Response) -> dict[str, Any]:
             return {"cluster_id": msg.cluster_id, "controller_id": msg.controller_id,
                     "brokers": [_broker(b) for b in msg.brokers],
                     "topics": [_topic_metadata(t) for t in msg.topics]}
-        case ApiVersionsRequestV0() | DescribeClusterRequestV0():
+        case ElectLeadersResponseV0():
+            return {"error_code": msg.error_code, "error_message": msg.error_message,
+                    "moved": msg.moved}
+        case ApiVersionsRequestV0() | DescribeClusterRequestV0() | ElectLeadersRequestV0():
             return {}
         case ApiVersionsResponseV0():
             return {"api_versions": [
@@ -379,6 +384,10 @@ _PARSERS: Final[Mapping[type, Callable[[Fields], Request | Response]]] = {
     IncrementalAlterConfigsResponseV0: lambda f: IncrementalAlterConfigsResponseV0(
         f.nested_list("responses", _parse_alter_configs_result)),
     DescribeClusterRequestV0: lambda f: DescribeClusterRequestV0(),
+    ElectLeadersRequestV0: lambda f: ElectLeadersRequestV0(),
+    ElectLeadersResponseV0: lambda f: ElectLeadersResponseV0(
+        f.integer("error_code", low=INT16_MIN, high=INT16_MAX),
+        f.text("error_message", default=""), f.integer("moved", low=0, default=0)),
     DescribeClusterResponseV0: lambda f: DescribeClusterResponseV0(
         f.text("cluster_id"), f.integer("controller_id", low=INT32_MIN, high=INT32_MAX),
         f.nested_list("brokers", _parse_broker), _parse_raft(f.nested("raft")),

@@ -477,6 +477,26 @@ class VoterStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class ElectLeadersRequestV0:
+    """A preferred-leader election over every partition (Kafka's ElectLeaders with
+    election_type 0 and all partitions): each led by another replica while its first
+    replica is usable and in sync gets the first one back as leader."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.ELECT_LEADERS
+    API_VERSION: ClassVar[int] = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.ELECT_LEADERS
+    API_VERSION: ClassVar[int] = 0
+
+    error_code: int
+    error_message: str = ""
+    moved: int = 0  # leaderships given back to their preferred replica, committed
+
+
+@dataclass(frozen=True, slots=True)
 class DescribeClusterRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_CLUSTER
     API_VERSION: ClassVar[int] = 0
@@ -522,6 +542,7 @@ Request: TypeAlias = (
     | CreateTopicsRequestV0
     | DeleteTopicsRequestV0
     | CreatePartitionsRequestV0
+    | ElectLeadersRequestV0
     | InitProducerIdRequestV0
     | DescribeConfigsRequestV0
     | IncrementalAlterConfigsRequestV0
@@ -541,6 +562,7 @@ Response: TypeAlias = (
     | CreateTopicsResponseV0
     | DeleteTopicsResponseV0
     | CreatePartitionsResponseV0
+    | ElectLeadersResponseV0
     | InitProducerIdResponseV0
     | DescribeConfigsResponseV0
     | IncrementalAlterConfigsResponseV0
@@ -563,6 +585,7 @@ REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
         CreateTopicsRequestV0,
         DeleteTopicsRequestV0,
         CreatePartitionsRequestV0,
+        ElectLeadersRequestV0,
         InitProducerIdRequestV0,
         DescribeConfigsRequestV0,
         IncrementalAlterConfigsRequestV0,
@@ -585,6 +608,7 @@ RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
         CreateTopicsResponseV0,
         DeleteTopicsResponseV0,
         CreatePartitionsResponseV0,
+        ElectLeadersResponseV0,
         InitProducerIdResponseV0,
         DescribeConfigsResponseV0,
         IncrementalAlterConfigsResponseV0,

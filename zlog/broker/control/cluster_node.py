@@ -66,7 +66,7 @@ META_FILE: Final = "meta.json"  # the data directory's identity: its node and it
 CONTROLLER_APIS: Final = (BrokerRegistrationRequestV0, BrokerHeartbeatRequestV0,
                           AlterPartitionRequestV0)
 FORWARDED_APIS: Final = (wire.CreateTopicsRequestV0, wire.DeleteTopicsRequestV0,
-                         wire.CreatePartitionsRequestV0,
+                         wire.CreatePartitionsRequestV0, wire.ElectLeadersRequestV0,
                          wire.IncrementalAlterConfigsRequestV0, wire.InitProducerIdRequestV0,
                          wire.DescribeClusterRequestV0)  # the last: for the voters' progress
 FORWARD_TIMEOUT_MS: Final = 30_000  # as long as the controller may take to settle one
@@ -212,6 +212,14 @@ class ClusterNode:
         if not self.link.send(request, FORWARD_TIMEOUT_MS, answered):
             raise ZlogError(ErrorCode.NOT_CONTROLLER,
                             f"cannot reach the controller: {self.link.last_error}")
+
+    def elect_leaders(self, answer: Answer) -> None:
+        """ElectLeaders reaching the controller (forwarded here by any other broker)."""
+        if not self.controller.active:
+            answer(wire.ElectLeadersResponseV0(int(ErrorCode.NOT_CONTROLLER),
+                                               "this node is not the controller"))
+            return
+        self.controller.elect_preferred(answer)
 
     # -- the controller's requests ----------------------------------------------------------
 

@@ -47,7 +47,7 @@ from zlog.transport.cluster_messages import (
     BrokerRegistrationRequestV0,
     BrokerRegistrationResponseV0,
 )
-from zlog.transport.messages import Response
+from zlog.transport.messages import ElectLeadersResponseV0, Response
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,7 @@ class ControllerService:
     _next_preferred_ms: int = 0
     _now_ms: int = 0  # the time of the last tick, for answers that come later
     _unreachable: dict[int, int] = field(default_factory=dict)  # node → probe down since (ms)
+    _elections: list[Answer] = field(default_factory=list)  # ElectLeaders for the next round
 
     # -- becoming (and stopping being) the controller -------------------------------------
 
@@ -114,6 +115,10 @@ class ControllerService:
             self._isr_requests.clear()
             self._sessions.clear()
             self._unreachable.clear()
+            for answer in self._elections:
+                answer(ElectLeadersResponseV0(int(ErrorCode.NOT_CONTROLLER),
+                                              "the controller moved"))
+            self._elections.clear()
 
     # -- the APIs ---------------------------------------------------------------------------
 
@@ -165,6 +170,11 @@ class ControllerService:
             request.leader_epoch, request.partition_epoch, request.new_isr,
             dict(request.member_epochs)), answer))
 
+    def elect_preferred(self, answer: Answer) -> None:
+        """ElectLeaders: the next round moves every leadership it can back to the preferred
+        replica; answered with how many moved, once that round committed."""
+        self._elections.append(answer)
+
     def set_unreachable(self, down_since_ms: Mapping[int, int]) -> None:
         """The brokers whose control endpoint this controller cannot reach, and since when
         (`broker_probes.py`): with no heartbeat since, a heartbeat interval later they are
@@ -183,6 +193,8 @@ class ControllerService:
         preferred = (self.settings.auto_leader_rebalance and now_ms >= self._next_preferred_ms)
         if preferred:
             self._next_preferred_ms = now_ms + self.settings.leader_imbalance_check_interval_ms
+        elections, self._elections = self._elections, []
+        preferred = preferred or bool(elections)
         queued, self._isr_requests = self._isr_requests, []
         outcome = decide(state, RoundInput(
             expired=self._expired(state, now_ms), heard_from=self._heard_from(state, now_ms),
@@ -196,7 +208,12 @@ class ControllerService:
                 item.answer(_alter_answer(error.code, error.message, self.node_id))
         accepted = [item for item, error in zip(queued, outcome.answers, strict=True)
                     if error is None]
+        moved = sum(1 for change in outcome.change.partitions
+                    if _to_preferred(state, change.topic, change.partition, change.leader))
         if outcome.empty:
+            for answer in elections:
+                answer(ElectLeadersResponseV0(0, "every partition is led by its preferred "
+                                                 "replica, or it is not in sync"))
             return
         self._log_change(outcome.change)
         self._in_flight = True
@@ -208,6 +225,9 @@ class ControllerService:
             for item in accepted:
                 item.answer(_alter_answer(code, "" if error is None else str(error),
                                           self.node_id))
+            for answer in elections:
+                answer(ElectLeadersResponseV0(int(code), "" if error is None else str(error),
+                                              moved if error is None else 0))
             if error is not None:
                 log.warning("controller round not committed: %s", error)
 
@@ -258,6 +278,13 @@ class ControllerService:
         if node_id in self._unreachable:
             return "fenced: its control endpoint is unreachable and it stopped heartbeating"
         return "fenced: no heartbeat within the session timeout"
+
+
+def _to_preferred(state: ClusterState, topic: str, index: int, leader: int) -> bool:
+    """Whether a change gives the partition's leadership back to its first replica."""
+    partition = state.partition(topic, index)
+    return (partition is not None and leader != partition.leader
+            and leader == partition.replicas[0])
 
 
 def _alter_answer(code: ErrorCode, message: str, controller_id: int) -> AlterPartitionResponseV0:

@@ -528,6 +528,8 @@ class Supervisor:
                            monotonic_ms())
         elif cluster is not None and self.config.clustered and cluster.forwards(request):
             cluster.forward(request, functools.partial(self._forwarded, identity, header))
+        elif cluster is not None and isinstance(request, wire.ElectLeadersRequestV0):
+            cluster.elect_leaders(functools.partial(self._reply, identity, header))
         else:
             self.control.handle(identity, header, request)
         return []

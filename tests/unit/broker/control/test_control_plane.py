@@ -316,6 +316,7 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
     assert sorted(v.api_key for v in versions.api_versions) == sorted(
         int(key) for key in (ApiKey.METADATA, ApiKey.API_VERSIONS, ApiKey.CREATE_TOPICS,
                              ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+                             ApiKey.ELECT_LEADERS,
                              ApiKey.INIT_PRODUCER_ID, ApiKey.DESCRIBE_CONFIGS,
                              ApiKey.INCREMENTAL_ALTER_CONFIGS,
                              ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
