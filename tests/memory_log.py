@@ -19,6 +19,7 @@ class MemoryLog:
         self.batches: list[bytearray] = []
         self.log_start_offset = 0
         self.log_end_offset = 0
+        self.published_high_watermark = -1  # what the partition told local readers last
 
     @property
     def segment_count(self) -> int:
@@ -60,6 +61,9 @@ class MemoryLog:
             views.append(memoryview(stored))
             used += len(stored)
         return views
+
+    def publish_high_watermark(self, offset: int) -> None:
+        self.published_high_watermark = offset
 
     def truncate_to(self, offset: int) -> None:
         kept = [b for b in self.batches

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+import psutil
 import pytest
 
 from tests.broker_fixtures import BrokerProcess
@@ -223,3 +225,51 @@ def test_zlog_leader_elect_preferred_gives_leadership_back_to_the_first_replica(
         cluster.wait_for(lambda p: p.leader == first and bool(p.endpoint), "preferred", 0,
                          "the preferred replica leading again")
         assert "already" in elect()
+
+
+def test_a_local_consumer_on_the_leaders_host_sees_nothing_above_the_high_watermark(
+        cluster: ClusterProcesses) -> None:
+    """Consumer(local=True) reads the leader's ring on its host, with no fetch: it too must stop
+    at the high watermark. With both followers' workers frozen the leader takes acks=1 records
+    no follower holds; the ring reader returns the committed records only, and the rest once
+    the followers have copied them."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("local", 1, replication_factor=3)])
+    cluster.wait_isr("local", 0, {1, 2, 3})
+    leader = cluster.partition("local", 0).leader
+    committed = _values("committed", 10)
+    _produce(cluster.bootstrap, "local", committed)
+    followers = [pid for node in cluster.brokers if node != leader
+                 for pid in cluster.broker(node).worker_pids()]
+    for pid in followers:
+        psutil.Process(pid).suspend()
+    try:
+        uncommitted = _values("uncommitted", 5)
+        with Producer(cluster.endpoints[leader], acks=1, linger_ms=0) as producer:
+            for value in uncommitted:
+                producer.send("local", value, partition=0)
+            producer.flush(timeout_ms=int(WAIT_S * 1000))
+        consumer = Consumer(cluster.endpoints[leader], auto_offset_reset="earliest",
+                            local=True)
+        consumer.assign([TopicPartition("local", 0)])
+        seen = _poll_values(consumer, len(committed))
+        assert consumer.ring_batches_read > 0, "read from the leader's ring"
+        for _ in range(5):  # the followers are frozen: the high watermark cannot move
+            seen += [r.value for r in consumer.poll(100) if r.value is not None]
+        assert seen == committed
+    finally:
+        for pid in followers:
+            psutil.Process(pid).resume()
+    seen += _poll_values(consumer, len(uncommitted))
+    consumer.close()
+    assert seen == committed + uncommitted
+
+
+def _poll_values(consumer: Consumer, count: int) -> list[bytes]:
+    """At least `count` values from `consumer`, or fail after WAIT_S."""
+    values: list[bytes] = []
+    deadline = time.monotonic() + WAIT_S
+    while len(values) < count:
+        assert time.monotonic() < deadline, f"{len(values)} of {count} values in {WAIT_S} s"
+        values += [r.value for r in consumer.poll(100) if r.value is not None]
+    return values

@@ -211,7 +211,8 @@ def test_ready_fast_notifies_systemd_and_stops_cleanly_on_sigterm(broker: Broker
     assert b"STATUS=serving on tcp://127.0.0.1:" in notification
     client = Client(broker.endpoint)
     versions = client.call(wire.ApiVersionsRequestV0())
-    assert {v.api_key for v in versions.api_versions} == {3, 18, 19, 20, 22, 32, 44, 56, 60, 62, 63}
+    assert {v.api_key for v in versions.api_versions} == {
+        3, 18, 19, 20, 22, 32, 37, 43, 44, 56, 60, 62, 63}
     assert versions.server.startswith("zlog ")
     described = client.call(wire.DescribeClusterRequestV0())
     assert described.controller_id == 1 and described.raft.leader == 1

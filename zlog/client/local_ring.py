@@ -24,9 +24,9 @@ then fetches over the network as usual:
 - the writer overran the reader mid-read.
 A ring that was replaced (the worker restarted and made a new file) is opened again.
 
-Visibility: records at or above the ring's committed `next_offset` are never returned. With one
-broker per partition that is the high watermark. Replication will need the high watermark
-published in the ring header, and `_visible_end` to read it instead.
+Visibility: records at or above the ring's visible end are never returned: the high watermark
+the partition's worker publishes in the ring header (records every in-sync replica holds), or
+the committed `next_offset` of a ring whose writer publishes none.
 """
 
 from __future__ import annotations
@@ -152,9 +152,7 @@ class LocalRing:
 
     @staticmethod
     def _visible_end(reader: RingReader) -> int:
-        # Single broker: the committed next_offset is the high watermark. With replication the
-        # high watermark must be published in the ring header and read here.
-        return reader.next_offset
+        return reader.visible_end_offset
 
     def has_news(self, offset: int) -> bool:
         """Whether records at or past `offset` may be readable now: one state read, no decode.
@@ -166,7 +164,7 @@ class LocalRing:
         if reader is None:
             return True
         try:
-            return reader.next_offset != offset
+            return reader.visible_end_offset != offset
         except ZlogError:
             return True
 

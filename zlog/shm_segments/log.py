@@ -441,6 +441,11 @@ class PartitionLog:
                     return int(offset)
         return None
 
+    def publish_high_watermark(self, offset: int) -> None:
+        """Where committed records end, for readers of the ring on this host
+        (`client/local_ring.py`): none of theirs reaches `offset`."""
+        self._ring.publish_high_watermark(offset)
+
     # ------------------------------------------------------------------ cutting
 
     def truncate_to(self, offset: int) -> None:

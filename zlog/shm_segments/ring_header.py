@@ -14,6 +14,7 @@ Header page (fields in native byte order: a ring never leaves its host)::
         16   capacity_bytes    i64, size of the data area
         24   writer_pid        i64, the process that has the ring open for writing (0: none)
         32   commit_sequence   i64, names the current state: slot[commit_sequence % 2]
+        40   high_watermark+1  i64, the partition's high watermark plus one (0: none published)
         64   state slot 0      RingState, 7 x i64, on its own cache line
         128  state slot 1      RingState
     [4096, 4096 + capacity)  data area
@@ -48,6 +49,9 @@ _HEADER_BYTES_AT: Final = 12
 _CAPACITY_AT: Final = 16
 _WRITER_PID_AT: Final = 24
 _SEQUENCE_AT: Final = 32
+# Outside the state slots: the high watermark moves on its own schedule (a follower's fetch, an
+# ISR change), not at a commit, and one aligned 8-byte store publishes it whole.
+_HIGH_WATERMARK_AT: Final = 40
 _SLOT_AT: Final = (64, 128)
 
 # Native formats: CPython packs each native 8-byte field with one memcpy, which compiles to one
@@ -59,7 +63,9 @@ _SLOT: Final = struct.Struct("@7q")
 
 assert _SLOT.size <= _SLOT_AT[1] - _SLOT_AT[0]
 assert _SLOT_AT[1] + _SLOT.size <= HEADER_BYTES
-assert all(at % 8 == 0 for at in (_CAPACITY_AT, _WRITER_PID_AT, _SEQUENCE_AT, *_SLOT_AT))
+assert all(at % 8 == 0 for at in (_CAPACITY_AT, _WRITER_PID_AT, _SEQUENCE_AT,
+                                  _HIGH_WATERMARK_AT, *_SLOT_AT))
+assert _HIGH_WATERMARK_AT + _I64.size <= _SLOT_AT[0]
 
 
 class RingState(NamedTuple):
@@ -186,6 +192,20 @@ def read_sequence(buffer: memoryview) -> int:
     """The commit sequence as it stands: the writer's starting point when it opens the ring."""
     (sequence,) = _I64.unpack_from(buffer, _SEQUENCE_AT)
     return int(sequence)
+
+
+def write_high_watermark(buffer: memoryview, high_watermark: int | None) -> None:
+    """Publish the offset below which records are committed (None: withdraw it, so that
+    readers see nothing until the writer publishes again)."""
+    _I64.pack_into(buffer, _HIGH_WATERMARK_AT, 0 if high_watermark is None else
+                   high_watermark + 1)
+
+
+def read_high_watermark(buffer: memoryview) -> int | None:
+    """The published high watermark; None when none is (a ring made by a writer that
+    publishes none: its committed next_offset is the bound)."""
+    (stored,) = _I64.unpack_from(buffer, _HIGH_WATERMARK_AT)
+    return None if stored <= 0 else int(stored) - 1
 
 
 def write_writer_pid(buffer: memoryview, pid: int) -> None:

@@ -30,10 +30,12 @@ from zlog.shm_segments.ring_header import (
     commit_state,
     corrupt,
     read_capacity,
+    read_high_watermark,
     read_sequence,
     read_state,
     read_tail_position,
     state_problem,
+    write_high_watermark,
     write_writer_pid,
 )
 
@@ -179,6 +181,11 @@ class LayoutWriter:
         self._wrap = state.wrap_position
         self._generation = state.generation
         write_writer_pid(buffer, writer_pid)
+
+    def publish_high_watermark(self, high_watermark: int) -> None:
+        """Readers return no record at or past `high_watermark` (with replication, the
+        records every in-sync replica holds end there, below the committed next_offset)."""
+        write_high_watermark(self._buffer, high_watermark)
 
     # The names the log reads; the writer is the only one that changes them.
     @property
@@ -430,6 +437,14 @@ class LayoutReader:
     @property
     def tail_offset(self) -> int:
         return read_state(self._buffer).tail_offset
+
+    @property
+    def visible_end_offset(self) -> int:
+        """The offset no returned record reaches: the committed next_offset, or the published
+        high watermark when one is lower (records above it are not committed yet)."""
+        next_offset = read_state(self._buffer).next_offset
+        high_watermark = read_high_watermark(self._buffer)
+        return next_offset if high_watermark is None else min(next_offset, high_watermark)
 
     @property
     def generation(self) -> int:

@@ -131,6 +131,9 @@ class SimLog(MemoryLog):
             used += len(stored)
         return views
 
+    def publish_high_watermark(self, offset: int) -> None:
+        del offset  # no local readers in the simulation
+
     def truncate_to(self, offset: int) -> None:
         if self.observer is not None:
             self.observer.truncating(self, offset)

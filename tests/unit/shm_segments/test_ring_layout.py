@@ -91,6 +91,22 @@ def test_a_fresh_ring_is_empty_at_offset_zero() -> None:
     assert reader.find(0) == 0  # the log end maps to where the next batch will start
 
 
+def test_readers_see_up_to_the_published_high_watermark_never_past_the_commit() -> None:
+    """No high watermark published (a writer without replication): the committed next_offset
+    bounds readers. Published: the lower of the two, so a replicated partition's local readers
+    never see records the ISR does not all hold, nor past what is committed in the ring."""
+    _, writer, reader = new_ring(1024)
+    for base in range(3):
+        append(writer, base, 40)
+    assert reader.visible_end_offset == 3
+    writer.publish_high_watermark(1)
+    assert reader.visible_end_offset == 1
+    writer.publish_high_watermark(0)
+    assert reader.visible_end_offset == 0
+    writer.publish_high_watermark(10)  # a high watermark cannot make uncommitted bytes visible
+    assert reader.visible_end_offset == 3
+
+
 def test_a_batch_that_does_not_fit_before_the_end_leaves_a_pad_and_wraps() -> None:
     buffer, writer, reader = new_ring(256)
     first, second, third = make_batch(0, 100), make_batch(1, 100), make_batch(2, 100)

@@ -70,6 +70,8 @@ class LogLike(Protocol):
 
     def truncate_to(self, offset: int) -> None: ...
 
+    def publish_high_watermark(self, offset: int) -> None: ...
+
     def truncate_fully_and_start_at(self, offset: int) -> None: ...
 
     def read(
@@ -136,6 +138,8 @@ class Partition:
         self._save_epochs = save_epochs or (lambda cache: None)
         if is_leader:
             self._note_epoch(leader_epoch, log.log_end_offset)
+        self._published_high_watermark = -1
+        self._publish_high_watermark()
 
     # ------------------------------------------------------------------ replicas and HW
 
@@ -239,6 +243,7 @@ class Partition:
 
     def follow_high_watermark(self, leader_high_watermark: int) -> None:
         self._hw.follow(leader_high_watermark, self.log.log_end_offset)
+        self._publish_high_watermark()
 
     def start_over_at(self, offset: int) -> None:
         """Drop the whole log: it restarts empty at `offset` (a follower below its leader's
@@ -248,6 +253,7 @@ class Partition:
         self._save_epochs(self.epochs)
         self.producers = ProducerStateTable()
         self._hw.value = offset
+        self._publish_high_watermark()
         if self._recent is not None:
             self._recent.clear()
 
@@ -263,12 +269,22 @@ class Partition:
             self._save_epochs(self.epochs)
         self.producers = producers
         self._hw.value = min(self._hw.value, end)
+        self._publish_high_watermark()
         if self._recent is not None:
             self._recent.clear()
 
     def _advance_high_watermark(self) -> int:
         before, after = self._hw.advance(self.log.log_start_offset, self.log.log_end_offset)
+        self._publish_high_watermark()
         return self._bytes_between(before, after) if after > before else 0
+
+    def _publish_high_watermark(self) -> None:
+        """Tell the log's local readers (the ring header) where committed records end, each
+        time that moves: a consumer reading the ring on this host sees no more than a fetch."""
+        value = self._hw.value
+        if value != self._published_high_watermark:
+            self._published_high_watermark = value
+            self.log.publish_high_watermark(value)
 
     def _bytes_between(self, from_offset: int, to_offset: int) -> int:
         """Bytes of the batches in [from, to): views of the log, nothing is copied."""
@@ -450,6 +466,7 @@ class Partition:
         _before, after = self._hw.advance(self.log.log_start_offset, self.log.log_end_offset)
         if after == hw_before:
             return 0
+        self._publish_high_watermark()
         if hw_before == end_before and after == self.log.log_end_offset:
             return appended_bytes  # exactly this entry's batches became visible
         return self._bytes_between(hw_before, after)

@@ -79,6 +79,25 @@ def test_the_high_watermark_is_the_lowest_log_end_in_the_isr() -> None:
     assert partition.acks_status(outcome.required_offset) == ErrorCode.NONE
 
 
+def test_the_log_is_told_each_new_high_watermark_for_its_local_readers() -> None:
+    """The ring's readers on this host (Consumer(local=True)) are bounded by what the
+    partition publishes: a leader's appends are not visible until the ISR holds them; one
+    replica's are at once; a follower publishes what its leader told it."""
+    partition = _partition(_three_replicas())
+    assert _fake(partition).published_high_watermark == 0
+    partition.produce([make_batch(0, 2)], acks=1)
+    assert _fake(partition).published_high_watermark == 0
+    partition.note_follower_position(1, 2)
+    assert _fake(partition).published_high_watermark == 2
+    single = _partition()
+    single.produce([make_batch(0, 3)], acks=1)
+    assert _fake(single).published_high_watermark == 3
+    follower = _partition(is_leader=False)
+    follower.append_from_leader(make_batch(0, 2), read_header(make_batch(0, 2)))
+    follower.follow_high_watermark(1)
+    assert _fake(follower).published_high_watermark == 1
+
+
 def test_the_high_watermark_never_moves_back() -> None:
     partition = _partition(_three_replicas())
     partition.produce([make_batch(0, 4)], acks=1)
