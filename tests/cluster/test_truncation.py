@@ -36,11 +36,11 @@ def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
         yield running
 
 
-def _two_replicas(cluster: ClusterProcesses) -> tuple[int, int]:
+def _two_replicas(cluster: ClusterProcesses, **configs: str) -> tuple[int, int]:
     """(leader, follower) of a new topic with two replicas, both in sync."""
     with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic(TOPIC, 1, replication_factor=2,
-                                      configs={"min.insync.replicas": "1"})])
+                                      configs={"min.insync.replicas": "1", **configs})])
     cluster.wait_for(lambda p: len(p.isr) == 2 and bool(p.endpoint), TOPIC, 0,
                      "both replicas in sync")
     partition = cluster.partition(TOPIC, 0)
@@ -73,6 +73,25 @@ def test_scenario_1_a_restarted_follower_is_not_elected_with_what_it_may_lack(
         assert broker.stop() == 0
     assert _log_bytes(cluster.broker(leader), TOPIC, 0) == \
         _log_bytes(cluster.broker(follower), TOPIC, 0)
+
+
+def test_with_unclean_election_enabled_the_out_of_sync_follower_takes_over(
+        cluster: ClusterProcesses) -> None:
+    """Scenario 1 with unclean.leader.election.enable=true: the restarted follower, out of the
+    ISR, is elected when the leader dies (available again, at the risk the controller logs)."""
+    leader, follower = _two_replicas(cluster, **{"unclean.leader.election.enable": "true"})
+    acked = _values("acked", 1_000)
+    _produce(cluster.bootstrap, TOPIC, acked)
+    cluster.broker(follower).kill_all()
+    cluster.broker(follower).start()
+    cluster.wait_for(lambda p: p.isr == (leader,), TOPIC, 0,
+                     "the restarted follower out of the ISR")
+    cluster.broker(leader).kill_all()
+    cluster.wait_for(lambda p: p.leader == follower and p.isr == (follower,)
+                     and bool(p.endpoint), TOPIC, 0, "the out-of-sync follower elected")
+    assert any("unclean leader election" in broker.log_text()
+               for node, broker in cluster.brokers.items() if node != leader)
+    assert _consume_all(cluster.bootstrap, TOPIC, 0, len(acked)) == acked  # it had them all
 
 
 def test_scenario_2_a_replica_with_a_divergent_tail_truncates_it_by_leader_epoch(

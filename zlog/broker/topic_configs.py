@@ -43,17 +43,20 @@ TOPIC_CONFIG_KEYS: Final = frozenset(
         "index.interval.bytes",
         "message.timestamp.difference.max.ms",
         "compression.type",
+        "unclean.leader.election.enable",
     }
 )
-"""The topic configs a client may set. Three are not LogConfig fields and are checked here:
-min.insync.replicas belongs to replication (acks=all), and
-message.timestamp.difference.max.ms and compression.type to the produce path."""
+"""The topic configs a client may set. Four are not LogConfig fields and are checked here:
+min.insync.replicas and unclean.leader.election.enable belong to replication (acks=all and
+the controller's elections), message.timestamp.difference.max.ms and compression.type to the
+produce path."""
 
 MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
 TIMESTAMP_DIFFERENCE_MAX_MS: Final = "message.timestamp.difference.max.ms"
 COMPRESSION_TYPE: Final = "compression.type"
+UNCLEAN_LEADER_ELECTION: Final = "unclean.leader.election.enable"
 _BROKER_ONLY_CONFIGS: Final = frozenset(
-    {MIN_INSYNC_REPLICAS, TIMESTAMP_DIFFERENCE_MAX_MS, COMPRESSION_TYPE}
+    {MIN_INSYNC_REPLICAS, TIMESTAMP_DIFFERENCE_MAX_MS, COMPRESSION_TYPE, UNCLEAN_LEADER_ELECTION}
 )
 
 PRODUCER_COMPRESSION: Final = "producer"
@@ -82,6 +85,7 @@ TOPIC_CONFIG_DEFAULTS: Final[Mapping[str, str]] = {
     MIN_INSYNC_REPLICAS: "1",
     TIMESTAMP_DIFFERENCE_MAX_MS: str(2**63 - 1),  # Kafka's: no bound
     COMPRESSION_TYPE: PRODUCER_COMPRESSION,
+    UNCLEAN_LEADER_ELECTION: "false",  # Kafka's: never elect a replica that was out of sync
 }
 """Each topic config's value when neither the broker's topic_defaults nor the topic sets it."""
 assert set(TOPIC_CONFIG_DEFAULTS) == TOPIC_CONFIG_KEYS
@@ -210,6 +214,8 @@ def validate_topic_configs(
         validate_timestamp_difference_max_ms(configs[TIMESTAMP_DIFFERENCE_MAX_MS])
     if COMPRESSION_TYPE in configs:
         validate_compression_type(configs[COMPRESSION_TYPE])
+    if UNCLEAN_LEADER_ELECTION in configs:
+        validate_unclean_leader_election(configs[UNCLEAN_LEADER_ELECTION])
     return LogConfig.from_topic_configs(log_configs, base)
 
 
@@ -247,6 +253,24 @@ def validate_timestamp_difference_max_ms(text: str | None) -> int:
             f"{TIMESTAMP_DIFFERENCE_MAX_MS} must be at least 0, not {value}",
         )
     return value
+
+
+def validate_unclean_leader_election(text: str) -> bool:
+    """`true` or `false`, as Kafka spells them."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ZlogError(ErrorCode.INVALID_CONFIG,
+                        f"unclean.leader.election.enable must be true or false, not {text!r}")
+    return value == "true"
+
+
+def unclean_election_enabled(configs: Mapping[str, str]) -> bool:
+    """Whether a topic with these effective configs may elect an out-of-sync replica; a
+    value that does not parse (validated before it was stored) counts as false."""
+    try:
+        return validate_unclean_leader_election(configs.get(UNCLEAN_LEADER_ELECTION, "false"))
+    except ZlogError:
+        return False
 
 
 def validate_min_insync_replicas(text: str) -> int:

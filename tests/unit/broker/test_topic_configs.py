@@ -67,6 +67,7 @@ def test_every_allowed_config_is_accepted() -> None:
         "max.message.bytes": "1000", "flush.messages": "1", "flush.ms": "10",
         "min.insync.replicas": "1", "delete.retention.ms": "1000", "index.interval.bytes": "4096",
         "message.timestamp.difference.max.ms": "60000", "compression.type": "lz4",
+        "unclean.leader.election.enable": "true",
     }
     assert set(values) == TOPIC_CONFIG_KEYS
     config = validate_topic_configs(values)
@@ -88,6 +89,7 @@ def test_every_allowed_config_is_accepted() -> None:
         {"min.insync.replicas": "two"},
         {"compression.type": "gzip"},
         {"compression.type": "LZ4 "},
+        {"unclean.leader.election.enable": "yes"},
     ],
 )
 def test_bad_configs_are_invalid_config(configs: dict[str, str]) -> None:

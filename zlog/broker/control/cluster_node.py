@@ -122,7 +122,7 @@ class ClusterNode:
             ControllerSettings(config.broker_heartbeat_interval_ms,
                                config.broker_session_timeout_ms,
                                config.leader_imbalance_check_interval_s * 1000,
-                               config.auto_leader_rebalance),
+                               config.auto_leader_rebalance, config.topic_defaults_map),
             state, propose)
         self.link = ControllerLink(self.controller_endpoint, context)
         self.probes = BrokerProbes(config.node_id, context)

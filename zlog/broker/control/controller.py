@@ -70,6 +70,7 @@ class RoundInput:
     endpoints: Mapping[int, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
     isr_requests: Sequence[IsrRequest] = ()
     preferred_elections: bool = False  # move leadership back to preferred replicas
+    unclean_topics: frozenset[str] = frozenset()  # unclean.leader.election.enable=true
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,20 @@ def healed(topic: str, partition: PartitionInfo, live: Liveness) -> PartitionCha
     if leader == partition.leader and isr == partition.isr:
         return None
     return _change(topic, partition, leader, isr)
+
+
+def unclean(topic: str, partition: PartitionInfo, change: PartitionChange | None,
+            live: Liveness) -> PartitionChange | None:
+    """With unclean.leader.election.enable, a partition left without a leader because no ISR
+    member is usable takes the first usable replica outside the ISR, alone in a new ISR:
+    available again, at the price of what only the old ISR held (Kafka's unclean election)."""
+    leader = partition.leader if change is None else change.leader
+    if leader != NO_LEADER:
+        return None
+    chosen = next((r for r in partition.replicas if r in live.usable), None)
+    if chosen is None:
+        return None
+    return _change(topic, partition, chosen, (chosen,))
 
 
 def restarted(state: ClusterState, broker: int) -> tuple[PartitionChange, ...]:
@@ -215,6 +230,8 @@ def decide(state: ClusterState, round_input: RoundInput) -> RoundOutcome:
             moved = healed(topic.name, partition, live)
             if moved is None and round_input.preferred_elections:
                 moved = preferred(topic.name, partition, live)
+            if topic.name in round_input.unclean_topics:
+                moved = unclean(topic.name, partition, moved, live) or moved
             if moved is not None:
                 partitions[(topic.name, partition.partition)] = moved
     answers: list[ZlogError | None] = []

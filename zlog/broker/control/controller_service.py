@@ -38,6 +38,7 @@ from zlog.broker.control.metadata_commands import (
     Result,
 )
 from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.topic_configs import effective_topic_configs, unclean_election_enabled
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.cluster_messages import (
     AlterPartitionRequestV0,
@@ -63,6 +64,7 @@ class ControllerSettings:
     session_timeout_ms: int
     leader_imbalance_check_interval_ms: int
     auto_leader_rebalance: bool = True
+    topic_defaults: Mapping[str, str] = field(default_factory=dict)  # the broker's
 
 
 @dataclass(slots=True)
@@ -202,6 +204,10 @@ class ControllerService:
             endpoints={n: (s.broker_epoch, s.worker_endpoints)
                        for n, s in self._sessions.items() if s.worker_endpoints is not None},
             isr_requests=tuple(q.request for q in queued), preferred_elections=preferred,
+            unclean_topics=frozenset(
+                name for name, topic in state.topics.items()
+                if unclean_election_enabled(effective_topic_configs(
+                    self.settings.topic_defaults, topic.configs))),
         ))
         for item, error in zip(queued, outcome.answers, strict=True):
             if error is not None:
@@ -216,6 +222,7 @@ class ControllerService:
                                                  "replica, or it is not in sync"))
             return
         self._log_change(outcome.change)
+        self._warn_unclean(state, outcome.change)
         self._in_flight = True
 
         def done(result: Result | None, error: ZlogError | None) -> None:
@@ -273,6 +280,17 @@ class ControllerService:
             log.info("%s-%d: leader %d epoch %d, ISR %s", partition.topic, partition.partition,
                      partition.leader, partition.leader_epoch, list(partition.isr))
 
+
+    @staticmethod
+    def _warn_unclean(state: ClusterState, change: ClusterChange) -> None:
+        for partition_change in change.partitions:
+            before = state.partition(partition_change.topic, partition_change.partition)
+            if (before is not None and partition_change.leader >= 0
+                    and partition_change.leader not in before.isr):
+                log.warning("%s-%d: unclean leader election: broker %d leads though it was "
+                            "not in sync; records only the old ISR %s held are lost",
+                            partition_change.topic, partition_change.partition,
+                            partition_change.leader, list(before.isr))
 
     def _fence_reason(self, node_id: int) -> str:
         if node_id in self._unreachable:

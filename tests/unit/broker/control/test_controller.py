@@ -86,6 +86,20 @@ def test_the_last_isr_member_is_kept_and_the_partition_waits_for_it() -> None:
     assert (p0.leader, p0.isr, p0.leader_epoch) == (3, (3,), 3)
 
 
+def test_an_unclean_topic_takes_a_live_replica_outside_the_isr_when_none_inside_is() -> None:
+    """unclean.leader.election.enable: the ISR's last member is down, another replica is up:
+    that replica leads alone in a new ISR and a new epoch. Without it the partition waits."""
+    fsm = _cluster()
+    _round(fsm, RoundInput(expired=frozenset({1, 2})))
+    _round(fsm, RoundInput(expired=frozenset({3})))
+    assert (_partition(fsm.state, 0).leader, _partition(fsm.state, 0).isr) == (-1, (3,))
+    epoch = _partition(fsm.state, 0).leader_epoch
+    _round(fsm, RoundInput(heard_from=frozenset({1}), unclean_topics=frozenset({"t"})))
+    p0 = _partition(fsm.state, 0)
+    assert (p0.leader, p0.isr, p0.leader_epoch) == (1, (1,), epoch + 1)
+    assert decide(fsm.state, RoundInput(unclean_topics=frozenset({"t"}))).empty
+
+
 def test_a_controlled_shutdown_moves_leadership_but_a_sole_replica_keeps_leading() -> None:
     fsm = MetadataStateMachine()
     for node in (1, 2):
