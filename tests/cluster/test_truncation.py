@@ -48,12 +48,10 @@ def _two_replicas(cluster: ClusterProcesses, **configs: str) -> tuple[int, int]:
     return partition.leader, follower
 
 
-def test_scenario_1_a_restarted_follower_is_not_elected_with_what_it_may_lack(
-        cluster: ClusterProcesses) -> None:
-    """The follower restarts, then the leader dies: the follower (out of the ISR since its
-    restart) is not elected; the partition waits for the leader, and nothing acknowledged is
-    lost; then the follower catches up byte for byte."""
-    leader, follower = _two_replicas(cluster)
+def _acked_then_follower_restarted_then_leader_killed(
+        cluster: ClusterProcesses, leader: int, follower: int) -> list[bytes]:
+    """Scenario 1's steps: acks=all records, the follower restarted (so out of the ISR), then
+    the leader killed; the records acknowledged."""
     acked = _values("acked", 1_000)
     _produce(cluster.bootstrap, TOPIC, acked)
     cluster.broker(follower).kill_all()
@@ -61,6 +59,16 @@ def test_scenario_1_a_restarted_follower_is_not_elected_with_what_it_may_lack(
     cluster.wait_for(lambda p: p.isr == (leader,), TOPIC, 0,
                      "the restarted follower out of the ISR")
     cluster.broker(leader).kill_all()
+    return acked
+
+
+def test_scenario_1_a_restarted_follower_is_not_elected_with_what_it_may_lack(
+        cluster: ClusterProcesses) -> None:
+    """The follower restarts, then the leader dies: the follower (out of the ISR since its
+    restart) is not elected; the partition waits for the leader, and nothing acknowledged is
+    lost; then the follower catches up byte for byte."""
+    leader, follower = _two_replicas(cluster)
+    acked = _acked_then_follower_restarted_then_leader_killed(cluster, leader, follower)
     # The leader is fenced; the live follower is usable but not in the ISR: no leader.
     cluster.wait_for(lambda p: p.leader == -1 and p.isr == (leader,), TOPIC, 0,
                      "no leader while only the dead leader is in sync")
@@ -80,13 +88,7 @@ def test_with_unclean_election_enabled_the_out_of_sync_follower_takes_over(
     """Scenario 1 with unclean.leader.election.enable=true: the restarted follower, out of the
     ISR, is elected when the leader dies (available again, at the risk the controller logs)."""
     leader, follower = _two_replicas(cluster, **{"unclean.leader.election.enable": "true"})
-    acked = _values("acked", 1_000)
-    _produce(cluster.bootstrap, TOPIC, acked)
-    cluster.broker(follower).kill_all()
-    cluster.broker(follower).start()
-    cluster.wait_for(lambda p: p.isr == (leader,), TOPIC, 0,
-                     "the restarted follower out of the ISR")
-    cluster.broker(leader).kill_all()
+    acked = _acked_then_follower_restarted_then_leader_killed(cluster, leader, follower)
     cluster.wait_for(lambda p: p.leader == follower and p.isr == (follower,)
                      and bool(p.endpoint), TOPIC, 0, "the out-of-sync follower elected")
     assert any("unclean leader election" in broker.log_text()

@@ -20,6 +20,7 @@ import pytest
 
 from tests.broker_fixtures import REPO_ROOT, BrokerProcess, broker_process
 from tests.waiting import wait_until
+from zlog.broker.topic_configs import TOPIC_CONFIG_KEYS
 from zlog.client import Producer
 from zlog.record.header import Compression, scan_batches
 from zlog.record.records import read_records
@@ -287,7 +288,8 @@ def test_topic_alter_and_describe_configs_with_their_sources(broker: BrokerProce
     assert configs["segment.ms"] == (BROKER_SEGMENT_MS, "broker")
     assert configs["max.message.bytes"] == ("1048588", "default")
     assert configs["compression.type"] == ("producer", "default")
-    assert len(configs) == 14
+    assert configs["unclean.leader.election.enable"] == ("false", "default")
+    assert set(configs) == TOPIC_CONFIG_KEYS  # every topic config, each once
     altered = ok(zlog(broker, "topic", "alter", "cli-alter", "--config", "segment.ms=60000",
                       "--config", "flush.ms=1000", "--delete-config", "retention.ms"))
     assert altered.strip() == (
