@@ -189,12 +189,14 @@ class LocalRing:
             self._position, self._offset = position, offset
         start_position = self._position
         try:
+            # The visible end first: batches past it are not read, so the next read starts
+            # where this one stops instead of finding its place again from the tail.
+            end = self.high_watermark = self._visible_end(reader)
             if copy:
-                copies, next_position = reader.read(start_position, max_bytes)
+                copies, next_position = reader.read(start_position, max_bytes, end)
                 batches: list[memoryview] = [memoryview(data) for data in copies]
             else:
-                batches, next_position = reader.read_views(start_position, max_bytes)
-            end = self.high_watermark = self._visible_end(reader)
+                batches, next_position = reader.read_views(start_position, max_bytes, end)
             if not batches:
                 self._reopen_if_replaced()
                 return [], offset

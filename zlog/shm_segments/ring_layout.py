@@ -52,6 +52,7 @@ RECLAIM_SHARE: Final = 32
 FIND_RESTARTS_MAX: Final = 16
 
 _PARTITION_LEADER_EPOCH_AT: Final = 12  # in a batch; outside the CRC, like baseOffset
+_LAST_OFFSET_DELTA_AT: Final = 23  # RecordBatch v2's lastOffsetDelta (zlog.record.header)
 _BATCH_HEADER: Final = struct.Struct(">qi")
 _BASE_OFFSET: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
@@ -450,19 +451,23 @@ class LayoutReader:
     def generation(self) -> int:
         return read_state(self._buffer).generation
 
-    def read(self, position: int, max_bytes: int) -> tuple[list[bytes], int]:
+    def read(self, position: int, max_bytes: int, end_offset: int | None = None
+             ) -> tuple[list[bytes], int]:
         """Copies of the whole batches from `position`, and the position to read next.
 
         At least one batch comes back if any is committed, even one larger than `max_bytes`
         (Kafka's fetch rule, so a consumer always makes progress); then batches stop before
-        `max_bytes` would be passed. RingOverrunError when `position` is no longer in the ring.
+        `max_bytes` would be passed, and before a batch reaching past `end_offset` (the
+        visible end: the next read starts exactly there). RingOverrunError when `position` is
+        no longer in the ring.
         """
-        views, next_position = self._located(position, max_bytes)
+        views, next_position = self._located(position, max_bytes, end_offset)
         copies = [view.tobytes() for view in views]
         self._raise_if_overrun(position)
         return copies, next_position
 
-    def read_views(self, position: int, max_bytes: int) -> tuple[list[memoryview], int]:
+    def read_views(self, position: int, max_bytes: int, end_offset: int | None = None
+                   ) -> tuple[list[memoryview], int]:
         """`read` without the copy: views of the mapping itself, for readers on the hot path.
 
         The views are whole when this returns; they stay whole until the writer reclaims their
@@ -470,7 +475,7 @@ class LayoutReader:
         `intact(position)`: False means the writer may have overwritten them meanwhile, and
         what was made of them must be thrown away (the batches are in the segment files).
         """
-        views, next_position = self._located(position, max_bytes)
+        views, next_position = self._located(position, max_bytes, end_offset)
         self._raise_if_overrun(position)
         return views, next_position
 
@@ -478,20 +483,21 @@ class LayoutReader:
         """Whether bytes read from `position` onwards are still the batches that were read."""
         return read_tail_position(self._buffer) <= position
 
-    def _located(self, position: int, max_bytes: int) -> tuple[list[memoryview], int]:
+    def _located(self, position: int, max_bytes: int, end_offset: int | None
+                 ) -> tuple[list[memoryview], int]:
         state = read_state(self._buffer)
         if position < state.tail_position:
             raise RingOverrunError(position, state.tail_position)
         if position > state.head_position:
             raise ValueError(f"position {position} is past the head {state.head_position}")
         try:
-            return self._batch_views(position, state.head_position, max_bytes)
+            return self._batch_views(position, state.head_position, max_bytes, end_offset)
         except ZlogError:
             self._raise_if_overrun(position)
             raise
 
     def _batch_views(
-        self, position: int, head_position: int, max_bytes: int
+        self, position: int, head_position: int, max_bytes: int, end_offset: int | None
     ) -> tuple[list[memoryview], int]:
         """Views of the batches from `position`; they may be torn until the tail check."""
         data, capacity_bytes = self._data, self.capacity_bytes
@@ -503,10 +509,15 @@ class LayoutReader:
                 if batch_position > head_position:
                     raise corrupt(f"a filler at position {position} runs past head")
                 return batches, batch_position
-            _, size_bytes = _batch_at(data, capacity_bytes, batch_position, head_position)
+            base_offset, size_bytes = _batch_at(data, capacity_bytes, batch_position,
+                                                head_position)
             if batches and taken_bytes + size_bytes > max_bytes:
                 return batches, batch_position
             physical = batch_position % capacity_bytes
+            if end_offset is not None and size_bytes >= _LAST_OFFSET_DELTA_AT + _INT32.size:
+                (last_offset_delta,) = _INT32.unpack_from(data, physical + _LAST_OFFSET_DELTA_AT)
+                if base_offset + last_offset_delta + 1 > end_offset:
+                    return batches, batch_position
             batches.append(data[physical : physical + size_bytes])
             taken_bytes += size_bytes
             position = batch_position + size_bytes

@@ -107,6 +107,18 @@ def test_readers_see_up_to_the_published_high_watermark_never_past_the_commit() 
     assert reader.visible_end_offset == 3
 
 
+def test_a_read_bounded_by_an_end_offset_stops_before_the_batch_that_reaches_past_it() -> None:
+    """A reader bounded by the high watermark resumes exactly where it stopped."""
+    _, writer, reader = new_ring(1024)
+    positions = [append(writer, base * 2, 40, records=2) for base in range(3)]  # 0-1, 2-3, 4-5
+    batches, next_position = reader.read(0, 1000, end_offset=4)
+    assert [check_batch(b) for b in batches] == [(0, 2), (2, 4)]
+    assert next_position == positions[2]
+    assert reader.read(next_position, 1000, end_offset=5) == ([], positions[2])
+    batches, _ = reader.read(next_position, 1000, end_offset=6)
+    assert [check_batch(b) for b in batches] == [(4, 6)]
+
+
 def test_a_batch_that_does_not_fit_before_the_end_leaves_a_pad_and_wraps() -> None:
     buffer, writer, reader = new_ring(256)
     first, second, third = make_batch(0, 100), make_batch(1, 100), make_batch(2, 100)
@@ -267,9 +279,9 @@ class _InterruptedReader(LayoutReader):
         self.writer = writer
 
     def _batch_views(
-        self, position: int, head_position: int, max_bytes: int
+        self, position: int, head_position: int, max_bytes: int, end_offset: int | None
     ) -> tuple[list[memoryview], int]:
-        copied = super()._batch_views(position, head_position, max_bytes)
+        copied = super()._batch_views(position, head_position, max_bytes, end_offset)
         if self.writer.generation == 0:  # once
             self.writer.mark_flushed(self.writer.head_position)
             append(self.writer, self.writer.next_offset, 120)
