@@ -1,4 +1,4 @@
-"""A deterministic, seeded simulator of zlog's ISR replication (docs/replication.md §5).
+"""A deterministic, seeded simulator of zlog's ISR replication (docs/simulation.md).
 
 The pure code under test (`broker/data/{isr,epoch_cache,replica_sync,partition}.py` and
 `broker/control/{controller,metadata_apply}.py`) runs unchanged inside a simulated cluster:

@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1, help="seeds from --seed on")
     parser.add_argument("--bug", choices=sorted(BUGS), help="run with a planted bug")
     parser.add_argument("--spec-loss-bound", action="store_true",
-                        help="allow acknowledged loss only as docs/replication.md §5 does")
+                        help="allow acknowledged loss only at the stricter bound "
+                             "(docs/simulation.md, Invariants)")
     args = parser.parse_args(argv)
     wiring = BUGS[args.bug] if args.bug else REAL
     failing: list[tuple[int, str]] = []

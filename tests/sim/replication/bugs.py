@@ -1,4 +1,4 @@
-"""Planted bugs (docs/replication.md §5.3): each is a `Wiring` that changes one rule.
+"""Planted bugs (docs/simulation.md, Planted bugs): each is a `Wiring` that changes one rule.
 
 Nothing here touches production code: a bug is a substitute for one decision point of the
 simulator's wiring (a function, or a subclass of a production class used only by the

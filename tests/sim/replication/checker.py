@@ -1,4 +1,4 @@
-"""The safety invariants of docs/replication.md §5.1 that apply to what zlog implements,
+"""The safety invariants of docs/simulation.md that apply to what zlog implements,
 checked as events happen and after every event; a violation raises `InvariantViolation`
 naming the check.
 
@@ -32,11 +32,12 @@ empty trailing epoch of the replica's own leadership). S4 is also swept over eve
 periodically and at the end. Once the cluster healed, S5 holds for the final logs: every
 committed batch, consumed ones included, is in them.
 
-Not checked, because zlog does not implement the rule (see the report in README of the run
-summary): the exposure gate (§2.4.5, HW seen by consumers may go back after a leader change:
-counted in `ghost.exposed_hw_regressions`), the strict min-ISR HW rule of §2.4.2 (zlog's HW
-advances whatever the ISR size; acks=all is refused or answered 20 instead), ELR, unclean
-election, reassignment.
+Not checked, because zlog does not implement the rule (docs/replication.md §7): a gate that
+keeps the high watermark consumers see from going back after a leader change (counted in
+`ghost.exposed_hw_regressions` instead), a high watermark held back while the ISR is below
+min.insync.replicas (zlog's advances whatever the ISR size; acks=all is refused, or answered
+NOT_ENOUGH_REPLICAS_AFTER_APPEND, instead), eligible leader replicas, unclean election (off
+in every simulated topic), reassignment.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
-"""The ghost history: what the cluster promised, recorded outside of it (docs/replication.md
-§5). The code under test never reads any of this; the checker compares it with the logs.
+"""The ghost history: what the cluster promised, recorded outside of it (docs/simulation.md).
+The code under test never reads any of this; the checker compares it with the logs.
 
 Where a loss is allowed, the ghost says so: `lossy[p]` is set once every member of p's
 committed ISR has lost power since it last joined it (checked at each power loss and each
 committed ISR change), which is the bound zlog documents (docs/reliability.md §2: acknowledged
 data is lost only if every in-sync replica loses power within one writeback window).
 
-`spec_loss_bound` applies the stricter bound of docs/replication.md §5 instead: only at power
-losses, so a loss is allowed only when every ISR member of that moment lost power. zlog does
+`spec_loss_bound` applies a stricter bound (docs/simulation.md, Invariants) instead: only at
+power losses, so a loss is allowed only when every ISR member of that moment lost power. zlog does
 not meet it (it has no eligible leader replicas and does not tell a power-lost restart from a
-clean one; see the simulator's report), so the tests run with zlog's own bound.
-zlog has no unclean election, so `unclean` never gets set.
+clean one; docs/simulation.md), so the tests run with zlog's own bound.
+The simulated topics never enable unclean election, so `unclean` never gets set.
 """
 
 from __future__ import annotations

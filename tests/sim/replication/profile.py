@@ -1,6 +1,6 @@
 """Everything a seed decides up front: cluster shape, timeouts, network, fault and load rates.
 
-Timeouts are in ticks and much shorter than zlog's defaults (docs/replication.md §7) but keep
+Timeouts are in ticks and much shorter than zlog's defaults (docs/replication.md §6) but keep
 their ratios: heartbeat < session timeout < lag time, fetch backoff << lag time, so the same
 races happen in a few hundred ticks instead of minutes of simulated time. About a third of the
 seeds are hostile (more loss, longer delays, faults several times as often).

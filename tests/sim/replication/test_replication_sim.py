@@ -1,4 +1,4 @@
-"""Seeded simulation of zlog's ISR replication (docs/replication.md §5).
+"""Seeded simulation of zlog's ISR replication (docs/simulation.md).
 
 - `pytest tests/sim/replication` runs DEFAULT_SEEDS seeds with zlog's own rules, in chunks so
   that a failure names its seed without hiding the others, and shows that each planted bug is
