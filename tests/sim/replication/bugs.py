@@ -196,8 +196,12 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     "B8": frozenset({"S6"}),
     "B11": frozenset({"S12", "S4"}),
     "B12": frozenset({"S5", "S12"}),
-    "B13": frozenset({"S2", "S3", "S13"}),
-    "B15": frozenset({"S14"}),
+    # A stale answer can carry a high watermark over batches the new leader's epoch then cuts
+    # (S9: a truncation below the HW), besides mixing two leaders' batches (S2, S3, S13).
+    "B13": frozenset({"S2", "S3", "S9", "S13"}),
+    # Stale producer state on a new leader: a retried idempotent batch is taken for a duplicate
+    # (S14), or refused as out of sequence until no acks=all write gets through once healed (L1).
+    "B15": frozenset({"S14", "L1"}),
     "B16": frozenset({"S10", "S3"}),
     "B17": frozenset({"S12", "S4", "S5", "S6", "S11"}),
 }
