@@ -10,6 +10,7 @@ import dataclasses
 
 import pytest
 
+from tests.unit.broker.control.metadata_helpers import apply_command
 from zlog.broker.control.controller import (
     IsrRequest,
     RoundInput,
@@ -18,27 +19,19 @@ from zlog.broker.control.controller import (
 )
 from zlog.broker.control.metadata import MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
-    ClusterChange,
     CreateTopic,
     RegisterBroker,
-    decode_result,
-    encode_command,
 )
 from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
 from zlog.errors import ErrorCode, ZlogError
 
 
-def _apply(fsm: MetadataStateMachine, command: RegisterBroker | CreateTopic | ClusterChange
-           ) -> None:
-    decode_result(command.RESULT, fsm.apply(encode_command(command)))
-
-
 def _cluster(brokers: int = 3, workers: int = 2) -> MetadataStateMachine:
     fsm = MetadataStateMachine()
     for node in range(1, brokers + 1):
-        _apply(fsm, RegisterBroker(node, f"h{node}", f"tcp://h{node}:7400", "c",
+        apply_command(fsm, RegisterBroker(node, f"h{node}", f"tcp://h{node}:7400", "c",
                                    incarnation_id=f"i{node}", workers=workers))
-    _apply(fsm, CreateTopic("t", 3, 3, {}, ((1, 2, 3), (2, 3, 1), (3, 1, 2))))
+    apply_command(fsm, CreateTopic("t", 3, 3, {}, ((1, 2, 3), (2, 3, 1), (3, 1, 2))))
     return fsm
 
 
@@ -51,7 +44,7 @@ def _partition(state: ClusterState, index: int) -> PartitionInfo:
 def _round(fsm: MetadataStateMachine, round_input: RoundInput) -> tuple[ZlogError | None, ...]:
     outcome = decide(fsm.state, round_input)
     if not outcome.empty:
-        _apply(fsm, outcome.change)
+        apply_command(fsm, outcome.change)
     return outcome.answers
 
 
@@ -103,9 +96,9 @@ def test_an_unclean_topic_takes_a_live_replica_outside_the_isr_when_none_inside_
 def test_a_controlled_shutdown_moves_leadership_but_a_sole_replica_keeps_leading() -> None:
     fsm = MetadataStateMachine()
     for node in (1, 2):
-        _apply(fsm, RegisterBroker(node, "h", f"tcp://h{node}:7400", "c", workers=1))
-    _apply(fsm, CreateTopic("t", 2, 1, {}, ((1,), (2,))))
-    _apply(fsm, CreateTopic("r", 1, 2, {}, ((1, 2),)))
+        apply_command(fsm, RegisterBroker(node, "h", f"tcp://h{node}:7400", "c", workers=1))
+    apply_command(fsm, CreateTopic("t", 2, 1, {}, ((1,), (2,))))
+    apply_command(fsm, CreateTopic("r", 1, 2, {}, ((1, 2),)))
     _round(fsm, RoundInput(shutting_down=frozenset({1})))
     state = fsm.state
     assert state.brokers[1].shutting_down
@@ -152,7 +145,7 @@ def test_a_change_computed_from_an_old_record_is_refused_whole() -> None:
     _round(fsm, RoundInput(expired=frozenset({2})))
     before = fsm.state
     with pytest.raises(ZlogError) as refused:
-        _apply(fsm, stale)
+        apply_command(fsm, stale)
     assert refused.value.code == ErrorCode.INVALID_UPDATE_VERSION
     assert fsm.state.topics == before.topics and not fsm.state.brokers[1].fenced
 
@@ -182,7 +175,7 @@ def test_worker_endpoints_follow_the_current_registration_only() -> None:
 
 def test_a_restarted_broker_leaves_the_isrs_others_keep_and_its_leaderships_move() -> None:
     fsm = _cluster()
-    _apply(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="i1-again",
+    apply_command(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="i1-again",
                                workers=2))
     state = fsm.state
     assert state.brokers[1].broker_epoch == 3  # a new incarnation: the next epoch
@@ -190,7 +183,7 @@ def test_a_restarted_broker_leaves_the_isrs_others_keep_and_its_leaderships_move
     assert (p0.leader, p0.isr, p0.leader_epoch) == (2, (2, 3), 1)
     assert _partition(state, 2).isr == (3, 2)  # ISRs keep the replica order
     # The same incarnation asking again (a retried registration) changes nothing.
-    _apply(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="i1-again",
+    apply_command(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="i1-again",
                                workers=2))
     assert fsm.state.topics == state.topics
 
@@ -198,9 +191,9 @@ def test_a_restarted_broker_leaves_the_isrs_others_keep_and_its_leaderships_move
 def test_a_restarted_broker_that_alone_holds_a_partition_leads_it_again_in_a_new_epoch(
 ) -> None:
     fsm = MetadataStateMachine()
-    _apply(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="a"))
-    _apply(fsm, CreateTopic("t", 1, 1, {}, ((1,),)))
-    _apply(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="b"))
+    apply_command(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="a"))
+    apply_command(fsm, CreateTopic("t", 1, 1, {}, ((1,),)))
+    apply_command(fsm, RegisterBroker(1, "h1", "tcp://h1:7400", "c", incarnation_id="b"))
     p0 = _partition(fsm.state, 0)
     assert (p0.leader, p0.isr, p0.leader_epoch) == (-1, (1,), 1)
     _round(fsm, RoundInput())

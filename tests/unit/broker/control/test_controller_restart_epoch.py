@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.unit.broker.control.metadata_helpers import apply_command
 from zlog.broker.control.controller import NO_LEADER, IsrRequest, RoundInput, decide, restarted
 from zlog.broker.control.metadata import MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
@@ -26,21 +27,14 @@ from zlog.broker.control.metadata_commands import (
     CreateTopic,
     PartitionChange,
     RegisterBroker,
-    decode_result,
-    encode_command,
 )
 from zlog.broker.control.metadata_state import PartitionInfo
 from zlog.broker.data.epoch_cache import LeaderEpochCache
 from zlog.errors import ErrorCode, ZlogError
 
 
-def _apply(fsm: MetadataStateMachine,
-           command: RegisterBroker | CreateTopic | ClusterChange) -> None:
-    decode_result(command.RESULT, fsm.apply(encode_command(command)))
-
-
 def _register(fsm: MetadataStateMachine, node: int, incarnation: str) -> None:
-    _apply(fsm, RegisterBroker(node, f"h{node}", f"tcp://h{node}:7400", "c",
+    apply_command(fsm, RegisterBroker(node, f"h{node}", f"tcp://h{node}:7400", "c",
                                incarnation_id=incarnation))
 
 
@@ -55,9 +49,9 @@ def _leader_alone_in_the_isr() -> MetadataStateMachine:
     fsm = MetadataStateMachine()
     for node in (1, 2, 3):
         _register(fsm, node, f"i{node}")
-    _apply(fsm, CreateTopic("t", 1, 3, {}, ((1, 2, 3),)))
+    apply_command(fsm, CreateTopic("t", 1, 3, {}, ((1, 2, 3),)))
     p0 = _p0(fsm)
-    _apply(fsm, ClusterChange((), (PartitionChange("t", 0, p0.partition_epoch, 1,
+    apply_command(fsm, ClusterChange((), (PartitionChange("t", 0, p0.partition_epoch, 1,
                                                    p0.leader_epoch, (1,)),)))
     return fsm
 
@@ -69,7 +63,7 @@ def test_a_restarted_leader_alone_in_the_isr_loses_its_epoch() -> None:
     p0 = _p0(fsm)
     assert (p0.leader, p0.isr, p0.leader_epoch) == (NO_LEADER, (1,), epoch + 1)
     outcome = decide(fsm.state, RoundInput())
-    _apply(fsm, outcome.change)
+    apply_command(fsm, outcome.change)
     p0 = _p0(fsm)
     assert (p0.leader, p0.isr, p0.leader_epoch) == (1, (1,), epoch + 2)
 
@@ -102,7 +96,7 @@ def test_an_isr_join_decided_before_the_members_restart_is_refused() -> None:
     assert outcome.answers == (None,)
     _register(fsm, 2, "i2-after-power-loss")  # committed while the round was in flight
     with pytest.raises(ZlogError) as refused:
-        _apply(fsm, outcome.change)
+        apply_command(fsm, outcome.change)
     assert refused.value.code == ErrorCode.INVALID_UPDATE_VERSION
     assert _p0(fsm).isr == (1,)
 

@@ -9,33 +9,26 @@ before the round's own fencing.
 
 from __future__ import annotations
 
+from tests.unit.broker.control.metadata_helpers import apply_command
 from zlog.broker.control.controller import IsrRequest, RoundInput, decide
 from zlog.broker.control.metadata import MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
-    ClusterChange,
     CreateTopic,
     RegisterBroker,
-    decode_result,
-    encode_command,
 )
 from zlog.errors import ErrorCode
-
-
-def _apply(fsm: MetadataStateMachine, command: RegisterBroker | CreateTopic | ClusterChange
-           ) -> None:
-    decode_result(command.RESULT, fsm.apply(encode_command(command)))
 
 
 def test_a_broker_fenced_in_this_round_may_not_join_an_isr_in_it() -> None:
     fsm = MetadataStateMachine()
     for node in (1, 2, 3):
-        _apply(fsm, RegisterBroker(node, f"h{node}", f"tcp://h{node}:7400", "c",
+        apply_command(fsm, RegisterBroker(node, f"h{node}", f"tcp://h{node}:7400", "c",
                                    incarnation_id=f"i{node}", workers=1))
-    _apply(fsm, CreateTopic("t", 1, 3, {}, ((1, 2, 3),)))
+    apply_command(fsm, CreateTopic("t", 1, 3, {}, ((1, 2, 3),)))
     outcome = decide(fsm.state, RoundInput(expired=frozenset({3})))
-    _apply(fsm, outcome.change)  # 3 fenced, ISR (1, 2)
+    apply_command(fsm, outcome.change)  # 3 fenced, ISR (1, 2)
     outcome = decide(fsm.state, RoundInput(heard_from=frozenset({3})))
-    _apply(fsm, outcome.change)  # 3 back, still out of the ISR
+    apply_command(fsm, outcome.change)  # 3 back, still out of the ISR
     state = fsm.state
     p0 = state.partition("t", 0)
     assert p0 is not None and p0.isr == (1, 2) and not state.brokers[3].fenced

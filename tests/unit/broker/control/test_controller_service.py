@@ -7,6 +7,7 @@ to a state machine at once, as a committed round would be.
 
 from __future__ import annotations
 
+from tests.unit.broker.control.metadata_helpers import apply_command
 from zlog.broker.control.controller_service import (
     CONTROLLER_ROUND_MS,
     ControllerService,
@@ -17,8 +18,6 @@ from zlog.broker.control.metadata_commands import (
     Command,
     Done,
     RegisterBroker,
-    decode_result,
-    encode_command,
 )
 from zlog.transport.cluster_messages import BrokerHeartbeatRequestV0
 
@@ -29,11 +28,11 @@ SESSION_MS = 1_500
 def _service() -> tuple[ControllerService, MetadataStateMachine]:
     fsm = MetadataStateMachine()
     for node in (1, 2, 3):
-        decode_result(RegisterBroker.RESULT, fsm.apply(encode_command(RegisterBroker(
-            node, f"h{node}", f"tcp://h{node}:7400", "c", incarnation_id=f"i{node}"))))
+        apply_command(fsm, RegisterBroker(node, f"h{node}", f"tcp://h{node}:7400", "c",
+                                          incarnation_id=f"i{node}"))
 
     def propose(command: Command, done: Done) -> None:
-        done(decode_result(type(command).RESULT, fsm.apply(encode_command(command))), None)
+        done(apply_command(fsm, command), None)
 
     service = ControllerService(1, ControllerSettings(HEARTBEAT_MS, SESSION_MS, 300_000,
                                                       auto_leader_rebalance=False),
