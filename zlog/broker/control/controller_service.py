@@ -215,7 +215,8 @@ class ControllerService:
         accepted = [item for item, error in zip(queued, outcome.answers, strict=True)
                     if error is None]
         moved = sum(1 for change in outcome.change.partitions
-                    if _to_preferred(state, change.topic, change.partition, change.leader))
+                    if _to_preferred(state, change.topic, change.partition, change.leader)
+                    ) if elections else 0
         if outcome.empty:
             for answer in elections:
                 answer(ElectLeadersResponseV0(0, "every partition is led by its preferred "
