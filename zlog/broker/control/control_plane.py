@@ -344,7 +344,8 @@ class ControlPlane:
         too large for one metadata command.
         """
         placed = place_replicas(spec.partitions, spec.replication_factor,
-                                sorted(liveness(state).usable), start_index=state.next_topic_seq)
+                                sorted(liveness(state).usable), start_index=state.next_topic_seq,
+                                racks=_racks(state))
         command = CreateTopic(spec.name, spec.partitions, spec.replication_factor,
                               dict(spec.configs), tuple(p.replicas for p in placed))
         self._check_host_can_hold(spec.name, spec.partitions, spec.replication_factor,
@@ -429,7 +430,8 @@ class ControlPlane:
                 f"{count} is not more" if count < current else
                 f"topic {spec.name!r} already has {count} partitions")
         placed = place_replicas(count, topic.replication_factor,
-                                sorted(liveness(state).usable), start_index=topic.topic_seq)
+                                sorted(liveness(state).usable), start_index=topic.topic_seq,
+                                racks=_racks(state))
         new_replicas = [p.replicas for p in placed[current:]]
         command = AddPartitions(spec.name, current, tuple(new_replicas))
         self._check_host_can_hold(spec.name, count, topic.replication_factor, new_replicas,
@@ -651,3 +653,8 @@ def _config_changes(
                             f"{config.name}: unknown config operation {config.config_operation}; "
                             "SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) exist")
     return set_configs, deleted
+
+
+def _racks(state: ClusterState) -> dict[int, str]:
+    """Each registered broker's rack, as placement reads it."""
+    return {node_id: broker.rack for node_id, broker in state.brokers.items()}

@@ -5,7 +5,12 @@ restart, so a placement can be recomputed instead of stored, and tested without 
 
 Replica placement follows Kafka's round-robin scheme: partition p of a topic gets the brokers
 `live[(start + p + i) % n]` for i in 0..RF-1, so leaders (the first replica) spread over the
-brokers and no broker holds two replicas of one partition. The new partition starts with leader
+brokers and no broker holds two replicas of one partition. When every live broker names a rack,
+the brokers are first ordered alternating between racks (Kafka's rack-aware assignment), and a
+partition's followers skip brokers whose rack already holds one of its replicas until every rack
+has one: a rack's loss (a switch, a power feed) then takes at most one replica of a partition
+while there are at least as many racks as replicas. When only some brokers name a rack, racks are
+ignored, as Kafka's automatic topic creation does. The new partition starts with leader
 = its first replica, leader epoch 0 and ISR = every replica: nothing is written yet, so every
 replica is trivially in sync. With one broker every partition's leader is that broker.
 
@@ -36,13 +41,15 @@ class InitialPartition:
 
 
 def place_replicas(
-    partitions: int, replication_factor: int, live_brokers: Sequence[int], start_index: int
+    partitions: int, replication_factor: int, live_brokers: Sequence[int], start_index: int,
+    racks: Mapping[int, str] | None = None,
 ) -> list[InitialPartition]:
     """Round-robin replica lists over the live brokers (sorted first, so order never matters).
 
     `start_index` rotates where the first partition's leader lands; callers derive it from
     something deterministic (the topic's creation sequence number) so successive topics spread
-    their leaders instead of all starting on the lowest broker id.
+    their leaders instead of all starting on the lowest broker id. `racks` maps a broker to its
+    rack ("" or missing: none).
     """
     brokers = sorted(set(live_brokers))
     if not 1 <= replication_factor <= len(brokers):
@@ -52,16 +59,54 @@ def place_replicas(
         )
     assert partitions >= 1, "validated by topics.validate_partitions"
     assert start_index >= 0
+    rack_of = {broker: (racks or {}).get(broker, "") for broker in brokers}
+    rack_aware = all(rack_of.values())
+    if rack_aware:
+        brokers = _alternate_racks(rack_of)
     placed: list[InitialPartition] = []
     for partition in range(partitions):
         first = (start_index + partition) % len(brokers)
-        replicas = tuple(
-            brokers[(first + offset) % len(brokers)] for offset in range(replication_factor)
-        )
+        ring = [brokers[(first + offset) % len(brokers)] for offset in range(len(brokers))]
+        replicas = (_spread_over_racks(ring, rack_of, replication_factor) if rack_aware
+                    else tuple(ring[:replication_factor]))
         assert len(set(replicas)) == replication_factor, "a broker holds one replica at most"
         placed.append(InitialPartition(partition, replicas, replicas[0], 0, replicas))
     assert len(placed) == partitions
     return placed
+
+
+def _alternate_racks(rack_of: Mapping[int, str]) -> list[int]:
+    """Brokers ordered rack by rack in turn (a1, b1, c1, a2, b2, ...), so that neighbours in
+    the round robin sit on different racks and leaders spread over racks as well as brokers."""
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(rack_of):
+        by_rack.setdefault(rack_of[broker], []).append(broker)
+    columns = [by_rack[rack] for rack in sorted(by_rack)]
+    deepest = max(len(column) for column in columns)
+    return [column[row] for row in range(deepest) for column in columns if row < len(column)]
+
+
+def _spread_over_racks(ring: list[int], rack_of: Mapping[int, str],
+                       replication_factor: int) -> tuple[int, ...]:
+    """The leader (ring[0]), then followers in ring order, each from a rack without a replica
+    yet while one remains; once every rack holds one, any broker not chosen yet."""
+    chosen = [ring[0]]
+    racks_used = {rack_of[ring[0]]}
+    all_racks = set(rack_of.values())
+    for broker in ring[1:]:
+        if len(chosen) == replication_factor:
+            break
+        if rack_of[broker] not in racks_used:
+            chosen.append(broker)
+            racks_used.add(rack_of[broker])
+            if racks_used == all_racks:
+                break
+    for broker in ring[1:]:
+        if len(chosen) == replication_factor:
+            break
+        if broker not in chosen:
+            chosen.append(broker)
+    return tuple(chosen)
 
 
 def place_on_workers(

@@ -38,6 +38,46 @@ def test_placement_is_deterministic_and_never_doubles_a_broker() -> None:
             assert set(partition.replicas) <= set(brokers)
 
 
+def test_racks_each_hold_one_replica_while_there_are_enough_racks() -> None:
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    for factor in (2, 3):
+        for start in range(6):
+            placed = place_replicas(12, factor, list(racks), start, racks=racks)
+            for partition in placed:
+                assert len({racks[b] for b in partition.replicas}) == factor, partition
+            leaders = [p.leader for p in placed]
+            assert sorted(leaders) == sorted(list(racks) * 2), "leaders spread evenly"
+
+
+def test_more_replicas_than_racks_fill_every_rack_first() -> None:
+    racks = {1: "a", 2: "a", 3: "a", 4: "b"}
+    for partition in place_replicas(8, 3, list(racks), 0, racks=racks):
+        assert {racks[b] for b in partition.replicas} == {"a", "b"}
+        assert len(set(partition.replicas)) == 3
+
+
+def test_racks_are_ignored_unless_every_broker_names_one() -> None:
+    some = {1: "a", 2: "a", 3: ""}
+    assert (place_replicas(6, 2, [1, 2, 3], 4, racks=some)
+            == place_replicas(6, 2, [1, 2, 3], 4))
+
+
+def test_rack_aware_placement_is_deterministic_and_never_doubles_a_broker() -> None:
+    rng = random.Random(11)
+    for _ in range(200):
+        brokers = rng.sample(range(20), rng.randint(1, 7))
+        racks = {b: rng.choice("xyz") for b in brokers}
+        factor = rng.randint(1, len(brokers))
+        start = rng.randint(0, 50)
+        first = place_replicas(rng.randint(1, 12), factor, brokers, start, racks=racks)
+        assert first == place_replicas(len(first), factor, list(reversed(brokers)), start,
+                                       racks=dict(reversed(list(racks.items()))))
+        for partition in first:
+            assert len(set(partition.replicas)) == factor
+            wanted_racks = min(factor, len(set(racks.values())))
+            assert len({racks[b] for b in partition.replicas}) == wanted_racks
+
+
 def test_too_few_brokers_is_invalid_replication_factor() -> None:
     with pytest.raises(ZlogError) as caught:
         place_replicas(1, 2, [1], start_index=0)
