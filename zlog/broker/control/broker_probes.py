@@ -14,6 +14,12 @@ its connections open; the ZMTP heartbeats end them after their timeout, or its s
 A controller that just took over has no probe history: a broker counts as down from the
 moment its probe was opened until the probe connects, so one that died with the old
 controller is fenced a heartbeat interval after the takeover rather than a session later.
+
+A dead process is told apart from a dropped connection without waiting that interval: while a
+probe is down, a plain TCP connect to the broker's control port (`port_check.py`) is refused
+at once when nothing listens there any more, and a broker whose port refuses connections is
+fenced without the grace (nothing that could heartbeat is left at that address). A connect
+that hangs or succeeds proves nothing, and the interval rule stands.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 
 import zmq
 
+from zlog.broker.control.port_check import FIRST_WAIT_MS, PortCheck
 from zlog.transport.rpc import RpcClient
 from zlog.transport.sockets import RECONNECT_INTERVAL_MS
 
@@ -38,6 +45,9 @@ class _Probe:
     client: RpcClient | None
     down_since_ms: int | None  # None while connected
     retry_at_ms: int = 0
+    port_check: PortCheck | None = None  # a TCP connect under way while the probe is down
+    next_check_ms: int = 0  # when the next connect may start
+    refused: bool = False  # the control port refused a connection since the probe went down
 
 
 class BrokerProbes:
@@ -65,6 +75,17 @@ class BrokerProbes:
         return {node_id: probe.down_since_ms for node_id, probe in self._probes.items()
                 if probe.down_since_ms is not None}
 
+    def refused(self) -> frozenset[int]:
+        """Brokers that are down and whose control port refused a connection since: no
+        process listens there any more."""
+        return frozenset(node_id for node_id, probe in self._probes.items()
+                         if probe.down_since_ms is not None and probe.refused)
+
+    def sockets(self) -> tuple[zmq.Socket[bytes], ...]:
+        """The probes' sockets, so that a dropped connection wakes the loop at once."""
+        return tuple(sock for probe in self._probes.values() if probe.client is not None
+                     for sock in probe.client.sockets)
+
     def close(self) -> None:
         for node_id in list(self._probes):
             self._drop(node_id)
@@ -91,9 +112,33 @@ class BrokerProbes:
                          probe.endpoint, client.broken)
         elif client.connected:
             probe.down_since_ms = None
+            probe.refused = False
+        if probe.down_since_ms is not None:
+            self._check_port(probe, now_ms)
+
+    @staticmethod
+    def _check_port(probe: _Probe, now_ms: int) -> None:
+        """Keep one TCP connect to a down broker's control port going, and note a refusal."""
+        wait_ms = 0
+        if probe.port_check is None:
+            if now_ms < probe.next_check_ms:
+                return
+            probe.next_check_ms = now_ms + RECONNECT_INTERVAL_MS
+            probe.port_check = PortCheck.start(probe.endpoint, now_ms)
+            if probe.port_check is None:
+                return  # not a numeric address: the interval rule alone
+            wait_ms = FIRST_WAIT_MS
+        outcome = probe.port_check.outcome(now_ms, wait_ms)
+        if outcome is None:
+            return
+        probe.refused = outcome == "refused"
+        probe.port_check.close()
+        probe.port_check = None
 
     def _drop(self, node_id: int) -> None:
         probe = self._probes.pop(node_id)
+        if probe.port_check is not None:
+            probe.port_check.close()
         if probe.client is not None:
             with contextlib.suppress(zmq.ZMQError):
                 probe.client.close()

@@ -137,7 +137,7 @@ class ClusterNode:
     # -- the loop's part --------------------------------------------------------------------
 
     def sockets(self) -> tuple[zmq.Socket[bytes], ...]:
-        return self.link.sockets()
+        return self.link.sockets() + self.probes.sockets()
 
     def turn(self, now_ms: int) -> None:
         self.link.run()
@@ -145,7 +145,7 @@ class ClusterNode:
         if self.controller.active:
             self.probes.run({node_id: broker.control_endpoint
                              for node_id, broker in self._state().brokers.items()}, now_ms)
-            self.controller.set_unreachable(self.probes.down_since_ms())
+            self.controller.set_unreachable(self.probes.down_since_ms(), self.probes.refused())
         else:
             self.probes.close()
         self.controller.tick(now_ms)

@@ -95,6 +95,7 @@ class ControllerService:
     _next_preferred_ms: int = 0
     _now_ms: int = 0  # the time of the last tick, for answers that come later
     _unreachable: dict[int, int] = field(default_factory=dict)  # node → probe down since (ms)
+    _refused: frozenset[int] = frozenset()  # unreachable, and nothing listens at its port
     _elections: list[Answer] = field(default_factory=list)  # ElectLeaders for the next round
 
     # -- becoming (and stopping being) the controller -------------------------------------
@@ -117,6 +118,7 @@ class ControllerService:
             self._isr_requests.clear()
             self._sessions.clear()
             self._unreachable.clear()
+            self._refused = frozenset()
             for answer in self._elections:
                 answer(ElectLeadersResponseV0(int(ErrorCode.NOT_CONTROLLER),
                                               "the controller moved"))
@@ -177,11 +179,16 @@ class ControllerService:
         replica; answered with how many moved, once that round committed."""
         self._elections.append(answer)
 
-    def set_unreachable(self, down_since_ms: Mapping[int, int]) -> None:
+    def set_unreachable(self, down_since_ms: Mapping[int, int],
+                        refused: frozenset[int] = frozenset()) -> None:
         """The brokers whose control endpoint this controller cannot reach, and since when
         (`broker_probes.py`): with no heartbeat since, a heartbeat interval later they are
-        fenced without waiting out their session."""
+        fenced without waiting out their session; those whose port `refused` a connection
+        (their process is gone) at once, in a round that runs now."""
         self._unreachable = dict(down_since_ms)
+        if refused - self._refused and not self._in_flight:
+            self._next_round_ms = min(self._next_round_ms, self._now_ms)
+        self._refused = refused
 
     # -- rounds ----------------------------------------------------------------------------
 
@@ -264,10 +271,12 @@ class ControllerService:
             and not self._gone(node_id, session, now_ms))
 
     def _gone(self, node_id: int, session: _Session, now_ms: int) -> bool:
-        """Unreachable for a heartbeat interval, and silent since it became unreachable."""
+        """Unreachable, silent since it became unreachable, and either for a heartbeat
+        interval or with nothing listening at its port."""
         down_since_ms = self._unreachable.get(node_id)
         return (down_since_ms is not None and session.last_heartbeat_ms <= down_since_ms
-                and now_ms - down_since_ms >= self.settings.heartbeat_interval_ms)
+                and (now_ms - down_since_ms >= self.settings.heartbeat_interval_ms
+                     or node_id in self._refused))
 
     def _log_change(self, change: ClusterChange) -> None:
         for broker in change.brokers:
@@ -294,6 +303,8 @@ class ControllerService:
                             partition_change.leader, list(before.isr))
 
     def _fence_reason(self, node_id: int) -> str:
+        if node_id in self._refused:
+            return "fenced: its control port refuses connections (its process is gone)"
         if node_id in self._unreachable:
             return "fenced: its control endpoint is unreachable and it stopped heartbeating"
         return "fenced: no heartbeat within the session timeout"

@@ -93,3 +93,21 @@ def test_a_new_controller_fences_a_broker_its_probe_never_reached() -> None:
     assert _fenced(fsm) == set()
     _run(service, 250, 300, heartbeats_from=(1, 2))
     assert _fenced(fsm) == {3}
+
+
+def test_a_broker_whose_port_refuses_connections_is_fenced_in_the_next_round() -> None:
+    """Its process is gone (the host answered the connect with a reset): no grace."""
+    service, fsm = _service()
+    _run(service, 0, 1_000)
+    service.set_unreachable({3: 1_010}, refused=frozenset({3}))
+    service.tick(1_011)
+    assert _fenced(fsm) == {3}
+
+
+def test_a_refused_port_does_not_fence_a_broker_that_heartbeats_since() -> None:
+    """A refusal seen before a heartbeat that came later (a restart in between) fences no one."""
+    service, fsm = _service()
+    _run(service, 0, 1_000)
+    service.set_unreachable({3: 900}, refused=frozenset({3}))
+    _run(service, 1_050, 2_000)
+    assert _fenced(fsm) == set()
