@@ -48,6 +48,17 @@ class Election(AppendEntries):
         self._campaign(transfer=False)
         assert self._election_elapsed == 0
 
+    def _leader_unreachable(self, leader: int) -> None:
+        """A follower of a leader reported gone: its timer counts as expired (pre-votes are
+        granted), and it campaigns after 1 to E/2 ticks: random, so that two followers told at
+        once rarely split the vote, and at least one tick, so that the other has been told."""
+        if self._role != Role.FOLLOWER or self._leader != leader:
+            return
+        election = self._cfg.election_ticks
+        self._election_elapsed = max(self._election_elapsed, election)
+        delay = self._rng.randrange(1, max(2, election // 2 + 1))
+        self._timeout = min(2 * election, self._election_elapsed + delay)  # elapsed stops at 2E
+
     def _tick_leader(self) -> None:
         """Heartbeats every H ticks; every E ticks check-quorum and give up a stuck transfer."""
         assert self._role == Role.LEADER

@@ -228,6 +228,15 @@ class RawNode(Election):
             assert self._role != Role.FOLLOWER or not self._promotable() or self._votes == {}
         self._check_invariants()
 
+    def leader_unreachable(self, leader: int) -> None:
+        """The transport learnt that `leader`'s process is gone (its host refused a connection
+        to its port). A follower of it then acts as though its election timeout ran out: it
+        grants pre-votes at once and campaigns within a short random number of ticks, rather
+        than waiting a whole timeout to notice. Safety never rests on timers, so a wrong
+        report costs at most a pre-vote round the others refuse while they hear the leader."""
+        self._leader_unreachable(leader)
+        self._check_invariants()
+
     def step(self, msg: Message) -> None:
         """Feed one message from the network. Stale or odd messages are ignored or rejected,
         never raised on."""

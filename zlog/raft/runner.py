@@ -198,6 +198,7 @@ class RaftRunner:
         self.reads = ReadTracker()
         self._links = links
         self._inbox: deque[tuple[RequestKind, bytes, Waiter]] = deque()
+        self._unreachable_leaders: deque[int] = deque()  # reported by other threads
         self._wake_pending = False  # a wake-up is on its way to the loop (see _drain_inbox)
         self._wake_read_fd, self._wake_write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._wake_lock = threading.RLock()
@@ -228,6 +229,11 @@ class RaftRunner:
     def read(self, query: bytes) -> Future[bytes]:
         """Answer `query` from the state machine, linearizably (ReadIndex, §4)."""
         return self._submit(RequestKind.READ, query)
+
+    def report_leader_unreachable(self, leader: int) -> None:
+        """Any thread: `leader`'s process is known to be gone (RawNode.leader_unreachable)."""
+        self._unreachable_leaders.append(leader)
+        self._wake()
 
     def status(self) -> NodeStatus:
         """A snapshot of the node's view (role, term, leader, head, commit, applied)."""
@@ -372,6 +378,8 @@ class RaftRunner:
         # Cleared before the inbox is read: a request queued after this line either is read
         # below or wakes the loop again, so none waits for the next tick.
         self._wake_pending = False
+        while self._unreachable_leaders:
+            self.node.leader_unreachable(self._unreachable_leaders.popleft())
         while self._inbox:
             kind, body, waiter = self._inbox.popleft()
             self._queue(kind, body, waiter)

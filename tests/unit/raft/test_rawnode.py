@@ -237,6 +237,44 @@ def test_pre_vote_refused_while_a_leader_is_heard() -> None:
     assert reply == VoteResp(2, 2, 3, True, pre=True)
 
 
+def test_a_follower_told_its_leader_is_gone_grants_pre_votes_and_campaigns_soon() -> None:
+    """leader_unreachable: the election timer counts as run out (pre-votes are granted at
+    once) and the follower campaigns within 1 to E/2 ticks, not after E to 2E."""
+    for seed in range(20):
+        node = RawNode(2, CFG, None, random.Random(seed), BOOT)
+        node.step(Append(1, 1, 2, GENESIS, (cmd(1, 1, GENESIS),), GENESIS, 0))
+        flush(node)
+        node.leader_unreachable(1)
+        node.step(Vote(2, 3, 2, BlockId(1, 1), pre=True))
+        (reply,) = sent(flush(node))
+        assert reply == VoteResp(2, 2, 3, True, pre=True), f"seed {seed}"
+        ticks = 0
+        while node.role != "precandidate":
+            node.tick()
+            ticks += 1
+            assert ticks <= CFG.election_ticks // 2, f"seed {seed}: no campaign yet"
+        assert ticks >= 1, f"seed {seed}"
+
+
+def test_a_report_about_another_node_or_heard_leader_changes_nothing() -> None:
+    """Only the current leader's loss counts; a leader heard again restarts the timer."""
+    node = follower_with([cmd(1, 1, GENESIS)], term=1)
+    node.leader_unreachable(3)
+    node.step(Vote(2, 3, 2, BlockId(1, 1), pre=True))
+    (reply,) = sent(flush(node))
+    assert reply == VoteResp(1, 2, 3, False, pre=True)
+    node.leader_unreachable(1)
+    node.step(Append(1, 1, 2, BlockId(1, 1), (), BlockId(1, 1), 0))  # the leader, heard again
+    flush(node)
+    for _ in range(CFG.election_ticks - 1):
+        node.tick()
+    flush(node)
+    assert node.role == "follower"
+    leader = make_leader()
+    leader.leader_unreachable(1)
+    assert leader.role == "leader"
+
+
 def test_stickiness_ignores_votes_while_leader_is_live() -> None:
     """Term rule: a real Vote (no transfer) is ignored, term unchanged, while a leader was
     heard within E ticks; a transfer Vote goes through."""

@@ -111,6 +111,7 @@ class ClusterNode:
         worker_endpoints: Callable[[], tuple[str, ...]],
         dir_id: str,
         context: zmq.Context[Any],
+        leader_unreachable: Callable[[int], None] = lambda leader: None,
     ) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -124,7 +125,9 @@ class ClusterNode:
                                config.leader_imbalance_check_interval_s * 1000,
                                config.auto_leader_rebalance, config.topic_defaults_map),
             state, propose)
-        self.link = ControllerLink(self.controller_endpoint, context)
+        self._leader_unreachable = leader_unreachable  # tells the metadata log
+        self.link = ControllerLink(self.controller_endpoint, context,
+                                   on_gone=self._controller_gone)
         self.probes = BrokerProbes(config.node_id, context)
         self._was_ready = False
         self.lifecycle = BrokerLifecycle(
@@ -193,6 +196,15 @@ class ClusterNode:
             return voter
         broker = self._state().brokers.get(leader)
         return None if broker is None else broker.control_endpoint
+
+    def _controller_gone(self, endpoint: str) -> None:
+        """The controller's port refused a connection: its process, this node's Raft leader,
+        is gone, and the metadata log may elect another at once."""
+        leader = self.controller_id()
+        if leader >= 0 and leader != self.node_id and self.controller_endpoint() == endpoint:
+            log.info("the controller (node %d) at %s is gone: electing another", leader,
+                     endpoint)
+            self._leader_unreachable(leader)
 
     # -- clients' metadata changes ------------------------------------------------------------
 

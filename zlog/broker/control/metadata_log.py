@@ -86,6 +86,10 @@ class MetadataLog:
     def status(self) -> NodeStatus:
         return self._runner.status()
 
+    def leader_unreachable(self, leader: int) -> None:
+        """`leader`'s process is gone: this node stops waiting out its election timeout."""
+        self._runner.report_leader_unreachable(leader)
+
     def propose(self, command: Command, done: Done) -> None:
         """Propose `command`; `done(result, error)` runs later, from `run_completions`."""
         future = self._runner.propose(encode_command(command))

@@ -232,7 +232,7 @@ class Supervisor:
             config, state=lambda: self.fsm.state, raft_status=self._metadata_log.status,
             propose=self._propose, control_endpoint=self._advertised_control(),
             worker_endpoints=self._pool.worker_endpoints, dir_id=dir_id,
-            context=self._context,
+            context=self._context, leader_unreachable=self._metadata_log.leader_unreachable,
         )
 
     def _lock_data_dir(self) -> None:
