@@ -48,10 +48,6 @@ class ConsumerMachine:
                                                              req.member_epoch))
 
     def heartbeat(self, group: ConsumerGroup, req: GroupHeartbeatRequest, now_ms: int) -> None:
-        problem = self._invalid(req)
-        if problem is not None:
-            self._error(req, ErrorCode.INVALID_REQUEST, problem)
-            return
         if req.member_epoch == JOIN_EPOCH:
             member = self._join(group, req, now_ms)
             if member is None:
@@ -85,7 +81,8 @@ class ConsumerMachine:
         ))
 
     @staticmethod
-    def _invalid(req: GroupHeartbeatRequest) -> str | None:
+    def invalid(req: GroupHeartbeatRequest) -> str | None:
+        """Why a heartbeat is malformed, checked before anything is looked up."""
         if req.member_epoch < STATIC_LEAVE_EPOCH:
             return f"member epoch {req.member_epoch} is below -2"
         if req.member_epoch == STATIC_LEAVE_EPOCH and req.group_instance_id is None:
@@ -207,15 +204,21 @@ class ConsumerMachine:
                 del group.owner[tp]
 
     def on_metadata(self, group: ConsumerGroup) -> None:
-        subscribed = {t: self.partition_counts.get(t, 0) for t in sorted(group.subscribed_topics())}
-        if subscribed != group.subscribed_partitions and group.members:
+        """A partition count of a subscribed topic changed since the current target was
+        computed: the group needs a new target (unless one is due already)."""
+        if group.group_epoch > group.assignment_epoch or not group.members:
+            return
+        if self._subscribed_counts(group) != group.subscribed_partitions:
             group.group_epoch += 1
+
+    def _subscribed_counts(self, group: ConsumerGroup) -> dict[str, int]:
+        return {t: self.partition_counts.get(t, 0) for t in sorted(group.subscribed_topics())}
 
     def _refresh_target(self, group: ConsumerGroup) -> None:
         self.on_metadata(group)
         if group.group_epoch <= group.assignment_epoch:
             return
-        counts = {t: self.partition_counts.get(t, 0) for t in sorted(group.subscribed_topics())}
+        counts = self._subscribed_counts(group)
         subscriptions = [
             MemberSubscription(m.member_id, m.topics, m.group_instance_id,
                                frozenset(group.target.get(m.member_id, ())))

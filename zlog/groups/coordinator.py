@@ -263,6 +263,10 @@ class GroupCoordinator:
         self._forget_if_unused(group)
 
     def _group_heartbeat(self, req: GroupHeartbeatRequest, now_ms: int) -> None:
+        problem = self.consumer.invalid(req)
+        if problem is not None:
+            self.fx.reply(req.request_id, error_response(req, ErrorCode.INVALID_REQUEST, problem))
+            return
         group = self.groups.get(req.group_id)
         if isinstance(group, ClassicGroup):
             if group.members or group.pending_members:
