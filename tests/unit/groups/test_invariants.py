@@ -1,0 +1,302 @@
+"""Seeded random runs of both group protocols, checking the safety invariants after every step.
+
+Clients are modelled as the protocol asks them to behave (revoke what they are told to, report
+what they hold, rejoin when fenced); the coordinator is the real one. The random driver joins,
+leaves, crashes (a crashed client just stops: its session expires) and changes subscriptions,
+then lets the group settle and checks every subscribed partition is owned. A failure names its
+seed; rerun one with `-k 'seed-17'`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.unit.groups.coordinator_driver import Driver
+from zlog.errors import ErrorCode
+from zlog.groups.assignors import assign_classic_group
+from zlog.groups.classic_group import ClassicGroup, ClassicState
+from zlog.groups.consumer_group import ConsumerGroup
+from zlog.groups.consumer_protocol import decode_assignment
+from zlog.groups.messages import (
+    GroupHeartbeatRequest,
+    GroupHeartbeatResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    SyncGroupResponse,
+)
+from zlog.types import TopicPartition
+
+COUNTS = {"x": 5, "y": 3}
+TOPIC_CHOICES = (("x",), ("y",), ("x", "y"))
+STEP_MS = 1_000
+SETTLE_STEPS = 200
+SEEDS = range(25)
+
+
+def run_seeded(seed: int, body: Callable[[random.Random], None]) -> None:
+    try:
+        body(random.Random(seed))
+    except AssertionError as error:
+        raise AssertionError(f"seed {seed}: {error}") from error
+
+
+def subscribed_partitions(topics: set[str]) -> set[TopicPartition]:
+    return {TopicPartition(t, p) for t in topics for p in range(COUNTS[t])}
+
+
+# --- server-side protocol -----------------------------------------------------------------
+
+
+@dataclass
+class HeartbeatClient:
+    member_id: str
+    topics: tuple[str, ...]
+    epoch: int = 0
+    holds: set[TopicPartition] = field(default_factory=set)
+    alive: bool = True
+
+    def request(self, d: Driver) -> GroupHeartbeatResponse:
+        fields: dict[str, object] = {"owned": tuple(sorted(self.holds))}
+        if self.epoch == 0:
+            fields.update(subscribed_topics=self.topics, rebalance_timeout_ms=30_000, owned=())
+        else:
+            fields["subscribed_topics"] = self.topics
+        response = d.send(GroupHeartbeatRequest, group_id="g", member_id=self.member_id,
+                          member_epoch=self.epoch, **fields)
+        assert isinstance(response, GroupHeartbeatResponse)
+        return response
+
+    def heartbeat(self, d: Driver) -> None:
+        response = self.request(d)
+        if response.error in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
+            self.holds, self.epoch = set(), 0  # lost: drop everything, rejoin as the same id
+            return
+        assert response.error == ErrorCode.NONE, response
+        self.epoch = response.member_epoch
+        if response.assignment is not None:
+            self.holds = set(response.assignment)
+
+
+def check_server_side(d: Driver, clients: list[HeartbeatClient]) -> None:
+    group = d.coordinator.groups.get("g")
+    held: dict[TopicPartition, str] = {}
+    for client in clients:
+        if not client.alive:
+            continue
+        for tp in client.holds:
+            assert tp not in held, f"{tp} consumed by {held[tp]} and {client.member_id}"
+            held[tp] = client.member_id
+        if client.holds:
+            assert isinstance(group, ConsumerGroup)
+            member = group.members.get(client.member_id)
+            assert member is not None, f"{client.member_id} consumes but is not a member"
+            assert client.holds <= member.holds(), f"{client.member_id} holds more than granted"
+    if isinstance(group, ConsumerGroup):
+        owners: dict[TopicPartition, str] = {}
+        for member_id, member in sorted(group.members.items()):
+            for tp in member.holds():
+                assert tp not in owners, f"server: {tp} held by {owners[tp]} and {member_id}"
+                owners[tp] = member_id
+                assert member.epoch >= min(member.assigned.get(tp, 0),
+                                           member.pending_revocation.get(tp, 0))
+        assert owners == group.owner
+
+
+def server_side_run(rng: random.Random) -> None:
+    d = Driver(counts=dict(COUNTS), seed=rng.randrange(2**32))
+    clients: list[HeartbeatClient] = []
+    for step in range(120):
+        alive = [c for c in clients if c.alive]
+        roll = rng.random()
+        if roll < 0.15 or not alive:
+            clients.append(HeartbeatClient(f"m{step}", rng.choice(TOPIC_CHOICES)))
+        elif roll < 0.22:
+            leaver = rng.choice(alive)
+            leaver.holds.clear()
+            d.send(GroupHeartbeatRequest, group_id="g", member_id=leaver.member_id,
+                   member_epoch=-1)
+            leaver.alive = False
+        elif roll < 0.28:
+            rng.choice(alive).alive = False  # crash: stops consuming and heartbeating
+        elif roll < 0.35:
+            rng.choice(alive).topics = rng.choice(TOPIC_CHOICES)
+        for client in rng.sample(alive, len(alive)):
+            if client.alive and rng.random() < 0.7:
+                client.heartbeat(d)
+                check_server_side(d, clients)
+        d.tick(STEP_MS)
+        check_server_side(d, clients)
+    settle(d, clients)
+
+
+def settle(d: Driver, clients: list[HeartbeatClient]) -> None:
+    alive = [c for c in clients if c.alive]
+    wanted = subscribed_partitions({t for c in alive for t in c.topics})
+    for _ in range(SETTLE_STEPS):
+        for client in alive:
+            client.heartbeat(d)
+            check_server_side(d, clients)
+        if set().union(*(c.holds for c in alive)) == wanted:
+            group = d.coordinator.groups["g"]
+            assert isinstance(group, ConsumerGroup)
+            if group.state.value == "Stable":
+                return
+        d.tick(STEP_MS)
+    raise AssertionError(f"not every subscribed partition is owned after {SETTLE_STEPS} steps")
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"seed-{s}")
+def test_server_side_ownership_is_exclusive_and_complete(seed: int) -> None:
+    run_seeded(seed, server_side_run)
+
+
+# --- classic protocol, cooperative-sticky --------------------------------------------------
+
+
+@dataclass
+class ClassicClient:
+    """A cooperative consumer: sends what it owns when it joins, revokes what the new
+    assignment leaves out, and rejoins at once if it revoked anything (KIP-429)."""
+
+    topics: tuple[str, ...]
+    member_id: str = ""
+    generation: int = -1
+    holds: set[TopicPartition] = field(default_factory=set)
+    join_request: int | None = None
+    sync_request: int | None = None
+    alive: bool = True
+    rejoin: bool = True
+
+    def lose(self) -> None:
+        self.holds, self.generation, self.rejoin = set(), -1, True
+
+    def act(self, d: Driver, group_counts: dict[str, int]) -> None:
+        if self.join_request is not None:
+            self._joined(d, d.reply(self.join_request), group_counts)
+        elif self.sync_request is not None:
+            self._synced(d.reply(self.sync_request))
+        elif self.rejoin:
+            self.rejoin = False
+            self.join_request = d.join("g", self.member_id, topics=self.topics,
+                                       protocols=("cooperative-sticky",),
+                                       owned=tuple(sorted(self.holds)),
+                                       generation=self.generation)
+            self._joined(d, d.reply(self.join_request), group_counts)
+        else:
+            response = d.heartbeat(self.member_id, self.generation)
+            assert isinstance(response, HeartbeatResponse)
+            if response.error == ErrorCode.REBALANCE_IN_PROGRESS:
+                self.rejoin = True
+            elif response.error in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID):
+                if response.error == ErrorCode.UNKNOWN_MEMBER_ID:
+                    self.member_id = ""
+                self.lose()
+
+    def _joined(self, d: Driver, response: object, group_counts: dict[str, int]) -> None:
+        if response is None:
+            return  # parked
+        assert isinstance(response, JoinGroupResponse)
+        self.join_request = None
+        if response.error == ErrorCode.MEMBER_ID_REQUIRED:
+            self.member_id, self.rejoin = response.member_id, True
+            return
+        if response.error != ErrorCode.NONE:
+            if response.error == ErrorCode.UNKNOWN_MEMBER_ID:
+                self.member_id = ""
+            self.lose()
+            return
+        self.member_id, self.generation = response.member_id, response.generation
+        assignments: dict[str, bytes] = {}
+        if response.members:
+            members = [(m.member_id, m.group_instance_id, m.metadata) for m in response.members]
+            assignments = assign_classic_group(response.protocol_name or "", members,
+                                               group_counts)
+        self.sync_request = d.sync(self.member_id, self.generation, assignments)
+        self._synced(d.reply(self.sync_request))
+
+    def _synced(self, response: object) -> None:
+        if response is None:
+            return  # parked until the leader syncs
+        assert isinstance(response, SyncGroupResponse)
+        self.sync_request = None
+        if response.error != ErrorCode.NONE:
+            if response.error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+                self.lose()
+            self.rejoin = True
+            return
+        assigned = set(decode_assignment(response.assignment).partitions)
+        revoked = self.holds - assigned
+        self.holds = assigned
+        if revoked:
+            self.rejoin = True
+
+
+def check_classic(d: Driver, clients: list[ClassicClient]) -> None:
+    by_generation: dict[int, dict[TopicPartition, str]] = {}
+    for client in clients:
+        if not client.alive:
+            continue
+        held = by_generation.setdefault(client.generation, {})
+        for tp in client.holds:
+            assert tp not in held, (
+                f"generation {client.generation}: {tp} owned by {held[tp]} and {client.member_id}")
+            held[tp] = client.member_id
+    group = d.coordinator.groups.get("g")
+    if isinstance(group, ClassicGroup) and group.state is ClassicState.STABLE:
+        logged = d.replayed().groups["g"].metadata
+        assert logged is not None and logged.generation == group.generation
+        assert {m.member_id for m in logged.members} == set(group.members)
+
+
+def classic_run(rng: random.Random) -> None:
+    d = Driver(counts=dict(COUNTS), seed=rng.randrange(2**32))
+    clients: list[ClassicClient] = []
+    for _ in range(120):
+        alive = [c for c in clients if c.alive]
+        roll = rng.random()
+        if roll < 0.12 or not alive:
+            clients.append(ClassicClient(rng.choice(TOPIC_CHOICES)))
+        elif roll < 0.17 and alive[0].member_id:
+            leaver = next((c for c in alive if c.member_id), None)
+            if leaver is not None:
+                leaver.alive = False
+                d.send(LeaveGroupRequest, group_id="g", members=((leaver.member_id, None),))
+        elif roll < 0.22:
+            rng.choice(alive).alive = False
+        elif roll < 0.27:
+            client = rng.choice(alive)
+            client.topics, client.rejoin = rng.choice(TOPIC_CHOICES), True
+        for client in rng.sample(alive, len(alive)):
+            if client.alive:
+                client.act(d, COUNTS)
+                check_classic(d, clients)
+        d.tick(STEP_MS)
+        check_classic(d, clients)
+    settle_classic(d, clients)
+
+
+def settle_classic(d: Driver, clients: list[ClassicClient]) -> None:
+    alive = [c for c in clients if c.alive]
+    wanted = subscribed_partitions({t for c in alive for t in c.topics})
+    for _ in range(SETTLE_STEPS):
+        for client in alive:
+            client.act(d, COUNTS)
+            check_classic(d, clients)
+        group = d.coordinator.groups.get("g")
+        settled = (isinstance(group, ClassicGroup) and group.state is ClassicState.STABLE
+                   and all(not c.rejoin and c.join_request is None and c.sync_request is None
+                           for c in alive))
+        if settled and set().union(*(c.holds for c in alive)) == wanted:
+            return
+        d.tick(STEP_MS)
+    raise AssertionError(f"classic group not settled after {SETTLE_STEPS} steps")
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"seed-{s}")
+def test_classic_cooperative_ownership_is_exclusive_and_complete(seed: int) -> None:
+    run_seeded(seed, classic_run)
