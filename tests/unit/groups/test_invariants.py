@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 import pytest
 
@@ -35,6 +36,7 @@ COUNTS = {"x": 5, "y": 3}
 TOPIC_CHOICES = (("x",), ("y",), ("x", "y"))
 STEP_MS = 1_000
 SETTLE_STEPS = 200
+CHURN_STEPS = 120
 SEEDS = range(25)
 
 
@@ -47,6 +49,59 @@ def run_seeded(seed: int, body: Callable[[random.Random], None]) -> None:
 
 def subscribed_partitions(topics: set[str]) -> set[TopicPartition]:
     return {TopicPartition(t, p) for t in topics for p in range(COUNTS[t])}
+
+
+class Client(Protocol):
+    alive: bool
+    topics: tuple[str, ...]
+    holds: set[TopicPartition]
+
+    def act(self, d: Driver) -> None: ...
+
+    def leave(self, d: Driver) -> None: ...
+
+
+C = TypeVar("C", bound=Client)
+
+
+def churn_then_settle(
+    rng: random.Random,
+    new_client: Callable[[str, tuple[str, ...]], C],
+    check: Callable[[Driver, list[C]], None],
+    settled: Callable[[Driver, list[C]], bool],
+) -> None:
+    """Random joins, leaves, crashes and subscription changes with the clients acting in a
+    random order, `check` after every action; then everyone alive acts every step until the
+    group settles with every subscribed partition owned."""
+    d = Driver(counts=dict(COUNTS), seed=rng.randrange(2**32))
+    clients: list[C] = []
+    for step in range(CHURN_STEPS):
+        alive = [c for c in clients if c.alive]
+        roll = rng.random()
+        if roll < 0.15 or not alive:
+            clients.append(new_client(f"m{step}", rng.choice(TOPIC_CHOICES)))
+        elif roll < 0.22:
+            rng.choice(alive).leave(d)
+        elif roll < 0.28:
+            rng.choice(alive).alive = False  # crash: stops consuming and heartbeating
+        elif roll < 0.35:
+            rng.choice(alive).topics = rng.choice(TOPIC_CHOICES)
+        for client in rng.sample(alive, len(alive)):
+            if client.alive and rng.random() < 0.8:
+                client.act(d)
+                check(d, clients)
+        d.tick(STEP_MS)
+        check(d, clients)
+    alive = [c for c in clients if c.alive]
+    wanted = subscribed_partitions({t for c in alive for t in c.topics})
+    for _ in range(SETTLE_STEPS):
+        for client in alive:
+            client.act(d)
+            check(d, clients)
+        if settled(d, clients) and set().union(*(c.holds for c in alive)) == wanted:
+            return
+        d.tick(STEP_MS)
+    raise AssertionError(f"not every subscribed partition is owned after {SETTLE_STEPS} steps")
 
 
 # --- server-side protocol -----------------------------------------------------------------
@@ -71,7 +126,12 @@ class HeartbeatClient:
         assert isinstance(response, GroupHeartbeatResponse)
         return response
 
-    def heartbeat(self, d: Driver) -> None:
+    def leave(self, d: Driver) -> None:
+        self.holds.clear()
+        self.alive = False
+        d.send(GroupHeartbeatRequest, group_id="g", member_id=self.member_id, member_epoch=-1)
+
+    def act(self, d: Driver) -> None:
         response = self.request(d)
         if response.error in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
             self.holds, self.epoch = set(), 0  # lost: drop everything, rejoin as the same id
@@ -107,47 +167,13 @@ def check_server_side(d: Driver, clients: list[HeartbeatClient]) -> None:
         assert owners == group.owner
 
 
+def server_side_settled(d: Driver, clients: list[HeartbeatClient]) -> bool:
+    group = d.coordinator.groups.get("g")
+    return isinstance(group, ConsumerGroup) and group.state.value == "Stable"
+
+
 def server_side_run(rng: random.Random) -> None:
-    d = Driver(counts=dict(COUNTS), seed=rng.randrange(2**32))
-    clients: list[HeartbeatClient] = []
-    for step in range(120):
-        alive = [c for c in clients if c.alive]
-        roll = rng.random()
-        if roll < 0.15 or not alive:
-            clients.append(HeartbeatClient(f"m{step}", rng.choice(TOPIC_CHOICES)))
-        elif roll < 0.22:
-            leaver = rng.choice(alive)
-            leaver.holds.clear()
-            d.send(GroupHeartbeatRequest, group_id="g", member_id=leaver.member_id,
-                   member_epoch=-1)
-            leaver.alive = False
-        elif roll < 0.28:
-            rng.choice(alive).alive = False  # crash: stops consuming and heartbeating
-        elif roll < 0.35:
-            rng.choice(alive).topics = rng.choice(TOPIC_CHOICES)
-        for client in rng.sample(alive, len(alive)):
-            if client.alive and rng.random() < 0.7:
-                client.heartbeat(d)
-                check_server_side(d, clients)
-        d.tick(STEP_MS)
-        check_server_side(d, clients)
-    settle(d, clients)
-
-
-def settle(d: Driver, clients: list[HeartbeatClient]) -> None:
-    alive = [c for c in clients if c.alive]
-    wanted = subscribed_partitions({t for c in alive for t in c.topics})
-    for _ in range(SETTLE_STEPS):
-        for client in alive:
-            client.heartbeat(d)
-            check_server_side(d, clients)
-        if set().union(*(c.holds for c in alive)) == wanted:
-            group = d.coordinator.groups["g"]
-            assert isinstance(group, ConsumerGroup)
-            if group.state.value == "Stable":
-                return
-        d.tick(STEP_MS)
-    raise AssertionError(f"not every subscribed partition is owned after {SETTLE_STEPS} steps")
+    churn_then_settle(rng, HeartbeatClient, check_server_side, server_side_settled)
 
 
 @pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"seed-{s}")
@@ -171,13 +197,21 @@ class ClassicClient:
     sync_request: int | None = None
     alive: bool = True
     rejoin: bool = True
+    joined_topics: tuple[str, ...] = ()
 
     def lose(self) -> None:
         self.holds, self.generation, self.rejoin = set(), -1, True
 
-    def act(self, d: Driver, group_counts: dict[str, int]) -> None:
+    def leave(self, d: Driver) -> None:
+        self.alive = False
+        if self.member_id:
+            d.send(LeaveGroupRequest, group_id="g", members=((self.member_id, None),))
+
+    def act(self, d: Driver) -> None:
+        if self.topics != self.joined_topics:
+            self.joined_topics, self.rejoin = self.topics, True
         if self.join_request is not None:
-            self._joined(d, d.reply(self.join_request), group_counts)
+            self._joined(d, d.reply(self.join_request))
         elif self.sync_request is not None:
             self._synced(d.reply(self.sync_request))
         elif self.rejoin:
@@ -186,7 +220,7 @@ class ClassicClient:
                                        protocols=("cooperative-sticky",),
                                        owned=tuple(sorted(self.holds)),
                                        generation=self.generation)
-            self._joined(d, d.reply(self.join_request), group_counts)
+            self._joined(d, d.reply(self.join_request))
         else:
             response = d.heartbeat(self.member_id, self.generation)
             assert isinstance(response, HeartbeatResponse)
@@ -197,7 +231,7 @@ class ClassicClient:
                     self.member_id = ""
                 self.lose()
 
-    def _joined(self, d: Driver, response: object, group_counts: dict[str, int]) -> None:
+    def _joined(self, d: Driver, response: object) -> None:
         if response is None:
             return  # parked
         assert isinstance(response, JoinGroupResponse)
@@ -214,8 +248,7 @@ class ClassicClient:
         assignments: dict[str, bytes] = {}
         if response.members:
             members = [(m.member_id, m.group_instance_id, m.metadata) for m in response.members]
-            assignments = assign_classic_group(response.protocol_name or "", members,
-                                               group_counts)
+            assignments = assign_classic_group(response.protocol_name or "", members, COUNTS)
         self.sync_request = d.sync(self.member_id, self.generation, assignments)
         self._synced(d.reply(self.sync_request))
 
@@ -253,48 +286,16 @@ def check_classic(d: Driver, clients: list[ClassicClient]) -> None:
         assert {m.member_id for m in logged.members} == set(group.members)
 
 
+def classic_settled(d: Driver, clients: list[ClassicClient]) -> bool:
+    group = d.coordinator.groups.get("g")
+    return (isinstance(group, ClassicGroup) and group.state is ClassicState.STABLE
+            and all(not c.rejoin and c.join_request is None and c.sync_request is None
+                    for c in clients if c.alive))
+
+
 def classic_run(rng: random.Random) -> None:
-    d = Driver(counts=dict(COUNTS), seed=rng.randrange(2**32))
-    clients: list[ClassicClient] = []
-    for _ in range(120):
-        alive = [c for c in clients if c.alive]
-        roll = rng.random()
-        if roll < 0.12 or not alive:
-            clients.append(ClassicClient(rng.choice(TOPIC_CHOICES)))
-        elif roll < 0.17 and alive[0].member_id:
-            leaver = next((c for c in alive if c.member_id), None)
-            if leaver is not None:
-                leaver.alive = False
-                d.send(LeaveGroupRequest, group_id="g", members=((leaver.member_id, None),))
-        elif roll < 0.22:
-            rng.choice(alive).alive = False
-        elif roll < 0.27:
-            client = rng.choice(alive)
-            client.topics, client.rejoin = rng.choice(TOPIC_CHOICES), True
-        for client in rng.sample(alive, len(alive)):
-            if client.alive:
-                client.act(d, COUNTS)
-                check_classic(d, clients)
-        d.tick(STEP_MS)
-        check_classic(d, clients)
-    settle_classic(d, clients)
-
-
-def settle_classic(d: Driver, clients: list[ClassicClient]) -> None:
-    alive = [c for c in clients if c.alive]
-    wanted = subscribed_partitions({t for c in alive for t in c.topics})
-    for _ in range(SETTLE_STEPS):
-        for client in alive:
-            client.act(d, COUNTS)
-            check_classic(d, clients)
-        group = d.coordinator.groups.get("g")
-        settled = (isinstance(group, ClassicGroup) and group.state is ClassicState.STABLE
-                   and all(not c.rejoin and c.join_request is None and c.sync_request is None
-                           for c in alive))
-        if settled and set().union(*(c.holds for c in alive)) == wanted:
-            return
-        d.tick(STEP_MS)
-    raise AssertionError(f"classic group not settled after {SETTLE_STEPS} steps")
+    churn_then_settle(rng, lambda _, topics: ClassicClient(topics), check_classic,
+                      classic_settled)
 
 
 @pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"seed-{s}")
