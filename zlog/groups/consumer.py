@@ -42,12 +42,16 @@ class ConsumerMachine:
         self.fx = effects
         self.rng = rng
         self.partition_counts: dict[str, int] = {}
+        self.touched: set[str] = set()
+        """Members whose records the current operation may have changed (the coordinator
+        writes only theirs, and the group's own)."""
 
     def _error(self, req: GroupHeartbeatRequest, code: ErrorCode, message: str) -> None:
         self.fx.reply(req.request_id, GroupHeartbeatResponse(code, message, req.member_id,
                                                              req.member_epoch))
 
     def heartbeat(self, group: ConsumerGroup, req: GroupHeartbeatRequest, now_ms: int) -> None:
+        self.touched.add(req.member_id)
         if req.member_epoch == JOIN_EPOCH:
             member = self._join(group, req, now_ms)
             if member is None:
@@ -102,6 +106,7 @@ class ConsumerMachine:
         topics = frozenset(req.subscribed_topics)
         instance_id = req.group_instance_id
         member_id = req.member_id or str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        self.touched.add(member_id)
         known = group.members.get(member_id)
         if known is not None and known.group_instance_id == instance_id:
             # A rejoin after fencing (KAFKA-19233): the client dropped everything it held.
@@ -135,6 +140,7 @@ class ConsumerMachine:
         """A static member back within its session takes its old place: same target, same
         partitions, same epoch, and no group epoch bump (KIP-345 for KIP-848)."""
         old_id = holder.member_id
+        self.touched.add(old_id)
         del group.members[old_id]
         for kind in (TimerKind.SESSION, TimerKind.REBALANCE):
             self.fx.cancel(TimerKey(kind, group.group_id, old_id))
@@ -185,6 +191,7 @@ class ConsumerMachine:
 
     def remove(self, group: ConsumerGroup, member_id: str) -> None:
         """Fence a member: its partitions are free at once and the group epoch moves."""
+        self.touched.add(member_id)
         member = group.members.pop(member_id)
         self._release(group, member, member.holds())
         group.target.pop(member_id, None)
@@ -225,6 +232,7 @@ class ConsumerMachine:
             for _, m in sorted(group.members.items())
         ]
         target = TARGET_ASSIGNORS[group.assignor](subscriptions, counts)
+        self.touched.update(group.members)
         group.target = {mid: set(tps) for mid, tps in target.items()}
         group.subscribed_partitions = counts
         group.assignment_epoch = group.group_epoch
@@ -258,6 +266,16 @@ class ConsumerMachine:
             member.previous_epoch, member.epoch = member.epoch, epoch
         member.state = (MemberState.UNRELEASED if target - set(member.assigned)
                         else MemberState.STABLE)
+
+    def load(self, group: ConsumerGroup, now_ms: int) -> None:
+        """After a coordinator takes over: every member gets a full session from now, and a
+        member in the middle of revoking gets its rebalance timeout again."""
+        for member_id, member in sorted(group.members.items()):
+            self.fx.arm(TimerKey(TimerKind.SESSION, group.group_id, member_id),
+                        now_ms + self.config.consumer_session_timeout_ms)
+            if member.state is MemberState.UNREVOKED:
+                self.fx.arm(TimerKey(TimerKind.REBALANCE, group.group_id, member_id),
+                            now_ms + member.rebalance_timeout_ms)
 
     def on_timer(self, group: ConsumerGroup, key: TimerKey) -> None:
         member = group.members.get(key.member_id)

@@ -10,8 +10,9 @@ member ids come from an injected `random.Random`, so one seed replays one run ex
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Final, TypeAlias
 
 from zlog.errors import ErrorCode, ZlogError
@@ -21,6 +22,15 @@ from zlog.groups.config import GroupConfig
 from zlog.groups.consumer import ConsumerMachine
 from zlog.groups.consumer_group import ConsumerGroup
 from zlog.groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
+from zlog.groups.consumer_records import (
+    ConsumerKey,
+    ConsumerMemberKey,
+    ConsumerValue,
+    changed_records,
+    group_from_records,
+    group_level_records,
+    member_records,
+)
 from zlog.groups.describe import describe_classic, describe_consumer
 from zlog.groups.messages import (
     DeleteGroupsResponse,
@@ -105,6 +115,8 @@ class GroupCoordinator:
         self.consumer.partition_counts = dict(partition_counts or {})
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
+        self.persisted: dict[str, dict[ConsumerKey, ConsumerValue]] = {}
+        """The current records of each server-side group, as the log has them."""
         self.loaded = False
 
     @property
@@ -122,6 +134,11 @@ class GroupCoordinator:
                 group = ClassicGroup.from_metadata(group_id, found.metadata)
                 self.groups[group_id] = group
                 self.classic.load(group, found.join_complete, now_ms)
+            elif found.consumer:
+                server_side = group_from_records(group_id, found.consumer)
+                self.persisted[group_id] = dict(found.consumer)
+                self.groups[group_id] = server_side
+                self.consumer.load(server_side, now_ms)
             else:
                 self.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=now_ms)
         self.loaded = True
@@ -158,9 +175,9 @@ class GroupCoordinator:
         deleted): server-side groups subscribed to a changed topic get a new epoch."""
         self.consumer.partition_counts.clear()
         self.consumer.partition_counts.update(partition_counts)
-        for _, group in sorted(self.groups.items()):
+        for group_id, group in sorted(self.groups.items()):
             if isinstance(group, ConsumerGroup):
-                self.consumer.on_metadata(group)
+                self._persisting(group_id, partial(self.consumer.on_metadata, group))
         return self.fx.take()
 
     # --- dispatch -----------------------------------------------------------------------
@@ -188,7 +205,7 @@ class GroupCoordinator:
                 self.classic.leave(group, req, now_ms)
                 self._forget_if_unused(group)
         elif isinstance(req, GroupHeartbeatRequest):
-            self._group_heartbeat(req, now_ms)
+            self._persisting(req.group_id, lambda: self._group_heartbeat(req, now_ms))
         elif isinstance(req, OffsetCommitRequest):
             self._commit(req, now_ms)
         elif isinstance(req, OffsetFetchRequest):
@@ -251,6 +268,8 @@ class GroupCoordinator:
                 self.fx.reply(req.request_id, JoinGroupResponse(
                     ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
                 return
+            self._write_consumer_changes(group.group_id, {})
+            del self.groups[req.group_id]
             group = None  # an empty group may change protocol
         if group is None:
             if req.member_id != "":
@@ -374,7 +393,48 @@ class GroupCoordinator:
             if group is not None and not self.offsets.of(group_id) and _is_empty(group):
                 self._remove_group(group)
 
+    def _consumer_timer(self, group: ConsumerGroup, key: TimerKey) -> None:
+        self.consumer.on_timer(group, key)
+        self._forget_if_unused(group)
+
+    def _persisting(self, group_id: str, op: Callable[[], None]) -> None:
+        """Run an operation on a server-side group, then write the records it changed (of the
+        group itself and of the members it touched): the log then replays to the group as it
+        is in memory, and a heartbeat costs what its member changed, not the group's size."""
+        self.consumer.touched.clear()
+        op()
+        written = self.persisted.get(group_id, {})
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            self._write_consumer_changes(group_id, {})
+            return
+        touched = self.consumer.touched
+        after = group_level_records(group)
+        for member_id in sorted(touched):
+            after.update(member_records(group, member_id))
+        self._write_consumer_changes(group_id, after, {
+            k for k in written if isinstance(k, ConsumerMemberKey) and k.member_id not in touched
+        })
+
+    def _write_consumer_changes(self, group_id: str,
+                                after: Mapping[ConsumerKey, ConsumerValue],
+                                untouched: set[ConsumerKey] | None = None) -> None:
+        """Write what differs between the group's records in the log and `after` (keys in
+        `untouched` are left as they are)."""
+        written = self.persisted.setdefault(group_id, {})
+        before = {k: v for k, v in written.items() if k not in (untouched or set())}
+        for key, value in changed_records(before, after):
+            self.fx.write(OffsetsRecord(key, value))
+            if value is None:
+                del written[key]
+            else:
+                written[key] = value
+        if not written:
+            del self.persisted[group_id]
+
     def _remove_group(self, group: Group) -> None:
+        if isinstance(group, ConsumerGroup):
+            self._write_consumer_changes(group.group_id, {})
         if isinstance(group, ClassicGroup):
             if group.metadata_written:
                 self.fx.write(OffsetsRecord(GroupMetadataKey(group.group_id), None))
@@ -427,8 +487,9 @@ class GroupCoordinator:
             return
         group = self.groups.get(key.group_id)
         if isinstance(group, ConsumerGroup):
-            self.consumer.on_timer(group, key)
-        elif isinstance(group, ClassicGroup):
+            self._persisting(group.group_id, partial(self._consumer_timer, group, key))
+            return
+        if isinstance(group, ClassicGroup):
             if key.kind is TimerKind.JOIN:
                 self.classic.on_join_timer(group, now_ms)
             elif key.kind is TimerKind.SYNC:

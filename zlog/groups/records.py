@@ -14,12 +14,22 @@ from enum import IntEnum
 from typing import Final, TypeAlias
 
 from zlog.errors import ErrorCode, ZlogError
+from zlog.groups.consumer_records import (
+    ConsumerKey,
+    ConsumerRecordType,
+    ConsumerValue,
+    read_consumer_key,
+    read_consumer_value,
+    write_consumer_key,
+    write_consumer_value,
+)
 from zlog.groups.kafka_codec import CORRUPT, KafkaReader, KafkaWriter
 from zlog.transport.wire import Buffer
 
 
 class RecordType(IntEnum):
-    """The int16 at the front of every key (Kafka's key versions double as record kinds)."""
+    """The int16 at the front of every key (Kafka's key versions double as record kinds);
+    types 3-8 are the server-side groups' (`consumer_records.py`)."""
 
     OFFSET_COMMIT_LEGACY = 0
     OFFSET_COMMIT = 1
@@ -88,8 +98,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = ()
 
 
-RecordKey: TypeAlias = OffsetCommitKey | GroupMetadataKey
-RecordValue: TypeAlias = OffsetCommitValue | GroupMetadataValue
+RecordKey: TypeAlias = OffsetCommitKey | GroupMetadataKey | ConsumerKey
+RecordValue: TypeAlias = OffsetCommitValue | GroupMetadataValue | ConsumerValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +122,11 @@ def encode_key(key: RecordKey) -> bytes:
         out.string(key.group_id, "group id")
         out.string(key.topic, "topic")
         out.int32(key.partition, "partition")
-    else:
+    elif isinstance(key, GroupMetadataKey):
         out.int16(RecordType.GROUP_METADATA, "key type")
         out.string(key.group_id, "group id")
+    else:
+        write_consumer_key(out, key)
     return out.done()
 
 
@@ -127,6 +139,8 @@ def decode_key(data: Buffer) -> RecordKey:
         )
     elif record_type == RecordType.GROUP_METADATA:
         key = GroupMetadataKey(reader.string("group id"))
+    elif record_type in ConsumerRecordType._value2member_map_:
+        key = read_consumer_key(reader, ConsumerRecordType(record_type))
     else:
         raise UnknownRecordTypeError(record_type)
     reader.expect_end()
@@ -139,8 +153,10 @@ def encode_value(value: RecordValue | None) -> bytes | None:
     out = KafkaWriter(ErrorCode.INVALID_REQUEST)
     if isinstance(value, OffsetCommitValue):
         _write_offset_commit(out, value)
-    else:
+    elif isinstance(value, GroupMetadataValue):
         _write_group_metadata(out, value)
+    else:
+        write_consumer_value(out, value)
     return out.done()
 
 
@@ -185,7 +201,9 @@ def decode_value(key: RecordKey, data: Buffer | None) -> RecordValue | None:
         return None
     if isinstance(key, OffsetCommitKey):
         return _read_offset_commit(KafkaReader(data, f"offset commit of {key}"))
-    return _read_group_metadata(KafkaReader(data, f"group metadata of {key.group_id!r}"))
+    if isinstance(key, GroupMetadataKey):
+        return _read_group_metadata(KafkaReader(data, f"group metadata of {key.group_id!r}"))
+    return read_consumer_value(KafkaReader(data, f"{key.record_type.name.lower()} of {key}"), key)
 
 
 def _read_offset_commit(reader: KafkaReader) -> OffsetCommitValue:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from zlog.groups.consumer_records import ConsumerKey, ConsumerValue
 from zlog.groups.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -31,10 +32,12 @@ class LoadedGroup:
     metadata: GroupMetadataValue | None = None
     join_complete: bool = False
     """The last metadata was written at join completion, before the leader's SyncGroup."""
+    consumer: dict[ConsumerKey, ConsumerValue] = field(default_factory=dict)
+    """The records of a server-side group (`consumer_records.group_from_records`)."""
 
     @property
     def is_empty(self) -> bool:
-        return not self.offsets and self.metadata is None
+        return not self.offsets and self.metadata is None and not self.consumer
 
 
 @dataclass(slots=True)
@@ -53,11 +56,15 @@ class LoadedGroups:
             else:
                 assert isinstance(record.value, OffsetCommitValue)
                 group.offsets[tp] = record.value
-        else:
-            assert isinstance(key, GroupMetadataKey)
+        elif isinstance(key, GroupMetadataKey):
             assert record.value is None or isinstance(record.value, GroupMetadataValue)
             group.metadata = record.value
             group.join_complete = record.value is not None and record.is_join_complete
+        elif record.value is None:
+            group.consumer.pop(key, None)
+        else:
+            assert not isinstance(record.value, OffsetCommitValue | GroupMetadataValue)
+            group.consumer[key] = record.value
         if group.is_empty:
             del self.groups[key.group_id]
 

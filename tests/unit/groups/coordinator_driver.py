@@ -18,7 +18,7 @@ from zlog.groups.messages import (
     SyncGroupRequest,
 )
 from zlog.groups.output import Output
-from zlog.groups.records import OffsetsRecord
+from zlog.groups.records import OffsetsRecord, decode_record, encode_record
 from zlog.groups.replay import LoadedGroups, replay
 
 SESSION_MS = 10_000
@@ -33,6 +33,7 @@ class Driver:
     now_ms: int = 1_000_000
     log: list[OffsetsRecord] = field(default_factory=list)
     replies: dict[int, Response] = field(default_factory=dict)
+    view: LoadedGroups = field(default_factory=LoadedGroups)
     next_id: int = 1
     coordinator: GroupCoordinator = field(init=False)
 
@@ -41,7 +42,12 @@ class Driver:
         self.take(self.coordinator.load(LoadedGroups(), self.now_ms))
 
     def take(self, out: Output) -> Output:
-        self.log.extend(out.records)
+        """Carry out an output: every record goes through its bytes into the log (and the
+        incrementally replayed `view`); replies are kept by request id."""
+        for record in out.records:
+            assert decode_record(*encode_record(record), record.headers) == record
+            self.log.append(record)
+            self.view.apply(record)
         for request_id, response in out.replies:
             assert request_id not in self.replies, f"request {request_id} answered twice"
             self.replies[request_id] = response

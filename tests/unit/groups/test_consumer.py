@@ -9,6 +9,7 @@ from tests.unit.groups.test_offsets import commit
 from zlog.errors import ErrorCode
 from zlog.groups.consumer_group import ConsumerGroup, MemberState
 from zlog.groups.messages import GroupHeartbeatRequest, GroupHeartbeatResponse
+from zlog.groups.output import TimerKey, TimerKind
 from zlog.types import TopicPartition as TP
 
 SESSION_MS = 10_000
@@ -187,3 +188,27 @@ def test_malformed_heartbeats_are_invalid_requests() -> None:
     assert hb(d, "a", 0, owned=tps(1)).error == ErrorCode.INVALID_REQUEST
     assert hb(d, "a", -2).error == ErrorCode.INVALID_REQUEST
     assert "g" not in d.coordinator.groups
+
+
+def test_a_new_coordinator_continues_the_group_from_the_log() -> None:
+    d = Driver()
+    hb(d, "a", 0)
+    hb(d, "b", 0)
+    told = hb(d, "a", 1)  # a is revoking three partitions
+    successor = Driver()
+    successor.take(successor.coordinator.load(d.replayed(), d.now_ms))
+    assert group_of(successor) == group_of(d)
+    deadlines = successor.coordinator.fx.deadlines
+    assert TimerKey(TimerKind.REBALANCE, "g", "a") in deadlines
+    assert TimerKey(TimerKind.SESSION, "g", "b") in deadlines
+    assert hb(successor, "a", 1, owned=told.assignment).member_epoch == 2
+    gained = hb(successor, "b", 2).assignment or ()
+    assert len(gained) == 3 and not set(gained) & set(told.assignment or ())
+    owners_are_unique(group_of(successor))
+
+
+def test_an_emptied_group_without_offsets_leaves_nothing_in_the_log() -> None:
+    d = Driver()
+    hb(d, "a", 0)
+    hb(d, "a", -1)
+    assert "g" not in d.coordinator.groups and d.replayed().groups == {}

@@ -22,6 +22,7 @@ from zlog.groups.assignors import assign_classic_group
 from zlog.groups.classic_group import ClassicGroup, ClassicState
 from zlog.groups.consumer_group import ConsumerGroup
 from zlog.groups.consumer_protocol import decode_assignment
+from zlog.groups.consumer_records import group_from_records
 from zlog.groups.messages import (
     GroupHeartbeatRequest,
     GroupHeartbeatResponse,
@@ -165,6 +166,10 @@ def check_server_side(d: Driver, clients: list[HeartbeatClient]) -> None:
                 assert member.epoch >= min(member.assigned.get(tp, 0),
                                            member.pending_revocation.get(tp, 0))
         assert owners == group.owner
+    # State = replay: the log, replayed, gives back the group as it is in memory.
+    loaded = d.view.groups.get("g")
+    rebuilt = group_from_records("g", loaded.consumer) if loaded and loaded.consumer else None
+    assert rebuilt == (group if isinstance(group, ConsumerGroup) else None)
 
 
 def server_side_settled(d: Driver, clients: list[HeartbeatClient]) -> bool:

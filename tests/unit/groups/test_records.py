@@ -9,6 +9,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zlog.errors import ErrorCode, ZlogError
+from zlog.groups.consumer_group import MemberState
+from zlog.groups.consumer_records import (
+    ConsumerGroupKey,
+    ConsumerMemberKey,
+    ConsumerRecordType,
+    CurrentAssignmentValue,
+    EpochValue,
+    MemberValue,
+    SubscribedPartitionsValue,
+    TargetValue,
+)
 from zlog.groups.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -16,6 +27,8 @@ from zlog.groups.records import (
     OffsetCommitKey,
     OffsetCommitValue,
     OffsetsRecord,
+    RecordKey,
+    RecordValue,
     UnknownRecordTypeError,
     decode_key,
     decode_record,
@@ -24,6 +37,7 @@ from zlog.groups.records import (
     encode_record,
     encode_value,
 )
+from zlog.types import TopicPartition
 
 MEMBER = MemberMetadata("c-1", "inst-a", "client", "/10.0.0.1", 300_000, 10_000, b"sub", b"asg")
 GROUP = GroupMetadataValue("consumer", 7, "range", "c-1", 1_700_000_000_000, (MEMBER,))
@@ -127,3 +141,38 @@ def test_any_commit_round_trips(group: str, topic: str, partition: int, offset: 
     record = OffsetsRecord(OffsetCommitKey(group, topic, partition),
                            OffsetCommitValue(offset, 1, 0, metadata))
     assert decode_record(*encode_record(record)) == record
+
+
+SERVER_SIDE_RECORDS = [
+    (ConsumerGroupKey(ConsumerRecordType.GROUP_EPOCH, "g"), EpochValue(4)),
+    (ConsumerGroupKey(ConsumerRecordType.SUBSCRIBED_PARTITIONS, "g"),
+     SubscribedPartitionsValue((("a", 3), ("b", 1)))),
+    (ConsumerMemberKey(ConsumerRecordType.MEMBER, "g", "m"),
+     MemberValue("inst", "client", "/10.0.0.1", ("a", "b"), 30_000)),
+    (ConsumerGroupKey(ConsumerRecordType.ASSIGNMENT_EPOCH, "g"), EpochValue(3)),
+    (ConsumerMemberKey(ConsumerRecordType.TARGET, "g", "m"),
+     TargetValue((TopicPartition("a", 0), TopicPartition("b", 0)))),
+    (ConsumerMemberKey(ConsumerRecordType.CURRENT_ASSIGNMENT, "g", "m"),
+     CurrentAssignmentValue(3, 2, MemberState.UNREVOKED, ((TopicPartition("a", 0), 2),),
+                            ((TopicPartition("a", 2), 1), (TopicPartition("b", 0), 3)))),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), SERVER_SIDE_RECORDS)
+def test_server_side_records_round_trip(key: RecordKey, value: RecordValue) -> None:
+    record = OffsetsRecord(key, value)
+    raw_key, raw_value = encode_record(record)
+    assert raw_key[:2] == int(key.record_type).to_bytes(2, "big")  # type: ignore[union-attr]
+    assert decode_record(raw_key, raw_value) == record
+    assert decode_record(raw_key, None) == OffsetsRecord(key, None)
+
+
+def test_malformed_server_side_records_are_refused() -> None:
+    key = ConsumerMemberKey(ConsumerRecordType.CURRENT_ASSIGNMENT, "g", "m")
+    raw_key = encode_key(key)
+    bad_state = struct.pack(">hiib", 0, 1, 0, 7) + b"\x00" * 8
+    uneven = struct.pack(">hiib", 0, 1, 0, 0) + struct.pack(">ih1siii", 1, 1, b"a", 1, 0, 0)
+    for value, says in ((bad_state, "member state 7"), (uneven, "1 partitions of 'a' but 0")):
+        with pytest.raises(ZlogError) as caught:
+            decode_record(raw_key, value)
+        assert caught.value.code == ErrorCode.CORRUPT_MESSAGE and says in caught.value.message
