@@ -254,3 +254,38 @@ def test_a_generation_handed_out_before_a_failover_is_never_reused() -> None:
     ra = successor.join("g", a)
     successor.tick(REBALANCE_MS)
     assert joined(successor, ra).generation == 4
+
+
+def test_members_that_never_sync_are_removed_at_the_sync_timeout() -> None:
+    d = Driver()
+    a, b = stable_group(d, 2)
+    ra, rb = d.join("g", a), d.join("g", b)
+    assert joined(d, ra).generation == joined(d, rb).generation == 3
+    leader = joined(d, ra).leader_id
+    follower = b if leader == a else a
+    d.sync(leader, 3, {a: b"A", b: b"B"})
+    for _ in range(REBALANCE_MS // 5_000):  # both heartbeat; the follower never syncs
+        assert d.heartbeat(leader, 3) == HeartbeatResponse(ErrorCode.NONE)
+        assert d.heartbeat(follower, 3) == HeartbeatResponse(ErrorCode.NONE)
+        d.tick(5_000)
+    group = group_of(d)
+    assert follower not in group.members and group.state is ClassicState.PREPARING_REBALANCE
+
+
+def test_a_lost_join_reply_is_sent_again_without_a_rebalance() -> None:
+    d = Driver()
+    a, b = stable_group(d, 2)
+    ra, rb = d.join("g", a), d.join("g", b)
+    again = joined(d, d.join("g", b))
+    assert again.generation == joined(d, rb).generation == 3
+    assert group_of(d).state is ClassicState.COMPLETING_REBALANCE
+    assert joined(d, ra).generation == 3
+
+
+def test_an_admin_removes_a_static_member_by_instance_id() -> None:
+    d = Driver()
+    a = joined(d, d.join(instance_id="i-a")).member_id
+    d.sync(a, 1, {a: b"A"})
+    response = d.send(LeaveGroupRequest, group_id="g", members=(("", "i-a"),))
+    assert response == LeaveGroupResponse(ErrorCode.NONE, ((a, "i-a", ErrorCode.NONE),))
+    assert group_of(d).members == {} and group_of(d).static_members == {}
