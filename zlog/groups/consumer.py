@@ -108,6 +108,8 @@ class ConsumerMachine:
         member_id = req.member_id or str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
         self.touched.add(member_id)
         known = group.members.get(member_id)
+        if known is not None and known.epoch == STATIC_LEAVE_EPOCH:
+            return self._replace_static(group, known, member_id, req)
         if known is not None and known.group_instance_id == instance_id:
             # A rejoin after fencing (KAFKA-19233): the client dropped everything it held.
             self._release(group, known, set(known.assigned) | set(known.pending_revocation))
@@ -168,6 +170,8 @@ class ConsumerMachine:
 
     @staticmethod
     def _fenced(member: ConsumerMember, req: GroupHeartbeatRequest) -> str:
+        if member.epoch == STATIC_LEAVE_EPOCH:
+            return f"static member {member.member_id!r} left; it must rejoin with epoch 0"
         if req.member_epoch == member.epoch:
             return ""
         owned = set(req.owned or ())

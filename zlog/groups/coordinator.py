@@ -346,6 +346,7 @@ class GroupCoordinator:
                 self.fx.write(record)
                 self.offsets.apply(record)
         self.groups.setdefault(req.group_id, group)
+        self._forget_if_unused(group)
         self.fx.reply(req.request_id, OffsetCommitResponse(ErrorCode.NONE, tuple(results)))
 
     def _classic_commit_error(self, group: ClassicGroup, req: OffsetCommitRequest,

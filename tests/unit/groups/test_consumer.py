@@ -212,3 +212,14 @@ def test_an_emptied_group_without_offsets_leaves_nothing_in_the_log() -> None:
     hb(d, "a", 0)
     hb(d, "a", -1)
     assert "g" not in d.coordinator.groups and d.replayed().groups == {}
+
+
+def test_a_static_member_that_left_must_rejoin_and_keeps_its_partitions_under_its_id() -> None:
+    d = Driver()
+    first = hb(d, "a", 0, group_instance_id="i")
+    hb(d, "a", -2, group_instance_id="i")
+    assert hb(d, "a", 1, group_instance_id="i").error == ErrorCode.FENCED_MEMBER_EPOCH
+    back = hb(d, "a", 0, group_instance_id="i")
+    assert (back.error, back.member_epoch, back.assignment) == (
+        ErrorCode.NONE, first.member_epoch, first.assignment)
+    assert group_of(d).group_epoch == first.member_epoch

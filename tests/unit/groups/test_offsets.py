@@ -150,3 +150,10 @@ def test_list_and_describe() -> None:
     assert group_of(d).state is ClassicState.STABLE
     assert fetched(d, "s")[TP("t", 0)] == 1
     assert FetchedOffset().offset == -1
+
+
+def test_a_commit_that_writes_nothing_creates_no_group() -> None:
+    d = Driver()
+    assert dict(commit(d, {TP("nope", 0): 1}, group="s").partitions) == {
+        TP("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert "s" not in d.coordinator.groups and d.log == []
