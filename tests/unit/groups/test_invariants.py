@@ -61,6 +61,8 @@ class Client(Protocol):
 
     def leave(self, d: Driver) -> None: ...
 
+    def restart(self, d: Driver, new_member_id: str) -> None: ...
+
 
 C = TypeVar("C", bound=Client)
 
@@ -71,7 +73,7 @@ def churn_then_settle(
     check: Callable[[Driver, list[C]], None],
     settled: Callable[[Driver, list[C]], bool],
 ) -> None:
-    """Random joins, leaves, crashes and subscription changes with the clients acting in a
+    """Random joins, leaves, crashes, restarts and subscription changes with the clients acting in a
     random order, `check` after every action; then everyone alive acts every step until the
     group settles with every subscribed partition owned."""
     d = Driver(counts=dict(COUNTS), seed=rng.randrange(2**32))
@@ -87,6 +89,8 @@ def churn_then_settle(
             rng.choice(alive).alive = False  # crash: stops consuming and heartbeating
         elif roll < 0.35:
             rng.choice(alive).topics = rng.choice(TOPIC_CHOICES)
+        elif roll < 0.40:
+            rng.choice(alive).restart(d, f"r{step}")  # a new process, same instance id
         for client in rng.sample(alive, len(alive)):
             if client.alive and rng.random() < 0.8:
                 client.act(d)
@@ -110,14 +114,23 @@ def churn_then_settle(
 
 @dataclass
 class HeartbeatClient:
+    """A member of a server-side group; every other one is static (its instance id is the
+    name it was created with)."""
+
     member_id: str
     topics: tuple[str, ...]
     epoch: int = 0
     holds: set[TopicPartition] = field(default_factory=set)
     alive: bool = True
+    instance_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if int(self.member_id[1:]) % 2 == 0:
+            self.instance_id = f"i-{self.member_id}"
 
     def request(self, d: Driver) -> GroupHeartbeatResponse:
-        fields: dict[str, object] = {"owned": tuple(sorted(self.holds))}
+        fields: dict[str, object] = {"owned": tuple(sorted(self.holds)),
+                                     "group_instance_id": self.instance_id}
         if self.epoch == 0:
             fields.update(subscribed_topics=self.topics, rebalance_timeout_ms=30_000, owned=())
         else:
@@ -130,13 +143,24 @@ class HeartbeatClient:
     def leave(self, d: Driver) -> None:
         self.holds.clear()
         self.alive = False
-        d.send(GroupHeartbeatRequest, group_id="g", member_id=self.member_id, member_epoch=-1)
+        d.send(GroupHeartbeatRequest, group_id="g", member_id=self.member_id, member_epoch=-1,
+               group_instance_id=self.instance_id)
+
+    def restart(self, d: Driver, new_member_id: str) -> None:
+        """Stop consuming; a static member says it will be back (-2), then the new process
+        joins under a new member id."""
+        if self.instance_id is not None and self.epoch > 0:
+            d.send(GroupHeartbeatRequest, group_id="g", member_id=self.member_id,
+                   member_epoch=-2, group_instance_id=self.instance_id)
+        self.holds, self.epoch, self.member_id = set(), 0, new_member_id
 
     def act(self, d: Driver) -> None:
         response = self.request(d)
         if response.error in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
             self.holds, self.epoch = set(), 0  # lost: drop everything, rejoin as the same id
             return
+        if response.error == ErrorCode.UNRELEASED_INSTANCE_ID:
+            return  # the old process still holds the instance: retry later
         assert response.error == ErrorCode.NONE, response
         self.epoch = response.member_epoch
         if response.assignment is not None:
@@ -163,8 +187,8 @@ def check_server_side(d: Driver, clients: list[HeartbeatClient]) -> None:
             for tp in member.holds():
                 assert tp not in owners, f"server: {tp} held by {owners[tp]} and {member_id}"
                 owners[tp] = member_id
-                assert member.epoch >= min(member.assigned.get(tp, 0),
-                                           member.pending_revocation.get(tp, 0))
+                epoch = member.previous_epoch if member.epoch == -2 else member.epoch
+                assert epoch >= member.assigned.get(tp, member.pending_revocation.get(tp, 0))
         assert owners == group.owner
     # State = replay: the log, replayed, gives back the group as it is in memory.
     loaded = d.view.groups.get("g")
@@ -203,6 +227,12 @@ class ClassicClient:
     alive: bool = True
     rejoin: bool = True
     joined_topics: tuple[str, ...] = ()
+
+    def restart(self, d: Driver, new_member_id: str) -> None:
+        """A new process: everything held is gone, replies to the old one are ignored."""
+        del d, new_member_id
+        self.lose()
+        self.member_id, self.join_request, self.sync_request = "", None, None
 
     def lose(self) -> None:
         self.holds, self.generation, self.rejoin = set(), -1, True
