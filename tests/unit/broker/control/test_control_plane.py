@@ -319,6 +319,8 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
                              ApiKey.ELECT_LEADERS,
                              ApiKey.INIT_PRODUCER_ID, ApiKey.DESCRIBE_CONFIGS,
                              ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                             ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                             ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.UNREGISTER_BROKER,
                              ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
                              ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION))
     broker.leader = None
