@@ -1,6 +1,5 @@
-"""Replicas moving between live brokers: a reassignment under acks=all load, a broker drained
-and removed, a broker added and given its share (docs/replication.md, "Reassignment, drain
-and add-broker").
+"""Replicas moving between live brokers: a reassignment under acks=all load, bad ones refused,
+a broker drained and removed, a broker added and given its share (docs/replication.md §4.5).
 
 The drain and add tests share one cluster of four metadata-log voters on 127.0.0.1-4 of which
 three start: the fourth joins later, as a new machine would.
@@ -94,26 +93,28 @@ def test_a_reassignment_under_acks_all_loses_doubles_and_diverges_nothing(
     assert kept[target[0]] and kept[target[0]] == kept[target[1]]
 
 
-def test_bad_reassignments_are_refused_with_kafka_codes(cluster: ClusterProcesses) -> None:
-    with Admin(cluster.bootstrap) as admin:
-        admin.create_topics([NewTopic("b", 1, replication_factor=2)])
-        tp = TopicPartition("b", 0)
-        refusals = {
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: {TopicPartition("b", 7): (1, 2)},
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT: {tp: (1, 1)},
-            ErrorCode.NO_REASSIGNMENT_IN_PROGRESS: {tp: None},
-        }
-        for code, targets in refusals.items():
-            with pytest.raises(ZlogError) as refused:
-                admin.alter_partition_reassignments(targets)
-            assert refused.value.code == code, refused.value
-        for replicas in ((), (1, 9)):
-            with pytest.raises(ZlogError) as refused:
-                admin.alter_partition_reassignments({tp: replicas})
-            assert refused.value.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
-        assert not admin.list_partition_reassignments()
-        run = _zlog(cluster.bootstrap, "partition", "reassign", "b", "0", "--replicas", "1,x")
-        assert run.returncode != 0 and "INVALID_REPLICA_ASSIGNMENT" in run.stderr, run.stderr
+def _bad_reassignments_are_refused(admin: Admin, bootstrap: str, topic: str) -> None:
+    """Kafka's codes, and nothing moves."""
+    before = _replicas(admin, topic)
+    tp = TopicPartition(topic, 0)
+    refusals: dict[ErrorCode, dict[TopicPartition, tuple[int, ...] | None]] = {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: {TopicPartition(topic, 7): (1, 2)},
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT: {tp: (1, 1)},
+        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS: {tp: None},
+        ErrorCode.INVALID_REPLICATION_FACTOR: {tp: (1, 2, 3)},
+    }
+    for code, targets in refusals.items():
+        with pytest.raises(ZlogError) as refused:
+            admin.alter_partition_reassignments(targets)
+        assert refused.value.code == code, refused.value
+    for replicas in ((), (1, 9)):
+        with pytest.raises(ZlogError) as refused:
+            admin.alter_partition_reassignments({tp: replicas})
+        assert refused.value.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    run = _zlog(bootstrap, "partition", "reassign", topic, "0", "--replicas", "1,9")
+    assert run.returncode == 1 and "INVALID_REPLICA_ASSIGNMENT (39)" in run.stderr, run.stderr
+    assert not admin.list_partition_reassignments()
+    assert _replicas(admin, topic) == before
 
 
 def test_a_broker_is_drained_removed_and_a_new_one_gets_its_share(tmp_path: Path) -> None:
@@ -127,6 +128,7 @@ def test_a_broker_is_drained_removed_and_a_new_one_gets_its_share(tmp_path: Path
         admin = Admin(bootstrap)
         admin.create_topics([NewTopic("two", 3, replication_factor=2),
                              NewTopic("three", 1, replication_factor=3)])
+        _bad_reassignments_are_refused(admin, bootstrap, "two")
         refused = _zlog(bootstrap, "cluster", "remove-broker", "3")
         assert refused.returncode != 0, refused.stdout
         assert "INVALID_REPLICATION_FACTOR" in refused.stderr, refused.stderr
