@@ -18,6 +18,8 @@ from pathlib import Path
 from tests.broker_fixtures import START_TIMEOUT_S, BrokerProcess, free_port_pair
 from tests.waiting import wait_until
 from zlog.errors import ZlogError
+from zlog.record.header import scan_batches
+from zlog.shm_segments.log import PartitionLog
 from zlog.transport.messages import MetadataResponseV0, PartitionMetadata
 
 CLUSTER_FLAGS = (
@@ -90,6 +92,23 @@ class ClusterProcesses:
     def wait_isr(self, topic: str, partition: int, isr: set[int]) -> None:
         self.wait_for(lambda p: set(p.isr) == isr and p.error_code == 0 and bool(p.endpoint),
                       topic, partition, f"ISR {sorted(isr)} with a serving leader")
+
+
+def log_bytes(broker: BrokerProcess, topic: str, partition: int) -> bytes:
+    """Every batch of a stopped broker's replica, as stored."""
+    log = PartitionLog(broker.data_dir, topic, partition, ring_dir=broker.ring_dir)
+    try:
+        stored = bytearray()
+        offset = log.log_start_offset
+        while offset < log.log_end_offset:
+            for view in log.read(offset, 1 << 20):
+                stored += view
+            batches, end = scan_batches(stored)
+            assert end == len(stored), "a read returned whole batches"
+            offset = batches[-1][1].last_offset + 1
+        return bytes(stored)
+    finally:
+        log.close()
 
 
 @contextlib.contextmanager

@@ -31,6 +31,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
 import zlog
+from zlog import cli_cluster
 from zlog.cli_records import (
     FORMAT_TOKENS,
     NULL_TEXT_DEFAULT,
@@ -220,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_commands = cluster.add_subparsers(dest="cluster_command", required=True,
                                               metavar="ACTION")
     _command(cluster_commands, "status", "brokers and the metadata log (Raft)", _cluster_status)
+    cli_cluster.add_parsers(commands, cluster_commands, _command)
 
     leader = commands.add_parser("leader", help="partition leadership",
                                  description="partition leadership")

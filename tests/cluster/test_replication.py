@@ -16,12 +16,9 @@ from typing import Final
 import psutil
 import pytest
 
-from tests.broker_fixtures import BrokerProcess
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes
+from tests.cluster_fixtures import ClusterProcesses, cluster_processes, log_bytes
 from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
-from zlog.record.header import scan_batches
-from zlog.shm_segments.log import PartitionLog
 
 pytestmark = pytest.mark.slow
 
@@ -63,23 +60,6 @@ def _consume_all(bootstrap: str, topic: str, partition: int, count: int) -> list
     return values
 
 
-def _log_bytes(broker: BrokerProcess, topic: str, partition: int) -> bytes:
-    """Every batch of a stopped broker's replica, as stored."""
-    log = PartitionLog(broker.data_dir, topic, partition, ring_dir=broker.ring_dir)
-    try:
-        stored = bytearray()
-        offset = log.log_start_offset
-        while offset < log.log_end_offset:
-            for view in log.read(offset, 1 << 20):
-                stored += view
-            batches, end = scan_batches(stored)
-            assert end == len(stored), "a read returned whole batches"
-            offset = batches[-1][1].last_offset + 1
-        return bytes(stored)
-    finally:
-        log.close()
-
-
 def test_a_cluster_forms_and_every_broker_answers_for_it(cluster: ClusterProcesses) -> None:
     for broker in cluster.brokers.values():  # each applies the registrations in its turn
         wait_until(lambda broker=broker: sorted(
@@ -116,7 +96,7 @@ def test_acks_all_replicates_to_every_isr_member_byte_for_byte(
     assert _consume_all(cluster.bootstrap, "r", 0, RECORDS) == values
     for broker in cluster.brokers.values():
         assert broker.stop() == 0
-    stored = {node: _log_bytes(broker, "r", 0)
+    stored = {node: log_bytes(broker, "r", 0)
               for node, broker in cluster.brokers.items()}
     assert stored[1] and stored[1] == stored[2] == stored[3]
 

@@ -20,6 +20,7 @@ from zlog.client.records import (
     NewTopic,
     OffsetAndTimestamp,
     PartitionDescription,
+    PartitionReassignment,
     TopicDescription,
 )
 from zlog.clock import monotonic_ms
@@ -51,15 +52,27 @@ from zlog.transport.messages import (
     MetadataRequestV0,
     MetadataResponseV0,
     PartitionsSpec,
+    Request,
     Response,
     TopicResult,
     TopicSpec,
 )
+from zlog.transport.reassignment_messages import (
+    AlterPartitionReassignmentsRequestV0,
+    AlterPartitionReassignmentsResponseV0,
+    ListPartitionReassignmentsRequestV0,
+    ListPartitionReassignmentsResponseV0,
+    ReassignmentSpec,
+    UnregisterBrokerRequestV0,
+    UnregisterBrokerResponseV0,
+)
 from zlog.types import DEFAULT_BOOTSTRAP, TopicPartition
 
 R = TypeVar("R", bound=Response)
+C = TypeVar("C", ElectLeadersResponseV0, AlterPartitionReassignmentsResponseV0,
+            ListPartitionReassignmentsResponseV0, UnregisterBrokerResponseV0)
 
-ELECTION_RETRY_BACKOFF_MS: Final = 100  # between ElectLeaders asked while no controller is known
+CONTROLLER_RETRY_BACKOFF_MS: Final = 100  # between controller requests while none is known
 CONFIG_SOURCE_NAMES: Final = {
     ConfigSource.TOPIC: "topic",
     ConfigSource.BROKER: "broker",
@@ -224,17 +237,50 @@ class Admin:
         """Give every partition's leadership back to its first (preferred) replica where
         that replica is usable and in sync; how many moved. A controller that is moving or
         electing is waited for (NOT_CONTROLLER is retried within request_timeout_ms)."""
+        return self._controller_call(ElectLeadersRequestV0(), ElectLeadersResponseV0).moved
+
+    def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> None:
+        """Start moving each partition to its new replica list (preferred leader first), or
+        cancel its move in progress (None). All or nothing: one bad entry refuses the request
+        with its Kafka code (INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION, ...).
+        Returns once the moves started; `list_partition_reassignments` shows them until done."""
+        specs = tuple(ReassignmentSpec(topic, partition,
+                                       None if replicas is None else tuple(replicas))
+                      for (topic, partition), replicas in targets.items())
+        self._controller_call(AlterPartitionReassignmentsRequestV0(specs),
+                              AlterPartitionReassignmentsResponseV0)
+
+    def list_partition_reassignments(self) -> dict[TopicPartition, PartitionReassignment]:
+        """Every reassignment in progress."""
+        response = self._controller_call(ListPartitionReassignmentsRequestV0(),
+                                         ListPartitionReassignmentsResponseV0)
+        return {TopicPartition(r.topic, r.partition):
+                PartitionReassignment(r.replicas, r.adding, r.removing)
+                for r in response.reassignments}
+
+    def remove_broker(self, broker_id: int) -> int:
+        """Drain `broker_id`: every partition with a replica on it starts moving to the other
+        live brokers, and the broker is deregistered once it holds none (then it is gone from
+        `describe_cluster`). How many partitions started moving. INVALID_REPLICATION_FACTOR
+        when the other live brokers cannot keep some topic's replication factor."""
+        return self._controller_call(UnregisterBrokerRequestV0(broker_id),
+                                     UnregisterBrokerResponseV0).moved
+
+    def _controller_call(self, request: Request, cls: type[C]) -> C:
+        """`request` answered by the controller; a controller that is moving or electing is
+        waited for (NOT_CONTROLLER is retried within request_timeout_ms)."""
         deadline_ms = monotonic_ms() + self.request_timeout_ms
         while True:
             response = _expect(
-                self._connections.call_control(ElectLeadersRequestV0(), self.request_timeout_ms),
-                ElectLeadersResponseV0)
+                self._connections.call_control(request, self.request_timeout_ms), cls)
             if response.error_code == ErrorCode.NONE:
-                return response.moved
+                return response
             error = for_code(response.error_code, response.error_message)
-            if not error.retriable or monotonic_ms() >= deadline_ms:
+            if error.code != ErrorCode.NOT_CONTROLLER or monotonic_ms() >= deadline_ms:
                 raise error
-            time.sleep(ELECTION_RETRY_BACKOFF_MS / 1000)
+            time.sleep(CONTROLLER_RETRY_BACKOFF_MS / 1000)
 
     def describe_cluster(self) -> ClusterDescription:
         response = _expect(

@@ -62,6 +62,15 @@ class PartitionDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A partition moving to new replicas, as `Admin.list_partition_reassignments` shows it."""
+
+    replicas: tuple[int, ...]  # the target (preferred leader first), then the replicas leaving
+    adding: tuple[int, ...]  # new replicas, catching up
+    removing: tuple[int, ...]  # replicas that stop once the target is in sync
+
+
+@dataclass(frozen=True, slots=True)
 class TopicDescription:
     name: str
     partitions: tuple[PartitionDescription, ...]
@@ -86,7 +95,8 @@ class BrokerDescription:
     node_id: int
     host: str
     control_endpoint: str
-    state: str = "live"  # live, fenced (silent past its session) or draining (shutting down)
+    state: str = "live"  # live, fenced (silent past its session) or draining (shutting down,
+    # or being removed)
     broker_epoch: int = -1
     rack: str = ""
 

@@ -70,6 +70,15 @@ from zlog.transport.messages import (
     TopicSpec,
     VoterStatus,
 )
+from zlog.transport.reassignment_bodies import REASSIGNMENT_PARSERS, reassignment_body
+from zlog.transport.reassignment_messages import (
+    AlterPartitionReassignmentsRequestV0,
+    AlterPartitionReassignmentsResponseV0,
+    ListPartitionReassignmentsRequestV0,
+    ListPartitionReassignmentsResponseV0,
+    UnregisterBrokerRequestV0,
+    UnregisterBrokerResponseV0,
+)
 from zlog.transport.wire import (
     INT8_MAX,
     INT8_MIN,
@@ -196,6 +205,10 @@ def _as_dict(msg: Request | Response) -> dict[str, Any]:
               | BrokerHeartbeatRequestV0() | BrokerHeartbeatResponseV0()
               | AlterPartitionRequestV0() | AlterPartitionResponseV0()):
             return cluster_body(msg)
+        case (AlterPartitionReassignmentsRequestV0() | AlterPartitionReassignmentsResponseV0()
+              | ListPartitionReassignmentsRequestV0() | ListPartitionReassignmentsResponseV0()
+              | UnregisterBrokerRequestV0() | UnregisterBrokerResponseV0()):
+            return reassignment_body(msg)
         case DescribeClusterResponseV0():
             return {"cluster_id": msg.cluster_id, "controller_id": msg.controller_id,
                     "brokers": [_broker(b) for b in msg.brokers],
@@ -394,6 +407,7 @@ _PARSERS: Final[Mapping[type, Callable[[Fields], Request | Response]]] = {
         f.nested_list("broker_states", _parse_broker_state, default=[]),
         f.nested_list("voters", _parse_voter, default=[])),
     **CLUSTER_PARSERS,
+    **REASSIGNMENT_PARSERS,
 }
 
 

@@ -107,6 +107,13 @@ class Fields:
             return None
         return self.texts(key)
 
+    def optional_integers(
+        self, key: str, *, low: int = INT32_MIN, high: int = INT32_MAX
+    ) -> tuple[int, ...] | None:
+        if self._get(key, None) is None:
+            return None
+        return self.integers(key, low=low, high=high)
+
     def integers(self, key: str, *, low: int = INT32_MIN, high: int = INT32_MAX) -> tuple[int, ...]:
         numbers: list[int] = []
         for item in self.array(key):

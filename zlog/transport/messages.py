@@ -26,6 +26,14 @@ from zlog.transport.cluster_messages import (
     OffsetForLeaderEpochRequestV0,
     OffsetForLeaderEpochResponseV0,
 )
+from zlog.transport.reassignment_messages import (
+    AlterPartitionReassignmentsRequestV0,
+    AlterPartitionReassignmentsResponseV0,
+    ListPartitionReassignmentsRequestV0,
+    ListPartitionReassignmentsResponseV0,
+    UnregisterBrokerRequestV0,
+    UnregisterBrokerResponseV0,
+)
 from zlog.transport.wire import Buffer
 
 # ---------------------------------------------------------------------------------------------
@@ -547,6 +555,9 @@ Request: TypeAlias = (
     | DescribeConfigsRequestV0
     | IncrementalAlterConfigsRequestV0
     | DescribeClusterRequestV0
+    | AlterPartitionReassignmentsRequestV0
+    | ListPartitionReassignmentsRequestV0
+    | UnregisterBrokerRequestV0
 )
 Response: TypeAlias = (
     ProduceResponseV0
@@ -567,6 +578,9 @@ Response: TypeAlias = (
     | DescribeConfigsResponseV0
     | IncrementalAlterConfigsResponseV0
     | DescribeClusterResponseV0
+    | AlterPartitionReassignmentsResponseV0
+    | ListPartitionReassignmentsResponseV0
+    | UnregisterBrokerResponseV0
 )
 
 REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
@@ -590,6 +604,9 @@ REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
         DescribeConfigsRequestV0,
         IncrementalAlterConfigsRequestV0,
         DescribeClusterRequestV0,
+        AlterPartitionReassignmentsRequestV0,
+        ListPartitionReassignmentsRequestV0,
+        UnregisterBrokerRequestV0,
     )
 }
 RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
@@ -613,6 +630,9 @@ RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
         DescribeConfigsResponseV0,
         IncrementalAlterConfigsResponseV0,
         DescribeClusterResponseV0,
+        AlterPartitionReassignmentsResponseV0,
+        ListPartitionReassignmentsResponseV0,
+        UnregisterBrokerResponseV0,
     )
 }
 

@@ -77,6 +77,16 @@ from zlog.transport.messages import (
     TopicSpec,
     VoterStatus,
 )
+from zlog.transport.reassignment_messages import (
+    AlterPartitionReassignmentsRequestV0,
+    AlterPartitionReassignmentsResponseV0,
+    ListPartitionReassignmentsRequestV0,
+    ListPartitionReassignmentsResponseV0,
+    OngoingReassignment,
+    ReassignmentSpec,
+    UnregisterBrokerRequestV0,
+    UnregisterBrokerResponseV0,
+)
 
 BATCH_A = b"A" * 70
 BATCH_B = b"B" * 90
@@ -105,6 +115,10 @@ REQUESTS: list[Request] = [
     DeleteTopicsRequestV0(("orders", "b")),
     CreatePartitionsRequestV0((PartitionsSpec("orders", 12),), validate_only=True),
     ElectLeadersRequestV0(),
+    AlterPartitionReassignmentsRequestV0((ReassignmentSpec("orders", 0, (2, 3, 1)),
+                                          ReassignmentSpec("orders", 1, None))),
+    ListPartitionReassignmentsRequestV0(),
+    UnregisterBrokerRequestV0(3),
     InitProducerIdRequestV0(None),
     InitProducerIdRequestV0("tx-1"),
     DescribeClusterRequestV0(),
@@ -146,6 +160,11 @@ RESPONSES: list[Response] = [
     DeleteTopicsResponseV0((TopicResult("orders", 0),)),
     CreatePartitionsResponseV0((TopicResult("orders", 37, "it can only grow"),)),
     ElectLeadersResponseV0(0, "", 3),
+    AlterPartitionReassignmentsResponseV0(39, "orders-0: [1, 1] names a broker twice"),
+    ListPartitionReassignmentsResponseV0(0, "", (
+        OngoingReassignment("orders", 0, (2, 3, 1), (3,), (1,)),)),
+    UnregisterBrokerResponseV0(38, "removing it would lower the replication factor"),
+    UnregisterBrokerResponseV0(0, "", 4),
     InitProducerIdResponseV0(0, 4000, 0),
     DescribeClusterResponseV0("cluster-x", 1, BROKERS, RaftStatus(1, 7, (7, 1234))),
     DescribeClusterResponseV0("cluster-x", -1, (), RaftStatus(None, 0, (0, 0))),

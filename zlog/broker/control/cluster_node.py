@@ -48,6 +48,7 @@ from zlog.broker.worker_protocol import AlterIsr
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.status import NodeStatus
 from zlog.transport import messages as wire
+from zlog.transport import reassignment_messages
 from zlog.transport.cluster_messages import (
     AlterPartitionRequestV0,
     AlterPartitionResponseV0,
@@ -68,6 +69,9 @@ CONTROLLER_APIS: Final = (BrokerRegistrationRequestV0, BrokerHeartbeatRequestV0,
 FORWARDED_APIS: Final = (wire.CreateTopicsRequestV0, wire.DeleteTopicsRequestV0,
                          wire.CreatePartitionsRequestV0, wire.ElectLeadersRequestV0,
                          wire.IncrementalAlterConfigsRequestV0, wire.InitProducerIdRequestV0,
+                         reassignment_messages.AlterPartitionReassignmentsRequestV0,
+                         reassignment_messages.ListPartitionReassignmentsRequestV0,
+                         reassignment_messages.UnregisterBrokerRequestV0,
                          wire.DescribeClusterRequestV0)  # the last: for the voters' progress
 FORWARD_TIMEOUT_MS: Final = 30_000  # as long as the controller may take to settle one
 

@@ -1,6 +1,6 @@
 """The control endpoint's requests: ApiVersions, Metadata, CreateTopics, DeleteTopics,
-CreatePartitions, InitProducerId, DescribeConfigs, IncrementalAlterConfigs, DescribeCluster
-(docs/protocol.md, "Control plane").
+CreatePartitions, InitProducerId, DescribeConfigs, IncrementalAlterConfigs, DescribeCluster,
+and the reassignment requests (`reassignment_requests.py`) (docs/protocol.md, "Control plane").
 
 No sockets, threads or clocks here: the supervisor hands in what this needs as callables (the
 current metadata, a way to propose a command, a way to reply, the data endpoint of a
@@ -36,7 +36,7 @@ from typing import Final
 import zlog
 from zlog import limits
 from zlog.broker.config import BrokerConfig
-from zlog.broker.control.controller import liveness
+from zlog.broker.control.controller import placeable
 from zlog.broker.control.metadata import ClusterState, TopicInfo
 from zlog.broker.control.metadata_commands import (
     AddPartitions,
@@ -50,6 +50,7 @@ from zlog.broker.control.metadata_commands import (
 )
 from zlog.broker.control.placement import place_replicas
 from zlog.broker.control.producer_ids import ProducerIdBlocks
+from zlog.broker.control.reassignment_requests import ReassignmentRequests
 from zlog.broker.topic_configs import (
     TOPIC_CONFIG_DEFAULTS,
     altered_topic_configs,
@@ -64,6 +65,7 @@ from zlog.raft.status import NodeStatus
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX
 from zlog.shm_segments.ring_header import file_size_bytes as ring_file_size_bytes
 from zlog.transport import messages as wire
+from zlog.transport import reassignment_messages
 from zlog.transport.api import CONTROL_APIS, SUPPORTED_VERSIONS, ApiKey
 from zlog.transport.codec import RequestHeader
 from zlog.types import TopicPartition
@@ -134,6 +136,7 @@ class ControlPlane:
         self._open_errors: dict[TopicPartition, tuple[int, str]] = {}
         self._auto_creating: set[str] = set()
         self._producer_ids = ProducerIdBlocks(propose, reply)
+        self._reassignments = ReassignmentRequests(state, propose, reply)
 
     @property
     def waiting_count(self) -> int:
@@ -184,6 +187,12 @@ class ControlPlane:
                 self._alter_configs(identity, header, request)
             case wire.DescribeClusterRequestV0():
                 self._reply(identity, header, self._describe_cluster())
+            case reassignment_messages.AlterPartitionReassignmentsRequestV0():
+                self._reassignments.alter(identity, header, request)
+            case reassignment_messages.ListPartitionReassignmentsRequestV0():
+                self._reply(identity, header, self._reassignments.ongoing())
+            case reassignment_messages.UnregisterBrokerRequestV0():
+                self._reassignments.unregister(identity, header, request)
             case _:
                 raise ZlogError(ErrorCode.UNSUPPORTED_VERSION, "not a control request")
 
@@ -289,7 +298,8 @@ class ControlPlane:
         states = tuple(
             wire.BrokerState(broker.node_id, broker.broker_epoch,
                              "fenced" if broker.fenced
-                             else "draining" if broker.shutting_down else "live", broker.rack)
+                             else "draining" if broker.shutting_down or broker.draining
+                             else "live", broker.rack)
             for broker in state.brokers.values())
         return wire.DescribeClusterResponseV0(
             state.cluster_id, self._controller_id(), self._brokers(state), raft, states,
@@ -314,7 +324,7 @@ class ControlPlane:
             try:
                 validate_new_topic(
                     spec.name, spec.partitions, spec.replication_factor, dict(spec.configs),
-                    live_brokers=len(liveness(state).usable),
+                    live_brokers=len(placeable(state)),
                     base=self.config.default_log_config,
                 )
                 if spec.name in state.topics or spec.name in state.deleting:
@@ -344,7 +354,7 @@ class ControlPlane:
         too large for one metadata command.
         """
         placed = place_replicas(spec.partitions, spec.replication_factor,
-                                sorted(liveness(state).usable), start_index=state.next_topic_seq,
+                                placeable(state), start_index=state.next_topic_seq,
                                 racks=_racks(state))
         command = CreateTopic(spec.name, spec.partitions, spec.replication_factor,
                               dict(spec.configs), tuple(p.replicas for p in placed))
@@ -430,7 +440,7 @@ class ControlPlane:
                 f"{count} is not more" if count < current else
                 f"topic {spec.name!r} already has {count} partitions")
         placed = place_replicas(count, topic.replication_factor,
-                                sorted(liveness(state).usable), start_index=topic.topic_seq,
+                                placeable(state), start_index=topic.topic_seq,
                                 racks=_racks(state))
         new_replicas = [p.replicas for p in placed[current:]]
         command = AddPartitions(spec.name, current, tuple(new_replicas))

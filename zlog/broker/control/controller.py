@@ -30,6 +30,11 @@ The rules (docs/replication.md §4):
 * An **ISR change** proposed by a leader (AlterPartition, KIP-497) is checked against the record
   it was computed from, fenced by partition epoch; new members must be usable and at the
   broker epoch the leader saw them fetch with.
+* A **reassignment** completes once every replica of its target is in the ISR
+  (`reassignment.completed`): the replica set becomes the target, and a leader outside it
+  hands over to a target member in the ISR.
+* A **draining** broker (being removed) is deregistered once no partition lists it as a
+  replica; no new replica is placed on it meanwhile (`placeable`).
 * Every partition change bumps the partition epoch (the metadata log does it); a leader change
   bumps the leader epoch by one.
 """
@@ -41,6 +46,7 @@ from dataclasses import dataclass, field
 
 from zlog.broker.control.metadata_commands import BrokerChange, ClusterChange, PartitionChange
 from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
+from zlog.broker.control.reassignment import completed
 from zlog.errors import ErrorCode, ZlogError
 
 NO_LEADER = -1
@@ -228,6 +234,8 @@ def decide(state: ClusterState, round_input: RoundInput) -> RoundOutcome:
     for topic in state.topics.values():
         for partition in topic.partitions:
             moved = healed(topic.name, partition, live)
+            if moved is None:
+                moved = completed(topic.name, partition, live.usable)
             if moved is None and round_input.preferred_elections:
                 moved = preferred(topic.name, partition, live)
             if topic.name in round_input.unclean_topics:
@@ -253,7 +261,12 @@ def decide(state: ClusterState, round_input: RoundInput) -> RoundOutcome:
 
 def _broker_changes(state: ClusterState, round_input: RoundInput) -> list[BrokerChange]:
     changes: list[BrokerChange] = []
+    holding = {replica for topic in state.topics.values() for partition in topic.partitions
+               for replica in partition.replicas}
     for node_id, registration in state.brokers.items():
+        if registration.draining and node_id not in holding:
+            changes.append(BrokerChange(node_id, registration.broker_epoch, unregister=True))
+            continue
         fenced: bool | None = None
         if node_id in round_input.expired and not registration.fenced:
             fenced = True
@@ -290,6 +303,12 @@ def liveness(state: ClusterState, changes: Sequence[BrokerChange] = ()) -> Liven
             if not shutting:
                 usable_ids.add(node_id)
     return Liveness(frozenset(usable_ids), frozenset(alive_ids))
+
+
+def placeable(state: ClusterState) -> list[int]:
+    """The brokers a new replica may go to: usable and not being removed, in id order."""
+    usable = liveness(state).usable
+    return sorted(node_id for node_id in usable if not state.brokers[node_id].draining)
 
 
 def shutdown_ready(state: ClusterState, broker: int) -> bool:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from zlog.broker.control.controller import IsrRequest, RoundInput, decide, shutdown_ready
+from zlog.broker.control.metadata_apply import retired_message
 from zlog.broker.control.metadata_commands import (
     BrokerRegistered,
     ClusterChange,
@@ -133,6 +134,12 @@ class ControllerService:
                 int(ErrorCode.INCONSISTENT_CLUSTER_ID),
                 f"this is cluster {state.cluster_id}, not {request.cluster_id}", "", -1,
                 self.node_id))
+            return
+        if request.incarnation_id and state.retired.get(request.node_id) == \
+                request.incarnation_id:  # a drained broker's process: not without a restart
+            answer(BrokerRegistrationResponseV0(
+                int(ErrorCode.BROKER_ID_NOT_REGISTERED), retired_message(request.node_id), "",
+                -1, self.node_id))
             return
         # The first broker of a new cluster names it.
         cluster_id = request.cluster_id or state.cluster_id or uuid.uuid4().hex

@@ -30,6 +30,8 @@ from zlog.broker.control.metadata_commands import (
     PartitionChange,
     PartitionStateSet,
     ProducerIdsAllocated,
+    Reassignment,
+    ReassignPartitions,
     RegisterBroker,
     Result,
     SetPartitionState,
@@ -43,6 +45,7 @@ from zlog.broker.control.metadata_state import (
     TopicInfo,
 )
 from zlog.broker.control.placement import InitialPartition
+from zlog.broker.control.reassignment import cancelled, started
 from zlog.broker.topic_configs import colliding_topic, validate_topic_name
 from zlog.errors import ErrorCode, ZlogError
 
@@ -71,6 +74,8 @@ def apply_command(state: ClusterState, command: Command) -> _Applied:
                     ProducerIdsAllocated(first, command.count))
         case ClusterChange():
             return apply_cluster_change(state, command), Applied()
+        case ReassignPartitions():
+            return _reassign_partitions(state, command)
 
 
 def _register_broker(state: ClusterState, command: RegisterBroker) -> _Applied:
@@ -83,6 +88,10 @@ def _register_broker(state: ClusterState, command: RegisterBroker) -> _Applied:
         if not command.cluster_id:
             raise ZlogError(ErrorCode.INVALID_REQUEST, "the first broker brings a cluster id")
         cluster_id = command.cluster_id
+    if command.incarnation_id and state.retired.get(command.node_id) == command.incarnation_id:
+        raise ZlogError(ErrorCode.BROKER_ID_NOT_REGISTERED, retired_message(command.node_id))
+    retired = {node: incarnation for node, incarnation in state.retired.items()
+               if node != command.node_id}
     previous = state.brokers.get(command.node_id)
     same = (previous is not None and command.incarnation_id != ""
             and previous.incarnation_id == command.incarnation_id)
@@ -93,10 +102,12 @@ def _register_broker(state: ClusterState, command: RegisterBroker) -> _Applied:
         command.node_id, command.host, command.control_endpoint, epoch,
         incarnation_id=command.incarnation_id, workers=workers, rack=command.rack,
         dir_id=command.dir_id, worker_endpoints=endpoints,
+        draining=previous is not None and previous.draining,
     )
     brokers = dict(sorted({**state.brokers, command.node_id: broker}.items()))
     new_state = replace(state, cluster_id=cluster_id, brokers=brokers,
-                        next_broker_epoch=max(state.next_broker_epoch, epoch + 1))
+                        next_broker_epoch=max(state.next_broker_epoch, epoch + 1),
+                        retired=retired)
     if previous is None or previous.workers != workers:
         new_state = spread_over_workers(new_state, command.node_id)
     if previous is not None and not same:
@@ -213,6 +224,88 @@ def _set_partition_state(state: ClusterState, command: SetPartitionState) -> _Ap
     return replace(state, topics=topics), PartitionStateSet(updated.partition_epoch)
 
 
+def retired_message(node_id: int) -> str:
+    return (f"broker {node_id} was removed from the cluster; restart its process to join "
+            "again as a new, empty broker")
+
+
+def _reassign_partitions(state: ClusterState, command: ReassignPartitions) -> _Applied:
+    """Every entry checked and started (or cancelled) against the state, or none: one bad
+    entry refuses the command, and nothing stored changes."""
+    brokers = dict(state.brokers)
+    if command.drain is not None:
+        leaving = brokers.get(command.drain)
+        if leaving is None:
+            raise ZlogError(ErrorCode.BROKER_ID_NOT_REGISTERED,
+                            f"broker {command.drain} is not registered")
+        brokers[command.drain] = replace(leaving, draining=True)
+    draining = replace(state, brokers=brokers)
+    topics = dict(state.topics)
+    load = worker_loads(state)
+    seen: set[tuple[str, int]] = set()
+    for item in command.reassignments:
+        if (item.topic, item.partition) in seen:
+            raise ZlogError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            f"{item.topic}-{item.partition} is named twice")
+        seen.add((item.topic, item.partition))
+        topic = topics.get(item.topic)
+        if topic is None or not 0 <= item.partition < len(topic.partitions):
+            raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"no partition {item.topic}-{item.partition}")
+        updated = _reassigned(draining, topic, item, load)
+        index = item.partition
+        topics[topic.name] = replace(
+            topic, partitions=(*topic.partitions[:index], updated, *topic.partitions[index + 1:]))
+    return replace(draining, topics=topics), Applied()
+
+
+def _reassigned(state: ClusterState, topic: TopicInfo, item: Reassignment,
+                load: dict[tuple[int, int], int]) -> PartitionInfo:
+    current = topic.partitions[item.partition]
+    epoch = current.partition_epoch + 1
+    if item.replicas is None:
+        fields, leader, leader_epoch, isr = cancelled(topic.name, current)
+        return replace(current, replicas=fields.replicas, adding=(), removing=(), leader=leader,
+                       leader_epoch=leader_epoch, isr=isr, partition_epoch=epoch,
+                       replica_workers=tuple(current.worker_of(b) for b in fields.replicas))
+    _check_target(state, topic, current, item.replicas)
+    fields = started(current, item.replicas)
+    workers = tuple(current.worker_of(b) if b in current.replicas
+                    else _least_loaded(state, b, load) for b in fields.replicas)
+    return replace(current, replicas=fields.replicas, adding=fields.adding,
+                   removing=fields.removing, partition_epoch=epoch, replica_workers=workers)
+
+
+def _check_target(state: ClusterState, topic: TopicInfo, current: PartitionInfo,
+                  target: tuple[int, ...]) -> None:
+    """Kafka's checks of a reassignment's target: not empty, no broker twice, every broker
+    registered; a broker that would take a new replica must be unfenced and not draining.
+    The replication factor stays the topic's (zlog does not change it by reassignment)."""
+    where = f"{topic.name}-{current.partition}"
+    if not target:
+        raise ZlogError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"{where}: an empty replica set")
+    if len(set(target)) != len(target):
+        raise ZlogError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"{where}: {list(target)} names a broker twice")
+    if len(target) != topic.replication_factor:
+        raise ZlogError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                        f"{where}: topic {topic.name!r} has replication factor "
+                        f"{topic.replication_factor}, not {len(target)}")
+    for broker in target:
+        registration = state.brokers.get(broker)
+        if registration is None:
+            raise ZlogError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            f"{where}: broker {broker} is not registered")
+        if broker in current.replicas:
+            continue
+        if registration.fenced:
+            raise ZlogError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            f"{where}: broker {broker} is fenced")
+        if registration.draining:
+            raise ZlogError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            f"{where}: broker {broker} is being removed")
+
+
 def _topic(state: ClusterState, name: str) -> TopicInfo:
     topic = state.topics.get(name)
     if topic is None:
@@ -235,8 +328,15 @@ def apply_cluster_change(state: ClusterState, change: ClusterChange) -> ClusterS
     """Every broker and partition change checked against the state first, then all applied:
     a change made from a state that moved on since is refused whole."""
     brokers = dict(state.brokers)
+    retired = dict(state.retired)
     for broker_change in change.brokers:
-        brokers[broker_change.node_id] = _changed_broker(state, broker_change)
+        changed = _changed_broker(state, broker_change)
+        if broker_change.unregister:
+            _check_empty(state, broker_change.node_id)
+            del brokers[broker_change.node_id]
+            retired[broker_change.node_id] = changed.incarnation_id
+        else:
+            brokers[broker_change.node_id] = changed
     topics = dict(state.topics)
     for partition_change in change.partitions:
         topic = topics.get(partition_change.topic)
@@ -247,7 +347,17 @@ def apply_cluster_change(state: ClusterState, change: ClusterChange) -> ClusterS
         updated = _changed_partition(topic.name, topic.partitions[index], partition_change)
         topics[topic.name] = replace(
             topic, partitions=(*topic.partitions[:index], updated, *topic.partitions[index + 1:]))
-    return replace(state, brokers=brokers, topics=topics)
+    return replace(state, brokers=brokers, topics=topics, retired=dict(sorted(retired.items())))
+
+
+def _check_empty(state: ClusterState, node_id: int) -> None:
+    """A broker leaves the cluster only once no partition lists it as a replica."""
+    for topic in state.topics.values():
+        for partition in topic.partitions:
+            if node_id in partition.replicas:
+                raise ZlogError(ErrorCode.INVALID_REQUEST,
+                                f"broker {node_id} still holds {topic.name}-"
+                                f"{partition.partition}")
 
 
 def _changed_broker(state: ClusterState, change: BrokerChange) -> BrokerRegistration:
@@ -275,7 +385,12 @@ def _changed_partition(
         raise ZlogError(ErrorCode.INVALID_UPDATE_VERSION,
                         f"{topic}-{current.partition} is at partition epoch "
                         f"{current.partition_epoch}, not {change.partition_epoch}")
-    _check_leader_and_isr(list(current.replicas), change.leader, list(change.isr))
+    replicas = current.replicas if change.replicas is None else change.replicas
+    if not set(replicas) <= set(current.replicas) or len(set(replicas)) != len(replicas):
+        raise ZlogError(ErrorCode.INVALID_REQUEST,
+                        f"{topic}-{current.partition}: {list(replicas)} is not a set of its "
+                        f"replicas {list(current.replicas)}")
+    _check_leader_and_isr(list(replicas), change.leader, list(change.isr))
     if not change.isr:
         raise ZlogError(ErrorCode.INVALID_REQUEST, f"{topic}-{current.partition}: empty ISR")
     moved = change.leader != current.leader
@@ -284,8 +399,12 @@ def _changed_partition(
                         f"{topic}-{current.partition}: leader epoch {change.leader_epoch} "
                         f"after {current.leader_epoch} {'with' if moved else 'without'} a "
                         "leader change")
-    return replace(current, leader=change.leader, leader_epoch=change.leader_epoch,
-                   isr=change.isr, partition_epoch=current.partition_epoch + 1)
+    updated = replace(current, leader=change.leader, leader_epoch=change.leader_epoch,
+                      isr=change.isr, partition_epoch=current.partition_epoch + 1)
+    if change.replicas is None:
+        return updated
+    return replace(updated, replicas=replicas, adding=(), removing=(),
+                   replica_workers=tuple(current.worker_of(b) for b in replicas))
 
 
 # -- placement onto workers -------------------------------------------------------------------

@@ -269,9 +269,12 @@ class BrokerChange:
     fenced: bool | None = None  # None: unchanged
     shutting_down: bool | None = None
     worker_endpoints: tuple[str, ...] | None = None
+    unregister: bool = False  # a drained broker leaves the cluster (the rest is ignored)
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"node_id": self.node_id, "broker_epoch": self.broker_epoch}
+        if self.unregister:
+            body["unregister"] = True
         if self.fenced is not None:
             body["fenced"] = self.fenced
         if self.shutting_down is not None:
@@ -287,6 +290,7 @@ class BrokerChange:
             f.boolean("fenced") if f.has("fenced") else None,
             f.boolean("shutting_down") if f.has("shutting_down") else None,
             f.texts("worker_endpoints") if f.has("worker_endpoints") else None,
+            f.boolean("unregister", default=False),
         )
 
 
@@ -294,7 +298,8 @@ class BrokerChange:
 class PartitionChange:
     """A partition's new leader, leader epoch and ISR, computed from the record at
     `partition_epoch`: if the record changed since, the change is refused
-    (INVALID_UPDATE_VERSION), so two decisions made from one state cannot both apply."""
+    (INVALID_UPDATE_VERSION), so two decisions made from one state cannot both apply.
+    `replicas`, when set, ends a reassignment: the replica set becomes that target."""
 
     topic: str
     partition: int
@@ -302,18 +307,24 @@ class PartitionChange:
     leader: int  # broker id, -1 for none
     leader_epoch: int
     isr: tuple[int, ...]
+    replicas: tuple[int, ...] | None = None  # a completed reassignment's final replica set
 
     def to_json(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition,
-                "partition_epoch": self.partition_epoch, "leader": self.leader,
-                "leader_epoch": self.leader_epoch, "isr": list(self.isr)}
+        body: dict[str, Any] = {
+            "topic": self.topic, "partition": self.partition,
+            "partition_epoch": self.partition_epoch, "leader": self.leader,
+            "leader_epoch": self.leader_epoch, "isr": list(self.isr)}
+        if self.replicas is not None:
+            body["replicas"] = list(self.replicas)
+        return body
 
     @classmethod
     def from_fields(cls, f: Fields) -> PartitionChange:
         return cls(_name(f, "topic"), f.integer("partition", low=0),
                    f.integer("partition_epoch", low=0),
                    f.integer("leader", low=-1, high=BROKER_ID_MAX),
-                   f.integer("leader_epoch", low=0), _broker_id_list(f, "isr"))
+                   f.integer("leader_epoch", low=0), _broker_id_list(f, "isr"),
+                   _broker_id_list(f, "replicas") if f.has("replicas") else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +348,47 @@ class ClusterChange:
 
 
 @dataclass(frozen=True, slots=True)
+class Reassignment:
+    """One partition's new replica set (the preferred leader first); None cancels the
+    reassignment in progress (Kafka's null target)."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition,
+                "replicas": None if self.replicas is None else list(self.replicas)}
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> Reassignment:
+        replicas = f.recode(ErrorCode.INVALID_REPLICA_ASSIGNMENT).optional_integers(
+            "replicas", low=0, high=BROKER_ID_MAX)
+        return cls(_name(f, "topic"), f.integer("partition", low=0), replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignPartitions:
+    """Partitions start moving to new replica sets (or stop moving), all or none: one bad
+    entry refuses the command. `drain`, when set, names a broker being removed: it is marked
+    draining (no new replicas go to it) and, once it holds none, deregistered."""
+
+    TYPE: ClassVar[str] = "ReassignPartitions"
+    RESULT: ClassVar[type[Result]] = Applied
+    reassignments: tuple[Reassignment, ...]
+    drain: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reassignments": [item.to_json() for item in self.reassignments],
+                "drain": self.drain}
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> ReassignPartitions:
+        return cls(f.nested_list("reassignments", Reassignment.from_fields),
+                   f.optional_integer("drain", low=0, high=BROKER_ID_MAX))
+
+
+@dataclass(frozen=True, slots=True)
 class AllocateProducerIds:
     """The next `count` producer ids, for the control plane to hand out one by one."""
 
@@ -352,11 +404,12 @@ class AllocateProducerIds:
 Command: TypeAlias = (
     RegisterBroker | CreateTopic | AlterTopicConfigs | DeleteTopic | TopicDeleted
     | SetPartitionState | AllocateProducerIds | ClusterChange | AddPartitions
+    | ReassignPartitions
 )
 COMMANDS: Final[dict[str, type[Command]]] = {
     kind.TYPE: kind for kind in (RegisterBroker, CreateTopic, AlterTopicConfigs, DeleteTopic,
                                  TopicDeleted, SetPartitionState, AllocateProducerIds,
-                                 ClusterChange, AddPartitions)
+                                 ClusterChange, AddPartitions, ReassignPartitions)
 }
 
 Done = Callable[[Result | None, ZlogError | None], None]

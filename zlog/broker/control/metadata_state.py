@@ -32,6 +32,7 @@ class BrokerRegistration:
     worker_endpoints: tuple[str, ...] = ()  # data endpoint of each worker ("" while unknown)
     fenced: bool = False  # the controller lost its heartbeats: it leads nothing, is in no ISR
     shutting_down: bool = False  # controlled shutdown: leadership moves off it first
+    draining: bool = False  # being removed: its replicas move away, then it is deregistered
 
     def worker_endpoint(self, worker: int) -> str:
         """The data endpoint serving a replica placed on `worker` ("" while unknown)."""
@@ -49,6 +50,25 @@ class PartitionInfo:
     isr: tuple[int, ...]  # in-sync replicas, a subset of replicas
     partition_epoch: int  # bumped at every change of this record (leader or ISR)
     replica_workers: tuple[int, ...] = ()  # the worker of each replica on its broker
+    # A reassignment in progress (KIP-455): `replicas` is the target followed by the replicas
+    # leaving; `adding` are those not in the replica set it started from, `removing` those not
+    # in the target. Both empty: none in progress.
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """The replica set a reassignment in progress ends with (the replicas, if none)."""
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+    @property
+    def original(self) -> tuple[int, ...]:
+        """The replica set before the reassignment in progress (what cancelling restores)."""
+        return tuple(r for r in self.replicas if r not in self.adding)
 
     def worker_of(self, broker: int) -> int:
         """Which of `broker`'s workers holds its replica (0 before placement was recorded)."""
@@ -78,6 +98,9 @@ class ClusterState:
     next_topic_seq: int = 0
     next_broker_epoch: int = 0
     applied_commands: int = 0
+    # Brokers removed from the cluster (node id -> the incarnation removed): that process may
+    # not register again; a restart (a new incarnation) joins as a new, empty broker.
+    retired: Mapping[int, str] = field(default_factory=dict)
 
     def partition(self, topic: str, partition: int) -> PartitionInfo | None:
         info = self.topics.get(topic)
@@ -98,7 +121,7 @@ def state_to_json(state: ClusterState) -> dict[str, Any]:
              "incarnation_id": broker.incarnation_id, "workers": broker.workers,
              "rack": broker.rack, "dir_id": broker.dir_id,
              "worker_endpoints": list(broker.worker_endpoints), "fenced": broker.fenced,
-             "shutting_down": broker.shutting_down}
+             "shutting_down": broker.shutting_down, "draining": broker.draining}
             for broker in state.brokers.values()
         ],
         "topics": [
@@ -108,7 +131,8 @@ def state_to_json(state: ClusterState) -> dict[str, Any]:
                  {"partition": p.partition, "replicas": list(p.replicas), "leader": p.leader,
                   "leader_epoch": p.leader_epoch, "isr": list(p.isr),
                   "partition_epoch": p.partition_epoch,
-                  "replica_workers": list(p.replica_workers)}
+                  "replica_workers": list(p.replica_workers),
+                  "adding": list(p.adding), "removing": list(p.removing)}
                  for p in topic.partitions
              ]}
             for topic in state.topics.values()
@@ -118,6 +142,7 @@ def state_to_json(state: ClusterState) -> dict[str, Any]:
         "next_topic_seq": state.next_topic_seq,
         "next_broker_epoch": state.next_broker_epoch,
         "applied_commands": state.applied_commands,
+        "retired": {str(node_id): incarnation for node_id, incarnation in state.retired.items()},
     }
 
 
@@ -129,6 +154,7 @@ def state_from_json(data: dict[str, Any]) -> ClusterState:
             int(item.get("workers", 1)), str(item.get("rack", "")), str(item.get("dir_id", "")),
             tuple(str(e) for e in item.get("worker_endpoints", ())),
             bool(item.get("fenced", False)), bool(item.get("shutting_down", False)),
+            bool(item.get("draining", False)),
         )
         for item in data["brokers"]
     }
@@ -141,6 +167,8 @@ def state_from_json(data: dict[str, Any]) -> ClusterState:
                     int(p["partition"]), tuple(p["replicas"]), int(p["leader"]),
                     int(p["leader_epoch"]), tuple(p["isr"]), int(p["partition_epoch"]),
                     tuple(int(w) for w in p.get("replica_workers", ())),
+                    tuple(int(r) for r in p.get("adding", ())),
+                    tuple(int(r) for r in p.get("removing", ())),
                 )
                 for p in item["partitions"]
             ),
@@ -157,4 +185,5 @@ def state_from_json(data: dict[str, Any]) -> ClusterState:
         next_broker_epoch=int(data.get("next_broker_epoch", 1 + max(
             (b.broker_epoch for b in brokers.values()), default=-1))),
         applied_commands=int(data["applied_commands"]),
+        retired={int(key): str(value) for key, value in data.get("retired", {}).items()},
     )

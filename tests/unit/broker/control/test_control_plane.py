@@ -33,6 +33,7 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.messages import BlockId
 from zlog.raft.status import NodeStatus
 from zlog.transport import messages as wire
+from zlog.transport import reassignment_messages
 from zlog.transport.api import ApiKey
 from zlog.transport.codec import RequestHeader
 from zlog.types import TopicPartition
@@ -319,6 +320,8 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
                              ApiKey.ELECT_LEADERS,
                              ApiKey.INIT_PRODUCER_ID, ApiKey.DESCRIBE_CONFIGS,
                              ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                             ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                             ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.UNREGISTER_BROKER,
                              ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
                              ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION))
     broker.leader = None
@@ -453,3 +456,36 @@ def test_a_topic_deleted_before_its_alteration_committed_is_unknown() -> None:
     broker.commit()
     assert _alter_results(broker.reply_to(header)) == [
         ("t", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+
+
+def test_a_broker_being_removed_shows_draining_and_its_moves_are_listed() -> None:
+    broker = FakeBroker()
+    for node in (2, 3):
+        broker.fsm.apply(encode_command(RegisterBroker(
+            node, f"127.0.0.{node}", f"tcp://127.0.0.{node}:7400", "c1")))
+    header = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 3, 2),)))
+    broker.commit()
+    broker.open_all()
+    assert broker.reply_to(header) == wire.CreateTopicsResponseV0((wire.TopicResult("t", 0),))
+    refused = broker.request(reassignment_messages.UnregisterBrokerRequestV0(9))
+    assert broker.reply_to(refused) == reassignment_messages.UnregisterBrokerResponseV0(
+        int(ErrorCode.BROKER_ID_NOT_REGISTERED), "broker 9 is not registered")
+    drain = broker.request(reassignment_messages.UnregisterBrokerRequestV0(3))
+    broker.commit()
+    holding = sum(3 in p.original for p in broker.fsm.state.topics["t"].partitions)
+    assert broker.reply_to(drain) == reassignment_messages.UnregisterBrokerResponseV0(
+        0, "", holding)
+    described = broker.reply_to(broker.request(wire.DescribeClusterRequestV0()))
+    assert isinstance(described, wire.DescribeClusterResponseV0)
+    assert {s.node_id: s.state for s in described.broker_states} == {
+        1: "live", 2: "live", 3: "draining"}
+    listed = broker.reply_to(broker.request(
+        reassignment_messages.ListPartitionReassignmentsRequestV0()))
+    assert isinstance(listed, reassignment_messages.ListPartitionReassignmentsResponseV0)
+    assert len(listed.reassignments) == holding > 0
+    assert all(r.removing == (3,) and 3 not in r.adding for r in listed.reassignments)
+    # No new replica goes to a draining broker: two brokers are left for a new topic.
+    grow = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("u", 1, 3),)))
+    reply = broker.reply_to(grow)
+    assert isinstance(reply, wire.CreateTopicsResponseV0)
+    assert reply.topics[0].error_code == ErrorCode.INVALID_REPLICATION_FACTOR
