@@ -213,6 +213,13 @@ class RawNode(Election):
         assert progress is None or self._role == Role.LEADER
         return None if progress is None else progress.match_h
 
+    def counts_as_voter(self, peer: int) -> bool:
+        """Leader only: whether `peer` is a voter whose answers count, i.e. it answers from
+        the data directory the configuration records for it (§4.15)."""
+        progress = self._progress.get(peer)
+        return (progress is not None and peer in self._chain.config.voters
+                and self._chain.config.counts(peer, progress.dir_id))
+
     # -- inputs --------------------------------------------------------------------------------
 
     def tick(self) -> None:

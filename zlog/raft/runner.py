@@ -67,7 +67,7 @@ from zlog.raft.errors import NotLeaderError
 from zlog.raft.errors import ProposalDroppedError as CoreRefusedError
 from zlog.raft.fsm import StateMachine
 from zlog.raft.links import PeerLinks, PeerLinksFactory
-from zlog.raft.messages import GENESIS, Append, Block, BlockKind, ConfigState, Ready
+from zlog.raft.messages import GENESIS, NO_DIR_ID, Append, Block, BlockKind, ConfigState, Ready
 from zlog.raft.proposals import (
     NotLeaderOrFollowerError,
     Outcome,
@@ -163,7 +163,10 @@ class RaftRunner:
         links: PeerLinksFactory,
         config: RunnerConfig | None = None,
         rng: random.Random | None = None,
+        dir_id: bytes = NO_DIR_ID,
     ) -> None:
+        """`dir_id`: the id of the data directory `data_dir` lies in, so that the log on a
+        wiped disk is never counted as the one it replaced (docs/raft.md §4.15)."""
         assert node_id in peers, "peers maps every voter, this node included, to its address"
         self.node_id = node_id
         self.peers = dict(peers)
@@ -190,6 +193,7 @@ class RaftRunner:
             persisted,
             rng or random.Random(int.from_bytes(os.urandom(8), "big")),
             bootstrap=bootstrap,
+            dir_id=dir_id,
         )
         self.proposals = ProposalTracker(
             batch_commands_max=self.config.batch_commands_max,
@@ -490,6 +494,11 @@ class RaftRunner:
         if block.kind == BlockKind.CMD:
             results = [self.fsm.apply(command) for command in codec.decode_commands(block.payload)]
             self.statistics.commands_applied += len(results)
+        elif block.kind == BlockKind.CONFIG:
+            config = ConfigState.decode(block.payload)
+            log.info("raft node %d: configuration %s committed: voters %s, learners %s, "
+                     "directories %s", self.node_id, tuple(block.id), config.voters,
+                     config.learners, {node: dir_id.hex() for node, dir_id in config.dirs})
         self.proposals.applied(block, results)
         self._applied = block.id
         self.statistics.blocks_applied += 1
@@ -534,5 +543,5 @@ class RaftRunner:
         node = self.node
         if node.leader_id != self.node_id or str(node.role) != "leader":
             return ()
-        return tuple((peer, node.match_height(peer) or 0)
+        return tuple((peer, (node.match_height(peer) or 0) if node.counts_as_voter(peer) else -1)
                      for peer in sorted(node.config.voters) if peer != self.node_id)

@@ -472,7 +472,8 @@ class VoterStatus:
     """A metadata-log voter as its leader sees it: how far its copy of the log reaches."""
 
     node_id: int
-    match_height: int  # -1 when the answering node does not lead the log (so cannot know)
+    match_height: int  # -1 when the answering node does not lead the log (so cannot know), or
+    # when the voter answers from a new data directory not yet swapped in (docs/raft.md §4.15)
     lag_blocks: int  # the leader's head height minus match_height; -1 when unknown
 
 

@@ -46,6 +46,7 @@ from zlog.broker.control.worker_pool import DesiredPartition
 from zlog.broker.topic_configs import effective_topic_configs
 from zlog.broker.worker_protocol import AlterIsr
 from zlog.errors import ErrorCode, ZlogError
+from zlog.raft.messages import DIR_ID_BYTES
 from zlog.raft.status import NodeStatus
 from zlog.transport import messages as wire
 from zlog.transport.cluster_messages import (
@@ -96,7 +97,10 @@ def data_dir_identity(data_dir: Path, node_id: int) -> str:
     if meta.get("node_id") != node_id:
         raise DataDirError(f"data dir {data_dir} belongs to node {meta.get('node_id')}, "
                            f"not {node_id}")
-    return str(meta["dir_id"])
+    dir_id = str(meta.get("dir_id", ""))
+    if len(dir_id) != 2 * DIR_ID_BYTES or dir_id.strip("0123456789abcdef"):
+        raise DataDirError(f"{path} holds no valid dir_id (32 lowercase hex digits)")
+    return dir_id
 
 
 class ClusterNode:

@@ -30,6 +30,7 @@ from zlog.broker.control.metadata_commands import (
     encode_command,
 )
 from zlog.errors import ErrorCode, ZlogError
+from zlog.raft.messages import NO_DIR_ID
 from zlog.raft.runner import RaftRunner, RunnerConfig
 from zlog.raft.status import NodeStatus
 from zlog.transport.raft_peers import PeerTransport
@@ -55,6 +56,7 @@ class MetadataLog:
         context: zmq.Context[Any],
         voters: Mapping[int, str] | None = None,
         listen: str = "",
+        dir_id: bytes = NO_DIR_ID,
     ) -> None:
         """`voters`: each voter's control endpoint (their Raft peers listen on the next port;
         this node binds the port after `listen`); none: this node alone, over inproc."""
@@ -74,7 +76,8 @@ class MetadataLog:
             runner_config = RunnerConfig(tick_ms=tick_ms, election_ticks=2,
                                          stop_transfer_timeout_ms=0)
         self._runner = RaftRunner(node_id, peers, data_dir / RAFT_DIRECTORY, fsm,
-                                  config=runner_config, links=PeerTransport.factory(context))
+                                  config=runner_config, links=PeerTransport.factory(context),
+                                  dir_id=dir_id)
         self._tick_ms = tick_ms
 
     def start(self) -> None:

@@ -223,7 +223,7 @@ class Supervisor:
             self._metadata_log = MetadataLog(
                 config.node_id, self.data_dir, self.fsm, tick_ms=config.raft_tick_ms,
                 wake=self._wake, context=self._context, voters=config.voter_map,
-                listen=config.listen,
+                listen=config.listen, dir_id=bytes.fromhex(dir_id),
             )
             self._metadata_log.start()
         except zmq.ZMQError as error:
