@@ -31,6 +31,8 @@ class ApiKey(IntEnum):
     DESCRIBE_CLUSTER = 60
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
+    # zlog's own: Kafka has no request for this (its observers fetch without asking).
+    ADD_RAFT_LEARNER = 1000
 
 
 # (min_version, max_version), both inclusive.
@@ -60,6 +62,7 @@ CONTROL_APIS: Final = frozenset(
         ApiKey.BROKER_REGISTRATION,
         ApiKey.BROKER_HEARTBEAT,
         ApiKey.ALTER_PARTITION,
+        ApiKey.ADD_RAFT_LEARNER,
     }
 )
 

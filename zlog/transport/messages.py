@@ -15,6 +15,8 @@ from typing import ClassVar, TypeAlias
 
 from zlog.transport.api import SUPPORTED_VERSIONS, ApiKey
 from zlog.transport.cluster_messages import (
+    AddRaftLearnerRequestV0,
+    AddRaftLearnerResponseV0,
     AlterPartitionRequestV0,
     AlterPartitionResponseV0,
     BrokerHeartbeatRequestV0,
@@ -535,6 +537,7 @@ Request: TypeAlias = (
     | FetchRequestV1
     | OffsetForLeaderEpochRequestV0
     | BrokerRegistrationRequestV0
+    | AddRaftLearnerRequestV0
     | BrokerHeartbeatRequestV0
     | AlterPartitionRequestV0
     | ListOffsetsRequestV0
@@ -555,6 +558,7 @@ Response: TypeAlias = (
     | FetchResponseV1
     | OffsetForLeaderEpochResponseV0
     | BrokerRegistrationResponseV0
+    | AddRaftLearnerResponseV0
     | BrokerHeartbeatResponseV0
     | AlterPartitionResponseV0
     | ListOffsetsResponseV0
@@ -578,6 +582,7 @@ REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
         FetchRequestV1,
         OffsetForLeaderEpochRequestV0,
         BrokerRegistrationRequestV0,
+        AddRaftLearnerRequestV0,
         BrokerHeartbeatRequestV0,
         AlterPartitionRequestV0,
         ListOffsetsRequestV0,
@@ -601,6 +606,7 @@ RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
         FetchResponseV1,
         OffsetForLeaderEpochResponseV0,
         BrokerRegistrationResponseV0,
+        AddRaftLearnerResponseV0,
         BrokerHeartbeatResponseV0,
         AlterPartitionResponseV0,
         ListOffsetsResponseV0,

@@ -8,6 +8,9 @@
   `controller_service.py`, which answers the brokers' registration, heartbeat and
   AlterPartition requests that reach this control endpoint. Another supervisor answers them
   NOT_CONTROLLER with the controller it knows of.
+* For brokers started with `--join` (`raft_join.py`): their AddRaftLearner request, which the
+  controller answers by adding them to the metadata log as learners (docs/raft.md §4.16),
+  and, for such a broker itself, asking for that until its copy of the log names it.
 * For clients: a request that changes the metadata (CreateTopics, DeleteTopics,
   CreatePartitions, IncrementalAlterConfigs, InitProducerId) reaching a supervisor that is
   not the controller is forwarded to the controller and its answer passed back (as KIP-590
@@ -41,7 +44,9 @@ from zlog.broker.control.controller_service import (
     ControllerSettings,
 )
 from zlog.broker.control.metadata_commands import Propose
+from zlog.broker.control.metadata_log import LearnerAdded
 from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.control.raft_join import RaftJoin
 from zlog.broker.control.worker_pool import DesiredPartition
 from zlog.broker.topic_configs import effective_topic_configs
 from zlog.broker.worker_protocol import AlterIsr
@@ -50,6 +55,8 @@ from zlog.raft.messages import DIR_ID_BYTES
 from zlog.raft.status import NodeStatus
 from zlog.transport import messages as wire
 from zlog.transport.cluster_messages import (
+    AddRaftLearnerRequestV0,
+    AddRaftLearnerResponseV0,
     AlterPartitionRequestV0,
     AlterPartitionResponseV0,
     BrokerHeartbeatRequestV0,
@@ -69,10 +76,12 @@ CONTROLLER_APIS: Final = (BrokerRegistrationRequestV0, BrokerHeartbeatRequestV0,
 FORWARDED_APIS: Final = (wire.CreateTopicsRequestV0, wire.DeleteTopicsRequestV0,
                          wire.CreatePartitionsRequestV0, wire.ElectLeadersRequestV0,
                          wire.IncrementalAlterConfigsRequestV0, wire.InitProducerIdRequestV0,
-                         wire.DescribeClusterRequestV0)  # the last: for the voters' progress
+                         wire.DescribeClusterRequestV0,  # for the voters' progress
+                         AddRaftLearnerRequestV0)  # only the metadata log's leader adds one
 FORWARD_TIMEOUT_MS: Final = 30_000  # as long as the controller may take to settle one
 
 Forwarded = Callable[[Response | None, ZlogError | None], None]
+AddLearner = Callable[[int, str, LearnerAdded], None]
 
 
 class DataDirError(Exception):
@@ -115,6 +124,8 @@ class ClusterNode:
         worker_endpoints: Callable[[], tuple[str, ...]],
         dir_id: str,
         context: zmq.Context[Any],
+        add_learner: AddLearner | None = None,
+        add_peers: Callable[[Mapping[int, str]], None] | None = None,
     ) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -130,6 +141,11 @@ class ClusterNode:
             state, propose)
         self.link = ControllerLink(self.controller_endpoint, context)
         self.probes = BrokerProbes(config.node_id, context)
+        self._add_learner = add_learner
+        self.join: RaftJoin | None = None
+        if config.join and add_peers is not None:
+            self.join = RaftJoin(config.node_id, dir_id, config.listen, config.join,
+                                 raft_status=raft_status, add_peers=add_peers, context=context)
         self._was_ready = False
         self.lifecycle = BrokerLifecycle(
             Identity(config.node_id, uuid.uuid4().hex, config.advertised_host,
@@ -141,10 +157,12 @@ class ClusterNode:
     # -- the loop's part --------------------------------------------------------------------
 
     def sockets(self) -> tuple[zmq.Socket[bytes], ...]:
-        return self.link.sockets()
+        return self.link.sockets() + (self.join.sockets() if self.join is not None else ())
 
     def turn(self, now_ms: int) -> None:
         self.link.run()
+        if self.join is not None:
+            self.join.run(now_ms)
         self.controller.set_active(self._leads_caught_up(), now_ms)
         if self.controller.active:
             self.probes.run({node_id: broker.control_endpoint
@@ -158,6 +176,8 @@ class ClusterNode:
     def close(self) -> None:
         self.link.close()
         self.probes.close()
+        if self.join is not None:
+            self.join.close()
 
     def ready(self) -> bool:
         """Registered, and this node's copy of the metadata holds that registration: until
@@ -224,6 +244,28 @@ class ClusterNode:
                                                "this node is not the controller"))
             return
         self.controller.elect_preferred(answer)
+
+    def add_learner(self, request: AddRaftLearnerRequestV0, answer: Answer) -> None:
+        """AddRaftLearner reaching the controller (forwarded here by any other broker)."""
+        def refused(code: ErrorCode, text: str) -> None:
+            answer(AddRaftLearnerResponseV0(int(code), text, self.controller_id()))
+
+        if not self.controller.active or self._add_learner is None:
+            refused(ErrorCode.NOT_CONTROLLER, "this node is not the controller")
+            return
+        if request.node_id < 0 or not request.raft_endpoint.startswith("tcp://"):
+            refused(ErrorCode.INVALID_REQUEST,
+                    "a learner needs a node id >= 0 and a tcp:// Raft endpoint")
+            return
+
+        def added(members: tuple[str, ...] | None, error: ZlogError | None) -> None:
+            if error is not None:
+                refused(error.code, error.message)
+            else:
+                answer(AddRaftLearnerResponseV0(int(ErrorCode.NONE), "", self.node_id,
+                                                members or ()))
+
+        self._add_learner(request.node_id, request.raft_endpoint, added)
 
     # -- the controller's requests ----------------------------------------------------------
 

@@ -320,7 +320,8 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
                              ApiKey.INIT_PRODUCER_ID, ApiKey.DESCRIBE_CONFIGS,
                              ApiKey.INCREMENTAL_ALTER_CONFIGS,
                              ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
-                             ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION))
+                             ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
+                             ApiKey.ADD_RAFT_LEARNER))
     broker.leader = None
     described = broker.reply_to(broker.request(wire.DescribeClusterRequestV0()))
     assert described == wire.DescribeClusterResponseV0(
