@@ -49,6 +49,16 @@ class ClusterProcesses:
     def broker(self, node: int) -> BrokerProcess:
         return self.brokers[node]
 
+    def add_learner(self, node: int, *, workers: int = 1) -> BrokerProcess:
+        """A broker that joins through broker 1 without voting (`--join`), on 127.0.0.<node>;
+        not started."""
+        host = f"127.0.0.{node}"
+        endpoint = f"tcp://{host}:{free_port_pair([host])}"
+        broker = self.brokers[node] = BrokerProcess(
+            workers, ["--node-id", str(node), "--join", self.endpoints[1],
+                      "--advertised-host", host, *CLUSTER_FLAGS], endpoint=endpoint)
+        return broker
+
     def running(self) -> list[BrokerProcess]:
         return [b for b in self.brokers.values()
                 if b.process is not None and b.process.poll() is None]

@@ -85,7 +85,8 @@ IDEMPOTENT_IN_FLIGHT_BATCHES_MAX = 5  # per partition: what the broker can dedup
 # above what zlog's metadata needs, and far below what would let a corrupt length allocate the
 # machine away.
 RAFT_CONFIG_MEMBERS_MAX = 1024  # a metadata quorum is a handful of nodes; bounds decode work
-RAFT_CONFIG_BYTES_MAX = 8 + 8 * RAFT_CONFIG_MEMBERS_MAX  # a header, then 8 bytes per member
+# A header, then per member its id (8), directory id (16) and Raft endpoint (2 + up to 255).
+RAFT_CONFIG_BYTES_MAX = 8 + (8 + 16 + 2 + 255) * RAFT_CONFIG_MEMBERS_MAX
 RAFT_BLOCK_PAYLOAD_BYTES_MAX = 16 * 1024 * 1024  # sixteen largest commands
 RAFT_APPEND_BLOCKS_MAX = 4096  # blocks in one Append message
 RAFT_SNAPSHOT_BYTES_MAX = 256 * 1024 * 1024  # a whole snapshot, sent in one InstallSnapshot

@@ -69,7 +69,7 @@ class Checker:
         self.durable = durable  # (node, block) -> is it on that node's simulated disk
         self.stats: Counter[str] = Counter()
         self.leaders: dict[int, int] = {}
-        self.votes: dict[tuple[int, int], int] = {}
+        self.votes: dict[tuple[int, int, bytes], int] = {}
         genesis = BlockRecord(None, None, b"genesis", bootstrap, None, None)
         self.blocks: dict[BlockId, BlockRecord] = {GENESIS: genesis}
         self.committed: dict[int, BlockId] = {0: GENESIS}
@@ -173,9 +173,11 @@ class Checker:
             self.note_committed(last.height, last, node_id)
 
     def observe_sent(self, msg: Message) -> None:
-        """Invariant 2, Vote safety: one granted vote per voter per term, across restarts."""
+        """Invariant 2, Vote safety: one granted vote per voter per term, across restarts.
+        A voter is a node id on one data directory: a wiped disk is another voter, whose
+        vote the rules of docs/raft.md §4.15 keep from counting as the old one's."""
         if isinstance(msg, VoteResp) and msg.granted and not msg.pre:
-            key = (msg.term, msg.from_)
+            key = (msg.term, msg.from_, msg.dir_id)
             previous = self.votes.setdefault(key, msg.to)
             if previous != msg.to:
                 self.fail(

@@ -79,6 +79,10 @@ class BrokerConfig:
     voters: tuple[tuple[int, str], ...] = ()
     """The metadata log's voters, "1@tcp://h1:7400,2@tcp://h2:7400,...": each voter's id and
     control endpoint (its Raft peers talk on the next port). Empty: this node alone."""
+    join: str = ""
+    """A member's control endpoint: start as a broker that holds data but does not vote (a
+    learner of the metadata log), added to the cluster through that member (docs/raft.md
+    §4.16). Exclusive with `voters`. Empty: this broker votes, or runs alone."""
     rack: str = ""
     """This broker's rack, for placing a partition's replicas on different racks."""
     broker_heartbeat_interval_ms: int = 250
@@ -123,9 +127,12 @@ class BrokerConfig:
         if self.voters and self.node_id not in dict(self.voters):
             raise ConfigError(f"node_id {self.node_id} is not one of the voters "
                               f"{[node for node, _ in self.voters]}")
-        if self.voters and self.listen.endswith(":0"):
-            raise ConfigError("a voter needs a fixed listen port: its peers derive its Raft "
-                              "endpoint from it")
+        if self.join and self.voters:
+            raise ConfigError("a broker either votes (voters) or joins as a learner (join), "
+                              "not both")
+        if (self.voters or self.join) and self.listen.endswith(":0"):
+            raise ConfigError("a clustered broker needs a fixed listen port: its peers derive "
+                              "its Raft endpoint from it")
         if self.broker_session_timeout_ms < 4 * self.broker_heartbeat_interval_ms:
             raise ConfigError("broker_session_timeout_ms must be at least 4 times "
                               "broker_heartbeat_interval_ms")
@@ -141,7 +148,7 @@ class BrokerConfig:
 
     @property
     def clustered(self) -> bool:
-        return len(self.voters) > 1
+        return len(self.voters) > 1 or bool(self.join)
 
     @property
     def replica_settings(self) -> ReplicaSettings:
@@ -233,6 +240,11 @@ def _to_port_range(value: object) -> tuple[int, int] | None:
     return low, high
 
 
+def _to_optional_endpoint(value: object) -> str:
+    text = _to_optional_str(value)
+    return _to_endpoint(text) if text else ""
+
+
 def _to_optional_str(value: object) -> str:
     return value.strip() if isinstance(value, str) else _to_str(value)
 
@@ -285,6 +297,7 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "default_replication_factor": _to_int(1, 32),
     "raft_tick_ms": _to_int(1, 10_000),
     "voters": _to_voters,
+    "join": _to_optional_endpoint,
     "rack": _to_optional_str,
     "broker_heartbeat_interval_ms": _to_int(10, 60_000),
     "broker_session_timeout_ms": _to_int(40, 3_600_000),

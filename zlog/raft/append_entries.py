@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import partial
 
 from zlog.raft.messages import (
+    NO_DIR_ID,
     Append,
     AppendResp,
     Block,
@@ -165,6 +166,11 @@ class AppendEntries(NodeState):
         progress = self._progress.get(msg.from_)
         if progress is None:
             return
+        if msg.dir_id != progress.dir_id:
+            if progress.dir_id != NO_DIR_ID:  # a new disk: what the old one held is gone
+                progress = Progress(next_h=self._chain.head.height, progress_tick=self._now)
+                self._progress[msg.from_] = progress
+            progress.dir_id = msg.dir_id
         progress.recent_active = True
         progress.acked_seq = max(progress.acked_seq, msg.seq)
         if msg.success:
@@ -232,9 +238,12 @@ class AppendEntries(NodeState):
     def _maybe_commit(self) -> bool:
         """Raft 5.4.2: commit the quorum height only through a block of the current term."""
         assert self._role == Role.LEADER
-        voters = self._chain.config.voters
-        matches = {peer: progress.match_h for peer, progress in self._progress.items()}
-        matches[self._id] = self._self_match_h()
+        config = self._chain.config
+        voters = config.voters
+        matches = {peer: progress.match_h for peer, progress in self._progress.items()
+                   if config.counts(peer, progress.dir_id)}
+        if config.counts(self._id, self._dir_id):
+            matches[self._id] = self._self_match_h()
         height = committed_height(voters, matches)
         if height <= self._commit.height:
             return False
@@ -302,7 +311,8 @@ class AppendEntries(NodeState):
         if voter == self._id:
             return True
         progress = self._progress.get(voter)
-        return progress is not None and progress.acked_seq >= seq
+        return (progress is not None and progress.acked_seq >= seq
+                and self._chain.config.counts(voter, progress.dir_id))
 
     # -- follower ------------------------------------------------------------------------------
 
@@ -313,7 +323,7 @@ class AppendEntries(NodeState):
         self._send(
             AppendResp(
                 self._term, self._id, msg.from_, success, match,
-                self._chain.head, self._commit, seq,
+                self._chain.head, self._commit, seq, self._dir_id,
             )
         )
 

@@ -7,13 +7,14 @@ fields before it. Layouts (one line per field):
 
     header      u8 version | u8 tag | u64 term | u64 from | u64 to
     Vote        header | BlockId head | u8 flags (1 = pre, 2 = transfer)
-    VoteResp    header | u8 flags (1 = granted, 2 = pre)
+    VoteResp    header | u8 flags (1 = granted, 2 = pre) | DirId voter
     Append      header | BlockId prev | BlockId commit | u64 seq | u32 count | Block * count
     AppendResp  header | u8 flags (1 = success) | BlockId match | BlockId hint_head
-                | BlockId hint_commit | u64 seq
+                | BlockId hint_commit | u64 seq | DirId follower
     InstallSnap header | Snapshot
     TimeoutNow  header
     BlockId     u64 term | u64 height
+    DirId       16 bytes: the sender's data directory id (zeros: it has none)
     Block       BlockId id | u8 has_parent | BlockId parent (zeros when absent) | u8 kind
                 | u32 payload_len | u32 crc32c(payload) | payload
     Snapshot    BlockId last | Config | u32 data_len | u32 crc32c(data) | data
@@ -40,6 +41,7 @@ import crc32c
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.messages import (
+    DIR_ID_BYTES,
     Append,
     AppendResp,
     Block,
@@ -243,6 +245,11 @@ def read_hard_state(reader: Reader) -> HardState:
 # --- peer messages -------------------------------------------------------------------------
 
 
+def _dir_id(dir_id: bytes) -> bytes:
+    assert len(dir_id) == DIR_ID_BYTES, "a directory id is 16 bytes"
+    return dir_id
+
+
 def encode_message(message: Message) -> bytes:
     """One peer message as the single frame the runner sends."""
     assert 0 <= message.from_ <= NODE_ID_MAX and 0 <= message.to <= NODE_ID_MAX, "bad node id"
@@ -254,6 +261,7 @@ def encode_message(message: Message) -> bytes:
     elif isinstance(message, VoteResp):
         out += _HEADER.pack(VERSION, Tag.VOTE_RESP, message.term, message.from_, message.to)
         out += _U8.pack(int(message.granted) | int(message.pre) << 1)
+        out += _dir_id(message.dir_id)
     elif isinstance(message, Append):
         assert len(message.blocks) <= limits.RAFT_APPEND_BLOCKS_MAX, "append over its block bound"
         out += _HEADER.pack(VERSION, Tag.APPEND, message.term, message.from_, message.to)
@@ -276,6 +284,7 @@ def encode_message(message: Message) -> bytes:
             commit.height,
             message.seq,
         )
+        out += _dir_id(message.dir_id)
     elif isinstance(message, InstallSnapshot):
         out += _HEADER.pack(
             VERSION, Tag.INSTALL_SNAPSHOT, message.term, message.from_, message.to
@@ -301,7 +310,8 @@ def decode_message(data: bytes | memoryview) -> Message:
     elif tag == Tag.VOTE_RESP:
         (flags,) = reader.unpack(_U8)
         _flag_bits(flags, 0b11, "vote response")
-        message = VoteResp(term, from_, to, bool(flags & 1), bool(flags & 2))
+        message = VoteResp(term, from_, to, bool(flags & 1), bool(flags & 2),
+                           reader.take(DIR_ID_BYTES, DIR_ID_BYTES, "directory id"))
     elif tag == Tag.APPEND:
         p_term, p_height, c_term, c_height, seq, count = reader.unpack(_APPEND_HEAD)
         if count > limits.RAFT_APPEND_BLOCKS_MAX:
@@ -314,7 +324,7 @@ def decode_message(data: bytes | memoryview) -> Message:
         _flag_bits(success, 0b1, "append response")
         message = AppendResp(
             term, from_, to, bool(success), BlockId(m_t, m_h), BlockId(h_t, h_h),
-            BlockId(c_t, c_h), seq,
+            BlockId(c_t, c_h), seq, reader.take(DIR_ID_BYTES, DIR_ID_BYTES, "directory id"),
         )
     elif tag == Tag.INSTALL_SNAPSHOT:
         message = InstallSnapshot(term, from_, to, read_snapshot(reader))

@@ -87,7 +87,8 @@ class Election(AppendEntries):
             if voter == self._id:
                 return True
             progress = self._progress.get(voter)
-            return progress is not None and progress.recent_active
+            return (progress is not None and progress.recent_active
+                    and self._chain.config.counts(voter, progress.dir_id))
 
         return has_quorum(self._chain.config.voters, active)
 
@@ -152,19 +153,24 @@ class Election(AppendEntries):
             assert msg.term >= self._term
             granted = (
                 msg.term > self._term
+                and self._chain.config.counts(self._id, self._dir_id)
                 and up_to_date(msg.head, head)
                 and (self._leader is None or self._election_elapsed >= self._cfg.election_ticks)
             )
             term = msg.term if granted else self._term
-            self._send(VoteResp(term, self._id, msg.from_, granted, pre=True))
+            self._send(VoteResp(term, self._id, msg.from_, granted, pre=True,
+                                dir_id=self._dir_id))
             return
         assert msg.term == self._term
         can_vote = self._vote == msg.from_ or (self._vote is None and self._leader is None)
-        granted = can_vote and up_to_date(msg.head, head)
+        # A new disk under a recorded voter's id holds none of that voter's log or vote.
+        granted = (can_vote and up_to_date(msg.head, head)
+                   and self._chain.config.counts(self._id, self._dir_id))
         if granted:
             self._vote = msg.from_  # goes to disk before the reply leaves (Ready order)
             self._reset_election_timer()
-        self._send(VoteResp(self._term, self._id, msg.from_, granted, pre=False))
+        self._send(VoteResp(self._term, self._id, msg.from_, granted, pre=False,
+                            dir_id=self._dir_id))
 
     def _handle_vote_resp(self, msg: VoteResp) -> None:
         if msg.pre:
@@ -177,6 +183,8 @@ class Election(AppendEntries):
         elif self._role != Role.CANDIDATE or msg.term != self._term:
             return
         assert msg.from_ != self._id
+        if msg.granted and not self._chain.config.counts(msg.from_, msg.dir_id):
+            return  # a wiped voter's vote: it may have granted another candidate this term
         self._votes.setdefault(msg.from_, msg.granted)
         assert self._votes[self._id] is True
         self._count_votes(msg.pre)

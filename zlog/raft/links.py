@@ -25,6 +25,10 @@ class PeerLinks(Protocol):
     def receive(self) -> list[tuple[int, bytes]]:
         """The frames waiting now, as (sender id, frame); unknown senders are dropped."""
 
+    def set_peers(self, peers: Mapping[int, str]) -> None:
+        """Reach every node of `peers` (this node's own address included) from now on: the
+        configuration names members that were not known at start (docs/raft.md §4.16)."""
+
     def close(self) -> None: ...
 
 

@@ -23,6 +23,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
+from zlog.raft.messages import NO_DIR_ID
+
 
 class ProgressState(Enum):
     PROBE = "probe"
@@ -43,6 +45,7 @@ class Progress:
     recent_active: bool = False  # heard from it since the last check-quorum round
     acked_seq: int = 0  # highest Append seq it echoed in this term (ReadIndex)
     progress_tick: int = 0  # node tick at which match last moved or the state last changed
+    dir_id: bytes = NO_DIR_ID  # the data directory it last answered from (docs/raft.md §4.15)
 
     def become_probe(self, next_h: int, now: int) -> None:
         """Fall back to one-at-a-time Appends starting at `next_h`."""

@@ -32,7 +32,9 @@ from zlog.raft.errors import (
     NotLeaderError,
     ProposalDroppedError,
 )
+from zlog.raft.membership import recorded_dirs_update
 from zlog.raft.messages import (
+    NO_DIR_ID,
     Append,
     AppendResp,
     Block,
@@ -118,13 +120,16 @@ class RawNode(Election):
         persisted: PersistedState | None,
         rng: random.Random,
         bootstrap: ConfigState | None = None,
+        *,
+        dir_id: bytes = NO_DIR_ID,
     ) -> None:
-        """`persisted` None is a brand-new node; `bootstrap` is a new cluster's voter set.
+        """`persisted` None is a brand-new node; `bootstrap` is a new cluster's voter set;
+        `dir_id` names the data directory this node's log lives in (§4.15).
 
         A new node joining an existing cluster gets neither: it waits to be sent blocks or
         a snapshot by the leader that added it as a learner.
         """
-        super().__init__(node_id, cfg, persisted, rng, bootstrap)
+        super().__init__(node_id, cfg, persisted, rng, bootstrap, dir_id=dir_id)
         assert self._role == Role.FOLLOWER, "every incarnation starts as a follower"
         assert self._applied == self._chain.base, "the driver restores the FSM from the base"
         self._check_invariants()
@@ -208,6 +213,13 @@ class RawNode(Election):
         assert progress is None or self._role == Role.LEADER
         return None if progress is None else progress.match_h
 
+    def counts_as_voter(self, peer: int) -> bool:
+        """Leader only: whether `peer` is a voter whose answers count, i.e. it answers from
+        the data directory the configuration records for it (§4.15)."""
+        progress = self._progress.get(peer)
+        return (progress is not None and peer in self._chain.config.voters
+                and self._chain.config.counts(peer, progress.dir_id))
+
     # -- inputs --------------------------------------------------------------------------------
 
     def tick(self) -> None:
@@ -264,6 +276,7 @@ class RawNode(Election):
         elif isinstance(msg, AppendResp):
             if self._role == Role.LEADER:
                 self._handle_append_resp(msg)
+                self._maybe_record_dirs()
         elif isinstance(msg, TimeoutNow):
             self._handle_timeout_now(msg)
 
@@ -293,7 +306,8 @@ class RawNode(Election):
             match = msg.prev if isinstance(msg, Append) else msg.snapshot.last
             self._reply(msg, False, match)
         elif isinstance(msg, Vote):
-            self._send(VoteResp(self._term, self._id, msg.from_, False, pre=msg.pre))
+            self._send(VoteResp(self._term, self._id, msg.from_, False, pre=msg.pre,
+                                dir_id=self._dir_id))
         assert len(self._msgs) <= messages_before + 1, "at most one answer to a stale sender"
 
     def _step_from_leader(self, msg: Append | InstallSnapshot) -> None:
@@ -336,7 +350,8 @@ class RawNode(Election):
     def propose_config(self, change: ConfigState) -> BlockId:
         """Append a CONFIG block holding the whole new configuration (section 4 rules)."""
         self._require_leader()
-        change = ConfigState.of(change.voters, change.learners)
+        change = self._chain.config.changed(change.voters, change.learners,
+                                            dict(change.dirs), dict(change.endpoints))
         self._check_config_change(change)
         block_id = self._append_local(BlockKind.CONFIG, change.encode())
         self._broadcast_append()
@@ -344,6 +359,29 @@ class RawNode(Election):
         assert self._chain.last_config_height == block_id.height
         self._check_invariants()
         return block_id
+
+    def _maybe_record_dirs(self) -> None:
+        """Write the directories members answer from into the configuration (§4.15), when
+        a configuration change may be proposed at all."""
+        if not self._leading() or self._transferee is not None:
+            return
+        if self._commit.term != self._term or self._chain.last_config_height > self._commit.height:
+            return
+        seen = {peer: progress.dir_id for peer, progress in self._progress.items()}
+        seen[self._id] = self._dir_id
+        head_h = self._chain.head.height
+
+        def caught_up(voter: int) -> bool:
+            progress = self._progress.get(voter)
+            return (progress is not None
+                    and progress.match_h >= head_h - self._cfg.promotion_lag_blocks)
+
+        change = recorded_dirs_update(self._chain.config, seen, caught_up)
+        if change is None:
+            return
+        self._check_config_change(change)
+        self._append_local(BlockKind.CONFIG, change.encode())
+        self._broadcast_append()
 
     def _check_config_change(self, change: ConfigState) -> None:
         assert self._role == Role.LEADER

@@ -67,7 +67,7 @@ from zlog.raft.errors import NotLeaderError
 from zlog.raft.errors import ProposalDroppedError as CoreRefusedError
 from zlog.raft.fsm import StateMachine
 from zlog.raft.links import PeerLinks, PeerLinksFactory
-from zlog.raft.messages import GENESIS, Append, Block, BlockKind, ConfigState, Ready
+from zlog.raft.messages import GENESIS, NO_DIR_ID, Append, Block, BlockKind, ConfigState, Ready
 from zlog.raft.proposals import (
     NotLeaderOrFollowerError,
     Outcome,
@@ -163,7 +163,13 @@ class RaftRunner:
         links: PeerLinksFactory,
         config: RunnerConfig | None = None,
         rng: random.Random | None = None,
+        dir_id: bytes = NO_DIR_ID,
+        join: bool = False,
     ) -> None:
+        """`dir_id`: the id of the data directory `data_dir` lies in, so that the log on a
+        wiped disk is never counted as the one it replaced (docs/raft.md §4.15). `join`: a
+        new node does not bootstrap a cluster of `peers` but waits for a leader that added
+        it as a learner (§4.16); `peers` then holds what it knows to reach (itself at least)."""
         assert node_id in peers, "peers maps every voter, this node included, to its address"
         self.node_id = node_id
         self.peers = dict(peers)
@@ -183,13 +189,22 @@ class RaftRunner:
             if self._base != GENESIS:
                 fsm.restore(persisted.snapshot.data)
                 self._applied = self._base
-        bootstrap = None if persisted is not None else ConfigState.of(sorted(self.peers))
+        self._static_peers = dict(peers)  # the operator's word: wins over the configuration's
+        self._peers_config: ConfigState | None = None  # the config `peers` last followed
+        self._membership: deque[tuple[int, str, Waiter]] = deque()
+        self._peer_updates: deque[Mapping[int, str]] = deque()
+        bootstrap = None
+        if persisted is None and not join:  # a new cluster: its voters and their endpoints
+            clustered = len(self.peers) > 1
+            bootstrap = ConfigState.of(sorted(self.peers), endpoints=self.peers if clustered
+                                       else None)
         self.node = RawNode(
             node_id,
             self.config.raft_config(),
             persisted,
             rng or random.Random(int.from_bytes(os.urandom(8), "big")),
             bootstrap=bootstrap,
+            dir_id=dir_id,
         )
         self.proposals = ProposalTracker(
             batch_commands_max=self.config.batch_commands_max,
@@ -235,6 +250,24 @@ class RaftRunner:
         self._unreachable_leaders.append(leader)
         self._wake()
 
+    def add_learner(self, node_id: int, endpoint: str) -> Future[bytes]:
+        """Leader: add `node_id` (its Raft endpoint `endpoint`) as a learner, or update its
+        endpoint; the future holds every member's "id@endpoint", one a line, once the change
+        is proposed (or nothing needed changing). The caller sees the change commit by the
+        learner receiving the log. Fails like `propose`, or with the ConfigChangeError of a
+        change that must wait (REASSIGNMENT_IN_PROGRESS)."""
+        future: Future[bytes] = Future()
+        self._membership.append((node_id, endpoint, _future_waiter(future)))
+        self._wake()
+        if self._stopped.is_set():
+            self._fail_inbox()
+        return future
+
+    def add_peers(self, peers: Mapping[int, str]) -> None:
+        """Reach these nodes too (a joining node learns its cluster's endpoints so)."""
+        self._peer_updates.append(dict(peers))
+        self._wake()
+
     def status(self) -> NodeStatus:
         """A snapshot of the node's view (role, term, leader, head, commit, applied)."""
         with self._status_lock:
@@ -268,6 +301,9 @@ class RaftRunner:
         with contextlib.suppress(IndexError):
             while True:
                 self._inbox.popleft()[2](error)
+        with contextlib.suppress(IndexError):
+            while True:
+                self._membership.popleft()[2](error)
 
     def _wake(self) -> None:
         """Make the loop's poll return. Under the lock that closes the pipe, so a wake-up
@@ -295,6 +331,7 @@ class RaftRunner:
         poller.register(transport.pollable, zmq.POLLIN)
         poller.register(self._wake_read_fd, zmq.POLLIN)
         self._transport = transport
+        self._refresh_peers()
         log.info("raft node %d serving (peers %s)", self.node_id, self.peers)
         next_tick_ms = monotonic_ms() + self.config.tick_ms
         stop_deadline_ms: int | None = None
@@ -383,6 +420,44 @@ class RaftRunner:
         while self._inbox:
             kind, body, waiter = self._inbox.popleft()
             self._queue(kind, body, waiter)
+        while self._peer_updates:
+            self._static_peers.update(self._peer_updates.popleft())
+            self._peers_config = None
+        while self._membership:
+            self._add_learner(*self._membership.popleft())
+        self._refresh_peers()
+
+    def _refresh_peers(self) -> None:
+        """Follow the endpoints the configuration names (and those the operator gave, which
+        win); a node once known stays reachable, since a removed node must still receive the
+        block that removes it."""
+        config = self.node.config
+        if config is self._peers_config:
+            return
+        self._peers_config = config
+        peers = {**self.peers, **dict(config.endpoints), **self._static_peers}
+        if peers != self.peers:
+            self.peers = peers
+            self._transport.set_peers(peers)
+            log.info("raft node %d: peers now %s", self.node_id, peers)
+
+    def _add_learner(self, node_id: int, endpoint: str, waiter: Waiter) -> None:
+        if not self._is_leader():
+            waiter(NotLeaderOrFollowerError(self.node.leader_id))
+            return
+        config = self.node.config
+        if node_id not in config.members or dict(config.endpoints).get(node_id) != endpoint:
+            learners = config.learners if node_id in config.members else (
+                *config.learners, node_id)
+            try:
+                self.node.propose_config(config.changed(learners=learners,
+                                                        endpoints={node_id: endpoint}))
+            except ZlogError as error:
+                waiter(error)
+                return
+            self._refresh_peers()  # reach the learner before the first Append leaves
+        waiter("\n".join(f"{peer}@{address}" for peer, address in sorted(self.peers.items())
+                         if peer in self.node.config.members).encode())
 
     def _queue(self, kind: RequestKind, body: bytes, waiter: Waiter) -> None:
         if not self._is_leader():
@@ -468,6 +543,7 @@ class RaftRunner:
                 for read_state in ready.read_states:
                     self.reads.confirmed(read_state.ctx, read_state.index)
         self._check_leadership()
+        self._refresh_peers()
         self._answer_reads()
         self._maybe_compact()
         if handled:
@@ -498,6 +574,11 @@ class RaftRunner:
         if block.kind == BlockKind.CMD:
             results = [self.fsm.apply(command) for command in codec.decode_commands(block.payload)]
             self.statistics.commands_applied += len(results)
+        elif block.kind == BlockKind.CONFIG:
+            config = ConfigState.decode(block.payload)
+            log.info("raft node %d: configuration %s committed: voters %s, learners %s, "
+                     "directories %s", self.node_id, tuple(block.id), config.voters,
+                     config.learners, {node: dir_id.hex() for node, dir_id in config.dirs})
         self.proposals.applied(block, results)
         self._applied = block.id
         self.statistics.blocks_applied += 1
@@ -535,12 +616,13 @@ class RaftRunner:
             commands_proposed=statistics.commands_proposed,
             snapshots_taken=statistics.snapshots_taken,
             snapshots_restored=statistics.snapshots_restored, loop_turns=statistics.loop_turns,
-            voter_match=self._voter_match(),
+            voter_match=self._voter_match(), voters=node.config.voters,
+            learners=node.config.learners,
         )
 
     def _voter_match(self) -> tuple[tuple[int, int], ...]:
         node = self.node
         if node.leader_id != self.node_id or str(node.role) != "leader":
             return ()
-        return tuple((peer, node.match_height(peer) or 0)
+        return tuple((peer, (node.match_height(peer) or 0) if node.counts_as_voter(peer) else -1)
                      for peer in sorted(node.config.voters) if peer != self.node_id)

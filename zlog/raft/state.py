@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from zlog.raft.chain import Chain
 from zlog.raft.messages import (
+    DIR_ID_BYTES,
     EMPTY_CONFIG,
     GENESIS,
     Block,
@@ -74,10 +75,14 @@ class NodeState:
         persisted: PersistedState | None,
         rng: random.Random,
         bootstrap: ConfigState | None,
+        *,
+        dir_id: bytes,
     ) -> None:
         assert node_id >= 0, "node ids are unsigned"
+        assert len(dir_id) == DIR_ID_BYTES
         assert cfg.election_ticks > cfg.heartbeat_ticks > 0
         self._id = node_id
+        self._dir_id = dir_id  # this incarnation's data directory (docs/raft.md §4.15)
         self._cfg = cfg
         self._rng = rng
         self._now = 0  # ticks since this incarnation started; only ever compared locally
@@ -198,7 +203,7 @@ class NodeState:
 
     def _promotable(self) -> bool:
         """Whether this node may campaign: a voter at head, or a voter whose removal is
-        still uncommitted on its path.
+        still uncommitted on its path; never a node whose directory is not the recorded one.
 
         The second case (docs/raft.md, "Campaigning while being removed") avoids a
         deadlock: a leader that removed itself and then stepped down (check-quorum) may hold
@@ -207,6 +212,8 @@ class NodeState:
         it must win a majority of the new voters, which overlaps every old majority.
         """
         chain = self._chain
+        if not chain.config.counts(self._id, self._dir_id):
+            return False  # a new disk under an old voter's id: a learner until recorded
         if self._id in chain.config.voters:
             return True
         last_config_height = chain.last_config_height

@@ -34,7 +34,11 @@ class NodeStatus:
     snapshots_taken: int
     snapshots_restored: int
     loop_turns: int
-    voter_match: tuple[tuple[int, int], ...] = ()  # leader only: (peer, match height)
+    # Leader only: (peer, match height); -1 for a voter answering from another data
+    # directory than the recorded one (a wiped disk, not yet swapped in: docs/raft.md §4.15).
+    voter_match: tuple[tuple[int, int], ...] = ()
+    voters: tuple[int, ...] = ()  # the configuration at head
+    learners: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON types, block ids as [term, height] pairs."""

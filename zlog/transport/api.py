@@ -34,6 +34,8 @@ class ApiKey(IntEnum):
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
     UNREGISTER_BROKER = 64
+    # zlog's own: Kafka has no request for this (its observers fetch without asking).
+    ADD_RAFT_LEARNER = 1000
 
 
 # (min_version, max_version), both inclusive.
@@ -66,6 +68,7 @@ CONTROL_APIS: Final = frozenset(
         ApiKey.BROKER_REGISTRATION,
         ApiKey.BROKER_HEARTBEAT,
         ApiKey.ALTER_PARTITION,
+        ApiKey.ADD_RAFT_LEARNER,
     }
 )
 

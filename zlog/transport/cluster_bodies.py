@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from zlog.transport.cluster_messages import (
+    AddRaftLearnerRequestV0,
+    AddRaftLearnerResponseV0,
     AlterPartitionRequestV0,
     AlterPartitionResponseV0,
     BrokerHeartbeatRequestV0,
@@ -29,6 +31,7 @@ ClusterJsonMessage = (
     | BrokerRegistrationRequestV0 | BrokerRegistrationResponseV0
     | BrokerHeartbeatRequestV0 | BrokerHeartbeatResponseV0
     | AlterPartitionRequestV0 | AlterPartitionResponseV0
+    | AddRaftLearnerRequestV0 | AddRaftLearnerResponseV0
 )
 
 
@@ -51,6 +54,9 @@ def cluster_body(msg: ClusterJsonMessage) -> dict[str, Any]:
                     "leader_epoch": msg.leader_epoch, "partition_epoch": msg.partition_epoch,
                     "new_isr": list(msg.new_isr),
                     "member_epochs": {str(k): v for k, v in msg.member_epochs.items()}}
+        case AddRaftLearnerResponseV0():
+            return {"error_code": msg.error_code, "error_message": msg.error_message,
+                    "controller_id": msg.controller_id, "members": list(msg.members)}
         case BrokerHeartbeatRequestV0():
             return {"node_id": msg.node_id, "broker_epoch": msg.broker_epoch,
                     "worker_endpoints": list(msg.worker_endpoints),
@@ -112,4 +118,9 @@ CLUSTER_PARSERS: Final[Mapping[type, Callable[[Fields], ClusterJsonMessage]]] = 
         _member_epochs(f)),
     AlterPartitionResponseV0: lambda f: AlterPartitionResponseV0(
         _code(f), f.text("error_message", default=""), _int32(f, "controller_id", -1)),
+    AddRaftLearnerRequestV0: lambda f: AddRaftLearnerRequestV0(
+        _int32(f, "node_id", 0), f.text("dir_id"), f.text("raft_endpoint")),
+    AddRaftLearnerResponseV0: lambda f: AddRaftLearnerResponseV0(
+        _code(f), f.text("error_message", default=""), _int32(f, "controller_id", -1),
+        f.texts("members")),
 }

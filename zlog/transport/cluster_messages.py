@@ -11,6 +11,10 @@ APIs (registration, heartbeats, ISR changes). Kafka's api keys and field names.
 * **BrokerRegistration / BrokerHeartbeat / AlterPartition v0** (JSON, Kafka keys 62, 63, 56):
   a supervisor to the controller. Only the controller answers them; any other supervisor
   answers NOT_CONTROLLER with the controller it knows of.
+* **AddRaftLearner v0** (JSON, zlog's key 1000): a broker started with `--join` asks to receive
+  the metadata log as a learner (docs/raft.md §4.16). Any member forwards it to the controller,
+  which adds the learner (a committed configuration change) and answers with every member's
+  Raft endpoint, so the new broker can answer the leader.
 """
 
 from __future__ import annotations
@@ -147,6 +151,27 @@ class BrokerRegistrationResponseV0:
     cluster_id: str
     broker_epoch: int  # -1 on error
     controller_id: int  # who answered, or the controller this node knows of (NOT_CONTROLLER)
+
+
+@dataclass(frozen=True, slots=True)
+class AddRaftLearnerRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.ADD_RAFT_LEARNER
+    API_VERSION: ClassVar[int] = 0
+
+    node_id: int
+    dir_id: str  # the joining broker's data directory id (32 hex digits)
+    raft_endpoint: str  # where its metadata-log node listens
+
+
+@dataclass(frozen=True, slots=True)
+class AddRaftLearnerResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.ADD_RAFT_LEARNER
+    API_VERSION: ClassVar[int] = 0
+
+    error_code: int
+    error_message: str
+    controller_id: int
+    members: tuple[str, ...] = ()  # "id@raft endpoint" of every member the configuration names
 
 
 @dataclass(frozen=True, slots=True)

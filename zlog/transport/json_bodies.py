@@ -16,6 +16,8 @@ from typing import Any, Final, TypeVar
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.cluster_bodies import CLUSTER_PARSERS, cluster_body
 from zlog.transport.cluster_messages import (
+    AddRaftLearnerRequestV0,
+    AddRaftLearnerResponseV0,
     AlterPartitionRequestV0,
     AlterPartitionResponseV0,
     BrokerHeartbeatRequestV0,
@@ -203,7 +205,8 @@ def _as_dict(msg: Request | Response) -> dict[str, Any]:
         case (OffsetForLeaderEpochRequestV0() | OffsetForLeaderEpochResponseV0()
               | BrokerRegistrationRequestV0() | BrokerRegistrationResponseV0()
               | BrokerHeartbeatRequestV0() | BrokerHeartbeatResponseV0()
-              | AlterPartitionRequestV0() | AlterPartitionResponseV0()):
+              | AlterPartitionRequestV0() | AlterPartitionResponseV0()
+              | AddRaftLearnerRequestV0() | AddRaftLearnerResponseV0()):
             return cluster_body(msg)
         case (AlterPartitionReassignmentsRequestV0() | AlterPartitionReassignmentsResponseV0()
               | ListPartitionReassignmentsRequestV0() | ListPartitionReassignmentsResponseV0()

@@ -15,6 +15,8 @@ from typing import ClassVar, TypeAlias
 
 from zlog.transport.api import SUPPORTED_VERSIONS, ApiKey
 from zlog.transport.cluster_messages import (
+    AddRaftLearnerRequestV0,
+    AddRaftLearnerResponseV0,
     AlterPartitionRequestV0,
     AlterPartitionResponseV0,
     BrokerHeartbeatRequestV0,
@@ -480,7 +482,8 @@ class VoterStatus:
     """A metadata-log voter as its leader sees it: how far its copy of the log reaches."""
 
     node_id: int
-    match_height: int  # -1 when the answering node does not lead the log (so cannot know)
+    match_height: int  # -1 when the answering node does not lead the log (so cannot know), or
+    # when the voter answers from a new data directory not yet swapped in (docs/raft.md §4.15)
     lag_blocks: int  # the leader's head height minus match_height; -1 when unknown
 
 
@@ -542,6 +545,7 @@ Request: TypeAlias = (
     | FetchRequestV1
     | OffsetForLeaderEpochRequestV0
     | BrokerRegistrationRequestV0
+    | AddRaftLearnerRequestV0
     | BrokerHeartbeatRequestV0
     | AlterPartitionRequestV0
     | ListOffsetsRequestV0
@@ -565,6 +569,7 @@ Response: TypeAlias = (
     | FetchResponseV1
     | OffsetForLeaderEpochResponseV0
     | BrokerRegistrationResponseV0
+    | AddRaftLearnerResponseV0
     | BrokerHeartbeatResponseV0
     | AlterPartitionResponseV0
     | ListOffsetsResponseV0
@@ -591,6 +596,7 @@ REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
         FetchRequestV1,
         OffsetForLeaderEpochRequestV0,
         BrokerRegistrationRequestV0,
+        AddRaftLearnerRequestV0,
         BrokerHeartbeatRequestV0,
         AlterPartitionRequestV0,
         ListOffsetsRequestV0,
@@ -617,6 +623,7 @@ RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
         FetchResponseV1,
         OffsetForLeaderEpochResponseV0,
         BrokerRegistrationResponseV0,
+        AddRaftLearnerResponseV0,
         BrokerHeartbeatResponseV0,
         AlterPartitionResponseV0,
         ListOffsetsResponseV0,

@@ -34,13 +34,26 @@ class PeerTransport:
         assert node_id in peers, "the peer map includes this node's own address"
         self.node_id = node_id
         self.dropped_messages = 0
+        self._context = context
         self.router = make_peer_router(peers[node_id], context=context)
-        self._dealers: dict[int, zmq.Socket[Any]] = {
-            peer_id: make_peer_dealer(address, node_identity(node_id), context=context,
-                                      hwm_messages=limits.RAFT_PEER_SEND_QUEUE_MESSAGES_MAX)
-            for peer_id, address in sorted(peers.items()) if peer_id != node_id
-        }
-        self._identities = {node_identity(peer): peer for peer in peers}
+        self._addresses: dict[int, str] = {}
+        self._dealers: dict[int, zmq.Socket[Any]] = {}
+        self._identities: dict[bytes, int] = {}
+        self.set_peers(peers)
+
+    def set_peers(self, peers: Mapping[int, str]) -> None:
+        """Connect to the peers not known yet, or known at another address; keep the rest."""
+        for peer_id, address in sorted(peers.items()):
+            self._identities[node_identity(peer_id)] = peer_id
+            if peer_id == self.node_id or self._addresses.get(peer_id) == address:
+                continue
+            old = self._dealers.pop(peer_id, None)
+            if old is not None:
+                old.close(linger=0)
+            self._dealers[peer_id] = make_peer_dealer(
+                address, node_identity(self.node_id), context=self._context,
+                hwm_messages=limits.RAFT_PEER_SEND_QUEUE_MESSAGES_MAX)
+            self._addresses[peer_id] = address
 
     @classmethod
     def factory(

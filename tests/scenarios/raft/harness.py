@@ -15,6 +15,8 @@ from tests.sim.checker import Checker
 from tests.sim.disk import SimDisk
 from tests.sim.statemachine import SimStateMachine
 from zlog.raft.messages import (
+    DIR_ID_BYTES,
+    NO_DIR_ID,
     Append,
     AppendResp,
     BlockId,
@@ -66,7 +68,10 @@ class Cluster:
         spares: Iterable[int] = (),
         cfg: RaftConfig | None = None,
         seed: int = 0,
+        dir_ids: bool = False,
     ) -> None:
+        """`dir_ids`: every node's disk has a directory id (docs/raft.md §4.15) and `wipe`
+        gives it a new one; without, nodes run with none, as before directories had ids."""
         self.cfg = cfg or RaftConfig()
         self.voters = sorted(voters)
         self.everyone = sorted({*self.voters, *spares})
@@ -74,6 +79,8 @@ class Cluster:
         self.rng = random.Random(seed)
         self.checker = Checker(self.bootstrap, self._durable)
         self.disks = {i: SimDisk() for i in self.everyone}
+        self.with_dir_ids = dir_ids
+        self.dir_ids = {i: self._new_dir_id(i, 0) for i in self.everyone}
         self.nodes: dict[int, RawNode] = {}
         self.fsms: dict[int, SimStateMachine] = {}
         self.inflight: list[Message] = []
@@ -95,7 +102,8 @@ class Cluster:
         persisted = self.disks[node_id].load()
         bootstrap = self.bootstrap if node_id in self.voters else None
         rng = random.Random(self.rng.getrandbits(64))
-        node = RawNode(node_id, self.cfg, persisted, rng, bootstrap)
+        node = RawNode(node_id, self.cfg, persisted, rng, bootstrap,
+                       dir_id=self.dir_ids[node_id])
         snapshot = persisted.snapshot if persisted is not None else None
         self.nodes[node_id] = node
         self.fsms[node_id] = SimStateMachine.restore(snapshot.data if snapshot else b"")
@@ -111,6 +119,22 @@ class Cluster:
         del self.fsms[node_id]
         if lose_ready and node.has_ready():
             node.ready()  # taken, then lost with the process
+
+    def _new_dir_id(self, node_id: int, generation: int) -> bytes:
+        if not self.with_dir_ids:
+            return NO_DIR_ID
+        return bytes([node_id % 256, generation % 256]) + bytes(range(1, DIR_ID_BYTES - 1))
+
+    def wipe(self, node_id: int) -> RawNode:
+        """The node's disk is replaced by an empty one (with a new directory id, if dir ids
+        are on) and it starts again under the same id, bootstrapped like a first start."""
+        if node_id in self.nodes:
+            self.crash(node_id)
+        self.disks[node_id] = SimDisk()
+        self.checker.views.pop(node_id, None)  # a new disk has no history of its own
+        generation = self.dir_ids[node_id][1] + 1 if self.with_dir_ids else 0
+        self.dir_ids[node_id] = self._new_dir_id(node_id, generation)
+        return self.start(node_id)
 
     def restart(self, node_id: int) -> RawNode:
         assert node_id not in self.nodes

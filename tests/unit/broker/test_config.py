@@ -187,3 +187,26 @@ def test_the_example_file_lists_every_key_with_its_default() -> None:
     config = resolve_config([layer])
     assert replace(config, topic_defaults=()) == BrokerConfig()
     assert config.default_log_config == BrokerConfig().default_log_config
+
+
+def test_join_comes_from_the_environment_and_makes_the_broker_clustered() -> None:
+    config = load_config({"listen": "tcp://127.0.0.4:7400"},
+                         environ={"ZLOG_JOIN": "tcp://127.0.0.1:7400", "ZLOG_NODE_ID": "4"})
+    assert config.join == "tcp://127.0.0.1:7400"
+    assert config.clustered
+    assert not config.voters
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"join": "tcp://127.0.0.1:7400", "voters": "1@tcp://127.0.0.1:7400",
+      "listen": "tcp://127.0.0.1:7400"}, "not both"),
+    ({"join": "udp://127.0.0.1:7400"}, "tcp://host:port"),
+])
+def test_a_bad_join_is_refused(values: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve_config([ConfigLayer("command line", values)])
+
+
+def test_a_joining_broker_needs_a_fixed_port() -> None:
+    with pytest.raises(ConfigError, match="fixed listen port"):
+        BrokerConfig(join="tcp://127.0.0.1:7400", listen="tcp://127.0.0.4:0")

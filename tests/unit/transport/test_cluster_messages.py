@@ -13,6 +13,8 @@ import pytest
 
 from zlog.errors import ErrorCode
 from zlog.transport.cluster_messages import (
+    AddRaftLearnerRequestV0,
+    AddRaftLearnerResponseV0,
     AlterPartitionRequestV0,
     AlterPartitionResponseV0,
     BrokerHeartbeatRequestV0,
@@ -44,6 +46,7 @@ CLUSTER_REQUESTS: list[Request] = [
                                 "rack-a", "dir-9"),
     BrokerHeartbeatRequestV0(3, 12, ("tcp://127.0.0.3:5000", ""), want_shutdown=True),
     AlterPartitionRequestV0(1, 4, "t", 0, 3, 9, (1, 2), {2: 6}),
+    AddRaftLearnerRequestV0(4, "ab" * 16, "tcp://127.0.0.4:7401"),
 ]
 CLUSTER_RESPONSES: list[Response] = [
     FetchResponseV1((
@@ -55,6 +58,7 @@ CLUSTER_RESPONSES: list[Response] = [
     BrokerRegistrationResponseV0(0, "", "cluster", 12, 1),
     BrokerHeartbeatResponseV0(0, "", False, True, 1),
     AlterPartitionResponseV0(int(ErrorCode.INVALID_UPDATE_VERSION), "moved on", 1),
+    AddRaftLearnerResponseV0(0, "", 1, ("1@tcp://127.0.0.1:7401", "4@tcp://127.0.0.4:7401")),
 ]
 
 

@@ -8,6 +8,9 @@
   `controller_service.py`, which answers the brokers' registration, heartbeat and
   AlterPartition requests that reach this control endpoint. Another supervisor answers them
   NOT_CONTROLLER with the controller it knows of.
+* For brokers started with `--join` (`raft_join.py`): their AddRaftLearner request, which the
+  controller answers by adding them to the metadata log as learners (docs/raft.md §4.16),
+  and, for such a broker itself, asking for that until its copy of the log names it.
 * For clients: a request that changes the metadata (CreateTopics, DeleteTopics,
   CreatePartitions, IncrementalAlterConfigs, InitProducerId) reaching a supervisor that is
   not the controller is forwarded to the controller and its answer passed back (as KIP-590
@@ -41,15 +44,20 @@ from zlog.broker.control.controller_service import (
     ControllerSettings,
 )
 from zlog.broker.control.metadata_commands import Propose
+from zlog.broker.control.metadata_log import LearnerAdded
 from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.control.raft_join import RaftJoin
 from zlog.broker.control.worker_pool import DesiredPartition
 from zlog.broker.topic_configs import effective_topic_configs
 from zlog.broker.worker_protocol import AlterIsr
 from zlog.errors import ErrorCode, ZlogError
+from zlog.raft.messages import DIR_ID_BYTES
 from zlog.raft.status import NodeStatus
 from zlog.transport import messages as wire
 from zlog.transport import reassignment_messages
 from zlog.transport.cluster_messages import (
+    AddRaftLearnerRequestV0,
+    AddRaftLearnerResponseV0,
     AlterPartitionRequestV0,
     AlterPartitionResponseV0,
     BrokerHeartbeatRequestV0,
@@ -72,10 +80,12 @@ FORWARDED_APIS: Final = (wire.CreateTopicsRequestV0, wire.DeleteTopicsRequestV0,
                          reassignment_messages.AlterPartitionReassignmentsRequestV0,
                          reassignment_messages.ListPartitionReassignmentsRequestV0,
                          reassignment_messages.UnregisterBrokerRequestV0,
-                         wire.DescribeClusterRequestV0)  # the last: for the voters' progress
+                         wire.DescribeClusterRequestV0,  # for the voters' progress
+                         AddRaftLearnerRequestV0)  # only the metadata log's leader adds one
 FORWARD_TIMEOUT_MS: Final = 30_000  # as long as the controller may take to settle one
 
 Forwarded = Callable[[Response | None, ZlogError | None], None]
+AddLearner = Callable[[int, str, LearnerAdded], None]
 
 
 class DataDirError(Exception):
@@ -100,7 +110,10 @@ def data_dir_identity(data_dir: Path, node_id: int) -> str:
     if meta.get("node_id") != node_id:
         raise DataDirError(f"data dir {data_dir} belongs to node {meta.get('node_id')}, "
                            f"not {node_id}")
-    return str(meta["dir_id"])
+    dir_id = str(meta.get("dir_id", ""))
+    if len(dir_id) != 2 * DIR_ID_BYTES or dir_id.strip("0123456789abcdef"):
+        raise DataDirError(f"{path} holds no valid dir_id (32 lowercase hex digits)")
+    return dir_id
 
 
 class ClusterNode:
@@ -116,6 +129,8 @@ class ClusterNode:
         dir_id: str,
         context: zmq.Context[Any],
         leader_unreachable: Callable[[int], None] = lambda leader: None,
+        add_learner: AddLearner | None = None,
+        add_peers: Callable[[Mapping[int, str]], None] | None = None,
     ) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -133,6 +148,11 @@ class ClusterNode:
         self.link = ControllerLink(self.controller_endpoint, context,
                                    on_gone=self._controller_gone)
         self.probes = BrokerProbes(config.node_id, context)
+        self._add_learner = add_learner
+        self.join: RaftJoin | None = None
+        if config.join and add_peers is not None:
+            self.join = RaftJoin(config.node_id, dir_id, config.listen, config.join,
+                                 raft_status=raft_status, add_peers=add_peers, context=context)
         self._was_ready = False
         self.lifecycle = BrokerLifecycle(
             Identity(config.node_id, uuid.uuid4().hex, config.advertised_host,
@@ -144,10 +164,13 @@ class ClusterNode:
     # -- the loop's part --------------------------------------------------------------------
 
     def sockets(self) -> tuple[zmq.Socket[bytes], ...]:
-        return self.link.sockets() + self.probes.sockets()
+        return (self.link.sockets() + self.probes.sockets()
+                + (self.join.sockets() if self.join is not None else ()))
 
     def turn(self, now_ms: int) -> None:
         self.link.run()
+        if self.join is not None:
+            self.join.run(now_ms)
         self.controller.set_active(self._leads_caught_up(), now_ms)
         if self.controller.active:
             self.probes.run({node_id: broker.control_endpoint
@@ -161,6 +184,8 @@ class ClusterNode:
     def close(self) -> None:
         self.link.close()
         self.probes.close()
+        if self.join is not None:
+            self.join.close()
 
     def ready(self) -> bool:
         """Registered, and this node's copy of the metadata holds that registration: until
@@ -236,6 +261,28 @@ class ClusterNode:
                                                "this node is not the controller"))
             return
         self.controller.elect_preferred(answer)
+
+    def add_learner(self, request: AddRaftLearnerRequestV0, answer: Answer) -> None:
+        """AddRaftLearner reaching the controller (forwarded here by any other broker)."""
+        def refused(code: ErrorCode, text: str) -> None:
+            answer(AddRaftLearnerResponseV0(int(code), text, self.controller_id()))
+
+        if not self.controller.active or self._add_learner is None:
+            refused(ErrorCode.NOT_CONTROLLER, "this node is not the controller")
+            return
+        if request.node_id < 0 or not request.raft_endpoint.startswith("tcp://"):
+            refused(ErrorCode.INVALID_REQUEST,
+                    "a learner needs a node id >= 0 and a tcp:// Raft endpoint")
+            return
+
+        def added(members: tuple[str, ...] | None, error: ZlogError | None) -> None:
+            if error is not None:
+                refused(error.code, error.message)
+            else:
+                answer(AddRaftLearnerResponseV0(int(ErrorCode.NONE), "", self.node_id,
+                                                members or ()))
+
+        self._add_learner(request.node_id, request.raft_endpoint, added)
 
     # -- the controller's requests ----------------------------------------------------------
 

@@ -293,7 +293,8 @@ class ControlPlane:
             raft = wire.RaftStatus(status.leader, status.term, commit)
             if status.leader == status.node_id:
                 voters.append(wire.VoterStatus(status.node_id, status.head.height, 0))
-            voters += [wire.VoterStatus(peer, match, max(status.head.height - match, 0))
+            voters += [wire.VoterStatus(peer, match,
+                                        max(status.head.height - match, 0) if match >= 0 else -1)
                        for peer, match in status.voter_match]
         states = tuple(
             wire.BrokerState(broker.node_id, broker.broker_epoch,

@@ -30,6 +30,7 @@ from zlog.broker.control.metadata_commands import (
     encode_command,
 )
 from zlog.errors import ErrorCode, ZlogError
+from zlog.raft.messages import NO_DIR_ID
 from zlog.raft.runner import RaftRunner, RunnerConfig
 from zlog.raft.status import NodeStatus
 from zlog.transport.raft_peers import PeerTransport
@@ -55,14 +56,17 @@ class MetadataLog:
         context: zmq.Context[Any],
         voters: Mapping[int, str] | None = None,
         listen: str = "",
+        dir_id: bytes = NO_DIR_ID,
+        join: bool = False,
     ) -> None:
         """`voters`: each voter's control endpoint (their Raft peers listen on the next port;
-        this node binds the port after `listen`); none: this node alone, over inproc."""
+        this node binds the port after `listen`); none: this node alone, over inproc, unless
+        it `join`s a cluster as a learner (it then learns its peers: `add_peers`)."""
         self.node_id = node_id
         self._wake = wake
         self._completions: deque[Callable[[], None]] = deque()
-        if voters and len(voters) > 1:
-            peers = {voter: raft_endpoint(endpoint) for voter, endpoint in voters.items()}
+        if join or (voters and len(voters) > 1):
+            peers = {voter: raft_endpoint(endpoint) for voter, endpoint in (voters or {}).items()}
             peers[node_id] = raft_endpoint(listen)
             # Elections within about half a second to a second; a stopping leader hands off.
             runner_config = RunnerConfig(tick_ms=tick_ms, election_ticks=CLUSTER_ELECTION_TICKS,
@@ -74,7 +78,8 @@ class MetadataLog:
             runner_config = RunnerConfig(tick_ms=tick_ms, election_ticks=2,
                                          stop_transfer_timeout_ms=0)
         self._runner = RaftRunner(node_id, peers, data_dir / RAFT_DIRECTORY, fsm,
-                                  config=runner_config, links=PeerTransport.factory(context))
+                                  config=runner_config, links=PeerTransport.factory(context),
+                                  dir_id=dir_id, join=join)
         self._tick_ms = tick_ms
 
     def start(self) -> None:
@@ -101,10 +106,36 @@ class MetadataLog:
 
         future.add_done_callback(settled)
 
+    def add_learner(self, node_id: int, endpoint: str, done: LearnerAdded) -> None:
+        """Leader: add a learner (RaftRunner.add_learner); `done(members, error)` runs later,
+        from `run_completions`, with every member's "id@endpoint"."""
+        future = self._runner.add_learner(node_id, endpoint)
+
+        def settled(outcome: Future[bytes]) -> None:  # on the Raft thread: queue, wake
+            self._completions.append(lambda: _learner_added(outcome, done))
+            self._wake()
+
+        future.add_done_callback(settled)
+
+    def add_peers(self, peers: Mapping[int, str]) -> None:
+        self._runner.add_peers(peers)
+
     def run_completions(self) -> None:
         """On the supervisor's loop thread: tell each proposer its outcome."""
         while self._completions:
             self._completions.popleft()()
+
+
+LearnerAdded = Callable[[tuple[str, ...] | None, ZlogError | None], None]
+
+
+def _learner_added(future: Future[bytes], done: LearnerAdded) -> None:
+    try:
+        members = future.result().decode()
+    except ZlogError as error:
+        done(None, error)
+        return
+    done(tuple(line for line in members.split("\n") if line), None)
 
 
 def _complete(future: Future[bytes], result_type: Any, done: Done) -> None:

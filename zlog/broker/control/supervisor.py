@@ -69,6 +69,7 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS
+from zlog.transport.cluster_messages import AddRaftLearnerRequestV0
 from zlog.transport.codec import (
     RequestHeader,
     encode_error_response,
@@ -223,7 +224,7 @@ class Supervisor:
             self._metadata_log = MetadataLog(
                 config.node_id, self.data_dir, self.fsm, tick_ms=config.raft_tick_ms,
                 wake=self._wake, context=self._context, voters=config.voter_map,
-                listen=config.listen,
+                listen=config.listen, dir_id=bytes.fromhex(dir_id), join=bool(config.join),
             )
             self._metadata_log.start()
         except zmq.ZMQError as error:
@@ -232,7 +233,9 @@ class Supervisor:
             config, state=lambda: self.fsm.state, raft_status=self._metadata_log.status,
             propose=self._propose, control_endpoint=self._advertised_control(),
             worker_endpoints=self._pool.worker_endpoints, dir_id=dir_id,
-            context=self._context, leader_unreachable=self._metadata_log.leader_unreachable,
+            context=self._context, add_learner=self._metadata_log.add_learner,
+            add_peers=self._metadata_log.add_peers,
+            leader_unreachable=self._metadata_log.leader_unreachable,
         )
 
     def _lock_data_dir(self) -> None:
@@ -530,6 +533,8 @@ class Supervisor:
             cluster.forward(request, functools.partial(self._forwarded, identity, header))
         elif cluster is not None and isinstance(request, wire.ElectLeadersRequestV0):
             cluster.elect_leaders(functools.partial(self._reply, identity, header))
+        elif cluster is not None and isinstance(request, AddRaftLearnerRequestV0):
+            cluster.add_learner(request, functools.partial(self._reply, identity, header))
         else:
             self.control.handle(identity, header, request)
         return []

@@ -323,7 +323,8 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
                              ApiKey.ALTER_PARTITION_REASSIGNMENTS,
                              ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.UNREGISTER_BROKER,
                              ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
-                             ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION))
+                             ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
+                             ApiKey.ADD_RAFT_LEARNER))
     broker.leader = None
     described = broker.reply_to(broker.request(wire.DescribeClusterRequestV0()))
     assert described == wire.DescribeClusterResponseV0(
