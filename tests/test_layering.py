@@ -46,6 +46,12 @@ PURE_MODULES = {
     "zlog/broker/worker_protocol.py", "zlog/broker/control/metadata_commands.py",
     "zlog/transport/json_fields.py", "zlog/transport/server.py",
     "zlog/spark/offsets.py", "zlog/spark/options.py",
+    "zlog/groups/assignors.py", "zlog/groups/classic.py", "zlog/groups/classic_group.py",
+    "zlog/groups/config.py", "zlog/groups/consumer.py", "zlog/groups/consumer_group.py",
+    "zlog/groups/consumer_protocol.py", "zlog/groups/consumer_records.py",
+    "zlog/groups/coordinator.py", "zlog/groups/describe.py", "zlog/groups/kafka_codec.py",
+    "zlog/groups/messages.py", "zlog/groups/offsets.py", "zlog/groups/output.py",
+    "zlog/groups/partitioning.py", "zlog/groups/records.py", "zlog/groups/replay.py",
 }
 IMPURE_IMPORTS = {"os", "time", "socket", "zmq", "mmap", "threading", "subprocess", "asyncio",
                   "fcntl", "signal", "select", "multiprocessing", "psutil"}
