@@ -19,8 +19,8 @@ from typing import Final
 import psutil
 import pytest
 
-from tests.cluster.test_replication import _consume_all, _log_bytes, _produce, _values
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes
+from tests.cluster.test_replication import _consume_all, _produce, _values
+from tests.cluster_fixtures import ClusterProcesses, cluster_processes, log_bytes
 from zlog.broker.replica_settings import REPLICA_DEFAULTS
 from zlog.client import Admin, NewTopic, Producer
 
@@ -79,8 +79,8 @@ def test_scenario_1_a_restarted_follower_is_not_elected_with_what_it_may_lack(
     assert _consume_all(cluster.bootstrap, TOPIC, 0, len(acked)) == acked
     for broker in cluster.brokers.values():
         assert broker.stop() == 0
-    assert _log_bytes(cluster.broker(leader), TOPIC, 0) == \
-        _log_bytes(cluster.broker(follower), TOPIC, 0)
+    assert log_bytes(cluster.broker(leader), TOPIC, 0) == \
+        log_bytes(cluster.broker(follower), TOPIC, 0)
 
 
 def test_with_unclean_election_enabled_the_out_of_sync_follower_takes_over(
@@ -134,5 +134,5 @@ def test_scenario_2_a_replica_with_a_divergent_tail_truncates_it_by_leader_epoch
     assert _consume_all(cluster.bootstrap, TOPIC, 0, len(acked) + len(later)) == acked + later
     for broker in cluster.brokers.values():
         assert broker.stop() == 0
-    assert _log_bytes(cluster.broker(leader), TOPIC, 0) == \
-        _log_bytes(cluster.broker(follower), TOPIC, 0)
+    assert log_bytes(cluster.broker(leader), TOPIC, 0) == \
+        log_bytes(cluster.broker(follower), TOPIC, 0)
