@@ -168,7 +168,8 @@ class BrokerProcess:
                 worker.kill()
         supervisor.kill()
         self.process.wait(START_TIMEOUT_S)
-        psutil.wait_procs(workers, timeout=START_TIMEOUT_S)
+        wait_until(lambda: all(_exited(worker) for worker in workers), START_TIMEOUT_S,
+                   what="the killed workers to exit")
         self.process = None
 
     def pause(self) -> None:
@@ -269,3 +270,12 @@ def broker_process(keep_logs_in: Path | None = None, *, workers: int = 2,
         if broker.process is not None and broker.process.poll() is None:
             print(f"\n--- broker log (tail) ---\n{broker.log_tail()}")
         broker.close(keep_logs_in)
+
+
+def _exited(process: psutil.Process) -> bool:
+    """Gone, or a zombie: its descriptors, ports and mappings are released already. Once its
+    supervisor is killed, a worker is reaped by whatever adopts it, which may take seconds."""
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
