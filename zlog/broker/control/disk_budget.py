@@ -24,7 +24,11 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from zlog.broker.control.metadata_state import TopicInfo
-from zlog.broker.topic_configs import effective_topic_configs, validate_topic_configs
+from zlog.broker.topic_configs import (
+    RETENTION_DISK_PERCENT,
+    effective_topic_configs,
+    validate_topic_configs,
+)
 from zlog.errors import ZlogError
 
 NO_SHARE: Final = -1
@@ -39,6 +43,8 @@ def disk_budget_percent(configs: Mapping[str, str]) -> float:
     It applies only to a topic that deletes (cleanup.policy includes delete), as every
     retention rule. Configs that do not validate give no budget: the worker refuses to open
     such a partition anyway, and says why."""
+    if configs.get(RETENTION_DISK_PERCENT, "-1") == "-1":
+        return -1.0  # the default, and the common case: nothing to parse
     try:
         config = validate_topic_configs(configs)
     except ZlogError:
