@@ -40,7 +40,7 @@ PURE_MODULES = {
     "zlog/raft/links.py",
     "zlog/broker/control/metadata.py", "zlog/broker/control/placement.py",
     "zlog/broker/topic_configs.py", "zlog/broker/control/control_plane.py",
-    "zlog/broker/control/producer_ids.py",
+    "zlog/broker/control/producer_ids.py", "zlog/broker/control/disk_budget.py",
     "zlog/broker/data/partition.py", "zlog/broker/data/producer_state.py",
     "zlog/broker/data/fetch_waiters.py", "zlog/broker/data/isr.py",
     "zlog/broker/worker_protocol.py", "zlog/broker/control/metadata_commands.py",

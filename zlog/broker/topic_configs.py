@@ -51,6 +51,7 @@ min.insync.replicas and unclean.leader.election.enable belong to replication (ac
 the controller's elections), message.timestamp.difference.max.ms and compression.type to the
 produce path."""
 
+RETENTION_DISK_PERCENT: Final = "retention.disk.percent"  # a budget per broker: disk_budget.py
 MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
 TIMESTAMP_DIFFERENCE_MAX_MS: Final = "message.timestamp.difference.max.ms"
 COMPRESSION_TYPE: Final = "compression.type"

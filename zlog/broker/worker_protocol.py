@@ -5,7 +5,8 @@ ipc; each message is one JSON object in one frame, with a `type` field naming it
 
     worker -> Hello(worker_id, pid, endpoint)          once its data ROUTER is bound
     worker -> Heartbeat(worker_id)                     every HEARTBEAT_INTERVAL_MS
-    sup    -> Assign(request_id, topic, partition, configs, leader_epoch, is_leader)
+    sup    -> Assign(request_id, topic, partition, configs, leader_epoch, is_leader, ...,
+                     disk_share_bytes)
     worker -> Assigned(request_id, error_code, error_message)
     sup    -> Unassign(request_id, topic, partition, delete)
     worker -> Unassigned(request_id, error_code, error_message)
@@ -104,6 +105,7 @@ class Assign:
     replicas: tuple[int, ...] = ()  # broker ids, preferred leader first (): this broker only)
     isr: tuple[int, ...] = ()  # in-sync replicas (() : this broker only)
     leader_endpoint: str = ""  # the data endpoint of the leader's worker, for a follower
+    disk_share_bytes: int = -1  # this partition's part of its topic's disk budget (-1: none)
 
     @classmethod
     def from_fields(cls, f: Fields) -> Assign:
@@ -119,7 +121,8 @@ class Assign:
                    f.integers("replicas", low=0, high=BROKER_ID_MAX) if f.has("replicas")
                    else (),
                    f.integers("isr", low=0, high=BROKER_ID_MAX) if f.has("isr") else (),
-                   f.text("leader_endpoint", default=""))
+                   f.text("leader_endpoint", default=""),
+                   f.integer("disk_share_bytes", low=-1, default=-1))
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,15 +21,13 @@ import os
 import shutil
 from pathlib import Path
 
-import psutil
-
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record import header as batch_header
 from zlog.record.arrays import parse_batch
 from zlog.shm_segments.log_config import LogConfig
 from zlog.shm_segments.log_segments import LogSegments
-from zlog.shm_segments.retention import DiskUsage, SegmentInfo, segments_to_delete
+from zlog.shm_segments.retention import SegmentInfo, segments_to_delete
 from zlog.shm_segments.ring import (
     RING_DIRECTORY_DEFAULT,
     RingFullError,
@@ -503,19 +501,16 @@ class PartitionLog:
     def sealed_segment_infos(self) -> list[SegmentInfo]:
         return self._segments.sealed_infos()
 
-    def enforce_retention(self, disk: DiskUsage | None = None) -> int:
+    def enforce_retention(self) -> int:
         """Delete the oldest sealed segments that retention says to; returns how many.
 
         Runs even when the ring cannot be flushed: deleting old segments may be what frees
         the disk.
         """
         self._flush_if_possible()
-        if disk is None and self.config.retention_disk_percent > 0:
-            usage = psutil.disk_usage(str(self.directory))
-            disk = DiskUsage(usage.total, usage.used)
         count = segments_to_delete(
             self.sealed_segment_infos(), self._active.size_bytes, self.config.retention,
-            self.clock.wall_ms(), disk,
+            self.clock.wall_ms(),
         )
         self._delete_oldest(count)
         return count

@@ -16,6 +16,8 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.retention import RetentionPolicy
 
 CLEANUP_POLICIES: Final = frozenset({"delete", "compact", "compact,delete", "delete,compact"})
+_NOT_TOPIC_CONFIGS: Final = frozenset({"ring_bytes", "ring_flush_bytes", "disk_share_bytes"})
+"""Fields the broker sets (from its own settings and the metadata), never a topic config."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +33,9 @@ class LogConfig:
     retention_bytes: int = -1
     """retention.bytes: delete oldest sealed segments while the log is larger; -1 = no limit."""
     retention_disk_percent: float = -1.0
-    """retention.disk.percent: delete oldest segments while the disk is fuller than this."""
+    """retention.disk.percent: the topic may take this % of the data disk on each broker, divided
+    over the partitions the broker holds; -1 = no budget. The broker turns it into
+    `disk_share_bytes` (docs/storage.md); the log itself acts on the share only."""
     cleanup_policy: str = "delete"
     """cleanup.policy: "delete", "compact", or "compact,delete"."""
     delete_retention_ms: int = limits.DELETE_RETENTION_MS_DEFAULT
@@ -49,6 +53,10 @@ class LogConfig:
     """Capacity of the partition's shared-memory ring (bytes)."""
     ring_flush_bytes: int = 0
     """Flush ring -> segment once this much is unflushed; 0 = after every append."""
+    disk_share_bytes: int = -1
+    """This partition's share of its topic's retention.disk.percent budget on this broker
+    (bytes): retention deletes the oldest sealed segments until the log fits in it. Set by the
+    broker from the metadata, never a topic config; -1 = no share."""
 
     def __post_init__(self) -> None:
         # Each refusal names the bound and the value given, so a user can fix it in one go.
@@ -77,6 +85,7 @@ class LogConfig:
         _at_least("max.message.bytes", self.max_message_bytes, 1)
         _at_least("ring_bytes", self.ring_bytes, limits.RING_SIZE_BYTES_MIN)
         _at_least("ring_flush_bytes", self.ring_flush_bytes, 0)
+        _at_least("disk_share_bytes", self.disk_share_bytes, -1, "(-1: no share)")
 
     @property
     def fsyncs(self) -> bool:
@@ -95,9 +104,7 @@ class LogConfig:
     def retention(self) -> RetentionPolicy:
         if not self.deletes:
             return RetentionPolicy()
-        return RetentionPolicy(
-            self.retention_ms, self.retention_bytes, self.retention_disk_percent
-        )
+        return RetentionPolicy(self.retention_ms, self.retention_bytes, self.disk_share_bytes)
 
     @classmethod
     def from_topic_configs(
@@ -108,7 +115,7 @@ class LogConfig:
         changes: dict[str, object] = {}
         for key, text in configs.items():
             field = known.get(key)
-            if field is None or key.startswith("ring."):
+            if field is None or field.name in _NOT_TOPIC_CONFIGS:
                 raise ZlogError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
             try:
                 if field.type in ("int", int):

@@ -17,6 +17,7 @@ from zlog.errors import ErrorCode
 
 TO_WORKER: list[protocol.ToWorker] = [
     protocol.Assign(7, "orders", 3, {"retention.ms": "1000"}, leader_epoch=4, is_leader=False),
+    protocol.Assign(9, "orders", 0, {"retention.disk.percent": "5"}, disk_share_bytes=1 << 40),
     protocol.Unassign(8, "orders", 3, delete=True),
     protocol.Stop(),
     protocol.Lease(123_456),
@@ -63,6 +64,8 @@ def test_the_wire_form_is_one_json_object_with_its_type() -> None:
          "partition must be an integer"),
         (b'{"type": "assign", "request_id": 1, "topic": "t", "partition": 0, "is_leader": 1}',
          "is_leader must be true or false"),
+        (b'{"type": "assign", "request_id": 1, "topic": "t", "partition": 0, '
+         b'"disk_share_bytes": -2}', "disk_share_bytes must be an integer"),
         (b'{"type": "unassign", "request_id": -1, "topic": "t", "partition": 0}',
          "request_id must be an integer"),
         (b"[" * 100_000, "not UTF-8 JSON"),

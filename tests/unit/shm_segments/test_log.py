@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,6 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import validate_batch
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
-from zlog.shm_segments.retention import DiskUsage
 from zlog.shm_segments.ring import RingLockedError
 
 
@@ -212,15 +212,30 @@ def test_retention_by_bytes_and_time_deletes_oldest_segments(tmp_path: Path, shm
         assert [batch_tags(b)[0] for b in _all_batches(log)] == [5]
 
 
-def test_retention_by_disk_percent(tmp_path: Path, shm_dir: Path) -> None:
+def test_retention_keeps_the_log_within_its_disk_share(tmp_path: Path, shm_dir: Path) -> None:
     size = len(make_batch(0))
-    config = {"segment_bytes": size, "retention_disk_percent": 50.0, "retention_ms": -1}
+    config = {"segment_bytes": size, "disk_share_bytes": 2 * size, "retention_ms": -1}
     with _open(tmp_path, shm_dir, **config) as log:
         for tag in range(5):
             log.append(make_batch(tag))
-        full = DiskUsage(total_bytes=1000 * size, used_bytes=500 * size + 2 * size)
-        assert log.enforce_retention(full) == 2
-        assert log.enforce_retention(DiskUsage(1000 * size, 10 * size)) == 0
+        assert log.enforce_retention() == 3  # 5 segments of one batch; 2 fit in the share
+        assert log.size_bytes == 2 * size
+        assert [batch_tags(b)[0] for b in _all_batches(log)] == [3, 4]
+        assert log.enforce_retention() == 0
+        log.config = replace(log.config, disk_share_bytes=size - 1)  # a smaller share
+        assert log.enforce_retention() == 1  # the active segment stays, whatever its size
+        assert [batch_tags(b)[0] for b in _all_batches(log)] == [4]
+
+
+def test_retention_disk_percent_alone_deletes_nothing(tmp_path: Path, shm_dir: Path) -> None:
+    """The percent is the topic's, over all its partitions on a broker: only the broker knows
+    how many those are, and it hands the log its share."""
+    size = len(make_batch(0))
+    config = {"segment_bytes": size, "retention_disk_percent": 1e-9, "retention_ms": -1}
+    with _open(tmp_path, shm_dir, **config) as log:
+        for tag in range(3):
+            log.append(make_batch(tag))
+        assert log.enforce_retention() == 0
 
 
 def test_offset_for_timestamp_finds_the_first_record_at_or_after(
@@ -333,7 +348,8 @@ def test_delete_removes_data_and_ring(tmp_path: Path, shm_dir: Path) -> None:
 def test_unknown_or_bad_topic_configs_are_invalid_config() -> None:
     assert LogConfig.from_topic_configs({"segment.bytes": "1024"}).segment_bytes == 1024
     for bad in ({"segment.bytez": "1"}, {"retention.ms": "soon"}, {"segment.bytes": "1"},
-                {"cleanup.policy": "shred"}, {"ring.bytes": "65536"}):
+                {"cleanup.policy": "shred"}, {"ring.bytes": "65536"},
+                {"ring.flush.bytes": "0"}, {"disk.share.bytes": "1024"}):
         with pytest.raises(ZlogError) as caught:
             LogConfig.from_topic_configs(bad)
         assert caught.value.code == ErrorCode.INVALID_CONFIG

@@ -1,13 +1,8 @@
-"""Retention picks the oldest sealed segments by age, size and disk fullness."""
+"""Retention picks the oldest sealed segments by age, size and the partition's disk share."""
 
 from __future__ import annotations
 
-from zlog.shm_segments.retention import (
-    DiskUsage,
-    RetentionPolicy,
-    SegmentInfo,
-    segments_to_delete,
-)
+from zlog.shm_segments.retention import RetentionPolicy, SegmentInfo, segments_to_delete
 
 NOW_MS = 1_000_000
 
@@ -48,19 +43,35 @@ def test_size_never_counts_the_active_segment() -> None:
     assert segments_to_delete(_segments(4), 10_000, policy, NOW_MS) == 4
 
 
-def test_disk_percent_frees_what_the_disk_is_over_the_limit() -> None:
-    disk = DiskUsage(total_bytes=10_000, used_bytes=9_250)  # 92.5% used
-    policy = RetentionPolicy(retention_disk_percent=90.0)  # must free 250 bytes
-    assert segments_to_delete(_segments(5), 100, policy, NOW_MS, disk) == 3
+def test_the_disk_share_is_a_ceiling_on_the_whole_log() -> None:
+    # 5 sealed x 100 + 100 active = 600 bytes; within 250 leaves 200 (deleting 4), where
+    # retention.bytes=250 would keep 300 (deleting 3).
+    policy = RetentionPolicy(disk_share_bytes=250)
+    assert segments_to_delete(_segments(5), 100, policy, NOW_MS) == 4
+    assert segments_to_delete(_segments(5), 100, RetentionPolicy(retention_bytes=250), NOW_MS) == 3
 
 
-def test_disk_below_the_limit_deletes_nothing() -> None:
-    disk = DiskUsage(total_bytes=10_000, used_bytes=5_000)
-    policy = RetentionPolicy(retention_disk_percent=90.0)
-    assert segments_to_delete(_segments(5), 100, policy, NOW_MS, disk) == 0
+def test_a_log_that_fits_its_disk_share_keeps_everything() -> None:
+    assert segments_to_delete(_segments(5), 100, RetentionPolicy(disk_share_bytes=600), NOW_MS) == 0
+    assert segments_to_delete(_segments(5), 100, RetentionPolicy(disk_share_bytes=599), NOW_MS) == 1
+
+
+def test_the_disk_share_never_deletes_the_active_segment() -> None:
+    # A share smaller than the active segment empties the sealed ones and stops there.
+    policy = RetentionPolicy(disk_share_bytes=0)
+    assert segments_to_delete(_segments(4), 10_000, policy, NOW_MS) == 4
+    assert segments_to_delete([], 10_000, policy, NOW_MS) == 0
 
 
 def test_the_strictest_rule_wins() -> None:
     policy = RetentionPolicy(retention_ms=4500, retention_bytes=350)
     # age deletes 1; size deletes 2 (600 -> 500 -> 400; a third would leave 300 < 350)
     assert segments_to_delete(_segments(5), 100, policy, NOW_MS) == 2
+
+
+def test_the_disk_share_and_the_other_rules_take_the_strictest() -> None:
+    # age deletes 1 (4500 ms); the share of 450 deletes 2 (600 -> 500 -> 400)
+    policy = RetentionPolicy(retention_ms=4500, disk_share_bytes=450)
+    assert segments_to_delete(_segments(5), 100, policy, NOW_MS) == 2
+    policy = RetentionPolicy(retention_ms=1500, disk_share_bytes=450)  # age deletes 4
+    assert segments_to_delete(_segments(5), 100, policy, NOW_MS) == 4

@@ -43,6 +43,7 @@ from zlog.broker.control.controller_service import (
     ControllerService,
     ControllerSettings,
 )
+from zlog.broker.control.disk_budget import NO_SHARE, broker_shares_bytes
 from zlog.broker.control.metadata_commands import Propose
 from zlog.broker.control.metadata_log import LearnerAdded
 from zlog.broker.control.metadata_state import ClusterState
@@ -320,10 +321,12 @@ class ClusterNode:
             dict(message.member_epochs)), done)
 
     def desired_partitions(
-        self, state: ClusterState, topic_defaults: Mapping[str, str]
+        self, state: ClusterState, topic_defaults: Mapping[str, str], disk_bytes: int
     ) -> dict[TopicPartition, DesiredPartition]:
-        """What this broker's workers should hold: every replica placed here, with its role."""
+        """What this broker's workers should hold: every replica placed here, with its role and
+        its share of its topic's disk budget (`disk_bytes`: the size of the data disk)."""
         node_id = self.node_id
+        shares = broker_shares_bytes(state.topics.values(), node_id, topic_defaults, disk_bytes)
         desired: dict[TopicPartition, DesiredPartition] = {}
         for topic in state.topics.values():
             configs = effective_topic_configs(topic_defaults, topic.configs)
@@ -340,5 +343,6 @@ class ClusterNode:
                     worker=partition.worker_of(node_id), broker_id=node_id,
                     broker_epoch=self.lifecycle.broker_epoch, leader=leader,
                     partition_epoch=partition.partition_epoch, replicas=partition.replicas,
-                    isr=partition.isr, leader_endpoint=leader_endpoint)
+                    isr=partition.isr, leader_endpoint=leader_endpoint,
+                    disk_share_bytes=shares.get(topic.name, NO_SHARE))
         return desired

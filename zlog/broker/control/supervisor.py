@@ -37,6 +37,7 @@ import functools
 import logging
 import os
 import resource
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -446,7 +447,12 @@ class Supervisor:
     def _reconcile(self, state: ClusterState, now_ms: int) -> None:
         """Tell the workers what this host serves; finish deletions whose data is gone."""
         assert self._pool is not None and self._cluster is not None
-        desired = self._cluster.desired_partitions(state, self.config.topic_defaults_map)
+        # The disk's size, read at each reconcile: a file system grown in place gives the
+        # topics' disk budgets (retention.disk.percent) more bytes without a restart.
+        disk_bytes = shutil.disk_usage(self.data_dir).total
+        desired = self._cluster.desired_partitions(
+            state, self.config.topic_defaults_map, disk_bytes
+        )
         deleting = [TopicPartition(name, index) for name, count in state.deleting.items()
                     for index in range(count)]
         self._pool.reconcile(desired, deleting, now_ms)

@@ -74,6 +74,7 @@ class DesiredPartition:
     replicas: tuple[int, ...] = ()
     isr: tuple[int, ...] = ()
     leader_endpoint: str = ""
+    disk_share_bytes: int = -1  # the partition's part of its topic's disk budget (disk_budget.py)
 
 
 _DELETING: Final = DesiredPartition({}, 0, False)  # opened only to be deleted
@@ -483,7 +484,8 @@ class WorkerPool:
             message = protocol.Assign(
                 request_id, topic, partition, desired.configs, desired.leader_epoch,
                 desired.is_leader, desired.broker_id, desired.broker_epoch, desired.leader,
-                desired.partition_epoch, desired.replicas, desired.isr, desired.leader_endpoint)
+                desired.partition_epoch, desired.replicas, desired.isr, desired.leader_endpoint,
+                desired.disk_share_bytes)
         if self._send(worker, message):
             worker.pending[request_id] = pending
 

@@ -138,7 +138,8 @@ class PartitionHost:
     def assign(self, message: Assign) -> AssignOutcome:
         """Open the partition (or take the new epoch, role or ISR if it is open already)."""
         assignment = checked_assignment(message)
-        config = validate_topic_configs(assignment.configs, self.base_config)
+        config = replace(validate_topic_configs(assignment.configs, self.base_config),
+                         disk_share_bytes=message.disk_share_bytes)
         min_insync = validate_min_insync_replicas(assignment.configs.get(MIN_INSYNC_REPLICAS, "1"))
         skew_ms = validate_timestamp_difference_max_ms(
             assignment.configs.get(TIMESTAMP_DIFFERENCE_MAX_MS)
@@ -200,6 +201,9 @@ class PartitionHost:
             replicas=assignment.replica_set(self.local_replica_id, min_insync),
             now_ms=self.clock.monotonic_ms(),
         )
+        if config.disk_share_bytes != hosted.log.config.disk_share_bytes:
+            log.info("%s-%d: disk share %d bytes (was %d)", assignment.topic, assignment.partition,
+                     config.disk_share_bytes, hosted.log.config.disk_share_bytes)
         hosted.log.config = replace(config, ring_bytes=hosted.log.config.ring_bytes)
         partition.set_compacted(config.compacted)
         return AssignOutcome(committed, role_changed)

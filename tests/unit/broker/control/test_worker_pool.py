@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +129,7 @@ def test_assignment_is_level_triggered(harness: Harness) -> None:
         "type": "assign", "request_id": 0, "topic": "t", "partition": 1,
         "configs": {"retention.ms": "1000"}, "leader_epoch": 0, "is_leader": True,
         "broker_id": -1, "broker_epoch": -1, "leader": -1, "partition_epoch": 0,
-        "replicas": [], "isr": [], "leader_endpoint": ""}
+        "replicas": [], "isr": [], "leader_endpoint": "", "disk_share_bytes": -1}
     assert harness.pool.endpoint_for(("t", 0)) is None  # not confirmed yet
     harness.pool.reconcile(desired, [], NOW_MS)  # in flight: nothing is sent twice
     harness.answer(0, to_first)
@@ -141,6 +142,14 @@ def test_assignment_is_level_triggered(harness: Harness) -> None:
     # A new leader epoch means a new assign of the same partition.
     harness.pool.reconcile({**desired, ("u", 0): DesiredPartition({}, 1, True)}, [], NOW_MS)
     assert [(m["partition"], m["leader_epoch"]) for m in harness.inbox(0, 1)] == [(0, 1)]
+    # So does a new share of the topic's disk budget (the topic grew, or a replica moved).
+    smaller = {tp: replace(want, disk_share_bytes=1000) for tp, want in desired.items()
+               if tp[0] == "t"}
+    harness.pool.reconcile({**desired, **smaller}, [], NOW_MS)
+    for worker_id, partition in ((0, 0), (1, 1)):
+        (message,) = harness.inbox(worker_id, 1)
+        assert (message["topic"], message["partition"], message["disk_share_bytes"]) == (
+            "t", partition, 1000)
 
 
 def test_deleted_topics_are_unassigned_with_delete(harness: Harness) -> None:

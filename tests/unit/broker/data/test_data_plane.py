@@ -348,6 +348,28 @@ def test_retention_advances_the_log_start(harness: Harness) -> None:
     assert result.log_start_offset == log.log_start_offset
 
 
+def test_the_disk_share_of_each_assign_bounds_the_log_at_the_next_retention_pass(
+    harness: Harness,
+) -> None:
+    size = len(make_batch(0))
+    configs = {"segment.bytes": str(size), "retention.disk.percent": "1"}
+    harness.host.assign(Assign(0, "d", 0, configs, leader_epoch=1, disk_share_bytes=4 * size))
+    for tag in range(10):
+        harness.send(ProduceRequestV0(1, 0, (ProduceEntry("d", 0, (make_batch(tag),)),)))
+    log = harness.host.hosted[("d", 0)].log
+    harness.host.enforce_retention()
+    assert log.size_bytes == 4 * size
+    # The topic grew: the same budget over more partitions, a smaller share for this one.
+    harness.host.assign(Assign(0, "d", 0, configs, leader_epoch=1, disk_share_bytes=2 * size))
+    assert log.size_bytes == 4 * size, "applied by retention, not by the assign"
+    harness.host.enforce_retention()
+    assert log.size_bytes == 2 * size
+    kept = split_batches(log.read(log.log_start_offset, 1 << 20))
+    assert [batch_tags(batch)[0] for batch in kept] == [8, 9], "the newest stay"
+    harness.host.assign(Assign(0, "d", 0, configs, leader_epoch=1))  # no budget any more
+    assert log.config.disk_share_bytes == -1
+
+
 def test_flush_ms_sets_the_tick_interval(harness: Harness) -> None:
     assert harness.host.tick_interval_ms() == 1000
     harness.assign("f", 0, **{"flush.ms": "50"})
