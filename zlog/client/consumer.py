@@ -48,7 +48,8 @@ import zmq
 
 from zlog.client.cluster import Connections
 from zlog.client.fetch_buffer import PartitionBuffer, batches_from_chunk
-from zlog.client.local_ring import Backoff, LocalRing, is_local_endpoint, ring_exists
+from zlog.client.local_replicas import LocalReplicaPolicy, choose_ring, local_ring_dirs
+from zlog.client.local_ring import Backoff, LocalRing, ring_exists
 from zlog.client.records import ConsumerRecord
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
@@ -79,6 +80,33 @@ _WAIT_SLICE_MS: Final = 100
 _RESETS: Final = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "none": None}
 
 
+LOCAL_METADATA_MAX_AGE_MS_DEFAULT: Final = 1_000
+"""How stale a local consumer's metadata may get: bounds how long it keeps reading a ring
+after leadership moved without an error telling it (see _expire_metadata)."""
+
+
+def _local_policy(local: bool, ring_dir: str | Path | None, client_rack: str | None,
+                  prefer_local_replica: bool, local_metadata_max_age_ms: int,
+                  ) -> LocalReplicaPolicy:
+    """The options of local and follower reads, checked: INVALID_CONFIG with a sentence."""
+    if not local and (ring_dir is not None or client_rack is not None or prefer_local_replica):
+        raise ZlogError(ErrorCode.INVALID_CONFIG,
+                        "ring_dir, client_rack and prefer_local_replica need local=True: "
+                        "follower reads are served from a replica's ring on this host (brokers "
+                        "do not yet name a preferred read replica)")
+    if client_rack is not None and not client_rack.strip():
+        raise ZlogError(ErrorCode.INVALID_CONFIG, "client_rack must not be empty")
+    if local_metadata_max_age_ms <= 0:
+        raise ZlogError(ErrorCode.INVALID_CONFIG,
+                        f"local_metadata_max_age_ms must be positive, not "
+                        f"{local_metadata_max_age_ms}")
+    if ring_dir is not None and not Path(ring_dir).is_dir():
+        raise ZlogError(ErrorCode.INVALID_CONFIG, f"ring_dir {str(ring_dir)!r} is not a "
+                        "directory on this host")
+    return LocalReplicaPolicy(None if ring_dir is None else Path(ring_dir), client_rack,
+                              prefer_local_replica)
+
+
 BULK_PARTITION_FETCH_BYTES_DEFAULT: Final = 4 * 1024 * 1024
 """Per partition per fetch for poll_batches; Kafka's 1 MiB (max_partition_fetch_bytes) stays
 for poll, whose caller takes one record at a time."""
@@ -106,10 +134,16 @@ class Consumer:
         local: bool = False,
         local_zero_copy: bool = False,
         local_spin_us: int = 50,
+        local_metadata_max_age_ms: int = LOCAL_METADATA_MAX_AGE_MS_DEFAULT,
+        ring_dir: str | Path | None = None,
+        client_rack: str | None = None,
+        prefer_local_replica: bool = False,
     ) -> None:
         if local_spin_us < 0:
             raise ZlogError(ErrorCode.INVALID_CONFIG,
                             f"local_spin_us must not be negative, not {local_spin_us}")
+        policy = _local_policy(local, ring_dir, client_rack, prefer_local_replica,
+                               local_metadata_max_age_ms)
         if auto_offset_reset not in _RESETS:
             raise ZlogError(ErrorCode.INVALID_CONFIG,
                             f"auto_offset_reset must be earliest, latest or none, "
@@ -137,6 +171,9 @@ class Consumer:
         self._backoff_until_ms: dict[TopicPartition, int] = {}
         self._next_start = 0  # round-robin over partitions between polls
         self.local = local
+        self._local_policy = policy
+        self.local_metadata_max_age_ms = local_metadata_max_age_ms
+        self._metadata_fetched_ms: dict[str, int] = {}  # per topic, for the local rings' sake
         self._rings: dict[TopicPartition, LocalRing] = {}
         self.local_zero_copy = local_zero_copy
         self._ring_backoff = Backoff(spin_s=local_spin_us / 1e6)
@@ -319,20 +356,38 @@ class Consumer:
     # -- local rings ----------------------------------------------------------------------
 
     def _ring_for(self, tp: TopicPartition) -> LocalRing | None:
-        """The partition's ring when its leader is on this host (metadata must be known)."""
+        """The ring to read `tp` from (local_replicas.py chooses), None to use the network.
+
+        A ring whose writer is gone is not read: the network finds out where the partition
+        went (the answer, or the failed connection, refreshes the metadata)."""
         metadata = self._connections.metadata
-        endpoint = metadata.leader_endpoint(*tp)
-        path = metadata.ring_path(*tp)
+        partition = metadata.partition(*tp)
+        choice = None if partition is None else choose_ring(
+            tp.topic, partition, metadata.brokers,
+            local_ring_dirs(metadata.brokers, metadata.ring_dirs, self._local_policy),
+            self._local_policy)
         ring = self._rings.get(tp)
-        if ring is not None and str(ring.path) == path:
-            return ring
-        if ring is not None:
+        if ring is not None and (choice is None or ring.path != choice.path):
             ring.close()
             del self._rings[tp]
-        if endpoint is None or not is_local_endpoint(endpoint) or not ring_exists(path):
+            ring = None
+        if choice is None:
             return None
-        ring = self._rings[tp] = LocalRing(Path(path))
-        return ring
+        if ring is None:
+            if not ring_exists(str(choice.path)):
+                return None
+            ring = self._rings[tp] = LocalRing(choice.path)
+        return None if ring.writer_gone() else ring
+
+    def local_ring_path(self, tp: TopicPartition | tuple[str, int]) -> Path | None:
+        """The ring file `tp` is read from right now (a leader's or, with follower reads, an
+        in-sync follower's), or None while it is fetched over the network."""
+        key = self._assigned(tp)
+        ring = self._rings.get(key)
+        if ring is None or ring.writer_gone():
+            return None
+        position = self._positions[key]
+        return ring.path if position is None or ring.covers(position) else None
 
     def _served_locally(self, tp: TopicPartition) -> bool:
         if not self.local:
@@ -645,9 +700,13 @@ class Consumer:
 
     def _refresh_metadata(self, topics: set[str]) -> None:
         metadata = self._connections.metadata
+        if self.local:
+            self._expire_metadata(topics)
         missing = sorted(t for t in topics if metadata.topic(t) is None)
         if missing:
             errors = self._connections.refresh(missing, self.request_timeout_ms)
+            now_ms = self._clock.monotonic_ms()
+            self._metadata_fetched_ms.update((topic, now_ms) for topic in missing)
             for error in errors.values():
                 if not error.retriable or error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     raise error
@@ -657,6 +716,21 @@ class Consumer:
                 raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                 f"topic {tp.topic!r} has partitions 0..{count - 1}, "
                                 f"not {tp.partition}")
+
+    def _expire_metadata(self, topics: set[str]) -> None:
+        """Forget metadata older than local_metadata_max_age_ms.
+
+        A ring tells nothing of leadership: a consumer reading a former leader's ring (now a
+        follower's, still correct up to its high watermark) or fetching from a leader while a
+        replica on this host caught up would otherwise never learn of the change, since no
+        answer carries an error. So local consumers ask again now and then.
+        """
+        now_ms = self._clock.monotonic_ms()
+        for topic in topics:
+            fetched_ms = self._metadata_fetched_ms.get(topic)
+            if fetched_ms is not None and now_ms - fetched_ms >= self.local_metadata_max_age_ms:
+                self._connections.metadata.invalidate(topic)
+                del self._metadata_fetched_ms[topic]
 
     def _position_of(self, tp: TopicPartition) -> int:
         position = self._positions[tp]
