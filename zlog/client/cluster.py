@@ -145,9 +145,11 @@ class MetadataCache:
         # Where each broker keeps its rings, as far as answers told (a broker tells only its
         # own, and the leader's ring path tells the leader's): kept across answers.
         self.ring_dirs: dict[int, str] = {}
+        self.version = 0  # moves at every update and invalidation: what was derived is stale
 
     def update(self, response: MetadataResponseV0) -> dict[str, ZlogError]:
         """Store every topic the answer describes; returns the errors of those it could not."""
+        self.version += 1
         self.control_endpoints = tuple(b.control_endpoint for b in response.brokers)
         self.brokers = {b.node_id: b for b in response.brokers}
         self.ring_dirs.update((b.node_id, b.ring_dir) for b in response.brokers if b.ring_dir)
@@ -207,6 +209,7 @@ class MetadataCache:
         return info.partitions[partition].ring_path
 
     def invalidate(self, topic: str) -> None:
+        self.version += 1
         self._topics.pop(topic, None)
 
 
@@ -319,6 +322,15 @@ class Connections:
             if remaining_ms <= 0 or (cancelled is not None and cancelled()):
                 raise _no_control_endpoint(failures, timeout_ms)
             _sleep_ms(min(self.retry_backoff_ms, remaining_ms), cancelled)
+
+    def call_endpoint(self, endpoint: str, msg: Request, timeout_ms: int) -> Response:
+        """One call to one endpoint, connected within the same timeout; a failure drops its
+        client (a fresh socket drops replies meant for the old one) and raises."""
+        try:
+            return self.client(endpoint).call(msg, timeout_ms, connect_timeout_ms=timeout_ms)
+        except ZlogError:
+            self._drop(endpoint)
+            raise
 
     def refresh(
         self, topics: Sequence[str] | None, timeout_ms: int, *,

@@ -23,6 +23,13 @@ comes back to the ring once it has caught up) or past its end. Waiting for new r
 the ring heads for up to `local_spin_us` (a core's worth of CPU for the lowest latency), then
 sleeps in tiny growing steps.
 
+On a cluster (zlog.client.local_replicas, docs/replication.md §2.6): with
+`prefer_local_replica=True` or `client_rack` the ring may be an in-sync follower's on this host,
+read up to that follower's high watermark; `ring_dir` or `client_rack` name this host's broker
+where several run on one machine. A ring whose writer is gone is left for the network, and a
+local consumer refreshes its metadata every `local_metadata_max_age_ms`, so it follows the
+leader to another host and back without an error.
+
 Retriable errors (a leader moving or not elected yet, a broker restarting, a lost
 connection) never reach the caller: the partition backs off `retry_backoff_ms`, its metadata
 is asked again, and `poll` keeps trying within its own timeout (an empty answer at worst).
@@ -48,7 +55,13 @@ import zmq
 
 from zlog.client.cluster import Connections
 from zlog.client.fetch_buffer import PartitionBuffer, batches_from_chunk
-from zlog.client.local_replicas import LocalReplicaPolicy, choose_ring, local_ring_dirs
+from zlog.client.local_replicas import (
+    LocalReplicaPolicy,
+    RingChoice,
+    brokers_to_ask,
+    choose_ring,
+    local_ring_dirs,
+)
 from zlog.client.local_ring import Backoff, LocalRing, ring_exists
 from zlog.client.records import ConsumerRecord
 from zlog.clock import Clock, SystemClock
@@ -61,6 +74,8 @@ from zlog.transport.messages import (
     ListOffsetsPartition,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
+    MetadataRequestV0,
+    MetadataResponseV0,
 )
 from zlog.transport.rpc import RpcResult
 from zlog.types import (
@@ -80,6 +95,8 @@ _WAIT_SLICE_MS: Final = 100
 _RESETS: Final = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "none": None}
 
 
+_RING_DIR_ASK_TIMEOUT_MS: Final = 1_000
+_RING_DIR_ASK_INTERVAL_MS: Final = 10_000
 LOCAL_METADATA_MAX_AGE_MS_DEFAULT: Final = 1_000
 """How stale a local consumer's metadata may get: bounds how long it keeps reading a ring
 after leadership moved without an error telling it (see _expire_metadata)."""
@@ -174,7 +191,11 @@ class Consumer:
         self._local_policy = policy
         self.local_metadata_max_age_ms = local_metadata_max_age_ms
         self._metadata_fetched_ms: dict[str, int] = {}  # per topic, for the local rings' sake
+        self._ring_dirs_asked_ms: dict[int, int] = {}  # per broker on this host
         self._rings: dict[TopicPartition, LocalRing] = {}
+        self._ring_choices: dict[TopicPartition, RingChoice | None] = {}
+        self._ring_choices_version = -1  # the metadata version they were chosen from
+        self._local_dirs: dict[int, Path] = {}  # brokers whose rings are this host's, then
         self.local_zero_copy = local_zero_copy
         self._ring_backoff = Backoff(spin_s=local_spin_us / 1e6)
         self._handed_out: list[tuple[LocalRing, int | None]] = []  # zero-copy views out there
@@ -360,12 +381,7 @@ class Consumer:
 
         A ring whose writer is gone is not read: the network finds out where the partition
         went (the answer, or the failed connection, refreshes the metadata)."""
-        metadata = self._connections.metadata
-        partition = metadata.partition(*tp)
-        choice = None if partition is None else choose_ring(
-            tp.topic, partition, metadata.brokers,
-            local_ring_dirs(metadata.brokers, metadata.ring_dirs, self._local_policy),
-            self._local_policy)
+        choice = self._ring_choice(tp)
         ring = self._rings.get(tp)
         if ring is not None and (choice is None or ring.path != choice.path):
             ring.close()
@@ -378,6 +394,20 @@ class Consumer:
                 return None
             ring = self._rings[tp] = LocalRing(choice.path)
         return None if ring.writer_gone() else ring
+
+    def _ring_choice(self, tp: TopicPartition) -> RingChoice | None:
+        """choose_ring's answer, kept until the metadata changes (it costs a few stats)."""
+        metadata = self._connections.metadata
+        if metadata.version != self._ring_choices_version:
+            self._ring_choices.clear()
+            self._ring_choices_version = metadata.version
+            self._local_dirs = local_ring_dirs(metadata.brokers, metadata.ring_dirs,
+                                               self._local_policy)
+        if tp not in self._ring_choices:
+            partition = metadata.partition(*tp)
+            self._ring_choices[tp] = None if partition is None else choose_ring(
+                tp.topic, partition, metadata.brokers, self._local_dirs, self._local_policy)
+        return self._ring_choices[tp]
 
     def local_ring_path(self, tp: TopicPartition | tuple[str, int]) -> Path | None:
         """The ring file `tp` is read from right now (a leader's or, with follower reads, an
@@ -707,6 +737,8 @@ class Consumer:
             errors = self._connections.refresh(missing, self.request_timeout_ms)
             now_ms = self._clock.monotonic_ms()
             self._metadata_fetched_ms.update((topic, now_ms) for topic in missing)
+            if self.local:
+                self._learn_ring_dirs(now_ms)
             for error in errors.values():
                 if not error.retriable or error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     raise error
@@ -716,6 +748,25 @@ class Consumer:
                 raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                 f"topic {tp.topic!r} has partitions 0..{count - 1}, "
                                 f"not {tp.partition}")
+
+    def _learn_ring_dirs(self, now_ms: int) -> None:
+        """Ask each broker on this host whose ring directory is unknown for it (a Metadata
+        request for no topic: its own answer names it). One that does not answer within
+        _RING_DIR_ASK_TIMEOUT_MS is asked again _RING_DIR_ASK_INTERVAL_MS later at the earliest."""
+        metadata = self._connections.metadata
+        for broker in brokers_to_ask(metadata.brokers, metadata.ring_dirs, self._local_policy):
+            if now_ms < self._ring_dirs_asked_ms.get(broker.node_id, -_RING_DIR_ASK_INTERVAL_MS
+                                                     ) + _RING_DIR_ASK_INTERVAL_MS:
+                continue
+            self._ring_dirs_asked_ms[broker.node_id] = now_ms
+            try:
+                response = self._connections.call_endpoint(
+                    broker.control_endpoint, MetadataRequestV0(()), _RING_DIR_ASK_TIMEOUT_MS)
+            except ZlogError as error:
+                log.debug("broker %d did not say where its rings are: %s", broker.node_id, error)
+                continue
+            if isinstance(response, MetadataResponseV0):
+                metadata.update(response)
 
     def _expire_metadata(self, topics: set[str]) -> None:
         """Forget metadata older than local_metadata_max_age_ms.
@@ -750,6 +801,7 @@ class Consumer:
         self._buffers.pop(tp, None)
         self._high_watermarks.pop(tp, None)
         self._backoff_until_ms.pop(tp, None)
+        self._ring_choices.pop(tp, None)
         ring = self._rings.pop(tp, None)
         if ring is not None:
             ring.close()

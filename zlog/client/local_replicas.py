@@ -8,7 +8,8 @@ later; reading it costs no request at all.
 
 Which rings are "this host's": a broker tells in Metadata where it keeps its rings (its own
 ring directory only), and a leader's broker names the leader's ring file; the client keeps what
-it learnt per broker (MetadataCache.ring_dirs). A broker's rings count as local when its control
+it learnt per broker (MetadataCache.ring_dirs), and asks a broker on this host whose directory it
+has not learnt yet (`brokers_to_ask`). A broker's rings count as local when its control
 endpoint is on this host and the directory exists here, and, when the consumer names them, only
 in its `ring_dir` and only on brokers of its `client_rack`. Several brokers on one machine (a
 test cluster on loopback) each keep their own directory: `ring_dir` or `client_rack` then says
@@ -80,6 +81,14 @@ def local_ring_dirs(brokers: Mapping[int, BrokerMetadata], ring_dirs: Mapping[in
         node: Path(directory) for node, directory in ring_dirs.items()
         if _broker_fits(brokers.get(node), policy) and _directory_fits(Path(directory), policy)
     }
+
+
+def brokers_to_ask(brokers: Mapping[int, BrokerMetadata], ring_dirs: Mapping[int, str],
+                   policy: LocalReplicaPolicy) -> list[BrokerMetadata]:
+    """Brokers on this host (and of the client's rack) whose ring directory is not known yet:
+    only a broker's own answer tells it, so the consumer asks each of them once."""
+    return [broker for node, broker in sorted(brokers.items())
+            if node not in ring_dirs and _broker_fits(broker, policy)]
 
 
 def choose_ring(topic: str, partition: PartitionLeader, brokers: Mapping[int, BrokerMetadata],

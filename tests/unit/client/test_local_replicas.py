@@ -17,6 +17,7 @@ from zlog.client.cluster import MetadataCache, PartitionLeader
 from zlog.client.local_replicas import (
     LocalReplicaPolicy,
     RingChoice,
+    brokers_to_ask,
     choose_ring,
     local_ring_dirs,
 )
@@ -69,6 +70,14 @@ def test_every_local_broker_counts_unless_a_ring_dir_or_rack_names_one(tmp_path:
     assert set(local_ring_dirs(remote, {1: str(tmp_path / "absent"), 2: dirs[2]},
                                LocalReplicaPolicy())) == set()
     assert local_ring_dirs(brokers, {4: dirs[1]}, LocalReplicaPolicy()) == {}  # not registered
+
+
+def test_the_brokers_asked_for_their_ring_dir_are_those_on_this_host_not_yet_known() -> None:
+    brokers = _brokers({1: "r1", 2: "r2", 3: "r2", 4: "r2"}, hosts={4: "192.0.2.7"})
+    known = {1: "/dev/shm/b1"}
+    assert [b.node_id for b in brokers_to_ask(brokers, known, LocalReplicaPolicy())] == [2, 3]
+    asked = brokers_to_ask(brokers, known, LocalReplicaPolicy(client_rack="r1"))
+    assert asked == []  # broker 1 is the one of rack r1, and it is known
 
 
 def test_the_leaders_ring_first_then_an_in_sync_follower_only_when_asked(tmp_path: Path) -> None:
