@@ -406,7 +406,8 @@ class Consumer:
         if tp not in self._ring_choices:
             partition = metadata.partition(*tp)
             self._ring_choices[tp] = None if partition is None else choose_ring(
-                tp.topic, partition, metadata.brokers, self._local_dirs, self._local_policy)
+                tp.topic, partition, self._local_policy, leader_ring_path=metadata.ring_path(*tp),
+                brokers=metadata.brokers, local_dirs=self._local_dirs)
         return self._ring_choices[tp]
 
     def local_ring_path(self, tp: TopicPartition | tuple[str, int]) -> Path | None:

@@ -91,19 +91,21 @@ def brokers_to_ask(brokers: Mapping[int, BrokerMetadata], ring_dirs: Mapping[int
             if node not in ring_dirs and _broker_fits(broker, policy)]
 
 
-def choose_ring(topic: str, partition: PartitionLeader, brokers: Mapping[int, BrokerMetadata],
-                local_dirs: Mapping[int, Path], policy: LocalReplicaPolicy) -> RingChoice | None:
+def choose_ring(topic: str, partition: PartitionLeader, policy: LocalReplicaPolicy, *,
+                leader_ring_path: str, brokers: Mapping[int, BrokerMetadata],
+                local_dirs: Mapping[int, Path]) -> RingChoice | None:
     """The ring to read `partition` from, or None to fetch it from the leader (module doc).
 
-    A leader's ring path in the answer is the leader broker's own word: a path that is not on
-    this host means the leader is elsewhere, whatever else was learnt.
+    `leader_ring_path` (MetadataCache.ring_path, "" when not told) is the leader broker's own
+    word: a path that is not on this host means the leader is elsewhere, whatever else was
+    learnt.
     """
     leader = partition.leader
     if leader < 0 or not partition.endpoint or partition.error_code != ErrorCode.NONE:
         return None
-    if partition.ring_path:
-        path = Path(partition.ring_path)
-        if (is_local_endpoint(partition.endpoint) and ring_exists(partition.ring_path)
+    if leader_ring_path:
+        path = Path(leader_ring_path)
+        if (is_local_endpoint(partition.endpoint) and ring_exists(leader_ring_path)
                 and _broker_fits(brokers.get(leader), policy)
                 and _directory_fits(path.parent, policy)):
             return RingChoice(leader, path, is_leader=True)

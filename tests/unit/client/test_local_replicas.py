@@ -59,6 +59,12 @@ def _partition(leader: int, isr: tuple[int, ...], *, ring_path: str = "",
                            replicas, isr)
 
 
+def _choose(partition: PartitionLeader, policy: LocalReplicaPolicy,
+            local_dirs: dict[int, Path], leader_ring_path: str = "") -> RingChoice | None:
+    return choose_ring("t", partition, policy, leader_ring_path=leader_ring_path,
+                       brokers=_brokers({1: "r1", 2: "r2", 3: "r3"}), local_dirs=local_dirs)
+
+
 def test_every_local_broker_counts_unless_a_ring_dir_or_rack_names_one(tmp_path: Path) -> None:
     brokers = _brokers({1: "r1", 2: "r2", 3: "r3"})
     dirs = _dirs(tmp_path, [1, 2, 3])
@@ -81,7 +87,6 @@ def test_the_brokers_asked_for_their_ring_dir_are_those_on_this_host_not_yet_kno
 
 
 def test_the_leaders_ring_first_then_an_in_sync_follower_only_when_asked(tmp_path: Path) -> None:
-    brokers = _brokers({1: "r1", 2: "r2", 3: "r3"})
     dirs = _dirs(tmp_path, [1, 2, 3])
     only_2 = {2: Path(dirs[2])}
     plain = LocalReplicaPolicy()
@@ -89,40 +94,38 @@ def test_the_leaders_ring_first_then_an_in_sync_follower_only_when_asked(tmp_pat
     # Broker 2 leads: its ring, whatever the policy.
     led_by_2 = _partition(2, (1, 2, 3))
     expected = RingChoice(2, ring_path_for(Path(dirs[2]), "t", 0), is_leader=True)
-    assert choose_ring("t", led_by_2, brokers, only_2, plain) == expected
+    assert _choose(led_by_2, plain, only_2) == expected
     # Broker 1 leads, broker 2 follows in sync: its ring only with follower reads.
     led_by_1 = _partition(1, (1, 2, 3))
-    assert choose_ring("t", led_by_1, brokers, only_2, plain) is None
-    assert choose_ring("t", led_by_1, brokers, only_2, follower_reads) == RingChoice(
+    assert _choose(led_by_1, plain, only_2) is None
+    assert _choose(led_by_1, follower_reads, only_2) == RingChoice(
         2, ring_path_for(Path(dirs[2]), "t", 0), is_leader=False)
     # Naming a rack asks for follower reads too (Kafka's client.rack).
-    assert choose_ring("t", led_by_1, brokers, only_2,
-                       LocalReplicaPolicy(client_rack="r2")) is not None
+    assert _choose(led_by_1, LocalReplicaPolicy(client_rack="r2"), only_2) is not None
     # Out of the ISR, a follower may lag without bound: the leader serves.
-    assert choose_ring("t", _partition(1, (1, 3)), brokers, only_2, follower_reads) is None
+    assert _choose(_partition(1, (1, 3)), follower_reads, only_2) is None
     # No leader, no read at all (a follower's HW stops moving without one).
-    assert choose_ring("t", _partition(-1, (2,)), brokers, only_2, follower_reads) is None
+    assert _choose(_partition(-1, (2,)), follower_reads, only_2) is None
     # With every broker local, the leader's ring is preferred over a follower's.
     every = {node: Path(path) for node, path in dirs.items()}
-    choice = choose_ring("t", _partition(3, (1, 2, 3)), brokers, every, follower_reads)
+    choice = _choose(_partition(3, (1, 2, 3)), follower_reads, every)
     assert choice is not None and choice.broker == 3 and choice.is_leader
 
 
 def test_a_leaders_ring_path_elsewhere_means_the_network(tmp_path: Path) -> None:
     """The leader's broker named its ring: if that file is not here, the leader is not on
     this host, whatever directory was learnt for it."""
-    brokers = _brokers({1: "", 2: ""})
     dirs = _dirs(tmp_path, [1, 2])
     local = {node: Path(path) for node, path in dirs.items()}
     named = _partition(1, (1, 2), ring_path="/elsewhere/t-0.ring")
-    assert choose_ring("t", named, brokers, local, LocalReplicaPolicy()) is None
+    assert _choose(named, LocalReplicaPolicy(), local, leader_ring_path=named.ring_path) is None
     ring = ring_path_for(Path(dirs[1]), "t", 0)
     ring.write_bytes(b"")
     here = _partition(1, (1, 2), ring_path=str(ring))
-    assert choose_ring("t", here, brokers, local, LocalReplicaPolicy()) == RingChoice(
-        1, ring, is_leader=True)
-    assert choose_ring("t", here, brokers, local,
-                       LocalReplicaPolicy(ring_dir=Path(dirs[2]))) is None
+    assert _choose(here, LocalReplicaPolicy(), local,
+                   leader_ring_path=here.ring_path) == RingChoice(1, ring, is_leader=True)
+    assert _choose(here, LocalReplicaPolicy(ring_dir=Path(dirs[2])), local,
+                   leader_ring_path=here.ring_path) is None
 
 
 def test_metadata_brings_racks_and_ring_dirs_and_the_cache_keeps_them(tmp_path: Path) -> None:
