@@ -475,9 +475,12 @@ class Consumer:
             backoff.wait(remaining_ms / 1000, self._ring_news())
 
     def _ring_news(self) -> Callable[[], bool]:
-        """A cheap test (one state read per ring) of whether any ring moved past a position."""
+        """A cheap test (one state read per ring) of whether any ring moved past a position.
+
+        A ring whose writer is gone never moves: watching it would only spin."""
         watched = [(ring, position) for tp, ring in self._rings.items()
-                   if (position := self._positions.get(tp)) is not None]
+                   if (position := self._positions.get(tp)) is not None
+                   and not ring.writer_gone()]
 
         def news() -> bool:
             return any(ring.has_news(position) for ring, position in watched)
