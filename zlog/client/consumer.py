@@ -195,7 +195,7 @@ class Consumer:
         self._rings: dict[TopicPartition, LocalRing] = {}
         self._ring_choices: dict[TopicPartition, RingChoice | None] = {}
         self._ring_choices_version = -1  # the metadata version they were chosen from
-        self._local_dirs: dict[int, Path] = {}  # brokers whose rings are this host's, then
+        self._local_dirs: dict[int, Path] = {}  # brokers whose rings are this host's (same version)
         self.local_zero_copy = local_zero_copy
         self._ring_backoff = Backoff(spin_s=local_spin_us / 1e6)
         self._handed_out: list[tuple[LocalRing, int | None]] = []  # zero-copy views out there
