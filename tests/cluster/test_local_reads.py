@@ -126,9 +126,11 @@ def test_a_local_consumer_follows_its_leader_to_another_broker_and_back(
                             delivery_timeout_ms=int(WAIT_S * 1000))
         production = Production(producer, seed, topic=topic, partitions=1, records=RECORDS_MAX,
                                 window=500, deadline_s=WAIT_S, records_per_s=RECORDS_PER_S)
+        # Metadata that never gets old: the consumer must leave the dead ring because its
+        # writer is gone, and come back because the old leader's answer says it moved.
         tailing = Tailing(cluster.bootstrap, topic, 1, local=True,
                           ring_dir=cluster.broker(home).ring_dir, retry_backoff_ms=50,
-                          request_timeout_ms=1_500)
+                          request_timeout_ms=1_500, local_metadata_max_age_ms=600_000)
         consumer = tailing.consumer
 
         def read_past(count: int, what: str) -> None:
