@@ -108,7 +108,8 @@ def _local_policy(local: bool, ring_dir: str | Path | None, client_rack: str | N
     """The options of local and follower reads, checked: INVALID_CONFIG with a sentence."""
     if not local and (ring_dir is not None or client_rack is not None or prefer_local_replica):
         raise ZlogError(ErrorCode.INVALID_CONFIG,
-                        "ring_dir, client_rack and prefer_local_replica need local=True: "
+                        "ring_dir, client_rack and prefer_local_replica need local=True "
+                        "(zlog consume --local): "
                         "follower reads are served from a replica's ring on this host (brokers "
                         "do not yet name a preferred read replica)")
     if client_rack is not None and not client_rack.strip():
