@@ -1,6 +1,6 @@
 """Local consumers on a cluster: reading an in-sync follower's ring (KIP-392's fetch from a
-follower, done on the follower's host), and following leadership away from this host's broker
-and back.
+follower, done on the follower's host), also while the leader is killed under load, and
+following leadership away from this host's broker and back.
 
 All three brokers run on this machine, each with its own ring directory; `client_rack` or
 `ring_dir` tells the consumer which of them is "its" broker, so a read from any other
@@ -9,9 +9,11 @@ broker's ring would show (docs/replication.md §2.6).
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import psutil
 import pytest
@@ -107,6 +109,77 @@ def test_a_consumer_reads_an_in_sync_followers_ring_up_to_its_high_watermark(
         consumer.close()
 
 
+class _LoadAndTail:
+    """An idempotent acks=all producer at RECORDS_PER_S on one partition, and a consumer
+    (`consumer_options`) tailing it from the start on a thread: never an error, and at the
+    end exactly the log, in order, each record once (tests/production.py)."""
+
+    def __init__(self, cluster: ClusterProcesses, topic: str, seed: int,
+                 **consumer_options: Any) -> None:
+        self.cluster, self.seed = cluster, seed
+        producer = Producer(cluster.bootstrap, acks="all", linger_ms=1, batch_size=4096,
+                            request_timeout_ms=1_500, retry_backoff_ms=50,
+                            delivery_timeout_ms=int(WAIT_S * 1000))
+        self.production = Production(producer, seed, topic=topic, partitions=1,
+                                     records=RECORDS_MAX, window=500, deadline_s=WAIT_S,
+                                     records_per_s=RECORDS_PER_S)
+        self.tailing = Tailing(cluster.bootstrap, topic, 1, retry_backoff_ms=50,
+                               request_timeout_ms=1_500, **consumer_options)
+        self.consumer = self.tailing.consumer
+
+    def read(self) -> int:
+        return len(self.tailing.read[0])
+
+    def read_past(self, count: int, what: str) -> None:
+        wait_until(lambda: self.tailing.failure is not None or self.read() > count,
+                   WAIT_S, interval_s=0.02, what=what)
+        assert self.tailing.failure is None, repr(self.tailing.failure)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        with producing(self.production):
+            self.tailing.start()
+            yield
+        log = check_log(self.cluster.bootstrap, self.production, self.seed, set())
+        self.tailing.stop_and_check(log, WAIT_S)
+
+
+def _create(cluster: ClusterProcesses, topic: str) -> None:
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1, replication_factor=3,
+                                      configs={"min.insync.replicas": "2"})])
+    cluster.wait_isr(topic, 0, {1, 2, 3})
+
+
+def _kill_leader(cluster: ClusterProcesses, topic: str) -> int:
+    """kill -9 the leader's broker and wait for another leader; the killed broker's id."""
+    leader = cluster.partition(topic, 0).leader
+    cluster.broker(leader).kill_all()
+    cluster.wait_for(lambda p: p.leader not in (leader, -1) and bool(p.endpoint),
+                     topic, 0, f"a leader other than {leader}")
+    return leader
+
+
+def test_a_consumer_on_a_followers_ring_reads_on_when_the_leader_is_killed(
+        tmp_path: Path, seed: int) -> None:
+    """Reading a follower's ring (by its rack) under acks=all load, the leader is killed: the
+    follower's ring stays (it leads now, or follows the new leader), and the consumer reads on
+    from it with no error, no gap, no record twice."""
+    with cluster_processes(3, tmp_path, racks=RACKS) as cluster:
+        topic = "follower-kill"
+        _create(cluster, topic)
+        leader = cluster.partition(topic, 0).leader
+        follower = min({1, 2, 3} - {leader})
+        load = _LoadAndTail(cluster, topic, seed, local=True, client_rack=RACKS[follower])
+        with load.running():
+            load.read_past(PROGRESS, f"{PROGRESS} records read")
+            assert load.consumer.ring_batches_read > 0, "read from the follower's ring"
+            _kill_leader(cluster, topic)
+            on_ring = load.consumer.ring_batches_read
+            load.read_past(load.read() + PROGRESS, "reading on without the old leader")
+            assert load.consumer.ring_batches_read > on_ring, "still from the follower's ring"
+
+
 def test_a_local_consumer_follows_its_leader_to_another_broker_and_back(
         tmp_path: Path, seed: int) -> None:
     """The consumer's broker (`ring_dir`) leads; it is killed under acks=all load: the
@@ -115,42 +188,25 @@ def test_a_local_consumer_follows_its_leader_to_another_broker_and_back(
     with cluster_processes(3, tmp_path, extra_args=("--auto-leader-rebalance", "false"),
                            ) as cluster:
         topic = "follow-leader"
-        with Admin(cluster.bootstrap) as admin:
-            admin.create_topics([NewTopic(topic, 1, replication_factor=3,
-                                          configs={"min.insync.replicas": "2"})])
-        cluster.wait_isr(topic, 0, {1, 2, 3})
+        _create(cluster, topic)
         home = cluster.partition(topic, 0).leader
         assert cluster.partition(topic, 0).replicas[0] == home  # the preferred leader
-        producer = Producer(cluster.bootstrap, acks="all", linger_ms=1, batch_size=4096,
-                            request_timeout_ms=1_500, retry_backoff_ms=50,
-                            delivery_timeout_ms=int(WAIT_S * 1000))
-        production = Production(producer, seed, topic=topic, partitions=1, records=RECORDS_MAX,
-                                window=500, deadline_s=WAIT_S, records_per_s=RECORDS_PER_S)
         # Metadata that never gets old: the consumer must leave the dead ring because its
         # writer is gone, and come back because the old leader's answer says it moved.
-        tailing = Tailing(cluster.bootstrap, topic, 1, local=True,
-                          ring_dir=cluster.broker(home).ring_dir, retry_backoff_ms=50,
-                          request_timeout_ms=1_500, local_metadata_max_age_ms=600_000)
-        consumer = tailing.consumer
-
-        def read_past(count: int, what: str) -> None:
-            wait_until(lambda: tailing.failure is not None or len(tailing.read[0]) > count,
-                       WAIT_S, interval_s=0.02, what=what)
-            assert tailing.failure is None, repr(tailing.failure)
-
-        with producing(production):
-            tailing.start()
-            read_past(PROGRESS, f"{PROGRESS} records read")
+        load = _LoadAndTail(cluster, topic, seed, local=True,
+                            ring_dir=cluster.broker(home).ring_dir,
+                            local_metadata_max_age_ms=600_000)
+        consumer = load.consumer
+        with load.running():
+            load.read_past(PROGRESS, f"{PROGRESS} records read")
             assert consumer.ring_batches_read > 0, "read from its broker's ring"
 
-            cluster.broker(home).kill_all()
-            cluster.wait_for(lambda p: p.leader not in (home, -1) and bool(p.endpoint),
-                             topic, 0, f"a leader other than {home}")
+            assert _kill_leader(cluster, topic) == home
             with RingReader(_ring_of(cluster, home, topic)) as ring:
                 dead_end = ring.next_offset  # all the killed leader's ring will ever hold
-            read_past(dead_end, "records only the new leader has")
+            load.read_past(dead_end, "records only the new leader has")
             on_ring = consumer.ring_batches_read
-            read_past(len(tailing.read[0]) + PROGRESS, "reading on while its broker is down")
+            load.read_past(load.read() + PROGRESS, "reading on while its broker is down")
             assert consumer.ring_batches_read == on_ring, "no ring but its broker's"
 
             cluster.broker(home).start()
@@ -159,9 +215,7 @@ def test_a_local_consumer_follows_its_leader_to_another_broker_and_back(
                 assert admin.elect_preferred_leaders() == 1
             cluster.wait_for(lambda p: p.leader == home and bool(p.endpoint), topic, 0,
                              f"broker {home} leading again")
-            wait_until(lambda: tailing.failure is not None
+            wait_until(lambda: load.tailing.failure is not None
                        or consumer.ring_batches_read > on_ring, WAIT_S, interval_s=0.02,
                        what="the consumer back on its broker's ring")
-            read_past(len(tailing.read[0]) + PROGRESS, "reading on from the ring")
-        log = check_log(cluster.bootstrap, production, seed, set())
-        tailing.stop_and_check(log, WAIT_S)
+            load.read_past(load.read() + PROGRESS, "reading on from the ring")
