@@ -12,7 +12,7 @@ restart on the same data dir), and the cluster helpers wait on conditions with d
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from tests.broker_fixtures import START_TIMEOUT_S, BrokerProcess, free_port_pair
@@ -28,8 +28,14 @@ CLUSTER_FLAGS = (
 )
 
 
+def _rack_args(racks: Mapping[int, str] | None, node: int) -> list[str]:
+    rack = (racks or {}).get(node)
+    return [] if rack is None else ["--rack", rack]
+
+
 class ClusterProcesses:
-    def __init__(self, size: int, *, workers: int = 1, extra_args: Sequence[str] = ()) -> None:
+    def __init__(self, size: int, *, workers: int = 1, extra_args: Sequence[str] = (),
+                 racks: Mapping[int, str] | None = None) -> None:
         hosts = [f"127.0.0.{index}" for index in range(1, size + 1)]
         port = free_port_pair(hosts)
         self.endpoints = {index: f"tcp://{host}:{port}"
@@ -40,7 +46,7 @@ class ClusterProcesses:
                 workers,
                 ["--node-id", str(node), "--voters", voters,
                  "--advertised-host", endpoint.split("//")[1].rsplit(":", 1)[0],
-                 *CLUSTER_FLAGS, *extra_args],
+                 *CLUSTER_FLAGS, *_rack_args(racks, node), *extra_args],
                 endpoint=endpoint)
             for node, endpoint in self.endpoints.items()
         }
@@ -123,8 +129,9 @@ def log_bytes(broker: BrokerProcess, topic: str, partition: int) -> bytes:
 
 @contextlib.contextmanager
 def cluster_processes(size: int = 3, keep_logs_in: Path | None = None, *, workers: int = 1,
-                      extra_args: Sequence[str] = ()) -> Iterator[ClusterProcesses]:
-    cluster = ClusterProcesses(size, workers=workers, extra_args=extra_args)
+                      extra_args: Sequence[str] = (), racks: Mapping[int, str] | None = None,
+                      ) -> Iterator[ClusterProcesses]:
+    cluster = ClusterProcesses(size, workers=workers, extra_args=extra_args, racks=racks)
     try:
         cluster.start()
         yield cluster

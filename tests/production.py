@@ -11,10 +11,13 @@ share it.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
 
 from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, Producer, TopicPartition
@@ -109,6 +112,21 @@ class Production:
         return failures
 
 
+@contextlib.contextmanager
+def producing(production: Production) -> Iterator[Production]:
+    """Runs `production` for the block. A block that ends well ends it: every send answered,
+    none failed on the thread; the producer is closed however the block ends."""
+    production.start()
+    try:
+        yield production
+        production.stop()
+        production.producer.flush(timeout_ms=int(production.deadline_s * 1000))
+    finally:
+        production.stop()
+        production.producer.close(timeout_ms=5_000)
+    assert production.failure is None, repr(production.failure)
+
+
 def log_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     with Admin(bootstrap, request_timeout_ms=10_000) as admin:
         found = admin.list_offsets({TopicPartition(topic, p): -1 for p in range(partitions)})
@@ -172,8 +190,10 @@ class Tailing:
     be each partition's log in order, from offset 0 with no gap and no repeat (it reads only
     below the high watermark, which never moves back over committed batches)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        self.consumer = Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    def __init__(self, bootstrap: str, topic: str, partitions: int,
+                 **consumer_options: Any) -> None:
+        self.consumer = Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100,
+                                 **consumer_options)
         self.consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         self.read: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
         self.failure: BaseException | None = None

@@ -10,6 +10,7 @@
     zlog consume TOPIC [--from-beginning | --offset N] [--partition P]
                        [--format F | --print-key | --json] [--max-messages N]
                        [--timeout-ms T]                             records to stdout
+                       [--local [--prefer-local-replica] [--client-rack R] [--ring-dir D]]
     zlog offsets TOPIC
     zlog cluster status
     zlog --version
@@ -212,6 +213,18 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--null-text", default=NULL_TEXT_DEFAULT, metavar="TEXT",
                          help="what the text modes print for a null key or value, e.g. a "
                               f"tombstone (default {NULL_TEXT_DEFAULT})")
+    consume.add_argument("--local", action="store_true",
+                         help="read a partition whose leader runs on this host straight from "
+                              "its shared-memory ring")
+    consume.add_argument("--prefer-local-replica", action="store_true",
+                         help="with --local: also read an in-sync follower's ring on this host "
+                              "(up to its high watermark) when the leader is elsewhere")
+    consume.add_argument("--client-rack", default=None, metavar="RACK",
+                         help="with --local: only brokers of this rack are this host's, and "
+                              "their in-sync followers' rings may be read (Kafka's client.rack)")
+    consume.add_argument("--ring-dir", default=None, metavar="DIR",
+                         help="with --local: only rings in this directory (one broker's "
+                              "--ring-dir) are this host's")
 
     offsets = _command(commands, "offsets", "log start and high watermark per partition",
                        _offsets)
@@ -448,7 +461,9 @@ def _consume(args: argparse.Namespace) -> int:
     formatter = _formatter(args)
     reset = "earliest" if args.from_beginning else "latest"
     with Consumer(args.bootstrap, auto_offset_reset=reset,
-                  request_timeout_ms=args.request_timeout_ms) as consumer:
+                  request_timeout_ms=args.request_timeout_ms, local=args.local,
+                  prefer_local_replica=args.prefer_local_replica, client_rack=args.client_rack,
+                  ring_dir=args.ring_dir) as consumer:
         if args.partition is not None:
             partitions = [args.partition]
         else:

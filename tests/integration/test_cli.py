@@ -462,3 +462,23 @@ def test_a_bad_bootstrap_address_fails_at_once_with_its_reason(address: str, sai
     assert result.returncode == 1
     assert stderr.startswith("error: INVALID_CONFIG (40): ") and said in stderr, stderr
     assert len(stderr.splitlines()) == 1, stderr  # said once
+
+
+def test_consume_local_reads_the_ring_and_follower_flags_need_it(broker: BrokerProcess) -> None:
+    """`--local` prints the same records (read from the leader's ring on this host); the
+    follower-read flags without it are refused with INVALID_CONFIG, before anything is read."""
+    ok(zlog(broker, "topic", "create", "cli-local", "--partitions", "1"))
+    lines = [f"local {i}" for i in range(50)]
+    ok(zlog(broker, "produce", "cli-local", "--acks", "all",
+            stdin="\n".join(lines).encode() + b"\n"))
+    consumed = ok(zlog(broker, "consume", "cli-local", "--from-beginning", "--local",
+                       "--prefer-local-replica", "--ring-dir", str(broker.ring_dir),
+                       "--max-messages", "50", "--timeout-ms", "10000"))
+    assert consumed.splitlines() == lines
+    for flags in (("--prefer-local-replica",), ("--client-rack", "r1"),
+                  ("--ring-dir", str(broker.ring_dir))):
+        result = zlog(broker, "consume", "cli-local", "--timeout-ms", "500", *flags)
+        assert result.returncode == 1
+        stderr = result.stderr.decode()
+        assert stderr.startswith("error: INVALID_CONFIG (40): "), stderr
+        assert "--local" in stderr

@@ -25,13 +25,20 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Final
 
 import zmq
 
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.messages import MetadataRequestV0, MetadataResponseV0, Request, Response
+from zlog.transport.messages import (
+    BrokerMetadata,
+    MetadataRequestV0,
+    MetadataResponseV0,
+    Request,
+    Response,
+)
 from zlog.transport.rpc import RpcClient
 
 log = logging.getLogger("zlog.client")
@@ -118,6 +125,8 @@ class PartitionLeader:
     endpoint: str  # "" while there is no leader
     error_code: int
     ring_path: str = ""  # the leader's ring file on the leader's host, "" if unknown
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +141,18 @@ class MetadataCache:
     def __init__(self) -> None:
         self._topics: dict[str, TopicInfo] = {}
         self.control_endpoints: tuple[str, ...] = ()
+        self.brokers: dict[int, BrokerMetadata] = {}  # as the last answer listed them
+        # Where each broker keeps its rings, as far as answers told (a broker tells only its
+        # own, and the leader's ring path tells the leader's): kept across answers.
+        self.ring_dirs: dict[int, str] = {}
+        self.version = 0  # moves at every update and invalidation: what was derived is stale
 
     def update(self, response: MetadataResponseV0) -> dict[str, ZlogError]:
         """Store every topic the answer describes; returns the errors of those it could not."""
+        self.version += 1
         self.control_endpoints = tuple(b.control_endpoint for b in response.brokers)
+        self.brokers = {b.node_id: b for b in response.brokers}
+        self.ring_dirs.update((b.node_id, b.ring_dir) for b in response.brokers if b.ring_dir)
         errors: dict[str, ZlogError] = {}
         for topic in response.topics:
             if topic.error_code != ErrorCode.NONE:
@@ -153,10 +170,12 @@ class MetadataCache:
                 topic.name,
                 tuple(
                     PartitionLeader(p.partition, p.leader, p.leader_epoch, p.endpoint,
-                                    p.error_code, p.ring_path)
+                                    p.error_code, p.ring_path, p.replicas, p.isr)
                     for p in ordered
                 ),
             )
+            self.ring_dirs.update((p.leader, str(PurePath(p.ring_path).parent))
+                                  for p in ordered if p.ring_path and p.leader >= 0)
         return errors
 
     def topic(self, name: str) -> TopicInfo | None:
@@ -165,6 +184,12 @@ class MetadataCache:
     def partition_count(self, name: str) -> int | None:
         info = self._topics.get(name)
         return None if info is None else len(info.partitions)
+
+    def partition(self, topic: str, partition: int) -> PartitionLeader | None:
+        info = self._topics.get(topic)
+        if info is None or not 0 <= partition < len(info.partitions):
+            return None
+        return info.partitions[partition]
 
     def leader_endpoint(self, topic: str, partition: int) -> str | None:
         """The data endpoint to send to, or None when it is not known (refresh metadata)."""
@@ -184,6 +209,7 @@ class MetadataCache:
         return info.partitions[partition].ring_path
 
     def invalidate(self, topic: str) -> None:
+        self.version += 1
         self._topics.pop(topic, None)
 
 
@@ -296,6 +322,15 @@ class Connections:
             if remaining_ms <= 0 or (cancelled is not None and cancelled()):
                 raise _no_control_endpoint(failures, timeout_ms)
             _sleep_ms(min(self.retry_backoff_ms, remaining_ms), cancelled)
+
+    def call_endpoint(self, endpoint: str, msg: Request, timeout_ms: int) -> Response:
+        """One call to one endpoint, connected within the same timeout; a failure drops its
+        client (a fresh socket drops replies meant for the old one) and raises."""
+        try:
+            return self.client(endpoint).call(msg, timeout_ms, connect_timeout_ms=timeout_ms)
+        except ZlogError:
+            self._drop(endpoint)
+            raise
 
     def refresh(
         self, topics: Sequence[str] | None, timeout_ms: int, *,

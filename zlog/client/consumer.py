@@ -23,6 +23,13 @@ comes back to the ring once it has caught up) or past its end. Waiting for new r
 the ring heads for up to `local_spin_us` (a core's worth of CPU for the lowest latency), then
 sleeps in tiny growing steps.
 
+On a cluster (zlog.client.local_replicas, docs/replication.md §2.6): with
+`prefer_local_replica=True` or `client_rack` the ring may be an in-sync follower's on this host,
+read up to that follower's high watermark; `ring_dir` or `client_rack` name this host's broker
+where several run on one machine. A ring whose writer is gone is left for the network, and a
+local consumer refreshes its metadata every `local_metadata_max_age_ms`, so it follows the
+leader to another host and back without an error.
+
 Retriable errors (a leader moving or not elected yet, a broker restarting, a lost
 connection) never reach the caller: the partition backs off `retry_backoff_ms`, its metadata
 is asked again, and `poll` keeps trying within its own timeout (an empty answer at worst).
@@ -48,7 +55,14 @@ import zmq
 
 from zlog.client.cluster import Connections
 from zlog.client.fetch_buffer import PartitionBuffer, batches_from_chunk
-from zlog.client.local_ring import Backoff, LocalRing, is_local_endpoint, ring_exists
+from zlog.client.local_replicas import (
+    LocalReplicaPolicy,
+    RingChoice,
+    brokers_to_ask,
+    choose_ring,
+    local_ring_dirs,
+)
+from zlog.client.local_ring import Backoff, LocalRing, ring_exists
 from zlog.client.records import ConsumerRecord
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
@@ -60,6 +74,8 @@ from zlog.transport.messages import (
     ListOffsetsPartition,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
+    MetadataRequestV0,
+    MetadataResponseV0,
 )
 from zlog.transport.rpc import RpcResult
 from zlog.types import (
@@ -77,6 +93,36 @@ T = TypeVar("T")
 MAX_POLL_RECORDS_DEFAULT: Final = 500
 _WAIT_SLICE_MS: Final = 100
 _RESETS: Final = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "none": None}
+
+
+_RING_DIR_ASK_TIMEOUT_MS: Final = 1_000
+_RING_DIR_ASK_INTERVAL_MS: Final = 10_000
+LOCAL_METADATA_MAX_AGE_MS_DEFAULT: Final = 1_000
+"""How stale a local consumer's metadata may get: bounds how long it keeps reading a ring
+after leadership moved without an error telling it (see _expire_metadata)."""
+
+
+def _local_policy(local: bool, ring_dir: str | Path | None, client_rack: str | None,
+                  prefer_local_replica: bool, local_metadata_max_age_ms: int,
+                  ) -> LocalReplicaPolicy:
+    """The options of local and follower reads, checked: INVALID_CONFIG with a sentence."""
+    if not local and (ring_dir is not None or client_rack is not None or prefer_local_replica):
+        raise ZlogError(ErrorCode.INVALID_CONFIG,
+                        "ring_dir, client_rack and prefer_local_replica need local=True "
+                        "(zlog consume --local): "
+                        "follower reads are served from a replica's ring on this host (brokers "
+                        "do not yet name a preferred read replica)")
+    if client_rack is not None and not client_rack.strip():
+        raise ZlogError(ErrorCode.INVALID_CONFIG, "client_rack must not be empty")
+    if local_metadata_max_age_ms <= 0:
+        raise ZlogError(ErrorCode.INVALID_CONFIG,
+                        f"local_metadata_max_age_ms must be positive, not "
+                        f"{local_metadata_max_age_ms}")
+    if ring_dir is not None and not Path(ring_dir).is_dir():
+        raise ZlogError(ErrorCode.INVALID_CONFIG, f"ring_dir {str(ring_dir)!r} is not a "
+                        "directory on this host")
+    return LocalReplicaPolicy(None if ring_dir is None else Path(ring_dir), client_rack,
+                              prefer_local_replica)
 
 
 BULK_PARTITION_FETCH_BYTES_DEFAULT: Final = 4 * 1024 * 1024
@@ -106,10 +152,16 @@ class Consumer:
         local: bool = False,
         local_zero_copy: bool = False,
         local_spin_us: int = 50,
+        local_metadata_max_age_ms: int = LOCAL_METADATA_MAX_AGE_MS_DEFAULT,
+        ring_dir: str | Path | None = None,
+        client_rack: str | None = None,
+        prefer_local_replica: bool = False,
     ) -> None:
         if local_spin_us < 0:
             raise ZlogError(ErrorCode.INVALID_CONFIG,
                             f"local_spin_us must not be negative, not {local_spin_us}")
+        policy = _local_policy(local, ring_dir, client_rack, prefer_local_replica,
+                               local_metadata_max_age_ms)
         if auto_offset_reset not in _RESETS:
             raise ZlogError(ErrorCode.INVALID_CONFIG,
                             f"auto_offset_reset must be earliest, latest or none, "
@@ -137,7 +189,14 @@ class Consumer:
         self._backoff_until_ms: dict[TopicPartition, int] = {}
         self._next_start = 0  # round-robin over partitions between polls
         self.local = local
+        self._local_policy = policy
+        self.local_metadata_max_age_ms = local_metadata_max_age_ms
+        self._metadata_fetched_ms: dict[str, int] = {}  # per topic, for the local rings' sake
+        self._ring_dirs_asked_ms: dict[int, int] = {}  # per broker on this host
         self._rings: dict[TopicPartition, LocalRing] = {}
+        self._ring_choices: dict[TopicPartition, RingChoice | None] = {}
+        self._ring_choices_version = -1  # the metadata version they were chosen from
+        self._local_dirs: dict[int, Path] = {}  # brokers whose rings are this host's (same version)
         self.local_zero_copy = local_zero_copy
         self._ring_backoff = Backoff(spin_s=local_spin_us / 1e6)
         self._handed_out: list[tuple[LocalRing, int | None]] = []  # zero-copy views out there
@@ -319,20 +378,48 @@ class Consumer:
     # -- local rings ----------------------------------------------------------------------
 
     def _ring_for(self, tp: TopicPartition) -> LocalRing | None:
-        """The partition's ring when its leader is on this host (metadata must be known)."""
-        metadata = self._connections.metadata
-        endpoint = metadata.leader_endpoint(*tp)
-        path = metadata.ring_path(*tp)
+        """The ring to read `tp` from (local_replicas.py chooses), None to use the network.
+
+        A ring whose writer is gone is not read: the network finds out where the partition
+        went (the answer, or the failed connection, refreshes the metadata)."""
+        choice = self._ring_choice(tp)
         ring = self._rings.get(tp)
-        if ring is not None and str(ring.path) == path:
-            return ring
-        if ring is not None:
+        if ring is not None and (choice is None or ring.path != choice.path):
             ring.close()
             del self._rings[tp]
-        if endpoint is None or not is_local_endpoint(endpoint) or not ring_exists(path):
+            ring = None
+        if choice is None:
             return None
-        ring = self._rings[tp] = LocalRing(Path(path))
-        return ring
+        if ring is None:
+            if not ring_exists(str(choice.path)):
+                return None
+            ring = self._rings[tp] = LocalRing(choice.path)
+        return None if ring.writer_gone() else ring
+
+    def _ring_choice(self, tp: TopicPartition) -> RingChoice | None:
+        """choose_ring's answer, kept until the metadata changes (it costs a few stats)."""
+        metadata = self._connections.metadata
+        if metadata.version != self._ring_choices_version:
+            self._ring_choices.clear()
+            self._ring_choices_version = metadata.version
+            self._local_dirs = local_ring_dirs(metadata.brokers, metadata.ring_dirs,
+                                               self._local_policy)
+        if tp not in self._ring_choices:
+            partition = metadata.partition(*tp)
+            self._ring_choices[tp] = None if partition is None else choose_ring(
+                tp.topic, partition, self._local_policy, leader_ring_path=metadata.ring_path(*tp),
+                brokers=metadata.brokers, local_dirs=self._local_dirs)
+        return self._ring_choices[tp]
+
+    def local_ring_path(self, tp: TopicPartition | tuple[str, int]) -> Path | None:
+        """The ring file `tp` is read from right now (a leader's or, with follower reads, an
+        in-sync follower's), or None while it is fetched over the network."""
+        key = self._assigned(tp)
+        ring = self._rings.get(key)
+        if ring is None or ring.writer_gone():
+            return None
+        position = self._positions[key]
+        return ring.path if position is None or ring.covers(position) else None
 
     def _served_locally(self, tp: TopicPartition) -> bool:
         if not self.local:
@@ -389,9 +476,12 @@ class Consumer:
             backoff.wait(remaining_ms / 1000, self._ring_news())
 
     def _ring_news(self) -> Callable[[], bool]:
-        """A cheap test (one state read per ring) of whether any ring moved past a position."""
+        """A cheap test (one state read per ring) of whether any ring moved past a position.
+
+        A ring whose writer is gone never moves: watching it would only spin."""
         watched = [(ring, position) for tp, ring in self._rings.items()
-                   if (position := self._positions.get(tp)) is not None]
+                   if (position := self._positions.get(tp)) is not None
+                   and not ring.writer_gone()]
 
         def news() -> bool:
             return any(ring.has_news(position) for ring, position in watched)
@@ -645,9 +735,15 @@ class Consumer:
 
     def _refresh_metadata(self, topics: set[str]) -> None:
         metadata = self._connections.metadata
+        if self.local:
+            self._expire_metadata(topics)
         missing = sorted(t for t in topics if metadata.topic(t) is None)
         if missing:
             errors = self._connections.refresh(missing, self.request_timeout_ms)
+            now_ms = self._clock.monotonic_ms()
+            self._metadata_fetched_ms.update((topic, now_ms) for topic in missing)
+            if self.local:
+                self._learn_ring_dirs(now_ms)
             for error in errors.values():
                 if not error.retriable or error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     raise error
@@ -657,6 +753,40 @@ class Consumer:
                 raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                 f"topic {tp.topic!r} has partitions 0..{count - 1}, "
                                 f"not {tp.partition}")
+
+    def _learn_ring_dirs(self, now_ms: int) -> None:
+        """Ask each broker on this host whose ring directory is unknown for it (a Metadata
+        request for no topic: its own answer names it). One that does not answer within
+        _RING_DIR_ASK_TIMEOUT_MS is asked again _RING_DIR_ASK_INTERVAL_MS later at the earliest."""
+        metadata = self._connections.metadata
+        for broker in brokers_to_ask(metadata.brokers, metadata.ring_dirs, self._local_policy):
+            if now_ms < self._ring_dirs_asked_ms.get(broker.node_id, -_RING_DIR_ASK_INTERVAL_MS
+                                                     ) + _RING_DIR_ASK_INTERVAL_MS:
+                continue
+            self._ring_dirs_asked_ms[broker.node_id] = now_ms
+            try:
+                response = self._connections.call_endpoint(
+                    broker.control_endpoint, MetadataRequestV0(()), _RING_DIR_ASK_TIMEOUT_MS)
+            except ZlogError as error:
+                log.debug("broker %d did not say where its rings are: %s", broker.node_id, error)
+                continue
+            if isinstance(response, MetadataResponseV0):
+                metadata.update(response)
+
+    def _expire_metadata(self, topics: set[str]) -> None:
+        """Forget metadata older than local_metadata_max_age_ms.
+
+        A ring tells nothing of leadership: a consumer reading a former leader's ring (now a
+        follower's, still correct up to its high watermark) or fetching from a leader while a
+        replica on this host caught up would otherwise never learn of the change, since no
+        answer carries an error. So local consumers ask again now and then.
+        """
+        now_ms = self._clock.monotonic_ms()
+        for topic in topics:
+            fetched_ms = self._metadata_fetched_ms.get(topic)
+            if fetched_ms is not None and now_ms - fetched_ms >= self.local_metadata_max_age_ms:
+                self._connections.metadata.invalidate(topic)
+                del self._metadata_fetched_ms[topic]
 
     def _position_of(self, tp: TopicPartition) -> int:
         position = self._positions[tp]
@@ -676,6 +806,7 @@ class Consumer:
         self._buffers.pop(tp, None)
         self._high_watermarks.pop(tp, None)
         self._backoff_until_ms.pop(tp, None)
+        self._ring_choices.pop(tp, None)
         ring = self._rings.pop(tp, None)
         if ring is not None:
             ring.close()

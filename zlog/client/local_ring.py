@@ -22,7 +22,9 @@ then fetches over the network as usual:
 - `offset` is below the ring's tail (those batches live only in the segment files) or past its
   committed end;
 - the writer overran the reader mid-read.
-A ring that was replaced (the worker restarted and made a new file) is opened again.
+A ring that was replaced (the worker restarted and made a new file) is opened again. A ring
+whose writer is gone (its broker was killed, or closed the partition) will never move again:
+`writer_gone()` says so, and the consumer then asks the network, which finds the new leader.
 
 Visibility: records at or above the ring's visible end are never returned: the high watermark
 the partition's worker publishes in the ring header (records every in-sync replica holds), or
@@ -42,14 +44,21 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
+import psutil
+
 from zlog.client.fetch_buffer import trim_view
 from zlog.errors import ZlogError
 from zlog.record.arrays import BatchView, parse_batch
 from zlog.record.header import validate_batch
+from zlog.shm_segments.log import ring_path_for
 from zlog.shm_segments.ring import RingOverrunError, RingReader
+
+__all__ = ["Backoff", "LocalRing", "is_local_endpoint", "ring_exists", "ring_path_for"]
 
 # How often a caught-up reader checks (one stat) whether its ring file was replaced.
 _REPLACED_CHECK_INTERVAL_S: Final = 0.005
+# How often a reader checks (one signal-0 call) that the ring's writer still runs.
+_WRITER_CHECK_INTERVAL_S: Final = 0.02
 # Waiting for the head to move, after the spin: sleep from the first to the last pause, doubling.
 PAUSE_FIRST_S: Final = 0.00002
 PAUSE_LAST_S: Final = 0.001
@@ -123,6 +132,8 @@ class LocalRing:
         # The lowest position read since forget_reads(): zero-copy views from there are held.
         self.read_from_position: int | None = None
         self.high_watermark: int | None = None  # the visible end seen by the last read
+        self._next_writer_check = 0.0
+        self._writer_gone = False
 
     def _open(self) -> RingReader | None:
         if self._reader is None:
@@ -140,6 +151,23 @@ class LocalRing:
         self._next_replaced_check = now + _REPLACED_CHECK_INTERVAL_S
         if self._reader.is_replaced():
             self.close()
+
+    def writer_gone(self) -> bool:
+        """Whether no running process writes this ring (checked at most every 20 ms).
+
+        The writer records its pid in the header and clears it when it closes the ring; a
+        pid that is no longer a process is a writer that was killed. Pids are this host's:
+        a reader in another pid namespace than the broker sees every writer as gone and so
+        reads over the network.
+        """
+        now = time.monotonic()
+        if now < self._next_writer_check:
+            return self._writer_gone
+        self._next_writer_check = now + _WRITER_CHECK_INTERVAL_S
+        self._reopen_if_replaced()
+        reader = self._open()
+        self._writer_gone = reader is None or not _process_runs(reader.writer_pid)
+        return self._writer_gone
 
     def covers(self, offset: int) -> bool:
         """Whether the ring holds `offset` or is where it will appear (cheap: one state read)."""
@@ -259,6 +287,18 @@ def _decode(batches: list[memoryview], offset: int, end: int, check_crc: bool) -
         if trimmed is not None:
             views.append(trimmed)
     return views, next_offset, True
+
+
+def _process_runs(pid: int) -> bool:
+    """Whether `pid` is a live process (a killed one not yet reaped, a zombie, is not)."""
+    if pid <= 0:
+        return False
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:  # another user's process: it runs
+        return True
 
 
 def ring_exists(path: str) -> bool:

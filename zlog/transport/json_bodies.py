@@ -105,6 +105,8 @@ def _broker(broker: BrokerMetadata) -> dict[str, Any]:
         "node_id": broker.node_id,
         "host": broker.host,
         "control_endpoint": broker.control_endpoint,
+        "rack": broker.rack,
+        "ring_dir": broker.ring_dir,
     }
 
 
@@ -241,7 +243,8 @@ def encode_json_body(msg: Request | Response) -> bytes:
 
 def _parse_broker(f: Fields) -> BrokerMetadata:
     return BrokerMetadata(f.integer("node_id", low=INT32_MIN, high=INT32_MAX), f.text("host"),
-                      f.text("control_endpoint"))
+                          f.text("control_endpoint"), rack=f.text("rack", default=""),
+                          ring_dir=f.text("ring_dir", default=""))
 
 
 def _parse_partition_metadata(f: Fields) -> PartitionMetadata:

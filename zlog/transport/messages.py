@@ -176,6 +176,11 @@ class BrokerMetadata:
     node_id: int
     host: str
     control_endpoint: str  # where this broker's supervisor answers, e.g. tcp://10.0.0.1:7400
+    rack: str = ""  # the broker's rack ("" for none), as in Kafka's Metadata v1
+    # Where this broker keeps its partitions' rings (absolute, on its host). Only the broker
+    # answering fills in its own ("" for the others): a consumer on that host learns from it
+    # which rings there belong to which broker (zlog.client.local_replicas).
+    ring_dir: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 import pytest
 import zmq
 
+from tests.clock import ManualClock
+from tests.waiting import wait_until
 from zlog.client import Consumer, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import BatchView, build_batch_from_values
@@ -26,6 +28,7 @@ from zlog.transport.messages import (
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
     ListOffsetsResult,
+    MetadataRequestV0,
     MetadataResponseV0,
     PartitionMetadata,
     TopicMetadata,
@@ -47,6 +50,7 @@ class FakeLeader:
     def __init__(self) -> None:
         self.socket, self.endpoint = make_router("tcp://127.0.0.1:0")
         self.fetch_offsets: list[int] = []
+        self.metadata_topics: list[tuple[str, ...] | None] = []  # each Metadata request's
         self.hold = threading.Event()  # set: fetch answers wait until it is cleared
         self._held: list[tuple[bytes, RequestHeader, FetchRequestV0]] = []
         self._stop = threading.Event()
@@ -78,6 +82,8 @@ class FakeLeader:
                     for p in request.partitions)
                 reply = encode_response(header, ListOffsetsResponseV0(TOPIC, results))
             else:
+                assert isinstance(request, MetadataRequestV0), request
+                self.metadata_topics.append(request.topics)
                 partition = PartitionMetadata(0, 1, 0, (1,), (1,), self.endpoint)
                 topic = TopicMetadata(TOPIC, 0, "", {}, (partition,))
                 reply = encode_response(header, MetadataResponseV0(
@@ -188,3 +194,42 @@ def test_unassigned_partitions_are_refused(leader: FakeLeader) -> None:
         consumer.assign([])
         assert consumer.assignment() == set()
         assert consumer.poll(10) == []
+
+
+def _poll_fetch_rounds(consumer: Consumer, leader: FakeLeader, rounds: int) -> None:
+    """Poll until `rounds` more fetches reached the leader: each poll before them found its
+    partition idle or waiting, whatever the timing of the answers."""
+    target = len(leader.fetch_offsets) + rounds
+    wait_until(lambda: bool(consumer.poll(0) or True) and len(leader.fetch_offsets) >= target,
+               10, interval_s=0.001, what=f"{rounds} fetch rounds")
+
+
+def test_a_local_consumer_asks_for_metadata_again_once_it_is_too_old(leader: FakeLeader) -> None:
+    """A ring tells nothing of leadership, so a local consumer refreshes its metadata every
+    local_metadata_max_age_ms; it also asks each broker on its host whose ring directory it
+    does not know (a Metadata request for no topic), once. A network-only consumer does not
+    refresh: its fetch answers tell it when the leader moved."""
+    clock = ManualClock()
+    local = Consumer(leader.endpoint, auto_offset_reset="earliest", local=True, clock=clock,
+                     local_metadata_max_age_ms=1_000, fetch_max_wait_ms=0)
+    local.assign([TP])
+    assert local.position(TP) == 0
+    assert leader.metadata_topics == [(TOPIC,), ()]
+    _poll_fetch_rounds(local, leader, 3)
+    clock.advance(999)
+    _poll_fetch_rounds(local, leader, 3)
+    assert leader.metadata_topics == [(TOPIC,), ()]
+    clock.advance(1)
+    _poll_fetch_rounds(local, leader, 3)
+    assert leader.metadata_topics == [(TOPIC,), (), (TOPIC,)]
+    local.close()
+
+    leader.metadata_topics.clear()
+    remote = Consumer(leader.endpoint, auto_offset_reset="earliest", clock=clock,
+                      fetch_max_wait_ms=0)
+    remote.assign([TP])
+    assert remote.position(TP) == 0
+    clock.advance(60_000)
+    _poll_fetch_rounds(remote, leader, 3)
+    assert leader.metadata_topics == [(TOPIC,)]
+    remote.close()

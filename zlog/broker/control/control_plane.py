@@ -120,11 +120,13 @@ class ControlPlane:
         raft_status: Callable[[], NodeStatus | None],
         clock_ms: Callable[[], int],
         ring_path_for: Callable[[TopicPartition], str] | None = None,
+        ring_dir: str = "",
         host_storage: Callable[[], HostStorage] = HostStorage,
     ) -> None:
         self.config = config
         self._host_storage = host_storage
         self._ring_path_for = ring_path_for  # a partition's ring file on this host
+        self._ring_dir = ring_dir  # where this broker's rings are, told to local consumers
         self._state = state  # the metadata as last applied (an immutable snapshot)
         self._propose = propose  # commit a command; Done runs later on the loop thread
         self._reply = reply  # send a response to a client
@@ -204,8 +206,13 @@ class ControlPlane:
         return wire.ApiVersionsResponseV0(versions, f"zlog {zlog.__version__}")
 
     def _brokers(self, state: ClusterState) -> tuple[wire.BrokerMetadata, ...]:
-        return tuple(wire.BrokerMetadata(broker.node_id, broker.host, broker.control_endpoint)
-                     for broker in state.brokers.values())
+        """Every registered broker; this one also says where its rings are, for consumers on
+        its host that read a replica's ring (another broker's ring directory is not known)."""
+        return tuple(
+            wire.BrokerMetadata(
+                broker.node_id, broker.host, broker.control_endpoint, rack=broker.rack,
+                ring_dir=self._ring_dir if broker.node_id == self.config.node_id else "")
+            for broker in state.brokers.values())
 
     def _controller_id(self) -> int:
         status = self._raft_status()

@@ -179,6 +179,7 @@ class Supervisor:
             raft_status=lambda: None if self._metadata_log is None else self._metadata_log.status(),
             clock_ms=monotonic_ms,
             ring_path_for=self._ring_path_for,
+            ring_dir=str(self.ring_dir),
             host_storage=self._host_storage,
         )
         self._started_ms = 0
