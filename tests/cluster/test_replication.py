@@ -253,3 +253,23 @@ def _poll_values(consumer: Consumer, count: int) -> list[bytes]:
         assert time.monotonic() < deadline, f"{len(values)} of {count} values in {WAIT_S} s"
         values += [r.value for r in consumer.poll(100) if r.value is not None]
     return values
+
+
+def test_replicas_spread_over_racks_when_every_broker_names_one(tmp_path: Path) -> None:
+    """Brokers 1 and 2 share rack a, broker 3 is alone in rack b: every partition of a topic of
+    replication factor 2 keeps one replica in each rack, and leaders still spread over all
+    three brokers; `zlog cluster status` shows each broker's rack."""
+    racks = {1: "a", 2: "a", 3: "b"}
+    with cluster_processes(3, tmp_path, racks=racks) as cluster:
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_topics([NewTopic("racked", 6, replication_factor=2)])
+        for partition in range(6):
+            found = cluster.partition("racked", partition)
+            assert {racks[b] for b in found.replicas} == {"a", "b"}, found
+        assert {cluster.partition("racked", p).leader for p in range(6)} == {1, 2, 3}
+        status = subprocess.run([sys.executable, "-m", "zlog.cli", "cluster", "status",
+                                 "--bootstrap", cluster.bootstrap],
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert status.returncode == 0, status.stderr
+        rows = {line.split("\t")[0]: line.split("\t") for line in status.stdout.splitlines()}
+        assert [rows[str(node)][3] for node in (1, 2, 3)] == ["a", "a", "b"]
