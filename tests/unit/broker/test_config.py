@@ -210,3 +210,24 @@ def test_a_bad_join_is_refused(values: dict[str, object], message: str) -> None:
 def test_a_joining_broker_needs_a_fixed_port() -> None:
     with pytest.raises(ConfigError, match="fixed listen port"):
         BrokerConfig(join="tcp://127.0.0.1:7400", listen="tcp://127.0.0.4:0")
+
+
+def test_an_advertised_listener_splits_where_a_broker_binds_from_where_it_is_reached() -> None:
+    """Behind a proxy: control and Raft bind `listen`, others are told advertised_listener,
+    and the workers bind on listen's host while advertised on advertised_host."""
+    config = load_config({"listen": "tcp://127.0.0.1:7400", "advertised_host": "127.0.1.1"},
+                         environ={"ZLOG_ADVERTISED_LISTENER": "tcp://127.0.1.1:7400"})
+    assert config.advertised_listener == "tcp://127.0.1.1:7400"
+    assert config.data_bind_host == "127.0.0.1"
+    plain = BrokerConfig(listen="tcp://0.0.0.0:7400", advertised_host="broker1.example")
+    assert plain.data_bind_host == "broker1.example"  # unset: bound where advertised, as before
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"advertised_listener": "ipc:///tmp/zlog"}, "tcp://"),
+    ({"advertised_listener": "tcp://127.0.1.1"}, "tcp://host:port"),
+    ({"advertised_listener": "tcp://127.0.1.1:7400", "listen": "ipc:///tmp/zlog"}, "tcp://"),
+])
+def test_a_bad_advertised_listener_is_refused(values: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve_config([ConfigLayer("command line", values)])

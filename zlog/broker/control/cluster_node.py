@@ -151,7 +151,7 @@ class ClusterNode:
         self._add_learner = add_learner
         self.join: RaftJoin | None = None
         if config.join and add_peers is not None:
-            self.join = RaftJoin(config.node_id, dir_id, config.listen, config.join,
+            self.join = RaftJoin(config.node_id, dir_id, control_endpoint, config.join,
                                  raft_status=raft_status, add_peers=add_peers, context=context)
         self._was_ready = False
         self.lifecycle = BrokerLifecycle(
