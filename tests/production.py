@@ -11,8 +11,10 @@ share it.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -86,6 +88,12 @@ class Production:
         """How many sends succeeded so far (cheap: counted as they resolve)."""
         return self._acked_count
 
+    def await_more_acks(self, count: int) -> None:
+        """Until `count` more sends than now have succeeded (within `deadline_s`)."""
+        target = self._acked_count + count
+        wait_until(lambda: self._acked_count >= target, self.deadline_s, interval_s=0.02,
+                   what=f"{target} acknowledged records")
+
     def _await(self, future: Future[RecordMetadata]) -> None:
         deadline = time.monotonic() + self.deadline_s
         while not self._stop.is_set() and time.monotonic() < deadline:
@@ -107,6 +115,35 @@ class Production:
             if error is not None:
                 failures[index] = error
         return failures
+
+
+def acks_all_production(bootstrap: str, seed: int, *, topic: str, partitions: int,
+                        records: int, window: int, deadline_s: float, records_per_s: float,
+                        request_timeout_ms: int, max_block_ms: int = 60_000) -> Production:
+    """A `Production` through an idempotent acks=all producer that retries through leader
+    changes: a request to a leader gone silent times out after `request_timeout_ms` and is
+    sent again; a record fails only after `deadline_s`."""
+    producer = Producer(bootstrap, acks="all", linger_ms=1, batch_size=4096,
+                        request_timeout_ms=request_timeout_ms,
+                        delivery_timeout_ms=int(deadline_s * 1000), retry_backoff_ms=50,
+                        max_block_ms=max_block_ms)
+    return Production(producer, seed, topic=topic, partitions=partitions, records=records,
+                      window=window, deadline_s=deadline_s, records_per_s=records_per_s)
+
+
+@contextlib.contextmanager
+def producing(production: Production) -> Iterator[Production]:
+    """`production` running for the block; then stopped, every send answered (a flush), its
+    producer closed, and the failure of its thread, if any, reported."""
+    try:
+        production.start()
+        yield production
+        production.stop()
+        production.producer.flush(timeout_ms=int(production.deadline_s * 1000))
+    finally:
+        production.stop()
+        production.producer.close(timeout_ms=5_000)
+    assert production.failure is None, repr(production.failure)
 
 
 def log_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
