@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from tests.broker_fixtures import START_TIMEOUT_S, BrokerProcess, free_port_pair
+from tests.broker_fixtures import START_TIMEOUT_S, BrokerProcess
 from tests.waiting import wait_until
 from zlog.errors import ZlogError
 from zlog.record.header import scan_batches
 from zlog.record.records import NewRecord, build_batch
 from zlog.shm_segments.log import PartitionLog
+from zlog.transport.free_ports import free_port_pair
 from zlog.transport.messages import (
     MetadataResponseV0,
     PartitionMetadata,
