@@ -18,7 +18,10 @@ third cuts off a leader that is also the controller, which answered its own hear
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Final
 
@@ -180,13 +183,46 @@ def test_a_cut_off_leader_heard_from_again_takes_no_write_before_its_metadata_ca
     _replicas_byte_for_byte_equal(cluster, topic)
 
 
+def _elected_at_s(cluster: ProxiedCluster, nodes: set[int], topic: str, victim: int) -> float:
+    """When a controller among `nodes` decided another leader than `victim` (wall clock, from
+    the line it logs: `<topic>-0: leader N epoch E, ISR [...]`)."""
+    pattern = re.compile(rf"^(\S+ \S+) .*: {re.escape(topic)}-0: leader (\d+) epoch (\d+),",
+                         re.MULTILINE)
+    decided = [datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+               for node in nodes for match in pattern.finditer(cluster.broker(node).log_text())
+               if int(match[2]) != victim and int(match[3]) > 0]
+    assert decided, f"no controller among {sorted(nodes)} logged a new leader of {topic}-0"
+    return min(decided)
+
+
 def test_the_controller_cut_off_with_a_leadership_takes_no_write_once_replaced(
         cluster: ProxiedCluster) -> None:
     """The broker cut off leads the partition and is the controller, which answered its own
-    heartbeats: the others elect a new controller, which fences it and elects a new leader;
-    by then the old leader's lease is over. Healed, it rejoins as a follower."""
+    heartbeats: the others elect a new controller, which fences it and elects a new leader.
+    acks=1 writes go straight to the old leader all along: it takes them for the rest of its
+    lease (a tail it alone holds), and none sent after the new leader was decided. Healed, it
+    rejoins as a follower and cuts that tail."""
     topic, victim = _topic_led(cluster, by_the_controller=True)
     _one_batch_replicated(cluster, topic)
-    _cut_off_and_replaced(cluster, topic, victim)
+    majority = {1, 2, 3} - {victim}
+    old_endpoint = cluster.partition(topic, 0).endpoint
+    cluster.isolate(victim)
+    taken_sent_at_s: list[float] = []
+
+    def replaced() -> bool:
+        sent_at_s = time.time()
+        if produce_to_worker(old_endpoint, topic, 0, acks=1) == ErrorCode.NONE:
+            taken_sent_at_s.append(sent_at_s)
+        return all(p.leader in majority and bool(p.endpoint)
+                   for p in (_partition_seen_by(cluster, node, topic) for node in majority))
+
+    wait_until(replaced, DEADLINE_S, interval_s=0.01, what=f"a leader among {sorted(majority)}")
+    assert produce_to_worker(old_endpoint, topic, 0, acks=1) == \
+        ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert taken_sent_at_s, "the old leader took nothing even within its lease"
+    elected_at_s = _elected_at_s(cluster, majority, topic, victim)
+    assert max(taken_sent_at_s) < elected_at_s, (
+        f"the old leader took a write sent {max(taken_sent_at_s) - elected_at_s:.3f} s after "
+        "the new leader was decided")
     _healed_rejoins_as_a_follower(cluster, topic, victim)
     _replicas_byte_for_byte_equal(cluster, topic)

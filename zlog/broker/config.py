@@ -36,6 +36,9 @@ ENV_PREFIX: Final = "ZLOG_"
 ENV_TOPIC_PREFIX: Final = "ZLOG_TOPIC_"
 ENV_CONFIG_FILE: Final = "ZLOG_CONFIG"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+# A clustered metadata log's election timeout, in ticks: with 50 ms ticks a new leader
+# within 0.5 to 1 s.
+METADATA_ELECTION_TICKS: Final = 10
 
 
 class ConfigError(Exception):
@@ -144,6 +147,13 @@ class BrokerConfig:
         if self.broker_session_timeout_ms < 4 * self.broker_heartbeat_interval_ms:
             raise ConfigError("broker_session_timeout_ms must be at least 4 times "
                               "broker_heartbeat_interval_ms")
+        if self.broker_session_timeout_ms < (self.lease_margin_ms
+                                             + 2 * self.broker_heartbeat_interval_ms):
+            raise ConfigError(
+                "broker_session_timeout_ms must exceed the metadata log's election timeout "
+                f"(raft_tick_ms x {METADATA_ELECTION_TICKS} = {self.lease_margin_ms} ms) by two "
+                "broker_heartbeat_interval_ms: a leader's lease is the session less that "
+                "timeout")
         if self.replica_lag_time_max_ms <= self.replica_fetch_wait_max_ms:
             raise ConfigError("replica_lag_time_max_ms must exceed replica_fetch_wait_max_ms")
         if self.ring_flush_bytes >= self.ring_bytes:
@@ -153,6 +163,13 @@ class BrokerConfig:
     def voter_map(self) -> dict[int, str]:
         """Each voter's control endpoint; a single node votes alone, at its own endpoint."""
         return dict(self.voters)
+
+    @property
+    def lease_margin_ms(self) -> int:
+        """How much shorter than a session a leader's lease is: a controller cut off from the
+        metadata log's quorum goes on answering heartbeats for up to an election timeout
+        after the others may have elected another (docs/replication.md §4.1)."""
+        return self.raft_tick_ms * METADATA_ELECTION_TICKS if self.clustered else 0
 
     @property
     def data_bind_host(self) -> str:

@@ -231,3 +231,11 @@ def test_an_advertised_listener_splits_where_a_broker_binds_from_where_it_is_rea
 def test_a_bad_advertised_listener_is_refused(values: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         resolve_config([ConfigLayer("command line", values)])
+
+
+def test_a_clustered_leaders_lease_is_a_session_less_the_metadata_election_timeout() -> None:
+    voters = ((1, "tcp://127.0.0.1:7400"), (2, "tcp://127.0.0.2:7400"))
+    assert BrokerConfig(voters=voters, raft_tick_ms=50).lease_margin_ms == 500
+    assert BrokerConfig().lease_margin_ms == 0  # alone, it is its own controller
+    with pytest.raises(ConfigError, match="election timeout"):
+        BrokerConfig(voters=voters, raft_tick_ms=100, broker_session_timeout_ms=1_400)

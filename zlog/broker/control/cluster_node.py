@@ -159,6 +159,7 @@ class ClusterNode:
                      control_endpoint, config.workers, config.rack, dir_id),
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             session_timeout_ms=config.broker_session_timeout_ms,
+            lease_margin_ms=config.lease_margin_ms,
             link=self.link, worker_endpoints=worker_endpoints)
 
     # -- the loop's part --------------------------------------------------------------------
