@@ -14,13 +14,25 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
-from tests.broker_fixtures import START_TIMEOUT_S, BrokerProcess, free_port_pair
+from tests.broker_fixtures import START_TIMEOUT_S, BrokerProcess
 from tests.waiting import wait_until
 from zlog.errors import ZlogError
 from zlog.record.header import scan_batches
+from zlog.record.records import NewRecord, build_batch
 from zlog.shm_segments.log import PartitionLog
-from zlog.transport.messages import MetadataResponseV0, PartitionMetadata
+from zlog.transport.free_ports import free_port_pair
+from zlog.transport.messages import (
+    MetadataResponseV0,
+    PartitionMetadata,
+    ProduceEntry,
+    ProduceRequestV0,
+    ProduceResponseV0,
+)
+from zlog.transport.rpc import RpcClient
+
+_Cluster = TypeVar("_Cluster", bound="ClusterProcesses")
 
 CLUSTER_FLAGS = (
     # A broker silent for 1.5 s is fenced (the defaults); the client-facing timeouts stay.
@@ -110,6 +122,19 @@ class ClusterProcesses:
                       topic, partition, f"ISR {sorted(isr)} with a serving leader")
 
 
+def produce_to_worker(worker_endpoint: str, topic: str, partition: int, *, acks: int,
+                      timeout_ms: int = 5_000) -> int:
+    """One batch straight to a worker, as a client that has not refreshed its metadata sends
+    it; the entry's error code (ErrorCode.NONE: acknowledged)."""
+    batch = build_batch([NewRecord(b"stale")])
+    with RpcClient(worker_endpoint) as client:
+        response = client.call(
+            ProduceRequestV0(acks, timeout_ms, (ProduceEntry(topic, partition, (batch,)),)),
+            timeout_ms + 5_000)
+    assert isinstance(response, ProduceResponseV0), response
+    return response.entries[0].error_code
+
+
 def log_bytes(broker: BrokerProcess, topic: str, partition: int) -> bytes:
     """Every batch of a stopped broker's replica, as stored."""
     log = PartitionLog(broker.data_dir, topic, partition, ring_dir=broker.ring_dir)
@@ -131,7 +156,15 @@ def log_bytes(broker: BrokerProcess, topic: str, partition: int) -> bytes:
 def cluster_processes(size: int = 3, keep_logs_in: Path | None = None, *, workers: int = 1,
                       extra_args: Sequence[str] = (), racks: Mapping[int, str] | None = None,
                       ) -> Iterator[ClusterProcesses]:
-    cluster = ClusterProcesses(size, workers=workers, extra_args=extra_args, racks=racks)
+    with running(ClusterProcesses(size, workers=workers, extra_args=extra_args, racks=racks),
+                 keep_logs_in) as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def running(cluster: _Cluster, keep_logs_in: Path | None) -> Iterator[_Cluster]:
+    """`cluster` started for the block; then each running broker's log tail printed (the
+    report of a failing test) and every broker stopped."""
     try:
         cluster.start()
         yield cluster

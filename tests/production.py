@@ -89,6 +89,12 @@ class Production:
         """How many sends succeeded so far (cheap: counted as they resolve)."""
         return self._acked_count
 
+    def await_more_acks(self, count: int) -> None:
+        """Until `count` more sends than now have succeeded (within `deadline_s`)."""
+        target = self._acked_count + count
+        wait_until(lambda: self._acked_count >= target, self.deadline_s, interval_s=0.02,
+                   what=f"{target} acknowledged records")
+
     def _await(self, future: Future[RecordMetadata]) -> None:
         deadline = time.monotonic() + self.deadline_s
         while not self._stop.is_set() and time.monotonic() < deadline:
@@ -112,12 +118,26 @@ class Production:
         return failures
 
 
+def acks_all_production(bootstrap: str, seed: int, *, topic: str, partitions: int,
+                        records: int, window: int, deadline_s: float, records_per_s: float,
+                        request_timeout_ms: int, max_block_ms: int = 60_000) -> Production:
+    """A `Production` through an idempotent acks=all producer that retries through leader
+    changes: a request to a leader gone silent times out after `request_timeout_ms` and is
+    sent again; a record fails only after `deadline_s`."""
+    producer = Producer(bootstrap, acks="all", linger_ms=1, batch_size=4096,
+                        request_timeout_ms=request_timeout_ms,
+                        delivery_timeout_ms=int(deadline_s * 1000), retry_backoff_ms=50,
+                        max_block_ms=max_block_ms)
+    return Production(producer, seed, topic=topic, partitions=partitions, records=records,
+                      window=window, deadline_s=deadline_s, records_per_s=records_per_s)
+
+
 @contextlib.contextmanager
 def producing(production: Production) -> Iterator[Production]:
-    """Runs `production` for the block. A block that ends well ends it: every send answered,
-    none failed on the thread; the producer is closed however the block ends."""
-    production.start()
+    """`production` running for the block; then stopped, every send answered (a flush), its
+    producer closed, and the failure of its thread, if any, reported."""
     try:
+        production.start()
         yield production
         production.stop()
         production.producer.flush(timeout_ms=int(production.deadline_s * 1000))

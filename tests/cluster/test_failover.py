@@ -20,14 +20,10 @@ from typing import Final
 import psutil
 import pytest
 
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes
-from tests.production import Production, Tailing, check_log
-from tests.waiting import wait_until
-from zlog.client import Admin, NewTopic, Producer
+from tests.cluster_fixtures import ClusterProcesses, cluster_processes, produce_to_worker
+from tests.production import Tailing, acks_all_production, check_log, producing
+from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode
-from zlog.record.records import NewRecord, build_batch
-from zlog.transport.messages import ProduceEntry, ProduceRequestV0, ProduceResponseV0
-from zlog.transport.rpc import RpcClient
 
 pytestmark = pytest.mark.slow
 
@@ -54,21 +50,19 @@ def _kill_rounds(cluster: ClusterProcesses, seed: int, rounds: int) -> None:
     for partition in range(PARTITIONS):
         cluster.wait_isr(TOPIC, partition, {1, 2, 3})
     rng = random.Random(seed)
-    producer = Producer(cluster.bootstrap, acks="all", linger_ms=1, batch_size=4096,
-                        request_timeout_ms=REQUEST_TIMEOUT_MS,
-                        delivery_timeout_ms=int(DEADLINE_S * 1000), retry_backoff_ms=50,
-                        max_block_ms=int(DEADLINE_S * 1000))
-    production = Production(producer, seed, topic=TOPIC, partitions=PARTITIONS,
-                            records=RECORDS_MAX, window=UNACKED_WINDOW, deadline_s=DEADLINE_S,
-                            records_per_s=RECORDS_PER_S)
+    production = acks_all_production(cluster.bootstrap, seed, topic=TOPIC,
+                                     partitions=PARTITIONS, records=RECORDS_MAX,
+                                     window=UNACKED_WINDOW, deadline_s=DEADLINE_S,
+                                     records_per_s=RECORDS_PER_S,
+                                     request_timeout_ms=REQUEST_TIMEOUT_MS,
+                                     max_block_ms=int(DEADLINE_S * 1000))
     survivors: set[int] = set()
     tailing = Tailing(cluster.bootstrap, TOPIC, PARTITIONS)
-    try:
-        production.start()
+    with producing(production):
         tailing.start()
         for round_index in range(rounds):
-            _await_more_acks(production, rng.randrange(ACKS_BETWEEN_KILLS // 4,
-                                                       ACKS_BETWEEN_KILLS))
+            production.await_more_acks(rng.randrange(ACKS_BETWEEN_KILLS // 4,
+                                                     ACKS_BETWEEN_KILLS))
             partition = rng.randrange(PARTITIONS)
             victim = cluster.partition(TOPIC, partition).leader
             cluster.broker(victim).kill_all()
@@ -81,22 +75,10 @@ def _kill_rounds(cluster: ClusterProcesses, seed: int, rounds: int) -> None:
             cluster.broker(victim).start()
             for each in range(PARTITIONS):
                 cluster.wait_isr(TOPIC, each, {1, 2, 3})
-        _await_more_acks(production, ACKS_BETWEEN_KILLS)  # the cluster whole again serves
-        production.stop()
-        producer.flush(timeout_ms=int(DEADLINE_S * 1000))
-    finally:
-        production.stop()
-        producer.close(timeout_ms=5_000)
-    assert production.failure is None, repr(production.failure)
+        production.await_more_acks(ACKS_BETWEEN_KILLS)  # the cluster whole again serves
     assert production.sent < RECORDS_MAX, "production ended before the last kill"
     log = check_log(cluster.bootstrap, production, seed, survivors)
     tailing.stop_and_check(log, DEADLINE_S)
-
-
-def _await_more_acks(production: Production, count: int) -> None:
-    target = production.acknowledged_count + count
-    wait_until(lambda: production.acknowledged_count >= target, DEADLINE_S, interval_s=0.02,
-               what=f"{target} acknowledged records")
 
 
 def test_killing_leaders_under_acks_all_loses_and_doubles_nothing(
@@ -118,16 +100,14 @@ def test_a_rolling_restart_under_acks_all_load_surfaces_no_error(
                                       configs={"min.insync.replicas": "2"})])
     for partition in range(PARTITIONS):
         cluster.wait_isr(TOPIC, partition, {1, 2, 3})
-    producer = Producer(cluster.bootstrap, acks="all", linger_ms=1, batch_size=4096,
-                        request_timeout_ms=REQUEST_TIMEOUT_MS,
-                        delivery_timeout_ms=int(DEADLINE_S * 1000), retry_backoff_ms=50)
-    production = Production(producer, seed, topic=TOPIC, partitions=PARTITIONS,
-                            records=RECORDS_MAX, window=UNACKED_WINDOW, deadline_s=DEADLINE_S,
-                            records_per_s=RECORDS_PER_S)
-    try:
-        production.start()
+    production = acks_all_production(cluster.bootstrap, seed, topic=TOPIC,
+                                     partitions=PARTITIONS, records=RECORDS_MAX,
+                                     window=UNACKED_WINDOW, deadline_s=DEADLINE_S,
+                                     records_per_s=RECORDS_PER_S,
+                                     request_timeout_ms=REQUEST_TIMEOUT_MS)
+    with producing(production):
         for node, broker in cluster.brokers.items():
-            _await_more_acks(production, ACKS_BETWEEN_KILLS)
+            production.await_more_acks(ACKS_BETWEEN_KILLS)
             led = [p for p in range(PARTITIONS) if cluster.partition(TOPIC, p).leader == node]
             assert broker.stop() == 0
             assert "controlled shutdown: leaderships moved" in broker.log_tail()
@@ -136,13 +116,7 @@ def test_a_rolling_restart_under_acks_all_load_surfaces_no_error(
             broker.start()
             for partition in range(PARTITIONS):
                 cluster.wait_isr(TOPIC, partition, {1, 2, 3})
-        _await_more_acks(production, ACKS_BETWEEN_KILLS)
-        production.stop()
-        producer.flush(timeout_ms=int(DEADLINE_S * 1000))
-    finally:
-        production.stop()
-        producer.close(timeout_ms=5_000)
-    assert production.failure is None, repr(production.failure)
+        production.await_more_acks(ACKS_BETWEEN_KILLS)
     check_log(cluster.bootstrap, production, seed, set())
 
 
@@ -156,15 +130,13 @@ def test_a_leader_frozen_past_its_session_is_replaced_and_rejoins_as_a_follower(
         admin.create_topics([NewTopic(TOPIC, 1, replication_factor=3,
                                       configs={"min.insync.replicas": "2"})])
     cluster.wait_isr(TOPIC, 0, {1, 2, 3})
-    producer = Producer(cluster.bootstrap, acks="all", linger_ms=1, batch_size=4096,
-                        request_timeout_ms=REQUEST_TIMEOUT_MS,
-                        delivery_timeout_ms=int(DEADLINE_S * 1000), retry_backoff_ms=50)
-    production = Production(producer, seed, topic=TOPIC, partitions=1, records=RECORDS_MAX,
-                            window=UNACKED_WINDOW, deadline_s=DEADLINE_S,
-                            records_per_s=RECORDS_PER_S)
-    try:
-        production.start()
-        _await_more_acks(production, ACKS_BETWEEN_KILLS)
+    production = acks_all_production(cluster.bootstrap, seed, topic=TOPIC,
+                                     partitions=1, records=RECORDS_MAX,
+                                     window=UNACKED_WINDOW, deadline_s=DEADLINE_S,
+                                     records_per_s=RECORDS_PER_S,
+                                     request_timeout_ms=REQUEST_TIMEOUT_MS)
+    with producing(production):
+        production.await_more_acks(ACKS_BETWEEN_KILLS)
         victim = cluster.partition(TOPIC, 0).leader
         frozen = cluster.broker(victim)
         frozen.pause()
@@ -172,30 +144,17 @@ def test_a_leader_frozen_past_its_session_is_replaced_and_rejoins_as_a_follower(
         try:
             cluster.wait_for(lambda p: p.leader not in (victim, -1) and victim not in p.isr
                              and bool(p.endpoint), TOPIC, 0, f"a leader other than {victim}")
-            _await_more_acks(production, ACKS_BETWEEN_KILLS)  # served by the new leader
+            production.await_more_acks(ACKS_BETWEEN_KILLS)  # served by the new leader
         finally:
             frozen.resume()
         cluster.wait_isr(TOPIC, 0, {1, 2, 3})
         assert cluster.partition(TOPIC, 0).leader != victim  # back as a follower
-        _await_more_acks(production, ACKS_BETWEEN_KILLS)
-        production.stop()
-        producer.flush(timeout_ms=int(DEADLINE_S * 1000))
-    finally:
-        production.stop()
-        producer.close(timeout_ms=5_000)
-    assert production.failure is None, repr(production.failure)
+        production.await_more_acks(ACKS_BETWEEN_KILLS)
     check_log(cluster.bootstrap, production, seed, survivors)
 
 
 def _produce_acks_1(worker_endpoint: str) -> int:
-    """One acks=1 batch straight to a worker, as a client that has not refreshed its metadata
-    sends it; the entry's error code."""
-    batch = build_batch([NewRecord(b"stale")])
-    with RpcClient(worker_endpoint) as client:
-        response = client.call(ProduceRequestV0(1, 5_000, (ProduceEntry(TOPIC, 0, (batch,)),)),
-                               10_000)
-    assert isinstance(response, ProduceResponseV0), response
-    return response.entries[0].error_code
+    return produce_to_worker(worker_endpoint, TOPIC, 0, acks=1)
 
 
 def test_a_leader_cut_off_from_the_controller_stops_taking_writes(

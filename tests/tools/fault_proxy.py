@@ -16,6 +16,12 @@ method returns only once the proxy's thread has applied it, so what the test doe
 the new fault. Bytes the proxy handed to the kernel before that are beyond its reach, as
 packets already delivered are.
 
+A fault may hit some clients only: `client_of` names each connection's client from its
+address when it is accepted (which process holds that socket, say), and a fault given
+`clients=` applies to those clients' connections alone, the others keeping the proxy-wide
+state. In front of a broker, that cuts other brokers off while the test's own clients
+(`from_this_process`) still reach it: a partition between brokers that clients see across.
+
 At the TCP level a partition is silence, never a reset: the proxy keeps both sockets open and
 reads and discards what arrives. TCP would retransmit those bytes, but once a partition
 outlasts the endpoints' heartbeats their connections die anyway; rather than emulate that, a
@@ -43,6 +49,7 @@ import dataclasses
 import enum
 import errno
 import logging
+import os
 import random
 import signal
 import socket
@@ -51,7 +58,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Final, Literal, NamedTuple, Self, TypeVar
 
@@ -156,6 +163,7 @@ class _Connection:
     pipes: tuple[_Pipe, ...] = ()
     connected: bool = False  # the proxy's own connection to the target is up
     closed: bool = False
+    client_name: str = ""  # who connected, as `client_of` named it
 
 
 def _jitter_random(seed: int, number: int, direction: Direction) -> random.Random:
@@ -170,6 +178,39 @@ def _sockaddr(address: Address) -> tuple[socket.AddressFamily, tuple[object, ...
     return family, sockaddr
 
 
+def socket_owner(address: Address, pids: Iterable[int]) -> int | None:
+    """Which of `pids` holds the IPv4 TCP socket bound to `address`, if any: the socket's
+    inode from /proc/net/tcp, then the process whose descriptors name it. Linux only; cheap
+    enough to call for every connection a proxy accepts (psutil's per-process scan is not)."""
+    host, port = address[:2]
+    try:
+        packed = struct.unpack("<I", socket.inet_aton(host))[0]
+    except OSError:
+        return None  # not IPv4
+    wanted = f"{packed:08X}:{port:04X}"
+    with open("/proc/net/tcp", encoding="ascii") as table:
+        inode = next((fields[9] for fields in map(str.split, table)
+                      if fields[1] == wanted and fields[9] != "0"), None)
+    if inode is None:
+        return None
+    link = f"socket:[{inode}]"
+    for pid in pids:
+        with contextlib.suppress(OSError):  # gone, or a descriptor closed meanwhile
+            directory = f"/proc/{pid}/fd"
+            for fd in os.listdir(directory):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"{directory}/{fd}") == link:
+                        return pid
+    return None
+
+
+def from_this_process(client: Address) -> bool:
+    """Whether `client` is the address of a TCP socket this process holds: the test's own
+    clients, as opposed to the processes under test."""
+    return socket_owner(client, (os.getpid(),)) is not None
+
+
+
 def _tune(sock: socket.socket) -> None:
     """Non-blocking, and no Nagle: libzmq disables it too, and a proxy must not add latency."""
     sock.setblocking(False)
@@ -182,12 +223,14 @@ class FaultProxy:
     `start()` binds `listen` (port 0 picks a free port; `address` and `endpoint` tell which)
     and starts the proxy's thread; `close()` resets every connection, frees the port and stops
     the thread. It is a context manager. The fault methods may be called from any thread, at
-    any time, and before `start()` too.
+    any time, and before `start()` too. `client_of(client address)`, called once per accepted
+    connection on the proxy's thread, names the client for faults aimed at some clients only.
     """
 
     def __init__(
         self, listen: Address, target: Address, *,
         queue_bytes_max: int = QUEUE_BYTES_MAX_DEFAULT, name: str | None = None,
+        client_of: Callable[[Address], str] | None = None,
     ) -> None:
         if queue_bytes_max <= 0:
             raise ValueError(f"queue_bytes_max must be positive, not {queue_bytes_max}")
@@ -195,6 +238,8 @@ class FaultProxy:
         self.target = target
         self.queue_bytes_max = queue_bytes_max
         self.name = name or f"{listen[0]}:{listen[1]}->{target[0]}:{target[1]}"
+        self._client_of = client_of
+        self._client_faults: dict[str, LinkFault] = {}  # overrides of _fault, by client
         self._lock = threading.Lock()  # guards _stats, _faults and _errors
         self._stats = ProxyStats()
         self._faults: list[FaultEvent] = []
@@ -276,11 +321,18 @@ class FaultProxy:
 
     # --- faults -----------------------------------------------------------------------------
 
-    def heal(self) -> None:
-        """Forward normally. Connections that lost bytes to the fault before are reset."""
-        self._set_fault(LinkFault("heal"), {})
+    # Each takes `clients`: None applies the fault to every connection, now and new (and ends
+    # every fault aimed at some clients); a set of names applies it to those clients'
+    # connections only (see `client_of`).
 
-    def delay(self, delay_ms: float, jitter_ms: float = 0.0, seed: int = 0) -> None:
+    def heal(self, clients: Collection[str] | None = None) -> None:
+        """Forward normally. Connections that lost bytes to the fault before are reset."""
+        self._set_fault(LinkFault("heal"), {}, clients)
+
+    def delay(
+        self, delay_ms: float, jitter_ms: float = 0.0, seed: int = 0,
+        clients: Collection[str] | None = None,
+    ) -> None:
         """A slow link: each chunk read is delivered `delay_ms` plus up to `jitter_ms` later.
 
         The jitter is uniform and drawn from a generator seeded by `seed`, the connection's
@@ -292,20 +344,22 @@ class FaultProxy:
             raise ValueError(f"delays are not negative: delay_ms={delay_ms} jitter_ms={jitter_ms}")
         self._set_fault(
             LinkFault("delay", delay_ms=delay_ms, jitter_ms=jitter_ms, seed=seed),
-            {"delay_ms": delay_ms, "jitter_ms": jitter_ms, "seed": seed},
+            {"delay_ms": delay_ms, "jitter_ms": jitter_ms, "seed": seed}, clients,
         )
 
-    def drop(self) -> None:
+    def drop(self, clients: Collection[str] | None = None) -> None:
         """A partition: nothing is delivered either way, and nothing is closed.
 
         Connections stay open and new ones are accepted (and connected to the target), but
         every byte read from either side is discarded, as are the bytes still queued.
         """
-        self._set_fault(LinkFault("drop", forward_flows=False, backward_flows=False), {})
+        self._set_fault(
+            LinkFault("drop", forward_flows=False, backward_flows=False), {}, clients
+        )
 
     partition = drop
 
-    def one_way(self, direction: Direction) -> None:
+    def one_way(self, direction: Direction, clients: Collection[str] | None = None) -> None:
         """Discard the bytes going `direction` ("forward": client -> target, or "backward"),
         as `drop` does, while the other direction flows."""
         if direction not in DIRECTIONS:
@@ -316,7 +370,7 @@ class FaultProxy:
                 forward_flows=direction != "forward",
                 backward_flows=direction != "backward",
             ),
-            {"direction": direction},
+            {"direction": direction}, clients,
         )
 
     def reset(self) -> None:
@@ -371,10 +425,13 @@ class FaultProxy:
         if self._thread is None:
             raise RuntimeError(f"fault proxy {self.name} is not started")
 
-    def _set_fault(self, fault: LinkFault, args: dict[str, object]) -> None:
+    def _set_fault(
+        self, fault: LinkFault, args: dict[str, object], clients: Collection[str] | None
+    ) -> None:
         self._check_open()
-        self._call(lambda: self._apply_fault(fault))
-        self._record(fault.name, args)
+        aimed = None if clients is None else frozenset(clients)
+        self._call(lambda: self._apply_fault(fault, aimed))
+        self._record(fault.name, _aimed(args, aimed))
 
     def _record(self, name: str, args: dict[str, object]) -> None:
         with self._lock:
@@ -458,9 +515,18 @@ class FaultProxy:
         for connection in list(self._connections.values()):
             self._abort(connection, by_fault=True)
 
-    def _apply_fault(self, fault: LinkFault) -> None:
-        self._fault = fault
+    def _fault_of(self, connection: _Connection) -> LinkFault:
+        return self._client_faults.get(connection.client_name, self._fault)
+
+    def _apply_fault(self, fault: LinkFault, clients: frozenset[str] | None) -> None:
+        if clients is None:
+            self._fault = fault
+            self._client_faults.clear()
+        else:
+            self._client_faults.update(dict.fromkeys(clients, fault))
         for connection in list(self._connections.values()):
+            if clients is not None and connection.client_name not in clients:
+                continue
             for pipe in connection.pipes:
                 if fault.jitter_ms > 0:
                     pipe.jitter = _jitter_random(fault.seed, connection.number, pipe.direction)
@@ -476,21 +542,22 @@ class FaultProxy:
     def _on_acceptable(self) -> None:
         while self._listener is not None:
             try:
-                client, _ = self._listener.accept()
+                client, peer = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as error:  # out of descriptors, say: leave the rest in the backlog
                 log.warning("fault proxy %s: accept failed: %s", self.name, error)
                 return
-            self._open(client)
+            name = "" if self._client_of is None else self._client_of(peer[:2])
+            self._open(client, name)
 
-    def _open(self, client: socket.socket) -> None:
+    def _open(self, client: socket.socket, client_name: str) -> None:
         target = socket.socket(self._target_family, socket.SOCK_STREAM)
         _tune(client)
         _tune(target)
         number = self._connections_made
         self._connections_made += 1
-        connection = _Connection(number, client, target)
+        connection = _Connection(number, client, target, client_name=client_name)
         seed = self._fault.seed
         connection.pipes = (
             _Pipe(connection, "forward", client, target, _jitter_random(seed, number, "forward")),
@@ -525,7 +592,7 @@ class FaultProxy:
         self._abort(connection, by_fault=False)
 
     def _on_readable(self, pipe: _Pipe) -> None:
-        fault = self._fault
+        fault = self._fault_of(pipe.connection)
         flows = fault.flows(pipe.direction)
         size = CHUNK_BYTES if not flows else min(
             CHUNK_BYTES, self.queue_bytes_max - pipe.queued_bytes
@@ -567,7 +634,7 @@ class FaultProxy:
         connection = pipe.connection
         if connection.closed or not connection.connected or pipe.awaiting_writable:
             return
-        if not self._fault.flows(pipe.direction):
+        if not self._fault_of(connection).flows(pipe.direction):
             return
         now_s = self._reactor.time()
         while pipe.queue:
@@ -627,7 +694,7 @@ class FaultProxy:
         want = (
             not connection.closed and connection.connected and pipe.source_open
             and (
-                not self._fault.flows(pipe.direction)
+                not self._fault_of(connection).flows(pipe.direction)
                 or (pipe.queued_bytes < self.queue_bytes_max and not pipe.awaiting_writable)
             )
         )
@@ -660,7 +727,7 @@ class FaultProxy:
         pass it on; if the link swallows that direction, the source hears nothing until the
         fault is lifted, when the connection is reset for the bytes it lost."""
         reverse = next(each for each in pipe.connection.pipes if each is not pipe)
-        if self._fault.flows(reverse.direction):
+        if self._fault_of(pipe.connection).flows(reverse.direction):
             self._abort(pipe.connection, by_fault=False)
         else:
             self._discard(pipe)
@@ -713,10 +780,11 @@ class ProxyGroup:
     def between(
         cls, routes: Iterable[tuple[Address, Address]], *,
         queue_bytes_max: int = QUEUE_BYTES_MAX_DEFAULT,
+        client_of: Callable[[Address], str] | None = None,
     ) -> ProxyGroup:
-        """One proxy per (listen, target) pair."""
+        """One proxy per (listen, target) pair, each naming its clients by `client_of`."""
         return cls(
-            FaultProxy(listen, target, queue_bytes_max=queue_bytes_max)
+            FaultProxy(listen, target, queue_bytes_max=queue_bytes_max, client_of=client_of)
             for listen, target in routes
         )
 
@@ -752,22 +820,27 @@ class ProxyGroup:
     def __getitem__(self, index: int) -> FaultProxy:
         return self.proxies[index]
 
-    def heal(self) -> None:
-        self._each("heal", {}, FaultProxy.heal)
+    def heal(self, clients: Collection[str] | None = None) -> None:
+        self._each("heal", _aimed({}, clients), lambda proxy: proxy.heal(clients))
 
-    def delay(self, delay_ms: float, jitter_ms: float = 0.0, seed: int = 0) -> None:
+    def delay(
+        self, delay_ms: float, jitter_ms: float = 0.0, seed: int = 0,
+        clients: Collection[str] | None = None,
+    ) -> None:
         self._each(
-            "delay", {"delay_ms": delay_ms, "jitter_ms": jitter_ms, "seed": seed},
-            lambda proxy: proxy.delay(delay_ms, jitter_ms, seed),
+            "delay",
+            _aimed({"delay_ms": delay_ms, "jitter_ms": jitter_ms, "seed": seed}, clients),
+            lambda proxy: proxy.delay(delay_ms, jitter_ms, seed, clients),
         )
 
-    def drop(self) -> None:
-        self._each("drop", {}, FaultProxy.drop)
+    def drop(self, clients: Collection[str] | None = None) -> None:
+        self._each("drop", _aimed({}, clients), lambda proxy: proxy.drop(clients))
 
     partition = drop
 
-    def one_way(self, direction: Direction) -> None:
-        self._each("one_way", {"direction": direction}, lambda proxy: proxy.one_way(direction))
+    def one_way(self, direction: Direction, clients: Collection[str] | None = None) -> None:
+        self._each("one_way", _aimed({"direction": direction}, clients),
+                   lambda proxy: proxy.one_way(direction, clients))
 
     def reset(self) -> None:
         self._each("reset", {}, FaultProxy.reset)
@@ -796,6 +869,11 @@ class ProxyGroup:
             apply(proxy)
         with self._lock:
             self._faults.append(FaultEvent(at_s, name, args))
+
+
+def _aimed(args: dict[str, object], clients: Collection[str] | None) -> dict[str, object]:
+    """A fault's arguments as recorded: with the clients it was aimed at, if any."""
+    return args if clients is None else {**args, "clients": sorted(clients)}
 
 
 def _parse_address(text: str) -> Address:

@@ -32,6 +32,7 @@ from tests.tools.fault_proxy import (
     LinkFault,
     ProxyGroup,
     ProxyStats,
+    from_this_process,
 )
 from tests.waiting import wait_until
 
@@ -51,7 +52,12 @@ class Link:
 
     def connect(self) -> tuple[socket.socket, socket.socket]:
         """A client connected through the proxy, and the target's end of that connection."""
-        client = socket.create_connection(self.proxy.address, timeout=TIMEOUT_S)
+        return self.connect_from(None)
+
+    def connect_from(self, host: str | None) -> tuple[socket.socket, socket.socket]:
+        """As `connect`, from a client bound to `host` (None: the kernel's choice)."""
+        client = socket.create_connection(self.proxy.address, timeout=TIMEOUT_S,
+                                          source_address=None if host is None else (host, 0))
         self.sockets.append(client)
         server, _ = self.target.accept()
         self.sockets.append(server)
@@ -361,6 +367,49 @@ def test_one_way_drops_one_direction_while_the_other_flows(
     assert_reset(client)
     assert_reset(server)
     exchange(*link.connect())
+
+
+def test_a_fault_aimed_at_some_clients_spares_the_others(target: socket.socket) -> None:
+    """Clients named by their address: one from 127.0.0.5 talks on through a partition that
+    silences one from 127.0.0.6, and is not reset when it heals."""
+    spared_host = "127.0.0.5"
+    with FaultProxy(listen=(PROXY_HOST, 0), target=target.getsockname(),
+                    client_of=lambda client: client[0]) as proxy:
+        spared = Link(proxy, target)
+        cut = Link(proxy, target)
+        try:
+            spared_client, spared_server = spared.connect_from(spared_host)
+            cut_client, cut_server = cut.connect_from("127.0.0.6")
+            proxy.drop(clients={"127.0.0.6"})
+            assert proxy.fault == LinkFault()  # the proxy-wide state is untouched
+            cut_client.sendall(b"lost")
+            wait_dropped(proxy, "forward", 4)
+            exchange(spared_client, spared_server, b"through the cut")
+            assert_silent(cut_server)
+            exchange(*cut.connect_from("127.0.0.5"))  # a new connection, spared too
+            proxy.heal()
+            assert_reset(cut_client)
+            exchange(spared_client, spared_server, b"after")
+            assert proxy.stats().connections_reset == 1
+            assert [(event.name, event.args) for event in proxy.faults] == [
+                ("drop", {"clients": ["127.0.0.6"]}), ("heal", {})]
+        finally:
+            spared.close()
+            cut.close()
+    assert proxy.errors == []
+
+
+def test_from_this_process_knows_its_own_sockets(proxy: FaultProxy, link: Link) -> None:
+    client, server = link.connect()
+    assert from_this_process(client.getsockname())
+    assert from_this_process(server.getsockname())
+    unused = socket.socket()
+    try:
+        unused.bind(("127.0.0.7", 0))
+        port = unused.getsockname()[1]
+    finally:
+        unused.close()
+    assert not from_this_process(("127.0.0.7", port))
 
 
 # --- reset, refuse, accept ----------------------------------------------------------------

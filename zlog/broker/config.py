@@ -36,6 +36,9 @@ ENV_PREFIX: Final = "ZLOG_"
 ENV_TOPIC_PREFIX: Final = "ZLOG_TOPIC_"
 ENV_CONFIG_FILE: Final = "ZLOG_CONFIG"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+# A clustered metadata log's election timeout, in ticks: with 50 ms ticks a new leader
+# within 0.5 to 1 s.
+METADATA_ELECTION_TICKS: Final = 10
 
 
 class ConfigError(Exception):
@@ -58,6 +61,11 @@ class BrokerConfig:
     """The control endpoint (ZeroMQ ROUTER): Metadata, CreateTopics, ... (docs/protocol.md)."""
     advertised_host: str = "127.0.0.1"
     """The host name or address clients use to reach this broker's partition workers."""
+    advertised_listener: str = ""
+    """The control endpoint as other brokers and clients reach it, when not at `listen` (a NAT,
+    a proxy in between): registered as this broker's control endpoint, its Raft endpoint the
+    next port; its workers then bind on listen's host and are advertised on advertised_host.
+    Empty: `listen` itself (a wildcard host replaced by advertised_host)."""
     data_port_range: tuple[int, int] | None = None
     """Ports for the workers' data endpoints, "a-b" inclusive; None: the OS picks free ports."""
     workers: int = field(default_factory=_cpu_count)
@@ -133,9 +141,19 @@ class BrokerConfig:
         if (self.voters or self.join) and self.listen.endswith(":0"):
             raise ConfigError("a clustered broker needs a fixed listen port: its peers derive "
                               "its Raft endpoint from it")
+        if self.advertised_listener and not (self.advertised_listener.startswith("tcp://")
+                                             and self.listen.startswith("tcp://")):
+            raise ConfigError("advertised_listener and listen must both be tcp:// endpoints")
         if self.broker_session_timeout_ms < 4 * self.broker_heartbeat_interval_ms:
             raise ConfigError("broker_session_timeout_ms must be at least 4 times "
                               "broker_heartbeat_interval_ms")
+        if self.broker_session_timeout_ms < (self.lease_margin_ms
+                                             + 2 * self.broker_heartbeat_interval_ms):
+            raise ConfigError(
+                "broker_session_timeout_ms must exceed the metadata log's election timeout "
+                f"(raft_tick_ms x {METADATA_ELECTION_TICKS} = {self.lease_margin_ms} ms) by two "
+                "broker_heartbeat_interval_ms: a leader's lease is the session less that "
+                "timeout")
         if self.replica_lag_time_max_ms <= self.replica_fetch_wait_max_ms:
             raise ConfigError("replica_lag_time_max_ms must exceed replica_fetch_wait_max_ms")
         if self.ring_flush_bytes >= self.ring_bytes:
@@ -145,6 +163,21 @@ class BrokerConfig:
     def voter_map(self) -> dict[int, str]:
         """Each voter's control endpoint; a single node votes alone, at its own endpoint."""
         return dict(self.voters)
+
+    @property
+    def lease_margin_ms(self) -> int:
+        """How much shorter than a session a leader's lease is: a controller cut off from the
+        metadata log's quorum goes on answering heartbeats for up to an election timeout
+        after the others may have elected another (docs/replication.md §4.1)."""
+        return self.raft_tick_ms * METADATA_ELECTION_TICKS if self.clustered else 0
+
+    @property
+    def data_bind_host(self) -> str:
+        """Where the workers' data endpoints bind: advertised_host, unless others reach this
+        broker through another address (advertised_listener), when they bind on listen's."""
+        if not self.advertised_listener:
+            return self.advertised_host
+        return self.listen[len("tcp://"):].rpartition(":")[0]
 
     @property
     def clustered(self) -> bool:
@@ -287,6 +320,7 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "data_dir": _to_path,
     "listen": _to_endpoint,
     "advertised_host": _to_str,
+    "advertised_listener": _to_optional_endpoint,
     "data_port_range": _to_port_range,
     "workers": _to_int(1, limits.WORKERS_MAX),
     "ring_dir": _to_optional_path,

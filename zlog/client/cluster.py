@@ -334,9 +334,17 @@ class Connections:
 
     def refresh(
         self, topics: Sequence[str] | None, timeout_ms: int, *,
-        cancelled: Callable[[], bool] | None = None,
+        cancelled: Callable[[], bool] | None = None, elsewhere: bool = False,
     ) -> dict[str, ZlogError]:
-        """Ask for metadata of `topics` (None: all); returns per-topic errors."""
+        """Ask for metadata of `topics` (None: all); returns per-topic errors.
+
+        `elsewhere`: ask the next control endpoint first. After a leader refused a request
+        (NOT_LEADER_OR_FOLLOWER), the broker whose answer named it may be cut off from the
+        controller and answering from metadata it can no longer update: a client that kept
+        asking it would never learn the new leader.
+        """
+        if elsewhere:
+            self._control_index += 1
         response = self.call_control(
             MetadataRequestV0(None if topics is None else tuple(topics)), timeout_ms,
             cancelled=cancelled,

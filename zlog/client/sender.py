@@ -5,7 +5,9 @@ thread does the I/O. Each pass it
 
 1. refreshes metadata for topics that sends wait on (`DeferredSend`: queued once the answer
    comes) or that failed with NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (at most
-   once per retry backoff); a topic the cluster says does not exist fails what waits for it;
+   once per retry backoff; after such a refusal from another control endpoint than the last,
+   whose broker may be cut off and answering from stale metadata); a topic the cluster says
+   does not exist fails what waits for it;
 2. gets a producer id from the control endpoint (InitProducerId) if idempotence is on;
 3. takes ready batches and due retries, encodes new ones with their sequence, and sends one
    Produce request per leader endpoint, each batch as its own entry (one result per batch);
@@ -126,6 +128,7 @@ class Sender:
         self._compression = AdaptiveCompression(config.compression)
         self._requests: dict[tuple[str, int], list[PendingBatch]] = {}
         self._stale_topics: set[str] = set()
+        self._refused_topics: set[str] = set()  # stale: a leader said it was not theirs
         self._last_refresh_ms = -(2**62)
         self._next_age_refresh_ms = clock_ms() + config.metadata_max_age_ms
         self._last_init_attempt_ms = -(2**62)
@@ -280,10 +283,12 @@ class Sender:
         self._last_refresh_ms = now_ms
         try:
             errors = self.connections.refresh(sorted(wanted), self.config.request_timeout_ms,
-                                              cancelled=self._cancelled)
+                                              cancelled=self._cancelled,
+                                              elsewhere=bool(self._refused_topics & wanted))
         except ZlogError as error:
             errors = dict.fromkeys(wanted, error)
         self._stale_topics -= wanted
+        self._refused_topics -= wanted
         failed: list[tuple[DeferredSend, ZlogError]] = []
         gone: list[str] = []
         with self.shared.lock:
@@ -527,6 +532,7 @@ class Sender:
     def _on_batch_error(self, batch: PendingBatch, error: ZlogError, now_ms: int) -> None:
         if error.code in METADATA_REFRESH_ERRORS:
             self._stale_topics.add(batch.tp.topic)
+            self._refused_topics.add(batch.tp.topic)
         if not self._book.retry_later(batch, error, now_ms, reset_pending=self._reset_pending):
             self._finish(batch, error)
 

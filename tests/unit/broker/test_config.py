@@ -210,3 +210,32 @@ def test_a_bad_join_is_refused(values: dict[str, object], message: str) -> None:
 def test_a_joining_broker_needs_a_fixed_port() -> None:
     with pytest.raises(ConfigError, match="fixed listen port"):
         BrokerConfig(join="tcp://127.0.0.1:7400", listen="tcp://127.0.0.4:0")
+
+
+def test_an_advertised_listener_splits_where_a_broker_binds_from_where_it_is_reached() -> None:
+    """Behind a proxy: control and Raft bind `listen`, others are told advertised_listener,
+    and the workers bind on listen's host while advertised on advertised_host."""
+    config = load_config({"listen": "tcp://127.0.0.1:7400", "advertised_host": "127.0.1.1"},
+                         environ={"ZLOG_ADVERTISED_LISTENER": "tcp://127.0.1.1:7400"})
+    assert config.advertised_listener == "tcp://127.0.1.1:7400"
+    assert config.data_bind_host == "127.0.0.1"
+    plain = BrokerConfig(listen="tcp://0.0.0.0:7400", advertised_host="broker1.example")
+    assert plain.data_bind_host == "broker1.example"  # unset: bound where advertised, as before
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"advertised_listener": "ipc:///tmp/zlog"}, "tcp://"),
+    ({"advertised_listener": "tcp://127.0.1.1"}, "tcp://host:port"),
+    ({"advertised_listener": "tcp://127.0.1.1:7400", "listen": "ipc:///tmp/zlog"}, "tcp://"),
+])
+def test_a_bad_advertised_listener_is_refused(values: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve_config([ConfigLayer("command line", values)])
+
+
+def test_a_clustered_leaders_lease_is_a_session_less_the_metadata_election_timeout() -> None:
+    voters = ((1, "tcp://127.0.0.1:7400"), (2, "tcp://127.0.0.2:7400"))
+    assert BrokerConfig(voters=voters, raft_tick_ms=50).lease_margin_ms == 500
+    assert BrokerConfig().lease_margin_ms == 0  # alone, it is its own controller
+    with pytest.raises(ConfigError, match="election timeout"):
+        BrokerConfig(voters=voters, raft_tick_ms=100, broker_session_timeout_ms=1_400)

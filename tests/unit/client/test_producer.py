@@ -425,3 +425,21 @@ def test_bad_configuration_is_invalid_config(option: str, value: object) -> None
     with pytest.raises(ZlogError) as caught:
         Producer("tcp://127.0.0.1:9", **{option: value})  # type: ignore[arg-type]
     assert caught.value.code == ErrorCode.INVALID_CONFIG
+
+
+def test_after_a_refusal_metadata_is_asked_of_another_broker() -> None:
+    """A broker cut off from the controller answers Metadata from what it knew, naming itself
+    the leader, and refuses the batch (NOT_LEADER_OR_FOLLOWER): the producer then asks the
+    next broker of its bootstrap list, which names the leader that takes it, rather than the
+    same one again and again until the record expires."""
+    stale, fresh = FakeBroker(), FakeBroker()
+    stale.script.extend([ErrorCode.NOT_LEADER_OR_FOLLOWER] * 1000)
+    try:
+        with Producer(f"{stale.endpoint},{fresh.endpoint}", retry_backoff_ms=10, linger_ms=0,
+                      delivery_timeout_ms=5_000) as producer:
+            assert producer.send(TOPIC, b"v", partition=0).result(timeout=10).offset == 0
+        assert fresh.values(0) == [b"v"]
+        assert stale.values(0) == []
+    finally:
+        stale.close()
+        fresh.close()

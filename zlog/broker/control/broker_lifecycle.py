@@ -72,11 +72,13 @@ class BrokerLifecycle:
         heartbeat_interval_ms: int,
         session_timeout_ms: int,
         link: ControllerLink,
+        lease_margin_ms: int = 0,
         worker_endpoints: Callable[[], tuple[str, ...]],
     ) -> None:
         self.identity = identity
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.session_timeout_ms = session_timeout_ms
+        self.lease_margin_ms = lease_margin_ms  # the lease: a session less this
         self._link = link
         self._worker_endpoints = worker_endpoints
         self.registration = Registration.UNREGISTERED
@@ -176,8 +178,12 @@ class BrokerLifecycle:
     def _extend_lease(self) -> None:
         """The controller's session for this broker started no earlier than the request
         that was just answered was sent: leading until then plus a session never outlasts
-        the controller's own deadline for it."""
-        self.lease_until_ms = max(self.lease_until_ms, self._sent_ms + self.session_timeout_ms)
+        the controller's own deadline for it. Less the margin: the controller that answered
+        may have been cut off from the metadata log's quorum, and answers until its Raft
+        node steps down, up to an election timeout after the others may have elected a new
+        controller, whose sessions start at its takeover."""
+        self.lease_until_ms = max(self.lease_until_ms, self._sent_ms + self.session_timeout_ms
+                                  - self.lease_margin_ms)
 
     def alter_isr(self, request: AlterPartitionRequestV0, done: AlterIsrDone) -> None:
         """Take a worker's ISR change to the controller; `done` hears its answer."""

@@ -11,9 +11,11 @@ a broker that is alive heartbeats within that interval over its own connection, 
 that broke for another reason fences nobody. A frozen broker (SIGSTOP, a stalled VM) keeps
 its connections open; the ZMTP heartbeats end them after their timeout, or its session does.
 
-A controller that just took over has no probe history: a broker counts as down from the
-moment its probe was opened until the probe connects, so one that died with the old
-controller is fenced a heartbeat interval after the takeover rather than a session later.
+A controller that just took over has no probe history, and a probe that has never connected
+proves nothing: the broker may be cut off, alive and still leading on a lease the old
+controller renewed, which the interval rule would outrun. Such a broker is fenced by its
+session, counted from the takeover, unless its port refuses connections (below): one that
+died with the old controller is still fenced at once.
 
 A dead process is told apart from a dropped connection without waiting that interval: while a
 probe is down, a plain TCP connect to the broker's control port (`port_check.py`) is refused
@@ -48,6 +50,7 @@ class _Probe:
     port_check: PortCheck | None = None  # a TCP connect under way while the probe is down
     next_check_ms: int = 0  # when the next connect may start
     refused: bool = False  # the control port refused a connection since the probe went down
+    reached: bool = False  # it connected once: a drop since means something
 
 
 class BrokerProbes:
@@ -71,9 +74,15 @@ class BrokerProbes:
             self._take_events(node_id, probe, now_ms)
 
     def down_since_ms(self) -> dict[int, int]:
-        """Each broker whose probe is not connected, and since when."""
+        """Each broker whose probe dropped (or never connected, and its port refused a
+        connection), and since when."""
         return {node_id: probe.down_since_ms for node_id, probe in self._probes.items()
-                if probe.down_since_ms is not None}
+                if probe.down_since_ms is not None and (probe.reached or probe.refused)}
+
+    def connected(self) -> frozenset[int]:
+        """Brokers whose probe is connected now."""
+        return frozenset(node_id for node_id, probe in self._probes.items()
+                         if probe.down_since_ms is None)
 
     def refused(self) -> frozenset[int]:
         """Brokers that are down and whose control port refused a connection since: no
@@ -113,6 +122,7 @@ class BrokerProbes:
         elif client.connected:
             probe.down_since_ms = None
             probe.refused = False
+            probe.reached = True
         if probe.down_since_ms is not None:
             self._check_port(probe, now_ms)
 

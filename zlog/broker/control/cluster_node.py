@@ -152,7 +152,7 @@ class ClusterNode:
         self._add_learner = add_learner
         self.join: RaftJoin | None = None
         if config.join and add_peers is not None:
-            self.join = RaftJoin(config.node_id, dir_id, config.listen, config.join,
+            self.join = RaftJoin(config.node_id, dir_id, control_endpoint, config.join,
                                  raft_status=raft_status, add_peers=add_peers, context=context)
         self._was_ready = False
         self.lifecycle = BrokerLifecycle(
@@ -160,6 +160,7 @@ class ClusterNode:
                      control_endpoint, config.workers, config.rack, dir_id),
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             session_timeout_ms=config.broker_session_timeout_ms,
+            lease_margin_ms=config.lease_margin_ms,
             link=self.link, worker_endpoints=worker_endpoints)
 
     # -- the loop's part --------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import zmq
 
-from zlog.broker.config import raft_endpoint
+from zlog.broker.config import METADATA_ELECTION_TICKS, raft_endpoint
 from zlog.broker.control.metadata import MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
     Command,
@@ -38,7 +38,6 @@ from zlog.transport.raft_peers import PeerTransport
 log = logging.getLogger("zlog.broker.metadata_log")
 
 RAFT_DIRECTORY: Final = "__raft"
-CLUSTER_ELECTION_TICKS: Final = 10  # with 50 ms ticks: a new leader within 0.5 to 1 s
 STOP_TRANSFER_TIMEOUT_MS: Final = 2_000  # a stopping leader's wait to hand leadership off
 
 
@@ -69,7 +68,7 @@ class MetadataLog:
             peers = {voter: raft_endpoint(endpoint) for voter, endpoint in (voters or {}).items()}
             peers[node_id] = raft_endpoint(listen)
             # Elections within about half a second to a second; a stopping leader hands off.
-            runner_config = RunnerConfig(tick_ms=tick_ms, election_ticks=CLUSTER_ELECTION_TICKS,
+            runner_config = RunnerConfig(tick_ms=tick_ms, election_ticks=METADATA_ELECTION_TICKS,
                                          stop_transfer_timeout_ms=STOP_TRANSFER_TIMEOUT_MS)
         else:
             peers = {node_id: f"inproc://zlog-raft-{node_id}-{os.getpid()}-{id(self)}"}

@@ -44,11 +44,13 @@ def parse_members(members: tuple[str, ...]) -> dict[int, str]:
 
 
 class RaftJoin:
-    def __init__(self, node_id: int, dir_id: str, listen: str, join_endpoint: str, *,
+    def __init__(self, node_id: int, dir_id: str, control_endpoint: str, join_endpoint: str, *,
                  raft_status: Callable[[], NodeStatus | None],
                  add_peers: Callable[[Mapping[int, str]], None],
                  context: zmq.Context[Any]) -> None:
-        self._request = AddRaftLearnerRequestV0(node_id, dir_id, raft_endpoint(listen))
+        # Its Raft endpoint as the others reach it: next to its advertised control endpoint.
+        self._request = AddRaftLearnerRequestV0(node_id, dir_id,
+                                                raft_endpoint(control_endpoint))
         self._raft_status = raft_status
         self._add_peers = add_peers
         self.link = ControllerLink(lambda: join_endpoint, context)

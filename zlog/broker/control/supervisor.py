@@ -208,7 +208,8 @@ class Supervisor:
         self._pool = WorkerPool(
             WorkerSettings(
                 count=config.workers, data_dir=self.data_dir, ring_dir=self.ring_dir,
-                host=config.advertised_host, port_range=config.data_port_range,
+                host=config.advertised_host, bind_host=config.data_bind_host,
+                port_range=config.data_port_range,
                 log_level=config.log_level,
                 heartbeat_timeout_ms=config.worker_heartbeat_timeout_ms,
                 backoff_initial_ms=config.worker_restart_backoff_initial_ms,
@@ -257,6 +258,8 @@ class Supervisor:
 
     def _advertised_control(self) -> str:
         """The control endpoint as clients elsewhere must spell it."""
+        if self.config.advertised_listener:
+            return self.config.advertised_listener
         endpoint = self.control_endpoint
         for wildcard in ("tcp://0.0.0.0:", "tcp://*:", "tcp://[::]:"):
             if endpoint.startswith(wildcard):

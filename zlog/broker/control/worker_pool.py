@@ -133,7 +133,7 @@ class WorkerSettings:
     count: int
     data_dir: Path
     ring_dir: Path
-    host: str
+    host: str  # advertised to clients
     port_range: tuple[int, int] | None
     log_level: str
     heartbeat_timeout_ms: int
@@ -143,6 +143,7 @@ class WorkerSettings:
     ring_bytes: int = limits.RING_SIZE_BYTES_DEFAULT
     ring_flush_bytes: int = 0
     replica: ReplicaSettings = REPLICA_DEFAULTS
+    bind_host: str = ""  # where the data endpoints bind; empty: `host`
 
 
 def supervisor_endpoint(data_dir: Path) -> str:
@@ -224,6 +225,8 @@ class WorkerPool:
             "--ring-flush-bytes", str(settings.ring_flush_bytes),
             *settings.replica.as_flags(),
         ]
+        if settings.bind_host and settings.bind_host != settings.host:
+            command += ["--bind-host", settings.bind_host]
         if settings.port_range is not None:
             command += ["--port-range", f"{settings.port_range[0]}-{settings.port_range[1]}"]
         return command

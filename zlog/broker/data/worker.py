@@ -93,6 +93,7 @@ class WorkerOptions:
     ring_flush_bytes: int = 0
     supervisor_silence_ms: int = SUPERVISOR_SILENCE_MS_MAX
     replica: ReplicaSettings = REPLICA_DEFAULTS
+    bind_host: str = ""  # where the data ROUTER binds when others reach it elsewhere ("": host)
 
 
 class Worker:
@@ -140,21 +141,24 @@ class Worker:
     # ------------------------------------------------------------------ sockets
 
     def _bind_data(self) -> tuple[zmq.Socket[bytes], str]:
-        """The data ROUTER on the first free port of the range (or one the OS picks)."""
+        """The data ROUTER on the first free port of the range (or one the OS picks), bound
+        on `bind_host` and advertised on `host`."""
         host = self.options.host
+        bind_host = self.options.bind_host or host
         if self.options.port_range is None:
-            sock, bound = make_router(f"tcp://{host}:*", context=self._context)
+            sock, bound = make_router(f"tcp://{bind_host}:*", context=self._context)
             return sock, f"tcp://{host}:{bound.rsplit(':', 1)[1]}"
         first, last = self.options.port_range
         for port in range(first, last + 1):
             try:
-                sock, _bound = make_router(f"tcp://{host}:{port}", context=self._context)
+                sock, _bound = make_router(f"tcp://{bind_host}:{port}", context=self._context)
             except zmq.ZMQError as error:
                 if error.errno == zmq.EADDRINUSE:
                     continue
                 raise
             return sock, f"tcp://{host}:{port}"
-        raise ZlogError(ErrorCode.NETWORK_EXCEPTION, f"no free port in {first}-{last} on {host}")
+        raise ZlogError(ErrorCode.NETWORK_EXCEPTION,
+                        f"no free port in {first}-{last} on {bind_host}")
 
     def _connect_control(self) -> zmq.Socket[bytes]:
         return make_channel_dealer(
@@ -403,7 +407,9 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
     parser.add_argument("--supervisor", required=True, help="the supervisor's worker endpoint")
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--ring-dir", type=Path, required=True)
-    parser.add_argument("--host", required=True, help="address to bind and to advertise")
+    parser.add_argument("--host", required=True, help="address to advertise (and bind)")
+    parser.add_argument("--bind-host", default="",
+                        help="address to bind, when others reach this one at --host")
     parser.add_argument("--port-range", type=_port_range, default=None, help="A-B inclusive")
     parser.add_argument("--ring-bytes", type=int, default=limits.RING_SIZE_BYTES_DEFAULT,
                         help="shared-memory ring per partition (bytes)")
@@ -432,6 +438,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
         args.worker_id, args.supervisor, args.data_dir, args.ring_dir, args.host,
         args.port_range, args.ring_bytes, args.ring_flush_bytes, args.supervisor_silence_ms,
         ReplicaSettings(**{name: getattr(args, "replica_" + name) for name in flag_names()}),
+        args.bind_host,
     )
     return options, str(args.log_level).upper()
 
