@@ -186,15 +186,17 @@ class ProxiedCluster(ClusterProcesses):
 
 def _pids(broker: BrokerProcess) -> list[int]:
     """The broker's supervisor and its children (the workers), from /proc: psutil's way
-    of finding children scans every process, too slow for each accepted connection."""
-    if broker.process is None or broker.process.poll() is not None:
+    of finding children scans every process, too slow for each accepted connection. Runs on
+    a proxy's thread while the test's may stop the broker: `process` is read once."""
+    process = broker.process
+    if process is None or process.poll() is not None:
         return []
-    pids = [broker.supervisor_pid]
+    supervisor = process.pid
+    pids = [supervisor]
     with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{broker.supervisor_pid}/task"):
+        for task in os.listdir(f"/proc/{supervisor}/task"):
             with contextlib.suppress(OSError), open(
-                    f"/proc/{broker.supervisor_pid}/task/{task}/children",
-                    encoding="ascii") as children:
+                    f"/proc/{supervisor}/task/{task}/children", encoding="ascii") as children:
                 pids += [int(child) for child in children.read().split()]
     return pids
 
