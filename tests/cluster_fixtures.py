@@ -89,8 +89,13 @@ class ClusterProcesses:
             broker.wait_ready()
 
     def close(self, keep_logs_in: Path | None = None) -> None:
-        for broker in self.brokers.values():
-            broker.close(keep_logs_in)
+        """Stop every broker; each one's logs go to `keep_logs_in`/broker-<node id> (they
+        share their names, broker-<run>.log, so one directory would keep the last broker's)."""
+        for node, broker in self.brokers.items():
+            kept = None if keep_logs_in is None else keep_logs_in / f"broker-{node}"
+            if kept is not None:
+                kept.mkdir(parents=True, exist_ok=True)
+            broker.close(kept)
 
     # -- metadata, from whichever broker answers ------------------------------------------------
 

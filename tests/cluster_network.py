@@ -12,10 +12,14 @@ Each proxy names the process that opened a connection (`client_of`): "broker j" 
 j's supervisor or workers, "test" for this process. `isolate(i)` drops what the other
 brokers send broker i and what broker i sends them, both ways, while the test's own clients
 (producers, consumers, metadata calls) still reach every broker: a partition between brokers
-that a client sees across, as a client in broker i's rack would.
+that a client sees across, as a client in broker i's rack would. `isolate(i, direction="in")`
+silences only what reaches broker i (it hears no other broker, they all hear it), and
+`direction="out"` only what leaves it: a one-way partition, whichever broker opened each
+connection (both directions of a connection pass the same proxy).
 
     with proxied_cluster(3, log_dir) as cluster:
         cluster.isolate(2)     # broker 2 cut off from 1 and 3; clients reach all three
+        cluster.isolate(2, direction="in")   # it hears neither, both hear it
         cluster.heal(("control", "data"))                # its metadata log still cut off
         cluster.slow_down(2, 500, ("raft",))             # now slow
         cluster.heal()
@@ -39,6 +43,8 @@ from zlog.transport.free_ports import free_port_pair
 
 Link = Literal["control", "raft", "data"]  # which of a broker's ports: what travels there
 LINKS: Final[tuple[Link, ...]] = ("control", "raft", "data")
+Cut = Literal["both", "in", "out"]  # what a cut silences: all, what reaches a broker, what leaves
+CUTS: Final[tuple[Cut, ...]] = ("both", "in", "out")
 TEST_CLIENT: Final = "test"  # connections this process opened
 UNKNOWN_CLIENT: Final = "unknown"  # a socket no broker holds any more (it closed at once)
 
@@ -107,14 +113,24 @@ class ProxiedCluster(ClusterProcesses):
 
     # -- the network ---------------------------------------------------------------------------
 
-    def isolate(self, node: int, links: Collection[Link] = LINKS) -> None:
-        """Cut broker `node` off from every other broker, both ways, on `links` (every port
-        by default); clients are spared."""
-        self._between(node, links, lambda proxy, clients: proxy.drop(clients))
+    def isolate(self, node: int, links: Collection[Link] = LINKS,
+                direction: Cut = "both") -> None:
+        """Cut broker `node` off from every other broker on `links` (every port by default):
+        both ways, or only what reaches it ("in") or only what leaves it ("out"). Clients are
+        spared."""
+        if direction not in CUTS:
+            raise ValueError(f"direction is one of {CUTS}, not {direction!r}")
+        if direction == "both":
+            self._between(node, links, lambda proxy, clients, _: proxy.drop(clients))
+            return
+        # On its own proxies "forward" reaches it; on the others' it leaves it.
+        self._between(node, links, lambda proxy, clients, its_own: proxy.one_way(
+            "forward" if its_own == (direction == "in") else "backward", clients))
 
     def slow_down(self, node: int, delay_ms: float, links: Collection[Link] = LINKS) -> None:
         """Delay everything between broker `node` and the others on `links`, both ways."""
-        self._between(node, links, lambda proxy, clients: proxy.delay(delay_ms, clients=clients))
+        self._between(node, links,
+                      lambda proxy, clients, _: proxy.delay(delay_ms, clients=clients))
 
     def heal(self, links: Collection[Link] = LINKS) -> None:
         """`links` forward again; connections that lost bytes are reset and reconnect."""
@@ -122,15 +138,16 @@ class ProxiedCluster(ClusterProcesses):
             proxy.heal()
 
     def _between(self, node: int, links: Collection[Link],
-                 apply: Callable[[FaultProxy, set[str]], None]) -> None:
-        """`apply` a fault to what the others send broker `node` (its own proxies, aimed at
-        the other brokers and at any client no broker owns) and to what it sends them (their
-        proxies, aimed at it)."""
+                 apply: Callable[[FaultProxy, set[str], bool], None]) -> None:
+        """`apply` a fault to the connections the others opened to broker `node` (its own
+        proxies, aimed at the other brokers and at any client no broker owns) and to those it
+        opened to them (their proxies, aimed at it); the flag says which: its own."""
         others = {broker_client(other) for other in self.brokers if other != node}
         for other, proxies in self.proxies.items():
             for link in links:
+                its_own = other == node
                 apply(proxies[link],
-                      others | {UNKNOWN_CLIENT} if other == node else {broker_client(node)})
+                      others | {UNKNOWN_CLIENT} if its_own else {broker_client(node)}, its_own)
 
     def _each_proxy(self, links: Collection[Link]) -> Iterator[FaultProxy]:
         for proxies in self.proxies.values():
@@ -169,15 +186,17 @@ class ProxiedCluster(ClusterProcesses):
 
 def _pids(broker: BrokerProcess) -> list[int]:
     """The broker's supervisor and its children (the workers), from /proc: psutil's way
-    of finding children scans every process, too slow for each accepted connection."""
-    if broker.process is None or broker.process.poll() is not None:
+    of finding children scans every process, too slow for each accepted connection. Runs on
+    a proxy's thread while the test's may stop the broker: `process` is read once."""
+    process = broker.process
+    if process is None or process.poll() is not None:
         return []
-    pids = [broker.supervisor_pid]
+    supervisor = process.pid
+    pids = [supervisor]
     with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{broker.supervisor_pid}/task"):
+        for task in os.listdir(f"/proc/{supervisor}/task"):
             with contextlib.suppress(OSError), open(
-                    f"/proc/{broker.supervisor_pid}/task/{task}/children",
-                    encoding="ascii") as children:
+                    f"/proc/{supervisor}/task/{task}/children", encoding="ascii") as children:
                 pids += [int(child) for child in children.read().split()]
     return pids
 

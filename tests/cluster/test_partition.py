@@ -14,6 +14,13 @@ The second test heals the cut leader's links to the controller and to the partit
 first and leaves its metadata log slow: heard from again, the broker must not take writes as
 the leader its stale metadata still names, however long that metadata takes to catch up. The
 third cuts off a leader that is also the controller, which answered its own heartbeats.
+
+The last cuts the leader off one way under the same load: it hears no other broker while they
+all hear it ("in": what it sends, heartbeats and Raft messages included, still arrives, and
+its followers get the answers to the fetches they sent before the cut), or the reverse
+("out": it hears the metadata log's leader and its followers' fetches, and nobody hears it).
+Either way a new leader takes the writes, the old one takes none once replaced nor after the
+heal before its metadata names the new leader, and the end is as in the first test.
 """
 
 from __future__ import annotations
@@ -28,8 +35,8 @@ from typing import Final
 import pytest
 
 from tests.cluster_fixtures import log_bytes, produce_to_worker
-from tests.cluster_network import Link, ProxiedCluster, proxied_cluster
-from tests.production import acks_all_production, check_log, producing
+from tests.cluster_network import Cut, Link, ProxiedCluster, proxied_cluster
+from tests.production import Production, acks_all_production, check_log, producing
 from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
@@ -97,15 +104,18 @@ def _one_batch_replicated(cluster: ProxiedCluster, topic: str) -> None:
         ErrorCode.NONE
 
 
-def _cut_off_and_replaced(cluster: ProxiedCluster, topic: str, victim: int) -> str:
-    """Cut `victim`, the partition's leader, off from the other brokers: it acknowledges
-    nothing it cannot replicate, and once the others have elected a new leader (after its
-    session, so after its lease) it refuses even acks=1 writes. Its worker's data endpoint."""
+def _cut_off_and_replaced(cluster: ProxiedCluster, topic: str, victim: int,
+                          direction: Cut = "both") -> str:
+    """Cut `victim`, the partition's leader, off from the other brokers (both ways, or one
+    way): it acknowledges nothing it cannot replicate, and once the others have elected a new
+    leader (after its session, so after its lease) it refuses even acks=1 writes. Its worker's
+    data endpoint."""
     majority = {1, 2, 3} - {victim}
     old_endpoint = cluster.partition(topic, 0).endpoint
-    cluster.isolate(victim)
+    cluster.isolate(victim, direction=direction)
     # Still the leader in its own eyes and within its lease, it appends this batch (a tail
-    # the others never see) but must not acknowledge it.
+    # the others never see, or only in answers to fetches sent before a one-way cut) but must
+    # not acknowledge it.
     assert produce_to_worker(old_endpoint, topic, 0, acks=-1, timeout_ms=3_000) != \
         ErrorCode.NONE
     _wait_seen_by(cluster, majority, topic,
@@ -113,14 +123,37 @@ def _cut_off_and_replaced(cluster: ProxiedCluster, topic: str, victim: int) -> s
                   and bool(p.endpoint), f"a leader among {sorted(majority)}")
     assert produce_to_worker(old_endpoint, topic, 0, acks=1) == \
         ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert _partition_seen_by(cluster, victim, topic).leader == victim  # it never heard
+    if direction != "out":  # it hears nobody: its metadata stops where it was cut
+        assert _partition_seen_by(cluster, victim, topic).leader == victim
     return old_endpoint
 
 
+def _takes_no_write_until_it_learns_the_new_leader(
+        cluster: ProxiedCluster, topic: str, victim: int, old_endpoint: str) -> None:
+    """Heard from again, the old leader refuses every acks=1 write straight to its worker (a
+    client with stale metadata) until its metadata names the new leader: none may be
+    acknowledged by a second leader."""
+    answers: list[int] = []
+
+    def caught_up() -> bool:
+        answers.append(produce_to_worker(old_endpoint, topic, 0, acks=1))
+        return _partition_seen_by(cluster, victim, topic).leader != victim
+
+    wait_until(caught_up, DEADLINE_S, interval_s=0.01,
+               what=f"broker {victim} learning the new leader")
+    assert ErrorCode.NONE not in answers, (
+        f"{answers.count(ErrorCode.NONE)} of {len(answers)} writes acknowledged by the old "
+        "leader after the new one was elected")
+
+
 def _healed_rejoins_as_a_follower(cluster: ProxiedCluster, topic: str, victim: int) -> None:
-    """Heal every link: the old leader learns the new one, cuts the tail it alone took where
-    the leader epochs part, and rejoins the ISR as a follower."""
     cluster.heal()
+    _rejoins_as_a_follower(cluster, topic, victim)
+
+
+def _rejoins_as_a_follower(cluster: ProxiedCluster, topic: str, victim: int) -> None:
+    """Healed, the old leader learns the new one, cuts the tail it alone took where the
+    leader epochs part, and rejoins the ISR as a follower."""
     _wait_seen_by(cluster, {1, 2, 3}, topic,
                   lambda p: set(p.isr) == {1, 2, 3} and p.leader not in (victim, -1),
                   "the old leader back in the ISR, as a follower")
@@ -135,18 +168,24 @@ def _replicas_byte_for_byte_equal(cluster: ProxiedCluster, topic: str) -> None:
     assert stored[1] and stored[1] == stored[2] == stored[3]
 
 
-def test_a_leader_cut_off_from_the_other_brokers_takes_no_write_it_cannot_replicate(
-        cluster: ProxiedCluster, seed: int) -> None:
-    topic, victim = _topic_led(cluster, by_the_controller=False)
-    # The producer asks the broker it will cut off first (one in its own rack, say): that
-    # broker goes on answering Metadata from what it knew, naming itself the leader.
+def _production_asking_first(cluster: ProxiedCluster, victim: int, topic: str,
+                             seed: int) -> Production:
+    """acks=all production from an idempotent producer that asks the broker it will cut off
+    first (one in its own rack, say): that broker goes on answering Metadata from what it
+    knew, naming itself the leader."""
     bootstrap = ",".join([cluster.endpoints[victim]] + [endpoint for node, endpoint
                                                         in cluster.endpoints.items()
                                                         if node != victim])
-    production = acks_all_production(bootstrap, seed, topic=topic, partitions=1,
-                                     records=RECORDS_MAX, window=UNACKED_WINDOW,
-                                     deadline_s=DEADLINE_S, records_per_s=RECORDS_PER_S,
-                                     request_timeout_ms=REQUEST_TIMEOUT_MS)
+    return acks_all_production(bootstrap, seed, topic=topic, partitions=1,
+                               records=RECORDS_MAX, window=UNACKED_WINDOW,
+                               deadline_s=DEADLINE_S, records_per_s=RECORDS_PER_S,
+                               request_timeout_ms=REQUEST_TIMEOUT_MS)
+
+
+def test_a_leader_cut_off_from_the_other_brokers_takes_no_write_it_cannot_replicate(
+        cluster: ProxiedCluster, seed: int) -> None:
+    topic, victim = _topic_led(cluster, by_the_controller=False)
+    production = _production_asking_first(cluster, victim, topic, seed)
     with producing(production):
         production.await_more_acks(ACKS_PER_PHASE)
         assert not cluster.direct_links(), "a broker bypasses the proxies"
@@ -166,19 +205,7 @@ def test_a_cut_off_leader_heard_from_again_takes_no_write_before_its_metadata_ca
     old_endpoint = _cut_off_and_replaced(cluster, topic, victim)
     cluster.slow_down(victim, METADATA_DELAY_MS, METADATA_LOG)
     cluster.heal(CONTROL_AND_DATA)
-    # Until its metadata names the new leader, every acks=1 write straight to its worker
-    # (a client with stale metadata) is refused: none may be acknowledged by a second leader.
-    answers: list[int] = []
-
-    def caught_up() -> bool:
-        answers.append(produce_to_worker(old_endpoint, topic, 0, acks=1))
-        return _partition_seen_by(cluster, victim, topic).leader != victim
-
-    wait_until(caught_up, DEADLINE_S, interval_s=0.01,
-               what=f"broker {victim} learning the new leader")
-    assert ErrorCode.NONE not in answers, (
-        f"{answers.count(ErrorCode.NONE)} of {len(answers)} writes acknowledged by the old "
-        "leader after the new one was elected")
+    _takes_no_write_until_it_learns_the_new_leader(cluster, topic, victim, old_endpoint)
     _healed_rejoins_as_a_follower(cluster, topic, victim)
     _replicas_byte_for_byte_equal(cluster, topic)
 
@@ -225,4 +252,22 @@ def test_the_controller_cut_off_with_a_leadership_takes_no_write_once_replaced(
         f"the old leader took a write sent {max(taken_sent_at_s) - elected_at_s:.3f} s after "
         "the new leader was decided")
     _healed_rejoins_as_a_follower(cluster, topic, victim)
+    _replicas_byte_for_byte_equal(cluster, topic)
+
+
+@pytest.mark.parametrize("direction", ["in", "out"])
+def test_a_leader_cut_off_one_way_takes_no_write_beside_its_replacement(
+        cluster: ProxiedCluster, seed: int, direction: Cut) -> None:
+    topic, victim = _topic_led(cluster, by_the_controller=False)
+    production = _production_asking_first(cluster, victim, topic, seed)
+    with producing(production):
+        production.await_more_acks(ACKS_PER_PHASE)
+        survivors = set(production.acknowledged())
+        old_endpoint = _cut_off_and_replaced(cluster, topic, victim, direction)
+        production.await_more_acks(ACKS_PER_PHASE)  # served by the new leader
+        cluster.heal()
+        _takes_no_write_until_it_learns_the_new_leader(cluster, topic, victim, old_endpoint)
+        _rejoins_as_a_follower(cluster, topic, victim)
+        production.await_more_acks(ACKS_PER_PHASE)
+    check_log(cluster.bootstrap, production, seed, survivors)
     _replicas_byte_for_byte_equal(cluster, topic)

@@ -9,6 +9,7 @@ at a `FaultProxy` in front of the other and tells the proxy what the network sho
         peer.connect(proxy.endpoint)   # tcp://127.0.1.2:<the port it bound>
         proxy.delay(50)                # a slow link: every chunk 50 ms late, in order
         proxy.drop()                   # a partition: silence both ways, connections kept open
+        proxy.one_way("backward")      # the target hears the client, the client hears nothing
         proxy.heal()                   # forward again; connections that lost bytes are reset
 
 Every fault applies at once to the connections already open and to new ones, and a fault
@@ -28,6 +29,17 @@ outlasts the endpoints' heartbeats their connections die anyway; rather than emu
 stream that lost bytes is never resumed with a gap (which would corrupt ZMTP's framing): when
 the fault that discarded them is lifted, the proxy resets the connection and the endpoints
 reconnect, as ZeroMQ does by itself.
+
+A one-way fault is silence in one direction of each connection, "forward" (client to target)
+or "backward", while the other direction delivers as before: what an application sees when
+its peer's messages stop arriving but its own still do. The silenced direction swallows
+everything, its end of stream (FIN) and a reset included, so its receiver hears nothing at
+all, not even that the other end went away; the flowing direction passes on both as usual.
+It models lost messages, not lost packets: the kernel's acknowledgements travel on each side
+of the proxy, so the flowing direction does not stall after a window's worth as TCP's would
+once its ACKs are lost; its connection ends only when an endpoint gives up on the silence
+(ZeroMQ's heartbeats, say). Any later fault under which a direction that lost bytes flows
+again (heal, the reverse one-way) resets the connection, as for a partition.
 
 One thread per proxy runs an asyncio event loop used as a reactor (readers, writers, timers;
 no coroutines), and it alone touches the sockets and the connection state; other threads

@@ -369,6 +369,44 @@ def test_one_way_drops_one_direction_while_the_other_flows(
     exchange(*link.connect())
 
 
+def test_one_way_swallows_the_end_of_the_silenced_stream_and_passes_the_other(
+    proxy: FaultProxy, link: Link
+) -> None:
+    """The target's FIN is silenced, the client's is delivered: the client hears nothing,
+    not even that the target went away, while the target sees the client's end."""
+    client, server = link.connect()
+    proxy.one_way("backward")
+    server.sendall(b"unheard")
+    server.shutdown(socket.SHUT_WR)
+    client.sendall(b"heard")
+    assert recv_exactly(server, 5) == b"heard"
+    client.shutdown(socket.SHUT_WR)
+    assert server.recv(1) == b""  # the client's FIN, passed on
+    wait_dropped(proxy, "backward", 7)
+    assert_silent(client)
+    assert proxy.stats().connections_open == 1  # one FIN still owed: not finished
+    proxy.heal()
+    assert_reset(client)
+
+
+def test_turning_a_one_way_fault_around_resets_what_lost_bytes(
+    proxy: FaultProxy, link: Link
+) -> None:
+    """The reverse one-way lets the silenced direction flow again, with a gap: reset. A
+    connection that lost nothing to the first fault keeps going through the second."""
+    lossy_client, lossy_server = link.connect()
+    quiet_client, quiet_server = link.connect()
+    proxy.one_way("forward")
+    lossy_client.sendall(b"lost")
+    wait_dropped(proxy, "forward", 4)
+    proxy.one_way("backward")
+    assert_reset(lossy_server)
+    assert_reset(lossy_client)
+    quiet_client.sendall(b"now heard")
+    assert recv_exactly(quiet_server, 9) == b"now heard"
+    assert proxy.stats().connections_reset == 1
+
+
 def test_a_fault_aimed_at_some_clients_spares_the_others(target: socket.socket) -> None:
     """Clients named by their address: one from 127.0.0.5 talks on through a partition that
     silences one from 127.0.0.6, and is not reset when it heals."""
