@@ -318,7 +318,15 @@ def catch_up(cluster: Cluster, mib: int) -> float:
 # ---------------------------------------------------------------------------------- a run
 
 
+def catch_up_only(args: argparse.Namespace) -> dict[str, Any]:
+    """The catch-up phase alone, on a fresh cluster (`--only catch-up`)."""
+    with running_cluster() as cluster:
+        return {"catch_up_mb_per_s": catch_up(cluster, args.catch_up_mib)}
+
+
 def one_run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.only == "catch-up":
+        return catch_up_only(args)
     figures: dict[str, Any] = {}
     lost = duplicates = 0
     with tempfile.TemporaryDirectory() as scratch:
@@ -379,9 +387,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=5000.0, help="latency phase records/s")
     parser.add_argument("--failover-rounds", type=int, default=20)
     parser.add_argument("--catch-up-mib", type=int, default=1024)
+    parser.add_argument("--only", choices=("all", "catch-up"), default="all",
+                        help="run every phase (the default) or the catch-up phase alone")
     args = parser.parse_args(argv)
     figures = one_run(args)
     for key in HEADLINE:
+        if key not in figures:
+            continue
         value = figures.get(key)
         print(f"{key:32s} {value:>14,.2f}" if isinstance(value, float)
               else f"{key:32s} {value!s:>14}")
