@@ -18,7 +18,7 @@ import pytest
 from tests.sim.cluster import Sim, SimFailure
 from tests.sim.seeds import run_chunk, run_seeds, run_twice
 
-DEFAULT_SEEDS = 1900  # calibrated: about two minutes for the whole default run (2 cores)
+DEFAULT_SEEDS = 1000  # calibrated: about two minutes for the whole default run (2 cores)
 CHUNK_SEEDS = 100
 SOAK_FIRST_SEED = 1_000_000
 
