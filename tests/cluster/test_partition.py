@@ -99,9 +99,17 @@ def _topic_led(cluster: ProxiedCluster, *, by_the_controller: bool) -> tuple[str
 
 def _one_batch_replicated(cluster: ProxiedCluster, topic: str) -> None:
     """An acks=all batch on every replica before the cut, so the logs compared at the end
-    are not empty (the writes of the tests without a producer are all refused)."""
-    assert produce_to_worker(cluster.partition(topic, 0).endpoint, topic, 0, acks=-1) == \
-        ErrorCode.NONE
+    are not empty (the writes of the tests without a producer are all refused). The leader's
+    worker may not hold its lease yet when the metadata already names it: NOT_LEADER_OR_FOLLOWER
+    (nothing appended) is tried again, as a producer would."""
+    endpoint = cluster.partition(topic, 0).endpoint
+
+    def appended() -> bool:
+        code = produce_to_worker(endpoint, topic, 0, acks=-1)
+        assert code in (ErrorCode.NONE, ErrorCode.NOT_LEADER_OR_FOLLOWER), code
+        return code == ErrorCode.NONE
+
+    wait_until(appended, DEADLINE_S, interval_s=0.02, what=f"an acks=all batch on {topic}-0")
 
 
 def _cut_off_and_replaced(cluster: ProxiedCluster, topic: str, victim: int,
