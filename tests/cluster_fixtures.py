@@ -109,15 +109,33 @@ class ClusterProcesses:
         raise AssertionError(f"no broker answered Metadata: {last}")
 
     def partition(self, topic: str, partition: int) -> PartitionMetadata:
+        """The partition as a broker sees it, once one does: a topic the controller has just
+        created reaches the other brokers' metadata a moment later."""
+        found: list[PartitionMetadata] = []
+
+        def known() -> bool:
+            try:
+                seen = self._partition_now(topic, partition)
+            except AssertionError:  # no broker answered this time
+                return False
+            found[:] = [] if seen is None else [seen]
+            return bool(found)
+
+        wait_until(known, START_TIMEOUT_S, interval_s=0.02,
+                   what=f"{topic}-{partition} in a broker's metadata")
+        return found[0]
+
+    def _partition_now(self, topic: str, partition: int) -> PartitionMetadata | None:
         (found,) = self.metadata([topic]).topics
-        return next(p for p in found.partitions if p.partition == partition)
+        return next((p for p in found.partitions if p.partition == partition), None)
 
     def wait_for(self, check: Callable[[PartitionMetadata], bool], topic: str,
                  partition: int, what: str, timeout_s: float = START_TIMEOUT_S) -> None:
         def holds() -> bool:
             try:
-                return check(self.partition(topic, partition))
-            except (AssertionError, StopIteration, ValueError):
+                seen = self._partition_now(topic, partition)
+                return seen is not None and check(seen)
+            except (AssertionError, ValueError):
                 return False
 
         wait_until(holds, timeout_s, interval_s=0.05, what=f"{topic}-{partition}: {what}")

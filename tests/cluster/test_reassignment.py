@@ -50,42 +50,41 @@ def _wait_no_moves(admin: Admin) -> None:
 
 def test_a_reassignment_under_acks_all_loses_doubles_and_diverges_nothing(
         cluster: ClusterProcesses, seed: int) -> None:
-    admin = Admin(cluster.bootstrap)
-    admin.create_topics([NewTopic("m", 1, replication_factor=2,
-                                  configs={"min.insync.replicas": "2"})])
-    before = cluster.partition("m", 0)
-    cluster.wait_isr("m", 0, set(before.replicas))
-    (newcomer,) = {1, 2, 3} - set(before.replicas)
-    # The leader leaves: its replica is replaced by the broker that had none.
-    target = (newcomer, before.replicas[1]) if before.leader == before.replicas[0] else (
-        before.replicas[0], newcomer)
-    leaving = before.leader
-    producer = Producer(cluster.bootstrap, acks="all", linger_ms=1, retry_backoff_ms=50,
-                        delivery_timeout_ms=int(WAIT_S * 1000))
-    production = Production(producer, seed, topic="m", partitions=1, records=1_000_000,
-                            window=200, deadline_s=WAIT_S, records_per_s=RECORDS_PER_S)
-    try:
-        production.start()
-        wait_until(lambda: production.acknowledged_count >= 1_000, WAIT_S, interval_s=0.02,
-                   what="records before the move")
-        admin.alter_partition_reassignments({TopicPartition("m", 0): target})
-        moving = admin.list_partition_reassignments()
-        if moving:  # not already done: it shows what is added and removed
-            assert moving[TopicPartition("m", 0)].adding == (newcomer,)
-            assert moving[TopicPartition("m", 0)].removing == (leaving,)
-        cluster.wait_for(lambda p: p.replicas == target and set(p.isr) == set(target)
-                         and p.leader in target and bool(p.endpoint), "m", 0,
-                         f"replicas {list(target)}, all in sync", timeout_s=WAIT_S)
-        after = production.acknowledged_count
-        wait_until(lambda: production.acknowledged_count >= after + 1_000, WAIT_S,
-                   interval_s=0.02, what="records after the move")
-        production.stop()
-        producer.flush(timeout_ms=int(WAIT_S * 1000))
-    finally:
-        production.stop()
-        producer.close(timeout_ms=5_000)
-    assert not admin.list_partition_reassignments()
-    admin.close()
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("m", 1, replication_factor=2,
+                                      configs={"min.insync.replicas": "2"})])
+        before = cluster.partition("m", 0)
+        cluster.wait_isr("m", 0, set(before.replicas))
+        (newcomer,) = {1, 2, 3} - set(before.replicas)
+        # The leader leaves: its replica is replaced by the broker that had none.
+        target = (newcomer, before.replicas[1]) if before.leader == before.replicas[0] else (
+            before.replicas[0], newcomer)
+        leaving = before.leader
+        producer = Producer(cluster.bootstrap, acks="all", linger_ms=1, retry_backoff_ms=50,
+                            delivery_timeout_ms=int(WAIT_S * 1000))
+        production = Production(producer, seed, topic="m", partitions=1, records=1_000_000,
+                                window=200, deadline_s=WAIT_S, records_per_s=RECORDS_PER_S)
+        try:
+            production.start()
+            wait_until(lambda: production.acknowledged_count >= 1_000, WAIT_S, interval_s=0.02,
+                       what="records before the move")
+            admin.alter_partition_reassignments({TopicPartition("m", 0): target})
+            moving = admin.list_partition_reassignments()
+            if moving:  # not already done: it shows what is added and removed
+                assert moving[TopicPartition("m", 0)].adding == (newcomer,)
+                assert moving[TopicPartition("m", 0)].removing == (leaving,)
+            cluster.wait_for(lambda p: p.replicas == target and set(p.isr) == set(target)
+                             and p.leader in target and bool(p.endpoint), "m", 0,
+                             f"replicas {list(target)}, all in sync", timeout_s=WAIT_S)
+            after = production.acknowledged_count
+            wait_until(lambda: production.acknowledged_count >= after + 1_000, WAIT_S,
+                       interval_s=0.02, what="records after the move")
+            production.stop()
+            producer.flush(timeout_ms=int(WAIT_S * 1000))
+        finally:
+            production.stop()
+            producer.close(timeout_ms=5_000)
+        assert not admin.list_partition_reassignments()
     check_log(cluster.bootstrap, production, seed, set())
     for broker in cluster.brokers.values():
         assert broker.stop() == 0
@@ -125,44 +124,43 @@ def test_a_broker_is_drained_removed_and_a_new_one_gets_its_share(tmp_path: Path
         for node in (1, 2, 3):
             cluster.broker(node).wait_ready()
         bootstrap = ",".join(cluster.endpoints[node] for node in (1, 2, 3))
-        admin = Admin(bootstrap)
-        admin.create_topics([NewTopic("two", 3, replication_factor=2),
-                             NewTopic("three", 1, replication_factor=3)])
-        _bad_reassignments_are_refused(admin, bootstrap, "two")
-        refused = _zlog(bootstrap, "cluster", "remove-broker", "3")
-        assert refused.returncode != 0, refused.stdout
-        assert "INVALID_REPLICATION_FACTOR" in refused.stderr, refused.stderr
-        assert {b.state for b in admin.describe_cluster().brokers} == {"live"}
-        admin.delete_topics(["three"])
+        with Admin(bootstrap) as admin:
+            admin.create_topics([NewTopic("two", 3, replication_factor=2),
+                                 NewTopic("three", 1, replication_factor=3)])
+            _bad_reassignments_are_refused(admin, bootstrap, "two")
+            refused = _zlog(bootstrap, "cluster", "remove-broker", "3")
+            assert refused.returncode != 0, refused.stdout
+            assert "INVALID_REPLICATION_FACTOR" in refused.stderr, refused.stderr
+            assert {b.state for b in admin.describe_cluster().brokers} == {"live"}
+            admin.delete_topics(["three"])
 
-        drained = _zlog(bootstrap, "cluster", "remove-broker", "3")
-        assert drained.returncode == 0, drained.stderr
-        assert "removed from the cluster" in drained.stdout
-        assert [b.node_id for b in admin.describe_cluster().brokers] == [1, 2]
-        for partition, replicas in _replicas(admin, "two").items():
-            assert sorted(replicas) == [1, 2], (partition, replicas)
-            cluster.wait_isr("two", partition, {1, 2})
-        missing = _zlog(bootstrap, "cluster", "remove-broker", "3")
-        assert "BROKER_ID_NOT_REGISTERED" in missing.stderr, missing.stderr
+            drained = _zlog(bootstrap, "cluster", "remove-broker", "3")
+            assert drained.returncode == 0, drained.stderr
+            assert "removed from the cluster" in drained.stdout
+            assert [b.node_id for b in admin.describe_cluster().brokers] == [1, 2]
+            for partition, replicas in _replicas(admin, "two").items():
+                assert sorted(replicas) == [1, 2], (partition, replicas)
+                cluster.wait_isr("two", partition, {1, 2})
+            missing = _zlog(bootstrap, "cluster", "remove-broker", "3")
+            assert "BROKER_ID_NOT_REGISTERED" in missing.stderr, missing.stderr
 
-        unknown = _zlog(bootstrap, "cluster", "add-broker", "4")
-        assert unknown.returncode != 0 and "BROKER_ID_NOT_REGISTERED" in unknown.stderr
-        cluster.broker(4).start()
-        added = _zlog(bootstrap, "cluster", "add-broker", "4")
-        assert added.returncode == 0, added.stderr
-        replicas = _replicas(admin, "two")
-        assert sum(4 in r for r in replicas.values()) == 2, replicas  # 6 replicas, 3 brokers
-        assert sum(r[0] == 4 for r in replicas.values()) == 1, replicas  # a leadership
-        for partition, members in replicas.items():
-            cluster.wait_isr("two", partition, set(members))
+            unknown = _zlog(bootstrap, "cluster", "add-broker", "4")
+            assert unknown.returncode != 0 and "BROKER_ID_NOT_REGISTERED" in unknown.stderr
+            cluster.broker(4).start()
+            added = _zlog(bootstrap, "cluster", "add-broker", "4")
+            assert added.returncode == 0, added.stderr
+            replicas = _replicas(admin, "two")
+            assert sum(4 in r for r in replicas.values()) == 2, replicas  # 6 replicas, 3 brokers
+            assert sum(r[0] == 4 for r in replicas.values()) == 1, replicas  # a leadership
+            for partition, members in replicas.items():
+                cluster.wait_isr("two", partition, set(members))
 
-        # The drained broker's process, restarted, joins as a new, empty broker.
-        cluster.broker(3).stop()
-        cluster.broker(3).start()
-        wait_until(lambda: {b.node_id: b.state for b in admin.describe_cluster().brokers}.get(3)
-                   == "live", WAIT_S, interval_s=0.1, what="broker 3 registered again")
-        assert all(3 not in r for r in _replicas(admin, "two").values())
-        admin.close()
+            # The drained broker's process, restarted, joins as a new, empty broker.
+            cluster.broker(3).stop()
+            cluster.broker(3).start()
+            wait_until(lambda: {b.node_id: b.state for b in admin.describe_cluster().brokers}.get(3)
+                       == "live", WAIT_S, interval_s=0.1, what="broker 3 registered again")
+            assert all(3 not in r for r in _replicas(admin, "two").values())
     finally:
         for node, broker in cluster.brokers.items():
             if broker.process is not None and broker.process.poll() is None:

@@ -75,9 +75,8 @@ def test_a_cluster_forms_and_every_broker_answers_for_it(cluster: ClusterProcess
     assert sorted(described.voter_lag_blocks) == [1, 2, 3]
     # A metadata change sent to any broker is forwarded to the controller.
     for node in (1, 2, 3):
-        admin = Admin(cluster.endpoints[node])
-        admin.create_topics([NewTopic(f"via-{node}", 3, replication_factor=3)])
-        admin.close()
+        with Admin(cluster.endpoints[node]) as admin:
+            admin.create_topics([NewTopic(f"via-{node}", 3, replication_factor=3)])
     for node in (1, 2, 3):
         for partition in range(3):
             cluster.wait_isr(f"via-{node}", partition, {1, 2, 3})
@@ -87,9 +86,8 @@ def test_a_cluster_forms_and_every_broker_answers_for_it(cluster: ClusterProcess
 
 def test_acks_all_replicates_to_every_isr_member_byte_for_byte(
         cluster: ClusterProcesses) -> None:
-    admin = Admin(cluster.bootstrap)
-    admin.create_topics([NewTopic("r", 1, replication_factor=3)])
-    admin.close()
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("r", 1, replication_factor=3)])
     cluster.wait_isr("r", 0, {1, 2, 3})
     values = _values("r", RECORDS)
     _produce(cluster.bootstrap, "r", values)
@@ -103,9 +101,8 @@ def test_acks_all_replicates_to_every_isr_member_byte_for_byte(
 
 def test_a_killed_broker_is_replaced_in_leadership_and_rejoins_the_isr(
         cluster: ClusterProcesses) -> None:
-    admin = Admin(cluster.bootstrap)
-    admin.create_topics([NewTopic("k", 1, replication_factor=3)])
-    admin.close()
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("k", 1, replication_factor=3)])
     cluster.wait_isr("k", 0, {1, 2, 3})
     first = _values("before", RECORDS)
     _produce(cluster.bootstrap, "k", first)

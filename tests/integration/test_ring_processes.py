@@ -114,15 +114,17 @@ def _follow(
         position = next_position
         progress.publish(position)
         if not batches and expected_offset < final_offset:
-            _wait_for_append(reader, position)
+            _wait_for_append(reader, position, expected_offset)
     return _Followed(seen, overruns, missed)
 
 
-def _wait_for_append(reader: RingReader, head_position: int) -> None:
-    wait_until(
-        lambda: reader.head_position > head_position, timeout_s=DEADLINE_S, interval_s=0.0002,
-        what="the writer to append",
-    )
+def _wait_for_append(reader: RingReader, head_position: int, expected_offset: int) -> None:
+    try:
+        wait_until(lambda: reader.head_position > head_position, timeout_s=DEADLINE_S,
+                   interval_s=0.0002, what="the writer to append")
+    except AssertionError as stuck:  # say where both sides stood, to tell a hang from a stall
+        raise AssertionError(f"{stuck}: reader at position {head_position}, offset "
+                             f"{expected_offset}; ring {reader.snapshot()}") from None
 
 
 def _reader_main(
@@ -220,8 +222,9 @@ def _write_all_batches(
                 _append_flushing_at_random(
                     ring, batch, next_offset, rng=rng, progress=progress, reader=reader
                 )
-    except _ReaderStopped:
-        return  # the reader's outcome tells what went wrong
+    except _ReaderStopped:  # the reader's outcome tells what went wrong; this, where we were
+        print(f"writer: {ring.state()}, reader's published position {progress.position()}")
+        return
     assert ring.head_position > 100 * CAPACITY_BYTES  # many wraps
 
 
