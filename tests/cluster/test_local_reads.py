@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -151,6 +151,31 @@ def _create(cluster: ClusterProcesses, topic: str) -> None:
     cluster.wait_isr(topic, 0, {1, 2, 3})
 
 
+@contextlib.contextmanager
+def _explained(details: Callable[[], str]) -> Iterator[None]:
+    """A wait that times out says what the consumer and the rings looked like then."""
+    try:
+        yield
+    except AssertionError as stuck:
+        try:
+            said = details()
+        except Exception as error:  # the details are a help, never the failure
+            said = f"(no details: {error!r})"
+        raise AssertionError(f"{stuck}\n{said}") from None
+
+
+def _where(load: _LoadAndTail, cluster: ClusterProcesses, home: int, topic: str) -> str:
+    consumer, tp = load.consumer, TopicPartition(topic, 0)
+    lines = [f"read {load.read()}, position {consumer.position(tp)}, ring batches read "
+             f"{consumer.ring_batches_read}, reading {consumer.local_ring_path(tp)}, "
+             f"its metadata: {consumer._connections.metadata.partition(topic, 0)}",
+             f"cluster: {cluster.partition(topic, 0)}"]
+    with contextlib.suppress(Exception), RingReader(_ring_of(cluster, home, topic)) as ring:
+        lines.append(f"broker {home}'s ring: {ring.snapshot()}, visible end "
+                     f"{ring.visible_end_offset}, writer pid {ring.writer_pid}")
+    return "\n".join(lines)
+
+
 def _kill_leader(cluster: ClusterProcesses, topic: str) -> int:
     """kill -9 the leader's broker and wait for another leader; the killed broker's id."""
     leader = cluster.partition(topic, 0).leader
@@ -215,7 +240,8 @@ def test_a_local_consumer_follows_its_leader_to_another_broker_and_back(
                 assert admin.elect_preferred_leaders() == 1
             cluster.wait_for(lambda p: p.leader == home and bool(p.endpoint), topic, 0,
                              f"broker {home} leading again")
-            wait_until(lambda: load.tailing.failure is not None
-                       or consumer.ring_batches_read > on_ring, WAIT_S, interval_s=0.02,
-                       what="the consumer back on its broker's ring")
-            load.read_past(load.read() + PROGRESS, "reading on from the ring")
+            with _explained(lambda: _where(load, cluster, home, topic)):
+                wait_until(lambda: load.tailing.failure is not None
+                           or consumer.ring_batches_read > on_ring, WAIT_S, interval_s=0.02,
+                           what="the consumer back on its broker's ring")
+                load.read_past(load.read() + PROGRESS, "reading on from the ring")
