@@ -19,6 +19,7 @@ from tests.cluster_fixtures import ClusterProcesses, cluster_processes, log_byte
 from tests.production import Production, check_log
 from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic, Producer, TopicPartition
+from zlog.client.local_ring import ring_path_for
 from zlog.errors import ErrorCode, ZlogError
 
 pytestmark = pytest.mark.slow
@@ -85,6 +86,11 @@ def test_a_reassignment_under_acks_all_loses_doubles_and_diverges_nothing(
             production.stop()
             producer.close(timeout_ms=5_000)
         assert not admin.list_partition_reassignments()
+    # The replica that moved away leaves nothing behind on its broker: data and ring.
+    gone = cluster.broker(leaving)
+    wait_until(lambda: not (gone.data_dir / "m-0").exists()
+               and not ring_path_for(gone.ring_dir, "m", 0).exists(), WAIT_S, interval_s=0.05,
+               what=f"broker {leaving} deleting the replica it no longer holds")
     check_log(cluster.bootstrap, production, seed, set())
     for broker in cluster.brokers.values():
         assert broker.stop() == 0
@@ -161,6 +167,10 @@ def test_a_broker_is_drained_removed_and_a_new_one_gets_its_share(tmp_path: Path
             wait_until(lambda: {b.node_id: b.state for b in admin.describe_cluster().brokers}.get(3)
                        == "live", WAIT_S, interval_s=0.1, what="broker 3 registered again")
             assert all(3 not in r for r in _replicas(admin, "two").values())
+            # ... and deletes the replicas it was drained of, which it kept while removed.
+            gone = cluster.broker(3).data_dir
+            wait_until(lambda: not any(gone.glob("two-*")), WAIT_S, interval_s=0.05,
+                       what="broker 3 deleting the replicas it was drained of")
     finally:
         for node, broker in cluster.brokers.items():
             if broker.process is not None and broker.process.poll() is None:

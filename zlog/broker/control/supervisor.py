@@ -62,6 +62,7 @@ from zlog.broker.control.metadata_commands import (
     TopicDeleted,
 )
 from zlog.broker.control.metadata_log import MetadataLog
+from zlog.broker.control.stray_partitions import stray_partitions
 from zlog.broker.control.worker_pool import WorkerPool, WorkerSettings
 from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.worker_protocol import AlterIsr
@@ -459,7 +460,8 @@ class Supervisor:
         )
         deleting = [TopicPartition(name, index) for name, count in state.deleting.items()
                     for index in range(count)]
-        self._pool.reconcile(desired, deleting, now_ms)
+        strays = stray_partitions(os.listdir(self.data_dir), state, self.config.node_id)
+        self._pool.reconcile(desired, deleting + strays, now_ms)
         for name, count in state.deleting.items():
             done = all((name, index) in self._pool.deleted for index in range(count))
             if done and name not in self._finishing_deletes:
