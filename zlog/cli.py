@@ -180,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "sticky)")
     produce.add_argument("--header", type=_header, action="append", default=[],
                          metavar="KEY=VALUE", help="a header on every record (repeatable)")
-    produce.add_argument("--acks", default="1", help="0, 1 or all (default 1)")
+    produce.add_argument("--acks", default="all", help="0, 1 or all (default all)")
     produce.add_argument("--compression", choices=("lz4", "none"), default="lz4",
                          help="the codec batches are sent in (default lz4)")
 

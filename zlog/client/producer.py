@@ -10,7 +10,8 @@ always complete on the I/O thread, so a callback added with `add_done_callback` 
 and must not call back into the producer in a blocking way.
 
 Delivery: a future resolves once the broker acknowledged the record per `acks` (0: when it was
-sent, offset -1; 1: the leader appended it; "all"/-1: every in-sync replica has it). Retriable
+sent, offset -1; 1: the leader appended it; "all"/-1, the default as in Kafka 3: every in-sync
+replica has it, which on a partition of one replica costs nothing over 1). Retriable
 errors are retried with `retry_backoff_ms` between attempts until `retries` attempts or
 `delivery_timeout_ms` after the record was sent, whichever comes first. With
 `enable_idempotence` (the default, as in Kafka 3) the broker discards retried duplicates, so
@@ -150,7 +151,7 @@ class Producer:
         self,
         bootstrap: str | Sequence[str] = DEFAULT_BOOTSTRAP,
         *,
-        acks: Acks | int | str = 1,
+        acks: Acks | int | str = "all",
         linger_ms: int = 5,
         batch_size: int = 16384,
         bulk_batch_size: int = BULK_BATCH_SIZE_DEFAULT,
