@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 from tests.broker_fixtures import REPO_ROOT, free_port_pair
 from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
+from zlog.shm_segments.log import default_ring_dir
 
 pytestmark = pytest.mark.slow
 
@@ -51,3 +53,6 @@ def test_dev_cluster_starts_three_brokers_and_ctrl_c_stops_them(tmp_path: Path) 
         if process.poll() is None:
             process.kill()
             process.wait()
+        for node in (1, 2, 3):  # the rings outlive a broker, as they should, but not a test
+            shutil.rmtree(default_ring_dir(tmp_path / "data" / f"node-{node}"),
+                          ignore_errors=True)
