@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 # magic, crc, attributes, last offset delta, base timestamp, max timestamp.
 _HEADER = struct.Struct(">qiibIhiqq")
 _ZERO_CHUNK_BYTES = 1 << 20
+# How many buffers one pwritev takes (POSIX guarantees at least 16; Linux allows 1024).
+IOV_MAX = max(16, os.sysconf("SC_IOV_MAX")) if "SC_IOV_MAX" in os.sysconf_names else 16
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -208,7 +210,9 @@ class Segment:
     # ------------------------------------------------------------------ writing
 
     def write(self, views: list[memoryview], metas: list[BatchMeta]) -> None:
-        """Append whole, validated batches (contiguous in offsets) in one system call.
+        """Append whole, validated batches (contiguous in offsets): one system call per
+        IOV_MAX views (a ring that held many small batches unflushed hands over thousands,
+        and pwritev refuses more than IOV_MAX with EINVAL).
 
         All or nothing: when the file system refuses the bytes (a full disk, an I/O error),
         the file is cut back to where it ended, nothing is indexed, and KAFKA_STORAGE_ERROR is
@@ -219,9 +223,15 @@ class Segment:
         start = self.size_bytes
         total = sum(meta.size_bytes for meta in metas)
         try:
-            written = os.pwritev(self._fd, views, start)
-            if written != total:
-                self._write_rest(views, start, written)
+            position = start
+            for first in range(0, len(views), IOV_MAX):
+                chunk = views[first : first + IOV_MAX]
+                written = os.pwritev(self._fd, chunk, position)
+                chunk_bytes = sum(len(view) for view in chunk)
+                if written != chunk_bytes:
+                    self._write_rest(chunk, position, written)
+                position += chunk_bytes
+            assert position == start + total, "views and metas describe the same batches"
         except (OSError, ZlogError) as error:
             self._cut_back(start)
             detail = error.strerror if isinstance(error, OSError) else error.message

@@ -15,6 +15,7 @@ from zlog.record.header import validate_batch
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 from zlog.shm_segments.ring import RingLockedError
+from zlog.shm_segments.segment import IOV_MAX
 
 
 def _open(
@@ -287,6 +288,25 @@ def test_a_full_ring_flushes_instead_of_dropping(tmp_path: Path, shm_dir: Path) 
         for tag in range(40):
             log.append(make_batch(tag, record_count=10, value_bytes=500))
         assert [batch_tags(b)[0] for b in _all_batches(log)] == list(range(40))
+
+
+def test_more_batches_pending_than_one_system_call_takes_all_reach_the_segment(
+    tmp_path: Path, shm_dir: Path
+) -> None:
+    """pwritev refuses more than IOV_MAX buffers (EINVAL): a ring holding more small batches
+    than that unflushed is written in several calls, not refused."""
+    count = IOV_MAX * 2 + 5
+    with _open(tmp_path, shm_dir, ring_bytes=1 << 20, ring_flush_bytes=1 << 30) as log:
+        for tag in range(count):
+            log.append(make_batch(tag % 100, record_count=1, value_bytes=10))
+        assert log.segments_snapshot()[-1].size_bytes == 0  # all still in the ring
+        log.flush()
+        pending = log.segments_snapshot()[-1]
+        assert pending.next_offset == count and log.flush_error is None
+        flushed = _all_batches(log)
+    with _open(tmp_path, shm_dir) as log:
+        assert _all_batches(log) == flushed
+        assert [batch_tags(b)[0] for b in flushed] == [tag % 100 for tag in range(count)]
 
 
 def test_a_batch_larger_than_the_ring_goes_straight_to_the_segment(
