@@ -121,23 +121,25 @@ class ServerSideMember:
         """Replaced by the coordinator's in each reply: the silence after which it fences."""
         self.retry_backoff_ms = retry_backoff_ms
         self.heartbeat_interval_ms = HEARTBEAT_INTERVAL_MS_DEFAULT
-        self.state = MemberState.UNSUBSCRIBED
-        self.member_epoch = JOIN_EPOCH
         self.topics: frozenset[str] = frozenset()
         self.owned: frozenset[TopicPartition] = frozenset()
         """What the application holds (its positions, its fetches)."""
-        self.target: frozenset[TopicPartition] = frozenset()
-        """The coordinator's last assignment to this member."""
         self.failure: ZlogError | None = None
         self.needs_coordinator = True
         """Set until a coordinator is known and after it moved: find it before sending."""
         self._seq = 0
-        self._in_flight: int | None = None
-        self._due_ms: int | None = None
-        self._full = True
-        self._acked_topics: frozenset[str] | None = None
-        self._acked_owned: frozenset[TopicPartition] | None = None
-        self._heard_ms: int | None = None  # the last good reply
+        # What one stay in the group knows; _reset sets it.
+        self.state: MemberState
+        self.member_epoch: int
+        self.target: frozenset[TopicPartition]
+        """The coordinator's last assignment to this member."""
+        self._in_flight: int | None
+        self._due_ms: int | None
+        self._full: bool
+        self._acked_topics: frozenset[str] | None
+        self._acked_owned: frozenset[TopicPartition] | None
+        self._heard_ms: int | None  # the last good reply
+        self._reset(MemberState.UNSUBSCRIBED)
         self._lost: frozenset[TopicPartition] = frozenset()
         self._reconciling = False
 
@@ -308,13 +310,7 @@ class ServerSideMember:
         self._reset(MemberState.DROPPING)
 
     def _start_join(self, now_ms: int) -> None:
-        self.state = MemberState.JOINING
-        self.member_epoch = JOIN_EPOCH
-        self.target = frozenset()
-        self._full = True
-        self._acked_topics = None
-        self._acked_owned = None
-        self._heard_ms = None
+        self._reset(MemberState.JOINING)
         self._due_ms = now_ms
 
     def _leave_request(self) -> GroupHeartbeatRequest:
