@@ -36,6 +36,9 @@ EARLIEST_TIMESTAMP: Final = -2
 
 Every real timestamp is >= 0, and anything below this sentinel is an invalid request."""
 
+NO_LEADER_EPOCH: Final = -1
+"""A committed offset, or a record, that names no leader epoch (Kafka's -1)."""
+
 ACKS_ALL: Final = -1
 """Produce acks meaning "every in-sync replica": the producer's setting, the Produce request's
 field and the broker's rule for when to answer all use this one number (Kafka's)."""

@@ -1,279 +1,57 @@
 """The requests a group coordinator answers and its responses, as plain values.
 
-Field names follow Kafka's request schemas. Every request carries `request_id`, the driver's
-handle for the reply: a coordinator may park a request (JoinGroup, SyncGroup) and answer it in
-the output of a later event.
+They are the wire's own messages (`zlog.transport.group_messages`), so what a worker decodes
+goes into the coordinator as it is and what comes out is encoded as it is; this module names
+them for the coordinator's side. Every request carries `request_id`, the driver's handle for
+the reply: a coordinator may park a request (JoinGroup, SyncGroup) and answer it in the output
+of a later event.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TypeAlias
-
-from zlog.errors import ErrorCode
-from zlog.groups.records import NO_LEADER_EPOCH
-from zlog.types import TopicPartition
-
-NO_GENERATION = -1
-UNKNOWN_OFFSET = -1
-
-
-# --- classic protocol ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class JoinGroupRequest:
-    request_id: int
-    group_id: str
-    member_id: str
-    protocol_type: str
-    protocols: tuple[tuple[str, bytes], ...]
-    """(assignor name, subscription bytes) in the member's order of preference."""
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    group_instance_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    require_known_member_id: bool = True
-    """JoinGroup v4+ (KIP-394): a new member first gets an id (MEMBER_ID_REQUIRED), then joins."""
-
-
-@dataclass(frozen=True, slots=True)
-class JoinGroupMember:
-    member_id: str
-    group_instance_id: str | None
-    metadata: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class JoinGroupResponse:
-    error: ErrorCode
-    member_id: str = ""
-    generation: int = NO_GENERATION
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str = ""
-    skip_assignment: bool = False
-    """KIP-814: the leader rejoined as a replacing static member and must not re-assign."""
-    members: tuple[JoinGroupMember, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class SyncGroupRequest:
-    request_id: int
-    group_id: str
-    generation: int
-    member_id: str
-    group_instance_id: str | None = None
-    assignments: tuple[tuple[str, bytes], ...] = ()
-    """(member id, assignment bytes): only the leader sends them."""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SyncGroupResponse:
-    error: ErrorCode
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatRequest:
-    request_id: int
-    group_id: str
-    generation: int
-    member_id: str
-    group_instance_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatResponse:
-    error: ErrorCode
-
-
-@dataclass(frozen=True, slots=True)
-class LeaveGroupRequest:
-    request_id: int
-    group_id: str
-    members: tuple[tuple[str, str | None], ...]
-    """(member id, group instance id); an empty member id with an instance id removes that
-    static member (admin removal, LeaveGroup v3+)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LeaveGroupResponse:
-    error: ErrorCode
-    members: tuple[tuple[str, str | None, ErrorCode], ...] = ()
-
-
-# --- offsets ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionCommit:
-    offset: int
-    leader_epoch: int = NO_LEADER_EPOCH
-    metadata: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetCommitRequest:
-    request_id: int
-    group_id: str
-    offsets: tuple[tuple[TopicPartition, PartitionCommit], ...]
-    generation: int = NO_GENERATION
-    """The classic generation, or the member epoch for a server-side group; -1 = none."""
-    member_id: str = ""
-    group_instance_id: str | None = None
-    retention_ms: int | None = None
-    """OffsetCommit v2-v4's explicit retention; None = the broker's default."""
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetCommitResponse:
-    error: ErrorCode
-    """Top-level: NONE when the partitions carry their own codes."""
-    partitions: tuple[tuple[TopicPartition, ErrorCode], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetFetchRequest:
-    request_id: int
-    group_id: str
-    partitions: tuple[TopicPartition, ...] | None = None
-    """None = every committed partition of the group."""
-
-
-@dataclass(frozen=True, slots=True)
-class FetchedOffset:
-    offset: int = UNKNOWN_OFFSET
-    leader_epoch: int = NO_LEADER_EPOCH
-    metadata: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetFetchResponse:
-    error: ErrorCode
-    offsets: tuple[tuple[TopicPartition, FetchedOffset], ...] = ()
-
-
-# --- server-side protocol (ConsumerGroupHeartbeat shape) ---------------------------------
-
-JOIN_EPOCH = 0
-LEAVE_EPOCH = -1
-STATIC_LEAVE_EPOCH = -2
-
-
-@dataclass(frozen=True, slots=True)
-class GroupHeartbeatRequest:
-    request_id: int
-    group_id: str
-    member_id: str
-    member_epoch: int
-    """0 = join (or rejoin after fencing), > 0 = heartbeat, -1 = leave, -2 = static leave."""
-    group_instance_id: str | None = None
-    rebalance_timeout_ms: int | None = None
-    subscribed_topics: tuple[str, ...] | None = None
-    """None = unchanged since the last heartbeat."""
-    owned: tuple[TopicPartition, ...] | None = None
-    """The partitions the member still holds; None = unchanged."""
-    client_id: str = ""
-    client_host: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class GroupHeartbeatResponse:
-    error: ErrorCode
-    message: str = ""
-    member_id: str = ""
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    session_timeout_ms: int = 0
-    assignment: tuple[TopicPartition, ...] | None = None
-    """The member's full assignment when it changed (or on a join); None = unchanged."""
-
-
-# --- admin --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DescribeGroupsRequest:
-    request_id: int
-    group_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DescribedMember:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes = b""
-    assignment: bytes = b""
-    member_epoch: int = NO_GENERATION
-
-
-@dataclass(frozen=True, slots=True)
-class GroupDescription:
-    group_id: str
-    error: ErrorCode
-    state: str
-    protocol_type: str = ""
-    protocol_name: str = ""
-    group_type: str = "classic"
-    epoch: int = NO_GENERATION
-    """Generation (classic) or group epoch (server-side)."""
-    members: tuple[DescribedMember, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class DescribeGroupsResponse:
-    groups: tuple[GroupDescription, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ListGroupsRequest:
-    request_id: int
-    states: frozenset[str] = field(default_factory=frozenset)
-    """Empty = every state (KIP-518)."""
-    types: frozenset[str] = field(default_factory=frozenset)
-    """"classic" / "consumer"; empty = both."""
-
-
-@dataclass(frozen=True, slots=True)
-class ListedGroup:
-    group_id: str
-    protocol_type: str
-    state: str
-    group_type: str
-
-
-@dataclass(frozen=True, slots=True)
-class ListGroupsResponse:
-    error: ErrorCode
-    groups: tuple[ListedGroup, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteGroupsRequest:
-    request_id: int
-    group_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteGroupsResponse:
-    results: tuple[tuple[str, ErrorCode], ...]
-
-
-Request: TypeAlias = (
-    JoinGroupRequest | SyncGroupRequest | HeartbeatRequest | LeaveGroupRequest
-    | OffsetCommitRequest | OffsetFetchRequest | GroupHeartbeatRequest
-    | DescribeGroupsRequest | ListGroupsRequest | DeleteGroupsRequest
+from zlog.transport.group_messages import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    NO_GENERATION,
+    STATIC_LEAVE_EPOCH,
+    UNKNOWN_OFFSET,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribedMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FetchedOffset,
+    GroupDescription,
+    GroupHeartbeatRequest,
+    GroupHeartbeatResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupMember,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    PartitionCommit,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
-Response: TypeAlias = (
-    JoinGroupResponse | SyncGroupResponse | HeartbeatResponse | LeaveGroupResponse
-    | OffsetCommitResponse | OffsetFetchResponse | GroupHeartbeatResponse
-    | DescribeGroupsResponse | ListGroupsResponse | DeleteGroupsResponse
-)
+from zlog.transport.group_messages import GroupRequest as Request
+from zlog.transport.group_messages import GroupResponse as Response
+
+__all__ = [
+    "JOIN_EPOCH", "LEAVE_EPOCH", "NO_GENERATION", "STATIC_LEAVE_EPOCH", "UNKNOWN_OFFSET",
+    "DeleteGroupsRequest", "DeleteGroupsResponse", "DescribeGroupsRequest",
+    "DescribeGroupsResponse", "DescribedMember", "FetchedOffset", "GroupDescription",
+    "GroupHeartbeatRequest", "GroupHeartbeatResponse", "HeartbeatRequest", "HeartbeatResponse",
+    "JoinGroupMember", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest",
+    "LeaveGroupResponse", "ListGroupsRequest", "ListGroupsResponse", "ListedGroup",
+    "OffsetCommitRequest", "OffsetCommitResponse", "OffsetFetchRequest", "OffsetFetchResponse",
+    "PartitionCommit", "Request", "Response", "SyncGroupRequest", "SyncGroupResponse",
+]

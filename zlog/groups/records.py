@@ -25,6 +25,7 @@ from zlog.groups.consumer_records import (
 )
 from zlog.groups.kafka_codec import CORRUPT, KafkaReader, KafkaWriter
 from zlog.transport.wire import Buffer
+from zlog.types import NO_LEADER_EPOCH
 
 
 class RecordType(IntEnum):
@@ -36,7 +37,6 @@ class RecordType(IntEnum):
     GROUP_METADATA = 2
 
 
-NO_LEADER_EPOCH: Final = -1
 JOIN_COMPLETE_HEADER: Final = ("zs", b"CR")
 """Record header on the GroupMetadata written when a join completes: the generation it names
 was handed out, so a coordinator that loads it must not hand that generation out again."""

@@ -18,6 +18,15 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -25,6 +34,7 @@ class ApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
@@ -34,6 +44,7 @@ class ApiKey(IntEnum):
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
     UNREGISTER_BROKER = 64
+    CONSUMER_GROUP_HEARTBEAT = 68
     # zlog's own: Kafka has no request for this (its observers fetch without asking).
     ADD_RAFT_LEARNER = 1000
 
@@ -44,11 +55,18 @@ SUPPORTED_VERSIONS: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey.FETCH: (0, 1),  # v1: a follower's fetch (replica id, broker epoch, leader epochs)
 }
 
-# Which endpoint answers which API: partition workers serve the data path, the supervisor the
-# control plane; both answer ApiVersions so a client can probe either.
+# The requests a group's coordinator answers: the worker leading the group's offsets partition.
+GROUP_APIS: Final = frozenset(
+    {ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT,
+     ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS,
+     ApiKey.DELETE_GROUPS, ApiKey.CONSUMER_GROUP_HEARTBEAT}
+)
+# Which endpoint answers which API: partition workers serve the data path and the groups, the
+# supervisor the control plane (FindCoordinator too); both answer ApiVersions so a client can
+# probe either.
 DATA_APIS: Final = frozenset(
     {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.API_VERSIONS,
-     ApiKey.OFFSET_FOR_LEADER_EPOCH}
+     ApiKey.OFFSET_FOR_LEADER_EPOCH} | GROUP_APIS
 )
 CONTROL_APIS: Final = frozenset(
     {
@@ -69,6 +87,7 @@ CONTROL_APIS: Final = frozenset(
         ApiKey.BROKER_HEARTBEAT,
         ApiKey.ALTER_PARTITION,
         ApiKey.ADD_RAFT_LEARNER,
+        ApiKey.FIND_COORDINATOR,
     }
 )
 

@@ -27,6 +27,13 @@ from zlog.transport.cluster_messages import (
     OffsetForLeaderEpochRequestV0,
     OffsetForLeaderEpochResponseV0,
 )
+from zlog.transport.group_bodies import GROUP_PARSERS, group_body
+from zlog.transport.group_messages import (
+    GROUP_REQUEST_TYPES,
+    GROUP_RESPONSE_TYPES,
+    FindCoordinatorRequestV0,
+    FindCoordinatorResponseV0,
+)
 from zlog.transport.json_fields import Fields, parse_json_object
 from zlog.transport.messages import (
     AlterableConfig,
@@ -138,7 +145,13 @@ def _topic_result(result: TopicResult) -> dict[str, Any]:
             "error_message": result.error_message}
 
 
+_GROUP_TYPES: Final = (*GROUP_REQUEST_TYPES, *GROUP_RESPONSE_TYPES, FindCoordinatorRequestV0,
+                       FindCoordinatorResponseV0)
+
+
 def _as_dict(msg: Request | Response) -> dict[str, Any]:
+    if isinstance(msg, _GROUP_TYPES):
+        return group_body(msg)
     match msg:
         case ListOffsetsRequestV0():
             return {"topic": msg.topic, "partitions": [
@@ -414,6 +427,7 @@ _PARSERS: Final[Mapping[type, Callable[[Fields], Request | Response]]] = {
         f.nested_list("voters", _parse_voter, default=[])),
     **CLUSTER_PARSERS,
     **REASSIGNMENT_PARSERS,
+    **GROUP_PARSERS,
 }
 
 

@@ -8,6 +8,8 @@ field, never a KeyError or TypeError. Unknown fields are ignored, so a newer pee
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Callable
 from typing import Final, TypeVar
@@ -74,6 +76,26 @@ class Fields:
         if value is not None and not isinstance(value, str):
             raise self._fail(key, "a string or null")
         return value
+
+    def data(self, key: str, *, default: object = _MISSING) -> bytes:
+        """Bytes, carried as base64 text (JSON has no bytes)."""
+        value = self._get(key, default)
+        if isinstance(value, bytes):  # the default
+            return value
+        if not isinstance(value, str):
+            raise self._fail(key, "base64 text")
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise self._fail(key, "base64 text") from None
+
+    def error_code(self, key: str = "error_code", *, default: object = _MISSING) -> ErrorCode:
+        """A Kafka error code this build knows; an unknown number is the reader's error."""
+        value = self.integer(key, default=default)
+        try:
+            return ErrorCode(value)
+        except ValueError:
+            raise self._fail(key, "a known error code") from None
 
     def boolean(self, key: str, *, default: object = _MISSING) -> bool:
         value = self._get(key, default)
@@ -156,6 +178,12 @@ class Fields:
             parse(Fields(item, self._code, f"{self._where}.{key}[{index}]"))
             for index, item in enumerate(items)
         )
+
+    def optional_nested_list(self, key: str, parse: Callable[[Fields], T]) -> tuple[T, ...] | None:
+        """A list of objects, or None when absent or null."""
+        if self._get(key, None) is None:
+            return None
+        return self.nested_list(key, parse)
 
     def nested(self, key: str) -> Fields:
         return Fields(self._get(key, _MISSING), self._code, f"{self._where}.{key}")

@@ -28,6 +28,14 @@ from zlog.transport.cluster_messages import (
     OffsetForLeaderEpochRequestV0,
     OffsetForLeaderEpochResponseV0,
 )
+from zlog.transport.group_messages import (
+    GROUP_REQUEST_TYPES,
+    GROUP_RESPONSE_TYPES,
+    FindCoordinatorRequestV0,
+    FindCoordinatorResponseV0,
+    GroupRequest,
+    GroupResponse,
+)
 from zlog.transport.reassignment_messages import (
     AlterPartitionReassignmentsRequestV0,
     AlterPartitionReassignmentsResponseV0,
@@ -567,6 +575,8 @@ Request: TypeAlias = (
     | AlterPartitionReassignmentsRequestV0
     | ListPartitionReassignmentsRequestV0
     | UnregisterBrokerRequestV0
+    | GroupRequest
+    | FindCoordinatorRequestV0
 )
 Response: TypeAlias = (
     ProduceResponseV0
@@ -591,6 +601,8 @@ Response: TypeAlias = (
     | AlterPartitionReassignmentsResponseV0
     | ListPartitionReassignmentsResponseV0
     | UnregisterBrokerResponseV0
+    | GroupResponse
+    | FindCoordinatorResponseV0
 )
 
 REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
@@ -618,6 +630,8 @@ REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
         AlterPartitionReassignmentsRequestV0,
         ListPartitionReassignmentsRequestV0,
         UnregisterBrokerRequestV0,
+        *GROUP_REQUEST_TYPES,
+        FindCoordinatorRequestV0,
     )
 }
 RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
@@ -645,6 +659,8 @@ RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
         AlterPartitionReassignmentsResponseV0,
         ListPartitionReassignmentsResponseV0,
         UnregisterBrokerResponseV0,
+        *GROUP_RESPONSE_TYPES,
+        FindCoordinatorResponseV0,
     )
 }
 

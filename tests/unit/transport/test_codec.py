@@ -12,6 +12,7 @@ import pytest
 import zmq
 
 from tests.unit.transport.test_cluster_messages import CLUSTER_REQUESTS, CLUSTER_RESPONSES
+from tests.unit.transport.test_group_messages import GROUP_REQUESTS, GROUP_RESPONSES
 from zlog.errors import ErrorCode
 from zlog.transport.api import SUPPORTED_VERSIONS, ApiKey
 from zlog.transport.codec import (
@@ -128,6 +129,7 @@ REQUESTS: list[Request] = [
         AlterableConfig("retention.ms", 0, "1000"), AlterableConfig("segment.ms", 1))),),
         validate_only=True),
     *CLUSTER_REQUESTS,
+    *GROUP_REQUESTS,
 ]
 
 BROKERS = (BrokerMetadata(1, "host-a", "tcp://10.0.0.1:7400"), BrokerMetadata(2, "host-b", "tcp://b:1"))
@@ -179,6 +181,7 @@ RESPONSES: list[Response] = [
     IncrementalAlterConfigsResponseV0((AlterConfigsResourceResult(0, "", 2, "orders"),
                                        AlterConfigsResourceResult(40, "bad", 2, "b"))),
     *CLUSTER_RESPONSES,
+    *GROUP_RESPONSES,
 ]
 
 

@@ -68,6 +68,7 @@ from zlog.transport import messages as wire
 from zlog.transport import reassignment_messages
 from zlog.transport.api import CONTROL_APIS, SUPPORTED_VERSIONS, ApiKey
 from zlog.transport.codec import RequestHeader
+from zlog.transport.group_messages import FindCoordinatorRequestV0, FindCoordinatorResponseV0
 from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.broker.control.control_plane")
@@ -195,6 +196,9 @@ class ControlPlane:
                 self._reply(identity, header, self._reassignments.ongoing())
             case reassignment_messages.UnregisterBrokerRequestV0():
                 self._reassignments.unregister(identity, header, request)
+            case FindCoordinatorRequestV0():
+                self._reply(identity, header, FindCoordinatorResponseV0(
+                    int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "no coordinator runs yet"))
             case _:
                 raise ZlogError(ErrorCode.UNSUPPORTED_VERSION, "not a control request")
 

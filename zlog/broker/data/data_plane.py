@@ -41,6 +41,7 @@ from zlog.broker.data.replica_requests import (
 )
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
+from zlog.groups.coordinator import error_response
 from zlog.transport.api import DATA_APIS, SUPPORTED_VERSIONS
 from zlog.transport.cluster_messages import (
     FetchRequestV1,
@@ -48,6 +49,7 @@ from zlog.transport.cluster_messages import (
     OffsetForLeaderEpochRequestV0,
 )
 from zlog.transport.codec import Frame, RequestHeader, encode_response
+from zlog.transport.group_messages import GROUP_REQUEST_TYPES
 from zlog.transport.messages import (
     ApiVersionRange,
     ApiVersionsRequestV0,
@@ -173,6 +175,9 @@ class DataPlane:
             return [_reply(identity, header, self._list_offsets(request))]
         if isinstance(request, OffsetForLeaderEpochRequestV0):
             return [_reply(identity, header, epoch_answers(self.partitions, request))]
+        if isinstance(request, GROUP_REQUEST_TYPES):
+            return [_reply(identity, header, error_response(
+                request, ErrorCode.NOT_COORDINATOR, "this worker coordinates no group"))]
         assert isinstance(request, ApiVersionsRequestV0), "REQUEST_PATH passes DATA_APIS only"
         return [_reply(identity, header, _api_versions())]
 

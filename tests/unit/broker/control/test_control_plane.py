@@ -323,6 +323,7 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
                              ApiKey.ALTER_PARTITION_REASSIGNMENTS,
                              ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.UNREGISTER_BROKER,
                              ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
+                             ApiKey.FIND_COORDINATOR,
                              ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
                              ApiKey.ADD_RAFT_LEARNER))
     broker.leader = None
