@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError, for_code
-from zlog.groups.messages import (
+from zlog.transport.group_messages import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,

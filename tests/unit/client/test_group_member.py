@@ -12,7 +12,7 @@ from zlog.client.group_member import (
     ServerSideMember,
 )
 from zlog.errors import ErrorCode, ZlogError
-from zlog.groups.messages import GroupHeartbeatResponse
+from zlog.transport.group_messages import GroupHeartbeatResponse
 from zlog.types import TopicPartition
 
 T0, T1, T2, T3 = (TopicPartition("t", p) for p in range(4))
