@@ -30,6 +30,8 @@ from zlog import limits
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
 from zlog.broker.topic_configs import TOPIC_CONFIG_KEYS, validate_topic_configs
 from zlog.errors import ZlogError
+from zlog.groups.config import GroupConfig
+from zlog.groups.partitioning import OFFSETS_PARTITIONS_DEFAULT
 from zlog.shm_segments.log_config import LogConfig
 
 ENV_PREFIX: Final = "ZLOG_"
@@ -48,6 +50,8 @@ class ConfigError(Exception):
 def _cpu_count() -> int:
     return os.cpu_count() or 1
 
+
+_GROUP_DEFAULTS: Final = GroupConfig()
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
@@ -82,6 +86,20 @@ class BrokerConfig:
     """Partitions of an auto-created topic."""
     default_replication_factor: int = 1
     """Replication factor of an auto-created topic."""
+    offsets_topic_num_partitions: int = OFFSETS_PARTITIONS_DEFAULT
+    """Partitions of `__consumer_offsets`, created on the first FindCoordinator; fixed once it
+    exists, since the count decides which partition (and so which coordinator) owns a group."""
+    offsets_topic_replication_factor: int = 3
+    """Replication factor of `__consumer_offsets`, lowered to the brokers there are when it is
+    created."""
+    group_initial_rebalance_delay_ms: int = _GROUP_DEFAULTS.initial_rebalance_delay_ms
+    """How long an empty classic group waits for more members before its first generation."""
+    group_min_session_timeout_ms: int = _GROUP_DEFAULTS.min_session_timeout_ms
+    """The shortest session a classic member may ask for."""
+    group_consumer_session_timeout_ms: int = _GROUP_DEFAULTS.consumer_session_timeout_ms
+    """A member of a server-side group silent this long is fenced."""
+    group_consumer_heartbeat_interval_ms: int = _GROUP_DEFAULTS.consumer_heartbeat_interval_ms
+    """How often a member of a server-side group is told to heartbeat."""
     raft_tick_ms: int = 50
     """Wall time of one metadata-log tick; elections and heartbeats count in ticks."""
     voters: tuple[tuple[int, str], ...] = ()
@@ -329,6 +347,12 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "auto_create_topics": _to_bool,
     "default_partitions": _to_int(1, 65_536),
     "default_replication_factor": _to_int(1, 32),
+    "offsets_topic_num_partitions": _to_int(1, 65_536),
+    "offsets_topic_replication_factor": _to_int(1, 32),
+    "group_initial_rebalance_delay_ms": _to_int(0, 3_600_000),
+    "group_min_session_timeout_ms": _to_int(1, 3_600_000),
+    "group_consumer_session_timeout_ms": _to_int(1, 3_600_000),
+    "group_consumer_heartbeat_interval_ms": _to_int(1, 3_600_000),
     "raft_tick_ms": _to_int(1, 10_000),
     "voters": _to_voters,
     "join": _to_optional_endpoint,

@@ -48,6 +48,7 @@ from zlog.broker.control.metadata_commands import (
     Result,
     encode_command,
 )
+from zlog.broker.control.metadata_state import PartitionInfo
 from zlog.broker.control.placement import place_replicas
 from zlog.broker.control.producer_ids import ProducerIdBlocks
 from zlog.broker.control.reassignment_requests import ReassignmentRequests
@@ -61,6 +62,7 @@ from zlog.broker.topic_configs import (
     validate_partitions,
 )
 from zlog.errors import ErrorCode, ZlogError
+from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
 from zlog.raft.status import NodeStatus
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX
 from zlog.shm_segments.ring_header import file_size_bytes as ring_file_size_bytes
@@ -68,7 +70,11 @@ from zlog.transport import messages as wire
 from zlog.transport import reassignment_messages
 from zlog.transport.api import CONTROL_APIS, SUPPORTED_VERSIONS, ApiKey
 from zlog.transport.codec import RequestHeader
-from zlog.transport.group_messages import FindCoordinatorRequestV0, FindCoordinatorResponseV0
+from zlog.transport.group_messages import (
+    GROUP_KEY_TYPE,
+    FindCoordinatorRequestV0,
+    FindCoordinatorResponseV0,
+)
 from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.broker.control.control_plane")
@@ -197,8 +203,7 @@ class ControlPlane:
             case reassignment_messages.UnregisterBrokerRequestV0():
                 self._reassignments.unregister(identity, header, request)
             case FindCoordinatorRequestV0():
-                self._reply(identity, header, FindCoordinatorResponseV0(
-                    int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "no coordinator runs yet"))
+                self._reply(identity, header, self._find_coordinator(request))
             case _:
                 raise ZlogError(ErrorCode.UNSUPPORTED_VERSION, "not a control request")
 
@@ -241,16 +246,13 @@ class ControlPlane:
         answered, another broker's as its heartbeats told the controller."""
         partitions = []
         for partition in topic.partitions:
-            endpoint = None
             ring_path = ""
             key = TopicPartition(topic.name, partition.partition)
-            leader = state.brokers.get(partition.leader)
-            if partition.leader == self.config.node_id:
-                endpoint = self._endpoint_for(key)
-                if endpoint and self._ring_path_for is not None:
-                    ring_path = self._ring_path_for(key)
-            elif leader is not None and not leader.fenced:
-                endpoint = leader.worker_endpoint(partition.worker_of(partition.leader)) or None
+            endpoint = self._leader_endpoint(state, key, partition)
+            if endpoint and partition.leader == self.config.node_id and (
+                self._ring_path_for is not None
+            ):
+                ring_path = self._ring_path_for(key)
             code = ErrorCode.NONE if endpoint else ErrorCode.LEADER_NOT_AVAILABLE
             if not endpoint and key in self._open_errors:
                 # A worker could not open it (e.g. KAFKA_STORAGE_ERROR): say so, not "wait".
@@ -260,6 +262,56 @@ class ControlPlane:
                 partition.replicas, partition.isr, endpoint or "", int(code), ring_path,
             ))
         return wire.TopicMetadata(topic.name, 0, "", dict(topic.configs), tuple(partitions))
+
+    def _leader_endpoint(self, state: ClusterState, key: TopicPartition,
+                         partition: PartitionInfo) -> str | None:
+        """Where the partition's leading worker listens: this host's workers as they
+        answered, another broker's as its heartbeats told the controller (None: not known)."""
+        if partition.leader == self.config.node_id:
+            return self._endpoint_for(key)
+        leader = state.brokers.get(partition.leader)
+        if leader is not None and not leader.fenced:
+            return leader.worker_endpoint(partition.worker_of(partition.leader)) or None
+        return None
+
+    def _find_coordinator(self, request: FindCoordinatorRequestV0) -> FindCoordinatorResponseV0:
+        """The worker leading the group's offsets partition; the first call creates the
+        offsets topic, and until it has a leader the answer is COORDINATOR_NOT_AVAILABLE
+        (retriable: the client asks again)."""
+        if request.key_type != GROUP_KEY_TYPE:
+            return FindCoordinatorResponseV0(
+                int(ErrorCode.INVALID_REQUEST),
+                f"key type {request.key_type} is not served, only consumer groups "
+                f"({GROUP_KEY_TYPE})")
+        state = self._state()
+        topic = state.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            return self._create_offsets_topic(state)
+        index = partition_for(request.key, len(topic.partitions))
+        partition = topic.partitions[index]
+        endpoint = self._leader_endpoint(state, TopicPartition(OFFSETS_TOPIC, index), partition)
+        if not endpoint:
+            return FindCoordinatorResponseV0(
+                int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                f"partition {index} of {OFFSETS_TOPIC} has no leader yet")
+        return FindCoordinatorResponseV0(0, "", partition.leader, endpoint)
+
+    def _create_offsets_topic(self, state: ClusterState) -> FindCoordinatorResponseV0:
+        """Propose `__consumer_offsets` (compacted; replicated as configured, at most on the
+        brokers there are) once; say "not available" meanwhile."""
+        if OFFSETS_TOPIC not in self._auto_creating:
+            factor = min(self.config.offsets_topic_replication_factor,
+                         max(len(placeable(state)), 1))
+            spec = wire.TopicSpec(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
+                                  factor, {"cleanup.policy": "compact"})
+            try:
+                command = self._create_command(spec, state)
+            except ZlogError as error:
+                return FindCoordinatorResponseV0(int(error.code), error.message)
+            self._propose(command, functools.partial(self._auto_created, OFFSETS_TOPIC))
+            self._auto_creating.add(OFFSETS_TOPIC)
+        return FindCoordinatorResponseV0(int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                                         f"{OFFSETS_TOPIC} is being created")
 
     def _missing_topic(self, name: str, state_topics: Iterable[str]) -> wire.TopicMetadata:
         """UNKNOWN_TOPIC_OR_PARTITION, or (auto_create_topics) create it and say "soon"."""
