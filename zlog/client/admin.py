@@ -351,7 +351,7 @@ class Admin:
         return self._groups.list_group_offsets(group_id)
 
     def alter_group_offsets(self, group_id: str,
-                            offsets: Mapping[TopicPartition | tuple[str, int], int]) -> None:
+                            offsets: Mapping[TopicPartition, int]) -> None:
         """Set committed offsets; NON_EMPTY_GROUP while the group has members."""
         self._groups.alter_group_offsets(
             group_id, {TopicPartition(*tp): offset for tp, offset in offsets.items()})

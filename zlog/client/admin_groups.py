@@ -28,10 +28,6 @@ from zlog.transport.group_messages import (
 )
 from zlog.types import TopicPartition
 
-ACTIVE_STATES = frozenset({"Stable", "PreparingRebalance", "CompletingRebalance", "Assigning",
-                           "Reconciling"})
-"""States of a group with members: its offsets may not be altered from outside."""
-
 
 class GroupAdmin:
     """Group calls over the Admin's connections (one thread)."""
