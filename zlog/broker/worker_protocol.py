@@ -15,6 +15,7 @@ ipc; each message is one JSON object in one frame, with a `type` field naming it
     worker -> AlterIsr(request_id, topic, partition, leader_epoch, partition_epoch, new_isr,
                        member_epochs)                  a leader's ISR change, for the controller
     sup    -> AlterIsrAnswer(request_id, error_code, error_message)
+    sup    -> GroupSettings(partition_counts, group configs)   on hello and on every change
 
 Both sides encode and decode with the functions here, so the two can no longer drift apart; a
 new message is a new class in `TO_WORKER` or `FROM_WORKER`. The checks here are about shape
@@ -174,6 +175,32 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupSettings:
+    """What a worker's group coordinators need from the supervisor: the partition count of
+    every topic (which offsets partition owns a group; server-side groups' assignments) and
+    the broker's group configs. Sent to each worker when it says hello and on every change."""
+
+    TYPE: ClassVar[str] = "group-settings"
+    partition_counts: Mapping[str, int]
+    initial_rebalance_delay_ms: int
+    min_session_timeout_ms: int
+    consumer_session_timeout_ms: int
+    consumer_heartbeat_interval_ms: int
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> GroupSettings:
+        counts = f.text_map_any("partition_counts")
+        for name, count in counts.items():
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                raise f.fail(f"partition_counts[{name!r}] must be a positive integer")
+        return cls({k: int(v) for k, v in counts.items()},  # type: ignore[call-overload]
+                   f.integer("initial_rebalance_delay_ms", low=0, high=INT32_MAX),
+                   f.integer("min_session_timeout_ms", low=0, high=INT32_MAX),
+                   f.integer("consumer_session_timeout_ms", low=1, high=INT32_MAX),
+                   f.integer("consumer_heartbeat_interval_ms", low=1, high=INT32_MAX))
+
+
+@dataclass(frozen=True, slots=True)
 class Assigned:
     """The answer to an Assign: 0, or the Kafka code and sentence of why it failed."""
 
@@ -249,10 +276,11 @@ class AlterIsrAnswer:
         return cls(*_answer(f))
 
 
-ToWorker: TypeAlias = Assign | Unassign | Stop | AlterIsrAnswer | Lease
+ToWorker: TypeAlias = Assign | Unassign | Stop | AlterIsrAnswer | Lease | GroupSettings
 FromWorker: TypeAlias = Hello | Heartbeat | Assigned | Unassigned | AlterIsr
 TO_WORKER: Final[dict[str, type[ToWorker]]] = {
-    kind.TYPE: kind for kind in (Assign, Unassign, Stop, AlterIsrAnswer, Lease)
+    kind.TYPE: kind for kind in (Assign, Unassign, Stop, AlterIsrAnswer, Lease,
+                                 GroupSettings)
 }
 FROM_WORKER: Final[dict[str, type[FromWorker]]] = {
     kind.TYPE: kind for kind in (Hello, Heartbeat, Assigned, Unassigned, AlterIsr)

@@ -64,7 +64,7 @@ from zlog.broker.control.metadata_commands import (
 from zlog.broker.control.metadata_log import MetadataLog
 from zlog.broker.control.worker_pool import WorkerPool, WorkerSettings
 from zlog.broker.sdnotify import SystemdNotifier
-from zlog.broker.worker_protocol import AlterIsr
+from zlog.broker.worker_protocol import AlterIsr, GroupSettings
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
@@ -448,6 +448,13 @@ class Supervisor:
 
     # -- assignments ------------------------------------------------------------------------------
 
+    def _group_settings(self, state: ClusterState) -> GroupSettings:
+        config = self.config
+        return GroupSettings(
+            {name: len(topic.partitions) for name, topic in sorted(state.topics.items())},
+            config.group_initial_rebalance_delay_ms, config.group_min_session_timeout_ms,
+            config.group_consumer_session_timeout_ms, config.group_consumer_heartbeat_interval_ms)
+
     def _reconcile(self, state: ClusterState, now_ms: int) -> None:
         """Tell the workers what this host serves; finish deletions whose data is gone."""
         assert self._pool is not None and self._cluster is not None
@@ -459,6 +466,7 @@ class Supervisor:
         )
         deleting = [TopicPartition(name, index) for name, count in state.deleting.items()
                     for index in range(count)]
+        self._pool.set_group_settings(self._group_settings(state))
         self._pool.reconcile(desired, deleting, now_ms)
         for name, count in state.deleting.items():
             done = all((name, index) in self._pool.deleted for index in range(count))

@@ -197,6 +197,7 @@ class WorkerPool:
         self._on_alter_isr = on_alter_isr  # a leader's ISR change, and how to answer it
         self._next_request_id = 1
         self._lease_until_ms = -1  # sent to every worker (worker_protocol.Lease); -1: none
+        self._group_settings: protocol.GroupSettings | None = None
         self.router, self.endpoint = make_channel_router(
             supervisor_endpoint(settings.data_dir), context=context,
             frame_bytes_max=limits.WORKER_MESSAGE_BYTES_MAX,
@@ -329,6 +330,16 @@ class WorkerPool:
             raise
         return True
 
+    def set_group_settings(self, settings: protocol.GroupSettings) -> None:
+        """Topic partition counts and group configs changed: every ready worker hears it now
+        (one that says hello later hears it then)."""
+        if settings == self._group_settings:
+            return
+        self._group_settings = settings
+        for worker in self.workers:
+            if worker.state == WorkerState.READY:
+                self._send(worker, settings)
+
     def set_lease(self, until_ms: int) -> None:
         """Until when this broker's leaderships stand; every ready worker hears it now."""
         if until_ms == self._lease_until_ms:
@@ -397,6 +408,8 @@ class WorkerPool:
         worker.opened.clear()
         worker.pending.clear()
         self.changed = True
+        if self._group_settings is not None:
+            self._send(worker, self._group_settings)
         if self._lease_until_ms >= 0:  # before any assign: it leads nothing without one
             self._send(worker, protocol.Lease(self._lease_until_ms))
         log.info("worker %d (pid %d) serving at %s", worker.worker_id, message.pid,

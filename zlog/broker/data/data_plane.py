@@ -22,7 +22,7 @@ restarts it and the ring gives back every acknowledged batch.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -49,7 +49,7 @@ from zlog.transport.cluster_messages import (
     OffsetForLeaderEpochRequestV0,
 )
 from zlog.transport.codec import Frame, RequestHeader, encode_response
-from zlog.transport.group_messages import GROUP_REQUEST_TYPES
+from zlog.transport.group_messages import GROUP_REQUEST_TYPES, GroupRequest
 from zlog.transport.messages import (
     ApiVersionRange,
     ApiVersionsRequestV0,
@@ -82,6 +82,8 @@ REQUEST_PATH: Final = RequestPath(
 )
 
 _INTERNAL_ERROR: Final = REQUEST_PATH.internal_error_message
+
+GroupHandler = Callable[[bytes, RequestHeader, GroupRequest, int], list[Reply]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,7 @@ class DataPlane:
     delayed: list[_DelayedProduce] = field(default_factory=list)
     stats: ServerStats = field(default_factory=ServerStats)
     lease_until_ms: int | None = None  # leaderships stand until then (worker_protocol.Lease)
+    group_requests: GroupHandler | None = None  # the worker's coordinators (group_host.py)
 
     # ------------------------------------------------------------------ entry points
 
@@ -176,12 +179,21 @@ class DataPlane:
         if isinstance(request, OffsetForLeaderEpochRequestV0):
             return [_reply(identity, header, epoch_answers(self.partitions, request))]
         if isinstance(request, GROUP_REQUEST_TYPES):
-            return [_reply(identity, header, error_response(
-                request, ErrorCode.NOT_COORDINATOR, "this worker coordinates no group"))]
+            if self.group_requests is None:
+                return [_reply(identity, header, error_response(
+                    request, ErrorCode.NOT_COORDINATOR, "this worker coordinates no group"))]
+            return self.group_requests(identity, header, request, now_ms)
         assert isinstance(request, ApiVersionsRequestV0), "REQUEST_PATH passes DATA_APIS only"
         return [_reply(identity, header, _api_versions())]
 
     # ------------------------------------------------------------------ produce
+
+    def append_batch(self, tp: TopicPartition, batch: bytes) -> tuple[ProduceOutcome, list[Reply]]:
+        """Append one batch of the worker's own (a coordinator's records) as a produce with
+        acks=all would, and wake the fetches waiting for it; the caller waits for the HW."""
+        outcome = self._produce_entry(ProduceEntry(tp.topic, tp.partition, (batch,)), ACKS_ALL,
+                                      self.clock.monotonic_ms())
+        return outcome, self._on_progress(tp, outcome.appended_bytes, outcome.committed_bytes)
 
     def _produce(
         self, identity: bytes, header: RequestHeader, request: ProduceRequestV0, now_ms: int

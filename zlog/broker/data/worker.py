@@ -46,6 +46,7 @@ from zlog import limits
 from zlog.broker import worker_protocol as protocol
 from zlog.broker.data.data_plane import DataPlane
 from zlog.broker.data.fetcher import Fetchers, FetcherSettings
+from zlog.broker.data.group_host import GroupHost
 from zlog.broker.data.isr_proposals import ISR_CHECK_INTERVAL_MS, IsrProposals
 from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings, flag_names
@@ -109,6 +110,9 @@ class Worker:
             options.data_dir, options.ring_dir, base_config=base_config, clock=self.clock
         )
         self.data_plane = DataPlane(self.host.partitions, clock=self.clock)
+        self.groups = GroupHost(self.host.partitions, self.data_plane.append_batch,
+                                self.clock.wall_ms)
+        self.data_plane.group_requests = self.groups.handle
         self._broker_id = -1
         self._broker_epoch = -1  # learnt from the assigns
         self.fetchers = Fetchers(
@@ -219,7 +223,9 @@ class Worker:
         for other_ms in (self.data_plane.next_deadline_ms(), self.fetchers.next_deadline_ms()):
             if other_ms is not None and other_ms < deadline_ms:
                 deadline_ms = other_ms
-        return max(deadline_ms - self.clock.monotonic_ms(), 0)
+        wait_ms = max(deadline_ms - self.clock.monotonic_ms(), 0)
+        group_wait_ms = self.groups.ms_to_next_timer()
+        return wait_ms if group_wait_ms is None else min(wait_ms, group_wait_ms)
 
     def _poll_fetchers(self, poller: zmq.Poller) -> None:
         """The poller watches exactly the follower fetchers' current sockets."""
@@ -251,6 +257,9 @@ class Worker:
         now_ms = self.clock.monotonic_ms()
         try:
             self._send_replies(self.data_plane.on_timer(now_ms))
+            self._send_replies(self.groups.on_timer())
+        except AssertionError:
+            raise
         except Exception:
             log.exception("answering expired requests failed")
         if now_ms >= self._next_heartbeat_ms:
@@ -282,6 +291,7 @@ class Worker:
         """Answer what waits, flush every ring into its segment, close the sockets."""
         try:
             self._send_replies(self.data_plane.drain())
+            self._send_replies(self.groups.drain())
         finally:
             self.fetchers.close()
             self.host.close_all()
@@ -326,6 +336,8 @@ class Worker:
             self.isr_proposals.answered(message)
         elif isinstance(message, protocol.Lease):
             self.data_plane.lease_until_ms = None if message.until_ms < 0 else message.until_ms
+        elif isinstance(message, protocol.GroupSettings):
+            self._send_replies(self.groups.configure(message))
         else:
             log.info("stop requested by the supervisor")
             self.request_stop()
@@ -339,6 +351,7 @@ class Worker:
             if outcome.committed_bytes or outcome.role_changed:
                 self._send_replies(self.data_plane.partition_changed(
                     tp, outcome.committed_bytes, outcome.role_changed))
+            self._send_replies(self.groups.partition_changed(tp))
         except ZlogError as error:
             code, text = error.code, error.message
             log.warning("assign %s-%d refused: %s", message.topic, message.partition, error)
@@ -378,6 +391,7 @@ class Worker:
         self.fetchers.unfollow(tp)
         if self.host.unassign(tp, delete=message.delete):
             self._send_replies(self.data_plane.partition_removed(tp))
+            self._send_replies(self.groups.partition_changed(tp))
         elif message.delete:
             self._delete_unowned(topic, message.partition)
 

@@ -1,0 +1,122 @@
+"""Consumer groups on a real `zlog serve`: FindCoordinator, server-side members heartbeating
+into an assignment, commits that survive a restart, bad input refused with its code. Raw
+RpcClient requests (docs/groups.md, "Inside the worker")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.broker_fixtures import CALL_TIMEOUT_MS, BrokerProcess, broker_process
+from tests.waiting import wait_until
+from zlog.errors import ErrorCode
+from zlog.transport import messages as wire
+from zlog.transport.group_messages import (
+    NO_REQUEST_ID,
+    FindCoordinatorRequestV0,
+    FindCoordinatorResponseV0,
+    GroupHeartbeatRequest,
+    GroupHeartbeatResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    PartitionCommit,
+)
+from zlog.transport.rpc import RpcClient
+from zlog.types import TopicPartition
+
+GROUP = "orders-readers"
+TOPIC = "orders"
+
+
+@pytest.fixture
+def broker() -> Iterator[BrokerProcess]:
+    with broker_process(workers=2, extra_args=[
+            "--offsets-topic-num-partitions", "3", "--group-initial-rebalance-delay-ms", "0",
+    ]) as started:
+        with RpcClient(started.endpoint) as admin:
+            created = admin.call(wire.CreateTopicsRequestV0((wire.TopicSpec(TOPIC, 6, 1),)),
+                                 CALL_TIMEOUT_MS)
+            assert isinstance(created, wire.CreateTopicsResponseV0)
+            assert created.topics[0].error_code == 0
+        yield started
+
+
+def _coordinator(broker: BrokerProcess) -> str:
+    found: list[FindCoordinatorResponseV0] = []
+
+    def answered() -> bool:
+        with RpcClient(broker.endpoint) as control:
+            reply = control.call(FindCoordinatorRequestV0(GROUP), CALL_TIMEOUT_MS)
+        assert isinstance(reply, FindCoordinatorResponseV0)
+        assert reply.error_code in (0, ErrorCode.COORDINATOR_NOT_AVAILABLE), reply
+        found.append(reply)
+        return reply.error_code == 0
+
+    wait_until(answered, timeout_s=30, interval_s=0.1, what="a coordinator for the group")
+    return found[-1].endpoint
+
+
+def _beat(client: RpcClient, member_id: str, epoch: int,
+          owned: tuple[TopicPartition, ...] | None = None) -> GroupHeartbeatResponse:
+    reply = client.call(GroupHeartbeatRequest(
+        NO_REQUEST_ID, GROUP, member_id, epoch, rebalance_timeout_ms=30_000,
+        subscribed_topics=(TOPIC,) if epoch == 0 else None, owned=owned), CALL_TIMEOUT_MS)
+    assert isinstance(reply, GroupHeartbeatResponse)
+    return reply
+
+
+def test_members_share_a_topic_and_commits_survive_a_restart(broker: BrokerProcess) -> None:
+    endpoint = _coordinator(broker)
+    with RpcClient(endpoint) as client:
+        first = _beat(client, "", 0)
+        assert first.error == ErrorCode.NONE and first.member_id, first
+        assert first.assignment is not None and len(first.assignment) == 6
+        second = _beat(client, "", 0)
+        assert second.error == ErrorCode.NONE, second
+        # The first member revokes what the second is to get; then the second gets it.
+        mine: tuple[TopicPartition, ...] = first.assignment
+        epoch = first.member_epoch
+        theirs: tuple[TopicPartition, ...] = second.assignment or ()
+        for _ in range(10):
+            reply = _beat(client, first.member_id, epoch, mine)
+            assert reply.error == ErrorCode.NONE, reply
+            mine, epoch = reply.assignment if reply.assignment is not None else mine, \
+                reply.member_epoch
+            other = _beat(client, second.member_id, second.member_epoch, theirs)
+            assert other.error == ErrorCode.NONE, other
+            theirs = other.assignment if other.assignment is not None else theirs
+            second = other
+            if len(mine) == 3 and len(theirs) == 3:
+                break
+        assert sorted(mine + theirs) == [TopicPartition(TOPIC, p) for p in range(6)]
+        assert len(mine) == len(theirs) == 3
+
+        commit = client.call(OffsetCommitRequest(
+            NO_REQUEST_ID, GROUP, ((mine[0], PartitionCommit(42, metadata="m")),),
+            epoch, first.member_id), CALL_TIMEOUT_MS)
+        assert isinstance(commit, OffsetCommitResponse)
+        assert commit.partitions == ((mine[0], ErrorCode.NONE),)
+        unknown = client.call(OffsetCommitRequest(
+            NO_REQUEST_ID, "simple", ((TopicPartition("nope", 0), PartitionCommit(1)),)),
+            CALL_TIMEOUT_MS)
+        assert isinstance(unknown, OffsetCommitResponse)
+        assert unknown.partitions[0][1] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    broker.kill_all()
+    broker.start()
+    with RpcClient(_coordinator(broker)) as client:
+        def fetched() -> bool:
+            reply = client.call(OffsetFetchRequest(NO_REQUEST_ID, GROUP, (mine[0],)),
+                                CALL_TIMEOUT_MS)
+            assert isinstance(reply, OffsetFetchResponse)
+            if reply.error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                return False
+            assert reply.offsets[0][1].offset == 42 and reply.offsets[0][1].metadata == "m"
+            return True
+
+        wait_until(fetched, timeout_s=30, interval_s=0.1, what="the commit after a restart")
+        empty = client.call(OffsetFetchRequest(NO_REQUEST_ID, "never-seen"), CALL_TIMEOUT_MS)
+        assert isinstance(empty, OffsetFetchResponse) and empty.offsets == ()

@@ -1,0 +1,334 @@
+"""The group coordinators a worker runs: one per `__consumer_offsets` partition it leads.
+
+The pure `GroupCoordinator` decides; this drives it (docs/groups.md §1 and §10). On becoming
+leader of an offsets partition the worker replays the partition's whole log (segments and
+ring) into `load`. Each group request goes to the coordinator of `partition_for(group id)`;
+the records of each output are appended to the partition as ONE batch through the produce
+path (so followers replicate it like any batch), and the output's replies are released only
+once the high watermark covers everything written before them (acks=all: nothing answered can
+be lost by a failover that keeps the ISR). Timers run from the worker's loop (`advance`).
+Losing the leadership drops the coordinator and answers its parked and unreleased requests
+NOT_COORDINATOR; so does a failed append, after which the coordinator reloads from its log.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+from zlog import limits
+from zlog.broker.data.partition import Partition, ProduceOutcome
+from zlog.broker.worker_protocol import GroupSettings
+from zlog.errors import ErrorCode, ZlogError
+from zlog.groups.config import GroupConfig
+from zlog.groups.coordinator import GroupCoordinator, error_response
+from zlog.groups.output import Output
+from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
+from zlog.groups.records import encode_record
+from zlog.groups.replay import replay_encoded
+from zlog.record.header import read_header
+from zlog.record.records import NewRecord, build_batch, read_records
+from zlog.transport.codec import RequestHeader, encode_error_response, encode_response
+from zlog.transport.group_messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    GroupDescription,
+    GroupRequest,
+    GroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from zlog.transport.server import Reply
+from zlog.transport.wire import Buffer
+from zlog.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+LOAD_READ_BYTES: Final = limits.BATCH_SIZE_BYTES_MAX
+"""How much of the log one read takes while loading (at least the largest batch)."""
+
+Append = Callable[[TopicPartition, bytes], tuple[ProduceOutcome, list[Reply]]]
+"""Appends one batch to a partition as its leader (the produce path) and returns the outcome
+and the replies the append woke (long polls of followers and consumers)."""
+
+
+@dataclass(slots=True)
+class _Led:
+    """One offsets partition this worker leads, and its coordinator."""
+
+    coordinator: GroupCoordinator
+    leader_epoch: int
+    last_written: int
+    """The log end after the coordinator's last append: what a reply waits for."""
+    parked: dict[int, tuple[bytes, RequestHeader]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Waiting:
+    identity: bytes
+    header: RequestHeader
+    response: GroupResponse
+    until: list[tuple[int, int]]
+    """(offsets partition, offset): released when each partition's HW reaches its offset."""
+
+
+class GroupHost:
+    def __init__(self, partitions: Mapping[TopicPartition, Partition], append: Append,
+                 wall_ms: Callable[[], int], seed: int | None = None) -> None:
+        self._partitions = partitions
+        self._append = append
+        self._wall_ms = wall_ms
+        self._rng = random.Random(seed)
+        self._led: dict[int, _Led] = {}
+        self._waiting: list[_Waiting] = []
+        self._request_ids: Iterator[int] = iter(range(1, 2**62))
+        self.settings: GroupSettings | None = None
+
+    # ------------------------------------------------------------------ settings, leadership
+
+    def configure(self, settings: GroupSettings) -> list[Reply]:
+        """New partition counts or configs from the supervisor."""
+        self.settings = settings
+        replies: list[Reply] = []
+        for index, led in sorted(self._led.items()):
+            replies += self._carry_out(index, led.coordinator.update_metadata(
+                self._counts()), self._wall_ms())
+        return replies
+
+    def _counts(self) -> dict[str, int]:
+        if self.settings is None:
+            return {}
+        return {name: count for name, count in self.settings.partition_counts.items()
+                if name != OFFSETS_TOPIC}
+
+    def _config(self) -> GroupConfig:
+        settings = self.settings
+        if settings is None:
+            return GroupConfig()
+        return GroupConfig(initial_rebalance_delay_ms=settings.initial_rebalance_delay_ms,
+                           min_session_timeout_ms=settings.min_session_timeout_ms,
+                           consumer_session_timeout_ms=settings.consumer_session_timeout_ms,
+                           consumer_heartbeat_interval_ms=settings.consumer_heartbeat_interval_ms)
+
+    def partition_changed(self, tp: TopicPartition) -> list[Reply]:
+        """An assign or unassign touched `tp`: load a coordinator for a new leadership (or a
+        new epoch), drop one for a lost leadership."""
+        if tp.topic != OFFSETS_TOPIC:
+            return []
+        partition = self._partitions.get(tp)
+        led = self._led.get(tp.partition)
+        if partition is None or not partition.is_leader:
+            return self._unload(tp.partition) if led is not None else []
+        if led is not None and led.leader_epoch == partition.leader_epoch:
+            return []
+        replies = self._unload(tp.partition) if led is not None else []
+        return replies + self._load(tp.partition, partition)
+
+    def _load(self, index: int, partition: Partition) -> list[Reply]:
+        coordinator = GroupCoordinator(self._config(), self._rng, self._counts())
+        try:
+            loaded = replay_encoded(_log_records(partition))
+        except ZlogError as error:
+            log.error("offsets partition %d does not load: %s", index, error)
+            return []
+        led = _Led(coordinator, partition.leader_epoch, partition.log.log_end_offset)
+        self._led[index] = led
+        log.info("coordinating offsets partition %d (epoch %d): %d groups", index,
+                 partition.leader_epoch, len(loaded.groups))
+        return self._carry_out(index, coordinator.load(loaded, self._wall_ms()),
+                               self._wall_ms())
+
+    def _unload(self, index: int) -> list[Reply]:
+        led = self._led.pop(index)
+        replies: list[Reply] = []
+        for identity, header in led.parked.values():
+            replies.append(_not_coordinator(identity, header))
+        for waiting in [w for w in self._waiting if any(p == index for p, _ in w.until)]:
+            self._waiting.remove(waiting)
+            replies.append(_not_coordinator(waiting.identity, waiting.header))
+        return replies
+
+    def drain(self) -> list[Reply]:
+        """Shutdown: every parked or unreleased request hears NOT_COORDINATOR."""
+        replies: list[Reply] = []
+        for index in sorted(self._led):
+            replies += self._unload(index)
+        return replies
+
+    # ------------------------------------------------------------------ requests
+
+    def handle(self, identity: bytes, header: RequestHeader, request: GroupRequest,
+               now_ms: int) -> list[Reply]:
+        del now_ms  # the coordinator runs on wall time: commit times outlive the process
+        wall_ms = self._wall_ms()
+        if isinstance(request, ListGroupsRequest):
+            return self._fan_out(identity, header, request, sorted(self._led), wall_ms)
+        if isinstance(request, DescribeGroupsRequest | DeleteGroupsRequest):
+            by_partition: dict[int, list[str]] = {}
+            for group_id in request.group_ids:
+                by_partition.setdefault(self._partition_of(group_id), []).append(group_id)
+            if len(by_partition) > 1 or not set(by_partition) <= set(self._led):
+                return self._fan_out(identity, header, request, sorted(by_partition), wall_ms)
+        index = self._partition_of(request.group_id if hasattr(request, "group_id") else "")
+        led = self._led.get(index)
+        if led is None:
+            return [_not_coordinator(identity, header, request)]
+        request_id = next(self._request_ids)
+        led.parked[request_id] = (identity, header)
+        return self._carry_out(index, led.coordinator.handle(
+            replace(request, request_id=request_id), wall_ms), wall_ms)
+
+    def _partition_of(self, group_id: str) -> int:
+        counts = self.settings.partition_counts if self.settings is not None else {}
+        count = counts.get(OFFSETS_TOPIC)
+        return -1 if count is None else partition_for(group_id, count)
+
+    def _fan_out(self, identity: bytes, header: RequestHeader,
+                 request: ListGroupsRequest | DescribeGroupsRequest | DeleteGroupsRequest,
+                 indexes: list[int], wall_ms: int) -> list[Reply]:
+        """A request over several offsets partitions: each coordinator answers its part at
+        once (these are never parked) and the merged answer waits for every part's HW."""
+        parts: list[GroupResponse] = []
+        until: list[tuple[int, int]] = []
+        replies: list[Reply] = []
+        for index in indexes:
+            led = self._led.get(index)
+            if isinstance(request, ListGroupsRequest):
+                part: GroupRequest = request
+            else:
+                ids = tuple(g for g in request.group_ids if self._partition_of(g) == index)
+                part = replace(request, group_ids=ids)
+            if led is None:
+                parts.append(error_response(part, ErrorCode.NOT_COORDINATOR))
+                continue
+            out = led.coordinator.handle(replace(part, request_id=0), wall_ms)
+            replies += self._append_records(index, out, wall_ms)
+            assert len(out.replies) == 1, "list, describe and delete are never parked"
+            parts.append(out.replies[0][1])
+            until.append((index, led.last_written))
+        self._waiting.append(_Waiting(identity, header, _merged(request, parts), until))
+        return replies + self.release()
+
+    # ------------------------------------------------------------------ outputs
+
+    def _carry_out(self, index: int, out: Output, wall_ms: int) -> list[Reply]:
+        led = self._led.get(index)
+        if led is None:
+            return []
+        replies = self._append_records(index, out, wall_ms)
+        if self._led.get(index) is not led:  # the append failed: the coordinator reloaded
+            return replies
+        for request_id, response in out.replies:
+            parked = led.parked.pop(request_id, None)
+            if parked is not None:
+                self._waiting.append(_Waiting(*parked, response, [(index, led.last_written)]))
+        return replies + self.release()
+
+    def _append_records(self, index: int, out: Output, wall_ms: int) -> list[Reply]:
+        led = self._led[index]
+        if not out.records:
+            return []
+        records = []
+        for record in out.records:
+            key, value = encode_record(record)
+            records.append(NewRecord(value, key, record.headers))
+        batch = build_batch(records, base_timestamp_ms=wall_ms)
+        tp = TopicPartition(OFFSETS_TOPIC, index)
+        outcome, replies = self._append(tp, batch)
+        if outcome.error_code != ErrorCode.NONE:
+            log.warning("offsets partition %d: append failed (%s); reloading", index,
+                        outcome.error_message)
+            replies += self._unload(index)
+            partition = self._partitions.get(tp)
+            if partition is not None and partition.is_leader:
+                replies += self._load(index, partition)
+            return replies
+        led.last_written = outcome.required_offset
+        return replies
+
+    def release(self) -> list[Reply]:
+        """The replies whose writes the high watermark now covers."""
+        if not self._waiting:
+            return []
+        replies: list[Reply] = []
+        for waiting in list(self._waiting):
+            if all(self._committed(index, offset) for index, offset in waiting.until):
+                self._waiting.remove(waiting)
+                replies.append((waiting.identity, encode_response(waiting.header,
+                                                                  waiting.response)))
+        return replies
+
+    def _committed(self, index: int, offset: int) -> bool:
+        partition = self._partitions.get(TopicPartition(OFFSETS_TOPIC, index))
+        return partition is not None and partition.high_watermark >= offset
+
+    # ------------------------------------------------------------------ timers
+
+    def on_timer(self) -> list[Reply]:
+        wall_ms = self._wall_ms()
+        replies: list[Reply] = []
+        for index, led in sorted(self._led.items()):
+            deadline = led.coordinator.next_deadline_ms()
+            if deadline is not None and deadline <= wall_ms:
+                replies += self._carry_out(index, led.coordinator.advance(wall_ms), wall_ms)
+        return replies + self.release()
+
+    def ms_to_next_timer(self) -> int | None:
+        deadlines = [d for led in self._led.values()
+                     if (d := led.coordinator.next_deadline_ms()) is not None]
+        return None if not deadlines else max(min(deadlines) - self._wall_ms(), 0)
+
+
+def _log_records(partition: Partition) -> Iterator[tuple[Buffer, Buffer | None,
+                                                         tuple[tuple[str, bytes], ...]]]:
+    """Every record of the partition's log, start to end (not only to the HW: the new
+    leader's log is the partition's future)."""
+    offset = partition.log.log_start_offset
+    end = partition.log.log_end_offset
+    while offset < end:
+        chunks = partition.log.read(offset, LOAD_READ_BYTES, None)
+        if not chunks:
+            raise ZlogError(ErrorCode.CORRUPT_MESSAGE, f"no batch holds offset {offset}")
+        for chunk in chunks:
+            position = 0
+            while position < chunk.nbytes:
+                header = read_header(chunk, position)
+                for record in read_records(chunk[position:position + header.size_bytes]):
+                    if record.key is None:
+                        raise ZlogError(ErrorCode.CORRUPT_MESSAGE,
+                                        f"offsets record at {record.offset} has no key")
+                    yield record.key, record.value, tuple(
+                        (name, value or b"") for name, value in record.headers)
+                position += header.size_bytes
+                offset = header.last_offset + 1
+
+
+def _merged(request: ListGroupsRequest | DescribeGroupsRequest | DeleteGroupsRequest,
+            parts: list[GroupResponse]) -> GroupResponse:
+    if isinstance(request, ListGroupsRequest):
+        lists = [p for p in parts if isinstance(p, ListGroupsResponse)]
+        error = next((p.error for p in lists if p.error != ErrorCode.NONE), ErrorCode.NONE)
+        return ListGroupsResponse(error, tuple(g for p in lists for g in p.groups))
+    if isinstance(request, DescribeGroupsRequest):
+        found: dict[str, GroupDescription] = {
+            g.group_id: g for p in parts if isinstance(p, DescribeGroupsResponse)
+            for g in p.groups}
+        return DescribeGroupsResponse(tuple(found[g] for g in request.group_ids))
+    results = {g: code for p in parts if isinstance(p, DeleteGroupsResponse)
+               for g, code in p.results}
+    return DeleteGroupsResponse(tuple((g, results[g]) for g in request.group_ids))
+
+
+def _not_coordinator(identity: bytes, header: RequestHeader,
+                     request: GroupRequest | None = None) -> Reply:
+    """NOT_COORDINATOR in the request's own response type (the client rediscovers)."""
+    if request is None:
+        return identity, encode_error_response(header, ErrorCode.NOT_COORDINATOR,
+                                               "this worker no longer coordinates the group")
+    return identity, encode_response(header, error_response(
+        request, ErrorCode.NOT_COORDINATOR, "this worker does not coordinate the group"))
