@@ -24,6 +24,8 @@ from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.transport.group_messages import (
     GROUP_RESPONSE_TYPES,
+    DeleteGroupsResponse,
+    DescribeGroupsResponse,
     FindCoordinatorRequestV0,
     FindCoordinatorResponseV0,
     GroupRequest,
@@ -47,9 +49,16 @@ RETRY_CODES: Final = MOVED_CODES | {
 
 
 def response_error(response: GroupResponse) -> ErrorCode:
-    """The top-level error of a group response (NONE for those that carry none)."""
-    error = getattr(response, "error", ErrorCode.NONE)
-    return ErrorCode(error)
+    """The top-level error of a group response; for DescribeGroups and DeleteGroups, which
+    answer per group, a per-group error that sends the caller elsewhere (the coordinator
+    moved between FindCoordinator and the call) counts as one."""
+    if isinstance(response, DescribeGroupsResponse):
+        codes = [ErrorCode(group.error) for group in response.groups]
+    elif isinstance(response, DeleteGroupsResponse):
+        codes = [ErrorCode(code) for _, code in response.results]
+    else:
+        return ErrorCode(response.error)
+    return next((code for code in codes if code in RETRY_CODES), ErrorCode.NONE)
 
 
 class CoordinatorLink:
