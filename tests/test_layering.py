@@ -2,7 +2,9 @@
 
 Data moves client -> transport -> broker -> shm_segments; `record`, `raft` and `transport`
 import nothing else of zlog but the small shared modules, and `shm_segments` only `record`.
-The client reads the ring directly in one module only, `client/local_ring.py`. Pure modules
+The client reads the ring directly in one module only, `client/local_ring.py`. The pure
+group modules (assignors, the ConsumerProtocol bytes) are shared by the coordinator and the
+client, as `record` is by the producer and the broker. Pure modules
 (the Raft core, the record format, the ring layout, retention) import no I/O, clocks or
 sockets, so they can be tested deterministically.
 """
@@ -22,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "raft": set(),
     "transport": set(),
     "groups": {"zlog.transport"},
-    "client": {"zlog.record", "zlog.transport", "zlog.shm_segments"},
+    "client": {"zlog.record", "zlog.transport", "zlog.shm_segments", "zlog.groups"},
     "broker": {"zlog.record", "zlog.shm_segments", "zlog.raft", "zlog.groups", "zlog.transport"},
     "spark": {"zlog.client"},
 }

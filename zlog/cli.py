@@ -11,7 +11,11 @@
                        [--format F | --print-key | --json] [--max-messages N]
                        [--timeout-ms T]                             records to stdout
                        [--local [--prefer-local-replica] [--client-rack R] [--ring-dir D]]
+                       [--group G]                                  join group G
     zlog offsets TOPIC
+    zlog group list | describe G | delete G
+    zlog group reset-offsets G --topic T (--to-earliest | --to-latest | --to-offset N |
+                             --to-datetime ISO | --shift-by N) [--execute]
     zlog cluster status
     zlog --version
 
@@ -32,7 +36,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
 import zlog
-from zlog import cli_cluster
+from zlog import cli_cluster, cli_groups
 from zlog.cli_records import (
     FORMAT_TOKENS,
     NULL_TEXT_DEFAULT,
@@ -193,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="start at this offset")
     consume.add_argument("--partition", type=_non_negative_int, default=None, metavar="P",
                          help="only this partition (default: all)")
+    consume.add_argument("--group", default=None, metavar="G",
+                         help="join consumer group G: read the partitions its coordinator "
+                              "assigns, from the group's committed offsets, committing as it goes")
     consume.add_argument("--max-messages", type=_positive_int, default=None, metavar="N",
                          help="stop after this many records (default: never)")
     consume.add_argument("--timeout-ms", type=_non_negative_int, default=None, metavar="MS",
@@ -225,6 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--ring-dir", default=None, metavar="DIR",
                          help="with --local: only rings in this directory (one broker's "
                               "--ring-dir) are this host's")
+
+    cli_groups.add_parsers(commands, _command)
 
     offsets = _command(commands, "offsets", "log start and high watermark per partition",
                        _offsets)
@@ -460,10 +469,17 @@ def _consume(args: argparse.Namespace) -> int:
 
     formatter = _formatter(args)
     reset = "earliest" if args.from_beginning else "latest"
+    if args.group is not None and (args.partition is not None or args.offset is not None):
+        raise ZlogError(ErrorCode.INVALID_REQUEST, "--group reads what the group's coordinator "
+                        "assigns: it does not mix with --partition or --offset")
     with Consumer(args.bootstrap, auto_offset_reset=reset,
                   request_timeout_ms=args.request_timeout_ms, local=args.local,
                   prefer_local_replica=args.prefer_local_replica, client_rack=args.client_rack,
-                  ring_dir=args.ring_dir) as consumer:
+                  ring_dir=args.ring_dir, group_id=args.group) as consumer:
+        if args.group is not None:
+            consumer.subscribe([args.topic])
+            return _print_records(consumer, formatter, args.max_messages, args.timeout_ms,
+                                  sys.stdout.buffer)
         if args.partition is not None:
             partitions = [args.partition]
         else:

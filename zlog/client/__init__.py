@@ -1,7 +1,9 @@
 """The zlog client library: Producer, Consumer and Admin over zlog's ZeroMQ transport.
 
 producer.py (+ accumulator.py, partitioner.py, sender.py and its partition_sends.py,
-deferred_sends.py, wakeable_poll.py), consumer.py (+ fetch_buffer.py, local_ring.py), admin.py,
+deferred_sends.py, wakeable_poll.py), consumer.py (+ fetch_buffer.py, local_ring.py; in a group
+group_membership.py, group_member.py, group_settings.py), admin.py (+ admin_groups.py),
+group_coordinator.py and group_offsets.py (the way to a group's coordinator, its offsets),
 cluster.py (metadata and connections), records.py (the public records).
 """
 
@@ -13,6 +15,9 @@ from zlog.client.records import (
     ClusterDescription,
     ConfigEntry,
     ConsumerRecord,
+    GroupDescription,
+    GroupListing,
+    GroupMemberDescription,
     NewTopic,
     OffsetAndTimestamp,
     RecordMetadata,
@@ -31,6 +36,9 @@ __all__ = [
     "ConfigEntry",
     "Consumer",
     "ConsumerRecord",
+    "GroupDescription",
+    "GroupListing",
+    "GroupMemberDescription",
     "NewTopic",
     "OffsetAndTimestamp",
     "Producer",

@@ -12,11 +12,14 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, TypeVar
 
+from zlog.client.admin_groups import GroupAdmin
 from zlog.client.cluster import Connections
 from zlog.client.records import (
     BrokerDescription,
     ClusterDescription,
     ConfigEntry,
+    GroupDescription,
+    GroupListing,
     NewTopic,
     OffsetAndTimestamp,
     PartitionDescription,
@@ -121,6 +124,7 @@ class Admin:
                  request_timeout_ms: int = 30_000) -> None:
         self.request_timeout_ms = request_timeout_ms
         self._connections = Connections(bootstrap)
+        self._groups = GroupAdmin(self._connections, request_timeout_ms)
 
     def create_topics(self, topics: Sequence[NewTopic], *, validate_only: bool = False,
                       raise_on_error: bool = True) -> dict[str, ZlogError | None]:
@@ -327,6 +331,30 @@ class Admin:
                 answers[TopicPartition(topic, result.partition)] = OffsetAndTimestamp(
                     result.offset, result.timestamp)
         return answers
+
+    # -- consumer groups (admin_groups.py) ----------------------------------------------
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every consumer group, sorted by id."""
+        return self._groups.list_groups()
+
+    def describe_groups(self, group_ids: Sequence[str]) -> list[GroupDescription]:
+        """State, protocol and members with their assignments; an unknown group is "Dead"."""
+        return self._groups.describe_groups(group_ids)
+
+    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ZlogError | None]:
+        """Delete groups without members (and their offsets); each one's error or None."""
+        return self._groups.delete_groups(group_ids)
+
+    def list_group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        """The group's committed offset of every partition it committed."""
+        return self._groups.list_group_offsets(group_id)
+
+    def alter_group_offsets(self, group_id: str,
+                            offsets: Mapping[TopicPartition, int]) -> None:
+        """Set committed offsets; NON_EMPTY_GROUP while the group has members."""
+        self._groups.alter_group_offsets(
+            group_id, {TopicPartition(*tp): offset for tp, offset in offsets.items()})
 
     # -- helpers --------------------------------------------------------------------------
 

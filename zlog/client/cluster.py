@@ -178,6 +178,10 @@ class MetadataCache:
                                   for p in ordered if p.ring_path and p.leader >= 0)
         return errors
 
+    def topic_names(self) -> list[str]:
+        """The topics known, sorted."""
+        return sorted(self._topics)
+
     def topic(self, name: str) -> TopicInfo | None:
         return self._topics.get(name)
 

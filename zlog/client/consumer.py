@@ -35,8 +35,14 @@ connection) never reach the caller: the partition backs off `retry_backoff_ms`, 
 is asked again, and `poll` keeps trying within its own timeout (an empty answer at worst).
 `position`, `list_offsets` and `latest` retry the same way within `request_timeout_ms`.
 
-`group_id` is accepted and kept for the consumer groups to come; offsets are not committed
-yet, so a restarted consumer starts from `auto_offset_reset` or from where it `seek`s.
+Consumer groups (`group_id` and `subscribe`): the group's coordinator hands out the
+partitions (the server-side protocol, docs/groups.md "Client"); a background thread heartbeats
+(zlog.client.group_membership) and `poll` applies each change on the caller's thread: revoked
+partitions are committed (with auto commit) and handed to `on_revoke` before new ones are
+fetched from their committed offsets (`auto_offset_reset` where there is none). Auto commit
+commits the positions every `auto_commit_interval_ms` at the start of a poll, before a
+revocation and in `close`, which also leaves the group at once. Without `subscribe` a consumer
+reads what it `assign`s, as before; with a `group_id` it may still `commit` (as a simple member).
 
 One module, one class: positions, pending resets, fetches in flight, buffers, backoffs and
 local rings are a single per-partition state that every path on the caller's thread reads and
@@ -46,8 +52,10 @@ moves, so a split would pass that state across modules rather than separate conc
 from __future__ import annotations
 
 import logging
+import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -55,6 +63,11 @@ import zmq
 
 from zlog.client.cluster import Connections
 from zlog.client.fetch_buffer import PartitionBuffer, batches_from_chunk
+from zlog.client.group_coordinator import CoordinatorLink
+from zlog.client.group_member import Reconciliation
+from zlog.client.group_membership import GroupMembership, commit_from_elsewhere
+from zlog.client.group_offsets import commit_offsets, fetch_committed
+from zlog.client.group_settings import GroupSettings, PartitionsCallback, RebalanceCallbacks
 from zlog.client.local_replicas import (
     LocalReplicaPolicy,
     RingChoice,
@@ -156,6 +169,13 @@ class Consumer:
         ring_dir: str | Path | None = None,
         client_rack: str | None = None,
         prefer_local_replica: bool = False,
+        group_protocol: str = "consumer",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        session_timeout_ms: int = 45_000,
+        max_poll_interval_ms: int = 300_000,
+        group_instance_id: str | None = None,
+        client_id: str = "zlog-consumer",
     ) -> None:
         if local_spin_us < 0:
             raise ZlogError(ErrorCode.INVALID_CONFIG,
@@ -167,7 +187,18 @@ class Consumer:
                             f"auto_offset_reset must be earliest, latest or none, "
                             f"not {auto_offset_reset!r}")
         self.auto_offset_reset = auto_offset_reset
-        self.group_id = group_id  # kept for consumer groups; commits are not supported yet
+        self.group_id = group_id
+        self._group_settings = GroupSettings.checked(
+            group_id, group_protocol=group_protocol, enable_auto_commit=enable_auto_commit,
+            auto_commit_interval_ms=auto_commit_interval_ms,
+            session_timeout_ms=session_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
+            group_instance_id=group_instance_id, client_id=client_id)
+        self._bootstrap = bootstrap
+        self._membership: GroupMembership | None = None
+        self._callbacks = RebalanceCallbacks()
+        self._next_auto_commit_ms = 0
+        self._simple_link: CoordinatorLink | None = None
+        self._async_commits: ThreadPoolExecutor | None = None
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_bytes = fetch_max_bytes
@@ -212,6 +243,13 @@ class Consumer:
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Read exactly these partitions (replaces the previous assignment)."""
+        if self._membership is not None:
+            raise ZlogError(ErrorCode.INVALID_REQUEST,
+                            "this consumer subscribed to a group: its coordinator assigns the "
+                            "partitions (assign() and subscribe() do not mix)")
+        self._set_assignment(partitions)
+
+    def _set_assignment(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         wanted = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
         for tp in list(self._positions):
             if tp not in wanted:
@@ -263,6 +301,160 @@ class Consumer:
         """The high watermark seen in the last fetch answer for `tp` (None before one)."""
         return self._high_watermarks.get(TopicPartition(*tp))
 
+    # -- consumer groups --------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | None = None,
+                  on_assign: PartitionsCallback | None = None,
+                  on_revoke: PartitionsCallback | None = None,
+                  on_lost: PartitionsCallback | None = None) -> None:
+        """Join the group `group_id` for `topics` (or every topic whose name matches the
+        regular expression `pattern` now); its coordinator assigns the partitions, applied
+        at the next polls. The callbacks run on the poll thread (see RebalanceCallbacks)."""
+        settings = self._group_settings
+        group_id = settings.required_group_id("subscribe()")
+        if (topics is None) == (pattern is None):
+            raise ZlogError(ErrorCode.INVALID_REQUEST, "subscribe to topics or to a pattern")
+        if self._assignment and self._membership is None:
+            raise ZlogError(ErrorCode.INVALID_REQUEST, "this consumer reads assigned "
+                            "partitions: subscribe() and assign() do not mix")
+        wanted = sorted(set(topics)) if topics is not None else self._matching(pattern or "")
+        if not wanted:
+            raise ZlogError(ErrorCode.INVALID_REQUEST,
+                            f"no topic matches {pattern!r}" if pattern else "no topic named")
+        self._callbacks = RebalanceCallbacks(on_assign, on_revoke, on_lost)
+        if self._membership is None:
+            self._membership = GroupMembership(
+                self._bootstrap, group_id, group_instance_id=settings.group_instance_id,
+                session_timeout_ms=settings.session_timeout_ms,
+                max_poll_interval_ms=settings.max_poll_interval_ms,
+                request_timeout_ms=self.request_timeout_ms,
+                retry_backoff_ms=self.retry_backoff_ms, client_id=settings.client_id)
+        self._membership.subscribe(wanted)
+        self._next_auto_commit_ms = self._clock.monotonic_ms() + settings.auto_commit_interval_ms
+
+    def _matching(self, pattern: str) -> list[str]:
+        try:
+            compiled = re.compile(pattern)
+        except re.error as error:
+            raise ZlogError(ErrorCode.INVALID_REQUEST,
+                            f"bad topic pattern {pattern!r}: {error}") from None
+        self._connections.refresh(None, self.request_timeout_ms)
+        return sorted(t for t in self._connections.metadata.topic_names()
+                      if compiled.fullmatch(t))
+
+    def commit(self, offsets: Mapping[TopicPartition | tuple[str, int], int] | None = None,
+               ) -> None:
+        """Commit `offsets` (the next offset to read per partition), by default the position
+        of every assigned partition; waits for the coordinator. Retriable errors are retried
+        within request_timeout_ms; a refusal raises its Kafka code."""
+        wanted = self._offsets_to_commit(offsets)
+        if self._membership is not None:
+            self._membership.commit(wanted)
+        else:
+            commit_offsets(self._simple_coordinator(), wanted)
+
+    def commit_async(self, offsets: Mapping[TopicPartition | tuple[str, int], int] | None = None,
+                     ) -> Future[None]:
+        """`commit` from another thread (its own connections), in order; the Future holds the
+        outcome."""
+        wanted = self._offsets_to_commit(offsets)
+        if self._async_commits is None:
+            self._async_commits = ThreadPoolExecutor(1, thread_name_prefix="zlog-commit")
+        membership = self._membership
+        if membership is not None:
+            return self._async_commits.submit(membership.commit_elsewhere, wanted)
+        settings = self._group_settings
+        group_id = settings.required_group_id("commit_async()")
+        return self._async_commits.submit(commit_from_elsewhere, self._bootstrap, group_id,
+                                          wanted, self.request_timeout_ms,
+                                          self.retry_backoff_ms)
+
+    def committed(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None,
+                  ) -> dict[TopicPartition, int | None]:
+        """The group's committed offset of each partition (None: none committed); by
+        default of the assigned partitions."""
+        wanted = [TopicPartition(*tp) for tp in (self._assignment if partitions is None
+                                                 else partitions)]
+        if self._membership is not None:
+            found = self._membership.committed(wanted)
+        else:
+            found = fetch_committed(self._simple_coordinator(), wanted)
+        return {tp: found.get(tp) for tp in wanted}
+
+    def _offsets_to_commit(self, offsets: Mapping[TopicPartition | tuple[str, int], int] | None,
+                           ) -> dict[TopicPartition, int]:
+        self._group_settings.required_group_id("commit()")
+        if offsets is not None:
+            return {TopicPartition(*tp): offset for tp, offset in offsets.items()}
+        return {tp: position for tp in self._assignment
+                if (position := self._positions.get(tp)) is not None}
+
+    def _simple_coordinator(self) -> CoordinatorLink:
+        if self._simple_link is None:
+            self._simple_link = CoordinatorLink(
+                self._connections, self._group_settings.required_group_id("commit()"),
+                request_timeout_ms=self.request_timeout_ms,
+                retry_backoff_ms=self.retry_backoff_ms)
+        return self._simple_link
+
+    def _group_poll(self) -> None:
+        """At the start of a poll: apply what the coordinator changed, auto commit."""
+        membership = self._membership
+        if membership is None:
+            return
+        work = membership.polled()
+        if work is not None:
+            self._reconcile(membership, work)
+        settings = self._group_settings
+        now_ms = self._clock.monotonic_ms()
+        if settings.enable_auto_commit and now_ms >= self._next_auto_commit_ms:
+            self._next_auto_commit_ms = now_ms + settings.auto_commit_interval_ms
+            self._auto_commit(membership, self._assignment)
+
+    def _reconcile(self, membership: GroupMembership, work: Reconciliation) -> None:
+        """Lost, then revoked (committed first), then assigned (from committed offsets)."""
+        kept = [tp for tp in self._assignment if tp not in work.lost and tp not in work.revoke]
+        if work.lost:
+            self._set_assignment(kept)
+            self._callbacks.lost(set(work.lost))
+        if work.revoke:
+            if self._group_settings.enable_auto_commit:
+                self._auto_commit(membership, sorted(work.revoke))
+            self._callbacks.revoked(set(work.revoke))
+            self._set_assignment(kept)
+        if work.assign:
+            committed = membership.committed(work.assign)
+            self._set_assignment([*kept, *sorted(work.assign)])
+            for tp, offset in committed.items():
+                self._positions[tp] = offset
+            self._callbacks.assigned(set(work.assign))
+        membership.done(work)
+
+    def _auto_commit(self, membership: GroupMembership,
+                     partitions: Iterable[TopicPartition]) -> None:
+        """Commit the positions of `partitions`; a refusal is logged, not raised (the next
+        owner reads from the last commit that did go through)."""
+        offsets = {tp: position for tp in partitions
+                   if (position := self._positions.get(tp)) is not None}
+        if not offsets:
+            return
+        try:
+            membership.commit(offsets)
+        except ZlogError as error:
+            log.warning("group %s: auto commit failed: %s", self.group_id, error)
+
+    def _leave_group(self) -> None:
+        membership = self._membership
+        if membership is None:
+            return
+        self._membership = None
+        try:
+            if self._group_settings.enable_auto_commit:
+                self._auto_commit(membership, self._assignment)
+            self._callbacks.revoked(set(self._assignment))
+        finally:
+            membership.close()
+
     # -- polling --------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int = 0, max_records: int = MAX_POLL_RECORDS_DEFAULT) -> (
@@ -271,6 +463,7 @@ class Consumer:
         """Records at the positions, waiting up to timeout_ms for some to arrive."""
         assert max_records > 0
         self._bulk = False
+        self._group_poll()
         deadline_ms = self._clock.monotonic_ms() + max(timeout_ms, 0)
         while True:
             records = self._take_records(max_records)
@@ -290,6 +483,7 @@ class Consumer:
         `max_partition_fetch_bytes`: a reader that takes whole batches gains from big fetches.
         """
         self._bulk = True
+        self._group_poll()
         deadline_ms = self._clock.monotonic_ms() + max(timeout_ms, 0)
         while True:
             batches: list[tuple[TopicPartition, BatchView]] = []
@@ -812,8 +1006,18 @@ class Consumer:
             ring.close()
 
     def close(self) -> None:
+        """Commit (with auto commit), hand the partitions to on_revoke, leave the group."""
+        if not self._closed:
+            try:
+                self._leave_group()
+            finally:
+                self._close_connections()
+
+    def _close_connections(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._async_commits is not None:
+                self._async_commits.shutdown(wait=True)
             for ring in self._rings.values():
                 ring.close()
             self._rings.clear()

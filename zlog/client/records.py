@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from zlog.types import TopicPartition
+
 
 @dataclass(frozen=True, slots=True)
 class RecordMetadata:
@@ -119,3 +121,31 @@ class OffsetAndTimestamp:
 
     offset: int
     timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    state: str
+    group_type: str  # "consumer" (server-side protocol) or "classic"
+    protocol_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...]  # empty while the group is rebalancing (classic)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str  # "Dead" for a group that does not exist (Kafka's answer)
+    group_type: str
+    protocol_type: str
+    protocol: str  # the assignor
+    epoch: int  # generation (classic) or group epoch (server-side)
+    members: tuple[GroupMemberDescription, ...]

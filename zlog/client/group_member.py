@@ -1,0 +1,332 @@
+"""One member of a server-side consumer group (GroupHeartbeat), as pure state.
+
+The coordinator does all the assigning (docs/groups.md §7); what is left to a member is what
+this class decides, with no sockets, threads or clocks (time is always `now_ms`, as in the
+coordinator's core):
+
+* what the next heartbeat carries: a join (epoch 0) and the first heartbeat after a failure
+  are *full* (subscribed topics, rebalance timeout, owned partitions); otherwise a field is
+  sent only when it changed since the coordinator last acknowledged it;
+* when it is due: the heartbeat interval from the last reply after it, at once after the
+  application finished a reconciliation (so the coordinator hands out the next partitions
+  without waiting an interval), `retry_backoff_ms` after a failure;
+* how a reply moves the member: a new assignment is a target the application reconciles
+  toward, **revoking first** (commit, `on_revoke`) and only then assigning; FENCED_MEMBER_EPOCH
+  and UNKNOWN_MEMBER_ID mean the partitions are *lost* (dropped without a commit, since
+  another member may own them already) and the member rejoins with epoch 0 under the same id
+  once the application has dropped them;
+* self-fencing: a member that heard nothing good from its coordinator for a session timeout
+  has been fenced there, so it drops its partitions and rejoins rather than consume
+  partitions that may already belong to someone else;
+* `max_poll_interval_ms` (KIP-62): a member whose application stopped polling leaves the
+  group (epoch -1, or -2 for a static member, whose partitions then wait for it) and rejoins
+  at its next poll.
+
+The Consumer drives it from two threads under one lock: a background thread sends the
+heartbeats, and the poll thread takes each `Reconciliation` and reports `reconciled()`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from zlog.errors import ErrorCode, ZlogError, for_code
+from zlog.transport.group_messages import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    GroupHeartbeatRequest,
+    GroupHeartbeatResponse,
+)
+from zlog.types import TopicPartition
+
+HEARTBEAT_INTERVAL_MS_DEFAULT: Final = 1_000
+"""Until the coordinator's first reply names its `group.consumer.heartbeat.interval.ms`."""
+
+FENCING_CODES: Final = frozenset({ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID})
+"""The coordinator no longer counts this member as holding its partitions: drop, rejoin."""
+
+REDISCOVER_CODES: Final = frozenset({
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.REQUEST_TIMED_OUT,
+})
+"""Find the coordinator again, then send a full heartbeat."""
+
+RETRY_SAME_CODES: Final = frozenset({
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNRELEASED_INSTANCE_ID,
+})
+"""Ask the same coordinator again after a backoff (it is loading; the old holder of this
+static instance id has not left yet)."""
+
+
+class MemberState(enum.Enum):
+    UNSUBSCRIBED = "unsubscribed"
+    """Not in the group: nothing subscribed yet, or left."""
+    JOINING = "joining"
+    """Epoch 0 to send (first join, or rejoin after fencing)."""
+    STABLE = "stable"
+    """Joined; heartbeats on the interval."""
+    DROPPING = "dropping"
+    """Fenced, self-fenced or out of its poll interval: waits for the application to drop
+    every partition before it rejoins."""
+    STALE = "stale"
+    """Left because the application stopped polling; rejoins at its next poll."""
+    FAILED = "failed"
+    """A fatal error (a bad request, the group of another protocol): raised to the caller."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    """What the application must do to its partitions, in this order.
+
+    `lost` first (no commit: they may belong to another member already), then `revoke`
+    (commit their positions, then `on_revoke`), then `assign` (fetch their committed
+    offsets, then `on_assign`). Then it calls `ServerSideMember.reconciled`.
+    """
+
+    lost: frozenset[TopicPartition] = frozenset()
+    revoke: frozenset[TopicPartition] = frozenset()
+    assign: frozenset[TopicPartition] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class SentHeartbeat:
+    """A heartbeat on its way: `seq` matches its reply to it (a reply to a request sent
+    before a fence or a leave must not move the member)."""
+
+    seq: int
+    request: GroupHeartbeatRequest
+
+
+class ServerSideMember:
+    """The member's side of GroupHeartbeat; see the module docstring."""
+
+    def __init__(self, group_id: str, member_id: str, *, rebalance_timeout_ms: int,
+                 session_timeout_ms: int, group_instance_id: str | None = None,
+                 client_id: str = "", retry_backoff_ms: int = 100) -> None:
+        if not group_id:
+            raise ZlogError(ErrorCode.INVALID_GROUP_ID, "group_id must not be empty")
+        if rebalance_timeout_ms <= 0 or session_timeout_ms <= 0:
+            raise ZlogError(ErrorCode.INVALID_CONFIG,
+                            "max_poll_interval_ms and session_timeout_ms must be positive")
+        self.group_id = group_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.session_timeout_ms = session_timeout_ms
+        """Replaced by the coordinator's in each reply: the silence after which it fences."""
+        self.retry_backoff_ms = retry_backoff_ms
+        self.heartbeat_interval_ms = HEARTBEAT_INTERVAL_MS_DEFAULT
+        self.topics: frozenset[str] = frozenset()
+        self.owned: frozenset[TopicPartition] = frozenset()
+        """What the application holds (its positions, its fetches)."""
+        self.failure: ZlogError | None = None
+        self.needs_coordinator = True
+        """Set until a coordinator is known and after it moved: find it before sending."""
+        self._seq = 0
+        # What one stay in the group knows; _reset sets it.
+        self.state: MemberState
+        self.member_epoch: int
+        self.target: frozenset[TopicPartition]
+        """The coordinator's last assignment to this member."""
+        self._in_flight: int | None
+        self._due_ms: int | None
+        self._full: bool
+        self._acked_topics: frozenset[str] | None
+        self._acked_owned: frozenset[TopicPartition] | None
+        self._heard_ms: int | None  # the last good reply
+        self._reset(MemberState.UNSUBSCRIBED)
+        self._lost: frozenset[TopicPartition] = frozenset()
+        self._reconciling = False
+
+    # -- the application's side ------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str], now_ms: int) -> None:
+        """Join (or change the subscription): the next heartbeat is due at once."""
+        wanted = frozenset(topics)
+        if not wanted:
+            raise ZlogError(ErrorCode.INVALID_REQUEST, "subscribe to at least one topic")
+        self.topics = wanted
+        if self.state in (MemberState.UNSUBSCRIBED, MemberState.STALE):
+            self._start_join(now_ms)
+        elif self.state is not MemberState.DROPPING:
+            self._due_ms = now_ms
+
+    def take_reconciliation(self) -> Reconciliation | None:
+        """The work the application has to do now, once (None: nothing; its owned
+        partitions match the target). Each one taken is answered by `reconciled`."""
+        if self._reconciling:
+            return None
+        if self.state is MemberState.DROPPING or self._lost:
+            lost = self._lost | self.owned
+            if not lost and self.state is not MemberState.DROPPING:
+                return None
+            self._reconciling = True
+            return Reconciliation(lost=lost)
+        if self.state is not MemberState.STABLE or self.owned == self.target:
+            return None
+        self._reconciling = True
+        return Reconciliation(revoke=self.owned - self.target, assign=self.target - self.owned)
+
+    def owned_after(self, work: Reconciliation) -> frozenset[TopicPartition]:
+        return (self.owned - work.lost - work.revoke) | work.assign
+
+    def reconciled(self, work: Reconciliation, now_ms: int) -> None:
+        """The application did `work`: tell the coordinator at once (a revocation frees
+        partitions other members wait for)."""
+        self._reconciling = False
+        self.owned = self.owned_after(work)
+        if work.lost:
+            self._lost = frozenset()
+        if self.state is MemberState.DROPPING:
+            self._start_join(now_ms)
+        elif self.state is MemberState.STABLE:
+            self._due_ms = now_ms
+
+    def polled(self, now_ms: int) -> None:
+        """The application polled: a member that left for being slow rejoins."""
+        if self.state is MemberState.STALE and self.topics and not self._lost:
+            self._start_join(now_ms)
+
+    def leave(self) -> GroupHeartbeatRequest | None:
+        """The request that leaves the group (epoch -1; -2 keeps a static member's partitions
+        for its return), or None when not in it. The member is out from now on."""
+        was_in = self.state in (MemberState.STABLE, MemberState.JOINING, MemberState.DROPPING)
+        request = self._leave_request() if was_in else None
+        self._reset(MemberState.UNSUBSCRIBED)
+        self.topics = frozenset()
+        return request
+
+    # -- the heartbeat thread's side -------------------------------------------------------
+
+    def due_ms(self) -> int | None:
+        """When the next heartbeat should leave (None: nothing to send now)."""
+        if self._in_flight is not None:
+            return None
+        return self._due_ms
+
+    def check_timers(self, now_ms: int, last_poll_ms: int, max_poll_interval_ms: int,
+                     ) -> GroupHeartbeatRequest | None:
+        """Self-fence after a session without a good reply; leave when the application has
+        not polled within max_poll_interval_ms (the leave request to send, if any)."""
+        if self.state is MemberState.STABLE and self._heard_ms is not None \
+                and now_ms - self._heard_ms >= self.session_timeout_ms:
+            self._fence()
+            return None
+        if self.state in (MemberState.STABLE, MemberState.JOINING) \
+                and now_ms - last_poll_ms > max_poll_interval_ms:
+            request = self._leave_request() if self.state is MemberState.STABLE else None
+            self._lost = self._lost | self.owned
+            self._reset(MemberState.STALE)
+            return request
+        return None
+
+    def next_heartbeat(self, now_ms: int) -> SentHeartbeat | None:
+        """The heartbeat to send now, if one is due; it is then in flight until its reply."""
+        due_ms = self.due_ms()
+        if due_ms is None or now_ms < due_ms or self.state not in (
+                MemberState.JOINING, MemberState.STABLE) or self.needs_coordinator:
+            return None
+        joining = self.state is MemberState.JOINING
+        full = joining or self._full
+        topics = None if not full and self.topics == self._acked_topics else self.topics
+        owned = frozenset() if joining else self.owned
+        send_owned = None if not full and owned == self._acked_owned else owned
+        request = GroupHeartbeatRequest(
+            request_id=0, group_id=self.group_id, member_id=self.member_id,
+            member_epoch=JOIN_EPOCH if joining else self.member_epoch,
+            group_instance_id=self.group_instance_id,
+            rebalance_timeout_ms=self.rebalance_timeout_ms if full else None,
+            subscribed_topics=None if topics is None else tuple(sorted(topics)),
+            owned=None if send_owned is None else tuple(sorted(send_owned)),
+            client_id=self.client_id)
+        self._seq += 1
+        self._in_flight = self._seq
+        return SentHeartbeat(self._seq, request)
+
+    def on_response(self, sent: SentHeartbeat, response: GroupHeartbeatResponse,
+                    now_ms: int) -> None:
+        """Apply a reply. Fatal errors are kept in `failure` (raised by the poll thread)."""
+        if sent.seq != self._in_flight:
+            return  # sent before a fence or a leave
+        self._in_flight = None
+        if response.error != ErrorCode.NONE:
+            self._on_error(for_code(response.error, response.message), now_ms)
+            return
+        request = sent.request
+        self._heard_ms = now_ms
+        self._full = False
+        if request.subscribed_topics is not None:
+            self._acked_topics = frozenset(request.subscribed_topics)
+        if request.owned is not None:
+            self._acked_owned = frozenset(request.owned)
+        if response.member_id:
+            self.member_id = response.member_id
+        self.member_epoch = response.member_epoch
+        if response.heartbeat_interval_ms > 0:
+            self.heartbeat_interval_ms = response.heartbeat_interval_ms
+        if response.session_timeout_ms > 0:
+            self.session_timeout_ms = response.session_timeout_ms
+        if self.state is MemberState.JOINING:
+            self.state = MemberState.STABLE
+        if response.assignment is not None:
+            self.target = frozenset(response.assignment)
+        unsent = self.topics != self._acked_topics or self.owned != self._acked_owned
+        self._due_ms = now_ms if unsent else now_ms + self.heartbeat_interval_ms
+
+    def on_failure(self, sent: SentHeartbeat, error: ZlogError, now_ms: int) -> None:
+        """The heartbeat got no reply (timeout, lost connection)."""
+        if sent.seq != self._in_flight:
+            return
+        self._in_flight = None
+        self._on_error(error, now_ms)
+
+    def coordinator_found(self) -> None:
+        self.needs_coordinator = False
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _on_error(self, error: ZlogError, now_ms: int) -> None:
+        if error.code in FENCING_CODES:
+            self._fence()
+        elif error.code in REDISCOVER_CODES:
+            self.needs_coordinator = True
+            self._full = True
+            self._due_ms = now_ms + self.retry_backoff_ms
+        elif error.code in RETRY_SAME_CODES:
+            self._full = True
+            self._due_ms = now_ms + self.retry_backoff_ms
+        else:
+            self.failure = error
+            self._reset(MemberState.FAILED)
+
+    def _fence(self) -> None:
+        """Everything owned is lost; rejoin (same id, epoch 0) once the application dropped it."""
+        self._lost = self._lost | self.owned
+        self._reset(MemberState.DROPPING)
+
+    def _start_join(self, now_ms: int) -> None:
+        self._reset(MemberState.JOINING)
+        self._due_ms = now_ms
+
+    def _leave_request(self) -> GroupHeartbeatRequest:
+        epoch = LEAVE_EPOCH if self.group_instance_id is None else STATIC_LEAVE_EPOCH
+        return GroupHeartbeatRequest(request_id=0, group_id=self.group_id,
+                                     member_id=self.member_id, member_epoch=epoch,
+                                     group_instance_id=self.group_instance_id,
+                                     client_id=self.client_id)
+
+    def _reset(self, state: MemberState) -> None:
+        self.state = state
+        self.member_epoch = JOIN_EPOCH
+        self.target = frozenset()
+        self._in_flight = None
+        self._due_ms = None
+        self._full = True
+        self._acked_topics = None
+        self._acked_owned = None
+        self._heard_ms = None

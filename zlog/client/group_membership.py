@@ -1,0 +1,216 @@
+"""A Consumer's place in its group: the member's state, and the thread that heartbeats for it.
+
+Heartbeats go from a background thread (KIP-62), so an application that takes long between
+two polls is judged by `max_poll_interval_ms` (it leaves the group, and rejoins at its next
+poll) and never by the session timeout, which only a dead process or a lost network runs out.
+Everything that touches the application's partitions happens on the poll thread instead: it
+takes each `Reconciliation` the member asks for, commits, calls the callbacks, moves its
+fetches, and reports `done`. Commits go from the poll thread too, over its own connections
+(a zmq socket belongs to one thread), and always before the heartbeat that releases the
+partitions, so their next owner reads the commit (docs/groups.md, "Client").
+
+Both threads move the pure `ServerSideMember` under one lock and never do I/O while holding it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+
+from zlog.client.cluster import Connections
+from zlog.client.group_coordinator import CoordinatorLink
+from zlog.client.group_member import MemberState, Reconciliation, ServerSideMember
+from zlog.client.group_offsets import commit_offsets, fetch_committed
+from zlog.clock import monotonic_ms
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.group_messages import (
+    NO_GENERATION,
+    GroupHeartbeatRequest,
+    GroupHeartbeatResponse,
+)
+from zlog.types import TopicPartition
+
+log = logging.getLogger("zlog.client.group_membership")
+
+TIMER_CHECK_MS: Final = 100
+"""The heartbeat thread wakes at least this often to check the poll interval and session."""
+LEAVE_TIMEOUT_MS: Final = 2_000
+"""How long close() waits for the coordinator to take note of the leave."""
+
+
+class GroupMembership:
+    """The member, its heartbeat thread, and the poll thread's way to the coordinator."""
+
+    def __init__(self, bootstrap: str | Sequence[str], group_id: str, *,
+                 group_instance_id: str | None, session_timeout_ms: int,
+                 max_poll_interval_ms: int, request_timeout_ms: int, retry_backoff_ms: int,
+                 client_id: str = "zlog-consumer") -> None:
+        self.member = ServerSideMember(
+            group_id, uuid.uuid4().hex, rebalance_timeout_ms=max_poll_interval_ms,
+            session_timeout_ms=session_timeout_ms, group_instance_id=group_instance_id,
+            client_id=client_id, retry_backoff_ms=retry_backoff_ms)
+        self.max_poll_interval_ms = max_poll_interval_ms
+        self.request_timeout_ms = request_timeout_ms
+        self._bootstrap = bootstrap
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closing = threading.Event()
+        self._last_poll_ms = monotonic_ms()
+        self._connections = Connections(bootstrap, retry_backoff_ms=retry_backoff_ms)
+        self.link = CoordinatorLink(self._connections, group_id,
+                                    request_timeout_ms=request_timeout_ms,
+                                    retry_backoff_ms=retry_backoff_ms)
+        self._thread: threading.Thread | None = None
+
+    # -- the poll thread -----------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        with self._lock:
+            self.member.subscribe(topics, monotonic_ms())
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name=f"zlog-heartbeat-{self.member.group_id}")
+            self._thread.start()
+        self._wake.set()
+
+    def polled(self) -> Reconciliation | None:
+        """The application polled: the work it has to do first, if any; a fatal error of
+        the heartbeat thread is raised here."""
+        now_ms = monotonic_ms()
+        with self._lock:
+            self._last_poll_ms = now_ms
+            if self.member.failure is not None:
+                raise self.member.failure
+            self.member.polled(now_ms)
+            work = self.member.take_reconciliation()
+        self._wake.set()
+        return work
+
+    def done(self, work: Reconciliation) -> None:
+        with self._lock:
+            self.member.reconciled(work, monotonic_ms())
+            self.member.polled(monotonic_ms())
+        self._wake.set()
+
+    @property
+    def joined(self) -> bool:
+        with self._lock:
+            return self.member.state is MemberState.STABLE
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit as this member: its epoch and id let the coordinator refuse partitions it
+        no longer holds (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)."""
+        with self._lock:
+            epoch, member_id = self.member.member_epoch, self.member.member_id
+            instance_id = self.member.group_instance_id
+        commit_offsets(self.link, offsets, generation=epoch, member_id=member_id,
+                       group_instance_id=instance_id)
+
+    def commit_elsewhere(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """`commit` from a thread that is neither the poll nor the heartbeat thread."""
+        with self._lock:
+            epoch, member_id = self.member.member_epoch, self.member.member_id
+            instance_id = self.member.group_instance_id
+        commit_from_elsewhere(self._bootstrap, self.member.group_id, offsets,
+                              self.request_timeout_ms, self.member.retry_backoff_ms,
+                              generation=epoch, member_id=member_id,
+                              group_instance_id=instance_id)
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return fetch_committed(self.link, partitions)
+
+    def close(self) -> None:
+        """Leave the group at once (the caller committed and revoked first)."""
+        self._closing.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            leave = self.member.leave()
+        if leave is not None:
+            self._send_leave(self.link, leave)
+        self._connections.close()
+
+    # -- the heartbeat thread --------------------------------------------------------------
+
+    def _run(self) -> None:
+        connections = Connections(self._bootstrap, retry_backoff_ms=self.member.retry_backoff_ms)
+        link = CoordinatorLink(connections, self.member.group_id,
+                               request_timeout_ms=self.request_timeout_ms,
+                               retry_backoff_ms=self.member.retry_backoff_ms)
+        try:
+            while not self._closing.is_set():
+                self._step(link)
+        except Exception:  # the poll thread must hear of it, not find a dead thread
+            log.exception("group %s: the heartbeat thread failed", self.member.group_id)
+            with self._lock:
+                self.member.failure = self.member.failure or ZlogError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR, "the heartbeat thread failed; see the log")
+        finally:
+            connections.close()
+
+    def _step(self, link: CoordinatorLink) -> None:
+        now_ms = monotonic_ms()
+        with self._lock:
+            member = self.member
+            leave = member.check_timers(now_ms, self._last_poll_ms, self.max_poll_interval_ms)
+            active = member.state in (MemberState.JOINING, MemberState.STABLE)
+            find = active and member.needs_coordinator
+            sent = None if find else member.next_heartbeat(now_ms)
+            due_ms = member.due_ms()
+        if leave is not None:
+            log.warning("group %s: no poll for over %d ms (max_poll_interval_ms): leaving the "
+                        "group until the next poll", member.group_id, self.max_poll_interval_ms)
+            self._send_leave(link, leave)
+        if find:
+            self._find(link)
+            return
+        if sent is not None:
+            try:
+                response = link.send_once(sent.request, self.request_timeout_ms)
+            except ZlogError as error:
+                with self._lock:
+                    member.on_failure(sent, error, monotonic_ms())
+                return
+            with self._lock:
+                if isinstance(response, GroupHeartbeatResponse):
+                    member.on_response(sent, response, monotonic_ms())
+            return
+        wait_ms = TIMER_CHECK_MS if due_ms is None else min(max(due_ms - now_ms, 0),
+                                                            TIMER_CHECK_MS)
+        self._wake.wait(wait_ms / 1000)
+        self._wake.clear()
+
+    def _find(self, link: CoordinatorLink) -> None:
+        try:
+            link.find(self.request_timeout_ms)
+        except ZlogError as error:
+            log.debug("group %s: no coordinator yet: %s", self.member.group_id, error)
+            self._closing.wait(self.member.retry_backoff_ms / 1000)
+            return
+        with self._lock:
+            self.member.coordinator_found()
+
+    def _send_leave(self, link: CoordinatorLink, leave: GroupHeartbeatRequest) -> None:
+        try:
+            link.send_once(leave, LEAVE_TIMEOUT_MS)
+        except ZlogError as error:  # its session ends it anyway
+            log.info("group %s: the leave was not acknowledged: %s", self.member.group_id, error)
+
+
+def commit_from_elsewhere(bootstrap: str | Sequence[str], group_id: str,
+                          offsets: Mapping[TopicPartition, int], request_timeout_ms: int,
+                          retry_backoff_ms: int, *, generation: int = NO_GENERATION,
+                          member_id: str = "", group_instance_id: str | None = None) -> None:
+    """A commit over connections of its own (commit_async runs it on another thread)."""
+    connections = Connections(bootstrap, retry_backoff_ms=retry_backoff_ms)
+    try:
+        link = CoordinatorLink(connections, group_id, request_timeout_ms=request_timeout_ms,
+                               retry_backoff_ms=retry_backoff_ms)
+        commit_offsets(link, offsets, generation=generation, member_id=member_id,
+                       group_instance_id=group_instance_id)
+    finally:
+        connections.close()
