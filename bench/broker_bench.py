@@ -4,8 +4,8 @@ One run starts a real broker process (free loopback port, temporary data dir, ri
 /dev/shm) and measures, each phase in its own client process. The throughput phases run twice:
 first with the client's defaults (`Producer(endpoint, acks=1)`, `Consumer(endpoint)`: what a
 user gets, but for acks, pinned to 1 to match the other logs' rows; the default acks=all costs
-nothing more on one replica), then tuned by the flags (`--batch-size`, `--fetch-bytes`, `--linger-ms`,
-`--compression`; keys prefixed `tuned_`), and the run reports defaults / tuned:
+nothing more on one replica), then tuned by the flags (`--batch-size`, `--fetch-bytes`,
+`--linger-ms`, `--compression`; keys prefixed `tuned_`), and the run reports defaults / tuned:
 
 - produce records/s and MB/s with `Producer.send_many` (the fast path: 2-D uint8 arrays of
   `--chunk` rows), and with the per-record `Producer.send`; the clock runs from the first
