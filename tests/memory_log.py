@@ -34,7 +34,9 @@ class MemoryLog:
         self.log_end_offset += header.record_count
         return base
 
-    def append_replicated(self, batch: bytes | memoryview | bytearray) -> int:
+    def append_replicated(
+        self, batch: bytes | memoryview | bytearray, *, defer_flush: bool = False
+    ) -> int:
         header = validate_batch(batch, strict=False, check_crc=True)
         if header.base_offset != self.log_end_offset:
             raise ZlogError(ErrorCode.INVALID_REQUEST,
@@ -43,6 +45,9 @@ class MemoryLog:
         self.batches.append(bytearray(batch))
         self.log_end_offset = header.next_offset
         return header.base_offset
+
+    def tick(self) -> None:
+        """Nothing waits to be moved: every batch is stored when appended."""
 
     def read(
         self, offset: int, max_bytes: int, upto_offset: int | None = None

@@ -214,8 +214,15 @@ class PartitionLog:
         header = batch_header.validate_batch(batch, strict=True, check_crc=False)
         return self._append(batch, header, self.log_end_offset, leader_epoch)
 
-    def append_replicated(self, batch: memoryview | bytes | bytearray) -> int:
-        """Store a batch copied from the leader with its offsets as they are (followers)."""
+    def append_replicated(
+        self, batch: memoryview | bytes | bytearray, *, defer_flush: bool = False
+    ) -> int:
+        """Store a batch copied from the leader with its offsets as they are (followers).
+
+        `defer_flush` leaves the batch in the ring (stored: a restart replays it) for the
+        caller's `tick` to move into the segment: a follower sends its next fetch first, so
+        the segment write overlaps the leader's answer instead of delaying the request.
+        """
         header = batch_header.validate_batch(batch, strict=False, check_crc=False)
         if header.base_offset < self.log_end_offset:
             raise ZlogError(
@@ -223,7 +230,7 @@ class PartitionLog:
                 f"replicated batch at offset {header.base_offset} is below the log end "
                 f"{self.log_end_offset}; truncate first",
             )
-        return self._append(batch, header, None, None)
+        return self._append(batch, header, None, None, defer_flush=defer_flush)
 
     def _append(
         self,
@@ -231,8 +238,11 @@ class PartitionLog:
         header: batch_header.BatchHeader,
         base_offset: int | None,
         leader_epoch: int | None,
+        *,
+        defer_flush: bool = False,
     ) -> int:
-        """Copy into the ring (CRC checked on the ring's copy), then flush per the policy."""
+        """Copy into the ring (CRC checked on the ring's copy), then flush per the policy
+        (or leave it there for the caller's `tick` when `defer_flush`)."""
         assert not self._closed, "append on a closed log"
         size_bytes = len(batch)
         if size_bytes > self.config.max_message_bytes:
@@ -254,7 +264,9 @@ class PartitionLog:
             self._append_directly(batch, base_offset, leader_epoch)
         else:
             position = self._ring_append(batch, meta.next_offset, base_offset, leader_epoch)
-            if self.config.ring_flush_bytes == 0 and ring.flushed_position == position:
+            if defer_flush:
+                pass  # the caller's tick moves it; a full ring flushes in _ring_append
+            elif self.config.ring_flush_bytes == 0 and ring.flushed_position == position:
                 # Write-through, the common case: exactly this batch is pending.
                 try:
                     self._segments.write(ring.unflushed_views(), [meta])

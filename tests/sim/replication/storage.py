@@ -106,8 +106,10 @@ class SimLog(MemoryLog):
             self.observer.leader_appended(self, len(self.batches) - 1)
         return base
 
-    def append_replicated(self, batch: bytes | memoryview | bytearray) -> int:
-        base = super().append_replicated(batch)
+    def append_replicated(
+        self, batch: bytes | memoryview | bytearray, *, defer_flush: bool = False
+    ) -> int:
+        base = super().append_replicated(batch, defer_flush=defer_flush)
         self._note(self.batches[-1])
         return base
 

@@ -333,6 +333,25 @@ def test_replicated_batches_keep_their_offsets(tmp_path: Path, shm_dir: Path) ->
         assert caught.value.code == ErrorCode.INVALID_REQUEST
 
 
+def test_a_deferred_replicated_batch_waits_in_the_ring_for_tick(
+    tmp_path: Path, shm_dir: Path
+) -> None:
+    with _open(tmp_path, shm_dir) as leader, _open(tmp_path / "f", shm_dir / "f") as follower:
+        for tag in range(3):
+            leader.append(make_batch(tag))
+        copied = _all_batches(leader)
+        follower.append_replicated(copied[0])  # write-through: in the segment at once
+        written = follower.segments_snapshot()[-1].size_bytes
+        assert written == len(copied[0])
+        for batch in copied[1:]:
+            follower.append_replicated(batch, defer_flush=True)
+        assert follower.segments_snapshot()[-1].size_bytes == written  # still in the ring
+        assert follower.log_end_offset == leader.log_end_offset == 9
+        follower.tick()
+        assert follower.segments_snapshot()[-1].size_bytes == sum(len(b) for b in copied)
+        assert _all_batches(follower) == copied
+
+
 def test_bad_batches_are_rejected_and_change_nothing(tmp_path: Path, shm_dir: Path) -> None:
     with _open(tmp_path, shm_dir, max_message_bytes=10_000) as log:
         log.append(make_batch(0))

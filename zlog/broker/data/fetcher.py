@@ -7,7 +7,10 @@ follower's log ends (everything below is already in its ring: the promise its fe
 makes), the leader epoch it believes current, and the epoch of its last batch. The answer is
 applied by `replica_sync.apply_replica_fetch`: batches appended byte for byte, or the log cut
 where it diverges from the leader's; the next fetch leaves at once, so the leader learns the new
-log end (and can move its high watermark) one round trip after it sent the batches.
+log end (and can move its high watermark) one round trip after it sent the batches. The batches
+reach the ring before that fetch leaves (the ring is what its offset promises) and the segment
+file only after: the write into the file, most of a catching-up follower's work, overlaps the
+leader's next answer instead of delaying the request for it.
 
 An answer is applied only if the partition is still a follower at the epoch and log end the
 fetch was sent with (a leader change meanwhile makes it stale). Errors back a leader's link off
@@ -92,6 +95,7 @@ class Fetchers:
         self._context = context
         self._links: dict[str, _Link] = {}
         self._leader_of: dict[TopicPartition, str] = {}
+        self._unflushed: set[TopicPartition] = set()  # batches in the ring, not yet in a file
 
     # -- which partitions follow whom ---------------------------------------------------------
 
@@ -145,7 +149,22 @@ class Fetchers:
                     self._on_result(link, result, now_ms, progress)
             if link.in_flight is None and now_ms >= link.backoff_until_ms:
                 self._send(link, now_ms)
+        self._flush_appended()
         return progress
+
+    def _flush_appended(self) -> None:
+        """Move what this round appended from the rings into the segment files, once the next
+        fetches are out. A disk that refuses it leaves the batches in the ring (stored), and
+        the log's own tick tries again."""
+        for tp in self._unflushed:
+            partition = self.partitions.get(tp)
+            if partition is None:
+                continue
+            try:
+                partition.log.tick()
+            except (ZlogError, OSError) as error:
+                log.warning("could not move %s-%d's batches into its segment: %s", *tp, error)
+        self._unflushed.clear()
 
     def close(self) -> None:
         for link in self._links.values():
@@ -223,9 +242,11 @@ class Fetchers:
             log.debug("fetch of %s-%d: %s %s", *tp, code.name, result.error_message)
             progress.errors += 1
             return False
+        self._unflushed.add(tp)  # even a response dropped halfway may have stored batches
         try:
             applied = apply_replica_fetch(partition, result, fetch_offset,
-                                          lambda: self._rebuild_producers(tp))
+                                          lambda: self._rebuild_producers(tp),
+                                          defer_flush=True)
         except ZlogError as error:
             log.warning("dropped a fetch answer for %s-%d: %s", *tp, error)
             progress.errors += 1

@@ -66,7 +66,9 @@ class LogLike(Protocol):
 
     def append(self, batch: Buffer, *, leader_epoch: int = -1) -> int: ...
 
-    def append_replicated(self, batch: Buffer) -> int: ...
+    def append_replicated(self, batch: Buffer, *, defer_flush: bool = False) -> int: ...
+
+    def tick(self) -> None: ...
 
     def truncate_to(self, offset: int) -> None: ...
 
@@ -226,18 +228,22 @@ class Partition:
 
     # ------------------------------------------------------------------ as a follower
 
-    def append_from_leader(self, batch: Buffer, header: BatchHeader) -> None:
+    def append_from_leader(
+        self, batch: Buffer, header: BatchHeader, *, defer_flush: bool = False
+    ) -> None:
         """Store one batch as the leader wrote it (its offsets and epoch): a follower's append.
 
         A batch of an epoch newer than any in the log first records where that epoch starts,
         on disk, so the epoch cache never lags the log. Producer state learns the batch without
         checking sequences (the leader did), so a future leader recognises retries.
+        `defer_flush`: the batch stays in the ring until the log's `tick` (see the log's
+        `append_replicated`).
         """
         assert not self.is_leader, "a leader appends through produce()"
         epoch = header.partition_leader_epoch
         if epoch > self.epochs.latest_epoch:
             self._note_epoch(epoch, header.base_offset)
-        self.log.append_replicated(batch)
+        self.log.append_replicated(batch, defer_flush=defer_flush)
         if header.producer_id >= 0:
             self.producers.observe(ProducerBatch.from_header(header), header.base_offset)
 

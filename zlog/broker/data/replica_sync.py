@@ -124,13 +124,14 @@ def truncation_point(partition: Partition, epoch: int, end_offset: int) -> int:
 
 def apply_replica_fetch(
     partition: Partition, result: ReplicaFetchResult, fetch_offset: int,
-    rebuild_producers: Callable[[], ProducerStateTable],
+    rebuild_producers: Callable[[], ProducerStateTable], *, defer_flush: bool = False,
 ) -> FollowerProgress:
     """A follower applies its leader's answer for one partition (see the module docstring).
 
     Raises ZlogError for a response it must drop (batches not at its log end, an epoch newer
     than the leader's, a bad CRC): nothing of that response is kept past the last good batch,
-    and the next fetch asks again from the log end.
+    and the next fetch asks again from the log end. `defer_flush` leaves the batches in the
+    ring for the log's `tick` (the caller sends its next fetch first).
     """
     assert not partition.is_leader
     if result.diverging_epoch != NO_EPOCH:
@@ -153,7 +154,7 @@ def apply_replica_fetch(
                 raise ZlogError(ErrorCode.CORRUPT_MESSAGE,
                                 f"batch of epoch {header.partition_leader_epoch} from a leader "
                                 f"at epoch {result.leader_epoch}")
-            partition.append_from_leader(batch, header)
+            partition.append_from_leader(batch, header, defer_flush=defer_flush)
             appended += header.size_bytes
             expected = header.base_offset + header.last_offset_delta + 1
             position += header.size_bytes
