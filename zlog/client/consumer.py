@@ -72,6 +72,7 @@ from zlog.client.group_offsets import commit_offsets, fetch_committed
 from zlog.client.group_settings import (
     ASSIGNMENT_STRATEGY_DEFAULT,
     HEARTBEAT_INTERVAL_MS_CLASSIC_DEFAULT,
+    GroupMetadata,
     GroupSettings,
     PartitionsCallback,
     RebalanceCallbacks,
@@ -88,6 +89,7 @@ from zlog.client.records import ConsumerRecord
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
 from zlog.record.arrays import BatchView
+from zlog.transport.group_messages import NO_GENERATION
 from zlog.transport.messages import (
     FetchEntry,
     FetchRequestV0,
@@ -391,6 +393,14 @@ class Consumer:
         else:
             found = fetch_committed(self._simple_coordinator(), wanted)
         return {tp: found.get(tp) for tp in wanted}
+
+    def group_metadata(self) -> GroupMetadata:
+        """This consumer's place in its group, as its commits carry it."""
+        group_id = self._group_settings.required_group_id("group_metadata()")
+        if self._membership is None:
+            return GroupMetadata(group_id, NO_GENERATION, "",
+                                 self._group_settings.group_instance_id)
+        return self._membership.metadata()
 
     def _offsets_to_commit(self, offsets: Mapping[TopicPartition | tuple[str, int], int] | None,
                            ) -> dict[TopicPartition, int]:

@@ -28,7 +28,7 @@ from zlog.client.cluster import Connections
 from zlog.client.group_coordinator import CoordinatorLink
 from zlog.client.group_member import GroupMember, MemberState, Reconciliation, ServerSideMember
 from zlog.client.group_offsets import commit_offsets, fetch_committed
-from zlog.client.group_settings import SERVER_SIDE_PROTOCOL, GroupSettings
+from zlog.client.group_settings import SERVER_SIDE_PROTOCOL, GroupMetadata, GroupSettings
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.group_messages import NO_GENERATION, GroupRequest
@@ -97,6 +97,10 @@ class GroupMembership:
     def joined(self) -> bool:
         with self._lock:
             return self.member.state is MemberState.STABLE
+
+    def metadata(self) -> GroupMetadata:
+        with self._lock:
+            return GroupMetadata(self.member.group_id, *self.member.commit_identity())
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit as this member: its epoch (or generation) and id let the coordinator refuse

@@ -79,6 +79,18 @@ class GroupSettings:
         return self.group_id
 
 
+@dataclass(frozen=True, slots=True)
+class GroupMetadata:
+    """Who this consumer is in its group now (Kafka's ConsumerGroupMetadata): what a commit
+    from it carries. `generation` is the classic generation or the server-side member epoch;
+    -1 and "" when not in the group."""
+
+    group_id: str
+    generation: int
+    member_id: str
+    group_instance_id: str | None
+
+
 @dataclass(slots=True)
 class RebalanceCallbacks:
     """Kafka's ConsumerRebalanceListener: called on the poll thread. `on_lost` (partitions
