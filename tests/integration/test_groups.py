@@ -4,18 +4,12 @@ RpcClient requests (docs/groups.md, "Inside the worker")."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from tests.broker_fixtures import CALL_TIMEOUT_MS, BrokerProcess, broker_process
+from tests.broker_fixtures import CALL_TIMEOUT_MS, BrokerProcess
+from tests.group_calls import GROUP_TOPIC, find_coordinator
 from tests.waiting import wait_until
 from zlog.errors import ErrorCode
-from zlog.transport import messages as wire
 from zlog.transport.group_messages import (
     NO_REQUEST_ID,
-    FindCoordinatorRequestV0,
-    FindCoordinatorResponseV0,
     GroupHeartbeatRequest,
     GroupHeartbeatResponse,
     OffsetCommitRequest,
@@ -28,35 +22,11 @@ from zlog.transport.rpc import RpcClient
 from zlog.types import TopicPartition
 
 GROUP = "orders-readers"
-TOPIC = "orders"
-
-
-@pytest.fixture
-def broker() -> Iterator[BrokerProcess]:
-    with broker_process(workers=2, extra_args=[
-            "--offsets-topic-num-partitions", "3", "--group-initial-rebalance-delay-ms", "0",
-    ]) as started:
-        with RpcClient(started.endpoint) as admin:
-            created = admin.call(wire.CreateTopicsRequestV0((wire.TopicSpec(TOPIC, 6, 1),)),
-                                 CALL_TIMEOUT_MS)
-            assert isinstance(created, wire.CreateTopicsResponseV0)
-            assert created.topics[0].error_code == 0
-        yield started
+TOPIC = GROUP_TOPIC
 
 
 def _coordinator(broker: BrokerProcess) -> str:
-    found: list[FindCoordinatorResponseV0] = []
-
-    def answered() -> bool:
-        with RpcClient(broker.endpoint) as control:
-            reply = control.call(FindCoordinatorRequestV0(GROUP), CALL_TIMEOUT_MS)
-        assert isinstance(reply, FindCoordinatorResponseV0)
-        assert reply.error_code in (0, ErrorCode.COORDINATOR_NOT_AVAILABLE), reply
-        found.append(reply)
-        return reply.error_code == 0
-
-    wait_until(answered, timeout_s=30, interval_s=0.1, what="a coordinator for the group")
-    return found[-1].endpoint
+    return find_coordinator([broker.endpoint], GROUP).endpoint
 
 
 def _beat(client: RpcClient, member_id: str, epoch: int,
@@ -68,7 +38,8 @@ def _beat(client: RpcClient, member_id: str, epoch: int,
     return reply
 
 
-def test_members_share_a_topic_and_commits_survive_a_restart(broker: BrokerProcess) -> None:
+def test_members_share_a_topic_and_commits_survive_a_restart(group_broker: BrokerProcess) -> None:
+    broker = group_broker
     endpoint = _coordinator(broker)
     with RpcClient(endpoint) as client:
         first = _beat(client, "", 0)

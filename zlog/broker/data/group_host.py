@@ -169,12 +169,14 @@ class GroupHost:
         if isinstance(request, ListGroupsRequest):
             return self._fan_out(identity, header, request, sorted(self._led), wall_ms)
         if isinstance(request, DescribeGroupsRequest | DeleteGroupsRequest):
-            by_partition: dict[int, list[str]] = {}
-            for group_id in request.group_ids:
-                by_partition.setdefault(self._partition_of(group_id), []).append(group_id)
-            if len(by_partition) > 1 or not set(by_partition) <= set(self._led):
-                return self._fan_out(identity, header, request, sorted(by_partition), wall_ms)
-        index = self._partition_of(request.group_id if hasattr(request, "group_id") else "")
+            # Routed by the partitions of the ids it names, never by a group id of its own
+            # (it has none): every part answers at once, and one part needs no merging.
+            indexes = sorted({self._partition_of(group_id) for group_id in request.group_ids})
+            if len(indexes) != 1 or indexes[0] not in self._led:
+                return self._fan_out(identity, header, request, indexes, wall_ms)
+            index = indexes[0]
+        else:
+            index = self._partition_of(request.group_id)
         led = self._led.get(index)
         if led is None:
             return [_not_coordinator(identity, header, request)]

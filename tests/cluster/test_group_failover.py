@@ -1,0 +1,142 @@
+"""The coordinator of a group moves with the leadership of its `__consumer_offsets`
+partition (docs/groups.md §1, §10): three brokers, a classic group that has committed, the
+broker leading the group's offsets partition killed with SIGKILL. FindCoordinator then names
+the new leader, whose coordinator has replayed the partition: the committed offsets are
+there, the member that was in the group still is, and a new member joins it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from tests.broker_fixtures import CALL_TIMEOUT_MS
+from tests.cluster_fixtures import ClusterProcesses, cluster_processes
+from tests.group_calls import (
+    GROUP_TOPIC,
+    collect,
+    committed,
+    find_coordinator,
+    join_request,
+    new_member_id,
+)
+from tests.waiting import wait_until
+from zlog.client import Admin, NewTopic
+from zlog.errors import ErrorCode, ZlogError
+from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
+from zlog.transport import group_messages as gm
+from zlog.transport.rpc import RpcClient
+from zlog.types import TopicPartition
+
+pytestmark = pytest.mark.slow
+
+OFFSETS_PARTITIONS: Final = 2  # a small offsets topic is created quickly
+GROUP: Final = "failover-readers"
+COMMITS: Final = {TopicPartition(GROUP_TOPIC, 0): 10, TopicPartition(GROUP_TOPIC, 1): 20}
+FAILOVER_TIMEOUT_S: Final = 60.0
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
+    with cluster_processes(3, tmp_path, extra_args=[
+            "--offsets-topic-num-partitions", str(OFFSETS_PARTITIONS),
+            "--group-initial-rebalance-delay-ms", "0"]) as running:
+        yield running
+
+
+def _control_endpoints(cluster: ClusterProcesses) -> list[str]:
+    return [broker.endpoint for broker in cluster.running()]
+
+
+def _join(client: RpcClient, member_id: str) -> gm.JoinGroupResponse:
+    [reply] = collect(client, [client.send(join_request(GROUP, member_id), CALL_TIMEOUT_MS)])
+    assert isinstance(reply, gm.JoinGroupResponse) and reply.error == ErrorCode.NONE, reply
+    return reply
+
+
+def _sync(client: RpcClient, generation: int, member_id: str,
+          assignments: tuple[tuple[str, bytes], ...] = ()) -> None:
+    reply = client.call(gm.SyncGroupRequest(gm.NO_REQUEST_ID, GROUP, generation, member_id,
+                                            assignments=assignments), CALL_TIMEOUT_MS)
+    assert isinstance(reply, gm.SyncGroupResponse) and reply.error == ErrorCode.NONE, reply
+
+
+def _commit(client: RpcClient, generation: int, member_id: str,
+            offsets: dict[TopicPartition, int]) -> None:
+    reply = client.call(gm.OffsetCommitRequest(
+        gm.NO_REQUEST_ID, GROUP, tuple((tp, gm.PartitionCommit(o)) for tp, o in offsets.items()),
+        generation, member_id), CALL_TIMEOUT_MS)
+    assert isinstance(reply, gm.OffsetCommitResponse), reply
+    assert {code for _tp, code in reply.partitions} == {ErrorCode.NONE}, reply
+
+
+def _loaded_offsets(cluster: ClusterProcesses) -> tuple[str, dict[TopicPartition, int]]:
+    """The coordinator FindCoordinator names once it answers OffsetFetch (a worker that has
+    not taken the leadership yet says NOT_COORDINATOR; one that has, loads first), and what
+    it answers."""
+    answer: list[tuple[str, dict[TopicPartition, int]]] = []
+
+    def served() -> bool:
+        endpoint = find_coordinator(_control_endpoints(cluster), GROUP,
+                                    FAILOVER_TIMEOUT_S).endpoint
+        with RpcClient(endpoint) as client:
+            try:
+                reply = client.call(gm.OffsetFetchRequest(gm.NO_REQUEST_ID, GROUP), 2_000)
+            except ZlogError:  # the endpoint of the killed broker, not yet replaced
+                return False
+        assert isinstance(reply, gm.OffsetFetchResponse), reply
+        if reply.error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            return False
+        assert reply.error == ErrorCode.NONE, reply
+        answer.append((endpoint, {tp: f.offset for tp, f in reply.offsets}))
+        return True
+
+    wait_until(served, FAILOVER_TIMEOUT_S, interval_s=0.2, what="a coordinator after failover")
+    return answer[-1]
+
+
+def test_commits_and_members_survive_killing_the_coordinator(cluster: ClusterProcesses) -> None:
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(GROUP_TOPIC, 2, replication_factor=3)])
+    first = find_coordinator(_control_endpoints(cluster), GROUP)
+    index = partition_for(GROUP, OFFSETS_PARTITIONS)
+    cluster.wait_isr(OFFSETS_TOPIC, index, {1, 2, 3})  # every commit will be on every broker
+
+    with RpcClient(first.endpoint) as client:
+        member = new_member_id(client, GROUP)
+        generation = _join(client, member).generation
+        _sync(client, generation, member, ((member, b""),))
+        _commit(client, generation, member, COMMITS)
+        assert committed(client, GROUP) == COMMITS
+
+    cluster.broker(first.node_id).kill_all()
+    endpoint, offsets = _loaded_offsets(cluster)
+    assert offsets == COMMITS
+    now = find_coordinator(_control_endpoints(cluster), GROUP)
+    assert now.node_id != first.node_id and now.endpoint == endpoint
+
+    with RpcClient(endpoint) as old, RpcClient(endpoint) as new:
+        beat = old.call(gm.HeartbeatRequest(gm.NO_REQUEST_ID, GROUP, generation, member),
+                        CALL_TIMEOUT_MS)
+        assert beat == gm.HeartbeatResponse(ErrorCode.NONE), "the group was replayed"
+        newcomer = new_member_id(new, GROUP)
+        joining = new.send(join_request(GROUP, newcomer), CALL_TIMEOUT_MS)
+        rejoining = old.send(join_request(GROUP, member), CALL_TIMEOUT_MS)
+        [rejoined] = collect(old, [rejoining])
+        [joined] = collect(new, [joining])
+        assert isinstance(rejoined, gm.JoinGroupResponse)
+        assert isinstance(joined, gm.JoinGroupResponse)
+        assert rejoined.error == joined.error == ErrorCode.NONE, (rejoined, joined)
+        assert rejoined.generation == joined.generation > generation
+        assert sorted(m.member_id for m in rejoined.members) == sorted([member, newcomer])
+        later = rejoined.generation
+        syncing = new.send(gm.SyncGroupRequest(gm.NO_REQUEST_ID, GROUP, later, newcomer),
+                           CALL_TIMEOUT_MS)
+        _sync(old, later, member, ((member, b""), (newcomer, b"")))
+        [synced] = collect(new, [syncing])
+        assert isinstance(synced, gm.SyncGroupResponse) and synced.error == ErrorCode.NONE
+        moved = {TopicPartition(GROUP_TOPIC, 0): 11}
+        _commit(new, later, newcomer, moved)
+        assert committed(new, GROUP) == COMMITS | moved

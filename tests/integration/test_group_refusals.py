@@ -1,0 +1,113 @@
+"""Bad group requests to a real `zlog serve`: each is answered with its Kafka error code, and
+what the group had stored before is unchanged afterwards (docs/groups.md §4.2, §5.1)."""
+
+from __future__ import annotations
+
+from tests.broker_fixtures import CALL_TIMEOUT_MS, BrokerProcess
+from tests.group_calls import (
+    GROUP_TOPIC,
+    SESSION_TIMEOUT_MS,
+    collect,
+    committed,
+    find_coordinator,
+    join_request,
+    new_member_id,
+)
+from zlog.errors import ErrorCode
+from zlog.transport import group_messages as gm
+from zlog.transport.rpc import RpcClient
+from zlog.types import TopicPartition
+
+GROUP = "careful-readers"
+FIRST = TopicPartition(GROUP_TOPIC, 0)
+
+
+def _join(client: RpcClient, member_id: str,
+          session_timeout_ms: int = SESSION_TIMEOUT_MS) -> gm.JoinGroupResponse:
+    request = join_request(GROUP, member_id, session_timeout_ms=session_timeout_ms)
+    [reply] = collect(client, [client.send(request, CALL_TIMEOUT_MS)])
+    assert isinstance(reply, gm.JoinGroupResponse)
+    return reply
+
+
+def _sync(client: RpcClient, generation: int, leader: str) -> None:
+    synced = client.call(gm.SyncGroupRequest(gm.NO_REQUEST_ID, GROUP, generation, leader,
+                                             assignments=((leader, b""),)), CALL_TIMEOUT_MS)
+    assert isinstance(synced, gm.SyncGroupResponse) and synced.error == ErrorCode.NONE, synced
+
+
+def _commit(client: RpcClient, generation: int, member_id: str,
+            *offsets: tuple[TopicPartition, int]) -> gm.OffsetCommitResponse:
+    reply = client.call(gm.OffsetCommitRequest(
+        gm.NO_REQUEST_ID, GROUP, tuple((tp, gm.PartitionCommit(o)) for tp, o in offsets),
+        generation, member_id), CALL_TIMEOUT_MS)
+    assert isinstance(reply, gm.OffsetCommitResponse)
+    return reply
+
+
+def _described(client: RpcClient, group_id: str = GROUP) -> gm.GroupDescription:
+    reply = client.call(gm.DescribeGroupsRequest(gm.NO_REQUEST_ID, (group_id,)), CALL_TIMEOUT_MS)
+    assert isinstance(reply, gm.DescribeGroupsResponse)
+    [group] = reply.groups
+    return group
+
+
+def test_bad_requests_get_their_codes_and_change_nothing(group_broker: BrokerProcess) -> None:
+    # An unknown group, at its coordinator: described as Dead, no offsets, no error.
+    unknown_coordinator = find_coordinator([group_broker.endpoint], "never-seen").endpoint
+    with RpcClient(unknown_coordinator) as client:
+        unknown = _described(client, "never-seen")
+        assert (unknown.error, unknown.state, unknown.members) == (ErrorCode.NONE, "Dead", ())
+        fetched = client.call(gm.OffsetFetchRequest(gm.NO_REQUEST_ID, "never-seen"),
+                              CALL_TIMEOUT_MS)
+        assert fetched == gm.OffsetFetchResponse(ErrorCode.NONE, ())
+
+    coordinator = find_coordinator([group_broker.endpoint], GROUP).endpoint
+    with RpcClient(coordinator) as client:
+        # A member that committed in generation 1, now in generation 2.
+        member = new_member_id(client, GROUP)
+        assert _join(client, member).generation == 1
+        _sync(client, 1, member)
+        assert _commit(client, 1, member, (FIRST, 10)).partitions == ((FIRST, ErrorCode.NONE),)
+        generation = _join(client, member).generation  # a leader's rejoin: a rebalance
+        assert generation == 2
+        _sync(client, generation, member)
+        stored = committed(client, GROUP)
+        assert stored == {FIRST: 10}
+        before = _described(client)
+        assert (before.state, before.epoch, len(before.members)) == ("Stable", generation, 1)
+
+        refusals = {
+            "old generation": _commit(client, generation - 1, member, (FIRST, 11)),
+            "unknown member": _commit(client, generation, "ghost", (FIRST, 12)),
+            "no identity while it has members": _commit(client, -1, "", (FIRST, 13)),
+            "unknown topic and partition": _commit(
+                client, generation, member, (TopicPartition("no-such-topic", 0), 14),
+                (TopicPartition(GROUP_TOPIC, 99), 15)),
+        }
+        assert {why: [code for _tp, code in r.partitions] for why, r in refusals.items()} == {
+            "old generation": [ErrorCode.ILLEGAL_GENERATION],
+            "unknown member": [ErrorCode.UNKNOWN_MEMBER_ID],
+            "no identity while it has members": [ErrorCode.UNKNOWN_MEMBER_ID],
+            "unknown topic and partition": [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] * 2,
+        }
+        joins = {
+            "session 0 ms": _join(client, "", session_timeout_ms=0),
+            "session over the maximum": _join(client, "", session_timeout_ms=2_000_000_000),
+            "member id over 1024 bytes": _join(client, "m" * 1025),
+            "member id never handed out": _join(client, "not-a-member"),
+        }
+        assert {why: r.error for why, r in joins.items()} == {
+            "session 0 ms": ErrorCode.INVALID_SESSION_TIMEOUT,
+            "session over the maximum": ErrorCode.INVALID_SESSION_TIMEOUT,
+            "member id over 1024 bytes": ErrorCode.INVALID_REQUEST,
+            "member id never handed out": ErrorCode.UNKNOWN_MEMBER_ID,
+        }
+        beat = client.call(gm.HeartbeatRequest(gm.NO_REQUEST_ID, GROUP, generation, "ghost"),
+                           CALL_TIMEOUT_MS)
+        assert beat == gm.HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID)
+
+        assert committed(client, GROUP) == stored
+        after = _described(client)
+        assert (after.state, after.epoch, after.members) == (
+            before.state, before.epoch, before.members)

@@ -1,0 +1,274 @@
+"""The worker's group coordinators driven by hand: real partitions over in-memory logs, the
+real produce path (DataPlane.append_batch), wire responses decoded, time moved by the test."""
+
+from __future__ import annotations
+
+from tests.clock import ManualClock
+from tests.memory_log import MemoryLog
+from zlog.broker.data.data_plane import DataPlane
+from zlog.broker.data.group_host import GroupHost
+from zlog.broker.data.isr import ReplicaSet
+from zlog.broker.data.partition import Partition
+from zlog.broker.worker_protocol import GroupSettings
+from zlog.errors import ErrorCode
+from zlog.groups.consumer_protocol import Subscription, encode_subscription
+from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
+from zlog.record.header import validate_batch
+from zlog.transport.codec import RequestHeader, decode_response
+from zlog.transport.group_messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FetchedOffset,
+    GroupRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    PartitionCommit,
+)
+from zlog.transport.messages import ErrorBody, Response
+from zlog.transport.server import Reply
+from zlog.types import TopicPartition
+
+OFFSETS_PARTITIONS = 4
+WITH_FOLLOWERS = ReplicaSet(0, frozenset({0, 1, 2}), frozenset({0, 1}), min_insync_replicas=2)
+"""Replica 0 (this worker) leads, 1 is in sync: nothing is committed until 1 has fetched it."""
+TOPIC = "t"
+CLIENT = b"client"
+
+
+def group_on(index: int, nth: int = 0) -> str:
+    """The `nth` group id (in the order g0, g1, ...) whose offsets partition is `index`."""
+    ids = (f"g{n}" for n in range(10_000))
+    return [g for g in ids if partition_for(g, OFFSETS_PARTITIONS) == index][nth]
+
+
+class Host:
+    """One worker's GroupHost, the partitions it holds and the clock it runs on."""
+
+    def __init__(self, initial_rebalance_delay_ms: int = 0) -> None:
+        self.clock = ManualClock()
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.plane = DataPlane(self.partitions, clock=self.clock)
+        self.groups = GroupHost(self.partitions, self.plane.append_batch, self.clock.wall_ms,
+                                seed=7)
+        self.groups.configure(GroupSettings({OFFSETS_TOPIC: OFFSETS_PARTITIONS, TOPIC: 3},
+                                            initial_rebalance_delay_ms,
+                                            min_session_timeout_ms=1000,
+                                            consumer_session_timeout_ms=10_000,
+                                            consumer_heartbeat_interval_ms=1000))
+        self.correlation_id = 0
+
+    def lead(self, index: int, replicas: ReplicaSet | None = None,
+             log: MemoryLog | None = None, leader_epoch: int = 1) -> list[Reply]:
+        tp = TopicPartition(OFFSETS_TOPIC, index)
+        self.partitions[tp] = Partition(OFFSETS_TOPIC, index, log or MemoryLog(),
+                                        leader_epoch=leader_epoch, replicas=replicas,
+                                        compacted=True)
+        return self.groups.partition_changed(tp)
+
+    def offsets(self, index: int) -> Partition:
+        return self.partitions[TopicPartition(OFFSETS_TOPIC, index)]
+
+    def offsets_log(self, index: int) -> MemoryLog:
+        log = self.offsets(index).log
+        assert isinstance(log, MemoryLog)
+        return log
+
+    def follower_catches_up(self, index: int) -> list[Reply]:
+        """Replica 1 fetches at the log end of partition `index`; the replies that releases."""
+        partition = self.offsets(index)
+        partition.note_follower_position(1, partition.log.log_end_offset)
+        return self.groups.release()
+
+    def send(self, request: GroupRequest, identity: bytes = CLIENT) -> list[Reply]:
+        self.correlation_id += 1
+        header = RequestHeader(request.API_KEY, request.API_VERSION, self.correlation_id)
+        return self.groups.handle(identity, header, request, self.clock.now_ms)
+
+    def call(self, request: GroupRequest) -> Response | ErrorBody:
+        """A request answered at once (its reply released in the same call)."""
+        replies = self.send(request)
+        assert len(replies) == 1, replies
+        return decode(replies[0])
+
+    def commit(self, group_id: str, *offsets: tuple[int, int]) -> Response | ErrorBody:
+        """A simple member's commit (no generation, no member id) of (partition, offset)s."""
+        return self.call(commit_request(group_id, *offsets))
+
+    def fetched(self, group_id: str) -> dict[int, int]:
+        """The group's committed offsets by partition of TOPIC, as OffsetFetch answers."""
+        response = self.call(OffsetFetchRequest(0, group_id))
+        assert isinstance(response, OffsetFetchResponse), response
+        assert response.error == ErrorCode.NONE, response
+        return {tp.partition: f.offset for tp, f in response.offsets if tp.topic == TOPIC}
+
+
+def commit_request(group_id: str, *offsets: tuple[int, int]) -> OffsetCommitRequest:
+    return OffsetCommitRequest(0, group_id, tuple(
+        (TopicPartition(TOPIC, p), PartitionCommit(o)) for p, o in offsets))
+
+
+def decode(reply: Reply) -> Response | ErrorBody:
+    _identity, frames = reply
+    _header, response = decode_response([bytes(frame) for frame in frames])
+    return response
+
+
+def test_describe_and_delete_of_one_group_go_to_its_partition_not_partition_zero() -> None:
+    """A Describe or Delete naming one group was routed as if its group id were "" (the
+    partition 0 of every partition count): NOT_COORDINATOR from the very worker that
+    coordinates the group, though OffsetFetch of the same group was answered."""
+    host = Host()
+    host.lead(2)
+    group = group_on(2)
+    assert host.commit(group, (0, 5)) == OffsetCommitResponse(
+        ErrorCode.NONE, ((TopicPartition(TOPIC, 0), ErrorCode.NONE),))
+    described = host.call(DescribeGroupsRequest(0, (group,)))
+    assert isinstance(described, DescribeGroupsResponse)
+    [description] = described.groups
+    assert (description.group_id, description.error, description.state) == (
+        group, ErrorCode.NONE, "Empty")
+    deleted = host.call(DeleteGroupsRequest(0, (group,)))
+    assert deleted == DeleteGroupsResponse(((group, ErrorCode.NONE),))
+    assert host.fetched(group) == {}
+
+
+def join_request(group_id: str, member_id: str = "") -> JoinGroupRequest:
+    subscription = encode_subscription(Subscription((TOPIC,)))
+    return JoinGroupRequest(0, group_id, member_id, "consumer", (("range", subscription),),
+                            session_timeout_ms=10_000, rebalance_timeout_ms=30_000)
+
+
+def records_in(batch: bytearray) -> int:
+    return validate_batch(batch, check_crc=True).record_count
+
+
+def test_a_new_leader_loads_the_groups_its_log_holds() -> None:
+    first = Host()
+    first.lead(1)
+    group = group_on(1)
+    first.commit(group, (0, 5), (2, 9))
+    successor = Host()
+    before = successor.call(OffsetFetchRequest(0, group))
+    assert before == OffsetFetchResponse(ErrorCode.NOT_COORDINATOR), "it does not lead yet"
+    successor.lead(1, log=first.offsets_log(1), leader_epoch=2)
+    assert successor.fetched(group) == {0: 5, 2: 9}
+
+
+def test_requests_go_to_the_coordinator_of_their_groups_partition() -> None:
+    host = Host()
+    host.lead(1)
+    host.lead(2)
+    on_1, on_2, elsewhere = group_on(1), group_on(2), group_on(3)
+    host.commit(on_1, (0, 1))
+    assert (host.offsets_log(1).log_end_offset, host.offsets_log(2).log_end_offset) == (1, 0)
+    host.commit(on_2, (0, 2))
+    assert (host.offsets_log(1).log_end_offset, host.offsets_log(2).log_end_offset) == (1, 1)
+    refused = host.commit(elsewhere, (0, 3))
+    assert refused == OffsetCommitResponse(
+        ErrorCode.NOT_COORDINATOR, ((TopicPartition(TOPIC, 0), ErrorCode.NOT_COORDINATOR),))
+    assert (host.offsets_log(1).log_end_offset, host.offsets_log(2).log_end_offset) == (1, 1)
+    assert (host.fetched(on_1), host.fetched(on_2)) == ({0: 1}, {0: 2})
+
+
+def test_the_records_of_one_output_are_one_batch() -> None:
+    host = Host()
+    host.lead(1)
+    host.commit(group_on(1), (0, 1), (1, 2), (2, 3))
+    [batch] = host.offsets_log(1).batches
+    assert records_in(batch) == 3
+    host.commit(group_on(1), (0, 4))
+    assert [records_in(b) for b in host.offsets_log(1).batches] == [3, 1]
+
+
+def test_replies_wait_until_the_high_watermark_covers_what_was_written_before_them() -> None:
+    """A reply to a write, and a reply that writes nothing but was computed from a write not
+    yet committed, are both held until the in-sync follower has the write."""
+    host = Host()
+    host.lead(1, WITH_FOLLOWERS)
+    group = group_on(1)
+    assert host.send(commit_request(group, (0, 5))) == [], "the follower does not have it"
+    assert host.send(OffsetFetchRequest(0, group)) == [], "it would reveal the commit"
+    assert host.offsets(1).high_watermark == 0
+    commit_reply, fetch_reply = host.follower_catches_up(1)
+    assert decode(commit_reply) == OffsetCommitResponse(
+        ErrorCode.NONE, ((TopicPartition(TOPIC, 0), ErrorCode.NONE),))
+    assert decode(fetch_reply) == OffsetFetchResponse(
+        ErrorCode.NONE, ((TopicPartition(TOPIC, 0), FetchedOffset(5)),))
+    assert host.groups.release() == [], "each reply is released once"
+    assert host.fetched(group) == {0: 5}, "nothing unwritten before it: answered at once"
+
+
+def test_losing_the_leadership_answers_parked_and_unreleased_requests_not_coordinator() -> None:
+    host = Host(initial_rebalance_delay_ms=3000)
+    host.lead(1, WITH_FOLLOWERS)
+    group = group_on(1)
+    required = host.call(join_request(group))
+    assert isinstance(required, JoinGroupResponse)
+    assert required.error == ErrorCode.MEMBER_ID_REQUIRED
+    joining = join_request(group, required.member_id)
+    assert host.send(joining, b"joiner") == [], "parked: the initial delay"
+    committing = commit_request(group_on(1, 1), (0, 5))
+    assert host.send(committing, b"committer") == [], "waits for the follower"
+    assert host.groups.partition_changed(TopicPartition(OFFSETS_TOPIC, 1)) == [], "no change"
+    host.offsets(1).become(leader_epoch=2, is_leader=False)
+    answers = host.groups.partition_changed(TopicPartition(OFFSETS_TOPIC, 1))
+    codes = {identity: _error_code(decode((identity, frames))) for identity, frames in answers}
+    assert codes == {b"joiner": ErrorCode.NOT_COORDINATOR,
+                     b"committer": ErrorCode.NOT_COORDINATOR}
+    assert host.commit(group, (0, 1)) == OffsetCommitResponse(
+        ErrorCode.NOT_COORDINATOR, ((TopicPartition(TOPIC, 0), ErrorCode.NOT_COORDINATOR),))
+    assert host.groups.ms_to_next_timer() is None, "no coordinator, no timers"
+
+
+def _error_code(response: Response | ErrorBody) -> int:
+    assert isinstance(response, ErrorBody), response
+    return response.error_code
+
+
+def test_a_failed_append_answers_not_coordinator_and_reloads_from_the_log() -> None:
+    """Memory never runs ahead of the log: the commit the log refused is not served after."""
+    host = Host()
+    host.lead(1)
+    group = group_on(1)
+    host.commit(group, (0, 5))
+    host.offsets(1).set_replicas(ReplicaSet(0, frozenset({0, 1}), frozenset({0}), 2))
+    assert _error_code(host.commit(group, (0, 7))) == ErrorCode.NOT_COORDINATOR
+    assert host.offsets_log(1).log_end_offset == 1, "acks=all below min.insync: not appended"
+    assert host.fetched(group) == {0: 5}
+    host.offsets(1).set_replicas(ReplicaSet.single())
+    host.commit(group, (0, 8))
+    assert host.fetched(group) == {0: 8}, "the reloaded coordinator goes on"
+
+
+def test_describe_and_delete_over_several_partitions_are_merged_in_request_order() -> None:
+    host = Host()
+    host.lead(1)
+    host.lead(2, WITH_FOLLOWERS)
+    on_1, on_2, elsewhere, unknown = group_on(1), group_on(2), group_on(3), group_on(1, 1)
+    host.commit(on_1, (0, 1))
+    host.send(commit_request(on_2, (0, 2)))
+    host.follower_catches_up(2)
+    described = host.call(DescribeGroupsRequest(0, (elsewhere, on_2, unknown, on_1)))
+    assert isinstance(described, DescribeGroupsResponse)
+    assert [(g.group_id, g.error, g.state) for g in described.groups] == [
+        (elsewhere, ErrorCode.NOT_COORDINATOR, ""), (on_2, ErrorCode.NONE, "Empty"),
+        (unknown, ErrorCode.NONE, "Dead"), (on_1, ErrorCode.NONE, "Empty")]
+    listed = host.call(ListGroupsRequest(0))
+    assert isinstance(listed, ListGroupsResponse)
+    assert sorted(g.group_id for g in listed.groups) == sorted([on_1, on_2])
+    assert host.send(DeleteGroupsRequest(0, (on_2, elsewhere, on_1, unknown))) == [], (
+        "partition 2's tombstones are not on its follower yet")
+    [deleted] = host.follower_catches_up(2)
+    assert decode(deleted) == DeleteGroupsResponse((
+        (on_2, ErrorCode.NONE), (elsewhere, ErrorCode.NOT_COORDINATOR), (on_1, ErrorCode.NONE),
+        (unknown, ErrorCode.GROUP_ID_NOT_FOUND)))
+    assert (host.fetched(on_1), host.fetched(on_2)) == ({}, {})
+    assert host.call(DescribeGroupsRequest(0, ())) == DescribeGroupsResponse(())
