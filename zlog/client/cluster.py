@@ -327,11 +327,14 @@ class Connections:
                 raise _no_control_endpoint(failures, timeout_ms)
             _sleep_ms(min(self.retry_backoff_ms, remaining_ms), cancelled)
 
-    def call_endpoint(self, endpoint: str, msg: Request, timeout_ms: int) -> Response:
+    def call_endpoint(self, endpoint: str, msg: Request, timeout_ms: int, *,
+                      cancelled: Callable[[], bool] | None = None) -> Response:
         """One call to one endpoint, connected within the same timeout; a failure drops its
-        client (a fresh socket drops replies meant for the old one) and raises."""
+        client (a fresh socket drops replies meant for the old one) and raises. `cancelled`
+        ends a long call early (the owner is closing)."""
         try:
-            return self.client(endpoint).call(msg, timeout_ms, connect_timeout_ms=timeout_ms)
+            return self.client(endpoint).call(msg, timeout_ms, connect_timeout_ms=timeout_ms,
+                                              cancelled=cancelled)
         except ZlogError:
             self._drop(endpoint)
             raise

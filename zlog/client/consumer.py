@@ -35,14 +35,16 @@ connection) never reach the caller: the partition backs off `retry_backoff_ms`, 
 is asked again, and `poll` keeps trying within its own timeout (an empty answer at worst).
 `position`, `list_offsets` and `latest` retry the same way within `request_timeout_ms`.
 
-Consumer groups (`group_id` and `subscribe`): the group's coordinator hands out the
-partitions (the server-side protocol, docs/groups.md "Client"); a background thread heartbeats
+Consumer groups (`group_id` and `subscribe`): the group's coordinator hands out the partitions
+(the server-side protocol), or with `group_protocol="classic"` the members' leader runs one of
+`partition_assignment_strategy` (docs/groups.md "Client"); a background thread heartbeats
 (zlog.client.group_membership) and `poll` applies each change on the caller's thread: revoked
 partitions are committed (with auto commit) and handed to `on_revoke` before new ones are
 fetched from their committed offsets (`auto_offset_reset` where there is none). Auto commit
 commits the positions every `auto_commit_interval_ms` at the start of a poll, before a
 revocation and in `close`, which also leaves the group at once. Without `subscribe` a consumer
-reads what it `assign`s, as before; with a `group_id` it may still `commit` (as a simple member).
+reads what it `assign`s, as before; with a `group_id` it may still `commit` (as a simple
+member).
 
 One module, one class: positions, pending resets, fetches in flight, buffers, backoffs and
 local rings are a single per-partition state that every path on the caller's thread reads and
@@ -65,9 +67,16 @@ from zlog.client.cluster import Connections
 from zlog.client.fetch_buffer import PartitionBuffer, batches_from_chunk
 from zlog.client.group_coordinator import CoordinatorLink
 from zlog.client.group_member import Reconciliation
-from zlog.client.group_membership import GroupMembership, commit_from_elsewhere
+from zlog.client.group_membership import GroupMembership, commit_from_elsewhere, new_member
 from zlog.client.group_offsets import commit_offsets, fetch_committed
-from zlog.client.group_settings import GroupSettings, PartitionsCallback, RebalanceCallbacks
+from zlog.client.group_settings import (
+    ASSIGNMENT_STRATEGY_DEFAULT,
+    HEARTBEAT_INTERVAL_MS_CLASSIC_DEFAULT,
+    GroupMetadata,
+    GroupSettings,
+    PartitionsCallback,
+    RebalanceCallbacks,
+)
 from zlog.client.local_replicas import (
     LocalReplicaPolicy,
     RingChoice,
@@ -80,6 +89,7 @@ from zlog.client.records import ConsumerRecord
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
 from zlog.record.arrays import BatchView
+from zlog.transport.group_messages import NO_GENERATION
 from zlog.transport.messages import (
     FetchEntry,
     FetchRequestV0,
@@ -176,6 +186,8 @@ class Consumer:
         max_poll_interval_ms: int = 300_000,
         group_instance_id: str | None = None,
         client_id: str = "zlog-consumer",
+        partition_assignment_strategy: Sequence[str] = ASSIGNMENT_STRATEGY_DEFAULT,
+        heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS_CLASSIC_DEFAULT,
     ) -> None:
         if local_spin_us < 0:
             raise ZlogError(ErrorCode.INVALID_CONFIG,
@@ -192,7 +204,9 @@ class Consumer:
             group_id, group_protocol=group_protocol, enable_auto_commit=enable_auto_commit,
             auto_commit_interval_ms=auto_commit_interval_ms,
             session_timeout_ms=session_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
-            group_instance_id=group_instance_id, client_id=client_id)
+            group_instance_id=group_instance_id, client_id=client_id,
+            partition_assignment_strategy=partition_assignment_strategy,
+            heartbeat_interval_ms=heartbeat_interval_ms)
         self._bootstrap = bootstrap
         self._membership: GroupMembership | None = None
         self._callbacks = RebalanceCallbacks()
@@ -311,7 +325,7 @@ class Consumer:
         regular expression `pattern` now); its coordinator assigns the partitions, applied
         at the next polls. The callbacks run on the poll thread (see RebalanceCallbacks)."""
         settings = self._group_settings
-        group_id = settings.required_group_id("subscribe()")
+        settings.required_group_id("subscribe()")
         if (topics is None) == (pattern is None):
             raise ZlogError(ErrorCode.INVALID_REQUEST, "subscribe to topics or to a pattern")
         if self._assignment and self._membership is None:
@@ -324,11 +338,10 @@ class Consumer:
         self._callbacks = RebalanceCallbacks(on_assign, on_revoke, on_lost)
         if self._membership is None:
             self._membership = GroupMembership(
-                self._bootstrap, group_id, group_instance_id=settings.group_instance_id,
-                session_timeout_ms=settings.session_timeout_ms,
+                self._bootstrap, new_member(settings, retry_backoff_ms=self.retry_backoff_ms),
                 max_poll_interval_ms=settings.max_poll_interval_ms,
                 request_timeout_ms=self.request_timeout_ms,
-                retry_backoff_ms=self.retry_backoff_ms, client_id=settings.client_id)
+                retry_backoff_ms=self.retry_backoff_ms)
         self._membership.subscribe(wanted)
         self._next_auto_commit_ms = self._clock.monotonic_ms() + settings.auto_commit_interval_ms
 
@@ -380,6 +393,14 @@ class Consumer:
         else:
             found = fetch_committed(self._simple_coordinator(), wanted)
         return {tp: found.get(tp) for tp in wanted}
+
+    def group_metadata(self) -> GroupMetadata:
+        """This consumer's place in its group, as its commits carry it."""
+        group_id = self._group_settings.required_group_id("group_metadata()")
+        if self._membership is None:
+            return GroupMetadata(group_id, NO_GENERATION, "",
+                                 self._group_settings.group_instance_id)
+        return self._membership.metadata()
 
     def _offsets_to_commit(self, offsets: Mapping[TopicPartition | tuple[str, int], int] | None,
                            ) -> dict[TopicPartition, int]:

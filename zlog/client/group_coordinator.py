@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Final, TypeVar, cast
 
 from zlog.client.cluster import Connections
@@ -93,11 +94,14 @@ class CoordinatorLink:
             log.debug("group %s: %s; asking again", self.group_id, error)
             time.sleep(self.retry_backoff_ms / 1000)
 
-    def send_once(self, request: GroupRequest, timeout_ms: int) -> GroupResponse:
-        """One attempt; a failed connection or a timeout raises (and forgets the coordinator)."""
+    def send_once(self, request: GroupRequest, timeout_ms: int, *,
+                  cancelled: Callable[[], bool] | None = None) -> GroupResponse:
+        """One attempt; a failed connection or a timeout raises (and forgets the coordinator).
+        `cancelled` ends it early: a JoinGroup may wait minutes for the rest of the group."""
         endpoint = self.endpoint or self.find(timeout_ms)
         try:
-            response = self.connections.call_endpoint(endpoint, request, timeout_ms)
+            response = self.connections.call_endpoint(endpoint, request, timeout_ms,
+                                                      cancelled=cancelled)
         except ZlogError:
             self.endpoint = None
             raise

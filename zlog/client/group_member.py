@@ -31,7 +31,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.transport.group_messages import (
@@ -40,6 +40,8 @@ from zlog.transport.group_messages import (
     STATIC_LEAVE_EPOCH,
     GroupHeartbeatRequest,
     GroupHeartbeatResponse,
+    GroupRequest,
+    GroupResponse,
 )
 from zlog.types import TopicPartition
 
@@ -93,12 +95,68 @@ class Reconciliation:
 
 
 @dataclass(frozen=True, slots=True)
-class SentHeartbeat:
-    """A heartbeat on its way: `seq` matches its reply to it (a reply to a request sent
+class SentRequest:
+    """A request on its way: `seq` matches its reply to it (a reply to a request sent
     before a fence or a leave must not move the member)."""
 
     seq: int
-    request: GroupHeartbeatRequest
+    request: GroupRequest
+    timeout_ms: int | None = None
+    """How long its reply may take; None: the client's request_timeout_ms. A classic JoinGroup
+    waits at the coordinator until the whole group has rejoined."""
+
+
+class RequestSlot:
+    """One request in flight at a time, its reply matched by `seq`: a reply to a request sent
+    before the member moved on (a fence, a leave, a rejoin) must not move it."""
+
+    def __init__(self) -> None:
+        self._seq = 0
+        self.in_flight: int | None = None
+
+    def send(self, request: GroupRequest, timeout_ms: int | None = None) -> SentRequest:
+        self._seq += 1
+        self.in_flight = self._seq
+        return SentRequest(self._seq, request, timeout_ms)
+
+    def answered(self, sent: SentRequest) -> bool:
+        """True if `sent` is the request in flight, which is then no longer."""
+        if sent.seq != self.in_flight:
+            return False
+        self.in_flight = None
+        return True
+
+
+class GroupMember(Protocol):
+    """What the heartbeat thread and the poll thread (`GroupMembership`) ask of a member,
+    whichever protocol it speaks: `ServerSideMember`, or `ClassicMember` (classic_member.py)."""
+
+    group_id: str
+    group_instance_id: str | None
+    retry_backoff_ms: int
+    failure: ZlogError | None
+    needs_coordinator: bool
+
+    @property
+    def state(self) -> MemberState: ...
+    def subscribe(self, topics: Iterable[str], now_ms: int) -> None: ...
+    def take_reconciliation(self) -> Reconciliation | None: ...
+    def reconciled(self, work: Reconciliation, now_ms: int) -> None: ...
+    def polled(self, now_ms: int) -> None: ...
+    def leave(self) -> GroupRequest | None: ...
+    def commit_identity(self) -> tuple[int, str, str | None]:
+        """(generation or member epoch, member id, instance id) for an OffsetCommit."""
+    def due_ms(self) -> int | None: ...
+    def check_timers(self, now_ms: int, last_poll_ms: int, max_poll_interval_ms: int,
+                     ) -> GroupRequest | None: ...
+    def next_heartbeat(self, now_ms: int) -> SentRequest | None: ...
+    def on_response(self, sent: SentRequest, response: GroupResponse, now_ms: int) -> None: ...
+    def on_failure(self, sent: SentRequest, error: ZlogError, now_ms: int) -> None: ...
+    def coordinator_found(self) -> None: ...
+    def assignment_topics(self) -> frozenset[str] | None:
+        """Topics whose partition counts the member needs before it can go on (a classic
+        leader about to assign); None: nothing needed."""
+    def assign(self, partition_counts: dict[str, int], now_ms: int) -> None: ...
 
 
 class ServerSideMember:
@@ -127,13 +185,12 @@ class ServerSideMember:
         self.failure: ZlogError | None = None
         self.needs_coordinator = True
         """Set until a coordinator is known and after it moved: find it before sending."""
-        self._seq = 0
+        self._slot = RequestSlot()
         # What one stay in the group knows; _reset sets it.
         self.state: MemberState
         self.member_epoch: int
         self.target: frozenset[TopicPartition]
         """The coordinator's last assignment to this member."""
-        self._in_flight: int | None
         self._due_ms: int | None
         self._full: bool
         self._acked_topics: frozenset[str] | None
@@ -205,7 +262,7 @@ class ServerSideMember:
 
     def due_ms(self) -> int | None:
         """When the next heartbeat should leave (None: nothing to send now)."""
-        if self._in_flight is not None:
+        if self._slot.in_flight is not None:
             return None
         return self._due_ms
 
@@ -225,7 +282,7 @@ class ServerSideMember:
             return request
         return None
 
-    def next_heartbeat(self, now_ms: int) -> SentHeartbeat | None:
+    def next_heartbeat(self, now_ms: int) -> SentRequest | None:
         """The heartbeat to send now, if one is due; it is then in flight until its reply."""
         due_ms = self.due_ms()
         if due_ms is None or now_ms < due_ms or self.state not in (
@@ -244,20 +301,22 @@ class ServerSideMember:
             subscribed_topics=None if topics is None else tuple(sorted(topics)),
             owned=None if send_owned is None else tuple(sorted(send_owned)),
             client_id=self.client_id)
-        self._seq += 1
-        self._in_flight = self._seq
-        return SentHeartbeat(self._seq, request)
+        return self._slot.send(request)
 
-    def on_response(self, sent: SentHeartbeat, response: GroupHeartbeatResponse,
-                    now_ms: int) -> None:
+    def on_response(self, sent: SentRequest, response: GroupResponse, now_ms: int) -> None:
         """Apply a reply. Fatal errors are kept in `failure` (raised by the poll thread)."""
-        if sent.seq != self._in_flight:
+        if not self._slot.answered(sent):
             return  # sent before a fence or a leave
-        self._in_flight = None
+        request = sent.request
+        if not isinstance(response, GroupHeartbeatResponse) \
+                or not isinstance(request, GroupHeartbeatRequest):
+            self._on_error(ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR, "the coordinator "
+                                     f"answered a heartbeat with {type(response).__name__}"),
+                           now_ms)
+            return
         if response.error != ErrorCode.NONE:
             self._on_error(for_code(response.error, response.message), now_ms)
             return
-        request = sent.request
         self._heard_ms = now_ms
         self._full = False
         if request.subscribed_topics is not None:
@@ -278,15 +337,22 @@ class ServerSideMember:
         unsent = self.topics != self._acked_topics or self.owned != self._acked_owned
         self._due_ms = now_ms if unsent else now_ms + self.heartbeat_interval_ms
 
-    def on_failure(self, sent: SentHeartbeat, error: ZlogError, now_ms: int) -> None:
+    def on_failure(self, sent: SentRequest, error: ZlogError, now_ms: int) -> None:
         """The heartbeat got no reply (timeout, lost connection)."""
-        if sent.seq != self._in_flight:
-            return
-        self._in_flight = None
-        self._on_error(error, now_ms)
+        if self._slot.answered(sent):
+            self._on_error(error, now_ms)
 
     def coordinator_found(self) -> None:
         self.needs_coordinator = False
+
+    def commit_identity(self) -> tuple[int, str, str | None]:
+        return self.member_epoch, self.member_id, self.group_instance_id
+
+    def assignment_topics(self) -> frozenset[str] | None:
+        return None  # the coordinator assigns
+
+    def assign(self, partition_counts: dict[str, int], now_ms: int) -> None:
+        raise AssertionError("a server-side member never assigns")
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -324,7 +390,7 @@ class ServerSideMember:
         self.state = state
         self.member_epoch = JOIN_EPOCH
         self.target = frozenset()
-        self._in_flight = None
+        self._slot.in_flight = None
         self._due_ms = None
         self._full = True
         self._acked_topics = None

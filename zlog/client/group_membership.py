@@ -9,7 +9,10 @@ fetches, and reports `done`. Commits go from the poll thread too, over its own c
 (a zmq socket belongs to one thread), and always before the heartbeat that releases the
 partitions, so their next owner reads the commit (docs/groups.md, "Client").
 
-Both threads move the pure `ServerSideMember` under one lock and never do I/O while holding it.
+Both threads move the pure member under one lock and never do I/O while holding it. The
+member is the protocol: `ServerSideMember` (GroupHeartbeat) or `ClassicMember` (JoinGroup,
+SyncGroup, Heartbeat); this thread sends whatever request it asks for, and looks up partition
+counts for a classic leader about to assign.
 """
 
 from __future__ import annotations
@@ -20,17 +23,15 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
+from zlog.client.classic_member import ClassicMember
 from zlog.client.cluster import Connections
 from zlog.client.group_coordinator import CoordinatorLink
-from zlog.client.group_member import MemberState, Reconciliation, ServerSideMember
+from zlog.client.group_member import GroupMember, MemberState, Reconciliation, ServerSideMember
 from zlog.client.group_offsets import commit_offsets, fetch_committed
+from zlog.client.group_settings import SERVER_SIDE_PROTOCOL, GroupMetadata, GroupSettings
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.group_messages import (
-    NO_GENERATION,
-    GroupHeartbeatRequest,
-    GroupHeartbeatResponse,
-)
+from zlog.transport.group_messages import NO_GENERATION, GroupRequest
 from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.client.group_membership")
@@ -44,14 +45,11 @@ LEAVE_TIMEOUT_MS: Final = 2_000
 class GroupMembership:
     """The member, its heartbeat thread, and the poll thread's way to the coordinator."""
 
-    def __init__(self, bootstrap: str | Sequence[str], group_id: str, *,
-                 group_instance_id: str | None, session_timeout_ms: int,
-                 max_poll_interval_ms: int, request_timeout_ms: int, retry_backoff_ms: int,
-                 client_id: str = "zlog-consumer") -> None:
-        self.member = ServerSideMember(
-            group_id, uuid.uuid4().hex, rebalance_timeout_ms=max_poll_interval_ms,
-            session_timeout_ms=session_timeout_ms, group_instance_id=group_instance_id,
-            client_id=client_id, retry_backoff_ms=retry_backoff_ms)
+    def __init__(self, bootstrap: str | Sequence[str], member: GroupMember, *,
+                 max_poll_interval_ms: int, request_timeout_ms: int,
+                 retry_backoff_ms: int) -> None:
+        self.member = member
+        group_id = member.group_id
         self.max_poll_interval_ms = max_poll_interval_ms
         self.request_timeout_ms = request_timeout_ms
         self._bootstrap = bootstrap
@@ -100,20 +98,23 @@ class GroupMembership:
         with self._lock:
             return self.member.state is MemberState.STABLE
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit as this member: its epoch and id let the coordinator refuse partitions it
-        no longer holds (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)."""
+    def metadata(self) -> GroupMetadata:
         with self._lock:
-            epoch, member_id = self.member.member_epoch, self.member.member_id
-            instance_id = self.member.group_instance_id
+            return GroupMetadata(self.member.group_id, *self.member.commit_identity())
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit as this member: its epoch (or generation) and id let the coordinator refuse
+        a member that no longer holds the partitions (STALE_MEMBER_EPOCH, ILLEGAL_GENERATION,
+        UNKNOWN_MEMBER_ID)."""
+        with self._lock:
+            epoch, member_id, instance_id = self.member.commit_identity()
         commit_offsets(self.link, offsets, generation=epoch, member_id=member_id,
                        group_instance_id=instance_id)
 
     def commit_elsewhere(self, offsets: Mapping[TopicPartition, int]) -> None:
         """`commit` from a thread that is neither the poll nor the heartbeat thread."""
         with self._lock:
-            epoch, member_id = self.member.member_epoch, self.member.member_id
-            instance_id = self.member.group_instance_id
+            epoch, member_id, instance_id = self.member.commit_identity()
         commit_from_elsewhere(self._bootstrap, self.member.group_id, offsets,
                               self.request_timeout_ms, self.member.retry_backoff_ms,
                               generation=epoch, member_id=member_id,
@@ -159,6 +160,7 @@ class GroupMembership:
             leave = member.check_timers(now_ms, self._last_poll_ms, self.max_poll_interval_ms)
             active = member.state in (MemberState.JOINING, MemberState.STABLE)
             find = active and member.needs_coordinator
+            assign_topics = None if find else member.assignment_topics()
             sent = None if find else member.next_heartbeat(now_ms)
             due_ms = member.due_ms()
         if leave is not None:
@@ -168,16 +170,19 @@ class GroupMembership:
         if find:
             self._find(link)
             return
+        if assign_topics is not None:
+            self._assign(link, assign_topics)
+            return
         if sent is not None:
             try:
-                response = link.send_once(sent.request, self.request_timeout_ms)
+                response = link.send_once(sent.request, sent.timeout_ms or self.request_timeout_ms,
+                                          cancelled=self._closing.is_set)
             except ZlogError as error:
                 with self._lock:
                     member.on_failure(sent, error, monotonic_ms())
                 return
             with self._lock:
-                if isinstance(response, GroupHeartbeatResponse):
-                    member.on_response(sent, response, monotonic_ms())
+                member.on_response(sent, response, monotonic_ms())
             return
         wait_ms = TIMER_CHECK_MS if due_ms is None else min(max(due_ms - now_ms, 0),
                                                             TIMER_CHECK_MS)
@@ -194,11 +199,45 @@ class GroupMembership:
         with self._lock:
             self.member.coordinator_found()
 
-    def _send_leave(self, link: CoordinatorLink, leave: GroupHeartbeatRequest) -> None:
+    def _assign(self, link: CoordinatorLink, topics: frozenset[str]) -> None:
+        """A classic leader's partition counts, from fresh metadata, then its assignment."""
+        connections = link.connections
+        try:
+            connections.refresh(sorted(topics), self.request_timeout_ms,
+                                cancelled=self._closing.is_set)
+        except ZlogError as error:
+            log.info("group %s: no metadata to assign from yet: %s", self.member.group_id, error)
+            self._closing.wait(self.member.retry_backoff_ms / 1000)
+            return
+        counts = {topic: count for topic in sorted(topics)
+                  if (count := connections.metadata.partition_count(topic)) is not None}
+        with self._lock:
+            self.member.assign(counts, monotonic_ms())
+
+    def _send_leave(self, link: CoordinatorLink, leave: GroupRequest) -> None:
         try:
             link.send_once(leave, LEAVE_TIMEOUT_MS)
         except ZlogError as error:  # its session ends it anyway
             log.info("group %s: the leave was not acknowledged: %s", self.member.group_id, error)
+
+
+def new_member(settings: GroupSettings, *, retry_backoff_ms: int) -> GroupMember:
+    """The member of `settings.group_protocol`: server-side (its id chosen here, as KIP-848
+    asks of clients) or classic (its id handed out by the coordinator)."""
+    group_id = settings.required_group_id("subscribe()")
+    if settings.group_protocol == SERVER_SIDE_PROTOCOL:
+        return ServerSideMember(
+            group_id, uuid.uuid4().hex, rebalance_timeout_ms=settings.max_poll_interval_ms,
+            session_timeout_ms=settings.session_timeout_ms,
+            group_instance_id=settings.group_instance_id, client_id=settings.client_id,
+            retry_backoff_ms=retry_backoff_ms)
+    return ClassicMember(
+        group_id, assignors=settings.partition_assignment_strategy,
+        session_timeout_ms=settings.session_timeout_ms,
+        rebalance_timeout_ms=settings.max_poll_interval_ms,
+        heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        group_instance_id=settings.group_instance_id, client_id=settings.client_id,
+        retry_backoff_ms=retry_backoff_ms)
 
 
 def commit_from_elsewhere(bootstrap: str | Sequence[str], group_id: str,

@@ -8,7 +8,7 @@ from zlog.client.group_member import (
     HEARTBEAT_INTERVAL_MS_DEFAULT,
     MemberState,
     Reconciliation,
-    SentHeartbeat,
+    SentRequest,
     ServerSideMember,
 )
 from zlog.errors import ErrorCode, ZlogError
@@ -33,7 +33,7 @@ def _ok(member: ServerSideMember, epoch: int,
                                   session_timeout_ms=SESSION_MS, assignment=assignment)
 
 
-def _send(member: ServerSideMember, now_ms: int) -> SentHeartbeat:
+def _send(member: ServerSideMember, now_ms: int) -> SentRequest:
     sent = member.next_heartbeat(now_ms)
     assert sent is not None, f"no heartbeat due at {now_ms} (due {member.due_ms()})"
     return sent
