@@ -76,7 +76,7 @@ fmt: setup
 	$(VENV)/bin/ruff format .
 
 typecheck: setup
-	$(VENV)/bin/mypy zlog
+	$(VENV)/bin/mypy zlog zlog_jepsen
 
 # Spark (tests/spark, bench-spark) needs a Java runtime: Debian's, with apt, when none is found.
 java:
