@@ -35,7 +35,7 @@ $(DEV_STAMP): pyproject.toml
 # Byte-compiled once here: where PYTHONDONTWRITEBYTECODE is set, Python would otherwise compile
 # zlog again in every process it starts (each broker, worker and client process of the tests).
 setup: $(DEV_STAMP)
-	@$(PY) -m compileall -q -j 0 zlog tests bench >/dev/null
+	@$(PY) -m compileall -q -j 0 zlog zlog_jepsen tests bench >/dev/null
 
 # Ctrl-C in a terminal signals the whole foreground process group, make included, and make then
 # dies of that SIGINT itself (status 130) however cleanly the broker stopped. So when make runs in
