@@ -1,0 +1,89 @@
+"""A run's figures: what was done, what went wrong, what faults were injected, how long writes
+stopped. The same numbers feed the summary table and the `--json` output, so the two never
+disagree.
+
+Unavailability is the longest span with no ok send: between two consecutive ok send
+completions, or from the history's first event to the first one, or from the last one to the
+end. Per fault kind, it is the longest wait, from a fault of that kind starting, until the
+next ok send.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from itertools import pairwise
+from typing import Any
+
+from zlog_jepsen.checker import Anomaly, CheckResult
+from zlog_jepsen.history import EVENT_TYPES, Event, fault, sends
+
+NS_PER_MS = 1_000_000
+
+
+def figures(history: list[Event], result: CheckResult, *, final_read: bool) -> dict[str, Any]:
+    """The run's figures as a JSON-ready dict (the `--json` output's keys)."""
+    completions = [e for e in history if e.is_client and e.type != "invoke"]
+    by_type = Counter(e.type for e in completions)
+    acked = [e for e in completions if e.f == "send" and e.type == "ok"]
+    starts = [(e.time_ns, fault(e).kind) for e in history
+              if not e.is_client and e.type != "invoke" and fault(e).phase == "start"]
+    lost = Anomaly.LOST_ACKED_FINAL if final_read else Anomaly.LOST_WRITE
+    return {
+        "operations": len(completions),
+        "ok": by_type["ok"],
+        "fail": by_type["fail"],
+        "info": by_type["info"],
+        "acked_writes": sum(len(sends(e)) for e in acked),
+        "acked_lost": result.counts[lost],
+        "duplicates": result.counts[Anomaly.DUPLICATE],
+        "inconsistent_offsets": result.counts[Anomaly.INCONSISTENT_OFFSET],
+        "aborted_reads": result.counts[Anomaly.ABORTED_READ],
+        "anomalies": {str(a): n for a, n in result.counts.items()},
+        "valid": result.valid,
+        "failed_by": [str(a) for a in result.failed_by],
+        "faults_injected": len(starts),
+        "faults_by_kind": dict(sorted(Counter(kind for _, kind in starts).items())),
+        "max_unavailability_ms": _longest_gap_ms(history, [e.time_ns for e in acked]),
+        "unavailability_after_fault_ms": _after_faults_ms(history, starts,
+                                                          [e.time_ns for e in acked]),
+    }
+
+
+def summary_table(numbers: dict[str, Any]) -> str:
+    """The figures as a plain-text table for the run's directory and the terminal."""
+    rows: list[tuple[str, object]] = [
+        ("operations", numbers["operations"]),
+        *((f"  {t}", numbers[t]) for t in EVENT_TYPES if t != "invoke"),
+        ("acknowledged writes", numbers["acked_writes"]),
+        ("verdict", "valid" if numbers["valid"] else "INVALID: " + ", ".join(numbers["failed_by"])),
+        ("anomalies", ""),
+        *((f"  {name}", count) for name, count in numbers["anomalies"].items()),
+        ("faults injected", numbers["faults_injected"]),
+        *((f"  {kind}", n) for kind, n in numbers["faults_by_kind"].items()),
+        ("max unavailability (ms)", numbers["max_unavailability_ms"]),
+        *((f"  after {kind} (ms)", ms)
+          for kind, ms in numbers["unavailability_after_fault_ms"].items()),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}".rstrip() for name, value in rows) + "\n"
+
+
+def _longest_gap_ms(history: list[Event], oks_ns: list[int]) -> float:
+    if not history:
+        return 0.0
+    times = [e.time_ns for e in history]
+    marks = [min(times), *sorted(oks_ns), max(times)]
+    return max((b - a for a, b in pairwise(marks)), default=0) / NS_PER_MS
+
+
+def _after_faults_ms(history: list[Event], starts: list[tuple[int, str]],
+                     oks_ns: list[int]) -> dict[str, float]:
+    oks = sorted(oks_ns)
+    end = max((e.time_ns for e in history), default=0)
+    longest: dict[str, float] = {}
+    for start, kind in starts:
+        i = bisect.bisect_right(oks, start)
+        wait = (oks[i] if i < len(oks) else end) - start
+        longest[kind] = max(longest.get(kind, 0.0), wait / NS_PER_MS)
+    return dict(sorted(longest.items()))
