@@ -39,6 +39,7 @@ class RunCluster(ProxiedCluster):
         self.run_dir = run_dir
         for node, broker in self.brokers.items():
             broker.data_dir = run_dir / f"broker-{node}" / "data"
+            broker.data_dir.mkdir(parents=True, exist_ok=True)
 
     def client_of(self, client: Address) -> str:
         """Any process but a broker's is a client: the workload's run in processes of their
