@@ -10,9 +10,10 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
+JEPSEN_ARGS ?=
 
 .PHONY: all setup run cluster test test-unit test-sim test-integration lint fmt typecheck soak bench clean \
-        bench-peers bench-suite java bench-spark
+        bench-peers bench-suite java bench-spark jepsen
 
 all: test
 
@@ -103,8 +104,20 @@ test-sim: setup
 test-integration: setup
 	$(PY) -m pytest tests/integration tests/fault $(PYTEST_ARGS)
 
+# The Jepsen-style harness (docs/reliability.md §9): `make jepsen` runs the short schedule (about
+# two minutes, a fixed seed, three brokers, kills and a partition); JEPSEN_ARGS adds options,
+# e.g. JEPSEN_ARGS="--json figures.json". Each run's record goes to jepsen-runs/.
+jepsen: setup
+	$(PY) -m zlog_jepsen --short $(JEPSEN_ARGS)
+
+# The soak tests, then the harness's full schedule: each configuration (assign, subscribe)
+# five runs of ten minutes with every fault kind, stopping at the first failure.
 soak: setup
 	$(PY) -m pytest -m soak $(PYTEST_ARGS)
+	$(PY) -m zlog_jepsen --runs 5 --duration-s 600 --mode assign \
+	    --json jepsen-runs/soak-assign.json $(JEPSEN_ARGS)
+	$(PY) -m zlog_jepsen --runs 5 --duration-s 600 --mode subscribe \
+	    --json jepsen-runs/soak-subscribe.json $(JEPSEN_ARGS)
 
 bench: setup java
 	$(PY) -m pip install --quiet -e '.[dev,bench]'

@@ -1,0 +1,81 @@
+"""The cluster a run faults: the tests' proxied cluster, with its data kept in the run.
+
+The harness starts brokers through the very code the cluster tests use
+(tests/cluster_network.py: three `zlog serve` processes, each behind in-tree TCP fault
+proxies), not a copy of it, so a fault means the same thing in both. That makes zlog_jepsen a
+tool of a source checkout (make puts the checkout on the module path), not of an installed
+zlog. Network partitions go through those proxies: real network namespaces cut with nftables
+are not used yet, and `NETWORK_FAULTS` says so in every summary.
+
+Two things differ from the tests. Each broker's data directory lives in the run's directory
+from the start, so a failed run keeps it as it was; and the proxies treat every process that
+is not a broker as a client (the tests know only their own process), so a partition between
+brokers leaves the workload's client processes reaching every broker, as Jepsen's clients
+on the control node do.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Final
+
+from tests.cluster_network import TEST_CLIENT, UNKNOWN_CLIENT, ProxiedCluster
+from tests.tools.fault_proxy import Address
+from zlog.client import Admin, NewTopic
+
+NETWORK_FAULTS: Final = ("the in-tree TCP fault proxy (network namespaces with nftables are "
+                         "not used yet)")
+REPLICATION_FACTOR: Final = 3
+MIN_INSYNC_REPLICAS: Final = 2
+REPLICATED_TIMEOUT_S: Final = 90.0
+
+
+class RunCluster(ProxiedCluster):
+    """A `ProxiedCluster` whose brokers keep their data under `run_dir`/broker-<node>."""
+
+    def __init__(self, size: int, run_dir: Path) -> None:
+        super().__init__(size)
+        self.run_dir = run_dir
+        for node, broker in self.brokers.items():
+            broker.data_dir = run_dir / f"broker-{node}" / "data"
+            broker.data_dir.mkdir(parents=True, exist_ok=True)
+
+    def client_of(self, client: Address) -> str:
+        """Any process but a broker's is a client: the workload's run in processes of their
+        own, which the tests' proxies would not recognise."""
+        name = super().client_of(client)
+        return TEST_CLIENT if name == UNKNOWN_CLIENT else name
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """`partitions` partitions, three replicas each, min.insync.replicas 2; returns once
+        every partition has its three replicas in sync and a serving leader."""
+        with Admin(self.bootstrap) as admin:
+            admin.create_topics([NewTopic(
+                topic, partitions, replication_factor=REPLICATION_FACTOR,
+                configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS)})])
+        self.wait_fully_replicated(topic, partitions)
+
+    def wait_fully_replicated(self, topic: str, partitions: int,
+                              timeout_s: float = REPLICATED_TIMEOUT_S) -> None:
+        every = set(self.brokers)
+        for partition in range(partitions):
+            self.wait_for(lambda p: set(p.isr) == every and p.error_code == 0
+                          and bool(p.endpoint), topic, partition,
+                          f"ISR {sorted(every)} with a serving leader", timeout_s)
+
+    def close_keeping(self, keep: bool) -> None:
+        """Stop every broker; with `keep`, copy each one's logs and rings next to its data,
+        else remove the data too."""
+        for node, broker in self.brokers.items():
+            if not keep:
+                continue
+            if broker.process is not None:
+                broker.kill_all()  # as a crash leaves them: the rings are what it kept
+            if broker.ring_dir.is_dir():
+                shutil.copytree(broker.ring_dir, self.run_dir / f"broker-{node}" / "rings",
+                                dirs_exist_ok=True)
+        self.close(self.run_dir / "logs" if keep else None)
+        if not keep:
+            for node in self.brokers:
+                shutil.rmtree(self.run_dir / f"broker-{node}", ignore_errors=True)

@@ -1,0 +1,172 @@
+"""The faults of a run, injected on a seeded schedule and each recorded in the history.
+
+Every fault is a start and an end: the start picks its target from the cluster as it is at
+that moment (the leader of a random key's partition, or the metadata controller), breaks
+it, and records `{"fault": kind, "phase": "start", "target": node, ...}` as a nemesis event;
+the end undoes it and records the same with "end". One fault at a time: each is healed
+before the next starts, so a run's faults never pile up beyond one node.
+
+The kinds (docs/reliability.md, the harness's fault kinds):
+- kill-worker (F1): kill -9 of the worker serving a partition leader; the broker's
+  supervisor starts a new one, which replays the shared-memory ring.
+- kill-broker (F2a): kill -9 of a leader's whole broker (supervisor and workers), held down,
+  then started again on the same data and rings.
+- pause-broker (F3): SIGSTOP of a leader's whole broker, held, then SIGCONT.
+- isolate-leader, isolate-controller (F4): the broker cut off from the other brokers both
+  ways (clients still reach it), held, then healed.
+- one-way (F4): a leader hears no other broker ("in") or no other broker hears it ("out").
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from tests.broker_fixtures import START_TIMEOUT_S
+from tests.waiting import wait_until
+from zlog_jepsen.cluster import RunCluster
+from zlog_jepsen.history import NEMESIS_PROCESS, FaultPhase, HistoryWriter, nemesis_value
+
+KILL_WORKER: Final = "kill-worker"
+KILL_BROKER: Final = "kill-broker"
+PAUSE_BROKER: Final = "pause-broker"
+ISOLATE_LEADER: Final = "isolate-leader"
+ISOLATE_CONTROLLER: Final = "isolate-controller"
+ONE_WAY: Final = "one-way"
+FAULT_KINDS: Final = (KILL_WORKER, KILL_BROKER, PAUSE_BROKER, ISOLATE_LEADER,
+                      ISOLATE_CONTROLLER, ONE_WAY)
+NO_LEADER: Final = -1
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Which faults, how long each is held and how long the cluster rests between them."""
+
+    kinds: tuple[str, ...] = FAULT_KINDS
+    hold_s: tuple[float, float] = (5.0, 20.0)
+    rest_s: tuple[float, float] = (5.0, 15.0)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.kinds) - set(FAULT_KINDS))
+        if unknown or not self.kinds:
+            raise ValueError(f"fault kinds are some of {', '.join(FAULT_KINDS)}, "
+                             f"not {', '.join(unknown) or 'none'}")
+
+
+Heal = Callable[[], None]
+
+
+class Nemesis:
+    """Injects faults into `cluster` for the keys of `topic`, recording each in `writer`."""
+
+    def __init__(self, cluster: RunCluster, topic: str, keys: int, writer: HistoryWriter,
+                 seed: int) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.keys = keys
+        self.writer = writer
+        self.random = random.Random(seed)
+        self._heal: tuple[str, dict[str, Any], Heal] | None = None
+        self.injected: dict[str, int] = {}
+
+    def run(self, schedule: Schedule, duration_s: float, stop: threading.Event) -> None:
+        """Faults one after another for `duration_s` (or until `stop`); healed at the end."""
+        deadline = time.monotonic() + duration_s
+        try:
+            while not stop.is_set():
+                if stop.wait(self.random.uniform(*schedule.rest_s)) or time.monotonic() > deadline:
+                    return
+                self.start(self.random.choice(schedule.kinds))
+                hold_s = min(self.random.uniform(*schedule.hold_s),
+                             max(deadline - time.monotonic(), 0.0))
+                stop.wait(hold_s)
+                self.heal()
+        finally:
+            self.heal()
+
+    def start(self, kind: str) -> None:
+        assert self._heal is None, "one fault at a time"
+        details, heal = _STARTS[kind](self)
+        self._record(kind, "start", details)
+        self._heal = (kind, details, heal)
+        self.injected[kind] = self.injected.get(kind, 0) + 1
+
+    def heal(self) -> None:
+        """Undo the fault in force, if any, and record its end."""
+        if self._heal is None:
+            return
+        kind, details, heal = self._heal
+        self._heal = None
+        heal()
+        self._record(kind, "end", details)
+
+    def _record(self, kind: str, phase: FaultPhase, details: dict[str, Any]) -> None:
+        self.writer.append(NEMESIS_PROCESS, "info", "nemesis",
+                           nemesis_value(kind, phase, **details))
+
+    # -- targets --------------------------------------------------------------------------
+
+    def _leader(self) -> tuple[int, int]:
+        """(key, the node leading its partition); a random broker when none leads it now."""
+        key = self.random.randrange(self.keys)
+        leader = self.cluster.partition(self.topic, key).leader
+        if leader == NO_LEADER:
+            leader = self.random.choice(sorted(self.cluster.brokers))
+        return key, leader
+
+    # -- the faults: each breaks something and returns what to record and how to undo it -----
+
+    def _kill_worker(self) -> tuple[dict[str, Any], Heal]:
+        key, node = self._leader()
+        broker = self.cluster.broker(node)
+        endpoint = self.cluster.partition(self.topic, key).endpoint
+        broker.kill_worker(broker.worker_pid_for(endpoint))
+
+        def restarted() -> None:
+            wait_until(lambda: len(broker.worker_pids()) == broker.workers, START_TIMEOUT_S,
+                       interval_s=0.05, what=f"broker {node}'s worker restarted")
+
+        return {"target": node, "key": key}, restarted
+
+    def _kill_broker(self) -> tuple[dict[str, Any], Heal]:
+        key, node = self._leader()
+        broker = self.cluster.broker(node)
+        broker.kill_all()
+        return {"target": node, "key": key}, broker.start
+
+    def _pause_broker(self) -> tuple[dict[str, Any], Heal]:
+        key, node = self._leader()
+        broker = self.cluster.broker(node)
+        broker.pause()
+        return {"target": node, "key": key}, broker.resume
+
+    def _isolate_leader(self) -> tuple[dict[str, Any], Heal]:
+        key, node = self._leader()
+        self.cluster.isolate(node)
+        return {"target": node, "key": key, "topology": "isolated leader"}, self.cluster.heal
+
+    def _isolate_controller(self) -> tuple[dict[str, Any], Heal]:
+        node = self.cluster.metadata().controller_id
+        self.cluster.isolate(node)
+        return {"target": node, "topology": "isolated controller"}, self.cluster.heal
+
+    def _one_way(self) -> tuple[dict[str, Any], Heal]:
+        key, node = self._leader()
+        direction = self.random.choice(("in", "out"))
+        self.cluster.isolate(node, direction="in" if direction == "in" else "out")
+        return ({"target": node, "key": key, "topology": f"one-way {direction}"},
+                self.cluster.heal)
+
+
+_STARTS: Final[dict[str, Callable[[Nemesis], tuple[dict[str, Any], Heal]]]] = {
+    KILL_WORKER: Nemesis._kill_worker,
+    KILL_BROKER: Nemesis._kill_broker,
+    PAUSE_BROKER: Nemesis._pause_broker,
+    ISOLATE_LEADER: Nemesis._isolate_leader,
+    ISOLATE_CONTROLLER: Nemesis._isolate_controller,
+    ONE_WAY: Nemesis._one_way,
+}

@@ -1,0 +1,41 @@
+"""The figures of several runs of one configuration, as one set: what the soak reports.
+
+Counts add up, the longest unavailabilities are the longest of any run, and the set is
+valid only if every run was. The per-run figures stay alongside, so a failure can be traced
+to its run's directory.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Final
+
+SUMMED: Final = ("operations", "ok", "fail", "info", "acked_writes", "acked_lost", "duplicates",
+                 "inconsistent_offsets", "aborted_reads", "faults_injected")
+SUMMED_BY_NAME: Final = ("anomalies", "faults_by_kind")
+LONGEST_BY_NAME: Final = ("unavailability_after_fault_ms",)
+
+
+def totals(runs: list[dict[str, Any]], minutes: float) -> dict[str, Any]:
+    """One configuration's figures over `runs` (each a run's figures) lasting `minutes`."""
+    complete = [r for r in runs if "operations" in r]  # a run that broke has no figures
+    out: dict[str, Any] = {name: sum(r[name] for r in complete) for name in SUMMED}
+    for name in SUMMED_BY_NAME:
+        summed: Counter[str] = Counter()
+        for r in complete:
+            summed.update(r[name])
+        out[name] = dict(sorted(summed.items()))
+    for name in LONGEST_BY_NAME:
+        longest: dict[str, float] = {}
+        for r in complete:
+            for kind, ms in r[name].items():
+                longest[kind] = max(longest.get(kind, 0.0), ms)
+        out[name] = dict(sorted(longest.items()))
+    out["max_unavailability_ms"] = max((r["max_unavailability_ms"] for r in complete),
+                                       default=0.0)
+    out["valid"] = bool(runs) and all(r.get("valid") for r in runs)
+    out["failed_by"] = sorted({a for r in runs for a in r.get("failed_by", ["the run broke"])})
+    out["runs"] = len(runs)
+    out["minutes"] = round(minutes, 2)
+    out["per_run"] = runs
+    return out
