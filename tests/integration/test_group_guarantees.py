@@ -31,7 +31,7 @@ from zlog.errors import ErrorCode, ZlogError
 pytestmark = pytest.mark.slow
 
 PARTITIONS = 6
-SESSION_MS = 4_000
+SESSION_MS = 3_000
 """The classic members' session, and the broker's group_consumer_session_timeout_ms."""
 REJOIN_MARGIN_S = 8.0
 """Beyond the session: heartbeat interval, rejoin and sync, on a busy two-core machine."""
