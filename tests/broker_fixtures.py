@@ -64,6 +64,7 @@ class BrokerProcess:
         self.extra_args = tuple(extra_args)
         self.cwd = cwd
         self.open_files_max = open_files_max  # RLIMIT_NOFILE (soft and hard), as `ulimit -n`
+        self.environment: dict[str, str] = {}  # set for every start, over the inherited one
         self.process: subprocess.Popen[bytes] | None = None
         self.runs = 0
 
@@ -91,6 +92,7 @@ class BrokerProcess:
                    if key != "NOTIFY_SOCKET" and not key.startswith("ZLOG_")}
         environ["PYTHONUNBUFFERED"] = "1"
         environ["PYTHONPATH"] = str(REPO_ROOT)  # this checkout's zlog, whatever the cwd
+        environ.update(self.environment)
         if self.open_files_max is not None:  # as `ulimit -n N` before the command
             command = [sys.executable, "-c", _EXEC_WITH_OPEN_FILES_MAX,
                        str(self.open_files_max), *command]

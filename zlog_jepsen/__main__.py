@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
+from zlog.broker.data.planted_bug import PLANTED_BUGS
 from zlog_jepsen.cluster import NETWORK_FAULTS
 from zlog_jepsen.nemesis import FAULT_KINDS, ISOLATE_LEADER, KILL_BROKER, KILL_WORKER, Schedule
 from zlog_jepsen.report import summary_table
@@ -69,6 +70,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", type=Path, default=None,
                    help="where the runs' directories go (default jepsen-runs/<time>)")
     p.add_argument("--json", type=Path, default=None, help="write the figures here")
+    p.add_argument("--planted-bug", choices=PLANTED_BUGS, default=None,
+                   help="break every broker on purpose (a test-only switch): the run must "
+                        "then fail")
     return p
 
 
@@ -85,7 +89,7 @@ def first_config(args: argparse.Namespace) -> RunConfig:
     duration_s = args.duration_s or (SHORT_DURATION_S if short else 600.0)
     out_dir = args.out_dir or Path("jepsen-runs") / time.strftime("%Y%m%d-%H%M%S")
     return RunConfig(out_dir, workload, schedule, duration_s=duration_s,
-                     warmup_s=args.warmup_s)
+                     warmup_s=args.warmup_s, planted_bug=args.planted_bug)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,21 +7,24 @@ tool of a source checkout (make puts the checkout on the module path), not of an
 zlog. Network partitions go through those proxies: real network namespaces cut with nftables
 are not used yet, and `NETWORK_FAULTS` says so in every summary.
 
-Two things differ from the tests. Each broker's data directory lives in the run's directory
-from the start, so a failed run keeps it as it was; and the proxies treat every process that
-is not a broker as a client (the tests know only their own process), so a partition between
-brokers leaves the workload's client processes reaching every broker, as Jepsen's clients
-on the control node do.
+Two things differ from the tests (three with a planted bug, zlog.broker.data.planted_bug,
+which every broker of the run then carries). Each broker's data directory lives in the run's
+directory from the start, so a failed run keeps it as it was; and the proxies treat every
+process that is not a broker as a client (the tests know only their own process), so a
+partition between brokers leaves the workload's client processes reaching every broker, as
+Jepsen's clients on the control node do.
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Collection
 from pathlib import Path
 from typing import Final
 
-from tests.cluster_network import TEST_CLIENT, UNKNOWN_CLIENT, ProxiedCluster
+from tests.cluster_network import TEST_CLIENT, UNKNOWN_CLIENT, ProxiedCluster, broker_client
 from tests.tools.fault_proxy import Address
+from zlog.broker.data.planted_bug import PLANTED_BUG_ENV
 from zlog.client import Admin, NewTopic
 
 NETWORK_FAULTS: Final = ("the in-tree TCP fault proxy (network namespaces with nftables are "
@@ -34,18 +37,34 @@ REPLICATED_TIMEOUT_S: Final = 90.0
 class RunCluster(ProxiedCluster):
     """A `ProxiedCluster` whose brokers keep their data under `run_dir`/broker-<node>."""
 
-    def __init__(self, size: int, run_dir: Path) -> None:
+    def __init__(self, size: int, run_dir: Path, planted_bug: str | None = None) -> None:
         super().__init__(size)
         self.run_dir = run_dir
         for node, broker in self.brokers.items():
             broker.data_dir = run_dir / f"broker-{node}" / "data"
             broker.data_dir.mkdir(parents=True, exist_ok=True)
+            if planted_bug is not None:
+                broker.environment[PLANTED_BUG_ENV] = planted_bug
 
     def client_of(self, client: Address) -> str:
         """Any process but a broker's is a client: the workload's run in processes of their
         own, which the tests' proxies would not recognise."""
         name = super().client_of(client)
         return TEST_CLIENT if name == UNKNOWN_CLIENT else name
+
+    def split(self, side: Collection[int], others: Collection[int]) -> None:
+        """Cut every broker of `side` off from every broker of `others`, both ways; links
+        within each side, and every client, are spared (a majority/minority split, or a
+        bridge: two cut from each other while a third hears both)."""
+        for node, cut in ([(n, others) for n in side] + [(n, side) for n in others]):
+            for proxy in self.proxies[node].values():
+                proxy.drop({broker_client(other) for other in cut})
+
+    def cut_clients(self, node: int) -> None:
+        """Cut every client off broker `node`'s data and control ports; brokers still reach
+        it, and clients still reach the others."""
+        for proxy in self.proxies[node].values():
+            proxy.drop({TEST_CLIENT})
 
     def create_topic(self, topic: str, partitions: int) -> None:
         """`partitions` partitions, three replicas each, min.insync.replicas 2; returns once

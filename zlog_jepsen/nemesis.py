@@ -15,6 +15,13 @@ The kinds (docs/reliability.md, the harness's fault kinds):
 - isolate-leader, isolate-controller (F4): the broker cut off from the other brokers both
   ways (clients still reach it), held, then healed.
 - one-way (F4): a leader hears no other broker ("in") or no other broker hears it ("out").
+- power-loss (F2b): kill-broker, then the broker's rings and every partition data file it
+  never fsynced are gone before it starts again (zlog_jepsen.storage_faults).
+- damaged-tail (F5): kill-broker, then the newest segment of the key's partition on that
+  broker is cut at a random byte, has a bit of its last batch flipped, or loses its indexes.
+- minority (F4): a random minority of the brokers cut off from the majority.
+- bridge (F4): two brokers cut off from each other, a third hearing both.
+- clients-cut (F4): every client cut off from a leader, which still hears its followers.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from tests.broker_fixtures import START_TIMEOUT_S
 from tests.waiting import wait_until
 from zlog_jepsen.cluster import RunCluster
 from zlog_jepsen.history import NEMESIS_PROCESS, FaultPhase, HistoryWriter, nemesis_value
+from zlog_jepsen.storage_faults import damage_tail, lose_power
 
 KILL_WORKER: Final = "kill-worker"
 KILL_BROKER: Final = "kill-broker"
@@ -37,8 +45,14 @@ PAUSE_BROKER: Final = "pause-broker"
 ISOLATE_LEADER: Final = "isolate-leader"
 ISOLATE_CONTROLLER: Final = "isolate-controller"
 ONE_WAY: Final = "one-way"
+POWER_LOSS: Final = "power-loss"
+DAMAGED_TAIL: Final = "damaged-tail"
+MINORITY: Final = "minority"
+BRIDGE: Final = "bridge"
+CLIENTS_CUT: Final = "clients-cut"
 FAULT_KINDS: Final = (KILL_WORKER, KILL_BROKER, PAUSE_BROKER, ISOLATE_LEADER,
-                      ISOLATE_CONTROLLER, ONE_WAY)
+                      ISOLATE_CONTROLLER, ONE_WAY, POWER_LOSS, DAMAGED_TAIL, MINORITY, BRIDGE,
+                      CLIENTS_CUT)
 NO_LEADER: Final = -1
 
 
@@ -138,6 +152,42 @@ class Nemesis:
         broker.kill_all()
         return {"target": node, "key": key}, broker.start
 
+    def _power_loss(self) -> tuple[dict[str, Any], Heal]:
+        key, node = self._leader()
+        broker = self.cluster.broker(node)
+        broker.kill_all()
+        lost = lose_power(broker.data_dir, broker.ring_dir)
+        return {"target": node, "key": key, **lost}, broker.start
+
+    def _damaged_tail(self) -> tuple[dict[str, Any], Heal]:
+        key, node = self._leader()
+        broker = self.cluster.broker(node)
+        broker.kill_all()
+        done = damage_tail(broker.data_dir / f"{self.topic}-{key}", self.random)
+        return {"target": node, "key": key, **done}, broker.start
+
+    def _minority(self) -> tuple[dict[str, Any], Heal]:
+        nodes = sorted(self.cluster.brokers)
+        self.random.shuffle(nodes)
+        minority, majority = nodes[:(len(nodes) - 1) // 2], nodes[(len(nodes) - 1) // 2:]
+        self.cluster.split(minority, majority)
+        return ({"minority": sorted(minority), "majority": sorted(majority),
+                 "topology": "majority/minority"}, self.cluster.heal)
+
+    def _bridge(self) -> tuple[dict[str, Any], Heal]:
+        nodes = sorted(self.cluster.brokers)
+        self.random.shuffle(nodes)
+        bridge, (one, other) = nodes[2:], nodes[:2]
+        self.cluster.split([one], [other])
+        return ({"cut": sorted([one, other]), "bridge": sorted(bridge), "topology": "bridge"},
+                self.cluster.heal)
+
+    def _clients_cut(self) -> tuple[dict[str, Any], Heal]:
+        key, node = self._leader()
+        self.cluster.cut_clients(node)
+        return ({"target": node, "key": key, "topology": "clients cut from the leader"},
+                self.cluster.heal)
+
     def _pause_broker(self) -> tuple[dict[str, Any], Heal]:
         key, node = self._leader()
         broker = self.cluster.broker(node)
@@ -169,4 +219,9 @@ _STARTS: Final[dict[str, Callable[[Nemesis], tuple[dict[str, Any], Heal]]]] = {
     ISOLATE_LEADER: Nemesis._isolate_leader,
     ISOLATE_CONTROLLER: Nemesis._isolate_controller,
     ONE_WAY: Nemesis._one_way,
+    POWER_LOSS: Nemesis._power_loss,
+    DAMAGED_TAIL: Nemesis._damaged_tail,
+    MINORITY: Nemesis._minority,
+    BRIDGE: Nemesis._bridge,
+    CLIENTS_CUT: Nemesis._clients_cut,
 }

@@ -48,6 +48,7 @@ class RunConfig:
     warmup_s: float = 10.0
     brokers: int = 3
     factory: ClientFactory = native_client
+    planted_bug: str | None = None  # zlog.broker.data.planted_bug, in every broker
 
 
 @dataclass
@@ -62,7 +63,7 @@ def run(config: RunConfig) -> RunOutcome:
     run, with its traceback in summary.txt and everything kept."""
     run_dir = config.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    cluster = RunCluster(config.brokers, run_dir)
+    cluster = RunCluster(config.brokers, run_dir, config.planted_bug)
     valid = False
     numbers: dict[str, Any] = {"valid": False}
     try:
@@ -103,7 +104,8 @@ def _run_on(cluster: RunCluster, config: RunConfig) -> dict[str, Any]:
     numbers = figures(history, result, final_read=True)
     numbers.update({"seed": config.workload.seed, "duration_s": config.duration_s,
                     "mode": config.workload.mode, "brokers": config.brokers,
-                    "final_drain_complete": complete, "network_faults": NETWORK_FAULTS})
+                    "final_drain_complete": complete, "network_faults": NETWORK_FAULTS,
+                    "planted_bug": config.planted_bug})
     if not complete:
         numbers["valid"] = False
         numbers["failed_by"] = [*numbers["failed_by"], "final drain incomplete"]
@@ -114,6 +116,8 @@ def _run_on(cluster: RunCluster, config: RunConfig) -> dict[str, Any]:
     plotted = draw(history, run_dir) if plots_available() else []
     (run_dir / "summary.txt").write_text(
         summary_table(numbers) + f"\nnetwork faults: {NETWORK_FAULTS}\n"
+        + (f"planted bug: {config.planted_bug} (a correct checker fails this run)\n"
+           if config.planted_bug else "")
         + ("" if plotted else "no plots: matplotlib is not installed\n"), encoding="utf-8")
     return numbers
 

@@ -1,0 +1,114 @@
+"""What a power loss or a damaged disk leaves of a stopped broker's files (F2b, F5).
+
+Both run on a broker already killed with kill -9, before it starts again; both only change
+files, so they are tested on real files with a seeded `random.Random`.
+
+Power loss (F2b) rolls every partition data file back to its last fsync and drops the
+shared-memory rings. zlog fsyncs partition data only when a topic sets `flush.messages` or
+`flush.ms` (docs/reliability.md §2.3), and the harness's topic sets neither, so the last
+fsynced length of every segment is zero and neither its name nor its indexes need have
+reached the disk: they all go. What zlog does fsync stays: the metadata log (`__raft/`),
+the leader-epoch checkpoints, the broker's identity file. That is the model without any hook
+in the broker; a topic with `flush.*` would need the fsynced lengths recorded, which the
+harness does not do.
+
+A damaged tail (F5) hurts one partition's newest segment in one of three ways: cut at a
+random byte (inside a batch or on a batch boundary), one byte of its last batch flipped, or
+its sparse and time indexes deleted.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import struct
+from pathlib import Path
+from typing import Final
+
+from zlog.record.header import LOG_OVERHEAD_BYTES
+
+SEGMENT_SUFFIX: Final = ".log"
+INDEX_SUFFIXES: Final = (".index", ".timeindex")
+METADATA_DIR: Final = "__raft"
+TRUNCATE: Final = "truncate"
+BIT_FLIP: Final = "bit-flip"
+DROP_INDEXES: Final = "drop-indexes"
+DAMAGES: Final = (TRUNCATE, BIT_FLIP, DROP_INDEXES)
+_BATCH_LENGTH: Final = struct.Struct(">i")
+_BATCH_LENGTH_AT: Final = 8
+
+
+def partition_dirs(data_dir: Path) -> list[Path]:
+    """Every partition directory under `data_dir` (those holding a segment), sorted."""
+    return sorted(path.parent for path in data_dir.glob(f"*/*{SEGMENT_SUFFIX}")
+                  if path.parent.name != METADATA_DIR and path.parent.parent == data_dir)
+
+
+def lose_power(data_dir: Path, ring_dir: Path) -> dict[str, int]:
+    """Roll `data_dir` back to its last fsyncs and empty `ring_dir`; what went, counted."""
+    segments = indexes = 0
+    for directory in partition_dirs(data_dir):
+        for path in directory.iterdir():
+            if path.name.endswith(SEGMENT_SUFFIX):
+                path.unlink()
+                segments += 1
+            elif path.name.endswith(INDEX_SUFFIXES):
+                path.unlink()
+                indexes += 1
+    rings = 0
+    if ring_dir.is_dir():
+        for path in ring_dir.iterdir():
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            rings += 1
+    return {"segments_lost": segments, "indexes_lost": indexes, "rings_lost": rings}
+
+
+def batch_ends(segment: bytes) -> list[int]:
+    """The end position of each whole batch from the start, up to the first that is not
+    (a preallocated file's zeros, or a cut)."""
+    ends: list[int] = []
+    position = 0
+    while position + LOG_OVERHEAD_BYTES <= len(segment):
+        (length,) = _BATCH_LENGTH.unpack_from(segment, position + _BATCH_LENGTH_AT)
+        end = position + LOG_OVERHEAD_BYTES + length
+        if length <= 0 or end > len(segment):
+            break
+        ends.append(end)
+        position = end
+    return ends
+
+
+def damage_tail(partition_dir: Path, rng: random.Random, damage: str | None = None
+                ) -> dict[str, object]:
+    """Damage the newest segment of `partition_dir` (`damage`, or one picked by `rng`);
+    what was done, for the history. A segment with no whole batch is cut or left as is."""
+    damage = damage or rng.choice(DAMAGES)
+    if damage not in DAMAGES:
+        raise ValueError(f"damage is one of {', '.join(DAMAGES)}, not {damage!r}")
+    segment = max(partition_dir.glob(f"*{SEGMENT_SUFFIX}"), key=lambda path: path.name)
+    done: dict[str, object] = {"damage": damage, "segment": f"{partition_dir.name}/{segment.name}"}
+    if damage == DROP_INDEXES:
+        dropped = [path for suffix in INDEX_SUFFIXES
+                   for path in partition_dir.glob(f"*{suffix}")]
+        for path in dropped:
+            path.unlink()
+        done["indexes_dropped"] = len(dropped)
+        return done
+    data = bytearray(segment.read_bytes())
+    ends = batch_ends(bytes(data))
+    logical_bytes = ends[-1] if ends else 0
+    if damage == TRUNCATE or not ends:
+        at = rng.randrange(logical_bytes + 1)
+        with segment.open("r+b") as file:
+            file.truncate(at)
+        done.update(damage=TRUNCATE, at_byte=at, of_bytes=logical_bytes)
+        return done
+    start = ends[-2] if len(ends) > 1 else 0
+    at = rng.randrange(start, ends[-1])
+    data[at] ^= 1 << rng.randrange(8)
+    segment.write_bytes(bytes(data))
+    done.update(at_byte=at, last_batch=[start, ends[-1]])
+    return done
