@@ -72,6 +72,8 @@ def test_commits_after_processing_skip_nothing_when_the_coordinator_is_killed(
         killed = cluster.broker(coordinator.node_id)
         killed.kill_all()
         _produce(cluster, topic, SECOND_ROUND)  # while the coordinator moves
+        moved = find_coordinator([b.endpoint for b in cluster.running()], group, WAIT_S)
+        assert moved.node_id != coordinator.node_id, "another broker coordinates the group"
         killed.start()
 
         every = {(p, o) for p in range(PARTITIONS) for o in range(FIRST_ROUND + SECOND_ROUND)}
