@@ -157,3 +157,54 @@ def test_cli_reset_offsets_is_refused_while_the_group_has_members(
                         "--to-latest", "--execute")
     assert refused.returncode == 1
     assert b"NON_EMPTY_GROUP" in refused.stderr
+
+
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_position_seek_and_committed_in_a_group_and_the_reset_only_without_a_commit(
+        broker: BrokerProcess, protocol: str) -> None:
+    """A member starts each assigned partition at the group's committed offset; only where
+    there is none does auto_offset_reset (latest here) decide. position(), committed() and the
+    seeks then behave as for assign()."""
+    topic, group = f"positions-{protocol}", f"positioners-{protocol}"
+    _topic(broker, topic)
+    everything = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    committed_one, fresh = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    with Admin(broker.endpoint) as admin:
+        admin.alter_group_offsets(group, {committed_one: 5})
+    with Consumer(broker.endpoint, group_id=group, auto_offset_reset="latest",
+                  enable_auto_commit=False, group_protocol=protocol) as consumer:
+        started: dict[TopicPartition, int] = {}
+
+        def on_assign(partitions: set[TopicPartition]) -> None:
+            started.update({tp: consumer.position(tp) for tp in partitions})
+
+        consumer.subscribe([topic], on_assign=on_assign)
+        read: list[ConsumerRecord] = []
+        _poll_until([consumer], lambda: consumer.assignment() == everything
+                    and len(read) >= RECORDS_PER_PARTITION - 5, read,
+                    "the member to hold every partition and read past the commit")
+        assert started == {tp: 5 if tp == committed_one else RECORDS_PER_PARTITION
+                           for tp in everything}, "the committed offset, else latest"
+        assert sorted({(r.partition, r.offset) for r in read}) == [
+            (0, offset) for offset in range(5, RECORDS_PER_PARTITION)]
+        assert consumer.position(committed_one) == RECORDS_PER_PARTITION
+        assert consumer.committed() == {tp: 5 if tp == committed_one else None
+                                        for tp in everything}
+
+        consumer.seek_to_beginning([fresh])
+        consumer.seek_to_end([committed_one])
+        assert (consumer.position(fresh), consumer.position(committed_one)) == (
+            0, RECORDS_PER_PARTITION)
+        seen: list[ConsumerRecord] = []
+        _poll_until([consumer], lambda: len(seen) >= RECORDS_PER_PARTITION, seen,
+                    "the records of the partition sought to its beginning")
+        assert [(r.partition, r.offset) for r in seen] == [
+            (1, offset) for offset in range(RECORDS_PER_PARTITION)]
+        consumer.seek(fresh, 3)
+        assert consumer.position(fresh) == 3
+        consumer.commit()
+        assert consumer.committed() == {tp: 3 if tp == fresh else RECORDS_PER_PARTITION
+                                        for tp in everything}
+    with Admin(broker.endpoint) as admin:
+        assert admin.list_group_offsets(group) == {
+            tp: 3 if tp == fresh else RECORDS_PER_PARTITION for tp in everything}

@@ -3,6 +3,8 @@ what the group had stored before is unchanged afterwards (docs/groups.md §4.2, 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.broker_fixtures import CALL_TIMEOUT_MS, BrokerProcess
 from tests.group_calls import (
     GROUP_TOPIC,
@@ -19,12 +21,16 @@ from zlog.transport.rpc import RpcClient
 from zlog.types import TopicPartition
 
 GROUP = "careful-readers"
+SERVER_SIDE_GROUP = "server-side-readers"
 FIRST = TopicPartition(GROUP_TOPIC, 0)
 
 
-def _join(client: RpcClient, member_id: str,
-          session_timeout_ms: int = SESSION_TIMEOUT_MS) -> gm.JoinGroupResponse:
-    request = join_request(GROUP, member_id, session_timeout_ms=session_timeout_ms)
+def _join(client: RpcClient, member_id: str, session_timeout_ms: int = SESSION_TIMEOUT_MS,
+          *, group_id: str = GROUP, protocol_type: str = "consumer",
+          assignor: str = "range") -> gm.JoinGroupResponse:
+    request = join_request(group_id, member_id, session_timeout_ms=session_timeout_ms)
+    request = replace(request, protocol_type=protocol_type, protocols=tuple(
+        (assignor, subscription) for _name, subscription in request.protocols))
     [reply] = collect(client, [client.send(request, CALL_TIMEOUT_MS)])
     assert isinstance(reply, gm.JoinGroupResponse)
     return reply
@@ -96,18 +102,57 @@ def test_bad_requests_get_their_codes_and_change_nothing(group_broker: BrokerPro
             "session over the maximum": _join(client, "", session_timeout_ms=2_000_000_000),
             "member id over 1024 bytes": _join(client, "m" * 1025),
             "member id never handed out": _join(client, "not-a-member"),
+            "another protocol type": _join(client, member, protocol_type="connect"),
+            "a new member of another protocol type": _join(client, "", protocol_type="connect"),
+            "no assignor in common": _join(client, member, assignor="roundrobin"),
+            "a new member with no assignor in common": _join(client, "", assignor="roundrobin"),
         }
         assert {why: r.error for why, r in joins.items()} == {
             "session 0 ms": ErrorCode.INVALID_SESSION_TIMEOUT,
             "session over the maximum": ErrorCode.INVALID_SESSION_TIMEOUT,
             "member id over 1024 bytes": ErrorCode.INVALID_REQUEST,
             "member id never handed out": ErrorCode.UNKNOWN_MEMBER_ID,
+            "another protocol type": ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+            "a new member of another protocol type": ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+            "no assignor in common": ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+            "a new member with no assignor in common": ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
         }
+        sync = gm.SyncGroupRequest(gm.NO_REQUEST_ID, GROUP, generation, member)
+        for protocol in (replace(sync, protocol_type="connect"),
+                         replace(sync, protocol_name="roundrobin")):
+            synced = client.call(protocol, CALL_TIMEOUT_MS)
+            assert isinstance(synced, gm.SyncGroupResponse), synced
+            assert synced.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (protocol, synced)
+        server_side = client.call(gm.GroupHeartbeatRequest(
+            gm.NO_REQUEST_ID, GROUP, "", 0, rebalance_timeout_ms=30_000,
+            subscribed_topics=(GROUP_TOPIC,), owned=()), CALL_TIMEOUT_MS)
+        assert isinstance(server_side, gm.GroupHeartbeatResponse)
+        assert server_side.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL, \
+            "a server-side member cannot join a classic group with members"
         beat = client.call(gm.HeartbeatRequest(gm.NO_REQUEST_ID, GROUP, generation, "ghost"),
                            CALL_TIMEOUT_MS)
         assert beat == gm.HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID)
 
         assert committed(client, GROUP) == stored
         after = _described(client)
+        assert (after.state, after.epoch, after.members) == (
+            before.state, before.epoch, before.members)
+
+
+def test_a_classic_join_to_a_server_side_group_is_refused_and_changes_nothing(
+        group_broker: BrokerProcess) -> None:
+    coordinator = find_coordinator([group_broker.endpoint], SERVER_SIDE_GROUP).endpoint
+    with RpcClient(coordinator) as client:
+        joined = client.call(gm.GroupHeartbeatRequest(
+            gm.NO_REQUEST_ID, SERVER_SIDE_GROUP, "", 0, rebalance_timeout_ms=30_000,
+            subscribed_topics=(GROUP_TOPIC,), owned=()), CALL_TIMEOUT_MS)
+        assert isinstance(joined, gm.GroupHeartbeatResponse), joined
+        assert joined.error == ErrorCode.NONE and joined.member_epoch > 0, joined
+        before = _described(client, SERVER_SIDE_GROUP)
+        assert (before.group_type, len(before.members)) == ("consumer", 1), before
+        for member_id in ("", joined.member_id):
+            refused = _join(client, member_id, group_id=SERVER_SIDE_GROUP)
+            assert refused.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (member_id, refused)
+        after = _described(client, SERVER_SIDE_GROUP)
         assert (after.state, after.epoch, after.members) == (
             before.state, before.epoch, before.members)

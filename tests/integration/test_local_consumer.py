@@ -9,7 +9,7 @@ its position and over the network when it does not.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -220,3 +220,73 @@ def test_copied_views_stay_whole_after_the_ring_moves_on(broker: BrokerProcess) 
         produce_a_ring_full(broker, topic)
         assert local.views_intact()
         assert _batch_values(held) == [value(i) for i in range(10)]
+
+
+GROUP_PARTITIONS = 4
+GROUP_RECORDS_PER_PARTITION = 40
+
+
+def _produce_group_round(broker: BrokerProcess, topic: str, first: int) -> None:
+    with Producer(broker.endpoint, linger_ms=1) as producer:
+        for partition in range(GROUP_PARTITIONS):
+            for i in range(first, first + GROUP_RECORDS_PER_PARTITION):
+                producer.send(topic, value(i), partition=partition)
+        producer.flush(timeout_ms=20_000)
+
+
+def _poll_and_commit(members: list[Consumer], seen: list[tuple[int, int]], count: int,
+                     what: str, done: Callable[[], object] | None = None) -> None:
+    """Poll each member in turn, committing after each poll what it processed, until `count`
+    records in all were seen (and `done()`, if given, holds)."""
+    def enough() -> bool:
+        for member in members:
+            records = member.poll(timeout_ms=50)
+            seen.extend((r.partition, r.offset) for r in records)
+            if records:
+                member.commit()
+        return len(seen) >= count and (done is None or bool(done()))
+
+    wait_until(enough, DEADLINE_S * 2, interval_s=0, what=what)
+
+
+def test_a_local_member_and_a_network_member_share_a_group(broker: BrokerProcess) -> None:
+    """The local consumer works in a group: it reads the partitions assigned to it from the
+    rings, the other member reads its own over the network, commits after processing hand
+    partitions over, and no record is skipped or read twice."""
+    topic = f"local-group-{next(_names)}"
+    with Admin(broker.endpoint, request_timeout_ms=CALL_TIMEOUT_MS) as admin:
+        admin.create_topics([NewTopic(topic, GROUP_PARTITIONS)])
+    for partition in range(GROUP_PARTITIONS):
+        broker.data_endpoint(topic, partition)
+    _produce_group_round(broker, topic, 0)
+    everything = {TopicPartition(topic, p) for p in range(GROUP_PARTITIONS)}
+    settings: dict[str, object] = {"group_id": "local-and-remote", "enable_auto_commit": False,
+                                   "auto_offset_reset": "earliest"}
+    local = Consumer(broker.endpoint, local=True, **settings)  # type: ignore[arg-type]
+    remote = Consumer(broker.endpoint, **settings)  # type: ignore[arg-type]
+    seen: list[tuple[int, int]] = []
+    try:
+        local.subscribe([topic])
+        remote.subscribe([topic])
+        round_records = GROUP_PARTITIONS * GROUP_RECORDS_PER_PARTITION
+        _poll_and_commit([local, remote], seen, round_records, "the first round, split",
+                         lambda: local.assignment() and remote.assignment())
+        assert not local.assignment() & remote.assignment()
+        assert local.assignment() | remote.assignment() == everything
+        assert local.ring_batches_read > 0, "the local member read its partitions from rings"
+        local_partitions = {tp.partition for tp in local.assignment()}
+        local.close()  # hands its partitions over at the offsets it committed
+        _produce_group_round(broker, topic, GROUP_RECORDS_PER_PARTITION)
+        _poll_and_commit([remote], seen, 2 * round_records,
+                         "the second round, all at the remaining member",
+                         lambda: remote.assignment() == everything)
+        assert local_partitions, "the local member had partitions to hand over"
+    finally:
+        local.close()
+        remote.close()
+    assert sorted(seen) == sorted(set(seen)), "nothing read twice"
+    assert sorted(seen) == [(p, o) for p in range(GROUP_PARTITIONS)
+                            for o in range(2 * GROUP_RECORDS_PER_PARTITION)], "nothing skipped"
+    with Admin(broker.endpoint, request_timeout_ms=CALL_TIMEOUT_MS) as admin:
+        assert admin.list_group_offsets("local-and-remote") == dict.fromkeys(
+            everything, 2 * GROUP_RECORDS_PER_PARTITION)

@@ -30,7 +30,7 @@ from zlog import limits
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
 from zlog.broker.topic_configs import TOPIC_CONFIG_KEYS, validate_topic_configs
 from zlog.errors import ZlogError
-from zlog.groups.config import GroupConfig
+from zlog.groups.config import MINUTE_MS, GroupConfig
 from zlog.groups.partitioning import OFFSETS_PARTITIONS_DEFAULT
 from zlog.shm_segments.log_config import LogConfig
 
@@ -100,6 +100,11 @@ class BrokerConfig:
     """A member of a server-side group silent this long is fenced."""
     group_consumer_heartbeat_interval_ms: int = _GROUP_DEFAULTS.consumer_heartbeat_interval_ms
     """How often a member of a server-side group is told to heartbeat."""
+    offsets_retention_minutes: int = _GROUP_DEFAULTS.offsets_retention_ms // MINUTE_MS
+    """How long a group's committed offsets outlive it (after it empties; for a simple
+    group, after each commit) before the coordinator deletes them (docs/groups.md §5.2)."""
+    offsets_retention_check_interval_ms: int = _GROUP_DEFAULTS.offsets_retention_check_interval_ms
+    """How often each coordinator looks for expired offsets."""
     raft_tick_ms: int = 50
     """Wall time of one metadata-log tick; elections and heartbeats count in ticks."""
     voters: tuple[tuple[int, str], ...] = ()
@@ -353,6 +358,8 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "group_min_session_timeout_ms": _to_int(1, 3_600_000),
     "group_consumer_session_timeout_ms": _to_int(1, 3_600_000),
     "group_consumer_heartbeat_interval_ms": _to_int(1, 3_600_000),
+    "offsets_retention_minutes": _to_int(1, 2**31 - 1),
+    "offsets_retention_check_interval_ms": _to_int(1, 2**31 - 1),
     "raft_tick_ms": _to_int(1, 10_000),
     "voters": _to_voters,
     "join": _to_optional_endpoint,

@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Final, TypeAlias
 
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
+from zlog.groups.config import GroupConfig
 from zlog.transport.json_fields import Fields, parse_json_object
 from zlog.transport.wire import INT16_MAX, INT16_MIN, INT32_MAX
 
@@ -45,6 +46,7 @@ LEADER_EPOCH_MAX: Final = INT32_MAX
 WORKER_ID_MAX: Final = 65_535
 PID_MAX: Final = 2**22  # Linux's pid_max ceiling
 BROKER_ID_MAX: Final = INT32_MAX
+GROUP_DEFAULTS: Final = GroupConfig()
 
 
 class WorkerProtocolError(ZlogError):
@@ -186,6 +188,8 @@ class GroupSettings:
     min_session_timeout_ms: int
     consumer_session_timeout_ms: int
     consumer_heartbeat_interval_ms: int
+    offsets_retention_ms: int = GROUP_DEFAULTS.offsets_retention_ms
+    offsets_retention_check_interval_ms: int = GROUP_DEFAULTS.offsets_retention_check_interval_ms
 
     @classmethod
     def from_fields(cls, f: Fields) -> GroupSettings:
@@ -197,7 +201,9 @@ class GroupSettings:
                    f.integer("initial_rebalance_delay_ms", low=0, high=INT32_MAX),
                    f.integer("min_session_timeout_ms", low=0, high=INT32_MAX),
                    f.integer("consumer_session_timeout_ms", low=1, high=INT32_MAX),
-                   f.integer("consumer_heartbeat_interval_ms", low=1, high=INT32_MAX))
+                   f.integer("consumer_heartbeat_interval_ms", low=1, high=INT32_MAX),
+                   f.integer("offsets_retention_ms", low=1, high=2**53 - 1),
+                   f.integer("offsets_retention_check_interval_ms", low=1, high=INT32_MAX))
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,10 @@ once the high watermark covers everything written before them (acks=all: nothing
 be lost by a failover that keeps the ISR). Timers run from the worker's loop (`advance`).
 Losing the leadership drops the coordinator and answers its parked and unreleased requests
 NOT_COORDINATOR; so does a failed append, after which the coordinator reloads from its log.
+A load that fails (the log does not read or replay) is tried again with a doubling backoff
+while the worker still leads the partition; meanwhile its groups hear
+COORDINATOR_LOAD_IN_PROGRESS, which clients retry, instead of a NOT_COORDINATOR that would
+send them back to FindCoordinator, which names this worker again.
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ log = logging.getLogger(__name__)
 
 LOAD_READ_BYTES: Final = limits.BATCH_SIZE_BYTES_MAX
 """How much of the log one read takes while loading (at least the largest batch)."""
+LOAD_RETRY_BACKOFF_MS: Final = 100
+"""The wait before the first retry of a failed load; each failure doubles it."""
+LOAD_RETRY_BACKOFF_MAX_MS: Final = 10_000
+"""The longest wait between two tries: a fault that clears is noticed within this."""
 
 Append = Callable[[TopicPartition, bytes], tuple[ProduceOutcome, list[Reply]]]
 """Appends one batch to a partition as its leader (the produce path) and returns the outcome
@@ -66,6 +74,15 @@ class _Led:
     last_written: int
     """The log end after the coordinator's last append: what a reply waits for."""
     parked: dict[int, tuple[bytes, RequestHeader]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _LoadRetry:
+    """An offsets partition this worker leads whose load failed: when to try again."""
+
+    leader_epoch: int
+    due_ms: int
+    backoff_ms: int
 
 
 @dataclass(slots=True)
@@ -85,6 +102,7 @@ class GroupHost:
         self._wall_ms = wall_ms
         self._rng = random.Random(seed)
         self._led: dict[int, _Led] = {}
+        self._load_retries: dict[int, _LoadRetry] = {}
         self._waiting: list[_Waiting] = []
         self._request_ids: Iterator[int] = iter(range(1, 2**62))
         self.settings: GroupSettings | None = None
@@ -113,7 +131,10 @@ class GroupHost:
         return GroupConfig(initial_rebalance_delay_ms=settings.initial_rebalance_delay_ms,
                            min_session_timeout_ms=settings.min_session_timeout_ms,
                            consumer_session_timeout_ms=settings.consumer_session_timeout_ms,
-                           consumer_heartbeat_interval_ms=settings.consumer_heartbeat_interval_ms)
+                           consumer_heartbeat_interval_ms=settings.consumer_heartbeat_interval_ms,
+                           offsets_retention_ms=settings.offsets_retention_ms,
+                           offsets_retention_check_interval_ms=(
+                               settings.offsets_retention_check_interval_ms))
 
     def partition_changed(self, tp: TopicPartition) -> list[Reply]:
         """An assign or unassign touched `tp`: load a coordinator for a new leadership (or a
@@ -123,6 +144,7 @@ class GroupHost:
         partition = self._partitions.get(tp)
         led = self._led.get(tp.partition)
         if partition is None or not partition.is_leader:
+            self._load_retries.pop(tp.partition, None)
             return self._unload(tp.partition) if led is not None else []
         if led is not None and led.leader_epoch == partition.leader_epoch:
             return []
@@ -133,15 +155,27 @@ class GroupHost:
         coordinator = GroupCoordinator(self._config(), self._rng, self._counts())
         try:
             loaded = replay_encoded(_log_records(partition))
-        except ZlogError as error:
-            log.error("offsets partition %d does not load: %s", index, error)
+        except (ZlogError, OSError) as error:
+            self._retry_load(index, partition.leader_epoch)
+            log.error("offsets partition %d does not load (%s); trying again in %d ms", index,
+                      error, self._load_retries[index].backoff_ms)
             return []
+        self._load_retries.pop(index, None)
         led = _Led(coordinator, partition.leader_epoch, partition.log.log_end_offset)
         self._led[index] = led
         log.info("coordinating offsets partition %d (epoch %d): %d groups", index,
                  partition.leader_epoch, len(loaded.groups))
         return self._carry_out(index, coordinator.load(loaded, self._wall_ms()),
                                self._wall_ms())
+
+    def _retry_load(self, index: int, leader_epoch: int) -> None:
+        """The next try: a doubled backoff, or the first one for a new leadership."""
+        previous = self._load_retries.get(index)
+        backoff_ms = LOAD_RETRY_BACKOFF_MS
+        if previous is not None and previous.leader_epoch == leader_epoch:
+            backoff_ms = min(previous.backoff_ms * 2, LOAD_RETRY_BACKOFF_MAX_MS)
+        self._load_retries[index] = _LoadRetry(leader_epoch, self._wall_ms() + backoff_ms,
+                                               backoff_ms)
 
     def _unload(self, index: int) -> list[Reply]:
         led = self._led.pop(index)
@@ -179,6 +213,10 @@ class GroupHost:
             index = self._partition_of(request.group_id)
         led = self._led.get(index)
         if led is None:
+            if index in self._load_retries:
+                return [(identity, encode_response(header, error_response(
+                    request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                    "the group's offsets partition is being loaded")))]
             return [_not_coordinator(identity, header, request)]
         request_id = next(self._request_ids)
         led.parked[request_id] = (identity, header)
@@ -274,6 +312,10 @@ class GroupHost:
     def on_timer(self) -> list[Reply]:
         wall_ms = self._wall_ms()
         replies: list[Reply] = []
+        for index, retry in sorted(self._load_retries.items()):
+            partition = self._partitions.get(TopicPartition(OFFSETS_TOPIC, index))
+            if retry.due_ms <= wall_ms and partition is not None and partition.is_leader:
+                replies += self._load(index, partition)
         for index, led in sorted(self._led.items()):
             deadline = led.coordinator.next_deadline_ms()
             if deadline is not None and deadline <= wall_ms:
@@ -283,6 +325,7 @@ class GroupHost:
     def ms_to_next_timer(self) -> int | None:
         deadlines = [d for led in self._led.values()
                      if (d := led.coordinator.next_deadline_ms()) is not None]
+        deadlines += [retry.due_ms for retry in self._load_retries.values()]
         return None if not deadlines else max(min(deadlines) - self._wall_ms(), 0)
 
 

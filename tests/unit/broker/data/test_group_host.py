@@ -6,11 +6,16 @@ from __future__ import annotations
 from tests.clock import ManualClock
 from tests.memory_log import MemoryLog
 from zlog.broker.data.data_plane import DataPlane
-from zlog.broker.data.group_host import GroupHost
+from zlog.broker.data.group_host import (
+    LOAD_RETRY_BACKOFF_MAX_MS,
+    LOAD_RETRY_BACKOFF_MS,
+    GroupHost,
+)
 from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.broker.worker_protocol import GroupSettings
 from zlog.errors import ErrorCode
+from zlog.groups.config import GroupConfig
 from zlog.groups.consumer_protocol import Subscription, encode_subscription
 from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
 from zlog.record.header import validate_batch
@@ -52,7 +57,8 @@ def group_on(index: int, nth: int = 0) -> str:
 class Host:
     """One worker's GroupHost, the partitions it holds and the clock it runs on."""
 
-    def __init__(self, initial_rebalance_delay_ms: int = 0) -> None:
+    def __init__(self, initial_rebalance_delay_ms: int = 0,
+                 offsets_retention_ms: int = GroupConfig().offsets_retention_ms) -> None:
         self.clock = ManualClock()
         self.partitions: dict[TopicPartition, Partition] = {}
         self.plane = DataPlane(self.partitions, clock=self.clock)
@@ -62,16 +68,23 @@ class Host:
                                             initial_rebalance_delay_ms,
                                             min_session_timeout_ms=1000,
                                             consumer_session_timeout_ms=10_000,
-                                            consumer_heartbeat_interval_ms=1000))
+                                            consumer_heartbeat_interval_ms=1000,
+                                            offsets_retention_ms=offsets_retention_ms,
+                                            offsets_retention_check_interval_ms=1000))
         self.correlation_id = 0
 
     def lead(self, index: int, replicas: ReplicaSet | None = None,
              log: MemoryLog | None = None, leader_epoch: int = 1) -> list[Reply]:
+        return self.groups.partition_changed(self.hold(index, replicas, log, leader_epoch))
+
+    def hold(self, index: int, replicas: ReplicaSet | None = None,
+             log: MemoryLog | None = None, leader_epoch: int = 1) -> TopicPartition:
+        """The partition, before the worker is told it leads it."""
         tp = TopicPartition(OFFSETS_TOPIC, index)
         self.partitions[tp] = Partition(OFFSETS_TOPIC, index, log or MemoryLog(),
                                         leader_epoch=leader_epoch, replicas=replicas,
                                         compacted=True)
-        return self.groups.partition_changed(tp)
+        return tp
 
     def offsets(self, index: int) -> Partition:
         return self.partitions[TopicPartition(OFFSETS_TOPIC, index)]
@@ -272,3 +285,96 @@ def test_describe_and_delete_over_several_partitions_are_merged_in_request_order
         (unknown, ErrorCode.GROUP_ID_NOT_FOUND)))
     assert (host.fetched(on_1), host.fetched(on_2)) == ({}, {})
     assert host.call(DescribeGroupsRequest(0, ())) == DescribeGroupsResponse(())
+
+
+class FailingReads(MemoryLog):
+    """A log whose first `failures` reads fail as a disk can (the bytes themselves are fine)."""
+
+    def __init__(self, source: MemoryLog) -> None:
+        super().__init__()
+        for batch in source.batches:
+            self.append_replicated(batch)
+        self.failures = 0
+
+    def read(self, offset: int, max_bytes: int,
+             upto_offset: int | None = None) -> list[memoryview]:
+        if self.failures > 0:
+            self.failures -= 1
+            raise OSError(5, "Input/output error")
+        return super().read(offset, max_bytes, upto_offset)
+
+
+def test_a_load_that_fails_is_tried_again_with_a_doubling_backoff_while_leading() -> None:
+    """Before, a failed load left the partition's groups answered NOT_COORDINATOR until the
+    leadership moved, which it need never do: the groups were gone for good."""
+    first = Host()
+    first.lead(1)
+    group = group_on(1)
+    first.commit(group, (0, 5))
+    host = Host()
+    log = FailingReads(first.offsets_log(1))
+    tp = host.hold(1, log=log, leader_epoch=2)
+    log.failures = 3
+    host.groups.partition_changed(tp)
+    refused = host.call(OffsetFetchRequest(0, group))
+    assert refused == OffsetFetchResponse(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), \
+        "a retriable answer, so the client asks this worker again"
+    waits = []
+    for _ in range(2):
+        wait_ms = host.groups.ms_to_next_timer()
+        assert wait_ms is not None
+        waits.append(wait_ms)
+        host.clock.advance(wait_ms - 1)
+        host.groups.on_timer()
+        assert host.groups.ms_to_next_timer() == 1, "not tried before its time"
+        host.clock.advance(1)
+        host.groups.on_timer()
+    assert waits == [LOAD_RETRY_BACKOFF_MS, 2 * LOAD_RETRY_BACKOFF_MS]
+    host.clock.advance(4 * LOAD_RETRY_BACKOFF_MS)
+    host.groups.on_timer()
+    assert host.fetched(group) == {0: 5}, "the fourth try reads the log"
+
+
+def test_load_retries_stop_with_the_leadership_and_their_backoff_is_bounded() -> None:
+    first = Host()
+    first.lead(1)
+    first.commit(group_on(1), (0, 5))
+    host = Host()
+    log = FailingReads(first.offsets_log(1))
+    tp = host.hold(1, log=log, leader_epoch=2)
+    log.failures = 1_000
+    host.groups.partition_changed(tp)
+    for _ in range(12):
+        wait_ms = host.groups.ms_to_next_timer()
+        assert wait_ms is not None and wait_ms <= LOAD_RETRY_BACKOFF_MAX_MS
+        host.clock.advance(wait_ms)
+        host.groups.on_timer()
+    assert host.groups.ms_to_next_timer() == LOAD_RETRY_BACKOFF_MAX_MS
+    del host.partitions[tp]
+    host.groups.partition_changed(tp)
+    assert host.groups.ms_to_next_timer() is None, "no leadership, nothing to retry"
+    assert host.call(OffsetFetchRequest(0, group_on(1))) == OffsetFetchResponse(
+        ErrorCode.NOT_COORDINATOR)
+
+
+def test_offsets_of_an_emptied_group_are_deleted_after_the_configured_retention() -> None:
+    """offsets.retention.minutes reaches the coordinator: a simple group's offset expires a
+    retention after its commit, as a tombstone in the log, and the group is then gone."""
+    retention_ms = 5_000
+    host = Host(offsets_retention_ms=retention_ms)
+    host.lead(1)
+    group = group_on(1)
+    host.commit(group, (0, 5))
+    host.clock.advance(retention_ms - 1_000)
+    host.groups.on_timer()
+    assert host.fetched(group) == {0: 5}, "not yet expired"
+    end_before = host.offsets_log(1).log_end_offset
+    while host.offsets_log(1).log_end_offset == end_before:
+        wait_ms = host.groups.ms_to_next_timer()
+        assert wait_ms is not None and host.clock.now_ms < 1_700_000_000_000 + 3 * retention_ms
+        host.clock.advance(wait_ms)
+        host.groups.on_timer()
+    assert host.fetched(group) == {}
+    successor = Host()
+    successor.lead(1, log=host.offsets_log(1), leader_epoch=2)
+    assert successor.fetched(group) == {}, "the tombstone is in the log, not only in memory"
