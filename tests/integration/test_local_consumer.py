@@ -258,7 +258,6 @@ def test_a_local_member_and_a_network_member_share_a_group(broker: BrokerProcess
         admin.create_topics([NewTopic(topic, GROUP_PARTITIONS)])
     for partition in range(GROUP_PARTITIONS):
         broker.data_endpoint(topic, partition)
-    _produce_group_round(broker, topic, 0)
     everything = {TopicPartition(topic, p) for p in range(GROUP_PARTITIONS)}
     settings: dict[str, object] = {"group_id": "local-and-remote", "enable_auto_commit": False,
                                    "auto_offset_reset": "earliest"}
@@ -268,9 +267,14 @@ def test_a_local_member_and_a_network_member_share_a_group(broker: BrokerProcess
     try:
         local.subscribe([topic])
         remote.subscribe([topic])
+        # The split first, then the records: each member reads its own partitions' records
+        # (produced before the split, they could all go to whichever member joined first).
+        _poll_and_commit([local, remote], seen, 0, "the partitions split between the two",
+                         lambda: local.assignment() and remote.assignment()
+                         and local.assignment() | remote.assignment() == everything)
+        _produce_group_round(broker, topic, 0)
         round_records = GROUP_PARTITIONS * GROUP_RECORDS_PER_PARTITION
-        _poll_and_commit([local, remote], seen, round_records, "the first round, split",
-                         lambda: local.assignment() and remote.assignment())
+        _poll_and_commit([local, remote], seen, round_records, "the first round, split")
         assert not local.assignment() & remote.assignment()
         assert local.assignment() | remote.assignment() == everything
         assert local.ring_batches_read > 0, "the local member read its partitions from rings"

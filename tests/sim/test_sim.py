@@ -1,6 +1,6 @@
 """Seeded whole-cluster simulation of Chained Raft (docs/raft.md §6).
 
-- `pytest tests/sim` runs DEFAULT_SEEDS seeds (about 75 seconds on the reference machine,
+- `pytest tests/sim` runs DEFAULT_SEEDS seeds (about 35 seconds on the reference machine,
   two cores), in chunks so that a failure names its seed without hiding the others.
 - `pytest tests/sim --seed N` replays exactly seed N (and prints its summary).
 - `pytest -m soak tests/sim` runs ZLOG_SOAK_SEEDS seeds (default 2000) after the default
@@ -18,7 +18,7 @@ import pytest
 from tests.sim.cluster import Sim, SimFailure
 from tests.sim.seeds import run_chunk, run_seeds, run_twice
 
-DEFAULT_SEEDS = 600  # about 75 s on two cores; the suite must fit its 15 minutes, soak runs more
+DEFAULT_SEEDS = 300  # about 35 s on two cores; the suite must fit its 15 minutes, soak runs more
 CHUNK_SEEDS = 100
 SOAK_FIRST_SEED = 1_000_000
 
