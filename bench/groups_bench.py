@@ -162,9 +162,11 @@ def child_committer(args: argparse.Namespace) -> None:
     connections = Connections(args.endpoint)
     link = CoordinatorLink(connections, args.group, request_timeout_ms=30_000,
                            retry_backoff_ms=100)
-    endpoint = link.find(30_000)
-    rpc = RpcClient(endpoint, max_in_flight=args.commit_window)
     tp = TopicPartition(args.topic, args.partition)
+    link.call(OffsetCommitRequest(0, args.group, ((tp, PartitionCommit(0)),)),
+              OffsetCommitResponse)  # the offsets topic exists, its coordinator has loaded
+    assert link.endpoint is not None
+    rpc = RpcClient(link.endpoint, max_in_flight=args.commit_window)
     acknowledged = refused = 0
     offset = 0
     started = time.monotonic()
