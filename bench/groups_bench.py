@@ -249,6 +249,7 @@ class Member:
     killed_at: float | None = None
 
     def read(self) -> None:
+        chunk = b""
         with contextlib.suppress(FileNotFoundError), self.events_path.open("rb") as events:
             events.seek(self._read_bytes)
             chunk = events.read()
@@ -518,11 +519,12 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
     figures: dict[str, Any] = {"machine_before": machine_load()}
     with tempfile.TemporaryDirectory() as scratch_dir:
         scratch = Path(scratch_dir)
-        broker = Broker(os.cpu_count() or 1)  # --workers: the broker's default, one per CPU
+        broker = Broker(os.cpu_count() or 1,  # --workers: the broker's default, one per CPU
+                        extra_args=args.broker_arg)
         try:
             broker.wait_ready()
             if "rebalance" in args.only:
-                for protocol in PROTOCOLS:
+                for protocol in args.protocols:
                     figures[protocol] = rebalances(broker.endpoint, protocol, args, scratch)
             if "commits" in args.only:
                 figures.update(commits(broker.endpoint, args))
@@ -572,7 +574,8 @@ def summarize(runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
                            "commit_clients": args.commit_clients,
                            "commit_window": args.commit_window, "duration_s": args.duration_s,
                            "records": args.records, "repeat": args.repeat,
-                           "broker": "one `zlog serve` at its defaults",
+                           "broker": "one `zlog serve`, defaults but for: "
+                                     + (" ".join(args.broker_arg) or "nothing"),
                            "clients": "defaults, but auto_offset_reset=earliest for readers"}
     summary["python"] = sys.version.split()[0]
     summary["cpus"] = os.cpu_count()
@@ -611,6 +614,10 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--duration-s", type=float, default=5.0, help="per commit phase")
     parser.add_argument("--records", type=int, default=3_000_000,
                         help="records read by the throughput phase")
+    parser.add_argument("--protocols", nargs="+", default=list(PROTOCOLS), choices=PROTOCOLS)
+    parser.add_argument("--broker-arg", action="append", default=[],
+                        help="a `zlog serve` flag for tuned figures, e.g. "
+                             "--broker-arg=--group-consumer-heartbeat-interval-ms=250")
     parser.add_argument("--only", nargs="+", default=["rebalance", "commits", "throughput"],
                         choices=("rebalance", "commits", "throughput"))
     parser.add_argument("--child", choices=sorted(CHILDREN), default=None,
