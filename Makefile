@@ -124,6 +124,7 @@ bench: setup java
 	$(PY) bench/storage_bench.py --json bench/results/storage.json
 	$(PY) bench/raft_bench.py --json bench/results/raft.json
 	$(PY) bench/broker_bench.py --json bench/results/broker.json
+	$(PY) bench/groups_bench.py --json bench/results/groups.json
 	$(PY) bench/spark_bench.py --json bench/results/spark.json
 	$(PY) -m bench --json bench/results/suite-zlog.json --out-dir bench/results/suite-zlog
 

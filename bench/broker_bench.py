@@ -672,6 +672,13 @@ def report(summary: dict[str, Any]) -> None:
               f"{summary['latency_samples']:.0f} samples per run")
 
 
+def write_json(path: Path | None, summary: dict[str, Any]) -> None:
+    """`--json PATH`: the summary, indented, its directory made."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(summary, indent=2) + "\n")
+
+
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -731,9 +738,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True)
     summary = summarize(runs, args)
     report(summary)
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(summary, indent=2) + "\n")
+    write_json(args.json, summary)
     return 0
 
 

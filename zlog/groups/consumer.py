@@ -32,6 +32,10 @@ from zlog.types import TopicPartition
 
 TARGET_ASSIGNORS = {"uniform": sticky_assign, "range": range_assign}
 DEFAULT_TARGET_ASSIGNOR = "uniform"
+UNRELEASED_HEARTBEAT_INTERVAL_MS = 50
+"""The interval told to a member waiting for partitions another member is revoking: it takes
+them at its next heartbeat after their release, so a join would otherwise wait up to a whole
+interval more than the revocation itself (docs/groups.md §7)."""
 
 
 class ConsumerMachine:
@@ -78,9 +82,12 @@ class ConsumerMachine:
         self.fx.arm(TimerKey(TimerKind.SESSION, group.group_id, member.member_id),
                     now_ms + self.config.consumer_session_timeout_ms)
         changed = req.member_epoch == JOIN_EPOCH or set(member.assigned) != before
+        interval_ms = self.config.consumer_heartbeat_interval_ms
+        if member.state is MemberState.UNRELEASED:
+            interval_ms = min(interval_ms, UNRELEASED_HEARTBEAT_INTERVAL_MS)
         self.fx.reply(req.request_id, GroupHeartbeatResponse(
             ErrorCode.NONE, "", member.member_id, member.epoch,
-            self.config.consumer_heartbeat_interval_ms, self.config.consumer_session_timeout_ms,
+            interval_ms, self.config.consumer_session_timeout_ms,
             tuple(sorted(member.assigned)) if changed else None,
         ))
 

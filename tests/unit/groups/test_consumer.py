@@ -7,6 +7,7 @@ from typing import Any
 from tests.unit.groups.coordinator_driver import Driver
 from tests.unit.groups.test_offsets import commit
 from zlog.errors import ErrorCode
+from zlog.groups.consumer import UNRELEASED_HEARTBEAT_INTERVAL_MS
 from zlog.groups.consumer_group import ConsumerGroup, MemberState
 from zlog.groups.messages import GroupHeartbeatRequest, GroupHeartbeatResponse
 from zlog.groups.output import TimerKey, TimerKind
@@ -59,6 +60,8 @@ def test_a_partition_moves_only_after_its_owner_revokes_it() -> None:
     assert joined.member_epoch == 2 and joined.assignment == ()
     group = group_of(d)
     assert group.members["b"].state is MemberState.UNRELEASED
+    assert joined.heartbeat_interval_ms == UNRELEASED_HEARTBEAT_INTERVAL_MS, (
+        "it takes the partitions at its first heartbeat after their release")
     told = hb(d, "a", 1)
     assert told.member_epoch == 1 and told.assignment is not None and len(told.assignment) == 3
     moving = set(tps(0, 1, 2, 3, 4, 5)) - set(told.assignment)
@@ -68,6 +71,7 @@ def test_a_partition_moves_only_after_its_owner_revokes_it() -> None:
     assert released.member_epoch == 2 and released.assignment is None
     gained = hb(d, "b", 2)
     assert set(gained.assignment or ()) == moving
+    assert gained.heartbeat_interval_ms == 1_000, "at its target: the configured interval"
     owners_are_unique(group)
     assert group.state.value == "Stable"
 

@@ -13,6 +13,12 @@ A load that fails (the log does not read or replay) is tried again with a doubli
 while the worker still leads the partition; meanwhile its groups hear
 COORDINATOR_LOAD_IN_PROGRESS, which clients retry, instead of a NOT_COORDINATOR that would
 send them back to FindCoordinator, which names this worker again.
+
+Between `defer_appends` and `flush` (the worker's drain of its socket, one loop turn) the
+records of every output go to one batch per offsets partition instead of one per output: a
+turn of a thousand commits is one append, not a thousand. Nothing is answered before `flush`,
+so each reply still waits for everything written before it; a failed append answers every
+request of the turn NOT_COORDINATOR, as it would have answered the one output.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from zlog.groups.config import GroupConfig
 from zlog.groups.coordinator import GroupCoordinator, error_response
 from zlog.groups.output import Output
 from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
-from zlog.groups.records import encode_record
+from zlog.groups.records import OffsetsRecord, encode_record
 from zlog.groups.replay import replay_encoded
 from zlog.record.header import read_header
 from zlog.record.records import NewRecord, build_batch, read_records
@@ -59,6 +65,10 @@ LOAD_RETRY_BACKOFF_MS: Final = 100
 """The wait before the first retry of a failed load; each failure doubles it."""
 LOAD_RETRY_BACKOFF_MAX_MS: Final = 10_000
 """The longest wait between two tries: a fault that clears is noticed within this."""
+
+UNFLUSHED: Final = 2**63
+"""The offset a reply waits for while the records before it wait for `flush`: no high
+watermark reaches it, and `flush` replaces it with the end of what it appended."""
 
 Append = Callable[[TopicPartition, bytes], tuple[ProduceOutcome, list[Reply]]]
 """Appends one batch to a partition as its leader (the produce path) and returns the outcome
@@ -105,6 +115,9 @@ class GroupHost:
         self._load_retries: dict[int, _LoadRetry] = {}
         self._waiting: list[_Waiting] = []
         self._request_ids: Iterator[int] = iter(range(1, 2**62))
+        self._deferring = False
+        self._pending: dict[int, list[OffsetsRecord]] = {}
+        """Records of this turn's outputs, per offsets partition, not appended yet."""
         self.settings: GroupSettings | None = None
 
     # ------------------------------------------------------------------ settings, leadership
@@ -179,6 +192,7 @@ class GroupHost:
 
     def _unload(self, index: int) -> list[Reply]:
         led = self._led.pop(index)
+        self._pending.pop(index, None)
         replies: list[Reply] = []
         for identity, header in led.parked.values():
             replies.append(_not_coordinator(identity, header))
@@ -250,7 +264,7 @@ class GroupHost:
             replies += self._append_records(index, out, wall_ms)
             assert len(out.replies) == 1, "list, describe and delete are never parked"
             parts.append(out.replies[0][1])
-            until.append((index, led.last_written))
+            until.append((index, self._written_end(index, led)))
         self._waiting.append(_Waiting(identity, header, _merged(request, parts), until))
         return replies + self.release()
 
@@ -266,15 +280,48 @@ class GroupHost:
         for request_id, response in out.replies:
             parked = led.parked.pop(request_id, None)
             if parked is not None:
-                self._waiting.append(_Waiting(*parked, response, [(index, led.last_written)]))
+                self._waiting.append(_Waiting(*parked, response,
+                                              [(index, self._written_end(index, led))]))
+        return replies + self.release()
+
+    def _written_end(self, index: int, led: _Led) -> int:
+        """Where a reply computed now waits for the high watermark."""
+        return UNFLUSHED if index in self._pending else led.last_written
+
+    def defer_appends(self) -> None:
+        """From now until `flush`, outputs' records gather into one batch per partition."""
+        self._deferring = True
+
+    def flush(self) -> list[Reply]:
+        """Append what gathered since `defer_appends`, one batch per offsets partition, and
+        let the replies that waited for it wait for its end instead."""
+        self._deferring = False
+        replies: list[Reply] = []
+        wall_ms = self._wall_ms()
+        while self._pending:
+            index, records = self._pending.popitem()
+            replies += self._append_now(index, records, wall_ms)
+            led = self._led.get(index)
+            if led is None:  # a failed append, and no leadership to reload: all answered
+                continue
+            for waiting in self._waiting:
+                waiting.until = [(p, led.last_written if p == index and offset == UNFLUSHED
+                                  else offset) for p, offset in waiting.until]
         return replies + self.release()
 
     def _append_records(self, index: int, out: Output, wall_ms: int) -> list[Reply]:
-        led = self._led[index]
         if not out.records:
             return []
+        if self._deferring:
+            self._pending.setdefault(index, []).extend(out.records)
+            return []
+        return self._append_now(index, out.records, wall_ms)
+
+    def _append_now(self, index: int, out_records: list[OffsetsRecord],
+                    wall_ms: int) -> list[Reply]:
+        led = self._led[index]
         records = []
-        for record in out.records:
+        for record in out_records:
             key, value = encode_record(record)
             records.append(NewRecord(value, key, record.headers))
         batch = build_batch(records, base_timestamp_ms=wall_ms)
@@ -292,20 +339,27 @@ class GroupHost:
         return replies
 
     def release(self) -> list[Reply]:
-        """The replies whose writes the high watermark now covers."""
-        if not self._waiting:
+        """The replies whose writes the high watermark now covers. Between `defer_appends`
+        and `flush` none can be: the turn's records are not appended yet, and `flush` looks
+        (one pass over the waiting replies per turn, not one per request)."""
+        if not self._waiting or self._deferring:
             return []
+        high_watermarks = {index: self._high_watermark(index)
+                           for index in {index for w in self._waiting for index, _ in w.until}}
         replies: list[Reply] = []
-        for waiting in list(self._waiting):
-            if all(self._committed(index, offset) for index, offset in waiting.until):
-                self._waiting.remove(waiting)
+        kept: list[_Waiting] = []
+        for waiting in self._waiting:
+            if all(high_watermarks[index] >= offset for index, offset in waiting.until):
                 replies.append((waiting.identity, encode_response(waiting.header,
                                                                   waiting.response)))
+            else:
+                kept.append(waiting)
+        self._waiting = kept
         return replies
 
-    def _committed(self, index: int, offset: int) -> bool:
+    def _high_watermark(self, index: int) -> int:
         partition = self._partitions.get(TopicPartition(OFFSETS_TOPIC, index))
-        return partition is not None and partition.high_watermark >= offset
+        return -1 if partition is None else partition.high_watermark
 
     # ------------------------------------------------------------------ timers
 

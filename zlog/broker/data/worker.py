@@ -243,7 +243,15 @@ class Worker:
             log.exception("follower fetch failed")
 
     def _serve_data(self) -> None:
-        """Up to DRAIN_MESSAGES_MAX requests, so the supervisor and timers are never starved."""
+        """Up to DRAIN_MESSAGES_MAX requests, so the supervisor and timers are never starved;
+        the group coordinators' records of the whole drain are one append per partition."""
+        self.groups.defer_appends()
+        try:
+            self._drain_data()
+        finally:
+            self._send_replies(self.groups.flush())
+
+    def _drain_data(self) -> None:
         for _ in range(limits.DRAIN_MESSAGES_MAX):
             routed = recv_routed(self._data, block=False)
             if routed is None:

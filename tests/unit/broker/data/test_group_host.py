@@ -378,3 +378,45 @@ def test_offsets_of_an_emptied_group_are_deleted_after_the_configured_retention(
     successor = Host()
     successor.lead(1, log=host.offsets_log(1), leader_epoch=2)
     assert successor.fetched(group) == {}, "the tombstone is in the log, not only in memory"
+def test_the_outputs_of_one_turn_are_one_batch_and_answered_after_it() -> None:
+    """Between defer_appends and flush (one drain of the worker's socket) every output's
+    records go to one batch per partition; nothing is answered before the flush, and a reply
+    that writes nothing waits for the records computed before it."""
+    host = Host()
+    host.lead(1)
+    host.lead(2)
+    group, other = group_on(1), group_on(2)
+    host.groups.defer_appends()
+    assert host.send(commit_request(group, (0, 1), (1, 2))) == []
+    assert host.send(commit_request(group, (0, 3))) == []
+    assert host.send(OffsetFetchRequest(0, group)) == [], "computed after unflushed commits"
+    assert host.send(commit_request(other, (0, 9))) == []
+    assert host.offsets_log(1).log_end_offset == 0, "nothing appended before the flush"
+    first, second, fetch, elsewhere = (decode(r) for r in host.groups.flush())
+    assert [records_in(b) for b in host.offsets_log(1).batches] == [3]
+    assert [records_in(b) for b in host.offsets_log(2).batches] == [1]
+    assert first == OffsetCommitResponse(ErrorCode.NONE, (
+        (TopicPartition(TOPIC, 0), ErrorCode.NONE), (TopicPartition(TOPIC, 1), ErrorCode.NONE)))
+    assert second == elsewhere == OffsetCommitResponse(
+        ErrorCode.NONE, ((TopicPartition(TOPIC, 0), ErrorCode.NONE),))
+    assert fetch == OffsetFetchResponse(ErrorCode.NONE, (
+        (TopicPartition(TOPIC, 0), FetchedOffset(3)), (TopicPartition(TOPIC, 1), FetchedOffset(2))))
+    assert host.groups.flush() == [], "each reply is released once"
+    host.commit(group, (0, 4))
+    assert [records_in(b) for b in host.offsets_log(1).batches] == [3, 1], "no turn: per output"
+
+
+def test_a_failed_append_of_a_turn_answers_each_of_its_requests_not_coordinator() -> None:
+    host = Host()
+    host.lead(1)
+    group = group_on(1)
+    host.commit(group, (0, 5))
+    host.offsets(1).set_replicas(ReplicaSet(0, frozenset({0, 1}), frozenset({0}), 2))
+    host.groups.defer_appends()
+    assert host.send(commit_request(group, (0, 6)), b"a") == []
+    assert host.send(commit_request(group, (0, 7)), b"b") == []
+    answers = host.groups.flush()
+    assert {identity: _error_code(decode((identity, frames))) for identity, frames in answers
+            } == {b"a": ErrorCode.NOT_COORDINATOR, b"b": ErrorCode.NOT_COORDINATOR}
+    host.offsets(1).set_replicas(ReplicaSet.single())
+    assert host.fetched(group) == {0: 5}, "memory never ran ahead of the log"
