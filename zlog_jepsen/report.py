@@ -4,14 +4,16 @@ disagree.
 
 Unavailability is the longest span with no ok send: between two consecutive ok send
 completions, or from the history's first event to the first one, or from the last one to the
-end. Per fault kind, it is the longest wait, from a fault of that kind starting, until the
-next ok send.
+end. After a fault it is measured per key, since a fault stops only some partitions while the
+others go on: the wait from the fault's start until the slowest key has an ok send again (a
+key with none before the end waits until the end). Per fault kind the figures keep every
+wait, so a soak can give percentiles across runs, and the longest.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections import Counter
+from collections import Counter, defaultdict
 from itertools import pairwise
 from typing import Any
 
@@ -29,6 +31,7 @@ def figures(history: list[Event], result: CheckResult, *, final_read: bool) -> d
     starts = [(e.time_ns, fault(e).kind) for e in history
               if not e.is_client and e.type != "invoke" and fault(e).phase == "start"]
     lost = Anomaly.LOST_ACKED_FINAL if final_read else Anomaly.LOST_WRITE
+    waits = waits_after_faults_ms(history, starts, acked)
     return {
         "operations": len(completions),
         "ok": by_type["ok"],
@@ -45,8 +48,8 @@ def figures(history: list[Event], result: CheckResult, *, final_read: bool) -> d
         "faults_injected": len(starts),
         "faults_by_kind": dict(sorted(Counter(kind for _, kind in starts).items())),
         "max_unavailability_ms": _longest_gap_ms(history, [e.time_ns for e in acked]),
-        "unavailability_after_fault_ms": _after_faults_ms(history, starts,
-                                                          [e.time_ns for e in acked]),
+        "unavailability_after_fault_ms": {kind: max(waits) for kind, waits in waits.items()},
+        "unavailability_after_fault_samples_ms": waits,
     }
 
 
@@ -77,13 +80,21 @@ def _longest_gap_ms(history: list[Event], oks_ns: list[int]) -> float:
     return max((b - a for a, b in pairwise(marks)), default=0) / NS_PER_MS
 
 
-def _after_faults_ms(history: list[Event], starts: list[tuple[int, str]],
-                     oks_ns: list[int]) -> dict[str, float]:
-    oks = sorted(oks_ns)
+def waits_after_faults_ms(history: list[Event], starts: list[tuple[int, str]],
+                          acked: list[Event]) -> dict[str, list[float]]:
+    """Each fault's wait until every key written during the run has an ok send again."""
+    oks_by_key: dict[int, list[int]] = defaultdict(list)
+    for e in acked:
+        for key in {record.key for record in sends(e)}:
+            oks_by_key[key].append(e.time_ns)
+    for times in oks_by_key.values():
+        times.sort()
     end = max((e.time_ns for e in history), default=0)
-    longest: dict[str, float] = {}
+    waits: dict[str, list[float]] = defaultdict(list)
     for start, kind in starts:
-        i = bisect.bisect_right(oks, start)
-        wait = (oks[i] if i < len(oks) else end) - start
-        longest[kind] = max(longest.get(kind, 0.0), wait / NS_PER_MS)
-    return dict(sorted(longest.items()))
+        slowest = start
+        for times in oks_by_key.values():
+            i = bisect.bisect_right(times, start)
+            slowest = max(slowest, times[i] if i < len(times) else end)
+        waits[kind].append(round((slowest - start) / NS_PER_MS, 1))
+    return dict(sorted(waits.items()))

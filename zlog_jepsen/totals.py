@@ -7,6 +7,7 @@ to its run's directory.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any, Final
 
@@ -14,6 +15,7 @@ SUMMED: Final = ("operations", "ok", "fail", "info", "acked_writes", "acked_lost
                  "inconsistent_offsets", "aborted_reads", "faults_injected")
 SUMMED_BY_NAME: Final = ("anomalies", "faults_by_kind")
 LONGEST_BY_NAME: Final = ("unavailability_after_fault_ms",)
+SAMPLES: Final = "unavailability_after_fault_samples_ms"
 
 
 def totals(runs: list[dict[str, Any]], minutes: float) -> dict[str, Any]:
@@ -31,6 +33,12 @@ def totals(runs: list[dict[str, Any]], minutes: float) -> dict[str, Any]:
             for kind, ms in r[name].items():
                 longest[kind] = max(longest.get(kind, 0.0), ms)
         out[name] = dict(sorted(longest.items()))
+    pooled: dict[str, list[float]] = {}
+    for r in complete:
+        for kind, waits in r.get(SAMPLES, {}).items():
+            pooled.setdefault(kind, []).extend(waits)
+    out["unavailability_after_fault_percentiles_ms"] = {
+        kind: percentiles_ms(waits) for kind, waits in sorted(pooled.items())}
     out["max_unavailability_ms"] = max((r["max_unavailability_ms"] for r in complete),
                                        default=0.0)
     out["valid"] = bool(runs) and all(r.get("valid") for r in runs)
@@ -39,3 +47,13 @@ def totals(runs: list[dict[str, Any]], minutes: float) -> dict[str, Any]:
     out["minutes"] = round(minutes, 2)
     out["per_run"] = runs
     return out
+
+
+def percentiles_ms(waits: list[float]) -> dict[str, float]:
+    """p50, p99 and the count of the waits (nearest rank: a p99 is a wait that happened)."""
+    ordered = sorted(waits)
+
+    def rank(q: float) -> float:
+        return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+    return {"count": len(ordered), "p50": rank(0.50), "p99": rank(0.99), "max": ordered[-1]}

@@ -51,6 +51,7 @@ def _run_figures(ops: int, lost: int, unavailable_ms: float, *, valid: bool) -> 
             "faults_injected": 2, "anomalies": {"lost-write": lost},
             "faults_by_kind": {"kill-worker": 2},
             "unavailability_after_fault_ms": {"kill-worker": unavailable_ms},
+            "unavailability_after_fault_samples_ms": {"kill-worker": [unavailable_ms, 1.0]},
             "max_unavailability_ms": unavailable_ms, "valid": valid,
             "failed_by": [] if valid else ["lost-write"]}
 
@@ -63,6 +64,8 @@ def test_totals_add_counts_and_keep_the_longest_unavailability() -> None:
     assert numbers["anomalies"] == {"lost-write": 1}
     assert numbers["max_unavailability_ms"] == 900.0
     assert numbers["unavailability_after_fault_ms"] == {"kill-worker": 900.0}
+    assert numbers["unavailability_after_fault_percentiles_ms"] == {
+        "kill-worker": {"count": 4, "p50": 1.0, "p99": 900.0, "max": 900.0}}
     assert not numbers["valid"] and numbers["failed_by"] == ["lost-write"]
 
 

@@ -52,6 +52,20 @@ def test_the_figures_of_a_small_run() -> None:
     assert "  lost-acked-final" in table and "  after kill (ms)" in table
 
 
+def test_the_wait_after_a_fault_is_the_slowest_key() -> None:
+    """Key 2 goes on through the kill; key 1 stops until event 8: the wait is key 1's."""
+    h = History()
+    h.send(0, 1, [(0, 10)]).send(0, 2, [(0, 20)])                      # ok at events 1, 3
+    h.event("nemesis", "info", "nemesis", nemesis_value("kill", "start", node=2))  # event 4
+    h.send(1, 2, [(1, 21)])                                             # ok at event 6
+    h.send(0, 1, [(1, 11)])                                             # ok at event 8
+    ms = 1_000_000
+    history = [replace(e, time_ns=e.index * ms) for e in h.events]
+    numbers = figures(history, check(history, None), final_read=False)
+    assert numbers["unavailability_after_fault_ms"] == {"kill": 4.0}
+    assert numbers["unavailability_after_fault_samples_ms"] == {"kill": [4.0]}
+
+
 def test_the_figures_name_what_failed_a_run() -> None:
     h = History().send(0, 1, [(0, 10)]).assign(1, [1]).poll(1, {1: [(0, 10)]})
     h.send(0, 1, [(1, 11)])
