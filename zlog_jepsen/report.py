@@ -12,7 +12,6 @@ wait, so a soak can give percentiles across runs, and the longest.
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter, defaultdict
 from itertools import pairwise
 from typing import Any
@@ -31,7 +30,7 @@ def figures(history: list[Event], result: CheckResult, *, final_read: bool) -> d
     starts = [(e.time_ns, fault(e).kind) for e in history
               if not e.is_client and e.type != "invoke" and fault(e).phase == "start"]
     lost = Anomaly.LOST_ACKED_FINAL if final_read else Anomaly.LOST_WRITE
-    waits = waits_after_faults_ms(history, starts, acked)
+    waits = waits_after_faults_ms(history, starts)
     return {
         "operations": len(completions),
         "ok": by_type["ok"],
@@ -80,21 +79,38 @@ def _longest_gap_ms(history: list[Event], oks_ns: list[int]) -> float:
     return max((b - a for a, b in pairwise(marks)), default=0) / NS_PER_MS
 
 
-def waits_after_faults_ms(history: list[Event], starts: list[tuple[int, str]],
-                          acked: list[Event]) -> dict[str, list[float]]:
-    """Each fault's wait until every key written during the run has an ok send again."""
-    oks_by_key: dict[int, list[int]] = defaultdict(list)
-    for e in acked:
-        for key in {record.key for record in sends(e)}:
-            oks_by_key[key].append(e.time_ns)
-    for times in oks_by_key.values():
-        times.sort()
+def waits_after_faults_ms(history: list[Event],
+                          starts: list[tuple[int, str]]) -> dict[str, list[float]]:
+    """Each fault's wait: the slowest key's, from a client wanting to write it to an ok send.
+
+    A key is wanted from the fault's start if a send to it was in flight then, else from the
+    first send to it invoked after the start; a key nobody writes after the start does not
+    count (the workload's own pace is not unavailability)."""
     end = max((e.time_ns for e in history), default=0)
+    ops_by_key: dict[int, list[tuple[int, int | None, bool]]] = defaultdict(list)
+    invoked: dict[object, Event] = {}
+    for e in history:
+        if e.f != "send":
+            continue
+        if e.type == "invoke":
+            invoked[e.process] = e
+            continue
+        begun = invoked.pop(e.process, None)
+        if begun is not None:
+            for key in {record.key for record in sends(begun)}:
+                ops_by_key[key].append((begun.time_ns, e.time_ns, e.type == "ok"))
+    for begun in invoked.values():  # never completed: in flight until the end
+        for key in {record.key for record in sends(begun)}:
+            ops_by_key[key].append((begun.time_ns, None, False))
     waits: dict[str, list[float]] = defaultdict(list)
     for start, kind in starts:
-        slowest = start
-        for times in oks_by_key.values():
-            i = bisect.bisect_right(times, start)
-            slowest = max(slowest, times[i] if i < len(times) else end)
-        waits[kind].append(round((slowest - start) / NS_PER_MS, 1))
+        slowest_ns = 0
+        for ops in ops_by_key.values():
+            wanted = [start if invoke < start else invoke for invoke, done, _ in ops
+                      if done is None or done > start]
+            if not wanted:
+                continue
+            oks = [done for _, done, ok in ops if ok and done is not None and done > start]
+            slowest_ns = max(slowest_ns, min(oks, default=end) - min(wanted))
+        waits[kind].append(round(slowest_ns / NS_PER_MS, 1))
     return dict(sorted(waits.items()))

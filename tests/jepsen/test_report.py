@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from tests.jepsen.histories import History
 from zlog_jepsen.checker import check
-from zlog_jepsen.history import nemesis_value
+from zlog_jepsen.history import SendRecord, nemesis_value, send_ok_value, send_value
 from zlog_jepsen.report import figures, summary_table
 
 REQUIRED_KEYS = {"operations", "acked_writes", "acked_lost", "duplicates",
@@ -43,8 +43,9 @@ def test_the_figures_of_a_small_run() -> None:
     assert numbers["faults_by_kind"] == {"kill": 1, "partition": 1}
     # ok sends complete at events 1 and 7; the history ends at event 14
     assert numbers["max_unavailability_ms"] == 7.0
-    # kill starts at event 2, the next ok send is event 7; partition at 8, none after: end 14
-    assert numbers["unavailability_after_fault_ms"] == {"kill": 5.0, "partition": 6.0}
+    # kill starts at event 2; key 1 is wanted from event 3 and ok at 7; partition at 8: key 3
+    # wanted from event 9 and never ok: until the end, 14
+    assert numbers["unavailability_after_fault_ms"] == {"kill": 4.0, "partition": 5.0}
     assert numbers["valid"] and numbers["anomalies"]["unseen"] == 0
 
     table = summary_table(numbers)
@@ -52,18 +53,24 @@ def test_the_figures_of_a_small_run() -> None:
     assert "  lost-acked-final" in table and "  after kill (ms)" in table
 
 
-def test_the_wait_after_a_fault_is_the_slowest_key() -> None:
-    """Key 2 goes on through the kill; key 1 stops until event 8: the wait is key 1's."""
+def test_the_wait_after_a_fault_is_the_slowest_wanted_key() -> None:
+    """Key 1's send is in flight across the kill (event 3) and ok at event 8: 5 ms. Key 2 goes
+    on (ok one event after its invoke); key 3 is first written long after: its idle time
+    before is the workload's pace, not unavailability."""
     h = History()
-    h.send(0, 1, [(0, 10)]).send(0, 2, [(0, 20)])                      # ok at events 1, 3
-    h.event("nemesis", "info", "nemesis", nemesis_value("kill", "start", node=2))  # event 4
-    h.send(1, 2, [(1, 21)])                                             # ok at event 6
-    h.send(0, 1, [(1, 11)])                                             # ok at event 8
+    h.send(0, 3, [(0, 30)])                                             # events 0, 1
+    h.event(0, "invoke", "send", send_value([(1, 10)]))                 # event 2
+    h.event("nemesis", "info", "nemesis", nemesis_value("kill", "start", node=2))  # event 3
+    h.send(1, 2, [(0, 20)])                                             # events 4, 5
+    h.send(1, 2, [(1, 21)])                                             # events 6, 7
+    h.event(0, "ok", "send", send_ok_value([SendRecord(1, 10, 0)]))      # event 8
+    h.send(1, 2, [(2, 22)]).send(1, 2, [(3, 23)])                       # events 9-12
+    h.send(1, 3, [(1, 31)])                                             # events 13, 14
     ms = 1_000_000
     history = [replace(e, time_ns=e.index * ms) for e in h.events]
     numbers = figures(history, check(history, None), final_read=False)
-    assert numbers["unavailability_after_fault_ms"] == {"kill": 4.0}
-    assert numbers["unavailability_after_fault_samples_ms"] == {"kill": [4.0]}
+    assert numbers["unavailability_after_fault_ms"] == {"kill": 5.0}
+    assert numbers["unavailability_after_fault_samples_ms"] == {"kill": [5.0]}
 
 
 def test_the_figures_name_what_failed_a_run() -> None:
