@@ -145,13 +145,14 @@ def free_subnet(start: int, routes: str) -> str:
 
 class NamespaceNetwork:
     """Hosts 1..`hosts`, each in its own namespace on one bridge, with the root namespace on
-    it too; `close` deletes it all. Not started until `start`."""
+    it too; `close` deletes it all. Nothing exists until `start`."""
 
     def __init__(self, hosts: int) -> None:
         self.pid = os.getpid()
         self.run = next(_runs)
         self.hosts = range(1, hosts + 1)
-        self.subnet = ""
+        # Chosen now, so that the hosts' addresses are known before their namespaces exist.
+        self.subnet = free_subnet(self.pid + self.run, run_command(["ip", "-4", "route"]))
         self.started = False
 
     def namespace(self, host: int | str) -> str:
@@ -163,7 +164,6 @@ class NamespaceNetwork:
         return f"{PREFIX}{self.pid:x}c{self.run % 256:x}"
 
     def address(self, host: int) -> str:
-        assert self.subnet, "not started"
         return f"{self.subnet}.{host}"
 
     @property
@@ -177,7 +177,6 @@ class NamespaceNetwork:
 
     def start(self) -> None:
         remove_stale()
-        self.subnet = free_subnet(self.pid + self.run, run_command(["ip", "-4", "route"]))
         self.started = True
         try:
             self._create()
