@@ -19,9 +19,10 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Final
 
-from tests.broker_fixtures import BrokerProcess
+from tests.broker_fixtures import START_TIMEOUT_S, BrokerProcess
 from tests.cluster_fixtures import CLUSTER_FLAGS
 from tests.cluster_network import CUTS, LINKS, Cut, Link
+from tests.waiting import wait_until
 from zlog_jepsen.cluster import TCP_PROXY, HarnessCluster, RunCluster
 from zlog_jepsen.netns import NamespaceNetwork, unavailable_reason
 
@@ -53,6 +54,20 @@ def listens_on(pid: int, port: int) -> bool:
 
 class NamespacedBroker(BrokerProcess):
     """A broker started inside a network namespace."""
+
+    def wait_ready(self) -> None:
+        """First until its control port listens: before that a namespace refuses a connection
+        at once, and asking again and again would pile up closing ZeroMQ sockets past the
+        context's limit."""
+        port = int(self.endpoint.rsplit(":", 1)[1])
+
+        def listening_or_exited() -> bool:
+            process = self.process
+            return process is None or process.poll() is not None or listens_on(process.pid, port)
+
+        wait_until(listening_or_exited, START_TIMEOUT_S, interval_s=0.05,
+                   what=f"the broker listening on {self.endpoint}")
+        super().wait_ready()
 
     def worker_pid_for(self, data_endpoint: str) -> int:
         port = int(data_endpoint.rsplit(":", 1)[1])

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,7 @@ from zlog_jepsen.netns import (
     stale_namespaces,
     unavailable_reason,
 )
+from zlog_jepsen.netns_cluster import NamespacedCluster
 
 PORT = 7000
 PROBE_TIMEOUT_S = 1.0
@@ -163,3 +165,52 @@ def test_a_one_way_cut_passes_packets_the_other_way(network: NamespaceNetwork) -
     assert _datagram_arrives(network, sender=1, receiver=2)
     network.heal()
     assert _datagram_arrives(network, sender=2, receiver=1)
+
+
+def _drops(cluster: NamespacedCluster, node: int) -> tuple[set[str], set[str]]:
+    """(addresses dropped on the way in, on the way out) in broker `node`'s namespace."""
+    listed = cluster.network.rules(node)
+    inbound, _, outbound = listed.partition("chain output")
+    return _addresses(inbound, "saddr"), _addresses(outbound, "daddr")
+
+
+def _addresses(rules: str, field: str) -> set[str]:
+    """From lines `ip saddr { a, b } drop`, or `ip saddr a drop` (nft lists one alone)."""
+    return {address.strip(" {}") for line in rules.splitlines() if f"ip {field} " in line
+            for address in line.split(f"ip {field} ", 1)[1].rsplit(" drop", 1)[0].split(",")}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_each_topology_of_the_nemesis_is_rules_in_the_right_namespaces(
+        tmp_path: Path) -> None:
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"network namespaces with nftables are unavailable: {reason}")
+    cluster = NamespacedCluster(3, tmp_path)  # its namespaces only: no broker is started
+    one, two, three = (cluster.network.address(node) for node in (1, 2, 3))
+    clients = cluster.network.client_address
+    cluster.network.start()
+    try:
+        cluster.isolate(2)
+        assert _drops(cluster, 2) == ({one, three}, {one, three})
+        assert _drops(cluster, 1) == _drops(cluster, 3) == (set(), set())
+        cluster.heal()
+        cluster.isolate(2, direction="in")
+        assert _drops(cluster, 2) == ({one, three}, set())
+        cluster.heal()
+        cluster.isolate(2, direction="out")
+        assert _drops(cluster, 2) == (set(), {one, three})
+        cluster.heal()
+        cluster.split([1], [2, 3])  # a minority, or with [1], [2] a bridge through 3
+        assert _drops(cluster, 1) == ({two, three}, {two, three})
+        assert _drops(cluster, 2) == _drops(cluster, 3) == ({one}, {one})
+        cluster.heal()
+        cluster.cut_clients(3)
+        assert _drops(cluster, 3) == ({clients}, {clients})
+        cluster.heal()
+        assert all(_drops(cluster, node) == (set(), set()) for node in (1, 2, 3))
+        with pytest.raises(ValueError, match="every port of a broker"):
+            cluster.isolate(1, links=("raft",))
+    finally:
+        cluster.close()
