@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 JEPSEN_ARGS ?=
 
 .PHONY: all setup run cluster test test-unit test-sim test-integration lint fmt typecheck soak bench clean \
-        bench-peers bench-suite java bench-spark jepsen
+        bench-peers bench-suite java bench-spark jepsen nftables
 
 all: test
 
@@ -92,7 +92,20 @@ java:
 	    exit 1; \
 	fi
 
-test: setup lint java
+# The harness's partitions (docs/reliability.md §9.5) put brokers in network namespaces cut
+# with nftables: Debian's nft, with apt, when missing and root. Never fails: without nft (or
+# root) the harness falls back to its TCP fault proxy and says so.
+nftables:
+	@if command -v nft >/dev/null; then \
+	    true; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update && apt-get install -y nftables) || \
+	        echo "nftables: not installed; network faults go through the TCP fault proxy"; \
+	else \
+	    echo "nftables: nft is missing (sudo apt-get install -y nftables); network faults go through the TCP fault proxy"; \
+	fi
+
+test: setup lint java nftables
 	$(PY) -m pytest -m 'not soak' $(PYTEST_ARGS)
 
 test-unit: setup
@@ -107,12 +120,12 @@ test-integration: setup
 # The Jepsen-style harness (docs/reliability.md §9): `make jepsen` runs the short schedule (about
 # two minutes, a fixed seed, three brokers, kills and a partition); JEPSEN_ARGS adds options,
 # e.g. JEPSEN_ARGS="--json figures.json". Each run's record goes to jepsen-runs/.
-jepsen: setup
+jepsen: setup nftables
 	$(PY) -m zlog_jepsen --short $(JEPSEN_ARGS)
 
 # The soak tests, then the harness's full schedule: each configuration (assign, subscribe)
 # five runs of ten minutes with every fault kind, stopping at the first failure.
-soak: setup
+soak: setup nftables
 	$(PY) -m pytest -m soak $(PYTEST_ARGS)
 	$(PY) -m zlog_jepsen --runs 5 --duration-s 600 --mode assign \
 	    --json jepsen-runs/soak-assign.json $(JEPSEN_ARGS)

@@ -65,6 +65,9 @@ class BrokerProcess:
         self.cwd = cwd
         self.open_files_max = open_files_max  # RLIMIT_NOFILE (soft and hard), as `ulimit -n`
         self.environment: dict[str, str] = {}  # set for every start, over the inherited one
+        # Words run before the command, which they must exec (not fork) so that the pid is the
+        # broker's: `ip netns exec NS` to start it in a network namespace.
+        self.command_prefix: tuple[str, ...] = ()
         self.process: subprocess.Popen[bytes] | None = None
         self.runs = 0
 
@@ -96,6 +99,7 @@ class BrokerProcess:
         if self.open_files_max is not None:  # as `ulimit -n N` before the command
             command = [sys.executable, "-c", _EXEC_WITH_OPEN_FILES_MAX,
                        str(self.open_files_max), *command]
+        command = [*self.command_prefix, *command]
         with self.log_path.open("wb") as log_file:
             self.process = subprocess.Popen(command, cwd=self.cwd, env=environ,
                                             stdout=log_file, stderr=subprocess.STDOUT)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Final
 
 from zlog.broker.data.planted_bug import PLANTED_BUGS
-from zlog_jepsen.cluster import NETWORK_FAULTS
 from zlog_jepsen.nemesis import FAULT_KINDS, ISOLATE_LEADER, KILL_BROKER, KILL_WORKER, Schedule
+from zlog_jepsen.netns_cluster import NETWORKS, choose_network
 from zlog_jepsen.report import summary_table
 from zlog_jepsen.runner import RunConfig, run
 from zlog_jepsen.totals import totals
@@ -70,6 +70,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", type=Path, default=None,
                    help="where the runs' directories go (default jepsen-runs/<time>)")
     p.add_argument("--json", type=Path, default=None, help="write the figures here")
+    p.add_argument("--network", choices=NETWORKS, default="auto",
+                   help="what carries the partitions: brokers in network namespaces cut with "
+                        "nftables, or the in-tree TCP fault proxy; auto takes namespaces where "
+                        "they work (root, ip and nft) and says why not otherwise")
     p.add_argument("--planted-bug", choices=PLANTED_BUGS, default=None,
                    help="break every broker on purpose (a test-only switch): the run must "
                         "then fail")
@@ -89,7 +93,8 @@ def first_config(args: argparse.Namespace) -> RunConfig:
     duration_s = args.duration_s or (SHORT_DURATION_S if short else 600.0)
     out_dir = args.out_dir or Path("jepsen-runs") / time.strftime("%Y%m%d-%H%M%S")
     return RunConfig(out_dir, workload, schedule, duration_s=duration_s,
-                     warmup_s=args.warmup_s, planted_bug=args.planted_bug)
+                     warmup_s=args.warmup_s, planted_bug=args.planted_bug,
+                     network=args.network)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,8 +102,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.runs < 1 or args.keys < 1 or args.concurrency < 1:
         print("--runs, --keys and --concurrency are at least 1", file=sys.stderr)
         return 2
-    first = first_config(args)
-    print(f"network faults through {NETWORK_FAULTS}", flush=True)
+    try:
+        network, fallback = choose_network(args.network)
+    except RuntimeError as error:
+        print(error, file=sys.stderr)
+        return 2
+    first = replace(first_config(args), network=network)
+    print(f"network faults through {network}" + (f": {fallback}" if fallback else ""),
+          flush=True)
     started = time.monotonic()
     figures = []
     for number in range(args.runs):

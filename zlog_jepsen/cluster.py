@@ -1,11 +1,13 @@
-"""The cluster a run faults: the tests' proxied cluster, with its data kept in the run.
+"""The cluster a run faults, with its data kept in the run: what every run needs of it
+(`HarnessCluster`), and the tests' proxied cluster as one (`RunCluster`).
 
 The harness starts brokers through the very code the cluster tests use
 (tests/cluster_network.py: three `zlog serve` processes, each behind in-tree TCP fault
 proxies), not a copy of it, so a fault means the same thing in both. That makes zlog_jepsen a
 tool of a source checkout (make puts the checkout on the module path), not of an installed
-zlog. Network partitions go through those proxies: real network namespaces cut with nftables
-are not used yet, and `NETWORK_FAULTS` says so in every summary.
+zlog. Where network namespaces and nftables are available, a run's brokers live in
+namespaces instead (zlog_jepsen.netns_cluster) and partitions are nftables rules; elsewhere
+they go through those proxies. `network_faults` names which, in every summary.
 
 Two things differ from the tests (three with a planted bug, zlog.broker.data.planted_bug,
 which every broker of the run then carries). Each broker's data directory lives in the run's
@@ -22,49 +24,40 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Final
 
-from tests.cluster_network import TEST_CLIENT, UNKNOWN_CLIENT, ProxiedCluster, broker_client
+from tests.cluster_fixtures import ClusterProcesses
+from tests.cluster_network import (
+    LINKS,
+    TEST_CLIENT,
+    UNKNOWN_CLIENT,
+    Cut,
+    Link,
+    ProxiedCluster,
+    broker_client,
+)
 from tests.tools.fault_proxy import Address
 from zlog.broker.data.planted_bug import PLANTED_BUG_ENV
 from zlog.client import Admin, NewTopic
 
-NETWORK_FAULTS: Final = ("the in-tree TCP fault proxy (network namespaces with nftables are "
-                         "not used yet)")
+TCP_PROXY: Final = "tcp-proxy"
 REPLICATION_FACTOR: Final = 3
 MIN_INSYNC_REPLICAS: Final = 2
 REPLICATED_TIMEOUT_S: Final = 90.0
 
 
-class RunCluster(ProxiedCluster):
-    """A `ProxiedCluster` whose brokers keep their data under `run_dir`/broker-<node>."""
+class HarnessCluster(ClusterProcesses):
+    """What a run needs of its cluster, whatever carries its network faults: data kept in the
+    run, the topic, and the partitions the nemesis asks for."""
 
-    def __init__(self, size: int, run_dir: Path, planted_bug: str | None = None) -> None:
-        super().__init__(size)
+    network_faults: str  # "netns+nftables" or "tcp-proxy", in the run's figures and summary
+
+    def keep_data_in(self, run_dir: Path, planted_bug: str | None) -> None:
+        """Each broker's data under `run_dir`/broker-<node>, every broker with `planted_bug`."""
         self.run_dir = run_dir
         for node, broker in self.brokers.items():
             broker.data_dir = run_dir / f"broker-{node}" / "data"
             broker.data_dir.mkdir(parents=True, exist_ok=True)
             if planted_bug is not None:
                 broker.environment[PLANTED_BUG_ENV] = planted_bug
-
-    def client_of(self, client: Address) -> str:
-        """Any process but a broker's is a client: the workload's run in processes of their
-        own, which the tests' proxies would not recognise."""
-        name = super().client_of(client)
-        return TEST_CLIENT if name == UNKNOWN_CLIENT else name
-
-    def split(self, side: Collection[int], others: Collection[int]) -> None:
-        """Cut every broker of `side` off from every broker of `others`, both ways; links
-        within each side, and every client, are spared (a majority/minority split, or a
-        bridge: two cut from each other while a third hears both)."""
-        for node, cut in ([(n, others) for n in side] + [(n, side) for n in others]):
-            for proxy in self.proxies[node].values():
-                proxy.drop({broker_client(other) for other in cut})
-
-    def cut_clients(self, node: int) -> None:
-        """Cut every client off broker `node`'s data and control ports; brokers still reach
-        it, and clients still reach the others."""
-        for proxy in self.proxies[node].values():
-            proxy.drop({TEST_CLIENT})
 
     def create_topic(self, topic: str, partitions: int) -> None:
         """`partitions` partitions, three replicas each, min.insync.replicas 2; returns once
@@ -98,3 +91,51 @@ class RunCluster(ProxiedCluster):
         if not keep:
             for node in self.brokers:
                 shutil.rmtree(self.run_dir / f"broker-{node}", ignore_errors=True)
+
+    # -- the network: clients are spared by every cut but `cut_clients` -------------------------
+
+    def isolate(self, node: int, links: Collection[Link] = LINKS,
+                direction: Cut = "both") -> None:
+        """Broker `node` cut off from every other broker, both ways or one way."""
+        raise NotImplementedError
+
+    def split(self, side: Collection[int], others: Collection[int]) -> None:
+        """Every broker of `side` cut off from every broker of `others`, both ways."""
+        raise NotImplementedError
+
+    def cut_clients(self, node: int) -> None:
+        """Every client cut off from broker `node`, which still reaches the other brokers."""
+        raise NotImplementedError
+
+    def heal(self, links: Collection[Link] = LINKS) -> None:
+        raise NotImplementedError
+
+
+class RunCluster(ProxiedCluster, HarnessCluster):
+    """A `ProxiedCluster` whose brokers keep their data under `run_dir`/broker-<node>."""
+
+    network_faults = TCP_PROXY
+
+    def __init__(self, size: int, run_dir: Path, planted_bug: str | None = None) -> None:
+        super().__init__(size)
+        self.keep_data_in(run_dir, planted_bug)
+
+    def client_of(self, client: Address) -> str:
+        """Any process but a broker's is a client: the workload's run in processes of their
+        own, which the tests' proxies would not recognise."""
+        name = super().client_of(client)
+        return TEST_CLIENT if name == UNKNOWN_CLIENT else name
+
+    def split(self, side: Collection[int], others: Collection[int]) -> None:
+        """Cut every broker of `side` off from every broker of `others`, both ways; links
+        within each side, and every client, are spared (a majority/minority split, or a
+        bridge: two cut from each other while a third hears both)."""
+        for node, cut in ([(n, others) for n in side] + [(n, side) for n in others]):
+            for proxy in self.proxies[node].values():
+                proxy.drop({broker_client(other) for other in cut})
+
+    def cut_clients(self, node: int) -> None:
+        """Cut every client off broker `node`'s data and control ports; brokers still reach
+        it, and clients still reach the others."""
+        for proxy in self.proxies[node].values():
+            proxy.drop({TEST_CLIENT})

@@ -35,7 +35,7 @@ from typing import Any, Final
 
 from tests.broker_fixtures import START_TIMEOUT_S
 from tests.waiting import wait_until
-from zlog_jepsen.cluster import RunCluster
+from zlog_jepsen.cluster import HarnessCluster
 from zlog_jepsen.history import NEMESIS_PROCESS, FaultPhase, HistoryWriter, nemesis_value
 from zlog_jepsen.storage_faults import damage_tail, lose_power
 
@@ -77,7 +77,7 @@ Heal = Callable[[], None]
 class Nemesis:
     """Injects faults into `cluster` for the keys of `topic`, recording each in `writer`."""
 
-    def __init__(self, cluster: RunCluster, topic: str, keys: int, writer: HistoryWriter,
+    def __init__(self, cluster: HarnessCluster, topic: str, keys: int, writer: HistoryWriter,
                  seed: int) -> None:
         self.cluster = cluster
         self.topic = topic

@@ -23,10 +23,11 @@ from zlog.client import Admin, TopicPartition
 from zlog.types import LATEST_TIMESTAMP
 from zlog_jepsen.checker import CheckConfig, check
 from zlog_jepsen.client_adapter import ClientFactory, ClientSettings, native_client
-from zlog_jepsen.cluster import NETWORK_FAULTS, RunCluster
+from zlog_jepsen.cluster import HarnessCluster
 from zlog_jepsen.final_drain import drain
 from zlog_jepsen.history import HistoryWriter, read_history, write_final_read
 from zlog_jepsen.nemesis import Nemesis, Schedule
+from zlog_jepsen.netns_cluster import choose_network, run_cluster
 from zlog_jepsen.plots import draw, plots_available
 from zlog_jepsen.report import figures, summary_table
 from zlog_jepsen.workload import WorkerSetup, Workload, WorkloadConfig, running
@@ -49,6 +50,7 @@ class RunConfig:
     brokers: int = 3
     factory: ClientFactory = native_client
     planted_bug: str | None = None  # zlog.broker.data.planted_bug, in every broker
+    network: str = "auto"  # zlog_jepsen.netns_cluster.NETWORKS: namespaces where they work
 
 
 @dataclass
@@ -63,12 +65,15 @@ def run(config: RunConfig) -> RunOutcome:
     run, with its traceback in summary.txt and everything kept."""
     run_dir = config.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    cluster = RunCluster(config.brokers, run_dir, config.planted_bug)
+    network, fallback = choose_network(config.network)
+    cluster = run_cluster(network, config.brokers, run_dir, config.planted_bug)
     valid = False
     numbers: dict[str, Any] = {"valid": False}
     try:
+        if fallback is not None:
+            print(f"{fallback}: network faults through the TCP fault proxy", flush=True)
         cluster.start()
-        numbers = _run_on(cluster, config)
+        numbers = _run_on(cluster, config, fallback)
         valid = bool(numbers["valid"])
     except Exception:
         (run_dir / "summary.txt").write_text(
@@ -78,7 +83,8 @@ def run(config: RunConfig) -> RunOutcome:
     return RunOutcome(run_dir, valid, numbers)
 
 
-def _run_on(cluster: RunCluster, config: RunConfig) -> dict[str, Any]:
+def _run_on(cluster: HarnessCluster, config: RunConfig, fallback: str | None
+            ) -> dict[str, Any]:
     run_dir = config.run_dir
     keys = config.workload.keys
     cluster.create_topic(TOPIC, keys)
@@ -104,7 +110,8 @@ def _run_on(cluster: RunCluster, config: RunConfig) -> dict[str, Any]:
     numbers = figures(history, result, final_read=True)
     numbers.update({"seed": config.workload.seed, "duration_s": config.duration_s,
                     "mode": config.workload.mode, "brokers": config.brokers,
-                    "final_drain_complete": complete, "network_faults": NETWORK_FAULTS,
+                    "final_drain_complete": complete,
+                    "network_faults": cluster.network_faults,
                     "planted_bug": config.planted_bug})
     if not complete:
         numbers["valid"] = False
@@ -115,14 +122,15 @@ def _run_on(cluster: RunCluster, config: RunConfig) -> dict[str, Any]:
                                           encoding="utf-8")
     plotted = draw(history, run_dir) if plots_available() else []
     (run_dir / "summary.txt").write_text(
-        summary_table(numbers) + f"\nnetwork faults: {NETWORK_FAULTS}\n"
+        summary_table(numbers) + f"\nnetwork faults: {cluster.network_faults}"
+        + (f" ({fallback})\n" if fallback else "\n")
         + (f"planted bug: {config.planted_bug} (a correct checker fails this run)\n"
            if config.planted_bug else "")
         + ("" if plotted else "no plots: matplotlib is not installed\n"), encoding="utf-8")
     return numbers
 
 
-def _log_ends(cluster: RunCluster, keys: int) -> dict[int, int]:
+def _log_ends(cluster: HarnessCluster, keys: int) -> dict[int, int]:
     """Each key's high watermark: once fully replicated, the end of its log."""
     with Admin(cluster.bootstrap) as admin:
         found = admin.list_offsets({TopicPartition(TOPIC, key): LATEST_TIMESTAMP
