@@ -958,7 +958,10 @@ class Consumer:
         metadata = self._connections.metadata
         if self.local:
             self._expire_metadata(topics)
-        missing = sorted(t for t in topics if metadata.topic(t) is None)
+        # A partition past the known count may be new (CreatePartitions): ask again first.
+        grown = {tp.topic for tp in self._assignment if tp.topic in topics
+                 and tp.partition >= (metadata.partition_count(tp.topic) or tp.partition + 1)}
+        missing = sorted({t for t in topics if metadata.topic(t) is None} | grown)
         if missing:
             errors = self._connections.refresh(missing, self.request_timeout_ms)
             now_ms = self._clock.monotonic_ms()
