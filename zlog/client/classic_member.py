@@ -167,6 +167,9 @@ class ClassicMember:
         self._heard_ms: int | None = None  # the last good reply while in the group
         self._members: tuple[JoinGroupMember, ...] = ()  # the leader's, from the join reply
         self._assignments: tuple[tuple[str, bytes], ...] = ()
+        self._assigned_counts: dict[str, int] | None = None
+        """The leader's: the partition count (0: no such topic) of each topic of the group's
+        subscription, as it assigned them; a change to them calls for a rebalance."""
         self._lost: frozenset[TopicPartition] = frozenset()
         self._reconciling = False
 
@@ -322,6 +325,7 @@ class ClassicMember:
         result."""
         if self.phase is not Phase.ASSIGN or self.protocol_name is None:
             return
+        topics = self.assignment_topics() or frozenset()
         try:
             assignments = assign_classic_group(
                 self.protocol_name, [(m.member_id, m.group_instance_id, m.metadata)
@@ -329,8 +333,24 @@ class ClassicMember:
         except ZlogError as error:  # a member's subscription this leader cannot read
             self._fail(error)
             return
+        self._assigned_counts = _counts_of(topics, partition_counts)
         self._assignments = tuple(sorted(assignments.items()))
         self._set_phase(Phase.SYNC, now_ms)
+
+    def watched_topics(self) -> frozenset[str] | None:
+        """The leader's, once in the generation it assigned: the group's topics."""
+        if self.phase is not Phase.STABLE or self._assigned_counts is None:
+            return None
+        return frozenset(self._assigned_counts)
+
+    def metadata_seen(self, partition_counts: dict[str, int], now_ms: int) -> None:
+        """A leader whose group's topics gained partitions, or came or went, since it
+        assigned rejoins: the coordinator rebalances the group (a leader's rejoin in Stable)."""
+        watched = self.watched_topics()
+        if watched is None or self._assigned_counts == _counts_of(watched, partition_counts):
+            return
+        self._assigned_counts = None
+        self._rejoin(now_ms)
 
     # -- replies ---------------------------------------------------------------------------
 
@@ -342,6 +362,7 @@ class ClassicMember:
             self.protocol_name = response.protocol_name
             leads = response.leader_id == self.member_id and not response.skip_assignment
             self._members = response.members if leads else ()
+            self._assigned_counts = None
             self._assignments = ()
             self._heard_ms = now_ms
             self._set_phase(Phase.ASSIGN if leads else Phase.SYNC, now_ms)
@@ -452,3 +473,8 @@ class ClassicMember:
             return None
         return LeaveGroupRequest(request_id=0, group_id=self.group_id,
                                  members=((self.member_id, None),))
+
+
+def _counts_of(topics: Iterable[str], partition_counts: dict[str, int]) -> dict[str, int]:
+    """Each topic's partition count, 0 for one that does not exist."""
+    return {topic: partition_counts.get(topic, 0) for topic in sorted(topics)}

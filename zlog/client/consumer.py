@@ -85,6 +85,13 @@ from zlog.client.local_replicas import (
     local_ring_dirs,
 )
 from zlog.client.local_ring import Backoff, LocalRing, ring_exists
+from zlog.client.metadata_watch import (
+    METADATA_MAX_AGE_MS_DEFAULT,
+    MetadataWatch,
+    compile_pattern,
+    matching,
+    partition_counts,
+)
 from zlog.client.records import ConsumerRecord
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
@@ -188,6 +195,7 @@ class Consumer:
         client_id: str = "zlog-consumer",
         partition_assignment_strategy: Sequence[str] = ASSIGNMENT_STRATEGY_DEFAULT,
         heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS_CLASSIC_DEFAULT,
+        metadata_max_age_ms: int = METADATA_MAX_AGE_MS_DEFAULT,
     ) -> None:
         if local_spin_us < 0:
             raise ZlogError(ErrorCode.INVALID_CONFIG,
@@ -208,6 +216,7 @@ class Consumer:
             partition_assignment_strategy=partition_assignment_strategy,
             heartbeat_interval_ms=heartbeat_interval_ms)
         self._bootstrap = bootstrap
+        self._metadata_watch = MetadataWatch(metadata_max_age_ms)
         self._membership: GroupMembership | None = None
         self._callbacks = RebalanceCallbacks()
         self._next_auto_commit_ms = 0
@@ -321,9 +330,11 @@ class Consumer:
                   on_assign: PartitionsCallback | None = None,
                   on_revoke: PartitionsCallback | None = None,
                   on_lost: PartitionsCallback | None = None) -> None:
-        """Join the group `group_id` for `topics` (or every topic whose name matches the
-        regular expression `pattern` now); its coordinator assigns the partitions, applied
-        at the next polls. The callbacks run on the poll thread (see RebalanceCallbacks)."""
+        """Join the group `group_id` for `topics` (or every topic whose whole name matches
+        the regular expression `pattern`, looked at again every `metadata_max_age_ms`, so
+        topics created or deleted later join or leave the subscription); its coordinator
+        assigns the partitions, applied at the next polls. The callbacks run on the poll
+        thread (see RebalanceCallbacks)."""
         settings = self._group_settings
         settings.required_group_id("subscribe()")
         if (topics is None) == (pattern is None):
@@ -331,7 +342,8 @@ class Consumer:
         if self._assignment and self._membership is None:
             raise ZlogError(ErrorCode.INVALID_REQUEST, "this consumer reads assigned "
                             "partitions: subscribe() and assign() do not mix")
-        wanted = sorted(set(topics)) if topics is not None else self._matching(pattern or "")
+        compiled = None if pattern is None else compile_pattern(pattern)
+        wanted = sorted(set(topics)) if topics is not None else self._matching(compiled)
         if not wanted:
             raise ZlogError(ErrorCode.INVALID_REQUEST,
                             f"no topic matches {pattern!r}" if pattern else "no topic named")
@@ -341,19 +353,13 @@ class Consumer:
                 self._bootstrap, new_member(settings, retry_backoff_ms=self.retry_backoff_ms),
                 max_poll_interval_ms=settings.max_poll_interval_ms,
                 request_timeout_ms=self.request_timeout_ms,
-                retry_backoff_ms=self.retry_backoff_ms)
-        self._membership.subscribe(wanted)
+                retry_backoff_ms=self.retry_backoff_ms, watch=self._metadata_watch)
+        self._membership.subscribe(wanted, compiled)
         self._next_auto_commit_ms = self._clock.monotonic_ms() + settings.auto_commit_interval_ms
 
-    def _matching(self, pattern: str) -> list[str]:
-        try:
-            compiled = re.compile(pattern)
-        except re.error as error:
-            raise ZlogError(ErrorCode.INVALID_REQUEST,
-                            f"bad topic pattern {pattern!r}: {error}") from None
-        self._connections.refresh(None, self.request_timeout_ms)
-        return sorted(t for t in self._connections.metadata.topic_names()
-                      if compiled.fullmatch(t))
+    def _matching(self, pattern: re.Pattern[str] | None) -> list[str]:
+        assert pattern is not None
+        return matching(pattern, partition_counts(self._connections, self.request_timeout_ms))
 
     def commit(self, offsets: Mapping[TopicPartition | tuple[str, int], int] | None = None,
                ) -> None:
@@ -952,7 +958,10 @@ class Consumer:
         metadata = self._connections.metadata
         if self.local:
             self._expire_metadata(topics)
-        missing = sorted(t for t in topics if metadata.topic(t) is None)
+        # A partition past the known count may be new (CreatePartitions): ask again first.
+        grown = {tp.topic for tp in self._assignment if tp.topic in topics
+                 and tp.partition >= (metadata.partition_count(tp.topic) or tp.partition + 1)}
+        missing = sorted({t for t in topics if metadata.topic(t) is None} | grown)
         if missing:
             errors = self._connections.refresh(missing, self.request_timeout_ms)
             now_ms = self._clock.monotonic_ms()

@@ -136,6 +136,7 @@ class GroupMember(Protocol):
     retry_backoff_ms: int
     failure: ZlogError | None
     needs_coordinator: bool
+    topics: frozenset[str]
 
     @property
     def state(self) -> MemberState: ...
@@ -157,6 +158,11 @@ class GroupMember(Protocol):
         """Topics whose partition counts the member needs before it can go on (a classic
         leader about to assign); None: nothing needed."""
     def assign(self, partition_counts: dict[str, int], now_ms: int) -> None: ...
+    def watched_topics(self) -> frozenset[str] | None:
+        """Topics whose partition counts the member watches (a classic leader: those of the
+        group's subscription it assigned from); None: none."""
+    def metadata_seen(self, partition_counts: dict[str, int], now_ms: int) -> None:
+        """Fresh partition counts of every existing topic (metadata_watch.py)."""
 
 
 class ServerSideMember:
@@ -353,6 +359,12 @@ class ServerSideMember:
 
     def assign(self, partition_counts: dict[str, int], now_ms: int) -> None:
         raise AssertionError("a server-side member never assigns")
+
+    def watched_topics(self) -> frozenset[str] | None:
+        return None  # the coordinator watches partition counts (update_metadata)
+
+    def metadata_seen(self, partition_counts: dict[str, int], now_ms: int) -> None:
+        return None
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -11,13 +11,15 @@ partitions, so their next owner reads the commit (docs/groups.md, "Client").
 
 Both threads move the pure member under one lock and never do I/O while holding it. The
 member is the protocol: `ServerSideMember` (GroupHeartbeat) or `ClassicMember` (JoinGroup,
-SyncGroup, Heartbeat); this thread sends whatever request it asks for, and looks up partition
-counts for a classic leader about to assign.
+SyncGroup, Heartbeat); this thread sends whatever request it asks for, looks up partition
+counts for a classic leader about to assign, and every `metadata_max_age_ms` looks at the
+topics again for a subscription by pattern and for a classic leader (metadata_watch.py).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,6 +31,7 @@ from zlog.client.group_coordinator import CoordinatorLink
 from zlog.client.group_member import GroupMember, MemberState, Reconciliation, ServerSideMember
 from zlog.client.group_offsets import commit_offsets, fetch_committed
 from zlog.client.group_settings import SERVER_SIDE_PROTOCOL, GroupMetadata, GroupSettings
+from zlog.client.metadata_watch import MetadataWatch, matching, partition_counts
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.group_messages import NO_GENERATION, GroupRequest
@@ -47,8 +50,10 @@ class GroupMembership:
 
     def __init__(self, bootstrap: str | Sequence[str], member: GroupMember, *,
                  max_poll_interval_ms: int, request_timeout_ms: int,
-                 retry_backoff_ms: int) -> None:
+                 retry_backoff_ms: int, watch: MetadataWatch) -> None:
         self.member = member
+        self._watch = watch
+        self._pattern: re.Pattern[str] | None = None
         group_id = member.group_id
         self.max_poll_interval_ms = max_poll_interval_ms
         self.request_timeout_ms = request_timeout_ms
@@ -65,9 +70,14 @@ class GroupMembership:
 
     # -- the poll thread -----------------------------------------------------------------
 
-    def subscribe(self, topics: Iterable[str]) -> None:
+    def subscribe(self, topics: Iterable[str], pattern: re.Pattern[str] | None = None) -> None:
+        """`topics`, or those `pattern` matched just now: it is matched again on every look
+        at metadata."""
         with self._lock:
-            self.member.subscribe(topics, monotonic_ms())
+            now_ms = monotonic_ms()
+            self.member.subscribe(topics, now_ms)
+            self._pattern = pattern
+            self._watch.looked(now_ms)
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, daemon=True,
                                             name=f"zlog-heartbeat-{self.member.group_id}")
@@ -163,6 +173,8 @@ class GroupMembership:
             assign_topics = None if find else member.assignment_topics()
             sent = None if find else member.next_heartbeat(now_ms)
             due_ms = member.due_ms()
+            watching = self._pattern is not None or member.watched_topics() is not None
+            look = watching and self._watch.due(now_ms)
         if leave is not None:
             log.warning("group %s: no poll for over %d ms (max_poll_interval_ms): leaving the "
                         "group until the next poll", member.group_id, self.max_poll_interval_ms)
@@ -183,6 +195,9 @@ class GroupMembership:
                 return
             with self._lock:
                 member.on_response(sent, response, monotonic_ms())
+            return
+        if look:
+            self._look(link)
             return
         wait_ms = TIMER_CHECK_MS if due_ms is None else min(max(due_ms - now_ms, 0),
                                                             TIMER_CHECK_MS)
@@ -213,6 +228,27 @@ class GroupMembership:
                   if (count := connections.metadata.partition_count(topic)) is not None}
         with self._lock:
             self.member.assign(counts, monotonic_ms())
+
+    def _look(self, link: CoordinatorLink) -> None:
+        """Every topic's partition count: a pattern subscription follows the topics it
+        matches now (all gone: it keeps the last ones, which then have no partitions), and a
+        classic leader rejoins if its group's topics changed since it assigned."""
+        try:
+            counts = partition_counts(link.connections, self.request_timeout_ms,
+                                      cancelled=self._closing.is_set)
+        except ZlogError as error:
+            log.info("group %s: no metadata to watch: %s", self.member.group_id, error)
+            with self._lock:
+                self._watch.failed(monotonic_ms(), self.member.retry_backoff_ms)
+            return
+        now_ms = monotonic_ms()
+        with self._lock:
+            self._watch.looked(now_ms)
+            topics = [] if self._pattern is None else matching(self._pattern, counts)
+            if topics and frozenset(topics) != self.member.topics:
+                log.info("group %s: the pattern now matches %s", self.member.group_id, topics)
+                self.member.subscribe(topics, now_ms)
+            self.member.metadata_seen(counts, now_ms)
 
     def _send_leave(self, link: CoordinatorLink, leave: GroupRequest) -> None:
         try:

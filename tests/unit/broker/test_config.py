@@ -239,3 +239,15 @@ def test_a_clustered_leaders_lease_is_a_session_less_the_metadata_election_timeo
     assert BrokerConfig().lease_margin_ms == 0  # alone, it is its own controller
     with pytest.raises(ConfigError, match="election timeout"):
         BrokerConfig(voters=voters, raft_tick_ms=100, broker_session_timeout_ms=1_400)
+
+
+def test_offsets_retention_ms_wins_over_the_minutes_when_set() -> None:
+    """Kafka's unit is minutes; the finer key lets a retention go below one."""
+    assert BrokerConfig().offsets_retention_effective_ms == 10_080 * 60_000
+    minutes = resolve_config([ConfigLayer("t", {"offsets_retention_minutes": "2"})])
+    assert minutes.offsets_retention_effective_ms == 120_000
+    both = resolve_config([ConfigLayer("t", {"offsets_retention_minutes": 2,
+                                             "offsets_retention_ms": "1500"})])
+    assert both.offsets_retention_effective_ms == 1_500
+    with pytest.raises(ConfigError, match="offsets_retention_ms"):
+        resolve_config([ConfigLayer("t", {"offsets_retention_ms": -1})])

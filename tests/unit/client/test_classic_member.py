@@ -359,3 +359,37 @@ def test_a_static_member_back_under_a_new_process_keeps_its_partitions_without_a
     assert group.members[1].owned == kept
     assert group.members[0].generation == generation
     assert not group.revoked  # nobody else revoked anything
+
+
+def test_only_the_leader_watches_its_groups_topics_and_a_change_makes_it_rejoin() -> None:
+    group = Group({"t": 2})
+    group.add(_member())
+    group.add(_member())
+    group.settle()
+    leader, follower = sorted(group.members, key=lambda m: m.watched_topics() is None)
+    assert leader.watched_topics() == {"t"} and follower.watched_topics() is None
+    leader.metadata_seen({"t": 2, "other": 9}, group.driver.now_ms)
+    assert leader.phase is Phase.STABLE, "unchanged counts of its topics: nothing to do"
+    follower.metadata_seen({"t": 5}, group.driver.now_ms)
+    assert follower.phase is Phase.STABLE, "a follower leaves it to the leader"
+    leader.metadata_seen({"t": 3}, group.driver.now_ms)
+    assert leader.phase is Phase.REVOKING, "eager: revokes everything, then rejoins"
+    assert leader.watched_topics() is None
+
+
+@pytest.mark.parametrize("assignors", [("range",), ("cooperative-sticky",)])
+def test_partitions_added_to_a_subscribed_topic_are_assigned_after_the_leader_sees_them(
+        assignors: tuple[str, ...]) -> None:
+    """CreatePartitions tells no member: the leader's look at metadata finds the new count,
+    it rejoins, and the rebalance hands out every partition, never one to two members."""
+    group = Group({"t": 4})
+    group.add(_member(assignors))
+    group.add(_member(assignors))
+    group.settle()
+    group.counts["t"] = 7
+    generation = group.members[0].generation
+    for member in group.members:
+        member.metadata_seen(dict(group.counts), group.driver.now_ms)
+    group.settle()
+    assert sorted(len(m.owned) for m in group.members) == [3, 4]
+    assert group.members[0].generation > generation

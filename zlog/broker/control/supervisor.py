@@ -68,7 +68,6 @@ from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.worker_protocol import AlterIsr, GroupSettings
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
-from zlog.groups.config import MINUTE_MS
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS
@@ -456,7 +455,7 @@ class Supervisor:
             {name: len(topic.partitions) for name, topic in sorted(state.topics.items())},
             config.group_initial_rebalance_delay_ms, config.group_min_session_timeout_ms,
             config.group_consumer_session_timeout_ms, config.group_consumer_heartbeat_interval_ms,
-            config.offsets_retention_minutes * MINUTE_MS,
+            config.offsets_retention_effective_ms,
             config.offsets_retention_check_interval_ms)
 
     def _reconcile(self, state: ClusterState, now_ms: int) -> None:

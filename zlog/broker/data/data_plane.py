@@ -139,6 +139,18 @@ class DataPlane:
                 replies.append(self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT))
         return replies
 
+    def lease_holds(self, now_ms: int) -> bool:
+        """Whether this broker's leaderships still stand (worker_protocol.Lease): past the
+        lease another broker may lead its partitions, so nothing may be written or answered
+        as their leader."""
+        return self.lease_until_ms is None or now_ms < self.lease_until_ms
+
+    def lease_remaining_ms(self) -> int | None:
+        """How long the lease still stands (0 or less: it ran out; None: no lease)."""
+        if self.lease_until_ms is None:
+            return None
+        return self.lease_until_ms - self.clock.monotonic_ms()
+
     def next_deadline_ms(self) -> int | None:
         """The earliest deadline of a parked fetch or acks=all wait (None: nothing waits)."""
         fetch_deadline_ms = self.waiters.next_deadline_ms()
@@ -252,7 +264,7 @@ class DataPlane:
             return ProduceOutcome(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, _not_here(entry.topic, entry.partition)
             )
-        if self.lease_until_ms is not None and now_ms >= self.lease_until_ms:
+        if not self.lease_holds(now_ms):
             return ProduceOutcome(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1,
                 f"{entry.topic}-{entry.partition}: this broker has not heard from the controller "

@@ -19,6 +19,14 @@ records of every output go to one batch per offsets partition instead of one per
 turn of a thousand commits is one append, not a thousand. Nothing is answered before `flush`,
 so each reply still waits for everything written before it; a failed append answers every
 request of the turn NOT_COORDINATOR, as it would have answered the one output.
+
+The coordinator lease: a worker's leaderships stand only while its broker's lease from the
+controller's heartbeats does (worker_protocol.Lease). When it runs out another broker may
+already coordinate these groups, so every coordinator is dropped as if its leadership were
+lost: parked and unreleased requests, and every group request until the lease comes back,
+hear NOT_COORDINATOR (no stale OffsetFetch or Describe), and no timer of a stale coordinator
+expires a session or an offset. A renewed lease loads them again from the log, which gives
+every member a fresh session: the members were refused meanwhile, not silent.
 """
 
 from __future__ import annotations
@@ -73,6 +81,13 @@ watermark reaches it, and `flush` replaces it with the end of what it appended."
 Append = Callable[[TopicPartition, bytes], tuple[ProduceOutcome, list[Reply]]]
 """Appends one batch to a partition as its leader (the produce path) and returns the outcome
 and the replies the append woke (long polls of followers and consumers)."""
+LeaseRemaining = Callable[[], int | None]
+"""How long the broker's lease still stands, in ms (0 or less: it ran out; None: no lease,
+a single node that is its own controller)."""
+
+
+def _no_lease() -> int | None:
+    return None
 
 
 @dataclass(slots=True)
@@ -106,8 +121,12 @@ class _Waiting:
 
 class GroupHost:
     def __init__(self, partitions: Mapping[TopicPartition, Partition], append: Append,
-                 wall_ms: Callable[[], int], seed: int | None = None) -> None:
+                 wall_ms: Callable[[], int], seed: int | None = None,
+                 lease_remaining_ms: LeaseRemaining = _no_lease) -> None:
         self._partitions = partitions
+        self._lease_remaining_ms = lease_remaining_ms
+        self._lease_lapsed = False
+        """The lease ran out and the coordinators were dropped; a renewal reloads them."""
         self._append = append
         self._wall_ms = wall_ms
         self._rng = random.Random(seed)
@@ -125,7 +144,7 @@ class GroupHost:
     def configure(self, settings: GroupSettings) -> list[Reply]:
         """New partition counts or configs from the supervisor."""
         self.settings = settings
-        replies: list[Reply] = []
+        replies = self.check_lease()
         for index, led in sorted(self._led.items()):
             replies += self._carry_out(index, led.coordinator.update_metadata(
                 self._counts()), self._wall_ms())
@@ -154,15 +173,42 @@ class GroupHost:
         new epoch), drop one for a lost leadership."""
         if tp.topic != OFFSETS_TOPIC:
             return []
+        replies = self.check_lease()
+        return replies + self._follow_leadership(tp)
+
+    def _follow_leadership(self, tp: TopicPartition) -> list[Reply]:
         partition = self._partitions.get(tp)
         led = self._led.get(tp.partition)
         if partition is None or not partition.is_leader:
             self._load_retries.pop(tp.partition, None)
             return self._unload(tp.partition) if led is not None else []
+        if self._lease_lapsed:
+            return []  # loaded when the lease comes back
         if led is not None and led.leader_epoch == partition.leader_epoch:
             return []
         replies = self._unload(tp.partition) if led is not None else []
         return replies + self._load(tp.partition, partition)
+
+    def check_lease(self) -> list[Reply]:
+        """Drop every coordinator when the lease runs out (their waiting requests hear
+        NOT_COORDINATOR); load those of the partitions still led when it comes back."""
+        remaining_ms = self._lease_remaining_ms()
+        lapsed = remaining_ms is not None and remaining_ms <= 0
+        if lapsed == self._lease_lapsed:
+            return []
+        self._lease_lapsed = lapsed
+        replies: list[Reply] = []
+        if lapsed:
+            log.warning("the broker's lease ran out: coordinating no group until it is "
+                        "renewed")
+            self._load_retries.clear()
+            for index in sorted(self._led):
+                replies += self._unload(index)
+            return replies
+        for tp in sorted(self._partitions):
+            if tp.topic == OFFSETS_TOPIC:
+                replies += self._follow_leadership(tp)
+        return replies
 
     def _load(self, index: int, partition: Partition) -> list[Reply]:
         coordinator = GroupCoordinator(self._config(), self._rng, self._counts())
@@ -213,6 +259,16 @@ class GroupHost:
     def handle(self, identity: bytes, header: RequestHeader, request: GroupRequest,
                now_ms: int) -> list[Reply]:
         del now_ms  # the coordinator runs on wall time: commit times outlive the process
+        replies = self.check_lease()
+        if self._lease_lapsed:
+            refusal = error_response(request, ErrorCode.NOT_COORDINATOR, "this broker's lease "
+                                     "from the controller ran out: another broker may "
+                                     "coordinate the group")
+            return [*replies, (identity, encode_response(header, refusal))]
+        return replies + self._handle(identity, header, request)
+
+    def _handle(self, identity: bytes, header: RequestHeader,
+                request: GroupRequest) -> list[Reply]:
         wall_ms = self._wall_ms()
         if isinstance(request, ListGroupsRequest):
             return self._fan_out(identity, header, request, sorted(self._led), wall_ms)
@@ -332,7 +388,7 @@ class GroupHost:
                         outcome.error_message)
             replies += self._unload(index)
             partition = self._partitions.get(tp)
-            if partition is not None and partition.is_leader:
+            if partition is not None and partition.is_leader and not self._lease_lapsed:
                 replies += self._load(index, partition)
             return replies
         led.last_written = outcome.required_offset
@@ -365,7 +421,7 @@ class GroupHost:
 
     def on_timer(self) -> list[Reply]:
         wall_ms = self._wall_ms()
-        replies: list[Reply] = []
+        replies = self.check_lease()
         for index, retry in sorted(self._load_retries.items()):
             partition = self._partitions.get(TopicPartition(OFFSETS_TOPIC, index))
             if retry.due_ms <= wall_ms and partition is not None and partition.is_leader:
@@ -380,7 +436,11 @@ class GroupHost:
         deadlines = [d for led in self._led.values()
                      if (d := led.coordinator.next_deadline_ms()) is not None]
         deadlines += [retry.due_ms for retry in self._load_retries.values()]
-        return None if not deadlines else max(min(deadlines) - self._wall_ms(), 0)
+        wait_ms = None if not deadlines else max(min(deadlines) - self._wall_ms(), 0)
+        lease_ms = self._lease_remaining_ms() if self._led else None
+        if lease_ms is not None and (wait_ms is None or lease_ms < wait_ms):
+            return max(lease_ms, 0)  # wake when it runs out, to drop the coordinators
+        return wait_ms
 
 
 def _log_records(partition: Partition) -> Iterator[tuple[Buffer, Buffer | None,

@@ -111,7 +111,8 @@ class Worker:
         )
         self.data_plane = DataPlane(self.host.partitions, clock=self.clock)
         self.groups = GroupHost(self.host.partitions, self.data_plane.append_batch,
-                                self.clock.wall_ms)
+                                self.clock.wall_ms,
+                                lease_remaining_ms=self.data_plane.lease_remaining_ms)
         self.data_plane.group_requests = self.groups.handle
         self._broker_id = -1
         self._broker_epoch = -1  # learnt from the assigns
@@ -344,6 +345,7 @@ class Worker:
             self.isr_proposals.answered(message)
         elif isinstance(message, protocol.Lease):
             self.data_plane.lease_until_ms = None if message.until_ms < 0 else message.until_ms
+            self._send_replies(self.groups.check_lease())
         elif isinstance(message, protocol.GroupSettings):
             self._send_replies(self.groups.configure(message))
         else:

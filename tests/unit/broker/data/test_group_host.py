@@ -26,6 +26,8 @@ from zlog.transport.group_messages import (
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     FetchedOffset,
+    GroupHeartbeatRequest,
+    GroupHeartbeatResponse,
     GroupRequest,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -63,7 +65,7 @@ class Host:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.plane = DataPlane(self.partitions, clock=self.clock)
         self.groups = GroupHost(self.partitions, self.plane.append_batch, self.clock.wall_ms,
-                                seed=7)
+                                seed=7, lease_remaining_ms=self.plane.lease_remaining_ms)
         self.groups.configure(GroupSettings({OFFSETS_TOPIC: OFFSETS_PARTITIONS, TOPIC: 3},
                                             initial_rebalance_delay_ms,
                                             min_session_timeout_ms=1000,
@@ -420,3 +422,45 @@ def test_a_failed_append_of_a_turn_answers_each_of_its_requests_not_coordinator(
             } == {b"a": ErrorCode.NOT_COORDINATOR, b"b": ErrorCode.NOT_COORDINATOR}
     host.offsets(1).set_replicas(ReplicaSet.single())
     assert host.fetched(group) == {0: 5}, "memory never ran ahead of the log"
+
+
+def test_a_lapsed_lease_stops_the_coordinators_until_it_is_renewed() -> None:
+    """Past the broker's lease another broker may coordinate these groups: parked requests
+    and every group request hear NOT_COORDINATOR (no stale OffsetFetch or Describe), no
+    timer runs (the member's session does not expire, nothing is written), and a renewed
+    lease loads the coordinator again from the log with the member still in its group."""
+    host = Host(initial_rebalance_delay_ms=3000)
+    host.plane.lease_until_ms = host.clock.now_ms + 500
+    host.lead(1)
+    group, classic, simple = group_on(1), group_on(1, 1), group_on(1, 2)
+    joined = host.call(GroupHeartbeatRequest(0, group, "m1", 0, rebalance_timeout_ms=60_000,
+                                             subscribed_topics=(TOPIC,), owned=()))
+    assert isinstance(joined, GroupHeartbeatResponse) and joined.error == ErrorCode.NONE
+    host.commit(simple, (0, 5))
+    required = host.call(join_request(classic))
+    assert isinstance(required, JoinGroupResponse)
+    assert host.send(join_request(classic, required.member_id), b"joiner") == [], "parked"
+    assert host.groups.ms_to_next_timer() == 500, "wakes when the lease runs out"
+    host.clock.advance(500)
+    answers = host.groups.on_timer()
+    assert [(identity, _error_code(decode((identity, frames))))
+            for identity, frames in answers] == [(b"joiner", ErrorCode.NOT_COORDINATOR)]
+    end = host.offsets_log(1).log_end_offset
+    assert host.call(OffsetFetchRequest(0, simple)) == OffsetFetchResponse(
+        ErrorCode.NOT_COORDINATOR)
+    assert host.commit(simple, (0, 9)) == OffsetCommitResponse(
+        ErrorCode.NOT_COORDINATOR, ((TopicPartition(TOPIC, 0), ErrorCode.NOT_COORDINATOR),))
+    assert host.call(ListGroupsRequest(0)) == ListGroupsResponse(ErrorCode.NOT_COORDINATOR)
+    described = host.call(DescribeGroupsRequest(0, (group,)))
+    assert isinstance(described, DescribeGroupsResponse)
+    assert described.groups[0].error == ErrorCode.NOT_COORDINATOR
+    host.clock.advance(60_000)  # far past the member's session
+    assert host.groups.on_timer() == [] and host.groups.ms_to_next_timer() is None
+    assert host.offsets_log(1).log_end_offset == end, "a stale coordinator writes nothing"
+    host.plane.lease_until_ms = host.clock.now_ms + 5_000
+    assert host.groups.check_lease() == []
+    assert host.fetched(simple) == {0: 5}
+    described = host.call(DescribeGroupsRequest(0, (group,)))
+    assert isinstance(described, DescribeGroupsResponse)
+    assert [m.member_id for m in described.groups[0].members] == ["m1"], \
+        "the member's session was not run out while the coordinator was stopped"
