@@ -35,16 +35,34 @@ REPLICATED_TIMEOUT_S: Final = 90.0
 
 
 class RunCluster(ProxiedCluster):
-    """A `ProxiedCluster` whose brokers keep their data under `run_dir`/broker-<node>."""
+    """A `ProxiedCluster` whose brokers keep their data under `run_dir`/broker-<node>.
 
-    def __init__(self, size: int, run_dir: Path, planted_bug: str | None = None) -> None:
-        super().__init__(size)
+    `spares` brokers beyond the `size` voters join the metadata log as learners (they never
+    vote, so the quorum is the voters') and hold replicas like any broker: placement may give
+    them some, and the membership faults (zlog_jepsen.membership_faults) move replicas onto
+    and off them."""
+
+    def __init__(self, size: int, run_dir: Path, planted_bug: str | None = None, *,
+                 spares: int = 0) -> None:
+        super().__init__(size + spares, learners=spares)
+        self.spares = tuple(range(size + 1, size + spares + 1))
         self.run_dir = run_dir
         for node, broker in self.brokers.items():
             broker.data_dir = run_dir / f"broker-{node}" / "data"
             broker.data_dir.mkdir(parents=True, exist_ok=True)
             if planted_bug is not None:
                 broker.environment[PLANTED_BUG_ENV] = planted_bug
+
+    def start(self) -> None:
+        """The voters first, then the spares: on a loaded machine a worker that starts slower
+        than its heartbeat timeout never serves, and four brokers starting at once are slower."""
+        spares = {node: self.brokers.pop(node) for node in self.spares}
+        try:
+            super().start()
+        finally:
+            self.brokers.update(spares)
+        for broker in spares.values():
+            broker.start()
 
     def client_of(self, client: Address) -> str:
         """Any process but a broker's is a client: the workload's run in processes of their
@@ -77,11 +95,14 @@ class RunCluster(ProxiedCluster):
 
     def wait_fully_replicated(self, topic: str, partitions: int,
                               timeout_s: float = REPLICATED_TIMEOUT_S) -> None:
-        every = set(self.brokers)
+        """Until every partition has its three replicas, all in sync, and a serving leader
+        (with a spare broker, which three is the placement's or the last move's choice)."""
         for partition in range(partitions):
-            self.wait_for(lambda p: set(p.isr) == every and p.error_code == 0
+            self.wait_for(lambda p: len(p.replicas) == REPLICATION_FACTOR
+                          and set(p.isr) == set(p.replicas) and p.error_code == 0
                           and bool(p.endpoint), topic, partition,
-                          f"ISR {sorted(every)} with a serving leader", timeout_s)
+                          f"ISR of all {REPLICATION_FACTOR} replicas with a serving leader",
+                          timeout_s)
 
     def close_keeping(self, keep: bool) -> None:
         """Stop every broker; with `keep`, copy each one's logs and rings next to its data,

@@ -26,6 +26,7 @@ from zlog_jepsen.client_adapter import ClientFactory, ClientSettings, native_cli
 from zlog_jepsen.cluster import NETWORK_FAULTS, RunCluster
 from zlog_jepsen.final_drain import drain
 from zlog_jepsen.history import HistoryWriter, read_history, write_final_read
+from zlog_jepsen.membership_faults import needs_spare
 from zlog_jepsen.nemesis import Nemesis, Schedule
 from zlog_jepsen.plots import draw, plots_available
 from zlog_jepsen.report import figures, summary_table
@@ -63,7 +64,8 @@ def run(config: RunConfig) -> RunOutcome:
     run, with its traceback in summary.txt and everything kept."""
     run_dir = config.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    cluster = RunCluster(config.brokers, run_dir, config.planted_bug)
+    cluster = RunCluster(config.brokers, run_dir, config.planted_bug,
+                         spares=needs_spare(config.schedule.kinds))
     valid = False
     numbers: dict[str, Any] = {"valid": False}
     try:
@@ -104,6 +106,7 @@ def _run_on(cluster: RunCluster, config: RunConfig) -> dict[str, Any]:
     numbers = figures(history, result, final_read=True)
     numbers.update({"seed": config.workload.seed, "duration_s": config.duration_s,
                     "mode": config.workload.mode, "brokers": config.brokers,
+                    "spare_brokers": needs_spare(config.schedule.kinds),
                     "final_drain_complete": complete, "network_faults": NETWORK_FAULTS,
                     "planted_bug": config.planted_bug})
     if not complete:
