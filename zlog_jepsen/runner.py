@@ -1,14 +1,15 @@
 """One run of the harness, start to verdict, everything it saw kept in its directory.
 
-A run starts a three-broker cluster (zlog_jepsen.cluster), creates the topic (one partition
-per key, three replicas, min.insync.replicas 2), starts the client processes, lets them warm
-up, runs the seeded fault schedule, heals, stops the clients, waits until every partition is
-fully replicated, drains every key from the beginning with a fresh client, and checks the
-history (and the committed ISRs sampled meanwhile, zlog_jepsen.isr_watch). The directory then
-holds history.jsonl, isr.jsonl, final-read.json, check.json (every anomaly
-with examples), figures.json, summary.txt and the plots; a run that fails (an anomaly that
-makes it invalid, or an error of the harness itself) also keeps each broker's data
-directory, rings and logs, for the post-mortem.
+A run starts a three-broker cluster (zlog_jepsen.cluster; a fourth, spare broker when the
+schedule moves replicas), creates the topic (one partition per key, three replicas,
+min.insync.replicas 2), starts the client processes, lets them warm up, runs the seeded fault
+schedule, heals, stops the clients, waits until every partition is fully replicated, drains
+every key from the beginning with a fresh client, and checks the history (and the committed
+ISRs sampled meanwhile, zlog_jepsen.isr_watch). The directory then holds history.jsonl,
+isr.jsonl, final-read.json, check.json (every anomaly with examples), figures.json,
+summary.txt and the plots; a run that fails (an anomaly that makes it invalid, or an error
+of the harness itself) also keeps each broker's data directory, rings and logs, for the
+post-mortem.
 """
 
 from __future__ import annotations
