@@ -3,9 +3,10 @@
 They need a broker beyond the three that hold each partition, so a run whose schedule has one
 starts a spare (`SPARE_BROKERS`): it joins the metadata log as a learner (it never votes, so
 the quorum stays the three voters') and holds replicas like any broker. Each fault goes
-through the operator's own path, the Admin API and the `zlog cluster` commands, and its end
-waits until the cluster is back to a partition layout where every replica set is whole and in
-sync, so the next fault starts from a cluster that moved nothing halfway.
+through the operator's own path, the Admin API and the `zlog cluster` commands; it starts
+once every broker is live, and its end waits until the cluster is back to a partition layout
+where every replica set is whole and in sync, so the next fault starts from a cluster that
+moved nothing halfway.
 
 - reassign: one key's partition swaps one of its replicas (the leader, as likely as any) for
   the broker holding none of it; at the end it moves back to the replicas it had, in their
@@ -77,9 +78,21 @@ def _settled(nemesis: Nemesis, key: int, replicas: tuple[int, ...]) -> None:
         SETTLE_TIMEOUT_S)
 
 
+def _all_live(nemesis: Nemesis) -> None:
+    """Until every broker is registered and live: a fault before this one may have left one
+    restarting or fenced, and a move onto it, or a drain that needs it, would be refused
+    (INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR)."""
+    every = set(nemesis.cluster.brokers)
+    with _admin(nemesis) as admin:
+        wait_until(_holds(lambda: {b.node_id for b in admin.describe_cluster().brokers
+                                   if b.state == "live"} == every),
+                   SETTLE_TIMEOUT_S, POLL_INTERVAL_S, f"brokers {sorted(every)} all live")
+
+
 def _move_one(nemesis: Nemesis) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
     """(key, its replicas now, the target, the broker gaining a replica): one replica,
     picked at random, swapped for a broker that holds none of the partition."""
+    _all_live(nemesis)
     key = nemesis.random.randrange(nemesis.keys)
     before = tuple(nemesis.cluster.partition(nemesis.topic, key).replicas)
     outside = sorted(set(nemesis.cluster.brokers) - set(before))
@@ -133,6 +146,7 @@ def _zlog(nemesis: Nemesis, *arguments: str) -> None:
 
 
 def drain(nemesis: Nemesis) -> tuple[dict[str, Any], Heal]:
+    _all_live(nemesis)
     key, node = nemesis._leader()
     with _admin(nemesis) as admin:
         moving = admin.remove_broker(node)
