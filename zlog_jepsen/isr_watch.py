@@ -25,7 +25,8 @@ from typing import Final
 
 from zlog.client import Admin
 from zlog.errors import ZlogError
-from zlog.transport.messages import PartitionMetadata
+from zlog.transport.messages import MetadataRequestV0, MetadataResponseV0, PartitionMetadata
+from zlog.transport.rpc import RpcClient
 from zlog_jepsen.checker.min_isr import IsrSample
 from zlog_jepsen.cluster import RunCluster
 from zlog_jepsen.history import HistoryFormatError
@@ -44,6 +45,8 @@ class IsrWatch:
         self.path = path
         self.interval_s = interval_s
         self.samples = 0
+        self._admin: Admin | None = None
+        self._rpcs: dict[str, RpcClient] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="isr-watch", daemon=True)
 
@@ -55,30 +58,42 @@ class IsrWatch:
         self._thread.join()
 
     def _run(self) -> None:
-        admin: Admin | None = None
         with self.path.open("w", encoding="utf-8") as out:
             while not self._stop.wait(self.interval_s):
                 try:
-                    admin = admin or Admin(self.cluster.bootstrap,
-                                           request_timeout_ms=CALL_TIMEOUT_MS)
-                    lines = self._sample(admin)
+                    lines = self._sample()
                 except (ZlogError, AssertionError, KeyError):
-                    if admin is not None:  # the broker it asked may be the one down
-                        admin.close()
-                    admin = None
+                    self._close()  # the broker it asked may be the one down: ask afresh
                     continue
                 out.writelines(lines)
                 out.flush()
-        if admin is not None:
-            admin.close()
+        self._close()
 
-    def _sample(self, admin: Admin) -> list[str]:
-        controller = self.cluster.broker(admin.describe_cluster().controller_id)
+    def _sample(self) -> list[str]:
+        """One Metadata answer of the controller, as lines; one connection per broker kept
+        from sample to sample (a new socket ten times a second only churns ZeroMQ)."""
+        if self._admin is None:
+            self._admin = Admin(self.cluster.bootstrap, request_timeout_ms=CALL_TIMEOUT_MS)
+        controller = self.cluster.broker(self._admin.describe_cluster().controller_id)
+        rpc = self._rpcs.get(controller.endpoint)
+        if rpc is None:
+            rpc = self._rpcs[controller.endpoint] = RpcClient(controller.endpoint)
         asked_ns = time.time_ns()
-        (topic,) = controller.metadata([self.topic], timeout_ms=CALL_TIMEOUT_MS).topics
+        answer = rpc.call(MetadataRequestV0((self.topic,)), CALL_TIMEOUT_MS)
         answered_ns = time.time_ns()
+        if not isinstance(answer, MetadataResponseV0):
+            raise AssertionError(f"Metadata answered with {type(answer).__name__}")
         self.samples += 1
-        return sample_lines(asked_ns, answered_ns, topic.partitions)
+        return [line for topic in answer.topics
+                for line in sample_lines(asked_ns, answered_ns, topic.partitions)]
+
+    def _close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+        for rpc in self._rpcs.values():
+            rpc.close()
+        self._admin = None
+        self._rpcs.clear()
 
 
 def sample_lines(asked_ns: int, answered_ns: int,
