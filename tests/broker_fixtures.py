@@ -40,6 +40,7 @@ from zlog.transport.rpc import RpcClient
 REPO_ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 30.0  # generous: CI machines are shared
 CALL_TIMEOUT_MS = 10_000
+READY_RETRY_S = 0.02  # between two probes of a broker not listening yet
 LOG_TAIL_CHARS = 6_000
 _EXEC_WITH_OPEN_FILES_MAX = (
     "import os, resource, sys; limit = int(sys.argv[1]); "
@@ -117,6 +118,9 @@ class BrokerProcess:
                     versions = rpc.call(ApiVersionsRequestV0(), 200)
                     metadata = rpc.call(MetadataRequestV0(None), 1000)
                 except ZlogError:
+                    # Refused at once while nothing listens: without a pause, a slow start
+                    # opens sockets faster than ZeroMQ reaps them, past its 1023.
+                    time.sleep(READY_RETRY_S)
                     continue
             if (isinstance(versions, ApiVersionsResponseV0)
                     and isinstance(metadata, MetadataResponseV0)

@@ -63,9 +63,12 @@ def broker_client(node: int) -> str:
 
 
 class ProxiedCluster(ClusterProcesses):
-    """`ClusterProcesses` with each broker behind its own proxies (one worker per broker)."""
+    """`ClusterProcesses` with each broker behind its own proxies (one worker per broker).
 
-    def __init__(self, size: int, *, extra_args: Sequence[str] = ()) -> None:
+    The last `learners` of the `size` brokers do not vote: each joins the metadata log
+    through broker 1 (`--join`), as a broker added to a running cluster does."""
+
+    def __init__(self, size: int, *, extra_args: Sequence[str] = (), learners: int = 0) -> None:
         nodes = range(1, size + 1)
         port = free_port_pair([host for node in nodes
                                for host in (bound_host(node), proxy_host(node))])
@@ -73,11 +76,14 @@ class ProxiedCluster(ClusterProcesses):
                       for node in nodes}
         self.endpoints = {node: f"tcp://{bound_host(node)}:{port}" for node in nodes}
         self.advertised = {node: f"tcp://{proxy_host(node)}:{port}" for node in nodes}
-        voters = ",".join(f"{node}@{endpoint}" for node, endpoint in self.advertised.items())
+        voters = ",".join(f"{node}@{endpoint}" for node, endpoint in self.advertised.items()
+                          if node <= size - learners)
         self.brokers = {
             node: BrokerProcess(
                 1,
-                ["--node-id", str(node), "--voters", voters,
+                ["--node-id", str(node),
+                 *(["--voters", voters] if node <= size - learners
+                   else ["--join", self.advertised[1]]),
                  "--advertised-listener", self.advertised[node],
                  "--advertised-host", proxy_host(node),
                  "--data-port-range", f"{data_ports[node]}-{data_ports[node]}",

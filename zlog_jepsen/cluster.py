@@ -37,6 +37,7 @@ from tests.cluster_network import (
 from tests.tools.fault_proxy import Address
 from zlog.broker.data.planted_bug import PLANTED_BUG_ENV
 from zlog.client import Admin, NewTopic
+from zlog.errors import ErrorCode
 
 TCP_PROXY: Final = "tcp-proxy"
 REPLICATION_FACTOR: Final = 3
@@ -46,9 +47,15 @@ REPLICATED_TIMEOUT_S: Final = 90.0
 
 class HarnessCluster(ClusterProcesses):
     """What a run needs of its cluster, whatever carries its network faults: data kept in the
-    run, the topic, and the partitions the nemesis asks for."""
+    run, the topic, and the partitions the nemesis asks for.
+
+    `spares` brokers beyond the voters join the metadata log as learners (they never vote, so
+    the quorum is the voters') and hold replicas like any broker: placement may give them
+    some, and the membership faults (zlog_jepsen.membership_faults) move replicas onto and off
+    them."""
 
     network_faults: str  # "netns+nftables" or "tcp-proxy", in the run's figures and summary
+    spares: tuple[int, ...] = ()
 
     def keep_data_in(self, run_dir: Path, planted_bug: str | None) -> None:
         """Each broker's data under `run_dir`/broker-<node>, every broker with `planted_bug`."""
@@ -59,22 +66,41 @@ class HarnessCluster(ClusterProcesses):
             if planted_bug is not None:
                 broker.environment[PLANTED_BUG_ENV] = planted_bug
 
+    def start(self) -> None:
+        """The voters first, then the spares: on a loaded machine a worker that starts slower
+        than its heartbeat timeout never serves, and four brokers starting at once are slower."""
+        spares = {node: self.brokers.pop(node) for node in self.spares}
+        try:
+            super().start()
+        finally:
+            self.brokers.update(spares)
+        for broker in spares.values():
+            broker.start()
+
     def create_topic(self, topic: str, partitions: int) -> None:
         """`partitions` partitions, three replicas each, min.insync.replicas 2; returns once
-        every partition has its three replicas in sync and a serving leader."""
+        every partition has its three replicas in sync and a serving leader. The cluster is
+        the run's own, so TOPIC_ALREADY_EXISTS means an attempt the client retried (its
+        answer late on a loaded machine) created it."""
         with Admin(self.bootstrap) as admin:
-            admin.create_topics([NewTopic(
+            error = admin.create_topics([NewTopic(
                 topic, partitions, replication_factor=REPLICATION_FACTOR,
-                configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS)})])
+                configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS)})],
+                raise_on_error=False)[topic]
+        if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise error
         self.wait_fully_replicated(topic, partitions)
 
     def wait_fully_replicated(self, topic: str, partitions: int,
                               timeout_s: float = REPLICATED_TIMEOUT_S) -> None:
-        every = set(self.brokers)
+        """Until every partition has its three replicas, all in sync, and a serving leader
+        (with a spare broker, which three is the placement's or the last move's choice)."""
         for partition in range(partitions):
-            self.wait_for(lambda p: set(p.isr) == every and p.error_code == 0
+            self.wait_for(lambda p: len(p.replicas) == REPLICATION_FACTOR
+                          and set(p.isr) == set(p.replicas) and p.error_code == 0
                           and bool(p.endpoint), topic, partition,
-                          f"ISR {sorted(every)} with a serving leader", timeout_s)
+                          f"ISR of all {REPLICATION_FACTOR} replicas with a serving leader",
+                          timeout_s)
 
     def close_keeping(self, keep: bool) -> None:
         """Stop every broker; with `keep`, copy each one's logs and rings next to its data,
@@ -116,8 +142,10 @@ class RunCluster(ProxiedCluster, HarnessCluster):
 
     network_faults = TCP_PROXY
 
-    def __init__(self, size: int, run_dir: Path, planted_bug: str | None = None) -> None:
-        super().__init__(size)
+    def __init__(self, size: int, run_dir: Path, planted_bug: str | None = None, *,
+                 spares: int = 0) -> None:
+        super().__init__(size + spares, learners=spares)
+        self.spares = tuple(range(size + 1, size + spares + 1))
         self.keep_data_in(run_dir, planted_bug)
 
     def client_of(self, client: Address) -> str:

@@ -45,6 +45,8 @@ FUNCTIONS: Final[tuple[Function, ...]] = get_args(Function)
 FAULT_PHASES: Final[tuple[FaultPhase, ...]] = get_args(FaultPhase)
 NEMESIS_PROCESS: Final = "nemesis"
 """The process name of fault events; client processes are integers."""
+NS_PER_MS: Final = 1_000_000
+"""Event times are nanoseconds (`time_ns`)."""
 
 Process = int | str
 Polled = dict[int, list[tuple[int, int]]]

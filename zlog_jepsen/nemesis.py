@@ -22,6 +22,8 @@ The kinds (docs/reliability.md, the harness's fault kinds):
 - minority (F4): a random minority of the brokers cut off from the majority.
 - bridge (F4): two brokers cut off from each other, a third hearing both.
 - clients-cut (F4): every client cut off from a leader, which still hears its followers.
+- reassign, reassign-kill, drain (F7): replica sets change under load
+  (zlog_jepsen.membership_faults).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from tests.broker_fixtures import START_TIMEOUT_S
 from tests.waiting import wait_until
 from zlog_jepsen.cluster import HarnessCluster
 from zlog_jepsen.history import NEMESIS_PROCESS, FaultPhase, HistoryWriter, nemesis_value
+from zlog_jepsen.membership_faults import MEMBERSHIP_KINDS, MEMBERSHIP_STARTS
 from zlog_jepsen.storage_faults import damage_tail, lose_power
 
 KILL_WORKER: Final = "kill-worker"
@@ -52,7 +55,7 @@ BRIDGE: Final = "bridge"
 CLIENTS_CUT: Final = "clients-cut"
 FAULT_KINDS: Final = (KILL_WORKER, KILL_BROKER, PAUSE_BROKER, ISOLATE_LEADER,
                       ISOLATE_CONTROLLER, ONE_WAY, POWER_LOSS, DAMAGED_TAIL, MINORITY, BRIDGE,
-                      CLIENTS_CUT)
+                      CLIENTS_CUT, *MEMBERSHIP_KINDS)
 NO_LEADER: Final = -1
 
 
@@ -224,4 +227,5 @@ _STARTS: Final[dict[str, Callable[[Nemesis], tuple[dict[str, Any], Heal]]]] = {
     MINORITY: Nemesis._minority,
     BRIDGE: Nemesis._bridge,
     CLIENTS_CUT: Nemesis._clients_cut,
+    **MEMBERSHIP_STARTS,
 }

@@ -82,15 +82,20 @@ class NamespacedCluster(HarnessCluster):
 
     network_faults = NETNS_NFTABLES
 
-    def __init__(self, size: int, run_dir: Path, planted_bug: str | None = None) -> None:
-        self.network = NamespaceNetwork(size)
-        nodes = range(1, size + 1)
+    def __init__(self, size: int, run_dir: Path, planted_bug: str | None = None, *,
+                 spares: int = 0) -> None:
+        self.network = NamespaceNetwork(size + spares)
+        nodes = range(1, size + spares + 1)
+        self.spares = tuple(range(size + 1, size + spares + 1))
         self.endpoints = {node: f"tcp://{self.network.address(node)}:{CONTROL_PORT}"
                           for node in nodes}
-        voters = ",".join(f"{node}@{endpoint}" for node, endpoint in self.endpoints.items())
+        voters = ",".join(f"{node}@{endpoint}" for node, endpoint in self.endpoints.items()
+                          if node not in self.spares)
         self.brokers = {
             node: NamespacedBroker(
-                1, ["--node-id", str(node), "--voters", voters,
+                1, ["--node-id", str(node),
+                    *(["--join", self.endpoints[1]] if node in self.spares
+                      else ["--voters", voters]),
                     "--advertised-host", self.network.address(node), *CLUSTER_FLAGS],
                 endpoint=self.endpoints[node])
             for node in nodes
@@ -163,9 +168,10 @@ def choose_network(asked: str) -> tuple[str, str | None]:
     return TCP_PROXY, f"network namespaces with nftables are unavailable ({reason})"
 
 
-def run_cluster(network: str, size: int, run_dir: Path,
-                planted_bug: str | None = None) -> HarnessCluster:
-    """A run's cluster on `network` (NETNS_NFTABLES or TCP_PROXY), not started."""
+def run_cluster(network: str, size: int, run_dir: Path, planted_bug: str | None = None, *,
+                spares: int = 0) -> HarnessCluster:
+    """A run's cluster on `network` (NETNS_NFTABLES or TCP_PROXY), not started; `spares`
+    learner brokers beyond the `size` voters."""
     if network == NETNS_NFTABLES:
-        return NamespacedCluster(size, run_dir, planted_bug)
-    return RunCluster(size, run_dir, planted_bug)
+        return NamespacedCluster(size, run_dir, planted_bug, spares=spares)
+    return RunCluster(size, run_dir, planted_bug, spares=spares)

@@ -17,9 +17,7 @@ from itertools import pairwise
 from typing import Any
 
 from zlog_jepsen.checker import Anomaly, CheckResult
-from zlog_jepsen.history import EVENT_TYPES, Event, fault, sends
-
-NS_PER_MS = 1_000_000
+from zlog_jepsen.history import EVENT_TYPES, NS_PER_MS, Event, fault, sends
 
 
 def figures(history: list[Event], result: CheckResult, *, final_read: bool) -> dict[str, Any]:

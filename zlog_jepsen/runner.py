@@ -1,13 +1,15 @@
 """One run of the harness, start to verdict, everything it saw kept in its directory.
 
-A run starts a three-broker cluster (zlog_jepsen.cluster), creates the topic (one partition
-per key, three replicas, min.insync.replicas 2), starts the client processes, lets them warm
-up, runs the seeded fault schedule, heals, stops the clients, waits until every partition is
-fully replicated, drains every key from the beginning with a fresh client, and checks the
-history. The directory then holds history.jsonl, final-read.json, check.json (every anomaly
-with examples), figures.json, summary.txt and the plots; a run that fails (an anomaly that
-makes it invalid, or an error of the harness itself) also keeps each broker's data
-directory, rings and logs, for the post-mortem.
+A run starts a three-broker cluster (zlog_jepsen.cluster; a fourth, spare broker when the
+schedule moves replicas), creates the topic (one partition per key, three replicas,
+min.insync.replicas 2), starts the client processes, lets them warm up, runs the seeded fault
+schedule, heals, stops the clients, waits until every partition is fully replicated, drains
+every key from the beginning with a fresh client, and checks the history (and the committed
+ISRs sampled meanwhile, zlog_jepsen.isr_watch). The directory then holds history.jsonl,
+isr.jsonl, final-read.json, check.json (every anomaly with examples), figures.json,
+summary.txt and the plots; a run that fails (an anomaly that makes it invalid, or an error
+of the harness itself) also keeps each broker's data directory, rings and logs, for the
+post-mortem.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from typing import Any, Final
 from zlog.client import Admin, TopicPartition
 from zlog.types import LATEST_TIMESTAMP
 from zlog_jepsen.checker import CheckConfig, check
+from zlog_jepsen.checker.min_isr import IsrHistory
 from zlog_jepsen.client_adapter import ClientFactory, ClientSettings, native_client
-from zlog_jepsen.cluster import HarnessCluster
+from zlog_jepsen.cluster import MIN_INSYNC_REPLICAS, HarnessCluster
 from zlog_jepsen.final_drain import drain
 from zlog_jepsen.history import HistoryWriter, read_history, write_final_read
+from zlog_jepsen.isr_watch import IsrWatch, read_isr_samples
+from zlog_jepsen.membership_faults import needs_spare
 from zlog_jepsen.nemesis import Nemesis, Schedule
 from zlog_jepsen.netns_cluster import choose_network, run_cluster
 from zlog_jepsen.plots import draw, plots_available
@@ -38,6 +43,7 @@ DRAIN_TIMEOUT_S: Final = 120.0
 DRAIN_PROCESS_BASE: Final = 1_000_000  # above every worker's process numbers
 HISTORY: Final = "history.jsonl"
 FINAL_READ: Final = "final-read.json"
+ISR_SAMPLES: Final = "isr.jsonl"
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,8 @@ def run(config: RunConfig) -> RunOutcome:
     run_dir = config.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     network, fallback = choose_network(config.network)
-    cluster = run_cluster(network, config.brokers, run_dir, config.planted_bug)
+    cluster = run_cluster(network, config.brokers, run_dir, config.planted_bug,
+                          spares=needs_spare(config.schedule.kinds))
     valid = False
     numbers: dict[str, Any] = {"valid": False}
     try:
@@ -93,10 +100,15 @@ def _run_on(cluster: HarnessCluster, config: RunConfig, fallback: str | None
     stop = threading.Event()
     with HistoryWriter(run_dir / HISTORY) as writer:
         nemesis = Nemesis(cluster, TOPIC, keys, writer, config.workload.seed)
-        with running(Workload(WorkerSetup(config.workload, settings, config.factory),
-                              writer)):
-            stop.wait(config.warmup_s)
-            nemesis.run(config.schedule, config.duration_s, stop)
+        watch = IsrWatch(cluster, TOPIC, run_dir / ISR_SAMPLES)
+        watch.start()
+        try:
+            with running(Workload(WorkerSetup(config.workload, settings, config.factory),
+                                  writer)):
+                stop.wait(config.warmup_s)
+                nemesis.run(config.schedule, config.duration_s, stop)
+        finally:
+            watch.stop()
         cluster.wait_fully_replicated(TOPIC, keys)
         client = config.factory(ClientSettings(cluster.bootstrap, TOPIC))
         try:
@@ -106,10 +118,13 @@ def _run_on(cluster: HarnessCluster, config: RunConfig, fallback: str | None
             client.close()
     write_final_read(run_dir / FINAL_READ, final)
     history = read_history(run_dir / HISTORY)
-    result = check(history, final, CheckConfig(acks_all=True, idempotent=True))
+    isr = IsrHistory(read_isr_samples(run_dir / ISR_SAMPLES), MIN_INSYNC_REPLICAS)
+    result = check(history, final, CheckConfig(acks_all=True, idempotent=True), isr)
     numbers = figures(history, result, final_read=True)
     numbers.update({"seed": config.workload.seed, "duration_s": config.duration_s,
                     "mode": config.workload.mode, "brokers": config.brokers,
+                    "spare_brokers": needs_spare(config.schedule.kinds),
+                    "isr_samples": watch.samples,
                     "final_drain_complete": complete,
                     "network_faults": cluster.network_faults,
                     "planted_bug": config.planted_bug})

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
 from zlog.errors import ErrorCode, ZlogError
 from zlog_jepsen.__main__ import _kinds, _span
 from zlog_jepsen.client_adapter import SendResult, decode_value, encode_value
+from zlog_jepsen.cluster import RunCluster
 from zlog_jepsen.history import Event, nemesis_value
+from zlog_jepsen.membership_faults import needs_spare
 from zlog_jepsen.nemesis import FAULT_KINDS, Schedule
 from zlog_jepsen.plots import completions, fault_windows
 from zlog_jepsen.totals import totals
@@ -97,6 +100,23 @@ def test_a_schedule_names_known_faults_only() -> None:
     assert Schedule().kinds == FAULT_KINDS
     with pytest.raises(ValueError, match="not power-cut"):
         Schedule(kinds=("kill-worker", "power-cut"))
+
+
+def test_a_schedule_with_membership_faults_gets_a_spare_broker_that_never_votes(
+        tmp_path: Path) -> None:
+    assert needs_spare(("kill-worker", "one-way")) == 0
+    assert needs_spare(("kill-worker", "drain")) == 1
+    cluster = RunCluster(3, tmp_path, spares=needs_spare(("reassign",)))
+    try:
+        assert sorted(cluster.brokers) == [1, 2, 3, 4] and cluster.spares == (4,)
+        voters = {node: broker.extra_args[broker.extra_args.index("--voters") + 1]
+                  for node, broker in cluster.brokers.items() if "--voters" in broker.extra_args}
+        assert sorted(voters) == [1, 2, 3]
+        assert all(v.startswith("1@") and "4@" not in v for v in voters.values()), voters
+        spare = cluster.brokers[4].extra_args
+        assert spare[spare.index("--join") + 1] == cluster.advertised[1]
+    finally:
+        cluster.close()
 
 
 def test_the_command_line_refuses_bad_spans_and_kinds() -> None:

@@ -25,6 +25,7 @@ class Anomaly(StrEnum):
     INT_NONMONOTONIC_SEND = "int-nonmonotonic-send"
     COMMITTED_OFFSET_REGRESSION = "committed-offset-regression"
     GROUP_SKIP = "group-skip"
+    ACKED_UNDER_MIN_ISR = "acked-under-min-isr"
     UNSEEN = "unseen"
 
 

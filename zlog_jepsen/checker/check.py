@@ -14,6 +14,7 @@ from zlog_jepsen.checker.loss import (
     find_lost_writes,
     find_unseen,
 )
+from zlog_jepsen.checker.min_isr import IsrHistory, find_acked_under_min_isr
 from zlog_jepsen.checker.offsets import find_offset_anomalies
 from zlog_jepsen.checker.ops import client_ops
 from zlog_jepsen.checker.polls import find_poll_anomalies
@@ -55,15 +56,18 @@ class CheckResult:
 
 
 def check(history: list[Event], final: FinalRead | None = None,
-          config: CheckConfig | None = None) -> CheckResult:
+          config: CheckConfig | None = None, isr: IsrHistory | None = None) -> CheckResult:
     """Judge a history. `final` is the full read of every key after the cluster healed and
     the final drain finished; without it the checks that need it (lost-acked-final,
-    phantom-read, batch-tear) find nothing."""
+    phantom-read, batch-tear) find nothing. `isr` is the committed ISR sampled during the
+    run; without it acked-under-min-isr finds nothing."""
     config = config or CheckConfig()
     derived = derive(client_ops(history), final)
     findings = Findings()
     for find in CHECKS:
         find(derived, findings)
+    if isr is not None:
+        find_acked_under_min_isr(derived.ops, isr, findings)
     judged = errors(config, final_read=final is not None)
     failed_by = tuple(a for a in Anomaly if a in judged and findings.counts[a])
     return CheckResult(

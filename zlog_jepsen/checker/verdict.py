@@ -5,7 +5,8 @@ write, a torn batch, a committed offset going back, a consumer skipping records.
 what the settings allow: without idempotence a retry may append twice, and with acks=1 a
 leader failover may lose acknowledged writes (except when the only faults are worker kills,
 which the shared-memory ring survives: the run says so with `loss_is_error`). Those are still
-counted, only not held against the run.
+counted, only not held against the run. min.insync.replicas binds only acks=all writes, so an
+acknowledgement under it (acked-under-min-isr) is an error exactly then.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def errors(config: CheckConfig, *, final_read: bool) -> frozenset[Anomaly]:
     """
     found = set(ALWAYS_ERRORS)
     loss = config.acks_all if config.loss_is_error is None else config.loss_is_error
+    if config.acks_all:
+        found.add(Anomaly.ACKED_UNDER_MIN_ISR)
     if loss:
         found |= LOSS
         if not final_read:
