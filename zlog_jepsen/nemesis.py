@@ -138,10 +138,16 @@ class Nemesis:
     # -- the faults: each breaks something and returns what to record and how to undo it -----
 
     def _kill_worker(self) -> tuple[dict[str, Any], Heal]:
-        key, node = self._leader()
-        broker = self.cluster.broker(node)
-        endpoint = self.cluster.partition(self.topic, key).endpoint
-        broker.kill_worker(broker.worker_pid_for(endpoint))
+        key = self.random.randrange(self.keys)
+        found = self.cluster.partition(self.topic, key)
+        if found.leader != NO_LEADER and found.endpoint:
+            node = found.leader
+            broker = self.cluster.broker(node)
+            broker.kill_worker(broker.worker_pid_for(found.endpoint))
+        else:  # no leader now (an election under way): any worker of any broker
+            node = self.random.choice(sorted(self.cluster.brokers))
+            broker = self.cluster.broker(node)
+            broker.kill_worker(self.random.choice(broker.worker_pids()))
 
         def restarted() -> None:
             wait_until(lambda: len(broker.worker_pids()) == broker.workers, START_TIMEOUT_S,
