@@ -142,6 +142,9 @@ class Partition:
             self._note_epoch(leader_epoch, log.log_end_offset)
         self._published_high_watermark = -1
         self._publish_high_watermark()
+        # Why the last produce could not be stored (a full disk), until an append succeeds or
+        # the role changes: while set, the leader resigns (isr_proposals.py).
+        self.storage_error: ZlogError | None = None
 
     # ------------------------------------------------------------------ replicas and HW
 
@@ -180,6 +183,7 @@ class Partition:
         if replicas is not None:
             self._hw.set_replicas(replicas)
         if new_term:
+            self.storage_error = None
             if self._recent is not None:
                 self._recent.clear()
             if is_leader:
@@ -333,6 +337,10 @@ class Partition:
             appended_bytes += size_bytes
         committed_bytes = self._committed_after_append(hw_before, end_before, appended_bytes)
         start = self.log.log_start_offset
+        if failure is not None and failure.code == ErrorCode.KAFKA_STORAGE_ERROR:
+            self.storage_error = failure
+        elif appended_bytes:
+            self.storage_error = None
         if failure is not None:
             return ProduceOutcome(
                 failure.code, -1, start, failure.message, -1, appended_bytes, committed_bytes
