@@ -26,6 +26,7 @@ from tests.cluster_network import TEST_CLIENT, UNKNOWN_CLIENT, ProxiedCluster, b
 from tests.tools.fault_proxy import Address
 from zlog.broker.data.planted_bug import PLANTED_BUG_ENV
 from zlog.client import Admin, NewTopic
+from zlog_jepsen.small_disks import SmallDisks
 
 NETWORK_FAULTS: Final = ("the in-tree TCP fault proxy (network namespaces with nftables are "
                          "not used yet)")
@@ -40,6 +41,7 @@ class RunCluster(ProxiedCluster):
     def __init__(self, size: int, run_dir: Path, planted_bug: str | None = None) -> None:
         super().__init__(size)
         self.run_dir = run_dir
+        self.small_disks: SmallDisks | None = None  # each data dir on a tmpfs (disk-full)
         for node, broker in self.brokers.items():
             broker.data_dir = run_dir / f"broker-{node}" / "data"
             broker.data_dir.mkdir(parents=True, exist_ok=True)
@@ -83,9 +85,14 @@ class RunCluster(ProxiedCluster):
                           and bool(p.endpoint), topic, partition,
                           f"ISR {sorted(every)} with a serving leader", timeout_s)
 
+    def mount_small_disks(self) -> None:
+        """Each broker's data dir on a small tmpfs of its own, before the brokers start."""
+        self.small_disks = SmallDisks({node: broker.data_dir
+                                       for node, broker in self.brokers.items()})
+
     def close_keeping(self, keep: bool) -> None:
         """Stop every broker; with `keep`, copy each one's logs and rings next to its data,
-        else remove the data too."""
+        else remove the data too. Small disks are unmounted once the brokers are stopped."""
         for node, broker in self.brokers.items():
             if not keep:
                 continue
@@ -95,6 +102,8 @@ class RunCluster(ProxiedCluster):
                 shutil.copytree(broker.ring_dir, self.run_dir / f"broker-{node}" / "rings",
                                 dirs_exist_ok=True)
         self.close(self.run_dir / "logs" if keep else None)
+        if self.small_disks is not None:
+            self.small_disks.close(keep)
         if not keep:
             for node in self.brokers:
                 shutil.rmtree(self.run_dir / f"broker-{node}", ignore_errors=True)

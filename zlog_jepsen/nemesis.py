@@ -22,6 +22,8 @@ The kinds (docs/reliability.md, the harness's fault kinds):
 - minority (F4): a random minority of the brokers cut off from the majority.
 - bridge (F4): two brokers cut off from each other, a third hearing both.
 - clients-cut (F4): every client cut off from a leader, which still hears its followers.
+- disk-full (F8): a leader's data disk (a tmpfs of its own, zlog_jepsen.small_disks) filled
+  to the last byte by a ballast file, held, then the ballast deleted.
 """
 
 from __future__ import annotations
@@ -50,9 +52,10 @@ DAMAGED_TAIL: Final = "damaged-tail"
 MINORITY: Final = "minority"
 BRIDGE: Final = "bridge"
 CLIENTS_CUT: Final = "clients-cut"
+DISK_FULL: Final = "disk-full"
 FAULT_KINDS: Final = (KILL_WORKER, KILL_BROKER, PAUSE_BROKER, ISOLATE_LEADER,
                       ISOLATE_CONTROLLER, ONE_WAY, POWER_LOSS, DAMAGED_TAIL, MINORITY, BRIDGE,
-                      CLIENTS_CUT)
+                      CLIENTS_CUT, DISK_FULL)
 NO_LEADER: Final = -1
 
 
@@ -188,6 +191,12 @@ class Nemesis:
         return ({"target": node, "key": key, "topology": "clients cut from the leader"},
                 self.cluster.heal)
 
+    def _disk_full(self) -> tuple[dict[str, Any], Heal]:
+        key, node = self._leader()
+        disks = self.cluster.small_disks
+        assert disks is not None, "the runner mounts small disks for a schedule with disk-full"
+        return {"target": node, "key": key, **disks.fill(node)}, lambda: disks.free(node)
+
     def _pause_broker(self) -> tuple[dict[str, Any], Heal]:
         key, node = self._leader()
         broker = self.cluster.broker(node)
@@ -224,4 +233,5 @@ _STARTS: Final[dict[str, Callable[[Nemesis], tuple[dict[str, Any], Heal]]]] = {
     MINORITY: Nemesis._minority,
     BRIDGE: Nemesis._bridge,
     CLIENTS_CUT: Nemesis._clients_cut,
+    DISK_FULL: Nemesis._disk_full,
 }

@@ -26,7 +26,7 @@ from zlog_jepsen.client_adapter import ClientFactory, ClientSettings, native_cli
 from zlog_jepsen.cluster import NETWORK_FAULTS, RunCluster
 from zlog_jepsen.final_drain import drain
 from zlog_jepsen.history import HistoryWriter, read_history, write_final_read
-from zlog_jepsen.nemesis import Nemesis, Schedule
+from zlog_jepsen.nemesis import DISK_FULL, Nemesis, Schedule
 from zlog_jepsen.plots import draw, plots_available
 from zlog_jepsen.report import figures, summary_table
 from zlog_jepsen.workload import WorkerSetup, Workload, WorkloadConfig, running
@@ -67,6 +67,8 @@ def run(config: RunConfig) -> RunOutcome:
     valid = False
     numbers: dict[str, Any] = {"valid": False}
     try:
+        if DISK_FULL in config.schedule.kinds:
+            cluster.mount_small_disks()
         cluster.start()
         numbers = _run_on(cluster, config)
         valid = bool(numbers["valid"])
