@@ -31,7 +31,7 @@ def test_a_leader_on_a_full_disk_resigns_and_rejoins_once_space_is_freed(tmp_pat
         cluster = ClusterProcesses(3)
         cluster.brokers[FULL_NODE].data_dir = disk.path / "data"
         with running(cluster, tmp_path / "logs"):
-            with Admin(cluster.bootstrap, request_timeout_ms=10_000) as admin:
+            with Admin(cluster.bootstrap, request_timeout_ms=30_000) as admin:
                 admin.create_topics([NewTopic(TOPIC, PARTITIONS, replication_factor=3,
                                               configs={"min.insync.replicas": "2"})])
             for each in range(PARTITIONS):

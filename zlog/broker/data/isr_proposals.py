@@ -9,9 +9,10 @@ the controller moved), drops the pending change, and a check after REFUSED_BACKO
 proposes afresh: at most one change per partition is ever in flight (Kafka's AlterPartition
 rule). A refusal that repeats the last one is logged at debug level only.
 
-A leader whose last produce could not be stored (a full disk) proposes the ISR without itself
-instead, while another replica is in sync: its resignation, which the controller answers by
-electing one of them (docs/replication.md), so a full disk does not hold the partition.
+A leader whose last produce could not be stored (a full disk), or that holds a corrupt batch,
+proposes the ISR without itself instead, while another replica is in sync: its resignation,
+which the controller answers by electing one of them (docs/replication.md), so a full disk
+or a rotted segment does not hold the partition.
 """
 
 from __future__ import annotations
@@ -61,8 +62,7 @@ class IsrProposals:
             if not partition.is_leader or now_ms < self._quiet_until_ms.get(tp, 0):
                 continue
             tracker = partition.isr_tracker
-            resigning = (tracker.resignation() if partition.storage_error is not None
-                         else None)
+            resigning = tracker.resignation() if partition.must_resign else None
             new_isr = resigning or tracker.next_proposal(now_ms, partition.log.log_end_offset,
                                                          self.lag_time_max_ms)
             if not new_isr or new_isr == tracker.replicas.isr:
@@ -75,9 +75,9 @@ class IsrProposals:
             epochs = {replica: state.broker_epoch for replica, state in tracker.followers.items()
                       if replica in new_isr and state.broker_epoch >= 0}
             level = logging.DEBUG if tp in self._last_refusal else logging.INFO
+            why = partition.storage_error or f"a corrupt batch at {partition.corrupt_from}"
             log.log(level, "%s-%d proposes ISR %s (was %s)%s", *tp, list(ordered),
-                    sorted(tracker.replicas.isr),
-                    f", resigning: {partition.storage_error}" if resigning else "")
+                    sorted(tracker.replicas.isr), f", resigning: {why}" if resigning else "")
             messages.append(protocol.AlterIsr(
                 request_id, tp.topic, tp.partition, partition.leader_epoch,
                 proposal.partition_epoch, ordered, epochs))

@@ -41,7 +41,7 @@ from zlog.broker.topic_configs import (
 )
 from zlog.broker.worker_protocol import Assign
 from zlog.clock import Clock
-from zlog.errors import ErrorCode, ZlogError
+from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
 from zlog.record.header import BatchHeader, read_header
 from zlog.shm_segments.compaction import CompactionStats, compact
 from zlog.shm_segments.log import PartitionLog
@@ -55,6 +55,9 @@ PRODUCER_STATE_SEGMENTS: Final = 2
 roll just before a crash does not make the producers of the previous segment unknown."""
 TICK_INTERVAL_MS_MAX: Final = 1_000
 TICK_INTERVAL_MS_MIN: Final = 10
+# CRC-checked per partition and tick (up to once a second) in sealed segments found at open:
+# a log of a few GiB is checked within minutes, and a tick never stalls the worker for long.
+VERIFY_BYTES_PER_TICK: Final = 16 << 20
 OPEN_FILES_RESERVE: Final = 64
 """Descriptors a worker keeps free for client connections and its own sockets: partitions that
 would eat into them are refused, so a low `ulimit -n` fails partitions, never the worker."""
@@ -70,6 +73,7 @@ class HostedPartition:
     compaction: Future[CompactionStats] | None = None
     producer_snapshot_offset: int = -1  # the log end at the last producer snapshot
     snapshot_failing: bool = False  # the last snapshot failed (logged once per episode)
+    sealed_verified: bool = False  # every sealed segment found at open passed its CRC check
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,10 +256,15 @@ class PartitionHost:
         return max(min([*flush_ms, TICK_INTERVAL_MS_MAX]), TICK_INTERVAL_MS_MIN)
 
     def tick(self) -> None:
-        """Time-based ring flush and fsync of every log (flush.ms)."""
+        """Time-based ring flush and fsync of every log (flush.ms), and the next part of the
+        CRC check of the sealed segments each log found at open."""
         for tp, hosted in self.hosted.items():
             try:
                 hosted.log.tick()
+                if not hosted.sealed_verified:
+                    hosted.sealed_verified = hosted.log.verify_sealed(VERIFY_BYTES_PER_TICK)
+            except CorruptSegmentError as error:
+                hosted.partition.note_corrupt(error)
             except Exception:
                 log.exception("tick of %s-%d failed", tp[0], tp[1])
 

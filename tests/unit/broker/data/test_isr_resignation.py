@@ -1,7 +1,9 @@
-"""A leader that cannot store a produce (a full disk) resigns through its ISR proposals.
+"""A leader that cannot store a produce (a full disk) or serve a batch (a corrupt segment)
+resigns through its ISR proposals; a follower cuts its log at the corrupt batch.
 
-Spec: docs/replication.md (a leader that cannot write). The log is the in-memory twin with a
-switch that makes appends fail as a full disk does (KAFKA_STORAGE_ERROR, nothing stored).
+Spec: docs/replication.md §3 (a leader that cannot write), docs/storage.md (a corrupt sealed
+segment). The log is the in-memory twin with switches that make appends fail as a full disk
+does and reads from an offset on fail as a corrupt segment does.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from zlog.broker import worker_protocol as protocol
 from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.isr_proposals import IsrProposals
 from zlog.broker.data.partition import Partition
-from zlog.errors import ErrorCode, ZlogError
+from zlog.broker.data.producer_state import ProducerStateTable
+from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
 from zlog.types import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -22,6 +25,13 @@ class FullDiskLog(MemoryLog):
     def __init__(self) -> None:
         super().__init__()
         self.full = False
+        self.corrupt_from: int | None = None
+
+    def read(self, offset: int, max_bytes: int, upto_offset: int | None = None
+             ) -> list[memoryview]:
+        if self.corrupt_from is not None and offset >= self.corrupt_from:
+            raise CorruptSegmentError(self.corrupt_from, "fails its CRC check")
+        return super().read(offset, max_bytes, upto_offset)
 
     def append(self, batch: bytes | memoryview | bytearray, *, leader_epoch: int = -1) -> int:
         if self.full:
@@ -75,3 +85,28 @@ def test_a_new_role_forgets_the_failure() -> None:
     assert partition.storage_error is not None
     partition.become(leader_epoch=5, is_leader=False)
     assert partition.storage_error is None
+
+
+def test_a_corrupt_read_is_refused_the_leader_resigns_and_as_a_follower_cuts_there() -> None:
+    partition, log = _leader({1, 2, 3})
+    for tag in range(4):
+        partition.produce([make_batch(tag, 2)], acks=1)
+    log.corrupt_from = 4
+    refused = partition.read(4, 1 << 20, replica_id=2, at_least_one=True)
+    assert refused.error_code == ErrorCode.KAFKA_STORAGE_ERROR and not refused.chunks
+    assert partition.read(0, 1 << 20, replica_id=2, at_least_one=True).chunks
+    (resignation,) = _proposals(partition, 1_000)
+    assert resignation.new_isr == (2, 3)
+    assert partition.cut_corrupt(ProducerStateTable) is None  # a leader keeps its log
+
+    partition.become(leader_epoch=5, is_leader=False)
+    log.corrupt_from = None
+    rebuilt: list[int] = []
+
+    def rebuild() -> ProducerStateTable:
+        rebuilt.append(log.log_end_offset)
+        return ProducerStateTable()
+
+    assert partition.cut_corrupt(rebuild) == 4
+    assert log.log_end_offset == 4 and rebuilt == [4]  # the producers of what is left
+    assert partition.corrupt_from is None and partition.cut_corrupt(ProducerStateTable) is None
