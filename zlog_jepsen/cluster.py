@@ -33,6 +33,9 @@ NETWORK_FAULTS: Final = ("the in-tree TCP fault proxy (network namespaces with n
 REPLICATION_FACTOR: Final = 3
 MIN_INSYNC_REPLICAS: Final = 2
 REPLICATED_TIMEOUT_S: Final = 90.0
+# Small segments, so that a run rolls some: the storage faults need sealed segments (and
+# their indexes) to damage, and rolling under faults is exercised too.
+SEGMENT_BYTES: Final = 64 << 10
 
 
 class RunCluster(ProxiedCluster):
@@ -69,12 +72,14 @@ class RunCluster(ProxiedCluster):
             proxy.drop({TEST_CLIENT})
 
     def create_topic(self, topic: str, partitions: int) -> None:
-        """`partitions` partitions, three replicas each, min.insync.replicas 2; returns once
-        every partition has its three replicas in sync and a serving leader."""
+        """`partitions` partitions, three replicas each, min.insync.replicas 2, segments of
+        SEGMENT_BYTES; returns once every partition has its three replicas in sync and a
+        serving leader."""
         with Admin(self.bootstrap) as admin:
             admin.create_topics([NewTopic(
                 topic, partitions, replication_factor=REPLICATION_FACTOR,
-                configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS)})])
+                configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS),
+                         "segment.bytes": str(SEGMENT_BYTES)})])
         self.wait_fully_replicated(topic, partitions)
 
     def wait_fully_replicated(self, topic: str, partitions: int,

@@ -384,6 +384,10 @@ class Partition:
         if not self.is_leader:
             return ZlogError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"this worker does not lead {self.topic}-{self.partition}")
+        if self.corrupt_from is not None:  # its producer table may miss what it cannot read
+            return ZlogError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"{self.topic}-{self.partition} holds a corrupt batch at offset "
+                             f"{self.corrupt_from} and takes no writes until it hands over")
         if not batches:
             return ZlogError(ErrorCode.INVALID_REQUEST,
                              f"produce entry for {self.topic}-{self.partition} has no batch")

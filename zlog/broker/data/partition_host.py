@@ -160,8 +160,12 @@ class PartitionHost:
             self.data_dir, assignment.topic, assignment.partition, config,
             ring_dir=self.ring_dir, clock=self.clock,
         )
+        corrupt: CorruptSegmentError | None = None
         try:
-            producers = load_producer_state(partition_log)
+            try:
+                producers = load_producer_state(partition_log)
+            except CorruptSegmentError as error:  # the partition opens to be cut or handed over
+                producers, corrupt = ProducerStateTable(), error
             epochs = load_epoch_cache(partition_log)
         except BaseException:
             partition_log.close()
@@ -175,6 +179,8 @@ class PartitionHost:
             timestamp_difference_max_ms=skew_ms, compression=compression,
             epochs=epochs, save_epochs=lambda cache: save_epoch_cache(directory, cache),
         )
+        if corrupt is not None:
+            partition.note_corrupt(corrupt)
         if assignment.is_leader:
             partition.isr_tracker.start_term(self.clock.monotonic_ms(),
                                              partition_log.log_end_offset)

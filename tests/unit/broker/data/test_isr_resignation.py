@@ -98,6 +98,8 @@ def test_a_corrupt_read_is_refused_the_leader_resigns_and_as_a_follower_cuts_the
     (resignation,) = _proposals(partition, 1_000)
     assert resignation.new_isr == (2, 3)
     assert partition.cut_corrupt(ProducerStateTable) is None  # a leader keeps its log
+    write = partition.produce([make_batch(9, 1)], acks=1)  # its producer table is in doubt
+    assert write.error_code == ErrorCode.KAFKA_STORAGE_ERROR and log.log_end_offset == 8
 
     partition.become(leader_epoch=5, is_leader=False)
     log.corrupt_from = None
