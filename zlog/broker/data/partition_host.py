@@ -388,11 +388,17 @@ def load_producer_state(partition_log: PartitionLog) -> ProducerStateTable:
         producers = ProducerStateTable()
         producers.rebuild(recent_producer_batches(partition_log))
         return producers
-    if offset < partition_log.log_end_offset:
-        for chunk in partition_log.read(offset, 1 << 62):
+    position = offset
+    while position < partition_log.log_end_offset:
+        # A read stops before a corrupt segment; the next one, from there, raises.
+        before = position
+        for chunk in partition_log.read(position, 1 << 62):
             for header in _headers(chunk):
                 if header.producer_id >= 0 and header.base_offset >= offset:
                     producers.observe(ProducerBatch.from_header(header), header.base_offset)
+                position = header.next_offset
+        if position == before:
+            break
     return producers
 
 
