@@ -190,6 +190,16 @@ class ZlogError(Exception):
         return is_retriable(self.code)
 
 
+class CorruptSegmentError(ZlogError):
+    """A stored batch fails its CRC check (or does not parse): nothing from `offset` on in
+    its segment may be served. KAFKA_STORAGE_ERROR on the wire; the offset tells a replica
+    where to cut its log and fetch again."""
+
+    def __init__(self, offset: int, message: str) -> None:
+        super().__init__(ErrorCode.KAFKA_STORAGE_ERROR, message)
+        self.offset = offset
+
+
 def for_code(code: int, message: str = "") -> ZlogError:
     """The exception for a code off the wire; unknown numbers map to UNKNOWN_SERVER_ERROR."""
     try:

@@ -60,7 +60,9 @@ options all fall back to it."""
 METADATA_REFRESH_ERRORS: Final = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.KAFKA_STORAGE_ERROR,
 })
 """Errors after which a client's metadata is presumed stale (the leader moved, the topic is not
-there yet, the broker stopped answering): the producer and the consumer both refresh their
-metadata before they retry, so the retry goes to the partition's current leader."""
+there yet, the broker stopped answering, the leader cannot write and hands the partition on):
+the producer and the consumer both refresh their metadata before they retry, so the retry goes
+to the partition's current leader. Kafka's clients treat a storage error the same way."""

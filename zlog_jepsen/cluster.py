@@ -38,11 +38,15 @@ from tests.tools.fault_proxy import Address
 from zlog.broker.data.planted_bug import PLANTED_BUG_ENV
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode
+from zlog_jepsen.small_disks import SmallDisks
 
 TCP_PROXY: Final = "tcp-proxy"
 REPLICATION_FACTOR: Final = 3
 MIN_INSYNC_REPLICAS: Final = 2
 REPLICATED_TIMEOUT_S: Final = 90.0
+# Small segments, so that a run rolls some: the storage faults need sealed segments (and
+# their indexes) to damage, and rolling under faults is exercised too.
+SEGMENT_BYTES: Final = 64 << 10
 
 
 class HarnessCluster(ClusterProcesses):
@@ -60,6 +64,7 @@ class HarnessCluster(ClusterProcesses):
     def keep_data_in(self, run_dir: Path, planted_bug: str | None) -> None:
         """Each broker's data under `run_dir`/broker-<node>, every broker with `planted_bug`."""
         self.run_dir = run_dir
+        self.small_disks: SmallDisks | None = None  # each data dir on a tmpfs (disk-full)
         for node, broker in self.brokers.items():
             broker.data_dir = run_dir / f"broker-{node}" / "data"
             broker.data_dir.mkdir(parents=True, exist_ok=True)
@@ -78,14 +83,16 @@ class HarnessCluster(ClusterProcesses):
             broker.start()
 
     def create_topic(self, topic: str, partitions: int) -> None:
-        """`partitions` partitions, three replicas each, min.insync.replicas 2; returns once
+        """`partitions` partitions, three replicas each, min.insync.replicas 2, segments of
+        SEGMENT_BYTES; returns once
         every partition has its three replicas in sync and a serving leader. The cluster is
         the run's own, so TOPIC_ALREADY_EXISTS means an attempt the client retried (its
         answer late on a loaded machine) created it."""
         with Admin(self.bootstrap) as admin:
             error = admin.create_topics([NewTopic(
                 topic, partitions, replication_factor=REPLICATION_FACTOR,
-                configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS)})],
+                configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS),
+                         "segment.bytes": str(SEGMENT_BYTES)})],
                 raise_on_error=False)[topic]
         if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
             raise error
@@ -102,9 +109,14 @@ class HarnessCluster(ClusterProcesses):
                           f"ISR of all {REPLICATION_FACTOR} replicas with a serving leader",
                           timeout_s)
 
+    def mount_small_disks(self) -> None:
+        """Each broker's data dir on a small tmpfs of its own, before the brokers start."""
+        self.small_disks = SmallDisks({node: broker.data_dir
+                                       for node, broker in self.brokers.items()})
+
     def close_keeping(self, keep: bool) -> None:
         """Stop every broker; with `keep`, copy each one's logs and rings next to its data,
-        else remove the data too."""
+        else remove the data too. Small disks are unmounted once the brokers are stopped."""
         for node, broker in self.brokers.items():
             if not keep:
                 continue
@@ -114,6 +126,8 @@ class HarnessCluster(ClusterProcesses):
                 shutil.copytree(broker.ring_dir, self.run_dir / f"broker-{node}" / "rings",
                                 dirs_exist_ok=True)
         self.close(self.run_dir / "logs" if keep else None)
+        if self.small_disks is not None:
+            self.small_disks.close(keep)
         if not keep:
             for node in self.brokers:
                 shutil.rmtree(self.run_dir / f"broker-{node}", ignore_errors=True)

@@ -24,6 +24,11 @@ The kinds (docs/reliability.md, the harness's fault kinds):
 - clients-cut (F4): every client cut off from a leader, which still hears its followers.
 - reassign, reassign-kill, drain (F7): replica sets change under load
   (zlog_jepsen.membership_faults).
+- corrupt-follower (F5): kill -9 of a follower of a key's partition, one bit flipped in
+  the middle of one of that partition's sealed segments there (or its index), held down,
+  then started again: it must find the rot by CRC, cut and fetch again, never serve it.
+- disk-full (F8): a leader's data disk (a tmpfs of its own, zlog_jepsen.small_disks) filled
+  to the last byte by a ballast file, held, then the ballast deleted.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from tests.waiting import wait_until
 from zlog_jepsen.cluster import HarnessCluster
 from zlog_jepsen.history import NEMESIS_PROCESS, FaultPhase, HistoryWriter, nemesis_value
 from zlog_jepsen.membership_faults import MEMBERSHIP_KINDS, MEMBERSHIP_STARTS
-from zlog_jepsen.storage_faults import damage_tail, lose_power
+from zlog_jepsen.storage_faults import damage_tail, lose_power, rot_segment
 
 KILL_WORKER: Final = "kill-worker"
 KILL_BROKER: Final = "kill-broker"
@@ -53,9 +58,11 @@ DAMAGED_TAIL: Final = "damaged-tail"
 MINORITY: Final = "minority"
 BRIDGE: Final = "bridge"
 CLIENTS_CUT: Final = "clients-cut"
+DISK_FULL: Final = "disk-full"
+CORRUPT_FOLLOWER: Final = "corrupt-follower"
 FAULT_KINDS: Final = (KILL_WORKER, KILL_BROKER, PAUSE_BROKER, ISOLATE_LEADER,
                       ISOLATE_CONTROLLER, ONE_WAY, POWER_LOSS, DAMAGED_TAIL, MINORITY, BRIDGE,
-                      CLIENTS_CUT, *MEMBERSHIP_KINDS)
+                      CLIENTS_CUT, DISK_FULL, CORRUPT_FOLLOWER, *MEMBERSHIP_KINDS)
 NO_LEADER: Final = -1
 
 
@@ -197,6 +204,20 @@ class Nemesis:
         return ({"target": node, "key": key, "topology": "clients cut from the leader"},
                 self.cluster.heal)
 
+    def _corrupt_follower(self) -> tuple[dict[str, Any], Heal]:
+        key, leader = self._leader()
+        node = self.random.choice([n for n in sorted(self.cluster.brokers) if n != leader])
+        broker = self.cluster.broker(node)
+        broker.kill_all()
+        done = rot_segment(broker.data_dir / f"{self.topic}-{key}", self.random)
+        return {"target": node, "leader": leader, "key": key, **done}, broker.start
+
+    def _disk_full(self) -> tuple[dict[str, Any], Heal]:
+        key, node = self._leader()
+        disks = self.cluster.small_disks
+        assert disks is not None, "the runner mounts small disks for a schedule with disk-full"
+        return {"target": node, "key": key, **disks.fill(node)}, lambda: disks.free(node)
+
     def _pause_broker(self) -> tuple[dict[str, Any], Heal]:
         key, node = self._leader()
         broker = self.cluster.broker(node)
@@ -233,5 +254,7 @@ _STARTS: Final[dict[str, Callable[[Nemesis], tuple[dict[str, Any], Heal]]]] = {
     MINORITY: Nemesis._minority,
     BRIDGE: Nemesis._bridge,
     CLIENTS_CUT: Nemesis._clients_cut,
+    DISK_FULL: Nemesis._disk_full,
+    CORRUPT_FOLLOWER: Nemesis._corrupt_follower,
     **MEMBERSHIP_STARTS,
 }

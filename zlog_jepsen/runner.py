@@ -31,7 +31,7 @@ from zlog_jepsen.final_drain import drain
 from zlog_jepsen.history import HistoryWriter, read_history, write_final_read
 from zlog_jepsen.isr_watch import IsrWatch, read_isr_samples
 from zlog_jepsen.membership_faults import needs_spare
-from zlog_jepsen.nemesis import Nemesis, Schedule
+from zlog_jepsen.nemesis import DISK_FULL, Nemesis, Schedule
 from zlog_jepsen.netns_cluster import choose_network, run_cluster
 from zlog_jepsen.plots import draw, plots_available
 from zlog_jepsen.report import figures, summary_table
@@ -79,6 +79,8 @@ def run(config: RunConfig) -> RunOutcome:
     try:
         if fallback is not None:
             print(f"{fallback}: network faults through the TCP fault proxy", flush=True)
+        if DISK_FULL in config.schedule.kinds:
+            cluster.mount_small_disks()
         cluster.start()
         numbers = _run_on(cluster, config, fallback)
         valid = bool(numbers["valid"])

@@ -15,6 +15,11 @@ harness does not do.
 A damaged tail (F5) hurts one partition's newest segment in one of three ways: cut at a
 random byte (inside a batch or on a batch boundary), one byte of its last batch flipped, or
 its sparse and time indexes deleted.
+
+A rotted segment (F5, a corrupted minority follower) has one bit flipped in the middle of one
+of a partition's sealed segments, not at its tail: in a byte of its batches, between a
+quarter and three quarters of the way through, or in its offset index. A partition with no
+sealed segment yet gets the flip in the middle of its active segment instead.
 """
 
 from __future__ import annotations
@@ -111,4 +116,41 @@ def damage_tail(partition_dir: Path, rng: random.Random, damage: str | None = No
     data[at] ^= 1 << rng.randrange(8)
     segment.write_bytes(bytes(data))
     done.update(at_byte=at, last_batch=[start, ends[-1]])
+    return done
+
+
+SEGMENT_BYTE: Final = "segment-byte"
+INDEX_BYTE: Final = "index-byte"
+
+
+def _flip_bit(path: Path, at: int, rng: random.Random) -> None:
+    with path.open("r+b") as file:
+        file.seek(at)
+        (byte,) = file.read(1)
+        file.seek(at)
+        file.write(bytes([byte ^ (1 << rng.randrange(8))]))
+
+
+def rot_segment(partition_dir: Path, rng: random.Random) -> dict[str, object]:
+    """Flip one bit in the middle of one of `partition_dir`'s sealed segments or in its
+    offset index (the newest segment when none is sealed); what was done, for the history."""
+    segments = sorted(partition_dir.glob(f"*{SEGMENT_SUFFIX}"), key=lambda path: path.name)
+    sealed = segments[:-1]
+    segment = rng.choice(sealed) if sealed else segments[-1]
+    index = segment.with_suffix(INDEX_SUFFIXES[0])
+    done: dict[str, object] = {"segment": f"{partition_dir.name}/{segment.name}",
+                               "sealed": bool(sealed)}
+    if sealed and rng.random() < 0.5 and index.is_file() and index.stat().st_size > 0:
+        at = rng.randrange(index.stat().st_size)
+        _flip_bit(index, at, rng)
+        done.update(rot=INDEX_BYTE, at_byte=at)
+        return done
+    ends = batch_ends(segment.read_bytes())
+    logical_bytes = ends[-1] if ends else 0
+    if logical_bytes == 0:
+        done.update(rot="none", reason="no whole batch to flip")
+        return done
+    at = rng.randrange(logical_bytes // 4, max(3 * logical_bytes // 4, logical_bytes // 4 + 1))
+    _flip_bit(segment, at, rng)
+    done.update(rot=SEGMENT_BYTE, at_byte=at, of_bytes=logical_bytes)
     return done

@@ -16,30 +16,26 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_fixtures import BrokerProcess, broker_process
+from tests.broker_fixtures import broker_process
 from tests.fault.small_disk import small_disk
-from tests.storage_helpers import batch_tags, make_batch, split_batches
+from tests.fault.tagged_batches import (
+    RECORDS_PER_BATCH,
+    produce_tagged,
+    read_tags,
+    tagged_batch,
+)
+from tests.storage_helpers import batch_tags, split_batches
 from tests.waiting import wait_until
 from zlog import limits
-from zlog.client import Admin, Consumer, NewTopic, TopicPartition
+from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 from zlog.transport.messages import (
-    ProduceEntry,
-    ProduceRequestV0,
-    ProduceResponseV0,
     ProduceResult,
 )
-from zlog.transport.rpc import RpcClient
 
-BATCH_VALUE_BYTES = 10_000
-RECORDS_PER_BATCH = 10  # ~100 KB per batch
 CONFIG = LogConfig(ring_bytes=limits.RING_SIZE_BYTES_MIN * 64, max_message_bytes=1 << 21)
-
-
-def _batch(tag: int) -> bytes:
-    return make_batch(tag, RECORDS_PER_BATCH, BATCH_VALUE_BYTES)
 
 
 def _stored_tags(log: PartitionLog) -> list[int]:
@@ -53,7 +49,7 @@ def _append_until_refused(log: PartitionLog, first_tag: int) -> tuple[list[int],
     accepted: list[int] = []
     for tag in range(first_tag, first_tag + 1000):
         try:
-            log.append(_batch(tag))
+            log.append(tagged_batch(tag))
         except ZlogError as error:
             return accepted, error
         accepted.append(tag)
@@ -71,13 +67,13 @@ def test_a_full_disk_refuses_the_batch_and_keeps_the_log_whole(shm_dir: Path) ->
         end_before = log.log_end_offset
         assert end_before == len(accepted) * RECORDS_PER_BATCH  # the refused batch took none
         with pytest.raises(ZlogError) as again:
-            log.append(_batch(999))
+            log.append(tagged_batch(999))
         assert again.value.code == ErrorCode.KAFKA_STORAGE_ERROR
         assert log.log_end_offset == end_before
         assert _stored_tags(log) == accepted  # reads keep working, nothing torn
 
         disk.free_ballast()
-        assert log.append(_batch(500)) == end_before  # resumes by itself, no gap
+        assert log.append(tagged_batch(500)) == end_before  # resumes by itself, no gap
         log.close()
         reopened = PartitionLog(disk.path / "data", "t", 0, CONFIG, ring_dir=shm_dir)
         assert _stored_tags(reopened) == [*accepted, 500]
@@ -94,7 +90,7 @@ def test_what_the_ring_holds_waits_there_until_the_disk_has_room(shm_dir: Path) 
         accepted: list[int] = []
         for tag in range(40):
             try:
-                log.append(_batch(tag))
+                log.append(tagged_batch(tag))
             except ZlogError as error:  # the ring is full and the disk too
                 assert error.code == ErrorCode.KAFKA_STORAGE_ERROR
                 break
@@ -156,30 +152,6 @@ def test_a_failed_open_leaks_no_descriptor_and_no_ring_lock(tmp_path: Path,
     assert result.stdout.strip() == "KAFKA_STORAGE_ERROR"
 
 
-def _produce_raw(broker: BrokerProcess, topic: str, partition: int, tag: int) -> ProduceResult:
-    """One acks=all Produce straight to the partition's worker: its answer, unretried."""
-    request = ProduceRequestV0(-1, 5_000, (ProduceEntry(topic, partition, (_batch(tag),)),))
-    with RpcClient(broker.data_endpoint(topic, partition)) as rpc:
-        response = rpc.call(request, 10_000)
-    assert isinstance(response, ProduceResponseV0)
-    (result,) = response.entries
-    return result
-
-
-def _read_tags(endpoint: str, topic: str, partitions: int) -> list[int]:
-    tags: list[int] = []
-    with Consumer(endpoint, auto_offset_reset="earliest") as consumer:
-        consumer.assign([(topic, p) for p in range(partitions)])
-        ends = consumer.list_offsets({TopicPartition(topic, p): -1 for p in range(partitions)})
-        wanted = sum(ends.values())
-        records: list[bytes] = []
-        wait_until(lambda: bool(records.extend(r.value or b"" for r in consumer.poll(200)))
-                   or len(records) >= wanted, 30, what=f"{wanted} records of {topic}")
-    for value in records:
-        tags.append(int(value[:10]))
-    return sorted(set(tags))
-
-
 @pytest.mark.slow
 def test_a_broker_on_a_full_disk_answers_storage_error_and_recovers(tmp_path: Path) -> None:
     """Spec (docs/reliability.md): the produce gets KAFKA_STORAGE_ERROR (56), the worker
@@ -196,7 +168,7 @@ def test_a_broker_on_a_full_disk_answers_storage_error_and_recovers(tmp_path: Pa
         acknowledged: list[int] = []
         refused: ProduceResult | None = None
         for tag in range(200):
-            result = _produce_raw(broker, "full", tag % 2, tag)
+            result = produce_tagged(broker.data_endpoint("full", tag % 2), "full", tag % 2, tag)
             if result.error_code != ErrorCode.NONE:
                 refused = result
                 break
@@ -204,17 +176,17 @@ def test_a_broker_on_a_full_disk_answers_storage_error_and_recovers(tmp_path: Pa
         assert refused is not None, "the disk never filled"
         assert refused.error_code == ErrorCode.KAFKA_STORAGE_ERROR, refused
         assert broker.worker_pids() == [worker_pid]  # an operating error, not a crash
-        assert _read_tags(broker.endpoint, "full", 2) == acknowledged
+        assert read_tags(broker.endpoint, "full", 2) == acknowledged
 
         before = set(broker.served_endpoints("full").values())
         broker.kill_worker(worker_pid)  # a restart on the full disk must come back
         wait_until(lambda: len(served := broker.served_endpoints("full")) == 2
                    and not before & set(served.values()), 30,
                    what="the restarted worker serving both partitions")
-        assert _read_tags(broker.endpoint, "full", 2) == acknowledged
+        assert read_tags(broker.endpoint, "full", 2) == acknowledged
 
         disk.free_ballast()
-        result = _produce_raw(broker, "full", 0, 1000)
+        result = produce_tagged(broker.data_endpoint("full", 0), "full", 0, 1000)
         assert result.error_code == ErrorCode.NONE, result
-        assert _read_tags(broker.endpoint, "full", 2) == [*acknowledged, 1000]
+        assert read_tags(broker.endpoint, "full", 2) == [*acknowledged, 1000]
         assert "AssertionError" not in broker.log_text()

@@ -78,3 +78,40 @@ def test_an_unknown_damage_is_refused(tmp_path: Path) -> None:
     _, _, partition = _broker(tmp_path)
     with pytest.raises(ValueError, match="damage is one of truncate, bit-flip, drop-indexes"):
         faults.damage_tail(partition, random.Random(4), "shred")
+
+
+def _sealed_partition(tmp_path: Path) -> Path:
+    partition = tmp_path / "jepsen-0"
+    partition.mkdir()
+    for base in (0, 2, 4):
+        (partition / f"{base:020d}.log").write_bytes(_batch(base, 70) + _batch(base + 1, 80))
+        (partition / f"{base:020d}.index").write_bytes(bytes(16))
+    return partition
+
+
+def test_a_rot_flips_one_bit_in_the_middle_of_a_sealed_segment_or_its_index(
+        tmp_path: Path) -> None:
+    partition = _sealed_partition(tmp_path)
+    before = {path.name: path.read_bytes() for path in partition.iterdir()}
+    seen = set()
+    for seed in range(12):
+        done = faults.rot_segment(partition, random.Random(seed))
+        changed = [name for name, data in before.items()
+                   if (partition / name).read_bytes() != data]
+        assert len(changed) == 1, changed
+        (name,) = changed
+        assert not name.startswith(f"{4:020d}")  # never the newest, active segment
+        old, new = before[name], (partition / name).read_bytes()
+        diff = [i for i in range(len(old)) if old[i] != new[i]]
+        assert len(diff) == 1 and bin(old[diff[0]] ^ new[diff[0]]).count("1") == 1
+        if done["rot"] == faults.SEGMENT_BYTE:
+            assert 174 // 4 <= diff[0] < 3 * 174 // 4  # the middle of its batches
+        seen.add(done["rot"])
+        (partition / name).write_bytes(old)
+    assert seen == {faults.SEGMENT_BYTE, faults.INDEX_BYTE}
+
+
+def test_a_partition_without_a_sealed_segment_rots_in_its_active_one(tmp_path: Path) -> None:
+    _, _, partition = _broker(tmp_path)
+    done = faults.rot_segment(partition, random.Random(1))
+    assert done["sealed"] is False and done["rot"] == faults.SEGMENT_BYTE

@@ -853,7 +853,7 @@ class Consumer:
             self._pending_resets[tp] = reset
             return
         if error.retriable:  # a leader moving, a broker away: ask again after a backoff
-            if error.code in METADATA_REFRESH_ERRORS or error.code == ErrorCode.KAFKA_STORAGE_ERROR:
+            if error.code in METADATA_REFRESH_ERRORS:
                 self._connections.metadata.invalidate(tp.topic)
             self._back_off(tp, now_ms)
             return

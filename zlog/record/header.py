@@ -276,9 +276,10 @@ def stamp(
 
 
 def scan_batches(
-    buf: Buffer, start: int = 0, *, check_crc: bool = True
+    buf: Buffer, start: int = 0, *, check_crc: bool = True, stop_at: int | None = None
 ) -> tuple[list[tuple[int, BatchHeader]], int]:
-    """Walk whole batches from `start` and stop at the first torn or invalid one.
+    """Walk whole batches from `start` and stop at the first torn or invalid one, or at the
+    first batch starting at or past `stop_at` (a caller checking a file a piece at a time).
 
     Returns [(position, header)] and the end of the valid prefix, where recovery cuts the
     log. Garbage never raises: it only ends the prefix. Records are not decoded.
@@ -286,10 +287,11 @@ def scan_batches(
     view = as_byte_view(buf)
     end_bytes = view.nbytes
     assert 0 <= start <= end_bytes
+    stop = end_bytes if stop_at is None else stop_at
     found: list[tuple[int, BatchHeader]] = []
     pos = start
     # Each pass consumes at least a header, so the loop is bounded by the buffer size.
-    while end_bytes - pos >= BATCH_HEADER_BYTES:
+    while end_bytes - pos >= BATCH_HEADER_BYTES and pos < stop:
         size_bytes = _INT32.unpack_from(view, pos + _BATCH_LENGTH_AT)[0] + LOG_OVERHEAD_BYTES
         if size_bytes < BATCH_HEADER_BYTES or size_bytes > end_bytes - pos:
             break

@@ -103,6 +103,9 @@ def lookup_time(index: SparseIndex, timestamp_ms: int) -> int:
     return 0 if slot < 0 else int(entries["position"][slot])
 
 
+_BASE_OFFSET_BYTES = 8  # a batch starts with its base offset, an int64
+
+
 def is_consistent(
     offsets: SparseIndex, times: SparseIndex, size_bytes: int, offset_span: int
 ) -> bool:
@@ -119,3 +122,20 @@ def is_consistent(
             return False
     time_values = times.entries["timestamp_ms"]
     return not (len(time_values) > 1 and np.any(np.diff(time_values) < 0))
+
+
+def points_at_batches(index: SparseIndex, segment: memoryview, base_offset: int) -> bool:
+    """Whether every entry's position starts a batch whose base offset is the entry's: a
+    byte flipped in an index file can leave it ordered and in bounds (`is_consistent`) while
+    it points into the middle of a batch, where a read would start serving garbage."""
+    entries = index.entries
+    if len(entries) == 0:
+        return True
+    positions = entries["position"].astype(np.int64)
+    if positions[-1] + _BASE_OFFSET_BYTES > segment.nbytes:
+        return False
+    raw = np.frombuffer(segment, dtype=np.uint8)
+    gathered = raw[positions[:, None] + np.arange(_BASE_OFFSET_BYTES)]
+    bases = np.ascontiguousarray(gathered).view(">i8").ravel().astype(np.int64)
+    relative = entries["relative_offset"].astype(np.int64)
+    return bool(np.array_equal(bases - base_offset, relative))

@@ -404,6 +404,12 @@ class PartitionLog:
             return
         self._maybe_sync()
 
+    def verify_sealed(self, max_bytes: int) -> bool:
+        """Check the CRCs of about `max_bytes` more of the sealed segments this process did
+        not write; True once all are checked. CorruptSegmentError names the first offset
+        that cannot be trusted (docs/storage.md, "Recovery and opening time")."""
+        return self._segments.verify_sealed(max_bytes)
+
     # ------------------------------------------------------------------ reading
 
     def read(

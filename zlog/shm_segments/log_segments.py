@@ -17,19 +17,21 @@ from __future__ import annotations
 import bisect
 import contextlib
 import itertools
+import logging
 import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from zlog.clock import Clock
-from zlog.errors import ErrorCode, ZlogError
+from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
 from zlog.shm_segments.log_config import LogConfig
 from zlog.shm_segments.retention import SegmentInfo
-from zlog.shm_segments.segment import BatchMeta, Segment
+from zlog.shm_segments.segment import RELATIVE_OFFSET_MAX, BatchMeta, Segment
+
+log = logging.getLogger(__name__)
 
 _LEFTOVER_SUFFIXES = (".tmp", ".cleaned", ".swap", ".deleted")
-_RELATIVE_OFFSET_MAX = 2**32 - 1
 
 
 class LogSegments:
@@ -189,7 +191,12 @@ class LogSegments:
         slot = max(bisect.bisect_right(bases, offset) - 1, 0)
         while slot < len(segments) and offset < limit and (remaining > 0 or not views):
             segment = segments[slot]
-            view, offset = segment.read(offset, remaining, limit, at_least_one=not views)
+            try:
+                view, offset = segment.read(offset, remaining, limit, at_least_one=not views)
+            except CorruptSegmentError:
+                if views:  # what comes before the corrupt segment is whole: serve it
+                    break
+                raise
             if view is not None:
                 views.append(view)
                 remaining -= len(view)
@@ -198,6 +205,19 @@ class LogSegments:
             elif view is None:
                 break
         return views
+
+    def verify_sealed(self, max_bytes: int) -> bool:
+        """Check the CRCs of about `max_bytes` more of the sealed segments found at open,
+        oldest first; True once all are checked (CorruptSegmentError at a corrupt batch)."""
+        for segment in self.snapshot()[:-1]:
+            if segment.verified:
+                continue
+            if not segment.verify(max_bytes):
+                return False
+            max_bytes = max(max_bytes - segment.size_bytes, 0)
+            if max_bytes == 0:
+                return all(s.verified for s in self.snapshot()[:-1])
+        return True
 
     # ------------------------------------------------------------------ cutting
 
@@ -222,7 +242,9 @@ class LogSegments:
             index_interval_bytes=self._config().index_interval_bytes,
             now_ms=self._clock.wall_ms(),
         )
-        assert dropped == 0, "a sealed segment had a torn tail"
+        if dropped:  # a batch that rotted after the segment was sealed (its CRC fails)
+            log.warning("%s: the reopened segment lost %d bytes to a failed CRC check",
+                        self.directory.name, dropped)
         return active
 
     def restart_at(self, offset: int) -> None:
@@ -292,6 +314,6 @@ class LogSegments:
 
 
 def _must_roll_for(active: Segment, meta: BatchMeta, config: LogConfig) -> bool:
-    if meta.next_offset - active.base_offset > _RELATIVE_OFFSET_MAX:
+    if meta.next_offset - active.base_offset > RELATIVE_OFFSET_MAX:
         return True
     return active.size_bytes + meta.size_bytes > config.segment_bytes

@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from zlog.errors import ErrorCode, ZlogError
+from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
 from zlog.record import header as batch_header
 from zlog.shm_segments.index import (
     OFFSET_ENTRY,
@@ -27,9 +27,12 @@ from zlog.shm_segments.index import (
     lookup_position,
     lookup_position_at_or_before,
     lookup_time,
+    points_at_batches,
 )
 
 log = logging.getLogger(__name__)
+
+RELATIVE_OFFSET_MAX = 2**32 - 1  # offsets in a segment's index are u4, relative to its base
 
 # Batch header fields the log needs, in one unpack: base offset, batch length, leader epoch,
 # magic, crc, attributes, last offset delta, base timestamp, max timestamp.
@@ -69,8 +72,20 @@ def batch_meta(buf: memoryview | bytes | bytearray | mmap.mmap, position: int = 
     )
 
 
+def _in_order(header: batch_header.BatchHeader, next_offset: int, end_offset: int) -> bool:
+    """Whether a batch's offsets follow `next_offset` and end by `end_offset`: its base
+    offset lies outside the CRC, so a flipped bit there is found only by its place."""
+    return next_offset <= header.base_offset < header.next_offset <= end_offset
+
+
 class Segment:
-    """A `.log` file and its sparse indexes; sealed segments load lazily on first use."""
+    """A `.log` file and its sparse indexes; sealed segments load lazily on first use.
+
+    A segment this process did not write (a sealed one found at open) is checked before its
+    first batch is served: every batch's CRC, once, from the start (`verify`). Recovery
+    checks only the active segment, and bytes that rotted on disk while the broker ran, or
+    while it was stopped, would otherwise be served and copied as they are.
+    """
 
     def __init__(
         self,
@@ -99,6 +114,10 @@ class Segment:
         self._map_bytes = 0
         self._slack_end = 0  # the file's end after a truncation zeroed its tail (never shrunk)
         self.unsynced_messages = 0
+        # How far `verify` got: bytes and the offset there; a segment written here is trusted.
+        self._checked_bytes = 0 if sealed else -1
+        self._checked_offset = base_offset
+        self._corrupt: CorruptSegmentError | None = None
 
     # ------------------------------------------------------------------ opening
 
@@ -147,6 +166,10 @@ class Segment:
                 try:
                     found, valid_bytes = batch_header.scan_batches(view, 0, check_crc=True)
                     for position, header in found:
+                        if not _in_order(header, segment.next_offset,
+                                         base_offset + RELATIVE_OFFSET_MAX):
+                            valid_bytes = position  # a base offset (outside the CRC) rotted
+                            break
                         segment._index_batch(
                             position,
                             BatchMeta(header.base_offset, header.next_offset,
@@ -367,6 +390,7 @@ class Segment:
 
     def _position_of(self, offset: int) -> int:
         """Start of the first batch whose offsets reach `offset` (size_bytes if none)."""
+        self.verify()
         self._load_indexes()
         assert self._offsets is not None
         view = self._view()
@@ -418,6 +442,7 @@ class Segment:
 
     def first_batch_at_or_after_time(self, timestamp_ms: int) -> memoryview | None:
         """The first batch whose max timestamp is >= `timestamp_ms`, if this segment has one."""
+        self.verify()
         self._load_indexes()
         assert self._times is not None
         if self.max_timestamp_ms < timestamp_ms:
@@ -442,6 +467,44 @@ class Segment:
             position += meta.size_bytes
         return views
 
+    # ------------------------------------------------------------------ integrity
+
+    @property
+    def verified(self) -> bool:
+        """Every batch checked (or written by this process); a corrupt one never is."""
+        return self._checked_bytes < 0 or (self._corrupt is None
+                                           and self._checked_bytes >= self.size_bytes)
+
+    def verify(self, max_bytes: int = -1) -> bool:
+        """Check the CRC of the batches not checked yet, about `max_bytes` of them (all with
+        -1); True once the whole segment is checked. Raises CorruptSegmentError, now and at
+        every later call, at the first batch that fails: it and what follows are never
+        served. Written by this process: nothing to check."""
+        if self._corrupt is not None:
+            raise self._corrupt
+        if self.verified:
+            return True
+        size = self.size_bytes
+        start = self._checked_bytes
+        end = size if max_bytes < 0 else min(size, start + max(max_bytes, 1))
+        found, checked = batch_header.scan_batches(self._view(), start, check_crc=True,
+                                                   stop_at=end)
+        for position, header in found:
+            if not _in_order(header, self._checked_offset, self.next_offset):
+                checked = position
+                break
+            self._checked_offset = header.next_offset
+        self._checked_bytes = checked
+        if checked < end:  # the walk stopped at a batch that is not whole, or out of order
+            self._corrupt = CorruptSegmentError(
+                self._checked_offset,
+                f"segment {self.log_path}: the batch at byte {checked} (offset "
+                f"{self._checked_offset}) fails its CRC or offset check; the segment is not "
+                "served from there on")
+            log.error("%s", self._corrupt.message)
+            raise self._corrupt
+        return self._checked_bytes >= size
+
     # ------------------------------------------------------------------ lazy index load
 
     def _load_indexes(self) -> None:
@@ -453,7 +516,8 @@ class Segment:
         span = max(self.next_offset - self.base_offset, 1)
         if offsets is not None and times is not None and is_consistent(
             offsets, times, self.size_bytes, span
-        ):
+        ) and all(points_at_batches(index, self._view(), self.base_offset)
+                  for index in (offsets, times)):
             self._offsets, self._times = offsets, times
             self._max_timestamp_ms = self._last_batches_max_timestamp()
             return

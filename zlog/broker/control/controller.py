@@ -208,11 +208,12 @@ def checked_isr_request(
         raise ZlogError(ErrorCode.INVALID_UPDATE_VERSION,
                         f"{where}: partition epoch {request.partition_epoch} is not current")
     new_isr = request.new_isr
-    if (len(set(new_isr)) != len(new_isr) or not set(new_isr) <= set(partition.replicas)
-            or partition.leader not in new_isr):
+    usable = (live if live is not None else liveness(state)).usable
+    if partition.leader not in new_isr:
+        return _resigned(request.topic, partition, new_isr, usable)
+    if len(set(new_isr)) != len(new_isr) or not set(new_isr) <= set(partition.replicas):
         raise ZlogError(ErrorCode.INVALID_REQUEST,
                         f"{where}: ISR {list(new_isr)} must be replicas and hold the leader")
-    usable = (live if live is not None else liveness(state)).usable
     for member in set(new_isr) - set(partition.isr):
         seen = request.member_epochs.get(member, -1)
         member_registration = state.brokers.get(member)
@@ -223,6 +224,26 @@ def checked_isr_request(
     ordered = tuple(r for r in partition.replicas if r in new_isr)
     return PartitionChange(request.topic, request.partition, partition.partition_epoch,
                            partition.leader, partition.leader_epoch, ordered)
+
+
+def _resigned(topic: str, partition: PartitionInfo, new_isr: tuple[int, ...],
+              usable: frozenset[int]) -> PartitionChange:
+    """A leader proposing an ISR without itself resigns (it cannot write: a full disk): the
+    first usable member of what is left leads, in a new leader epoch. Only the ISR less the
+    leader is accepted, so every committed batch stays on each member; with nobody usable
+    to take over, the leader stays (INELIGIBLE_REPLICA). Kafka moves the partitions of a
+    failed log dir away from its broker the same way."""
+    where = f"{topic}-{partition.partition}"
+    rest = tuple(r for r in partition.replicas if r in partition.isr and r != partition.leader)
+    if not new_isr or sorted(new_isr) != sorted(rest):
+        raise ZlogError(ErrorCode.INVALID_REQUEST,
+                        f"{where}: a resigning leader proposes the ISR {list(rest)} without "
+                        f"itself, not {list(new_isr)}")
+    leader = next((r for r in rest if r in usable), NO_LEADER)
+    if leader == NO_LEADER:
+        raise ZlogError(ErrorCode.INELIGIBLE_REPLICA,
+                        f"{where}: no in-sync replica can take over from {partition.leader}")
+    return _change(topic, partition, leader, rest)
 
 
 def decide(state: ClusterState, round_input: RoundInput) -> RoundOutcome:

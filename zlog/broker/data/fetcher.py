@@ -33,7 +33,7 @@ import zmq
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.broker.data.replica_sync import apply_replica_fetch
-from zlog.errors import ErrorCode, ZlogError
+from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
 from zlog.transport.cluster_messages import (
     FetchRequestV1,
     FetchResponseV1,
@@ -181,6 +181,8 @@ class Fetchers:
             partition = self.partitions.get(tp)
             if partition is None or partition.is_leader:
                 continue
+            if partition.corrupt_from is not None:
+                self._cut_corrupt(tp, partition)
             log_end = partition.log.log_end_offset
             entries.append(ReplicaFetchEntry(
                 tp.topic, tp.partition, log_end, partition.leader_epoch,
@@ -260,6 +262,17 @@ class Fetchers:
                      applied.truncated_to)
         progress.appended_bytes += applied.appended_bytes
         return True
+
+    def _cut_corrupt(self, tp: TopicPartition, partition: Partition) -> None:
+        """Cut the log at its first corrupt batch, so the fetch asks for it again; a cut
+        that meets more corruption on the way is made at that offset next time."""
+        try:
+            cut_at = partition.cut_corrupt(lambda: self._rebuild_producers(tp))
+        except CorruptSegmentError as error:
+            partition.note_corrupt(error)
+            return
+        log.warning("%s-%d cut at %d, its first corrupt batch, to fetch the rest again", *tp,
+                    cut_at)
 
     def _reset_position(self, tp: TopicPartition, partition: Partition,
                         result: ReplicaFetchResult, fetch_offset: int) -> None:

@@ -22,6 +22,8 @@ Kafka's rules (docs/replication.md §2 and §3), as the leader of one partition 
   missing batches between the two could otherwise be elected and lose what the HW will cover).
 * One ISR change is in flight at a time; the committed record (with its partition epoch)
   replaces whatever was pending.
+* A leader that cannot write (a full disk) **resigns**: it proposes the ISR without itself,
+  and the controller hands the partition to one of the others (docs/replication.md).
 """
 
 from __future__ import annotations
@@ -232,9 +234,19 @@ class HighWatermark:
             return self.replicas.isr | {min(joining)}
         return None
 
+    def resignation(self) -> frozenset[int] | None:
+        """The ISR without this leader, for a leader that cannot write to hand the partition
+        to an in-sync follower; None while a change is pending or when no follower is in sync
+        (nobody could take over without losing what this replica alone holds)."""
+        if self.pending is not None:
+            return None
+        return self.replicas.isr - {self.replicas.local_replica_id} or None
+
     def propose(self, new_isr: frozenset[int], now_ms: int) -> IsrProposal:
         assert self.pending is None, self.pending
-        assert self.replicas.local_replica_id in new_isr and new_isr <= self.replicas.replicas
+        assert new_isr <= self.replicas.replicas, new_isr
+        assert (self.replicas.local_replica_id in new_isr
+                or new_isr == self.replicas.isr - {self.replicas.local_replica_id}), new_isr
         self.pending = IsrProposal(new_isr, self.replicas.partition_epoch, now_ms)
         return self.pending
 

@@ -8,6 +8,11 @@ the pending change. A refusal, or no answer within ANSWER_TIMEOUT_MS (the superv
 the controller moved), drops the pending change, and a check after REFUSED_BACKOFF_MS
 proposes afresh: at most one change per partition is ever in flight (Kafka's AlterPartition
 rule). A refusal that repeats the last one is logged at debug level only.
+
+A leader whose last produce could not be stored (a full disk), or that holds a corrupt batch,
+proposes the ISR without itself instead, while another replica is in sync: its resignation,
+which the controller answers by electing one of them (docs/replication.md), so a full disk
+or a rotted segment does not hold the partition.
 """
 
 from __future__ import annotations
@@ -57,9 +62,10 @@ class IsrProposals:
             if not partition.is_leader or now_ms < self._quiet_until_ms.get(tp, 0):
                 continue
             tracker = partition.isr_tracker
-            new_isr = tracker.next_proposal(now_ms, partition.log.log_end_offset,
-                                            self.lag_time_max_ms)
-            if new_isr is None or new_isr == tracker.replicas.isr:
+            resigning = tracker.resignation() if partition.must_resign else None
+            new_isr = resigning or tracker.next_proposal(now_ms, partition.log.log_end_offset,
+                                                         self.lag_time_max_ms)
+            if not new_isr or new_isr == tracker.replicas.isr:
                 continue
             proposal = tracker.propose(new_isr, now_ms)
             request_id = self._next_request_id
@@ -69,8 +75,9 @@ class IsrProposals:
             epochs = {replica: state.broker_epoch for replica, state in tracker.followers.items()
                       if replica in new_isr and state.broker_epoch >= 0}
             level = logging.DEBUG if tp in self._last_refusal else logging.INFO
-            log.log(level, "%s-%d proposes ISR %s (was %s)", *tp, list(ordered),
-                    sorted(tracker.replicas.isr))
+            why = partition.storage_error or f"a corrupt batch at {partition.corrupt_from}"
+            log.log(level, "%s-%d proposes ISR %s (was %s)%s", *tp, list(ordered),
+                    sorted(tracker.replicas.isr), f", resigning: {why}" if resigning else "")
             messages.append(protocol.AlterIsr(
                 request_id, tp.topic, tp.partition, partition.leader_epoch,
                 proposal.partition_epoch, ordered, epochs))

@@ -33,7 +33,7 @@ from zlog.broker.data.fetch_waiters import EntryRead
 from zlog.broker.data.isr import HighWatermark, ReplicaSet
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
 from zlog.broker.data.recent_batches import RecentBatches
-from zlog.errors import ErrorCode, ZlogError
+from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
 from zlog.record.arrays import WALK_BELOW_RECORDS, parse_batch
 from zlog.record.compression import recompress, uncompressed_records
 from zlog.record.header import (
@@ -142,6 +142,12 @@ class Partition:
             self._note_epoch(leader_epoch, log.log_end_offset)
         self._published_high_watermark = -1
         self._publish_high_watermark()
+        # Why the last produce could not be stored (a full disk), until an append succeeds or
+        # the role changes: while set, the leader resigns (isr_proposals.py).
+        self.storage_error: ZlogError | None = None
+        # The first offset of a batch found corrupt: a follower cuts its log there and fetches
+        # the rest again (`cut_corrupt`); a leader first hands the partition over.
+        self.corrupt_from: int | None = None
 
     # ------------------------------------------------------------------ replicas and HW
 
@@ -180,6 +186,7 @@ class Partition:
         if replicas is not None:
             self._hw.set_replicas(replicas)
         if new_term:
+            self.storage_error = None
             if self._recent is not None:
                 self._recent.clear()
             if is_leader:
@@ -279,6 +286,29 @@ class Partition:
         if self._recent is not None:
             self._recent.clear()
 
+    def note_corrupt(self, error: CorruptSegmentError) -> None:
+        """A batch of this replica failed its CRC check: it is never served, the leader
+        resigns, and as a follower the replica cuts its log there and fetches it again."""
+        if self.corrupt_from is None or error.offset < self.corrupt_from:
+            self.corrupt_from = error.offset
+
+    @property
+    def must_resign(self) -> bool:
+        """Whether this replica should hand its leadership over: it cannot store what
+        producers send, or holds a batch it must not serve."""
+        return self.storage_error is not None or self.corrupt_from is not None
+
+    def cut_corrupt(self, rebuild_producers: Callable[[], ProducerStateTable]) -> int | None:
+        """A follower's cut at its first corrupt batch (the offset cut at, or None): every
+        batch from there on is fetched again from the leader, whose copy is whole."""
+        offset = self.corrupt_from
+        if offset is None or self.is_leader:
+            return None
+        self.truncate_to(offset, ProducerStateTable())
+        self.corrupt_from = None
+        self.producers = rebuild_producers()  # from what is left, once the cut is made
+        return offset
+
     def _advance_high_watermark(self) -> int:
         before, after = self._hw.advance(self.log.log_start_offset, self.log.log_end_offset)
         self._publish_high_watermark()
@@ -333,6 +363,10 @@ class Partition:
             appended_bytes += size_bytes
         committed_bytes = self._committed_after_append(hw_before, end_before, appended_bytes)
         start = self.log.log_start_offset
+        if failure is not None and failure.code == ErrorCode.KAFKA_STORAGE_ERROR:
+            self.storage_error = failure
+        elif appended_bytes:
+            self.storage_error = None
         if failure is not None:
             return ProduceOutcome(
                 failure.code, -1, start, failure.message, -1, appended_bytes, committed_bytes
@@ -350,6 +384,10 @@ class Partition:
         if not self.is_leader:
             return ZlogError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"this worker does not lead {self.topic}-{self.partition}")
+        if self.corrupt_from is not None:  # its producer table may miss what it cannot read
+            return ZlogError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"{self.topic}-{self.partition} holds a corrupt batch at offset "
+                             f"{self.corrupt_from} and takes no writes until it hands over")
         if not batches:
             return ZlogError(ErrorCode.INVALID_REQUEST,
                              f"produce entry for {self.topic}-{self.partition} has no batch")
@@ -510,6 +548,9 @@ class Partition:
                     self._hw.check_follower(replica_id, self.topic, self.partition)
                     upto_offset = None
                 chunks = self.log.read(fetch_offset, max(limit_bytes, 0), upto_offset)
+        except CorruptSegmentError as error:
+            self.note_corrupt(error)
+            return self._read_error(error)
         except ZlogError as error:
             return self._read_error(error)
         if not at_least_one and sum(chunk.nbytes for chunk in chunks) > limit_bytes:

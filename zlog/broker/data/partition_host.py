@@ -41,7 +41,7 @@ from zlog.broker.topic_configs import (
 )
 from zlog.broker.worker_protocol import Assign
 from zlog.clock import Clock
-from zlog.errors import ErrorCode, ZlogError
+from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
 from zlog.record.header import BatchHeader, read_header
 from zlog.shm_segments.compaction import CompactionStats, compact
 from zlog.shm_segments.log import PartitionLog
@@ -55,6 +55,9 @@ PRODUCER_STATE_SEGMENTS: Final = 2
 roll just before a crash does not make the producers of the previous segment unknown."""
 TICK_INTERVAL_MS_MAX: Final = 1_000
 TICK_INTERVAL_MS_MIN: Final = 10
+# CRC-checked per partition and tick (up to once a second) in sealed segments found at open:
+# a log of a few GiB is checked within minutes, and a tick never stalls the worker for long.
+VERIFY_BYTES_PER_TICK: Final = 16 << 20
 OPEN_FILES_RESERVE: Final = 64
 """Descriptors a worker keeps free for client connections and its own sockets: partitions that
 would eat into them are refused, so a low `ulimit -n` fails partitions, never the worker."""
@@ -70,6 +73,7 @@ class HostedPartition:
     compaction: Future[CompactionStats] | None = None
     producer_snapshot_offset: int = -1  # the log end at the last producer snapshot
     snapshot_failing: bool = False  # the last snapshot failed (logged once per episode)
+    sealed_verified: bool = False  # every sealed segment found at open passed its CRC check
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +160,12 @@ class PartitionHost:
             self.data_dir, assignment.topic, assignment.partition, config,
             ring_dir=self.ring_dir, clock=self.clock,
         )
+        corrupt: CorruptSegmentError | None = None
         try:
-            producers = load_producer_state(partition_log)
+            try:
+                producers = load_producer_state(partition_log)
+            except CorruptSegmentError as error:  # the partition opens to be cut or handed over
+                producers, corrupt = ProducerStateTable(), error
             epochs = load_epoch_cache(partition_log)
         except BaseException:
             partition_log.close()
@@ -171,6 +179,8 @@ class PartitionHost:
             timestamp_difference_max_ms=skew_ms, compression=compression,
             epochs=epochs, save_epochs=lambda cache: save_epoch_cache(directory, cache),
         )
+        if corrupt is not None:
+            partition.note_corrupt(corrupt)
         if assignment.is_leader:
             partition.isr_tracker.start_term(self.clock.monotonic_ms(),
                                              partition_log.log_end_offset)
@@ -252,10 +262,15 @@ class PartitionHost:
         return max(min([*flush_ms, TICK_INTERVAL_MS_MAX]), TICK_INTERVAL_MS_MIN)
 
     def tick(self) -> None:
-        """Time-based ring flush and fsync of every log (flush.ms)."""
+        """Time-based ring flush and fsync of every log (flush.ms), and the next part of the
+        CRC check of the sealed segments each log found at open."""
         for tp, hosted in self.hosted.items():
             try:
                 hosted.log.tick()
+                if not hosted.sealed_verified:
+                    hosted.sealed_verified = hosted.log.verify_sealed(VERIFY_BYTES_PER_TICK)
+            except CorruptSegmentError as error:
+                hosted.partition.note_corrupt(error)
             except Exception:
                 log.exception("tick of %s-%d failed", tp[0], tp[1])
 
@@ -373,11 +388,17 @@ def load_producer_state(partition_log: PartitionLog) -> ProducerStateTable:
         producers = ProducerStateTable()
         producers.rebuild(recent_producer_batches(partition_log))
         return producers
-    if offset < partition_log.log_end_offset:
-        for chunk in partition_log.read(offset, 1 << 62):
+    position = offset
+    while position < partition_log.log_end_offset:
+        # A read stops before a corrupt segment; the next one, from there, raises.
+        before = position
+        for chunk in partition_log.read(position, 1 << 62):
             for header in _headers(chunk):
                 if header.producer_id >= 0 and header.base_offset >= offset:
                     producers.observe(ProducerBatch.from_header(header), header.base_offset)
+                position = header.next_offset
+        if position == before:
+            break
     return producers
 
 

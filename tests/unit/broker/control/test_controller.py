@@ -13,7 +13,9 @@ import pytest
 from tests.unit.broker.control.metadata_helpers import apply_command
 from zlog.broker.control.controller import (
     IsrRequest,
+    Liveness,
     RoundInput,
+    checked_isr_request,
     decide,
     shutdown_ready,
 )
@@ -129,7 +131,8 @@ def test_isr_requests_are_checked_in_kafkas_order() -> None:
     assert code(ask(node_id=2, broker_epoch=state.brokers[2].broker_epoch)) == \
         ErrorCode.INVALID_REQUEST
     assert code(ask(partition_epoch=0)) == ErrorCode.INVALID_UPDATE_VERSION
-    assert code(ask(new_isr=(2,))) == ErrorCode.INVALID_REQUEST  # without the leader
+    assert code(ask(new_isr=(3,))) == ErrorCode.INVALID_REQUEST  # without the leader and 2
+    assert code(ask(new_isr=(1, 1))) == ErrorCode.INVALID_REQUEST
     assert code(ask(new_isr=(1, 2, 3))) == ErrorCode.INELIGIBLE_REPLICA  # 3 is fenced
     assert code(ask()) == ErrorCode.NONE
     answers = _round(fsm, RoundInput(isr_requests=(IsrRequest(
@@ -137,6 +140,49 @@ def test_isr_requests_are_checked_in_kafkas_order() -> None:
     assert answers == (None,)
     p0 = _partition(fsm.state, 0)
     assert (p0.isr, p0.partition_epoch, p0.leader_epoch) == ((1,), 2, 0)
+
+
+def test_a_leader_that_cannot_write_resigns_to_an_in_sync_replica() -> None:
+    """The ISR without the leader is a resignation (a full disk): the first usable member
+    left leads in a new epoch, the old leader leaves the ISR; refused when nobody usable is
+    left, and when anything else is dropped with it."""
+    fsm = _cluster()
+    state = fsm.state
+    p0 = _partition(state, 0)  # leader 1, ISR (1, 2, 3)
+    epoch = state.brokers[1].broker_epoch
+
+    def resign(new_isr: tuple[int, ...]) -> IsrRequest:
+        p0 = _partition(fsm.state, 0)
+        return IsrRequest(p0.leader, fsm.state.brokers[p0.leader].broker_epoch, "t", 0,
+                          p0.leader_epoch, p0.partition_epoch, new_isr)
+
+    refused = decide(state, RoundInput(isr_requests=(resign((3,)),))).answers[0]
+    assert refused is not None and refused.code == ErrorCode.INVALID_REQUEST  # 2 dropped too
+    assert _round(fsm, RoundInput(isr_requests=(resign((3, 2)),))) == (None,)
+    moved = _partition(fsm.state, 0)
+    assert (moved.leader, moved.isr, moved.leader_epoch) == (2, (2, 3), p0.leader_epoch + 1)
+    assert epoch == fsm.state.brokers[1].broker_epoch and not fsm.state.brokers[1].fenced
+
+    _round(fsm, RoundInput(expired=frozenset({3})))  # leader 2 alone in sync with 3 fenced
+    assert _partition(fsm.state, 0).isr == (2,)
+    alone = _round(fsm, RoundInput(isr_requests=(resign(()),)))[0]
+    assert alone is not None and alone.code == ErrorCode.INVALID_REQUEST
+    assert _partition(fsm.state, 0).leader == 2
+
+
+def test_a_resigning_leader_stays_when_no_in_sync_replica_is_usable() -> None:
+    """Checked against who is usable once the round's own broker changes apply: followers
+    fenced in the same round cannot take over, so the leader stays."""
+    state = _cluster().state
+    p0 = _partition(state, 0)
+    request = IsrRequest(1, state.brokers[1].broker_epoch, "t", 0, p0.leader_epoch,
+                         p0.partition_epoch, (2, 3))
+    only_the_leader = Liveness(frozenset({1}), frozenset({1}))
+    with pytest.raises(ZlogError) as refused:
+        checked_isr_request(state, request, only_the_leader)
+    assert refused.value.code == ErrorCode.INELIGIBLE_REPLICA
+    assert checked_isr_request(state, request, Liveness(frozenset({1, 3}),
+                                                        frozenset({1, 3}))).leader == 3
 
 
 def test_a_change_computed_from_an_old_record_is_refused_whole() -> None:

@@ -1,0 +1,63 @@
+"""The disk-full fault's disks: real tmpfs mounts that fill to ENOSPC and come back.
+
+Spec: docs/reliability.md §9.3 (disk-full). Needs root to mount, as the fault does.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from zlog_jepsen.small_disks import SmallDisks
+
+SIZE_BYTES = 4 << 20
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+
+
+def _write(path: Path, size: int) -> OSError | None:
+    try:
+        with path.open("wb") as file:
+            file.write(b"x" * size)
+    except OSError as error:
+        return error
+    return None
+
+
+def test_a_filled_disk_refuses_writes_until_freed_and_the_other_stays_writable(
+        tmp_path: Path) -> None:
+    """Kept at the end: what the disk held, less the ballast and the socket."""
+    dirs = {1: tmp_path / "broker-1" / "data", 2: tmp_path / "broker-2" / "data"}
+    disks = SmallDisks(dirs, SIZE_BYTES)
+    listening = socket.socket(socket.AF_UNIX)  # as the supervisor's, which no copy opens
+    try:
+        listening.bind(str(dirs[1] / ".zlog-supervisor.sock"))
+        (dirs[1] / "stored.log").write_bytes(b"kept")
+        filled = disks.fill(1)
+        assert filled["free_bytes"] == 0 and filled["ballast_bytes"] > SIZE_BYTES // 2
+        refused = _write(dirs[1] / "next.log", 1 << 16)
+        assert refused is not None and refused.errno == errno.ENOSPC
+        assert (dirs[1] / "stored.log").read_bytes() == b"kept"
+        assert _write(dirs[2] / "next.log", 1 << 16) is None  # another broker's disk
+        disks.free(1)
+        assert _write(dirs[1] / "next.log", 1 << 16) is None
+    finally:
+        disks.close(keep=True)
+        listening.close()
+    assert not os.path.ismount(dirs[1]) and not os.path.ismount(dirs[2])
+    assert sorted(p.name for p in dirs[1].iterdir()) == ["next.log", "stored.log"]
+    assert (dirs[1] / "stored.log").read_bytes() == b"kept"
+
+
+def test_a_run_that_keeps_nothing_leaves_empty_mount_points(tmp_path: Path) -> None:
+    data = tmp_path / "broker-1" / "data"
+    disks = SmallDisks({1: data}, SIZE_BYTES)
+    assert os.path.ismount(data)
+    (data / "stored.log").write_bytes(b"gone")
+    disks.fill(1)
+    disks.close(keep=False)
+    assert not os.path.ismount(data) and list(data.iterdir()) == []
