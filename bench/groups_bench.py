@@ -458,8 +458,13 @@ def _wait(check: Callable[[], bool], what: str) -> None:
 
 
 def _cpu_s(processes: list[psutil.Process]) -> dict[int, float]:
-    """User + system CPU seconds of each process so far, by pid."""
-    return {p.pid: sum(p.cpu_times()[:2]) for p in processes}
+    """User + system CPU seconds of each process so far, by pid; a process gone (a worker the
+    supervisor replaced) is left out."""
+    used: dict[int, float] = {}
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            used[process.pid] = sum(process.cpu_times()[:2])
+    return used
 
 
 def commits(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
@@ -484,7 +489,8 @@ def commits(broker: Broker, args: argparse.Namespace) -> dict[str, Any]:
     results = [_finish(child) for child in children]
     acknowledged = sum(r["acknowledged"] for r in results)
     elapsed = max(r["elapsed_s"] for r in results)
-    worker_cpu_s = max(used - workers_before[pid] for pid, used in _cpu_s(workers).items())
+    worker_cpu_s = max((used - workers_before[pid] for pid, used in _cpu_s(workers).items()
+                        if pid in workers_before), default=float("nan"))
     sync = _finish(_spawn("commit-sync", endpoint=endpoint, group=f"{group}-sync", topic=topic,
                           partition=0, duration_s=args.duration_s))
     return {"commits_per_s": acknowledged / elapsed,
