@@ -348,16 +348,20 @@ class GroupHost:
         (one pass over the waiting replies per turn, not one per request)."""
         if not self._waiting or self._deferring:
             return []
-        high_watermarks = {index: self._high_watermark(index)
-                           for index in {index for w in self._waiting for index, _ in w.until}}
+        high_watermarks: dict[int, int] = {}  # each partition's, looked up once per call
         replies: list[Reply] = []
         kept: list[_Waiting] = []
         for waiting in self._waiting:
-            if all(high_watermarks[index] >= offset for index, offset in waiting.until):
+            for index, offset in waiting.until:
+                high_watermark = high_watermarks.get(index)
+                if high_watermark is None:
+                    high_watermark = high_watermarks[index] = self._high_watermark(index)
+                if high_watermark < offset:
+                    kept.append(waiting)
+                    break
+            else:
                 replies.append((waiting.identity, encode_response(waiting.header,
                                                                   waiting.response)))
-            else:
-                kept.append(waiting)
         self._waiting = kept
         return replies
 
