@@ -16,6 +16,23 @@ from zlog.groups.records import OffsetCommitKey, OffsetCommitValue, OffsetsRecor
 from zlog.types import TopicPartition
 
 
+def latest_commits_only(records: list[OffsetsRecord]) -> list[OffsetsRecord]:
+    """`records` without the offset commits that a later record of the same batch overwrites
+    (same group, topic and partition: a newer commit or a tombstone), in their order.
+
+    A compacted log keeps only the latest record of a key, so a batch that carries a burst of
+    commits of one partition need not carry more than the last: replaying either gives the same
+    offsets, and the coordinator applied each commit in memory already. Only offset commits
+    go: a group's metadata records are kept as they are.
+    """
+    last: dict[OffsetCommitKey, int] = {}
+    for index, record in enumerate(records):
+        if isinstance(record.key, OffsetCommitKey):
+            last[record.key] = index
+    return [record for index, record in enumerate(records)
+            if not isinstance(record.key, OffsetCommitKey) or last[record.key] == index]
+
+
 def audit_headers(member_id: str, generation: int) -> tuple[tuple[str, bytes], ...]:
     """Who committed, under which generation or member epoch: read only by audits of the log."""
     return (("zm", member_id.encode("utf-8", "surrogatepass")),

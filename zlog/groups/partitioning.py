@@ -9,6 +9,7 @@ themselves agree with zlog.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
@@ -19,6 +20,9 @@ OFFSETS_PARTITIONS_DEFAULT: Final = 50
 group to another coordinator."""
 
 _INT32_MIN: Final = -(2**31)
+GROUP_IDS_CACHED: Final = 4096
+"""Group ids whose partition is remembered: a coordinator routes every commit by its group id,
+and hashing the id again in Python cost more than the rest of the routing."""
 
 
 def java_string_hash(text: str) -> int:
@@ -33,6 +37,7 @@ def java_string_hash(text: str) -> int:
     return h - 2**32 if h >= 2**31 else h
 
 
+@lru_cache(maxsize=GROUP_IDS_CACHED)
 def partition_for(group_id: str, partition_count: int = OFFSETS_PARTITIONS_DEFAULT) -> int:
     """The offsets partition of `group_id`: |hash| mod the partition count.
 

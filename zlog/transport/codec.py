@@ -25,6 +25,7 @@ from typing import Final
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.api import is_supported, supported_range_text
 from zlog.transport.cluster_messages import FetchRequestV1, FetchResponseV1
+from zlog.transport.group_messages import OffsetCommitRequest, OffsetCommitResponse
 from zlog.transport.json_bodies import decode_json_body, encode_json_body
 from zlog.transport.messages import (
     REQUEST_TYPES,
@@ -36,6 +37,12 @@ from zlog.transport.messages import (
     ProduceResponseV0,
     Request,
     Response,
+)
+from zlog.transport.offset_commit_bodies import (
+    decode_offset_commit_request,
+    decode_offset_commit_response,
+    encode_offset_commit_request,
+    encode_offset_commit_response,
 )
 from zlog.transport.struct_bodies import (
     decode_fetch_request,
@@ -127,6 +134,8 @@ def encode_request(correlation_id: int, msg: Request) -> list[Buffer]:
         body, frames = encode_fetch_request(msg), []
     elif isinstance(msg, FetchRequestV1):
         body, frames = encode_replica_fetch_request(msg), []
+    elif isinstance(msg, OffsetCommitRequest):
+        body, frames = encode_offset_commit_request(msg), []
     else:
         body, frames = encode_json_body(msg), []
     return [header, body, *frames]
@@ -181,6 +190,8 @@ def _decode_request_body(
         return decode_replica_fetch_request(body, data, code)
     if data:
         raise ZlogError(code, f"{cls.__name__} takes 2 frames, the message has {len(frames)}")
+    if cls is OffsetCommitRequest:
+        return decode_offset_commit_request(body, code)
     return decode_json_body(cls, body, code)
 
 
@@ -212,6 +223,8 @@ def encode_response(header: RequestHeader, msg: Response) -> list[Buffer]:
         body, frames = encode_fetch_response(msg)
     elif isinstance(msg, FetchResponseV1):
         body, frames = encode_replica_fetch_response(msg)
+    elif isinstance(msg, OffsetCommitResponse):
+        body, frames = encode_offset_commit_response(msg), []
     else:
         body, frames = encode_json_body(msg), []
     return [_response_header(header, 0), body, *frames]
@@ -261,6 +274,8 @@ def decode_response(frames: Sequence[Frame]) -> tuple[ResponseHeader, Response |
         return header, decode_replica_fetch_response(body, data, code)
     if data:
         raise ZlogError(code, f"{cls.__name__} takes 2 frames, the message has {len(frames)}")
+    if cls is OffsetCommitResponse:
+        return header, decode_offset_commit_response(body, code)
     return header, decode_json_body(cls, body, code)
 
 

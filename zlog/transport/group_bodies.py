@@ -1,4 +1,5 @@
 """The JSON bodies of the consumer-group messages (group_messages.py): encode and parse.
+OffsetCommit's are structs instead (offset_commit_bodies.py): it is the one on the data path.
 
 Same rules as json_bodies.py, whose encoder and decoder dispatch here for these classes. Bytes
 (subscriptions, assignments) travel as base64 text, a partition as {"topic", "partition"}, an
@@ -36,11 +37,8 @@ from zlog.transport.group_messages import (
     ListedGroup,
     ListGroupsRequest,
     ListGroupsResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
-    PartitionCommit,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -118,15 +116,6 @@ def group_body(msg: GroupMessage) -> dict[str, Any]:
             return {"error_code": int(msg.error), "members": [
                 {"member_id": member, "group_instance_id": instance, "error_code": int(code)}
                 for member, instance, code in msg.members]}
-        case OffsetCommitRequest():
-            return {"group_id": msg.group_id, "generation": msg.generation,
-                    "member_id": msg.member_id, "group_instance_id": msg.group_instance_id,
-                    "retention_ms": msg.retention_ms,
-                    "offsets": [{**_tp(tp), "offset": c.offset, "leader_epoch": c.leader_epoch,
-                                 "metadata": c.metadata} for tp, c in msg.offsets]}
-        case OffsetCommitResponse():
-            return {"error_code": int(msg.error), "partitions": [
-                {**_tp(tp), "error_code": int(code)} for tp, code in msg.partitions]}
         case OffsetFetchRequest():
             return {"group_id": msg.group_id, "partitions": _tps(msg.partitions)}
         case OffsetFetchResponse():
@@ -162,6 +151,8 @@ def group_body(msg: GroupMessage) -> dict[str, Any]:
             return {"results": [{"group_id": group, "error_code": int(code)}
                                 for group, code in msg.results]}
     # FindCoordinator's are flat: every field is a JSON scalar.
+    assert isinstance(msg, FindCoordinatorRequestV0 | FindCoordinatorResponseV0), (
+        f"{type(msg).__name__} has no JSON body")
     return {name: getattr(msg, name) for name in msg.__slots__}
 
 
@@ -181,12 +172,6 @@ def _parse_tp(f: Fields) -> TopicPartition:
 def _parse_join_member(f: Fields) -> JoinGroupMember:
     return JoinGroupMember(f.text("member_id"), f.optional_text("group_instance_id"),
                            f.data("metadata"))
-
-
-def _parse_commit(f: Fields) -> tuple[TopicPartition, PartitionCommit]:
-    return _parse_tp(f), PartitionCommit(
-        f.integer("offset"), _int32(f, "leader_epoch", default=-1),
-        f.text("metadata", default=""))
 
 
 def _parse_fetched(f: Fields) -> tuple[TopicPartition, FetchedOffset]:
@@ -236,13 +221,6 @@ def _parse_sync(f: Fields) -> SyncGroupRequest:
         f.optional_text("protocol_type"), f.optional_text("protocol_name"))
 
 
-def _parse_commit_request(f: Fields) -> OffsetCommitRequest:
-    return OffsetCommitRequest(
-        NO_REQUEST_ID, f.text("group_id"), f.nested_list("offsets", _parse_commit),
-        _int32(f, "generation", default=NO_GENERATION), f.text("member_id", default=""),
-        f.optional_text("group_instance_id"), f.optional_integer("retention_ms", low=0))
-
-
 def _parse_group_heartbeat(f: Fields) -> GroupHeartbeatRequest:
     return GroupHeartbeatRequest(
         NO_REQUEST_ID, f.text("group_id"), f.text("member_id", default=""),
@@ -275,10 +253,6 @@ GROUP_PARSERS: Final[Mapping[type, Callable[[Fields], GroupMessage]]] = {
         f.error_code(), f.nested_list("members", lambda m: (
             m.text("member_id"), m.optional_text("group_instance_id"), m.error_code()),
             default=[])),
-    OffsetCommitRequest: _parse_commit_request,
-    OffsetCommitResponse: lambda f: OffsetCommitResponse(
-        f.error_code(), f.nested_list("partitions", lambda p: (_parse_tp(p), p.error_code()),
-                                      default=[])),
     OffsetFetchRequest: lambda f: OffsetFetchRequest(
         NO_REQUEST_ID, f.text("group_id"), f.optional_nested_list("partitions", _parse_tp)),
     OffsetFetchResponse: lambda f: OffsetFetchResponse(

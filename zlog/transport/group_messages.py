@@ -1,4 +1,5 @@
-"""The consumer-group requests and their responses, as plain values (JSON bodies on the wire).
+"""The consumer-group requests and their responses, as plain values (JSON bodies on the wire,
+but OffsetCommit's, which are structs: offset_commit_bodies.py).
 
 Field names follow Kafka's request schemas and the api keys are Kafka's (OffsetCommit 8 to
 ListGroups 16, DeleteGroups 42, ConsumerGroupHeartbeat 68 as `GroupHeartbeatRequest`). The same

@@ -22,7 +22,14 @@ from zlog.groups.messages import (
     OffsetFetchResponse,
     PartitionCommit,
 )
-from zlog.groups.records import OffsetCommitKey
+from zlog.groups.offsets import latest_commits_only
+from zlog.groups.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    OffsetsRecord,
+)
 from zlog.types import TopicPartition as TP
 
 DAY_MS = 86_400_000
@@ -157,3 +164,20 @@ def test_a_commit_that_writes_nothing_creates_no_group() -> None:
     assert dict(commit(d, {TP("nope", 0): 1}, group="s").partitions) == {
         TP("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     assert "s" not in d.coordinator.groups and d.log == []
+
+
+def test_a_batch_keeps_only_the_latest_commit_of_each_partition_in_order() -> None:
+    """What a compacted log would keep of the batch: a later commit or tombstone of the same
+    (group, topic, partition) overwrites an earlier one; other keys and groups are untouched."""
+    def record(group: str, partition: int, offset: int | None) -> OffsetsRecord:
+        value = None if offset is None else OffsetCommitValue(offset, 0)
+        return OffsetsRecord(OffsetCommitKey(group, "t", partition), value)
+
+    metadata = OffsetsRecord(GroupMetadataKey("g"), GroupMetadataValue("consumer", 1, None,
+                                                                       None, 0))
+    batch = [record("g", 0, 1), metadata, record("g", 1, 5), record("h", 0, 7),
+             record("g", 0, 2), metadata, record("g", 1, None), record("g", 0, 3)]
+    assert latest_commits_only(batch) == [metadata, record("h", 0, 7), metadata,
+                                          record("g", 1, None), record("g", 0, 3)]
+    distinct = [record("g", 0, 1), record("g", 1, 1), record("h", 0, 1)]
+    assert latest_commits_only(distinct) == distinct

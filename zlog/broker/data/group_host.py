@@ -18,7 +18,10 @@ Between `defer_appends` and `flush` (the worker's drain of its socket, one loop 
 records of every output go to one batch per offsets partition instead of one per output: a
 turn of a thousand commits is one append, not a thousand. Nothing is answered before `flush`,
 so each reply still waits for everything written before it; a failed append answers every
-request of the turn NOT_COORDINATOR, as it would have answered the one output.
+request of the turn NOT_COORDINATOR, as it would have answered the one output. A batch carries
+only the latest commit of each (group, topic, partition) it holds (`latest_commits_only`): the
+compacted log would keep no other, and a burst of commits of one partition in a turn is one
+record, not one per request.
 
 The coordinator lease: a worker's leaderships stand only while its broker's lease from the
 controller's heartbeats does (worker_protocol.Lease). When it runs out another broker may
@@ -43,6 +46,7 @@ from zlog.broker.worker_protocol import GroupSettings
 from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.config import GroupConfig
 from zlog.groups.coordinator import GroupCoordinator, error_response
+from zlog.groups.offsets import latest_commits_only
 from zlog.groups.output import Output
 from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
 from zlog.groups.records import OffsetsRecord, encode_record
@@ -377,7 +381,7 @@ class GroupHost:
                     wall_ms: int) -> list[Reply]:
         led = self._led[index]
         records = []
-        for record in out_records:
+        for record in latest_commits_only(out_records):
             key, value = encode_record(record)
             records.append(NewRecord(value, key, record.headers))
         batch = build_batch(records, base_timestamp_ms=wall_ms)
@@ -400,16 +404,20 @@ class GroupHost:
         (one pass over the waiting replies per turn, not one per request)."""
         if not self._waiting or self._deferring:
             return []
-        high_watermarks = {index: self._high_watermark(index)
-                           for index in {index for w in self._waiting for index, _ in w.until}}
+        high_watermarks: dict[int, int] = {}  # each partition's, looked up once per call
         replies: list[Reply] = []
         kept: list[_Waiting] = []
         for waiting in self._waiting:
-            if all(high_watermarks[index] >= offset for index, offset in waiting.until):
+            for index, offset in waiting.until:
+                high_watermark = high_watermarks.get(index)
+                if high_watermark is None:
+                    high_watermark = high_watermarks[index] = self._high_watermark(index)
+                if high_watermark < offset:
+                    kept.append(waiting)
+                    break
+            else:
                 replies.append((waiting.identity, encode_response(waiting.header,
                                                                   waiting.response)))
-            else:
-                kept.append(waiting)
         self._waiting = kept
         return replies
 

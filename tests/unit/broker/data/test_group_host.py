@@ -395,7 +395,8 @@ def test_the_outputs_of_one_turn_are_one_batch_and_answered_after_it() -> None:
     assert host.send(commit_request(other, (0, 9))) == []
     assert host.offsets_log(1).log_end_offset == 0, "nothing appended before the flush"
     first, second, fetch, elsewhere = (decode(r) for r in host.groups.flush())
-    assert [records_in(b) for b in host.offsets_log(1).batches] == [3]
+    assert [records_in(b) for b in host.offsets_log(1).batches] == [2], (
+        "partition 0's commit of 1 is overwritten by its commit of 3 in the same batch")
     assert [records_in(b) for b in host.offsets_log(2).batches] == [1]
     assert first == OffsetCommitResponse(ErrorCode.NONE, (
         (TopicPartition(TOPIC, 0), ErrorCode.NONE), (TopicPartition(TOPIC, 1), ErrorCode.NONE)))
@@ -404,8 +405,11 @@ def test_the_outputs_of_one_turn_are_one_batch_and_answered_after_it() -> None:
     assert fetch == OffsetFetchResponse(ErrorCode.NONE, (
         (TopicPartition(TOPIC, 0), FetchedOffset(3)), (TopicPartition(TOPIC, 1), FetchedOffset(2))))
     assert host.groups.flush() == [], "each reply is released once"
+    successor = Host()
+    successor.lead(1, log=host.offsets_log(1), leader_epoch=2)
+    assert successor.fetched(group) == {0: 3, 1: 2}, "the log holds the latest of each"
     host.commit(group, (0, 4))
-    assert [records_in(b) for b in host.offsets_log(1).batches] == [3, 1], "no turn: per output"
+    assert [records_in(b) for b in host.offsets_log(1).batches] == [2, 1], "no turn: per output"
 
 
 def test_a_failed_append_of_a_turn_answers_each_of_its_requests_not_coordinator() -> None:

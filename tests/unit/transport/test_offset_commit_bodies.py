@@ -1,0 +1,97 @@
+"""OffsetCommit's struct bodies: every field survives, and a malformed body is refused with
+INVALID_REQUEST (or, for a response, the client's decode error) and a sentence naming the
+field, never a struct.error or an IndexError (their round trips are among test_codec.py's).
+
+Spec: zlog/transport/offset_commit_bodies.py, docs/protocol.md "OffsetCommit v0".
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport import codec
+from zlog.transport.codec import RESPONSE_DECODE_ERROR, RequestBodyError, RequestHeader
+from zlog.transport.group_messages import (
+    NO_REQUEST_ID,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    PartitionCommit,
+)
+from zlog.types import TopicPartition
+
+T0 = TopicPartition("orders", 0)
+COMMIT = OffsetCommitRequest(NO_REQUEST_ID, "g", ((T0, PartitionCommit(42, 7, "meta")),),
+                             3, "m-1", None, retention_ms=None)
+
+
+def _body(msg: OffsetCommitRequest) -> bytes:
+    return bytes(codec.encode_request(1, msg)[1])
+
+
+def _refusal(body: bytes) -> RequestBodyError:
+    header = codec.encode_request(1, COMMIT)[0]
+    with pytest.raises(RequestBodyError) as refused:
+        codec.decode_request([header, body])
+    assert refused.value.code == ErrorCode.INVALID_REQUEST
+    return refused.value
+
+
+def test_unset_retention_and_instance_id_stay_unset() -> None:
+    """None is "the broker's default retention" and "a dynamic member": neither may come back
+    as a value (0 ms retention would expire the offset at once)."""
+    assert codec.decode_request(codec.encode_request(1, COMMIT))[1] == COMMIT
+    explicit = OffsetCommitRequest(NO_REQUEST_ID, "g", (), -1, "", "instance-1", 0)
+    assert codec.decode_request(codec.encode_request(1, explicit))[1] == explicit
+
+
+def test_every_truncation_of_a_request_is_refused() -> None:
+    body = _body(COMMIT)
+    for length in range(len(body)):
+        _refusal(body[:length])
+    assert "trailing" in _refusal(body + b"\x00").message
+
+
+def test_a_negative_partition_or_retention_is_refused() -> None:
+    body = _body(COMMIT)
+    negative_partition = body.replace(struct.pack(">iq", 0, 42), struct.pack(">iq", -1, 42))
+    assert "partition" in _refusal(negative_partition).message
+    negative_retention = body.replace(struct.pack(">iq", 3, -1), struct.pack(">iq", 3, -5))
+    assert "retention_ms" in _refusal(negative_retention).message
+
+
+def test_a_count_larger_than_the_body_is_refused_before_anything_is_built() -> None:
+    body = _body(OffsetCommitRequest(NO_REQUEST_ID, "g", (), 3, "m-1"))
+    assert body.endswith(struct.pack(">I", 0))
+    assert "entry_count" in _refusal(body[:-4] + struct.pack(">I", 2**32 - 1)).message
+
+
+def test_text_that_is_not_utf8_and_a_bad_flag_are_refused() -> None:
+    assert "metadata" in _refusal(_body(COMMIT).replace(b"meta", b"\xff\xfe\xfd\xfc")).message
+    body = _body(COMMIT).replace(b"m-1\x00", b"m-1\x07", 1)  # the flag follows member_id
+    assert "group_instance_id" in _refusal(body).message
+
+
+def test_unencodable_fields_are_refused_at_the_sender() -> None:
+    for msg in (OffsetCommitRequest(NO_REQUEST_ID, "g", ((T0, PartitionCommit(2**63)),)),
+                OffsetCommitRequest(NO_REQUEST_ID, "g", (), retention_ms=-5),
+                OffsetCommitRequest(NO_REQUEST_ID, "g" * 70_000, ())):
+        with pytest.raises(ZlogError) as refused:
+            codec.encode_request(1, msg)
+        assert refused.value.code == ErrorCode.INVALID_REQUEST
+
+
+def test_a_response_with_an_unknown_error_code_or_truncated_is_a_decode_error() -> None:
+    """A client must not turn a number it does not know into a code it acts on."""
+    header = RequestHeader(8, 0, 1)
+    response = OffsetCommitResponse(ErrorCode.NONE, ((T0, ErrorCode.OFFSET_METADATA_TOO_LARGE),))
+    frames = codec.encode_response(header, response)
+    assert codec.decode_response(frames)[1] == response
+    body = bytes(frames[1])
+    unknown = body[:-2] + struct.pack(">h", 31_999)
+    for bad in (unknown, body[:-1], body + b"\x00"):
+        with pytest.raises(ZlogError) as refused:
+            codec.decode_response([frames[0], bad])
+        assert refused.value.code == RESPONSE_DECODE_ERROR
