@@ -71,6 +71,8 @@ class ConsumerMachine:
         writes only theirs, and the group's own)."""
         self.held: dict[str, dict[str, HeldHeartbeat]] = {}
         """Group id -> member id -> its held heartbeat (at most one per member)."""
+        self.released = 0
+        """Partitions freed so far: a heartbeat that frees one may have news for the held."""
 
     def _error(self, req: GroupHeartbeatRequest, code: ErrorCode, message: str) -> None:
         self.fx.reply(req.request_id, GroupHeartbeatResponse(code, message, req.member_id,
@@ -81,8 +83,15 @@ class ConsumerMachine:
         held = group.members.get(req.member_id)
         if held is not None:  # a newer request of the member: its held one is answered now
             self._answer_held(group, held, now_ms)
+        before = self._news_mark(group)
         self._beat(group, req, now_ms)
-        self.wake(group, now_ms)
+        if self._news_mark(group) != before:  # else no held member can have news
+            self.wake(group, now_ms)
+
+    def _news_mark(self, group: ConsumerGroup) -> tuple[int, int, int]:
+        """What moves when a held member may have news: a new target is due or was computed,
+        or a partition was freed."""
+        return group.group_epoch, group.assignment_epoch, self.released
 
     def _beat(self, group: ConsumerGroup, req: GroupHeartbeatRequest, now_ms: int) -> None:
         self.touched.add(req.member_id)
@@ -307,14 +316,14 @@ class ConsumerMachine:
                 f"{group.group_id!r}", member_id, member.epoch))
         group.group_epoch += 1
 
-    @staticmethod
-    def _release(group: ConsumerGroup, member: ConsumerMember,
+    def _release(self, group: ConsumerGroup, member: ConsumerMember,
                  partitions: set[TopicPartition]) -> None:
         for tp in partitions:
             member.assigned.pop(tp, None)
             member.pending_revocation.pop(tp, None)
             if group.owner.get(tp) == member.member_id:
                 del group.owner[tp]
+                self.released += 1
 
     def on_metadata(self, group: ConsumerGroup) -> None:
         """A partition count of a subscribed topic changed since the current target was

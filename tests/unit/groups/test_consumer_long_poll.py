@@ -178,3 +178,27 @@ def test_no_member_is_held_longer_than_the_heartbeat_interval() -> None:
         max_wait_ms=60_000), d.now_ms))
     d.tick(INTERVAL_MS)
     assert answer(d, request_id) is not None
+
+
+def test_a_heartbeat_that_changes_nothing_leaves_the_held_members_alone() -> None:
+    """Only a new target or a freed partition can be news to a held member: any other
+    heartbeat does not look at them (a heartbeat costs its own member, not the group)."""
+    d = Driver()
+    a_epoch, b_epoch = settled_pair(d)
+    poll(d, "a", a_epoch)
+    out = d.coordinator.handle(GroupHeartbeatRequest(
+        request_id=d.rid(), group_id="g", member_id="b", member_epoch=b_epoch), d.now_ms)
+    assert out.records == [] and len(out.replies) == 1
+    assert d.coordinator.consumer.touched == {"b"}, "a's records were not even looked at"
+
+
+def test_a_new_partition_count_reaches_a_held_member_at_its_hold_at_the_latest() -> None:
+    d = Driver()
+    a_epoch, _ = settled_pair(d)
+    held_a = poll(d, "a", a_epoch)
+    d.take(d.coordinator.update_metadata({"t": 8}))
+    assert answer(d, held_a) is None, "a metadata change is no request of the group"
+    d.tick(INTERVAL_MS)
+    response = answer(d, held_a)
+    assert response is not None and response.member_epoch > a_epoch
+    assert response.assignment is not None and len(response.assignment) == 4
