@@ -298,7 +298,9 @@ class ServerSideMember:
         topics = None if not full and self.topics == self._acked_topics else self.topics
         owned = frozenset() if joining else self.owned
         send_owned = None if not full and owned == self._acked_owned else owned
-        idle = not joining and not self._reconciling and self.owned == self.target
+        # A join is never held (it always has news), but asking says this member long-polls:
+        # the coordinator then tells it the configured interval, not a short one.
+        idle = not self._reconciling and self.owned == self.target
         request = GroupHeartbeatRequest(
             request_id=0, group_id=self.group_id, member_id=self.member_id,
             member_epoch=JOIN_EPOCH if joining else self.member_epoch,

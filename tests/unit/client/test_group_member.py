@@ -265,3 +265,10 @@ def test_a_quick_answer_with_no_news_waits_an_interval() -> None:
     assert sent.request.max_wait_ms > 0
     member.on_response(sent, _ok(member, 1), 15)
     assert member.due_ms() == 15 + INTERVAL_MS
+
+
+def test_the_join_says_the_member_long_polls() -> None:
+    member = _member()
+    member.subscribe(["t"], 0)
+    member.coordinator_found()
+    assert _send(member, 0).request.max_wait_ms == HEARTBEAT_INTERVAL_MS_DEFAULT

@@ -202,3 +202,13 @@ def test_a_new_partition_count_reaches_a_held_member_at_its_hold_at_the_latest()
     response = answer(d, held_a)
     assert response is not None and response.member_epoch > a_epoch
     assert response.assignment is not None and len(response.assignment) == 4
+
+
+def test_a_joining_member_that_long_polls_is_told_the_configured_interval() -> None:
+    """A member waiting for partitions is told 50 ms only if it does not long-poll."""
+    d = Driver()
+    settled_pair(d)
+    joined = answer(d, poll(d, "c", 0, subscribed_topics=("t",), rebalance_timeout_ms=30_000))
+    assert joined is not None and joined.assignment == ()
+    assert group_of(d).members["c"].state is MemberState.UNRELEASED
+    assert joined.heartbeat_interval_ms == INTERVAL_MS
