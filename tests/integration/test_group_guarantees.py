@@ -222,6 +222,7 @@ def test_a_join_and_a_leave_reach_the_other_member_long_before_its_next_heartbea
     """Held heartbeats: the member already in the group hears of the join and of the leave at
     once, not at its next heartbeat an interval later (docs/groups.md §7)."""
     with broker_process(workers=1, extra_args=[
+            "--offsets-topic-num-partitions", "1",  # quick to create
             "--group-consumer-session-timeout-ms", "60000",
             "--group-consumer-heartbeat-interval-ms", str(LONG_INTERVAL_MS)]) as started:
         topic = "quick"
