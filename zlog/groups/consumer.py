@@ -80,9 +80,9 @@ class ConsumerMachine:
 
     def heartbeat(self, group: ConsumerGroup, req: GroupHeartbeatRequest, now_ms: int) -> None:
         """Handle one heartbeat, then answer every held heartbeat it brought news to."""
-        held = group.members.get(req.member_id)
-        if held is not None:  # a newer request of the member: its held one is answered now
-            self._answer_held(group, held, now_ms)
+        sender = group.members.get(req.member_id)
+        if sender is not None:  # a newer request of the member: its held one is answered now
+            self._answer_held(group, sender, now_ms)
         before = self._news_mark(group)
         self._beat(group, req, now_ms)
         if self._news_mark(group) != before:  # else no held member can have news
@@ -172,15 +172,19 @@ class ConsumerMachine:
         self._refresh_target(group)
         self._reconcile(group, member, None, now_ms)
 
+    def _take_held(self, group_id: str, member_id: str) -> HeldHeartbeat | None:
+        held = self.held.get(group_id, {})
+        waiting = held.pop(member_id, None)
+        if waiting is not None and not held:
+            del self.held[group_id]
+        return waiting
+
     def _answer_held(self, group: ConsumerGroup, member: ConsumerMember, now_ms: int) -> None:
         """Answer the member's held heartbeat with what it has now; the member was live all
         the while it was held, so its session starts again."""
-        held = self.held.get(group.group_id, {})
-        waiting = held.pop(member.member_id, None)
+        waiting = self._take_held(group.group_id, member.member_id)
         if waiting is None:
             return
-        if not held:
-            del self.held[group.group_id]
         self.fx.cancel(TimerKey(TimerKind.HEARTBEAT_HOLD, group.group_id, member.member_id))
         self.fx.arm(TimerKey(TimerKind.SESSION, group.group_id, member.member_id),
                     now_ms + self.config.consumer_session_timeout_ms)
@@ -306,11 +310,8 @@ class ConsumerMachine:
             group.static_members.pop(member.group_instance_id, None)
         for kind in MEMBER_TIMERS:
             self.fx.cancel(TimerKey(kind, group.group_id, member_id))
-        held = self.held.get(group.group_id, {})
-        waiting = held.pop(member_id, None)
+        waiting = self._take_held(group.group_id, member_id)
         if waiting is not None:
-            if not held:
-                del self.held[group.group_id]
             self.fx.reply(waiting.request_id, GroupHeartbeatResponse(
                 ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id!r} was removed from group "
                 f"{group.group_id!r}", member_id, member.epoch))
