@@ -211,3 +211,40 @@ def test_a_member_whose_partitions_stay_never_stops_while_another_joins(
     finally:
         first.close()
         second.close()
+
+
+LONG_INTERVAL_MS = 20_000
+"""A heartbeat interval far longer than a rebalance: only held heartbeats make one quick."""
+QUICK_S = 4.0
+
+
+def test_a_join_and_a_leave_reach_the_other_member_long_before_its_next_heartbeat() -> None:
+    """Held heartbeats: the member already in the group hears of the join and of the leave at
+    once, not at its next heartbeat an interval later (docs/groups.md §7)."""
+    with broker_process(workers=1, extra_args=[
+            "--offsets-topic-num-partitions", "1",  # quick to create
+            "--group-consumer-session-timeout-ms", "60000",
+            "--group-consumer-heartbeat-interval-ms", str(LONG_INTERVAL_MS)]) as started:
+        topic = "quick"
+        with Admin(started.endpoint) as admin:
+            admin.create_topics([NewTopic(topic, PARTITIONS)])
+        first = Consumer(started.endpoint, group_id=topic)
+        second = Consumer(started.endpoint, group_id=topic)
+        try:
+            first.subscribe([topic])
+            _wait(lambda: (first.poll(20), len(first.assignment()) == PARTITIONS)[1],
+                  "the first member to hold everything")
+            joined_at = time.monotonic()
+            second.subscribe([topic])
+            _wait(lambda: (first.poll(20), second.poll(20),
+                           len(first.assignment()) == len(second.assignment()) == 3)[2],
+                  "a join to split the partitions", timeout_s=QUICK_S)
+            join_s = time.monotonic() - joined_at
+            left_at = time.monotonic()
+            second.close()
+            _wait(lambda: (first.poll(20), len(first.assignment()) == PARTITIONS)[1],
+                  "the leave to hand everything back", timeout_s=QUICK_S)
+            assert max(join_s, time.monotonic() - left_at) < QUICK_S < LONG_INTERVAL_MS / 1000
+        finally:
+            first.close()
+            second.close()

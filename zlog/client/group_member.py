@@ -7,9 +7,13 @@ coordinator's core):
 * what the next heartbeat carries: a join (epoch 0) and the first heartbeat after a failure
   are *full* (subscribed topics, rebalance timeout, owned partitions); otherwise a field is
   sent only when it changed since the coordinator last acknowledged it;
-* when it is due: the heartbeat interval from the last reply after it, at once after the
-  application finished a reconciliation (so the coordinator hands out the next partitions
-  without waiting an interval), `retry_backoff_ms` after a failure;
+* when it is due: a heartbeat of a member with nothing to reconcile is a long poll (it asks
+  the coordinator to hold it up to the heartbeat interval, and the coordinator answers it as
+  soon as it has news), so the next one leaves as soon as the answer arrives, or the interval
+  after the last one left if the coordinator did not hold it; while the application
+  reconciles, the interval from the last reply; at once after the application finished a
+  reconciliation (so the coordinator hands out the next partitions without waiting an
+  interval); `retry_backoff_ms` after a failure;
 * how a reply moves the member: a new assignment is a target the application reconciles
   toward, **revoking first** (commit, `on_revoke`) and only then assigning; FENCED_MEMBER_EPOCH
   and UNKNOWN_MEMBER_ID mean the partitions are *lost* (dropped without a commit, since
@@ -202,6 +206,7 @@ class ServerSideMember:
         self._acked_topics: frozenset[str] | None
         self._acked_owned: frozenset[TopicPartition] | None
         self._heard_ms: int | None  # the last good reply
+        self._sent_ms = 0  # when the last heartbeat left
         self._reset(MemberState.UNSUBSCRIBED)
         self._lost: frozenset[TopicPartition] = frozenset()
         self._reconciling = False
@@ -299,6 +304,9 @@ class ServerSideMember:
         topics = None if not full and self.topics == self._acked_topics else self.topics
         owned = frozenset() if joining else self.owned
         send_owned = None if not full and owned == self._acked_owned else owned
+        # A join is never held (it always has news), but asking says this member long-polls:
+        # the coordinator then tells it the configured interval, not a short one.
+        idle = not self._reconciling and self.owned == self.target
         request = GroupHeartbeatRequest(
             request_id=0, group_id=self.group_id, member_id=self.member_id,
             member_epoch=JOIN_EPOCH if joining else self.member_epoch,
@@ -306,7 +314,8 @@ class ServerSideMember:
             rebalance_timeout_ms=self.rebalance_timeout_ms if full else None,
             subscribed_topics=None if topics is None else tuple(sorted(topics)),
             owned=None if send_owned is None else tuple(sorted(send_owned)),
-            client_id=self.client_id)
+            client_id=self.client_id, max_wait_ms=self.heartbeat_interval_ms if idle else 0)
+        self._sent_ms = now_ms
         return self._slot.send(request)
 
     def on_response(self, sent: SentRequest, response: GroupResponse, now_ms: int) -> None:
@@ -338,10 +347,23 @@ class ServerSideMember:
             self.session_timeout_ms = response.session_timeout_ms
         if self.state is MemberState.JOINING:
             self.state = MemberState.STABLE
+        news = response.assignment is not None or response.member_epoch != request.member_epoch
         if response.assignment is not None:
             self.target = frozenset(response.assignment)
-        unsent = self.topics != self._acked_topics or self.owned != self._acked_owned
-        self._due_ms = now_ms if unsent else now_ms + self.heartbeat_interval_ms
+        held = request.max_wait_ms > 0 and now_ms - self._sent_ms >= request.max_wait_ms
+        self._due_ms = self._next_due_ms(news or held, now_ms)
+
+    def _next_due_ms(self, poll_again: bool, now_ms: int) -> int:
+        """After a good reply: at once with something unsent; the interval from now while the
+        application has partitions to move (`reconciled` makes it due earlier); otherwise the
+        next long poll leaves at once after news or a hold that ran out, and an interval from
+        now after a quick answer with no news (a coordinator that does not hold heartbeats
+        is not asked again and again)."""
+        if self.topics != self._acked_topics or self.owned != self._acked_owned:
+            return now_ms
+        if self.owned != self.target or not poll_again:
+            return now_ms + self.heartbeat_interval_ms
+        return now_ms
 
     def on_failure(self, sent: SentRequest, error: ZlogError, now_ms: int) -> None:
         """The heartbeat got no reply (timeout, lost connection)."""

@@ -34,7 +34,7 @@ from zlog.client.group_settings import SERVER_SIDE_PROTOCOL, GroupMetadata, Grou
 from zlog.client.metadata_watch import MetadataWatch, matching, partition_counts
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.group_messages import NO_GENERATION, GroupRequest
+from zlog.transport.group_messages import NO_GENERATION, GroupHeartbeatRequest, GroupRequest
 from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.client.group_membership")
@@ -186,8 +186,11 @@ class GroupMembership:
             self._assign(link, assign_topics)
             return
         if sent is not None:
+            timeout_ms = sent.timeout_ms or self.request_timeout_ms
+            if isinstance(sent.request, GroupHeartbeatRequest):
+                timeout_ms += sent.request.max_wait_ms  # the coordinator may hold it that long
             try:
-                response = link.send_once(sent.request, sent.timeout_ms or self.request_timeout_ms,
+                response = link.send_once(sent.request, timeout_ms,
                                           cancelled=self._closing.is_set)
             except ZlogError as error:
                 with self._lock:

@@ -8,12 +8,18 @@ member holds it. So at no instant do two members hold one partition, and a membe
 partitions do not move never stops. Member epochs fence stale members (FENCED_MEMBER_EPOCH)
 and stale commits (STALE_MEMBER_EPOCH, checked per partition against the epoch each partition
 was assigned in, KIP-1251).
+
+A heartbeat that asks for it (`max_wait_ms`) is a long poll: while nothing changes for its
+member the coordinator holds the answer, up to the heartbeat interval, and answers it as soon
+as another member's heartbeat, leave or expiry moves this member's assignment or epoch. So a
+member hears of a rebalance at once instead of at its next heartbeat.
 """
 
 from __future__ import annotations
 
 import random
 import uuid
+from dataclasses import dataclass
 
 from zlog.errors import ErrorCode
 from zlog.groups.assignors import MemberSubscription, range_assign, sticky_assign
@@ -35,7 +41,21 @@ DEFAULT_TARGET_ASSIGNOR = "uniform"
 UNRELEASED_HEARTBEAT_INTERVAL_MS = 50
 """The interval told to a member waiting for partitions another member is revoking: it takes
 them at its next heartbeat after their release, so a join would otherwise wait up to a whole
-interval more than the revocation itself (docs/groups.md §7)."""
+interval more than the revocation itself (docs/groups.md §7). A member that long-polls
+is told the configured interval: its held heartbeat is answered when they are released."""
+MEMBER_TIMERS = (TimerKind.SESSION, TimerKind.REBALANCE, TimerKind.HEARTBEAT_HOLD)
+HOLDABLE_STATES = frozenset({MemberState.STABLE, MemberState.UNRELEASED})
+"""A member in these states that holds exactly what it was given has nothing to report until
+the coordinator has news for it; an UNREVOKED member still has to report its revocation."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldHeartbeat:
+    """A heartbeat whose answer waits for news: what its member knew when it was held."""
+
+    request_id: int
+    epoch: int
+    assigned: frozenset[TopicPartition]
 
 
 class ConsumerMachine:
@@ -49,12 +69,31 @@ class ConsumerMachine:
         self.touched: set[str] = set()
         """Members whose records the current operation may have changed (the coordinator
         writes only theirs, and the group's own)."""
+        self.held: dict[str, dict[str, HeldHeartbeat]] = {}
+        """Group id -> member id -> its held heartbeat (at most one per member)."""
+        self.released = 0
+        """Partitions freed so far: a heartbeat that frees one may have news for the held."""
 
     def _error(self, req: GroupHeartbeatRequest, code: ErrorCode, message: str) -> None:
         self.fx.reply(req.request_id, GroupHeartbeatResponse(code, message, req.member_id,
                                                              req.member_epoch))
 
     def heartbeat(self, group: ConsumerGroup, req: GroupHeartbeatRequest, now_ms: int) -> None:
+        """Handle one heartbeat, then answer every held heartbeat it brought news to."""
+        sender = group.members.get(req.member_id)
+        if sender is not None:  # a newer request of the member: its held one is answered now
+            self._answer_held(group, sender, now_ms)
+        before = self._news_mark(group)
+        self._beat(group, req, now_ms)
+        if self._news_mark(group) != before:  # else no held member can have news
+            self.wake(group, now_ms)
+
+    def _news_mark(self, group: ConsumerGroup) -> tuple[int, int, int]:
+        """What moves when a held member may have news: a new target is due or was computed,
+        or a partition was freed."""
+        return group.group_epoch, group.assignment_epoch, self.released
+
+    def _beat(self, group: ConsumerGroup, req: GroupHeartbeatRequest, now_ms: int) -> None:
         self.touched.add(req.member_id)
         if req.member_epoch == JOIN_EPOCH:
             member = self._join(group, req, now_ms)
@@ -76,20 +115,81 @@ class ConsumerMachine:
                 return
             self._update(group, member, req)
         before = set(member.assigned)
-        self._refresh_target(group)
         owned = None if req.owned is None else frozenset(req.owned)
+        if req.member_epoch == JOIN_EPOCH:
+            member.reported_owned = frozenset()
+        elif owned is not None:
+            member.reported_owned = owned
+        self._refresh_target(group)
         self._reconcile(group, member, owned, now_ms)
         self.fx.arm(TimerKey(TimerKind.SESSION, group.group_id, member.member_id),
                     now_ms + self.config.consumer_session_timeout_ms)
         changed = req.member_epoch == JOIN_EPOCH or set(member.assigned) != before
+        if not changed and self._may_hold(member, req):
+            self.held.setdefault(group.group_id, {})[member.member_id] = HeldHeartbeat(
+                req.request_id, member.epoch, frozenset(member.assigned))
+            hold_ms = min(req.max_wait_ms, self.config.consumer_heartbeat_interval_ms)
+            self.fx.arm(TimerKey(TimerKind.HEARTBEAT_HOLD, group.group_id, member.member_id),
+                        now_ms + hold_ms)
+            return
+        self._reply(member, req.request_id, changed, long_poll=req.max_wait_ms > 0)
+
+    @staticmethod
+    def _may_hold(member: ConsumerMember, req: GroupHeartbeatRequest) -> bool:
+        """The member asked to be held and has nothing to do: its epoch is current, it holds
+        exactly what it was given, and it revokes nothing."""
+        return (req.max_wait_ms > 0 and req.member_epoch == member.epoch
+                and member.state in HOLDABLE_STATES
+                and member.reported_owned == frozenset(member.assigned))
+
+    def _reply(self, member: ConsumerMember, request_id: int, changed: bool, *,
+               long_poll: bool) -> None:
         interval_ms = self.config.consumer_heartbeat_interval_ms
-        if member.state is MemberState.UNRELEASED:
+        if member.state is MemberState.UNRELEASED and not long_poll:
             interval_ms = min(interval_ms, UNRELEASED_HEARTBEAT_INTERVAL_MS)
-        self.fx.reply(req.request_id, GroupHeartbeatResponse(
+        self.fx.reply(request_id, GroupHeartbeatResponse(
             ErrorCode.NONE, "", member.member_id, member.epoch,
             interval_ms, self.config.consumer_session_timeout_ms,
             tuple(sorted(member.assigned)) if changed else None,
         ))
+
+    def wake(self, group: ConsumerGroup, now_ms: int) -> None:
+        """Move every member whose heartbeat is held as far as it can go now, as if it had
+        just heartbeat owning what it was given, and answer those that have news: a new
+        epoch, partitions to revoke, partitions now free for it."""
+        held = self.held.get(group.group_id)
+        if not held:
+            return
+        for member_id in sorted(held):
+            member = group.members[member_id]
+            self._catch_up(group, member, now_ms)
+            waiting = held[member_id]
+            if member.epoch != waiting.epoch or frozenset(member.assigned) != waiting.assigned:
+                self._answer_held(group, member, now_ms)
+
+    def _catch_up(self, group: ConsumerGroup, member: ConsumerMember, now_ms: int) -> None:
+        self.touched.add(member.member_id)
+        self._refresh_target(group)
+        self._reconcile(group, member, None, now_ms)
+
+    def _take_held(self, group_id: str, member_id: str) -> HeldHeartbeat | None:
+        held = self.held.get(group_id, {})
+        waiting = held.pop(member_id, None)
+        if waiting is not None and not held:
+            del self.held[group_id]
+        return waiting
+
+    def _answer_held(self, group: ConsumerGroup, member: ConsumerMember, now_ms: int) -> None:
+        """Answer the member's held heartbeat with what it has now; the member was live all
+        the while it was held, so its session starts again."""
+        waiting = self._take_held(group.group_id, member.member_id)
+        if waiting is None:
+            return
+        self.fx.cancel(TimerKey(TimerKind.HEARTBEAT_HOLD, group.group_id, member.member_id))
+        self.fx.arm(TimerKey(TimerKind.SESSION, group.group_id, member.member_id),
+                    now_ms + self.config.consumer_session_timeout_ms)
+        self._reply(member, waiting.request_id, frozenset(member.assigned) != waiting.assigned,
+                    long_poll=True)
 
     @staticmethod
     def invalid(req: GroupHeartbeatRequest) -> str | None:
@@ -151,7 +251,7 @@ class ConsumerMachine:
         old_id = holder.member_id
         self.touched.add(old_id)
         del group.members[old_id]
-        for kind in (TimerKind.SESSION, TimerKind.REBALANCE):
+        for kind in MEMBER_TIMERS:
             self.fx.cancel(TimerKey(kind, group.group_id, old_id))
         holder.epoch = holder.previous_epoch
         holder.member_id = member_id
@@ -208,18 +308,23 @@ class ConsumerMachine:
         group.target.pop(member_id, None)
         if member.group_instance_id is not None:
             group.static_members.pop(member.group_instance_id, None)
-        for kind in (TimerKind.SESSION, TimerKind.REBALANCE):
+        for kind in MEMBER_TIMERS:
             self.fx.cancel(TimerKey(kind, group.group_id, member_id))
+        waiting = self._take_held(group.group_id, member_id)
+        if waiting is not None:
+            self.fx.reply(waiting.request_id, GroupHeartbeatResponse(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id!r} was removed from group "
+                f"{group.group_id!r}", member_id, member.epoch))
         group.group_epoch += 1
 
-    @staticmethod
-    def _release(group: ConsumerGroup, member: ConsumerMember,
+    def _release(self, group: ConsumerGroup, member: ConsumerMember,
                  partitions: set[TopicPartition]) -> None:
         for tp in partitions:
             member.assigned.pop(tp, None)
             member.pending_revocation.pop(tp, None)
             if group.owner.get(tp) == member.member_id:
                 del group.owner[tp]
+                self.released += 1
 
     def on_metadata(self, group: ConsumerGroup) -> None:
         """A partition count of a subscribed topic changed since the current target was
@@ -288,13 +393,18 @@ class ConsumerMachine:
                 self.fx.arm(TimerKey(TimerKind.REBALANCE, group.group_id, member_id),
                             now_ms + member.rebalance_timeout_ms)
 
-    def on_timer(self, group: ConsumerGroup, key: TimerKey) -> None:
+    def on_timer(self, group: ConsumerGroup, key: TimerKey, now_ms: int) -> None:
         member = group.members.get(key.member_id)
         if member is None:
+            return
+        if key.kind is TimerKind.HEARTBEAT_HOLD:
+            self._catch_up(group, member, now_ms)
+            self._answer_held(group, member, now_ms)
             return
         if key.kind is TimerKind.REBALANCE and member.state is not MemberState.UNREVOKED:
             return
         self.remove(group, key.member_id)
+        self.wake(group, now_ms)
 
     def commit_errors(self, group: ConsumerGroup, req: OffsetCommitRequest,
                       ) -> ErrorCode | dict[TopicPartition, ErrorCode]:

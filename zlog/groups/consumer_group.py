@@ -33,6 +33,9 @@ class ConsumerMember:
     assigned: dict[TopicPartition, int] = field(default_factory=dict)
     """Owned partition -> the assignment epoch it was given in (KIP-1251 fences commits)."""
     pending_revocation: dict[TopicPartition, int] = field(default_factory=dict)
+    reported_owned: frozenset[TopicPartition] | None = field(default=None, compare=False)
+    """What the member's last heartbeat said it holds (None: not said since the load). Kept
+    in memory only: it decides whether a heartbeat may be held (docs/groups.md §7)."""
 
     def holds(self) -> set[TopicPartition]:
         return set(self.assigned) | set(self.pending_revocation)

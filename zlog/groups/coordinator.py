@@ -394,8 +394,8 @@ class GroupCoordinator:
             if group is not None and not self.offsets.of(group_id) and _is_empty(group):
                 self._remove_group(group)
 
-    def _consumer_timer(self, group: ConsumerGroup, key: TimerKey) -> None:
-        self.consumer.on_timer(group, key)
+    def _consumer_timer(self, group: ConsumerGroup, key: TimerKey, now_ms: int) -> None:
+        self.consumer.on_timer(group, key, now_ms)
         self._forget_if_unused(group)
 
     def _persisting(self, group_id: str, op: Callable[[], None]) -> None:
@@ -488,7 +488,7 @@ class GroupCoordinator:
             return
         group = self.groups.get(key.group_id)
         if isinstance(group, ConsumerGroup):
-            self._persisting(group.group_id, partial(self._consumer_timer, group, key))
+            self._persisting(group.group_id, partial(self._consumer_timer, group, key, now_ms))
             return
         if isinstance(group, ClassicGroup):
             if key.kind is TimerKind.JOIN:

@@ -30,6 +30,8 @@ class TimerKind(Enum):
     """A classic group's pending SyncGroups: members that never synced are removed."""
     REBALANCE = "rebalance"
     """A server-side member that does not revoke in time is fenced."""
+    HEARTBEAT_HOLD = "heartbeat-hold"
+    """A server-side member's held heartbeat is answered, changed or not (a long poll)."""
     OFFSETS_EXPIRY = "offsets-expiry"
     """The periodic retention check of committed offsets."""
 

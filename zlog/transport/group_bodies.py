@@ -130,7 +130,7 @@ def group_body(msg: GroupMessage) -> dict[str, Any]:
                     "subscribed_topics": None if msg.subscribed_topics is None
                     else list(msg.subscribed_topics),
                     "owned": _tps(msg.owned), "client_id": msg.client_id,
-                    "client_host": msg.client_host}
+                    "client_host": msg.client_host, "max_wait_ms": msg.max_wait_ms}
         case GroupHeartbeatResponse():
             return {"error_code": int(msg.error), "message": msg.message,
                     "member_id": msg.member_id, "member_epoch": msg.member_epoch,
@@ -227,7 +227,8 @@ def _parse_group_heartbeat(f: Fields) -> GroupHeartbeatRequest:
         _int32(f, "member_epoch"), f.optional_text("group_instance_id"),
         f.optional_integer("rebalance_timeout_ms", low=INT32_MIN, high=INT32_MAX),
         f.optional_texts("subscribed_topics"), f.optional_nested_list("owned", _parse_tp),
-        f.text("client_id", default=""), f.text("client_host", default=""))
+        f.text("client_id", default=""), f.text("client_host", default=""),
+        f.integer("max_wait_ms", low=0, high=INT32_MAX, default=0))
 
 
 GROUP_PARSERS: Final[Mapping[type, Callable[[Fields], GroupMessage]]] = {

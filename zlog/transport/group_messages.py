@@ -229,6 +229,9 @@ class GroupHeartbeatRequest:
     """The partitions the member still holds; None = unchanged."""
     client_id: str = ""
     client_host: str = ""
+    max_wait_ms: int = 0
+    """How long the coordinator may hold the answer while nothing changes for the member (a
+    long poll, docs/groups.md §7); 0 = answer at once, as Kafka's coordinator does."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -231,3 +231,44 @@ def test_bad_settings_are_refused_with_a_sentence() -> None:
     with pytest.raises(ZlogError) as zero:
         ServerSideMember("g", "m", rebalance_timeout_ms=0, session_timeout_ms=1)
     assert zero.value.code == ErrorCode.INVALID_CONFIG
+
+
+def test_a_member_with_nothing_to_reconcile_long_polls_and_polls_again_at_once() -> None:
+    member = _joined(_member(), (T0, T1))
+    sent = _send(member, 10)
+    assert sent.request.max_wait_ms == INTERVAL_MS, "idle: the coordinator may hold it"
+    member.on_response(sent, _ok(member, 1), 10 + INTERVAL_MS)  # held, then no news
+    assert member.due_ms() == 10 + INTERVAL_MS
+    sent = _send(member, 10 + INTERVAL_MS)
+    member.on_response(sent, _ok(member, 2), 10 + INTERVAL_MS + 30)  # news: a new epoch
+    assert member.due_ms() == 10 + INTERVAL_MS + 30
+
+
+def test_a_member_that_must_reconcile_does_not_long_poll_until_it_has() -> None:
+    member = _joined(_member(), (T0, T1))
+    member.on_response(_send(member, 10), _ok(member, 1, (T0,)), 20)  # revoke T1: news
+    assert member.due_ms() == 20 + INTERVAL_MS, "the application reconciles first"
+    while_revoking = _send(member, 20 + INTERVAL_MS)
+    assert while_revoking.request.max_wait_ms == 0, "a held heartbeat would delay the release"
+    member.on_response(while_revoking, _ok(member, 1), 30 + INTERVAL_MS)
+    work = member.take_reconciliation()
+    assert work == Reconciliation(revoke=frozenset({T1}))
+    member.reconciled(work, 40 + INTERVAL_MS)
+    release = _send(member, 40 + INTERVAL_MS)
+    assert release.request.owned == (T0,) and release.request.max_wait_ms == INTERVAL_MS
+
+
+def test_a_quick_answer_with_no_news_waits_an_interval() -> None:
+    """A coordinator that does not hold heartbeats is not asked again and again."""
+    member = _joined(_member(), (T0,))
+    sent = _send(member, 10)
+    assert sent.request.max_wait_ms > 0
+    member.on_response(sent, _ok(member, 1), 15)
+    assert member.due_ms() == 15 + INTERVAL_MS
+
+
+def test_the_join_says_the_member_long_polls() -> None:
+    member = _member()
+    member.subscribe(["t"], 0)
+    member.coordinator_found()
+    assert _send(member, 0).request.max_wait_ms == HEARTBEAT_INTERVAL_MS_DEFAULT

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
@@ -128,15 +128,18 @@ class HeartbeatClient:
         if int(self.member_id[1:]) % 2 == 0:
             self.instance_id = f"i-{self.member_id}"
 
-    def request(self, d: Driver) -> GroupHeartbeatResponse:
-        fields: dict[str, object] = {"owned": tuple(sorted(self.holds)),
+    def fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {"owned": tuple(sorted(self.holds)),
                                      "group_instance_id": self.instance_id}
         if self.epoch == 0:
             fields.update(subscribed_topics=self.topics, rebalance_timeout_ms=30_000, owned=())
         else:
             fields["subscribed_topics"] = self.topics
+        return fields
+
+    def request(self, d: Driver) -> GroupHeartbeatResponse:
         response = d.send(GroupHeartbeatRequest, group_id="g", member_id=self.member_id,
-                          member_epoch=self.epoch, **fields)
+                          member_epoch=self.epoch, **self.fields())
         assert isinstance(response, GroupHeartbeatResponse)
         return response
 
@@ -155,7 +158,9 @@ class HeartbeatClient:
         self.holds, self.epoch, self.member_id = set(), 0, new_member_id
 
     def act(self, d: Driver) -> None:
-        response = self.request(d)
+        self.apply(self.request(d))
+
+    def apply(self, response: GroupHeartbeatResponse) -> None:
         if response.error in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
             self.holds, self.epoch = set(), 0  # lost: drop everything, rejoin as the same id
             return
@@ -165,6 +170,37 @@ class HeartbeatClient:
         self.epoch = response.member_epoch
         if response.assignment is not None:
             self.holds = set(response.assignment)
+
+
+@dataclass
+class LongPollClient(HeartbeatClient):
+    """Asks to be held (a long poll): its answer may come in the output of another member's
+    request or of a timer, and it sends nothing until it has come."""
+
+    pending: int | None = None
+    max_wait_ms: int = 1_000
+
+    def act(self, d: Driver) -> None:
+        if self.pending is None:
+            self.pending = d.rid()
+            d.take(d.coordinator.handle(GroupHeartbeatRequest(
+                request_id=self.pending, group_id="g", member_id=self.member_id,
+                member_epoch=self.epoch, max_wait_ms=self.max_wait_ms,
+                **self.fields()), d.now_ms))
+        response = d.reply(self.pending)
+        if response is None:
+            return  # held
+        assert isinstance(response, GroupHeartbeatResponse)
+        self.pending = None
+        self.apply(response)
+
+    def leave(self, d: Driver) -> None:
+        self.pending = None
+        super().leave(d)
+
+    def restart(self, d: Driver, new_member_id: str) -> None:
+        self.pending = None  # the old process's answer goes nowhere
+        super().restart(d, new_member_id)
 
 
 def check_server_side(d: Driver, clients: list[HeartbeatClient]) -> None:
@@ -208,6 +244,20 @@ def server_side_run(rng: random.Random) -> None:
 @pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"seed-{s}")
 def test_server_side_ownership_is_exclusive_and_complete(seed: int) -> None:
     run_seeded(seed, server_side_run)
+
+
+def long_poll_run(rng: random.Random) -> None:
+    def new_client(member_id: str, topics: tuple[str, ...]) -> LongPollClient:
+        return LongPollClient(member_id, topics, max_wait_ms=rng.choice((0, 500, 1_000, 5_000)))
+
+    churn_then_settle(rng, new_client, check_server_side, server_side_settled)
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"seed-{s}")
+def test_server_side_with_held_heartbeats_ownership_is_exclusive_and_complete(
+        seed: int) -> None:
+    """Held heartbeats move members without a request of theirs: the same promises hold."""
+    run_seeded(seed, long_poll_run)
 
 
 # --- classic protocol, cooperative-sticky --------------------------------------------------

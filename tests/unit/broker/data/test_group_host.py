@@ -3,6 +3,8 @@ real produce path (DataPlane.append_batch), wire responses decoded, time moved b
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.clock import ManualClock
 from tests.memory_log import MemoryLog
 from zlog.broker.data.data_plane import DataPlane
@@ -468,3 +470,27 @@ def test_a_lapsed_lease_stops_the_coordinators_until_it_is_renewed() -> None:
     assert isinstance(described, DescribeGroupsResponse)
     assert [m.member_id for m in described.groups[0].members] == ["m1"], \
         "the member's session was not run out while the coordinator was stopped"
+
+
+def test_a_held_heartbeat_is_answered_at_its_hold_timer_or_not_coordinator() -> None:
+    """The worker keeps a held GroupHeartbeat parked like a JoinGroup: its timer answers it
+    from the worker's loop, and a lost leadership answers it NOT_COORDINATOR."""
+    host = Host()
+    host.lead(1)
+    group = group_on(1)
+    joined = host.call(GroupHeartbeatRequest(0, group, "m", 0, rebalance_timeout_ms=30_000,
+                                             subscribed_topics=(TOPIC,)))
+    assert isinstance(joined, GroupHeartbeatResponse) and joined.assignment is not None
+    idle = GroupHeartbeatRequest(0, group, "m", joined.member_epoch, owned=joined.assignment,
+                                 max_wait_ms=1_000)
+    assert host.send(idle, b"held") == [], "nothing changed for it: held"
+    assert host.groups.ms_to_next_timer() == 1_000
+    host.clock.advance(1_000)
+    (answered,) = host.groups.on_timer()
+    assert answered[0] == b"held"
+    assert decode(answered) == GroupHeartbeatResponse(
+        ErrorCode.NONE, "", "m", joined.member_epoch, 1_000, 10_000, None)
+    assert host.send(replace(idle, owned=None), b"held") == []
+    host.offsets(1).become(leader_epoch=2, is_leader=False)
+    (lost,) = host.groups.partition_changed(TopicPartition(OFFSETS_TOPIC, 1))
+    assert lost[0] == b"held" and _error_code(decode(lost)) == ErrorCode.NOT_COORDINATOR
