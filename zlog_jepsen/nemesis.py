@@ -231,6 +231,8 @@ class Nemesis:
 
     def _isolate_controller(self) -> tuple[dict[str, Any], Heal]:
         node = self.cluster.metadata().controller_id
+        if node not in self.cluster.brokers:  # no controller known now (-1): an election
+            node = self.random.choice(sorted(self.cluster.brokers))
         self.cluster.isolate(node)
         return {"target": node, "topology": "isolated controller"}, self.cluster.heal
 

@@ -46,6 +46,10 @@ log = logging.getLogger("zlog.broker.control.worker_pool")
 
 REQUEST_TIMEOUT_MS: Final = 60_000  # an unanswered assign/unassign is sent again after this
 STABLE_UPTIME_MS: Final = 60_000  # a worker up this long has its crash backoff reset
+WORKER_START_TIMEOUT_MS: Final = 60_000
+"""The longest a new worker may take to say hello. Its start (interpreter, imports, sockets)
+takes under a second on an idle host but several on a starved one; judged by the heartbeat
+timeout it was killed before it could say hello, again and again after each backoff."""
 IPC_PATH_CHARS_MAX: Final = 100  # sockaddr_un holds 108 bytes; keep a margin
 OPEN_RETRY_INITIAL_MS: Final = 1_000  # a partition that failed to open is tried again after
 OPEN_RETRY_MAX_MS: Final = 30_000  # ... doubling up to this, so a bad one costs next to nothing
@@ -278,7 +282,7 @@ class WorkerPool:
                 worker.restarts += 1
                 self._schedule_restart(worker, now_ms)
             elif process is not None and (
-                now_ms - worker.last_seen_ms > self.settings.heartbeat_timeout_ms
+                now_ms - worker.last_seen_ms > self._silence_allowed_ms(worker)
             ):
                 log.warning("worker %d (pid %d) silent for %d ms: killing it",
                             worker.worker_id, process.pid, now_ms - worker.last_seen_ms)
@@ -288,6 +292,12 @@ class WorkerPool:
                 self._schedule_restart(worker, now_ms)
             elif worker.state == WorkerState.BACKOFF and now_ms >= worker.restart_at_ms:
                 self._spawn(worker, now_ms)
+
+    def _silence_allowed_ms(self, worker: WorkerHandle) -> int:
+        """The heartbeat timeout once the worker said hello; before, its start timeout."""
+        if worker.state == WorkerState.STARTING:
+            return max(self.settings.heartbeat_timeout_ms, WORKER_START_TIMEOUT_MS)
+        return self.settings.heartbeat_timeout_ms
 
     def ready_count(self) -> int:
         return sum(1 for worker in self.workers if worker.state == WorkerState.READY)

@@ -18,6 +18,7 @@ import zmq
 
 from tests.waiting import wait_until
 from zlog.broker.control.worker_pool import (
+    WORKER_START_TIMEOUT_MS,
     DesiredPartition,
     WorkerPool,
     WorkerSettings,
@@ -215,6 +216,21 @@ def test_a_silent_worker_is_killed(harness: Harness) -> None:
     for worker in harness.pool.workers:
         assert worker.state == WorkerState.BACKOFF
     assert all(worker.restarts == 1 for worker in harness.pool.workers)
+
+
+def test_a_starting_worker_has_its_start_timeout_not_the_heartbeat_timeout(
+    harness: Harness,
+) -> None:
+    """A worker slow to import on a starved host is not killed before its hello; one that
+    never says hello is, after the start timeout."""
+    harness.pool.check(NOW_MS + 10_001)
+    assert [w.state for w in harness.pool.workers] == [WorkerState.STARTING] * 2
+    harness.send(0, {"type": "hello", "worker_id": 0, "pid": harness.pool.workers[0].pid,
+                     "endpoint": "tcp://h:5000"})
+    harness.pump(lambda: harness.pool.ready_count() == 1)
+    harness.pool.check(NOW_MS + WORKER_START_TIMEOUT_MS + 1)
+    assert [(w.state, w.restarts) for w in harness.pool.workers] == [
+        (WorkerState.BACKOFF, 1), (WorkerState.BACKOFF, 1)]
 
 
 def test_hello_from_the_wrong_pid_is_ignored(harness: Harness) -> None:
