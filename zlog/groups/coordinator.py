@@ -61,6 +61,7 @@ from zlog.groups.offsets import OffsetStore
 from zlog.groups.output import Effects, Output, TimerKey, TimerKind
 from zlog.groups.records import GroupMetadataKey, OffsetCommitKey, OffsetsRecord
 from zlog.groups.replay import LoadedGroups
+from zlog.transport.wire import utf8_longer_than
 from zlog.types import TopicPartition
 
 Group: TypeAlias = ClassicGroup | ConsumerGroup
@@ -224,15 +225,13 @@ class GroupCoordinator:
         ids = getattr(req, "group_ids", None) or (
             (req.group_id,) if hasattr(req, "group_id") else ())
         for group_id in ids:
-            if len(group_id.encode("utf-8", "surrogatepass")) > GROUP_ID_MAX_BYTES:
+            if utf8_longer_than(group_id, GROUP_ID_MAX_BYTES):
                 return ErrorCode.INVALID_GROUP_ID, f"group id over {GROUP_ID_MAX_BYTES} bytes"
             if group_id == "" and isinstance(req, _NEEDS_GROUP_ID):
                 return ErrorCode.INVALID_GROUP_ID, "the group id is empty"
         for name in ("member_id", "group_instance_id"):
             value = getattr(req, name, None)
-            if value is not None and len(value.encode("utf-8", "surrogatepass")) > (
-                MEMBER_ID_MAX_BYTES
-            ):
+            if value is not None and utf8_longer_than(value, MEMBER_ID_MAX_BYTES):
                 return ErrorCode.INVALID_REQUEST, f"{name} longer than {MEMBER_ID_MAX_BYTES} bytes"
         return None
 
