@@ -61,6 +61,7 @@ from zlog.groups.offsets import OffsetStore
 from zlog.groups.output import Effects, Output, TimerKey, TimerKind
 from zlog.groups.records import GroupMetadataKey, OffsetCommitKey, OffsetsRecord
 from zlog.groups.replay import LoadedGroups
+from zlog.transport.wire import utf8_longer_than
 from zlog.types import TopicPartition
 
 Group: TypeAlias = ClassicGroup | ConsumerGroup
@@ -191,7 +192,9 @@ class GroupCoordinator:
         if not self.loaded:
             self._while_loading(req)
             return
-        if isinstance(req, JoinGroupRequest):
+        if isinstance(req, OffsetCommitRequest):  # first: the one at a data path's rate
+            self._commit(req, now_ms)
+        elif isinstance(req, JoinGroupRequest):
             self._join(req, now_ms)
         elif isinstance(req, SyncGroupRequest | HeartbeatRequest | LeaveGroupRequest):
             group = self.groups.get(req.group_id)
@@ -206,8 +209,6 @@ class GroupCoordinator:
                 self._forget_if_unused(group)
         elif isinstance(req, GroupHeartbeatRequest):
             self._persisting(req.group_id, lambda: self._group_heartbeat(req, now_ms))
-        elif isinstance(req, OffsetCommitRequest):
-            self._commit(req, now_ms)
         elif isinstance(req, OffsetFetchRequest):
             self.fx.reply(req.request_id, OffsetFetchResponse(
                 ErrorCode.NONE, self.offsets.fetch(req.group_id, req.partitions)))
@@ -224,15 +225,13 @@ class GroupCoordinator:
         ids = getattr(req, "group_ids", None) or (
             (req.group_id,) if hasattr(req, "group_id") else ())
         for group_id in ids:
-            if len(group_id.encode("utf-8", "surrogatepass")) > GROUP_ID_MAX_BYTES:
+            if utf8_longer_than(group_id, GROUP_ID_MAX_BYTES):
                 return ErrorCode.INVALID_GROUP_ID, f"group id over {GROUP_ID_MAX_BYTES} bytes"
             if group_id == "" and isinstance(req, _NEEDS_GROUP_ID):
                 return ErrorCode.INVALID_GROUP_ID, "the group id is empty"
         for name in ("member_id", "group_instance_id"):
             value = getattr(req, name, None)
-            if value is not None and len(value.encode("utf-8", "surrogatepass")) > (
-                MEMBER_ID_MAX_BYTES
-            ):
+            if value is not None and utf8_longer_than(value, MEMBER_ID_MAX_BYTES):
                 return ErrorCode.INVALID_REQUEST, f"{name} longer than {MEMBER_ID_MAX_BYTES} bytes"
         return None
 
@@ -338,13 +337,12 @@ class GroupCoordinator:
         assert group is not None
         results, records = self.offsets.commit_records(
             req, self.partition_counts, self.config.offset_metadata_max_bytes, now_ms)
-        results = [(tp, refused.get(tp, code)) for tp, code in results]
+        if refused:  # a server-side member's partitions it does not own
+            results = [(tp, refused.get(tp, code)) for tp, code in results]
+            records = [r for r in records if _committed_partition(r) not in refused]
         for record in records:
-            key = record.key
-            assert isinstance(key, OffsetCommitKey)
-            if TopicPartition(key.topic, key.partition) not in refused:
-                self.fx.write(record)
-                self.offsets.apply(record)
+            self.fx.write(record)
+            self.offsets.apply(record)
         self.groups.setdefault(req.group_id, group)
         self._forget_if_unused(group)
         self.fx.reply(req.request_id, OffsetCommitResponse(ErrorCode.NONE, tuple(results)))
@@ -499,6 +497,12 @@ class GroupCoordinator:
                 self.classic.on_member_timer(group, key, now_ms)
         if group is not None:
             self._forget_if_unused(group)
+
+
+def _committed_partition(record: OffsetsRecord) -> TopicPartition:
+    key = record.key
+    assert isinstance(key, OffsetCommitKey)
+    return TopicPartition(key.topic, key.partition)
 
 
 def _is_empty(group: Group) -> bool:

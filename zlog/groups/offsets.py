@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from zlog.errors import ErrorCode
 from zlog.groups.messages import FetchedOffset, OffsetCommitRequest
 from zlog.groups.records import OffsetCommitKey, OffsetCommitValue, OffsetsRecord
+from zlog.transport.wire import utf8_longer_than
 from zlog.types import TopicPartition
 
 
@@ -73,7 +74,7 @@ class OffsetStore:
         for tp, data in req.offsets:
             if not 0 <= tp.partition < partition_counts.get(tp.topic, 0):
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(data.metadata.encode("utf-8", "surrogatepass")) > metadata_max_bytes:
+            elif utf8_longer_than(data.metadata, metadata_max_bytes):
                 code = ErrorCode.OFFSET_METADATA_TOO_LARGE
             elif data.offset < 0:
                 code = ErrorCode.OFFSET_OUT_OF_RANGE

@@ -34,6 +34,8 @@ NO_RETENTION: Final = -1
 
 _TEXT_LENGTH: Final = struct.Struct(">H")
 _REQUEST_FIXED: Final = struct.Struct(">iq")  # generation, retention_ms
+_REQUEST_FIXED_THEN_TEXT: Final = struct.Struct(">iqH")  # ... and member_id's length
+_FLAG_THEN_COUNT: Final = struct.Struct(">bI")  # has_instance_id, then (without one) the count
 _FLAG: Final = struct.Struct(">b")
 _COUNT: Final = struct.Struct(">I")
 _COMMIT_ENTRY: Final = struct.Struct(">iqiH")  # partition, offset, leader_epoch, metadata len
@@ -83,6 +85,52 @@ def encode_offset_commit_request(msg: OffsetCommitRequest) -> bytes:
 
 
 def decode_offset_commit_request(body: memoryview, code: ErrorCode) -> OffsetCommitRequest:
+    well_formed = _decode_well_formed(bytes(body))
+    if well_formed is not None:
+        return well_formed
+    return _decode_checked(body, code)
+
+
+def _decode_well_formed(data: bytes) -> OffsetCommitRequest | None:
+    """A body without an instance id in one pass of slices and unpacks (a commit's decoding
+    was a fifth of a coordinator's work per commit); None for anything else or anything
+    malformed, which `_decode_checked` then decodes or refuses with the reason.
+
+    It accepts exactly what the checked decoder accepts: a slice past the end shortens
+    silently, but the next unpack then fails and the last field must end at the body's end.
+    """
+    try:
+        end = _TEXT_LENGTH.size + _TEXT_LENGTH.unpack_from(data)[0]
+        group_id = data[_TEXT_LENGTH.size:end].decode()
+        generation, retention_ms, member_bytes = _REQUEST_FIXED_THEN_TEXT.unpack_from(data, end)
+        start = end + _REQUEST_FIXED_THEN_TEXT.size
+        end = start + member_bytes
+        member_id = data[start:end].decode()
+        has_instance_id, claimed = _FLAG_THEN_COUNT.unpack_from(data, end)
+        if has_instance_id != 0:
+            return None
+        end += _FLAG_THEN_COUNT.size
+        offsets = []
+        for _ in range(claimed):
+            start = end + _TEXT_LENGTH.size
+            end = start + _TEXT_LENGTH.unpack_from(data, end)[0]
+            topic = data[start:end].decode()
+            partition, offset, leader_epoch, metadata_bytes = _COMMIT_ENTRY.unpack_from(data, end)
+            start = end + _COMMIT_ENTRY.size
+            end = start + metadata_bytes
+            if partition < 0:
+                return None
+            offsets.append((TopicPartition(topic, partition),
+                            PartitionCommit(offset, leader_epoch, data[start:end].decode())))
+    except (struct.error, UnicodeDecodeError):
+        return None
+    if end != len(data) or retention_ms < NO_RETENTION:
+        return None
+    return OffsetCommitRequest(NO_REQUEST_ID, group_id, tuple(offsets), generation, member_id,
+                               None, None if retention_ms == NO_RETENTION else retention_ms)
+
+
+def _decode_checked(body: memoryview, code: ErrorCode) -> OffsetCommitRequest:
     cursor = Cursor(body, code, "OffsetCommitRequest")
     group_id = cursor.short_text("group_id")
     generation, retention_ms = cursor.unpack(_REQUEST_FIXED)

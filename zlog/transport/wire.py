@@ -116,6 +116,18 @@ def encode_text(text: str, field_name: str, *, code: ErrorCode) -> bytes:
     return raw
 
 
+UTF8_BYTES_PER_CHAR_MAX: Final = 4
+
+
+def utf8_longer_than(text: str, max_bytes: int) -> bool:
+    """Whether `text` takes more than `max_bytes` in UTF-8 (a lone surrogate counted as the 3
+    bytes it encodes to), encoding it only when its length in characters allows that: the
+    limits checked on every commit are far above what an id or metadata usually takes."""
+    if len(text) * UTF8_BYTES_PER_CHAR_MAX <= max_bytes:
+        return False
+    return len(text.encode("utf-8", "surrogatepass")) > max_bytes
+
+
 def clip_message(message: str) -> bytes:
     """An error message as UTF-8, cut (at a character boundary) to fit a uint16 length."""
     raw = message.encode("utf-8", "replace")

@@ -7,12 +7,14 @@ Spec: zlog/transport/offset_commit_bodies.py, docs/protocol.md "OffsetCommit v0"
 
 from __future__ import annotations
 
+import random
 import struct
+from dataclasses import replace
 
 import pytest
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport import codec
+from zlog.transport import codec, offset_commit_bodies
 from zlog.transport.codec import RESPONSE_DECODE_ERROR, RequestBodyError, RequestHeader
 from zlog.transport.group_messages import (
     NO_REQUEST_ID,
@@ -95,3 +97,48 @@ def test_a_response_with_an_unknown_error_code_or_truncated_is_a_decode_error() 
         with pytest.raises(ZlogError) as refused:
             codec.decode_response([frames[0], bad])
         assert refused.value.code == RESPONSE_DECODE_ERROR
+
+
+def _decoded_or_refusal(body: bytes) -> OffsetCommitRequest | str:
+    header = codec.encode_request(1, COMMIT)[0]
+    try:
+        request = codec.decode_request([header, body])[1]
+    except RequestBodyError as error:
+        return error.message
+    assert isinstance(request, OffsetCommitRequest)
+    return request
+
+
+def _checked(body: bytes) -> OffsetCommitRequest | str:
+    """What the field-by-field decoder alone makes of `body`."""
+    try:
+        return offset_commit_bodies._decode_checked(memoryview(body), ErrorCode.INVALID_REQUEST)
+    except ZlogError as error:
+        return error.message
+
+
+def test_the_one_pass_decoder_accepts_and_refuses_what_the_checked_one_does() -> None:
+    """Well-formed bodies take a one-pass decode and fall back to the field-by-field one on
+    anything unusual: over seeded random mutations of valid bodies (bytes flipped, cut,
+    added), both must give the same request or the checked decoder's own refusal."""
+    rng = random.Random(20)
+    two = OffsetCommitRequest(NO_REQUEST_ID, "group-é", (
+        (T0, PartitionCommit(1)), (TopicPartition("t", 3), PartitionCommit(9, 2, "x"))),
+        -1, "", None, retention_ms=60_000)
+    bodies = [_body(COMMIT), _body(two), _body(replace(COMMIT, group_instance_id="i"))]
+    mutated = 0
+    for _ in range(3_000):
+        body = bytearray(rng.choice(bodies))
+        for _ in range(rng.randint(1, 3)):
+            position = rng.randrange(len(body) + 1)
+            action = rng.randrange(3)
+            if action == 0 and position < len(body):
+                body[position] = rng.randrange(256)
+            elif action == 1:
+                del body[position:]
+            else:
+                body.insert(position, rng.randrange(256))
+        checked = _checked(bytes(body))
+        assert _decoded_or_refusal(bytes(body)) == checked
+        mutated += isinstance(checked, OffsetCommitRequest)
+    assert mutated > 100  # accepted mutations (offsets, epochs...) were compared field by field

@@ -205,7 +205,7 @@ class DataPlane:
         """Append one batch of the worker's own (a coordinator's records) as a produce with
         acks=all would, and wake the fetches waiting for it; the caller waits for the HW."""
         outcome = self._produce_entry(ProduceEntry(tp.topic, tp.partition, (batch,)), ACKS_ALL,
-                                      self.clock.monotonic_ms())
+                                      self.clock.monotonic_ms(), built_here=True)
         return outcome, self._on_progress(tp, outcome.appended_bytes, outcome.committed_bytes)
 
     def _produce(
@@ -258,7 +258,8 @@ class DataPlane:
             self.delayed.append(delayed)
         return replies
 
-    def _produce_entry(self, entry: ProduceEntry, acks: int, now_ms: int) -> ProduceOutcome:
+    def _produce_entry(self, entry: ProduceEntry, acks: int, now_ms: int, *,
+                       built_here: bool = False) -> ProduceOutcome:
         partition = self.partitions.get(TopicPartition(entry.topic, entry.partition))
         if partition is None:
             return ProduceOutcome(
@@ -270,7 +271,8 @@ class DataPlane:
                 f"{entry.topic}-{entry.partition}: this broker has not heard from the controller "
                 "within its session and may have been replaced as leader")
         try:
-            return partition.produce(entry.batches, acks, self.clock.wall_ms())
+            return partition.produce(entry.batches, acks, self.clock.wall_ms(),
+                                     built_here=built_here)
         except ZlogError as error:
             return ProduceOutcome(error.code, -1, partition.log.log_start_offset, error.message)
         except AssertionError:

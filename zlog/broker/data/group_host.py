@@ -64,6 +64,7 @@ from zlog.transport.group_messages import (
     GroupResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    OffsetCommitRequest,
 )
 from zlog.transport.server import Reply
 from zlog.transport.wire import Buffer
@@ -292,10 +293,27 @@ class GroupHost:
                     request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                     "the group's offsets partition is being loaded")))]
             return [_not_coordinator(identity, header, request)]
+        if isinstance(request, OffsetCommitRequest):
+            return self._commit(identity, header, request, index, wall_ms)
         request_id = next(self._request_ids)
         led.parked[request_id] = (identity, header)
         return self._carry_out(index, led.coordinator.handle(
             replace(request, request_id=request_id), wall_ms), wall_ms)
+
+    def _commit(self, identity: bytes, header: RequestHeader, request: OffsetCommitRequest,
+                index: int, wall_ms: int) -> list[Reply]:
+        """An OffsetCommit, the one group request at a data path's rate: the coordinator
+        answers it in the step it arrives in (never parks it), so it needs no request id and
+        no parking, only its wait for the high watermark."""
+        led = self._led[index]
+        out = led.coordinator.handle(request, wall_ms)
+        replies = self._append_records(index, out, wall_ms)
+        if self._led.get(index) is not led:  # the append failed: the coordinator reloaded
+            return [*replies, _not_coordinator(identity, header)]
+        [(_request_id, response)] = out.replies
+        self._waiting.append(_Waiting(identity, header, response,
+                                      [(index, self._written_end(index, led))]))
+        return replies + self.release()
 
     def _partition_of(self, group_id: str) -> int:
         counts = self.settings.partition_counts if self.settings is not None else {}
