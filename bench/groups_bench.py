@@ -15,8 +15,10 @@ reply) and measures, for the server-side protocol (`consumer`) and the classic o
   rounds of it (`--kill-rounds`);
 - `unaffected_member_gap_ms_max`: over the join and leave rounds, the longest pause between two
   records a member received from the partitions it kept through the round (members that lost
-  or gained partitions count only the ones they kept); `baseline_gap_ms_max` is the same over a
-  quiet second before each round, for comparison;
+  or gained partitions count only the ones they kept); `unaffected_member_gap_ms_median` is the
+  median of the rounds' longest pauses, `touched_member_gap_ms_max` the longest over the members
+  that themselves gained or gave up partitions in the round (the others' is the rest);
+  `baseline_gap_ms_max` is the same over a quiet second before each round, for comparison;
 - `commits_per_s`: OffsetCommit requests of one partition each, acknowledged per second by one
   coordinator, from `--commit-clients` processes each keeping `--commit-window` requests in
   flight; `commit_sync_per_s` is one process calling `Consumer.commit` in a loop;
@@ -362,20 +364,36 @@ def _max_gap_ms(times: list[float]) -> float:
     return max((b - a for a, b in itertools.pairwise(times)), default=0.0) * 1000
 
 
-def _gaps(group: Group, start: float, end: float, changed: Member) -> tuple[float, float]:
-    """(the longest pause of a kept partition's records over [start, end], the same over
-    the BASELINE_S before start), over the members other than `changed`."""
-    gap = baseline = 0.0
+@dataclass(frozen=True, slots=True)
+class RoundGaps:
+    """A round's longest kept-partition pause, over every member other than the one joining
+    or leaving, and split by whether the member itself gained or gave up partitions in the
+    round (`touched`: its poll thread had a reconciliation to do) or not."""
+
+    gap_ms: float
+    baseline_ms: float
+    touched_ms: float
+    untouched_ms: float
+
+
+def _gaps(group: Group, start: float, end: float, changed: Member) -> RoundGaps:
+    """The longest pause of a kept partition's records over [start, end], and the same
+    over the BASELINE_S before start, over the members other than `changed`."""
+    baseline = 0.0
+    by_touched = {True: 0.0, False: 0.0}
     for member in group.members:
         if member is changed or not member.alive:
             continue
-        kept = member.owned_at(start) & member.owned_at(end)
+        before, after = member.owned_at(start), member.owned_at(end)
+        kept = before & after
         if not kept:
             continue
-        gap = max(gap, _max_gap_ms(member.receipts(kept, start, end)))
+        touched = before != after
+        by_touched[touched] = max(by_touched[touched],
+                                  _max_gap_ms(member.receipts(kept, start, end)))
         baseline = max(baseline, _max_gap_ms(
             member.receipts(kept, start - BASELINE_S, start)[1:-1]))
-    return gap, baseline
+    return RoundGaps(max(by_touched.values()), baseline, by_touched[True], by_touched[False])
 
 
 def rebalances(endpoint: str, protocol: str, args: argparse.Namespace, scratch: Path
@@ -390,6 +408,14 @@ def rebalances(endpoint: str, protocol: str, args: argparse.Namespace, scratch: 
     times: dict[str, list[float]] = {"join": [], "leave": [], "kill": []}
     gaps: list[float] = []
     baselines: list[float] = []
+    touched: list[float] = []
+    untouched: list[float] = []
+
+    def note(round_gaps: RoundGaps) -> None:
+        gaps.append(round_gaps.gap_ms)
+        baselines.append(round_gaps.baseline_ms)
+        touched.append(round_gaps.touched_ms)
+        untouched.append(round_gaps.untouched_ms)
     try:
         for _ in range(MEMBERS):
             group.start_member()
@@ -401,20 +427,17 @@ def rebalances(endpoint: str, protocol: str, args: argparse.Namespace, scratch: 
             started = leaving.first("leaving")
             settled = group.wait_settled(MEMBERS - 1)
             times["leave"].append((settled - started) * 1000)
-            gap, baseline = _gaps(group, started, settled, leaving)
-            gaps.append(gap)
-            baselines.append(baseline)
+            note(_gaps(group, started, settled, leaving))
             joining = group.start_member()
             settled = group.wait_settled(MEMBERS)
             started = joining.first("subscribe")
             times["join"].append((settled - started) * 1000)
-            gap, baseline = _gaps(group, started, settled, joining)
-            gaps.append(gap)
-            baselines.append(baseline)
+            note(_gaps(group, started, settled, joining))
             print(f"  {protocol} round {round_index}: leave {times['leave'][-1]:.0f} ms, "
                   f"join {times['join'][-1]:.0f} ms, kept partitions' gap "
-                  f"{max(gaps[-2:]):.0f} ms (baseline {max(baselines[-2:]):.0f})",
-                  flush=True)
+                  f"{max(gaps[-2:]):.0f} ms (members that gained or gave up partitions "
+                  f"{max(touched[-2:]):.0f}, others {max(untouched[-2:]):.0f}; baseline "
+                  f"{max(baselines[-2:]):.0f})", flush=True)
         for _ in range(args.kill_rounds):
             victim = group.live()[0]
             victim.process.kill()
@@ -428,7 +451,9 @@ def rebalances(endpoint: str, protocol: str, args: argparse.Namespace, scratch: 
     finally:
         group.close()
         _stop(producer)
-    figures: dict[str, Any] = {"times_ms": times, "gaps_ms": gaps, "baseline_gaps_ms": baselines}
+    figures: dict[str, Any] = {"times_ms": times, "gaps_ms": gaps, "baseline_gaps_ms": baselines,
+                               "touched_member_gaps_ms": touched,
+                               "untouched_member_gaps_ms": untouched}
     clean = times["join"] + times["leave"]
     figures["rebalance_p50_ms"] = statistics.median(clean)
     figures["rebalance_p99_ms"] = _quantile(clean, 0.99)
@@ -438,6 +463,8 @@ def rebalances(endpoint: str, protocol: str, args: argparse.Namespace, scratch: 
             figures[f"{cause}_p99_ms"] = _quantile(values, 0.99)
     figures["unaffected_member_gap_ms_max"] = max(gaps, default=0.0)
     figures["baseline_gap_ms_max"] = max(baselines, default=0.0)
+    figures["unaffected_member_gap_ms_median"] = statistics.median(gaps) if gaps else 0.0
+    figures["touched_member_gap_ms_max"] = max(touched, default=0.0)
     return figures
 
 
@@ -568,7 +595,9 @@ HEADLINE: Final = ("commits_per_s", "commit_sync_per_s", "commit_worker_cpu_us",
                    "commit_clients_cpu_us", "plain_records_per_s",
                    "group_records_per_s", "group_vs_plain")
 PER_PROTOCOL: Final = ("rebalance_p50_ms", "rebalance_p99_ms", "join_p99_ms", "leave_p99_ms",
-                       "kill_p50_ms", "unaffected_member_gap_ms_max", "baseline_gap_ms_max")
+                       "kill_p50_ms", "unaffected_member_gap_ms_max",
+                       "unaffected_member_gap_ms_median", "touched_member_gap_ms_max",
+                       "baseline_gap_ms_max")
 
 
 def summarize(runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:

@@ -39,10 +39,13 @@ Consumer groups (`group_id` and `subscribe`): the group's coordinator hands out 
 (the server-side protocol), or with `group_protocol="classic"` the members' leader runs one of
 `partition_assignment_strategy` (docs/groups.md "Client"); a background thread heartbeats
 (zlog.client.group_membership) and `poll` applies each change on the caller's thread: revoked
-partitions are committed (with auto commit) and handed to `on_revoke` before new ones are
-fetched from their committed offsets (`auto_offset_reset` where there is none). Auto commit
-commits the positions every `auto_commit_interval_ms` at the start of a poll, before a
-revocation and in `close`, which also leaves the group at once. Without `subscribe` a consumer
+partitions stop at once and go to `on_revoke`, then are committed (with auto commit), and
+gained ones are fetched from their committed offsets (`auto_offset_reset` where there is
+none), `on_assign` first. Those round trips go from the membership's coordinator thread, so
+the partitions kept meanwhile never wait for them; the revocation is reported once its commit
+is answered. Auto commit commits the positions every `auto_commit_interval_ms` at the start of
+a poll (without waiting for the answer), on a revocation and in `close`, which waits for the
+commits and then leaves the group at once. Without `subscribe` a consumer
 reads what it `assign`s, as before; with a `group_id` it may still `commit` (as a simple
 member).
 
@@ -58,6 +61,8 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -155,6 +160,25 @@ def _local_policy(local: bool, ring_dir: str | Path | None, client_rack: str | N
                               prefer_local_replica)
 
 
+@dataclass(slots=True)
+class GainedPartitions:
+    """A reconciliation whose gained partitions wait for their committed offsets."""
+
+    work: Reconciliation
+    revoke_commit: Future[None] | None
+    """The commit of the same work's revoked partitions, if one is in flight."""
+    offsets: Future[dict[TopicPartition, int]]
+
+
+def report_after(commit: Future[None] | None, report: Callable[[], None]) -> None:
+    """`report()` once `commit` is answered, whatever the answer (a refused commit is
+    logged, as it always was), on the thread that answers it; at once without a commit."""
+    if commit is None:
+        report()
+    else:
+        commit.add_done_callback(lambda _: report())
+
+
 BULK_PARTITION_FETCH_BYTES_DEFAULT: Final = 4 * 1024 * 1024
 """Per partition per fetch for poll_batches; Kafka's 1 MiB (max_partition_fetch_bytes) stays
 for poll, whose caller takes one record at a time."""
@@ -222,6 +246,8 @@ class Consumer:
         self._next_auto_commit_ms = 0
         self._simple_link: CoordinatorLink | None = None
         self._async_commits: ThreadPoolExecutor | None = None
+        self._gaining: GainedPartitions | None = None
+        """Gained partitions waiting for their committed offsets (at most one set)."""
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_bytes = fetch_max_bytes
@@ -375,13 +401,14 @@ class Consumer:
     def commit_async(self, offsets: Mapping[TopicPartition | tuple[str, int], int] | None = None,
                      ) -> Future[None]:
         """`commit` from another thread (its own connections), in order; the Future holds the
-        outcome."""
+        outcome. A member commits from its coordinator thread, in order with the commits of
+        the partitions it gives up."""
         wanted = self._offsets_to_commit(offsets)
-        if self._async_commits is None:
-            self._async_commits = ThreadPoolExecutor(1, thread_name_prefix="zlog-commit")
         membership = self._membership
         if membership is not None:
-            return self._async_commits.submit(membership.commit_elsewhere, wanted)
+            return membership.commit_in_background(wanted)
+        if self._async_commits is None:
+            self._async_commits = ThreadPoolExecutor(1, thread_name_prefix="zlog-commit")
         settings = self._group_settings
         group_id = settings.required_group_id("commit_async()")
         return self._async_commits.submit(commit_from_elsewhere, self._bootstrap, group_id,
@@ -429,6 +456,7 @@ class Consumer:
         membership = self._membership
         if membership is None:
             return
+        self._take_gained(membership)
         work = membership.polled()
         if work is not None:
             self._reconcile(membership, work)
@@ -439,36 +467,73 @@ class Consumer:
             self._auto_commit(membership, self._assignment)
 
     def _reconcile(self, membership: GroupMembership, work: Reconciliation) -> None:
-        """Lost, then revoked (committed first), then assigned (from committed offsets)."""
+        """Lost, then revoked, then assigned, none of it waiting for the coordinator: the
+        partitions kept meanwhile go on being returned (docs/groups.md §11).
+
+        Revoked partitions stop being fetched and returned at once, go to `on_revoke`, and
+        (with auto commit) their positions are committed from the coordinator thread; only
+        that commit's answer reports the revocation, so their next owner reads it. Gained
+        partitions' committed offsets are looked up on the same thread; `_take_gained` starts
+        them, calls `on_assign` and reports the whole work once the offsets are in."""
         kept = [tp for tp in self._assignment if tp not in work.lost and tp not in work.revoke]
         if work.lost:
             self._set_assignment(kept)
             self._callbacks.lost(set(work.lost))
+        commit: Future[None] | None = None
         if work.revoke:
-            if self._group_settings.enable_auto_commit:
-                self._auto_commit(membership, sorted(work.revoke))
             self._callbacks.revoked(set(work.revoke))
+            if self._group_settings.enable_auto_commit:
+                commit = self._auto_commit(membership, sorted(work.revoke))
             self._set_assignment(kept)
         if work.assign:
-            committed = membership.committed(work.assign)
-            self._set_assignment([*kept, *sorted(work.assign)])
-            for tp, offset in committed.items():
-                self._positions[tp] = offset
-            self._callbacks.assigned(set(work.assign))
-        membership.done(work)
+            self._gaining = GainedPartitions(
+                work, commit, membership.committed_in_background(work.assign))
+            self._take_gained(membership)
+        else:
+            report_after(commit, lambda: membership.done(work))
 
-    def _auto_commit(self, membership: GroupMembership,
-                     partitions: Iterable[TopicPartition]) -> None:
-        """Commit the positions of `partitions`; a refusal is logged, not raised (the next
-        owner reads from the last commit that did go through)."""
+    def _take_gained(self, membership: GroupMembership) -> None:
+        """Start the gained partitions once their committed offsets are known: positions
+        first (a seek in `on_assign` overrides them), then `on_assign`, then the report. A
+        failed lookup is raised (as `committed()` raises it) and asked again."""
+        gaining = self._gaining
+        if gaining is None or not gaining.offsets.done():
+            return
+        work = gaining.work
+        try:
+            committed = gaining.offsets.result()
+        except ZlogError:
+            gaining.offsets = membership.committed_in_background(work.assign)
+            raise
+        self._gaining = None
+        self._set_assignment([*self._assignment, *sorted(work.assign)])
+        for tp, offset in committed.items():
+            self._positions[tp] = offset
+        self._callbacks.assigned(set(work.assign))
+        report_after(gaining.revoke_commit, lambda: membership.done(work))
+
+    def _gained_offsets_arrived(self) -> bool:
+        return self._gaining is not None and self._gaining.offsets.done()
+
+    def _auto_commit(self, membership: GroupMembership, partitions: Iterable[TopicPartition],
+                     ) -> Future[None] | None:
+        """Commit the positions of `partitions` from the coordinator thread (None: nothing
+        to commit); a refusal is logged, not raised (the next owner reads from the last
+        commit that did go through)."""
         offsets = {tp: position for tp in partitions
                    if (position := self._positions.get(tp)) is not None}
         if not offsets:
-            return
-        try:
-            membership.commit(offsets)
-        except ZlogError as error:
+            return None
+        commit = membership.commit_in_background(offsets)
+        commit.add_done_callback(self._log_auto_commit)
+        return commit
+
+    def _log_auto_commit(self, commit: Future[None]) -> None:
+        error = commit.exception()
+        if isinstance(error, ZlogError):
             log.warning("group %s: auto commit failed: %s", self.group_id, error)
+        elif error is not None:
+            log.error("group %s: auto commit failed", self.group_id, exc_info=error)
 
     def _leave_group(self) -> None:
         membership = self._membership
@@ -477,7 +542,7 @@ class Consumer:
         self._membership = None
         try:
             if self._group_settings.enable_auto_commit:
-                self._auto_commit(membership, self._assignment)
+                self._auto_commit(membership, self._assignment)  # membership.close waits
             self._callbacks.revoked(set(self._assignment))
         finally:
             membership.close()
@@ -493,6 +558,7 @@ class Consumer:
         self._group_poll()
         deadline_ms = self._clock.monotonic_ms() + max(timeout_ms, 0)
         while True:
+            self._take_gained_in_poll()
             records = self._take_records(max_records)
             if records:
                 self._note_handed_out()
@@ -513,6 +579,7 @@ class Consumer:
         self._group_poll()
         deadline_ms = self._clock.monotonic_ms() + max(timeout_ms, 0)
         while True:
+            self._take_gained_in_poll()
             batches: list[tuple[TopicPartition, BatchView]] = []
             for tp in self._assignment:
                 views, next_position = self._buffers[tp].take_batches()
@@ -525,6 +592,10 @@ class Consumer:
                 return batches
             if not self._wait_for_data(deadline_ms):
                 return []
+
+    def _take_gained_in_poll(self) -> None:
+        if self._membership is not None and self._gained_offsets_arrived():
+            self._take_gained(self._membership)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Records forever, or until consumer_timeout_ms passes without one."""
@@ -689,7 +760,8 @@ class Consumer:
             self._send_fetches()
             if self._fetching:
                 self._receive(0)
-            if any(self._buffers[tp] for tp in self._assignment) or self._fill_from_rings():
+            if any(self._buffers[tp] for tp in self._assignment) or self._fill_from_rings() \
+                    or self._gained_offsets_arrived():
                 return True
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if remaining_ms <= 0:
@@ -798,12 +870,12 @@ class Consumer:
                     got_any = True
                     self._on_fetch_result(endpoint, result)
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
-            if got_any or remaining_ms <= 0:
+            if got_any or remaining_ms <= 0 or self._gained_offsets_arrived():
                 return
             # Bounded so that request deadlines are checked (poll_responses expires them).
             wait_ms = min(remaining_ms, _WAIT_SLICE_MS)
             if not endpoints:
-                time.sleep(min(wait_ms, self.retry_backoff_ms) / 1000)
+                self._idle_wait(min(wait_ms, self.retry_backoff_ms) / 1000)
                 self._send_fetches()  # a backoff may have ended
                 continue
             poller = zmq.Poller()
@@ -811,6 +883,13 @@ class Consumer:
                 for sock in self._connections.client(endpoint).sockets:
                     poller.register(sock, zmq.POLLIN)
             poller.poll(wait_ms)
+
+    def _idle_wait(self, seconds: float) -> None:
+        """Nothing to fetch: sleep, or wait for gained partitions' offsets if some are due."""
+        if self._gaining is None:
+            time.sleep(seconds)
+        else:
+            futures_wait([self._gaining.offsets], timeout=seconds)
 
     def _on_fetch_result(self, endpoint: str, result: RpcResult) -> None:
         asked = self._fetching.pop((endpoint, result.correlation_id), None)

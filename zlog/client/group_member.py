@@ -245,12 +245,13 @@ class ServerSideMember:
 
     def reconciled(self, work: Reconciliation, now_ms: int) -> None:
         """The application did `work`: tell the coordinator at once (a revocation frees
-        partitions other members wait for)."""
+        partitions other members wait for). A revocation reported after a fence (its commit
+        is answered on another thread) leaves the kept partitions to drop before the rejoin;
+        the revoked ones are gone already."""
         self._reconciling = False
         self.owned = self.owned_after(work)
-        if work.lost:
-            self._lost = frozenset()
-        if self.state is MemberState.DROPPING:
+        self._lost = frozenset() if work.lost else self._lost - work.revoke
+        if self.state is MemberState.DROPPING and not self._lost:
             self._start_join(now_ms)
         elif self.state is MemberState.STABLE:
             self._due_ms = now_ms

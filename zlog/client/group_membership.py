@@ -4,10 +4,13 @@ Heartbeats go from a background thread (KIP-62), so an application that takes lo
 two polls is judged by `max_poll_interval_ms` (it leaves the group, and rejoins at its next
 poll) and never by the session timeout, which only a dead process or a lost network runs out.
 Everything that touches the application's partitions happens on the poll thread instead: it
-takes each `Reconciliation` the member asks for, commits, calls the callbacks, moves its
-fetches, and reports `done`. Commits go from the poll thread too, over its own connections
-(a zmq socket belongs to one thread), and always before the heartbeat that releases the
-partitions, so their next owner reads the commit (docs/groups.md, "Client").
+takes each `Reconciliation` the member asks for, calls the callbacks and moves its fetches.
+The round trips of a reconciliation go from a third thread, the coordinator thread
+(coordinator_thread.py), so that the poll thread keeps returning the partitions it keeps
+meanwhile: the commit of revoked partitions, whose answer reports `done` (always before the
+heartbeat that releases them, so their next owner reads the commit), and the committed
+offsets of gained ones (docs/groups.md §11). `commit()` goes from the poll thread, over its
+own connections (a zmq socket belongs to one thread).
 
 Both threads move the pure member under one lock and never do I/O while holding it. The
 member is the protocol: `ServerSideMember` (GroupHeartbeat) or `ClassicMember` (JoinGroup,
@@ -23,10 +26,12 @@ import re
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Final
 
 from zlog.client.classic_member import ClassicMember
 from zlog.client.cluster import Connections
+from zlog.client.coordinator_thread import CoordinatorThread
 from zlog.client.group_coordinator import CoordinatorLink
 from zlog.client.group_member import GroupMember, MemberState, Reconciliation, ServerSideMember
 from zlog.client.group_offsets import commit_offsets, fetch_committed
@@ -67,6 +72,9 @@ class GroupMembership:
                                     request_timeout_ms=request_timeout_ms,
                                     retry_backoff_ms=retry_backoff_ms)
         self._thread: threading.Thread | None = None
+        self._background = CoordinatorThread(bootstrap, group_id,
+                                             request_timeout_ms=request_timeout_ms,
+                                             retry_backoff_ms=retry_backoff_ms)
 
     # -- the poll thread -----------------------------------------------------------------
 
@@ -116,25 +124,33 @@ class GroupMembership:
         """Commit as this member: its epoch (or generation) and id let the coordinator refuse
         a member that no longer holds the partitions (STALE_MEMBER_EPOCH, ILLEGAL_GENERATION,
         UNKNOWN_MEMBER_ID)."""
-        with self._lock:
-            epoch, member_id, instance_id = self.member.commit_identity()
-        commit_offsets(self.link, offsets, generation=epoch, member_id=member_id,
-                       group_instance_id=instance_id)
+        self._commit_over(self.link, offsets)
 
-    def commit_elsewhere(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """`commit` from a thread that is neither the poll nor the heartbeat thread."""
+    def commit_in_background(self, offsets: Mapping[TopicPartition, int]) -> Future[None]:
+        """`commit` on the coordinator thread, after every call submitted there before; the
+        member's identity is the one it has when the commit leaves."""
+        wanted = dict(offsets)
+        return self._background.submit(lambda link: self._commit_over(link, wanted))
+
+    def _commit_over(self, link: CoordinatorLink, offsets: Mapping[TopicPartition, int]) -> None:
         with self._lock:
             epoch, member_id, instance_id = self.member.commit_identity()
-        commit_from_elsewhere(self._bootstrap, self.member.group_id, offsets,
-                              self.request_timeout_ms, self.member.retry_backoff_ms,
-                              generation=epoch, member_id=member_id,
-                              group_instance_id=instance_id)
+        commit_offsets(link, offsets, generation=epoch, member_id=member_id,
+                       group_instance_id=instance_id)
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return fetch_committed(self.link, partitions)
 
+    def committed_in_background(self, partitions: Iterable[TopicPartition],
+                                ) -> Future[dict[TopicPartition, int]]:
+        """`committed` on the coordinator thread (so after the commits submitted before)."""
+        wanted = tuple(partitions)
+        return self._background.submit(lambda link: fetch_committed(link, wanted))
+
     def close(self) -> None:
-        """Leave the group at once (the caller committed and revoked first)."""
+        """Leave the group at once (the caller committed and revoked first), once the
+        coordinator thread's commits are answered."""
+        self._background.close()
         self._closing.set()
         self._wake.set()
         if self._thread is not None:

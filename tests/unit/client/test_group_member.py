@@ -127,6 +127,25 @@ def test_fencing_loses_everything_then_rejoins_with_epoch_zero_under_the_same_id
     assert request.subscribed_topics == ("t",)
 
 
+def test_a_fence_while_a_revocation_commits_rejoins_only_after_the_rest_is_dropped() -> None:
+    """The revoked partitions' commit is answered on another thread, so the member can be
+    fenced meanwhile: it must not rejoin until the application dropped what it kept."""
+    member = _joined(_member(), (T0, T1, T2))
+    member.on_response(_send(member, 10), _ok(member, 1, (T0,)), 20)
+    revocation = member.take_reconciliation()
+    assert revocation == Reconciliation(revoke=frozenset({T1, T2}))
+    beat = _send(member, 20 + INTERVAL_MS)  # the commit is slow: a heartbeat goes meanwhile
+    member.on_response(beat, GroupHeartbeatResponse(ErrorCode.FENCED_MEMBER_EPOCH), 530)
+    member.reconciled(revocation, 540)  # the commit's answer arrives after the fence
+    assert member.state is MemberState.DROPPING
+    assert member.next_heartbeat(10_000) is None  # T0 is still the application's
+    work = member.take_reconciliation()
+    assert work == Reconciliation(lost=frozenset({T0}))  # not the ones already revoked
+    member.reconciled(work, 550)
+    request = _send(member, 550).request
+    assert (request.member_epoch, request.owned) == (0, ())
+
+
 def test_a_reply_to_a_heartbeat_sent_before_a_fence_is_ignored() -> None:
     member = _joined(_member(), (T0,))
     old = _send(member, 10)
