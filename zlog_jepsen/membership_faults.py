@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from tests.waiting import wait_until
 from zlog.client import Admin, TopicPartition
-from zlog.errors import ZlogError
+from zlog.errors import ErrorCode, ZlogError
 
 if TYPE_CHECKING:
     from zlog_jepsen.nemesis import Heal, Nemesis
@@ -105,17 +106,34 @@ def _move_one(nemesis: Nemesis) -> tuple[int, tuple[int, ...], tuple[int, ...], 
     gaining = nemesis.random.choice(outside)
     leaving = nemesis.random.choice(before)
     target = tuple(gaining if replica == leaving else replica for replica in before)
-    with _admin(nemesis) as admin:
-        admin.alter_partition_reassignments({TopicPartition(nemesis.topic, key): target})
+    _reassign(nemesis, key, target)
     return key, before, target, gaining
+
+
+def _reassign(nemesis: Nemesis, key: int, replicas: tuple[int, ...]) -> None:
+    """Ask for `key`'s partition on `replicas` once every broker is live; a broker fenced
+    again in between (a starved host misses its heartbeats) makes the controller refuse the
+    move (INVALID_REPLICA_ASSIGNMENT), and then it is asked again, until SETTLE_TIMEOUT_S."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while True:
+        _all_live(nemesis)
+        try:
+            with _admin(nemesis) as admin:
+                admin.alter_partition_reassignments(
+                    {TopicPartition(nemesis.topic, key): replicas})
+            return
+        except ZlogError as error:
+            if (error.code != ErrorCode.INVALID_REPLICA_ASSIGNMENT
+                    or time.monotonic() > deadline):
+                raise
+        time.sleep(POLL_INTERVAL_S)
 
 
 def _back(nemesis: Nemesis, key: int, before: tuple[int, ...],
           target: tuple[int, ...]) -> None:
     """Let the move to `target` finish, then move the partition back to `before`."""
     _settled(nemesis, key, target)
-    with _admin(nemesis) as admin:
-        admin.alter_partition_reassignments({TopicPartition(nemesis.topic, key): before})
+    _reassign(nemesis, key, before)
     _settled(nemesis, key, before)
 
 
