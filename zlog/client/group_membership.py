@@ -187,10 +187,12 @@ class GroupMembership:
             active = member.state in (MemberState.JOINING, MemberState.STABLE)
             find = active and member.needs_coordinator
             assign_topics = None if find else member.assignment_topics()
-            sent = None if find else member.next_heartbeat(now_ms)
-            due_ms = member.due_ms()
             watching = self._pattern is not None or member.watched_topics() is not None
-            look = watching and self._watch.due(now_ms)
+            look = watching and self._watch.due(now_ms) and assign_topics is None
+            # A look that is due goes before the heartbeat: a long-polling member always has
+            # its next heartbeat due at once, and a look after it would never leave.
+            sent = None if find or look else member.next_heartbeat(now_ms)
+            due_ms = member.due_ms()
         if leave is not None:
             log.warning("group %s: no poll for over %d ms (max_poll_interval_ms): leaving the "
                         "group until the next poll", member.group_id, self.max_poll_interval_ms)
