@@ -135,6 +135,8 @@ def rot_segment(partition_dir: Path, rng: random.Random) -> dict[str, object]:
     """Flip one bit in the middle of one of `partition_dir`'s sealed segments or in its
     offset index (the newest segment when none is sealed); what was done, for the history."""
     segments = sorted(partition_dir.glob(f"*{SEGMENT_SUFFIX}"), key=lambda path: path.name)
+    if not segments:  # a replica placed here moments ago (a move, a drain's return): no file
+        return {"segment": None, "sealed": False, "rot": "none", "reason": "no segment yet"}
     sealed = segments[:-1]
     segment = rng.choice(sealed) if sealed else segments[-1]
     index = segment.with_suffix(INDEX_SUFFIXES[0])

@@ -115,3 +115,11 @@ def test_a_partition_without_a_sealed_segment_rots_in_its_active_one(tmp_path: P
     _, _, partition = _broker(tmp_path)
     done = faults.rot_segment(partition, random.Random(1))
     assert done["sealed"] is False and done["rot"] == faults.SEGMENT_BYTE
+
+
+def test_a_partition_without_a_segment_is_left_as_it_is(tmp_path: Path) -> None:
+    """A replica placed moments ago has no file yet: nothing to rot, and the run goes on."""
+    (tmp_path / "t-0").mkdir()
+    done = faults.rot_segment(tmp_path / "t-0", random.Random(1))
+    assert done["rot"] == "none" and done["segment"] is None
+    assert list((tmp_path / "t-0").iterdir()) == []
