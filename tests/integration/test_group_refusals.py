@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import zmq
+
 from tests.broker_fixtures import CALL_TIMEOUT_MS, BrokerProcess
 from tests.group_calls import (
     GROUP_TOPIC,
@@ -17,6 +19,7 @@ from tests.group_calls import (
 )
 from zlog.errors import ErrorCode
 from zlog.transport import group_messages as gm
+from zlog.transport.codec import decode_response, encode_request
 from zlog.transport.rpc import RpcClient
 from zlog.types import TopicPartition
 
@@ -156,3 +159,31 @@ def test_a_classic_join_to_a_server_side_group_is_refused_and_changes_nothing(
         after = _described(client, SERVER_SIDE_GROUP)
         assert (after.state, after.epoch, after.members) == (
             before.state, before.epoch, before.members)
+
+
+def test_malformed_offset_commit_bodies_are_refused_and_change_nothing(
+        group_broker: BrokerProcess) -> None:
+    """OffsetCommit's binary body, cut short, with bytes after its end, or with a length that
+    runs past it: INVALID_REQUEST each, the group's committed offsets as they were, and the
+    coordinator still answering."""
+    group = "binary-committers"
+    coordinator = find_coordinator([group_broker.endpoint], group).endpoint
+    with RpcClient(coordinator) as client:
+        good = gm.OffsetCommitRequest(gm.NO_REQUEST_ID, group,
+                                      ((FIRST, gm.PartitionCommit(7)),))
+        assert client.call(good, CALL_TIMEOUT_MS).partitions == ((FIRST, ErrorCode.NONE),)
+    header, body = (bytes(frame) for frame in encode_request(1, good)[:2])
+    bad_bodies = {"cut short": body[:-3], "trailing bytes": body + b"\x00\x01",
+                  "empty": b"", "length past the end": body[:2] + b"\xff\xff" + body[4:]}
+    with zmq.Context.instance().socket(zmq.DEALER) as raw:
+        raw.setsockopt(zmq.LINGER, 0)
+        raw.connect(coordinator)
+        for what, bad in bad_bodies.items():
+            raw.send_multipart([header, bad])
+            assert raw.poll(CALL_TIMEOUT_MS), f"no answer to a body {what}"
+            _, answer = decode_response(raw.recv_multipart())
+            assert getattr(answer, "error_code", getattr(answer, "error", None)) \
+                == ErrorCode.INVALID_REQUEST, (what, answer)
+    with RpcClient(coordinator) as client:
+        assert committed(client, group) == {FIRST: 7}
+        assert client.call(good, CALL_TIMEOUT_MS).partitions == ((FIRST, ErrorCode.NONE),)
