@@ -178,7 +178,7 @@ class BrokerProcess:
                 worker.kill()
         supervisor.kill()
         self.process.wait(START_TIMEOUT_S)
-        wait_until(lambda: all(_exited(worker) for worker in workers), START_TIMEOUT_S,
+        wait_until(lambda: all(process_exited(worker) for worker in workers), START_TIMEOUT_S,
                    what="the killed workers to exit")
         self.process = None
 
@@ -282,10 +282,19 @@ def broker_process(keep_logs_in: Path | None = None, *, workers: int = 2,
         broker.close(keep_logs_in)
 
 
-def _exited(process: psutil.Process) -> bool:
-    """Gone, or a zombie: its descriptors, ports and mappings are released already. Once its
-    supervisor is killed, a worker is reaped by whatever adopts it, which may take seconds."""
+def process_exited(process: psutil.Process | int) -> bool:
+    """Gone, or a zombie with no thread left: its descriptors, ports, locks and mappings are
+    released already. Once its supervisor is killed, a worker is reaped by whatever adopts it,
+    which may take seconds.
+
+    The main thread of a killed process shows as a zombie while its other threads are still
+    exiting (one in an fsync can take a while on a busy disk), and those still hold the shared
+    descriptor table: a ring's lock outlived the "zombie" worker that way. Its thread count
+    drops to one only once every other thread has let go of it.
+    """
     try:
-        return process.status() == psutil.STATUS_ZOMBIE
+        if isinstance(process, int):
+            process = psutil.Process(process)
+        return process.status() == psutil.STATUS_ZOMBIE and process.num_threads() <= 1
     except psutil.NoSuchProcess:
         return True

@@ -8,7 +8,6 @@ partitions; the topic can still be deleted, and the data dir still starts.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Final
 import psutil
 import pytest
 
-from tests.broker_fixtures import BrokerProcess, broker_process
+from tests.broker_fixtures import BrokerProcess, broker_process, process_exited
 from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, NewTopic, Producer
 from zlog.errors import ErrorCode, ZlogError
@@ -148,6 +147,4 @@ def test_a_supervisor_killed_alone_restarts_on_its_data_dir(tmp_path: Path) -> N
 
 
 def _alive(pid: int) -> bool:
-    with contextlib.suppress(psutil.NoSuchProcess):
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    return False
+    return not process_exited(pid)

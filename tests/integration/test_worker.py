@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-import psutil
 import pytest
 import zmq
 
+from tests.broker_fixtures import process_exited
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
 from tests.waiting import wait_until
 from zlog.errors import ErrorCode
@@ -475,13 +475,6 @@ sys.stdin.read()  # exit, leaving the worker an orphan, once the test closes our
 """
 
 
-def _gone(pid: int) -> bool:
-    try:
-        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return True
-
-
 def test_a_worker_stops_when_its_parent_dies_and_the_supervisor_falls_silent(
     cluster: Cluster,
 ) -> None:
@@ -499,8 +492,9 @@ def test_a_worker_stops_when_its_parent_dies_and_the_supervisor_falls_silent(
         try:
             parent.stdin.close()
             assert parent.wait(timeout=10) == 0
-            wait_until(lambda: _gone(worker_pid), timeout_s=15, what="the orphaned worker's exit")
+            wait_until(lambda: process_exited(worker_pid), timeout_s=15,
+                       what="the orphaned worker's exit")
         finally:
-            if not _gone(worker_pid):
+            if not process_exited(worker_pid):
                 os.kill(worker_pid, signal.SIGKILL)
     assert "supervisor gone" in (cluster.tmp_path / "orphan.log").read_text()
