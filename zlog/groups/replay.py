@@ -78,10 +78,15 @@ def replay(records: Iterable[OffsetsRecord]) -> LoadedGroups:
 
 def replay_encoded(
     entries: Iterable[tuple[Buffer, Buffer | None, tuple[tuple[str, bytes], ...]]],
+    onto: LoadedGroups | None = None,
 ) -> LoadedGroups:
     """Replay (key, value, headers) as read from the log; unknown key types are counted and
-    skipped, any other malformed record raises (a corrupt offsets log is not guessed at)."""
-    loaded = LoadedGroups()
+    skipped, any other malformed record raises (a corrupt offsets log is not guessed at).
+
+    `onto` continues an earlier replay with the records written after it (its object is
+    updated and returned).
+    """
+    loaded = LoadedGroups() if onto is None else onto
     for key, value, headers in entries:
         try:
             record = decode_record(key, value, headers)

@@ -30,6 +30,12 @@ lost: parked and unreleased requests, and every group request until the lease co
 hear NOT_COORDINATOR (no stale OffsetFetch or Describe), and no timer of a stale coordinator
 expires a session or an offset. A renewed lease loads them again from the log, which gives
 every member a fresh session: the members were refused meanwhile, not silent.
+
+Loading again replays only what was written since the last load in the same leader epoch
+(`_Replayed`): a leader's log only grows within its epoch, and the replayed state depends only
+on the records in log order. A busy worker whose lease lapses and comes back, again and again,
+would otherwise replay a long offsets log each time, which blocked its loop for seconds per
+renewal until its supervisor judged it dead, and again after every restart.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from zlog.groups.offsets import latest_commits_only
 from zlog.groups.output import Output
 from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
 from zlog.groups.records import OffsetsRecord, encode_record
-from zlog.groups.replay import replay_encoded
+from zlog.groups.replay import LoadedGroups, replay_encoded
 from zlog.record.header import read_header
 from zlog.record.records import NewRecord, build_batch, read_records
 from zlog.transport.codec import RequestHeader, encode_error_response, encode_response
@@ -106,6 +112,15 @@ class _Led:
     parked: dict[int, tuple[bytes, RequestHeader]] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class _Replayed:
+    """What one offsets partition's log replayed to when it was last loaded by this leader."""
+
+    leader_epoch: int
+    end_offset: int
+    groups: LoadedGroups
+
+
 @dataclass(frozen=True, slots=True)
 class _LoadRetry:
     """An offsets partition this worker leads whose load failed: when to try again."""
@@ -137,6 +152,7 @@ class GroupHost:
         self._rng = random.Random(seed)
         self._led: dict[int, _Led] = {}
         self._load_retries: dict[int, _LoadRetry] = {}
+        self._replayed: dict[int, _Replayed] = {}
         self._waiting: list[_Waiting] = []
         self._request_ids: Iterator[int] = iter(range(1, 2**62))
         self._deferring = False
@@ -186,6 +202,7 @@ class GroupHost:
         led = self._led.get(tp.partition)
         if partition is None or not partition.is_leader:
             self._load_retries.pop(tp.partition, None)
+            self._replayed.pop(tp.partition, None)
             return self._unload(tp.partition) if led is not None else []
         if self._lease_lapsed:
             return []  # loaded when the lease comes back
@@ -218,7 +235,7 @@ class GroupHost:
     def _load(self, index: int, partition: Partition) -> list[Reply]:
         coordinator = GroupCoordinator(self._config(), self._rng, self._counts())
         try:
-            loaded = replay_encoded(_log_records(partition))
+            loaded = self._replay(index, partition)
         except (ZlogError, OSError) as error:
             self._retry_load(index, partition.leader_epoch)
             log.error("offsets partition %d does not load (%s); trying again in %d ms", index,
@@ -231,6 +248,19 @@ class GroupHost:
                  partition.leader_epoch, len(loaded.groups))
         return self._carry_out(index, coordinator.load(loaded, self._wall_ms()),
                                self._wall_ms())
+
+    def _replay(self, index: int, partition: Partition) -> LoadedGroups:
+        """The partition's log replayed: only its new records when this leadership replayed
+        it before (the coordinator copies what it takes, so the state can be continued)."""
+        end_offset = partition.log.log_end_offset
+        earlier = self._replayed.pop(index, None)
+        if (earlier is None or earlier.leader_epoch != partition.leader_epoch
+                or not partition.log.log_start_offset <= earlier.end_offset <= end_offset):
+            loaded = replay_encoded(_log_records(partition, partition.log.log_start_offset))
+        else:
+            loaded = replay_encoded(_log_records(partition, earlier.end_offset), earlier.groups)
+        self._replayed[index] = _Replayed(partition.leader_epoch, end_offset, loaded)
+        return loaded
 
     def _retry_load(self, index: int, leader_epoch: int) -> None:
         """The next try: a doubled backoff, or the first one for a new leadership."""
@@ -469,11 +499,10 @@ class GroupHost:
         return wait_ms
 
 
-def _log_records(partition: Partition) -> Iterator[tuple[Buffer, Buffer | None,
-                                                         tuple[tuple[str, bytes], ...]]]:
-    """Every record of the partition's log, start to end (not only to the HW: the new
-    leader's log is the partition's future)."""
-    offset = partition.log.log_start_offset
+def _log_records(partition: Partition, offset: int,
+                 ) -> Iterator[tuple[Buffer, Buffer | None, tuple[tuple[str, bytes], ...]]]:
+    """Every record of the partition's log from `offset` (a batch's start) to its end (not
+    only to the HW: the new leader's log is the partition's future)."""
     end = partition.log.log_end_offset
     while offset < end:
         chunks = partition.log.read(offset, LOAD_READ_BYTES, None)

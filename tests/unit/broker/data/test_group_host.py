@@ -472,6 +472,60 @@ def test_a_lapsed_lease_stops_the_coordinators_until_it_is_renewed() -> None:
         "the member's session was not run out while the coordinator was stopped"
 
 
+class ReadOffsets(MemoryLog):
+    """A log that notes the offset of every read: what a load replayed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[int] = []
+
+    def read(self, offset: int, max_bytes: int,
+             upto_offset: int | None = None) -> list[memoryview]:
+        self.reads.append(offset)
+        return super().read(offset, max_bytes, upto_offset)
+
+
+def test_a_renewed_lease_replays_only_what_was_written_since_the_last_load() -> None:
+    """A busy worker's lease can lapse and come back every second; replaying a long offsets
+    log at each renewal blocked its loop for seconds each time until its supervisor killed it
+    as silent (a soak's broker crash-looped so). Within one leader epoch the log only grows,
+    so a reload replays its new records onto what the last load replayed; a new epoch (the
+    log may have been cut and rewritten meanwhile) replays it whole."""
+    host = Host()
+    log = ReadOffsets()
+    host.plane.lease_until_ms = host.clock.now_ms + 500
+    host.lead(1, log=log)
+    group = group_on(1)
+
+    def lapse_and_renew() -> None:
+        host.clock.advance(host.plane.lease_until_ms - host.clock.now_ms)
+        host.groups.on_timer()
+        assert host.call(OffsetFetchRequest(0, group)) == OffsetFetchResponse(
+            ErrorCode.NOT_COORDINATOR)
+        host.plane.lease_until_ms = host.clock.now_ms + 500
+        host.groups.check_lease()
+
+    host.commit(group, (0, 5))
+    first_end = log.log_end_offset
+    log.reads.clear()
+    lapse_and_renew()
+    assert log.reads == [0], "the first load saw an empty log: everything is new"
+    assert host.fetched(group) == {0: 5}
+    host.commit(group, (0, 9), (1, 3))
+    log.reads.clear()
+    lapse_and_renew()
+    assert log.reads == [first_end], "only the batch written since the last load"
+    assert host.fetched(group) == {0: 9, 1: 3}
+    log.reads.clear()
+    lapse_and_renew()
+    assert log.reads == [], "nothing new, nothing read"
+    assert host.fetched(group) == {0: 9, 1: 3}
+    log.reads.clear()
+    host.lead(1, log=log, leader_epoch=2)
+    assert log.reads[0] == 0, "a new leader epoch replays the whole log"
+    assert host.fetched(group) == {0: 9, 1: 3}
+
+
 def test_a_held_heartbeat_is_answered_at_its_hold_timer_or_not_coordinator() -> None:
     """The worker keeps a held GroupHeartbeat parked like a JoinGroup: its timer answers it
     from the worker's loop, and a lost leadership answers it NOT_COORDINATOR."""
