@@ -70,9 +70,12 @@ def summary_table(numbers: dict[str, Any]) -> str:
 
 
 def _longest_gap_ms(history: list[Event], oks_ns: list[int]) -> float:
-    if not history:
+    """The longest time without an ok send while the workload was sending: from its first
+    send to its last send event. The history goes on after the workload stops (the heal of
+    the last fault, the final read), which no client waited through."""
+    times = [e.time_ns for e in history if e.f == "send"]
+    if not times:
         return 0.0
-    times = [e.time_ns for e in history]
     marks = [min(times), *sorted(oks_ns), max(times)]
     return max((b - a for a, b in pairwise(marks)), default=0) / NS_PER_MS
 
