@@ -27,6 +27,7 @@ from pathlib import Path
 import psutil
 
 from tests.waiting import wait_until
+from zlog.broker.control.forked_workers import FORKSERVER_MODULE
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.free_ports import free_port, free_port_pair  # noqa: F401 (re-exported)
 from zlog.transport.messages import (
@@ -135,18 +136,14 @@ class BrokerProcess:
         return self.process.pid
 
     def worker_pids(self) -> list[int]:
-        """The supervisor's live children (workers run in their own process groups)."""
+        """The supervisor's live workers (in their own process groups)."""
         if self.process is None:
             return []
-        try:
-            children = psutil.Process(self.process.pid).children()
-        except psutil.NoSuchProcess:
-            return []
         alive = []
-        for child in children:
+        for worker in worker_processes(self.process.pid):
             with contextlib.suppress(psutil.NoSuchProcess):
-                if child.status() != psutil.STATUS_ZOMBIE:  # killed, not yet reaped
-                    alive.append(child.pid)
+                if worker.status() != psutil.STATUS_ZOMBIE:  # killed, not yet reaped
+                    alive.append(worker.pid)
         return sorted(alive)
 
     def worker_pid_for(self, data_endpoint: str) -> int:
@@ -280,6 +277,23 @@ def broker_process(keep_logs_in: Path | None = None, *, workers: int = 2,
         if broker.process is not None and broker.process.poll() is None:
             print(f"\n--- broker log (tail) ---\n{broker.log_tail()}")
         broker.close(keep_logs_in)
+
+
+def worker_processes(supervisor_pid: int) -> list[psutil.Process]:
+    """A supervisor's workers: the children of its worker fork server, and any child started
+    as a new interpreter (when no fork server runs)."""
+    workers: list[psutil.Process] = []
+    try:
+        children = psutil.Process(supervisor_pid).children()
+    except psutil.NoSuchProcess:
+        return []
+    for child in children:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if FORKSERVER_MODULE in child.cmdline():
+                workers += child.children()
+            else:
+                workers.append(child)
+    return workers
 
 
 def process_exited(process: psutil.Process | int) -> bool:

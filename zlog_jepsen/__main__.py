@@ -70,6 +70,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", type=Path, default=None,
                    help="where the runs' directories go (default jepsen-runs/<time>)")
     p.add_argument("--json", type=Path, default=None, help="write the figures here")
+    p.add_argument("--keep-data", action="store_true",
+                   help="keep every broker's data, rings and logs of a valid run too (a failed "
+                        "run always keeps them)")
     p.add_argument("--network", choices=NETWORKS, default="auto",
                    help="what carries the partitions: brokers in network namespaces cut with "
                         "nftables, or the in-tree TCP fault proxy; auto takes namespaces where "
@@ -94,7 +97,7 @@ def first_config(args: argparse.Namespace) -> RunConfig:
     out_dir = args.out_dir or Path("jepsen-runs") / time.strftime("%Y%m%d-%H%M%S")
     return RunConfig(out_dir, workload, schedule, duration_s=duration_s,
                      warmup_s=args.warmup_s, planted_bug=args.planted_bug,
-                     network=args.network)
+                     network=args.network, keep_data=args.keep_data)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -57,6 +57,7 @@ class RunConfig:
     factory: ClientFactory = native_client
     planted_bug: str | None = None  # zlog.broker.data.planted_bug, in every broker
     network: str = "auto"  # zlog_jepsen.netns_cluster.NETWORKS: namespaces where they work
+    keep_data: bool = False  # keep the brokers' data, rings and logs of a valid run too
 
 
 @dataclass
@@ -88,7 +89,7 @@ def run(config: RunConfig) -> RunOutcome:
         (run_dir / "summary.txt").write_text(
             "the run broke before its verdict:\n" + traceback.format_exc(), encoding="utf-8")
     finally:
-        cluster.close_keeping(not valid)
+        cluster.close_keeping(not valid or config.keep_data)
     return RunOutcome(run_dir, valid, numbers)
 
 

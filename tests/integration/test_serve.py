@@ -27,6 +27,7 @@ import psutil
 import pytest
 import zmq
 
+from tests.broker_fixtures import worker_processes
 from tests.waiting import wait_until
 from zlog.errors import ErrorCode
 from zlog.transport import messages as wire
@@ -151,7 +152,7 @@ class Broker:
 
     def worker_pids(self) -> list[int]:
         assert self.process is not None
-        return [child.pid for child in psutil.Process(self.process.pid).children()]
+        return [worker.pid for worker in worker_processes(self.process.pid)]
 
 
 @pytest.fixture

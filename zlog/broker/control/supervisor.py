@@ -162,6 +162,7 @@ class Supervisor:
         self._pool: WorkerPool | None = None
         self._cluster: ClusterNode | None = None
         self._polled_cluster_sockets: set[zmq.Socket[bytes]] = set()
+        self._polled_exit_fd: int | None = None
         self._stop_deadline_ms: int | None = None  # a controlled shutdown's end
         self._next_unregistered_warning_ms = 0
         self._held: list[_Held] = []
@@ -298,10 +299,19 @@ class Supervisor:
         return 0 if self._startup_failure is None else 1
 
     def _sync_poller(self, poller: zmq.Poller) -> None:
-        """Poll the cluster node's connection to the controller, which follows the controller."""
+        """Poll the cluster node's connection to the controller, which follows the controller,
+        and the worker fork server's socket, which reports a worker's death at once."""
         self._polled_cluster_sockets = sync_polled(
             poller, self._polled_cluster_sockets,
             self._cluster.sockets() if self._cluster is not None else ())
+        assert self._pool is not None
+        exit_fd = self._pool.exit_fd()
+        if exit_fd != self._polled_exit_fd:
+            if self._polled_exit_fd is not None:
+                poller.unregister(self._polled_exit_fd)
+            if exit_fd is not None:
+                poller.register(exit_fd, zmq.POLLIN)
+            self._polled_exit_fd = exit_fd
 
     def _may_stop(self) -> bool:
         """After a stop was asked for: at once, or (a broker of a cluster, serving) once the

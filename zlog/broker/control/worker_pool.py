@@ -1,9 +1,11 @@
 """Partition worker processes: start, watch, restart, and keep their partitions assigned.
 
-The supervisor owns one WorkerPool. It forks `workers` processes
-(`python -m zlog.broker.data.worker`), each of which binds its own data endpoint and talks to
-the supervisor over one internal ROUTER; the messages, both directions, are
-`zlog.broker.worker_protocol`'s.
+The supervisor owns one WorkerPool. It starts `workers` processes, each of which binds its
+own data endpoint and talks to the supervisor over one internal ROUTER; the messages, both
+directions, are `zlog.broker.worker_protocol`'s. Workers are forked from a fork server that
+imported the worker once (`forked_workers.py`), so a killed worker is replaced in
+milliseconds instead of an interpreter's start; without one they start as
+`python -m zlog.broker.data.worker`.
 
 Assignment is level-triggered: `reconcile(desired, deleting)` compares what the metadata says
 this host should serve with what each worker confirmed, and sends only the difference. So one
@@ -36,6 +38,7 @@ import zmq
 import zlog
 from zlog import limits
 from zlog.broker import worker_protocol as protocol
+from zlog.broker.control.forked_workers import ForkedWorker, ForkServerError, WorkerForkServer
 from zlog.broker.control.placement import place_on_workers
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
 from zlog.clock import monotonic_ms
@@ -53,6 +56,11 @@ timeout it was killed before it could say hello, again and again after each back
 IPC_PATH_CHARS_MAX: Final = 100  # sockaddr_un holds 108 bytes; keep a margin
 OPEN_RETRY_INITIAL_MS: Final = 1_000  # a partition that failed to open is tried again after
 OPEN_RETRY_MAX_MS: Final = 30_000  # ... doubling up to this, so a bad one costs next to nothing
+DEFAULT_WORKER_MODULE: Final = "zlog.broker.data.worker"
+WORKER_ARGUMENTS_FROM: Final = 4
+"""Where the worker's own arguments start in its command (after python -P -m module)."""
+FORKSERVER_RETRY_MS: Final = 10_000
+"""How long after a fork server could not be started (or died) the next one is tried."""
 STARTUP_CRASHES_MAX: Final = 5  # a worker that dies this often before its first hello cannot start
 
 
@@ -110,7 +118,7 @@ class WorkerHandle:
 
     worker_id: int
     state: WorkerState = WorkerState.BACKOFF
-    process: subprocess.Popen[bytes] | None = None
+    process: subprocess.Popen[bytes] | ForkedWorker | None = None
     endpoint: str = ""  # its data endpoint, from hello
     started_ms: int = 0
     last_seen_ms: int = 0
@@ -143,7 +151,7 @@ class WorkerSettings:
     heartbeat_timeout_ms: int
     backoff_initial_ms: int
     backoff_max_ms: int
-    worker_module: str = "zlog.broker.data.worker"
+    worker_module: str = DEFAULT_WORKER_MODULE
     ring_bytes: int = limits.RING_SIZE_BYTES_DEFAULT
     ring_flush_bytes: int = 0
     replica: ReplicaSettings = REPLICA_DEFAULTS
@@ -202,6 +210,8 @@ class WorkerPool:
         self._next_request_id = 1
         self._lease_until_ms = -1  # sent to every worker (worker_protocol.Lease); -1: none
         self._group_settings: protocol.GroupSettings | None = None
+        self._forkserver: WorkerForkServer | None = None
+        self._forkserver_retry_at_ms = 0
         self.router, self.endpoint = make_channel_router(
             supervisor_endpoint(settings.data_dir), context=context,
             frame_bytes_max=limits.WORKER_MESSAGE_BYTES_MAX,
@@ -213,6 +223,32 @@ class WorkerPool:
         now_ms = monotonic_ms()
         for worker in self.workers:
             self._spawn(worker, now_ms)
+
+    def _fork_server(self, now_ms: int) -> WorkerForkServer | None:
+        """The fork server, started (again) when it is not running; None where workers start
+        as new interpreters (another worker module, or no server could be started lately)."""
+        if self.settings.worker_module != DEFAULT_WORKER_MODULE:
+            return None
+        server = self._forkserver
+        if server is not None and server.alive:
+            return server
+        if server is not None:
+            server.close(0)
+            self._forkserver = None
+        if now_ms < self._forkserver_retry_at_ms:
+            return None
+        self._forkserver_retry_at_ms = now_ms + FORKSERVER_RETRY_MS
+        try:
+            self._forkserver = WorkerForkServer(worker_environ(os.environ))
+        except OSError as error:
+            log.warning("cannot start the worker fork server (%s): workers start as new "
+                        "processes", error)
+        return self._forkserver
+
+    def exit_fd(self) -> int | None:
+        """Readable when the fork server reports a worker's exit: the loop wakes at once."""
+        server = self._forkserver
+        return server.fileno() if server is not None and server.alive else None
 
     def _command(self, worker: WorkerHandle) -> list[str]:
         settings = self.settings
@@ -238,16 +274,26 @@ class WorkerPool:
 
     def _spawn(self, worker: WorkerHandle, now_ms: int) -> None:
         environ = worker_environ(os.environ)
-        try:
-            # Own process group: a terminal's Ctrl-C reaches only the supervisor, which then
-            # stops the workers in order (rings flushed) instead of all dying at once.
-            worker.process = subprocess.Popen(
-                self._command(worker), env=environ, stdin=subprocess.DEVNULL, process_group=0
-            )
-        except OSError as error:
-            log.error("cannot start worker %d: %s", worker.worker_id, error)
-            self._schedule_restart(worker, now_ms)
-            return
+        command = self._command(worker)
+        server = self._fork_server(now_ms)
+        worker.process = None
+        if server is not None:
+            try:
+                worker.process = server.start(command[WORKER_ARGUMENTS_FROM:], environ)
+            except ForkServerError as error:
+                log.warning("worker %d not forked (%s): starting it as a new process",
+                            worker.worker_id, error)
+        if worker.process is None:
+            try:
+                # Own process group: a terminal's Ctrl-C reaches only the supervisor, which
+                # then stops the workers in order (rings flushed) instead of all dying at once.
+                worker.process = subprocess.Popen(
+                    command, env=environ, stdin=subprocess.DEVNULL, process_group=0
+                )
+            except OSError as error:
+                log.error("cannot start worker %d: %s", worker.worker_id, error)
+                self._schedule_restart(worker, now_ms)
+                return
         worker.state = WorkerState.STARTING
         worker.started_ms = worker.last_seen_ms = now_ms
         worker.endpoint = ""
@@ -274,6 +320,8 @@ class WorkerPool:
 
     def check(self, now_ms: int) -> None:
         """Reap dead workers, kill silent ones, start those whose backoff is over."""
+        if self._forkserver is not None:
+            self._forkserver.collect(0.0)  # the exits it reported (its socket woke the loop)
         for worker in self.workers:
             process = worker.process
             if process is not None and process.poll() is not None:
@@ -326,6 +374,9 @@ class WorkerPool:
 
     def close(self) -> None:
         self.router.close(linger=0)
+        if self._forkserver is not None:
+            self._forkserver.close()
+            self._forkserver = None
 
     # -- the channel ------------------------------------------------------------------------------
 

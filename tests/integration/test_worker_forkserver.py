@@ -1,0 +1,98 @@
+"""Workers are forked from a fork server that imported the worker once
+(zlog/broker/control/forked_workers.py): a killed worker is replaced without an interpreter's
+start, and a fork server that dies costs a slower start, never the broker.
+
+Real processes: a broker, its fork server and workers, and the fork server on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.broker_fixtures import BrokerProcess, broker_process
+from tests.waiting import wait_until
+from zlog.broker.control.forked_workers import (
+    FORKSERVER_MODULE,
+    ForkServerError,
+    WorkerForkServer,
+)
+from zlog.broker.control.worker_pool import worker_environ
+from zlog.client import Admin, NewTopic, Producer
+
+pytestmark = pytest.mark.slow
+
+TOPIC = "forked"
+DEADLINE_S = 60.0
+
+
+def _fork_servers(broker: BrokerProcess) -> list[psutil.Process]:
+    assert broker.process is not None
+    return [child for child in psutil.Process(broker.process.pid).children()
+            if FORKSERVER_MODULE in child.cmdline()]
+
+
+def _round_trip(broker: BrokerProcess, value: bytes) -> None:
+    with Producer(broker.endpoint, request_timeout_ms=5_000,
+                  delivery_timeout_ms=int(DEADLINE_S * 1000)) as producer:
+        producer.send(TOPIC, value, partition=0).result(DEADLINE_S)
+
+
+def test_a_killed_worker_is_replaced_by_a_fork(tmp_path: Path) -> None:
+    with broker_process(tmp_path, workers=1) as broker:
+        (server,) = _fork_servers(broker)
+        (worker,) = broker.worker_pids()
+        assert psutil.Process(worker).ppid() == server.pid, "forked, not a new interpreter"
+        with Admin(broker.endpoint, request_timeout_ms=10_000) as admin:
+            admin.create_topics([NewTopic(TOPIC, 1)])
+        _round_trip(broker, b"before")
+        os.kill(worker, signal.SIGKILL)
+        wait_until(lambda: len(broker.worker_pids()) == 1 and worker not in broker.worker_pids(),
+                   DEADLINE_S, what="a new worker")
+        (replacement,) = broker.worker_pids()
+        assert psutil.Process(replacement).ppid() == server.pid
+        assert f"(pid {worker}) exited with status -9" in broker.log_text()
+        _round_trip(broker, b"after")
+
+
+def test_a_killed_fork_server_costs_a_slower_start_not_the_broker(tmp_path: Path) -> None:
+    """Its workers stop with it (their parent-death signal); the supervisor starts them as
+    new interpreters meanwhile, and the broker serves again."""
+    with broker_process(tmp_path, workers=1) as broker:
+        with Admin(broker.endpoint, request_timeout_ms=10_000) as admin:
+            admin.create_topics([NewTopic(TOPIC, 1)])
+        (server,) = _fork_servers(broker)
+        (worker,) = broker.worker_pids()
+        server.kill()
+        wait_until(lambda: not psutil.pid_exists(worker)
+                   or psutil.Process(worker).status() == psutil.STATUS_ZOMBIE,
+                   DEADLINE_S, what="the fork server's worker to stop with it")
+        wait_until(lambda: "worker fork server" in broker.log_text()
+                   and len(broker.worker_pids()) == 1, DEADLINE_S,
+                   what="the worker started again")
+        _round_trip(broker, b"again")
+
+
+def test_the_fork_server_reports_starts_refusals_and_exits(tmp_path: Path) -> None:
+    server = WorkerForkServer(worker_environ(os.environ))
+    try:
+        refused = server.start(["--no-such-flag"], dict(os.environ))
+        assert refused.wait(DEADLINE_S) == 2, "argparse's refusal, as the worker's own exit"
+        running = server.start(["--worker-id", "0",
+                                "--supervisor", f"ipc://{tmp_path}/no-supervisor.sock",
+                                "--data-dir", str(tmp_path / "data"),
+                                "--ring-dir", str(tmp_path / "rings"),
+                                "--host", "127.0.0.1"], dict(os.environ))
+        assert running.poll() is None
+        running.kill()
+        assert running.wait(DEADLINE_S) == -signal.SIGKILL
+        server.process.kill()
+        server.process.wait()
+        with pytest.raises(ForkServerError):
+            server.start(["--worker-id", "0"], dict(os.environ))
+    finally:
+        server.close()
