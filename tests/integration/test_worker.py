@@ -12,10 +12,11 @@ import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -116,12 +117,13 @@ class WorkerProcess:
     """`python -m zlog.broker.data.worker`, started and greeted through the fake supervisor."""
 
     def __init__(self, supervisor: FakeSupervisor, worker_id: int, data_dir: Path,
-                 ring_dir: Path, log_path: Path, *, ring_flush_bytes: int = 0) -> None:
+                 ring_dir: Path, log_path: Path, *, ring_flush_bytes: int = 0,
+                 extra_args: Sequence[str] = ()) -> None:
         self.supervisor = supervisor
         self.worker_id = worker_id
         self._log: TextIO = log_path.open("a")
         command = _worker_command(supervisor, worker_id, data_dir, ring_dir)
-        command += ["--ring-flush-bytes", str(ring_flush_bytes)]
+        command += ["--ring-flush-bytes", str(ring_flush_bytes), *extra_args]
         self.process = subprocess.Popen(
             command, cwd=_ROOT, stdout=self._log, stderr=subprocess.STDOUT
         )
@@ -228,9 +230,11 @@ class Cluster:
         self.workers: list[WorkerProcess] = []
         self.clients: list[Client] = []
 
-    def start_worker(self, worker_id: int = 1, ring_flush_bytes: int = 0) -> WorkerProcess:
+    def start_worker(self, worker_id: int = 1, ring_flush_bytes: int = 0,
+                     extra_args: Sequence[str] = ()) -> WorkerProcess:
         worker = WorkerProcess(self.supervisor, worker_id, self.data_dir, self.ring_dir,
-                               self.log_path(worker_id), ring_flush_bytes=ring_flush_bytes)
+                               self.log_path(worker_id), ring_flush_bytes=ring_flush_bytes,
+                               extra_args=extra_args)
         self.workers.append(worker)
         return worker
 
@@ -282,6 +286,24 @@ def test_worker_greets_beats_serves_and_stops_on_request(cluster: Cluster) -> No
     assert isinstance(versions, ApiVersionsResponseV0) and versions.server.startswith("zlog")
     cluster.supervisor.send(worker.identity, {"type": "stop"})
     assert worker.wait_exit() == 0
+
+
+def test_a_replacing_worker_binds_its_predecessors_port_or_another_if_taken(
+        cluster: Cluster) -> None:
+    """Clients and followers reconnect to the address they knew when the replacement of a
+    killed worker binds the same port; a port taken meanwhile costs only that."""
+    first = cluster.start_worker(1)
+    port = int(first.endpoint.rsplit(":", 1)[1])
+    first.kill()
+    again = cluster.start_worker(1, extra_args=["--preferred-port", str(port)])
+    assert again.endpoint == f"tcp://127.0.0.1:{port}"
+    again.kill()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        other = cluster.start_worker(1, extra_args=["--preferred-port", str(port)])
+        assert other.endpoint != f"tcp://127.0.0.1:{port}"
+        assert cluster.client(other).call(ApiVersionsRequestV0()) is not None
 
 
 def test_produce_fetch_and_list_offsets_through_real_sockets(cluster: Cluster) -> None:

@@ -1,6 +1,7 @@
 """Workers are forked from a fork server that imported the worker once
 (zlog/broker/control/forked_workers.py): a killed worker is replaced without an interpreter's
-start, and a fork server that dies costs a slower start, never the broker.
+start, on its predecessor's port, and a fork server that dies costs a slower start, never the
+broker.
 
 Real processes: a broker, its fork server and workers, and the fork server on its own.
 """
@@ -42,6 +43,13 @@ def _round_trip(broker: BrokerProcess, value: bytes) -> None:
         producer.send(TOPIC, value, partition=0).result(DEADLINE_S)
 
 
+def _listens(broker: BrokerProcess, endpoint: str) -> int | None:
+    try:
+        return broker.worker_pid_for(endpoint)
+    except AssertionError:  # nobody listens there yet
+        return None
+
+
 def test_a_killed_worker_is_replaced_by_a_fork(tmp_path: Path) -> None:
     with broker_process(tmp_path, workers=1) as broker:
         (server,) = _fork_servers(broker)
@@ -50,12 +58,15 @@ def test_a_killed_worker_is_replaced_by_a_fork(tmp_path: Path) -> None:
         with Admin(broker.endpoint, request_timeout_ms=10_000) as admin:
             admin.create_topics([NewTopic(TOPIC, 1)])
         _round_trip(broker, b"before")
+        endpoint = broker.data_endpoint(TOPIC, 0)
         os.kill(worker, signal.SIGKILL)
         wait_until(lambda: len(broker.worker_pids()) == 1 and worker not in broker.worker_pids(),
                    DEADLINE_S, what="a new worker")
         (replacement,) = broker.worker_pids()
         assert psutil.Process(replacement).ppid() == server.pid
         assert f"(pid {worker}) exited with status -9" in broker.log_text()
+        wait_until(lambda: _listens(broker, endpoint) == replacement, DEADLINE_S,
+                   what=f"the new worker listening on {endpoint}, the old one's address")
         _round_trip(broker, b"after")
 
 

@@ -22,6 +22,7 @@ Threading: only the supervisor's loop thread calls into a WorkerPool (it owns th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -120,6 +121,7 @@ class WorkerHandle:
     state: WorkerState = WorkerState.BACKOFF
     process: subprocess.Popen[bytes] | ForkedWorker | None = None
     endpoint: str = ""  # its data endpoint, from hello
+    last_port: int = 0  # the port of its last endpoint: a restart binds it again if it can
     started_ms: int = 0
     last_seen_ms: int = 0
     restart_at_ms: int = 0
@@ -270,6 +272,8 @@ class WorkerPool:
             command += ["--bind-host", settings.bind_host]
         if settings.port_range is not None:
             command += ["--port-range", f"{settings.port_range[0]}-{settings.port_range[1]}"]
+        if worker.last_port:
+            command += ["--preferred-port", str(worker.last_port)]
         return command
 
     def _spawn(self, worker: WorkerHandle, now_ms: int) -> None:
@@ -466,6 +470,8 @@ class WorkerPool:
         worker.state = WorkerState.READY
         worker.ever_ready = True
         worker.endpoint = message.endpoint
+        with contextlib.suppress(ValueError):
+            worker.last_port = int(message.endpoint.rsplit(":", 1)[1])
         worker.opened.clear()
         worker.pending.clear()
         self.changed = True

@@ -95,6 +95,9 @@ class WorkerOptions:
     supervisor_silence_ms: int = SUPERVISOR_SILENCE_MS_MAX
     replica: ReplicaSettings = REPLICA_DEFAULTS
     bind_host: str = ""  # where the data ROUTER binds when others reach it elsewhere ("": host)
+    preferred_port: int = 0
+    """The port of the worker this one replaces (0: none), tried first: clients and followers
+    then reconnect to the address they knew, with no metadata change to wait for."""
 
 
 class Worker:
@@ -150,6 +153,17 @@ class Worker:
         on `bind_host` and advertised on `host`."""
         host = self.options.host
         bind_host = self.options.bind_host or host
+        preferred = self.options.preferred_port
+        if preferred and (self.options.port_range is None
+                          or self.options.port_range[0] <= preferred
+                          <= self.options.port_range[1]):
+            try:
+                sock, _bound = make_router(f"tcp://{bind_host}:{preferred}",
+                                           context=self._context)
+                return sock, f"tcp://{host}:{preferred}"
+            except zmq.ZMQError as error:  # taken meanwhile, most likely: any other will do
+                log.info("port %d of the worker replaced does not bind (%s): binding another",
+                         preferred, error)
         if self.options.port_range is None:
             sock, bound = make_router(f"tcp://{bind_host}:*", context=self._context)
             return sock, f"tcp://{host}:{bound.rsplit(':', 1)[1]}"
@@ -435,6 +449,8 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
     parser.add_argument("--bind-host", default="",
                         help="address to bind, when others reach this one at --host")
     parser.add_argument("--port-range", type=_port_range, default=None, help="A-B inclusive")
+    parser.add_argument("--preferred-port", type=int, default=0,
+                        help="the replaced worker's port, tried first (0: none)")
     parser.add_argument("--ring-bytes", type=int, default=limits.RING_SIZE_BYTES_DEFAULT,
                         help="shared-memory ring per partition (bytes)")
     parser.add_argument("--ring-flush-bytes", type=int, default=0,
@@ -451,6 +467,8 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
         parser.error("--worker-id must be >= 0")
     if args.ring_bytes < limits.RING_SIZE_BYTES_MIN:
         parser.error(f"--ring-bytes must be >= {limits.RING_SIZE_BYTES_MIN}")
+    if not 0 <= args.preferred_port <= 65_535:
+        parser.error("--preferred-port must be a port number (0: none)")
     if args.supervisor_silence_ms < 0:
         parser.error("--supervisor-silence-ms must be >= 0")
     if not 0 <= args.ring_flush_bytes < args.ring_bytes:
@@ -462,7 +480,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
         args.worker_id, args.supervisor, args.data_dir, args.ring_dir, args.host,
         args.port_range, args.ring_bytes, args.ring_flush_bytes, args.supervisor_silence_ms,
         ReplicaSettings(**{name: getattr(args, "replica_" + name) for name in flag_names()}),
-        args.bind_host,
+        args.bind_host, args.preferred_port,
     )
     return options, str(args.log_level).upper()
 
