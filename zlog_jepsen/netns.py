@@ -70,7 +70,8 @@ def stale_namespaces(listed: str, alive: Collection[int]) -> list[str]:
             if (found := _STALE.match(name)) and int(found.group(1)) not in alive]
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -85,7 +86,7 @@ def remove_stale() -> list[str]:
     listed = run_command(["ip", "netns", "list"])
     candidates = {int(m.group(1)) for line in listed.splitlines()
                   if line.strip() and (m := _STALE.match(line.split()[0]))}
-    stale = stale_namespaces(listed, {pid for pid in candidates if _alive(pid)})
+    stale = stale_namespaces(listed, {pid for pid in candidates if pid_alive(pid)})
     for name in stale:
         with contextlib.suppress(NamespaceError):
             run_command(["ip", "netns", "delete", name])

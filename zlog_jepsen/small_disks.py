@@ -10,20 +10,47 @@ harness fill a disk the same way.
 
 Mounting needs root; a run asked for the fault without it stops at once and says so. At the
 end each tmpfs is unmounted; a run that keeps its data copies what the tmpfs held (less the
-ballast) back into the same directory first.
+ballast) back into the same directory first. Each tmpfs is mounted under the name
+`zlj-disk-<pid>` of the harness process, so the tmpfs of a harness killed before its end are
+found in /proc/mounts and unmounted when the next run mounts its own (`remove_stale_disks`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
 from tests.fault.small_disk import BALLAST, SmallDisk, mount_tmpfs, unmount
+from zlog_jepsen.netns import pid_alive
 
 DISK_BYTES: Final = 256 << 20  # per broker: far above what a run stores
+SOURCE_PREFIX: Final = "zlj-disk-"
+_SOURCE = re.compile(r"^zlj-disk-(\d+)$")
+
+
+def stale_disk_mounts(mounts: str, alive: Callable[[int], bool]) -> list[str]:
+    """The mount points of /proc/mounts text whose tmpfs a harness process that is not
+    `alive` any more mounted."""
+    stale = []
+    for line in mounts.splitlines():
+        fields = line.split()
+        found = _SOURCE.match(fields[0]) if len(fields) >= 3 and fields[2] == "tmpfs" else None
+        if found is not None and not alive(int(found.group(1))):
+            stale.append(fields[1].replace("\\040", " "))
+    return stale
+
+
+def remove_stale_disks() -> list[str]:
+    """Unmount the small disks a harness killed before its end left behind."""
+    stale = stale_disk_mounts(Path("/proc/mounts").read_text(encoding="utf-8"), pid_alive)
+    for mount_point in stale:
+        subprocess.run(["umount", "-l", mount_point], check=False)
+    return stale
 
 
 class SmallDisks:
@@ -34,9 +61,11 @@ class SmallDisks:
             raise PermissionError("the disk-full fault puts each broker's data dir on a tmpfs "
                                   "of its own, and mounting one needs root")
         self.disks: dict[int, SmallDisk] = {}
+        remove_stale_disks()
         try:
             for node, directory in data_dirs.items():
-                self.disks[node] = mount_tmpfs(directory, size_bytes)
+                self.disks[node] = mount_tmpfs(directory, size_bytes,
+                                               f"{SOURCE_PREFIX}{os.getpid()}")
         except BaseException:
             self.close(keep=False)
             raise

@@ -51,10 +51,11 @@ class SmallDisk:
         self.ballast.unlink(missing_ok=True)
 
 
-def mount_tmpfs(mount_point: Path, size_bytes: int) -> SmallDisk:
-    """A tmpfs of `size_bytes` at `mount_point` (made if missing); needs root."""
+def mount_tmpfs(mount_point: Path, size_bytes: int, source: str = "tmpfs") -> SmallDisk:
+    """A tmpfs of `size_bytes` at `mount_point` (made if missing); needs root. `source` is
+    the name /proc/mounts shows for it (free text for a tmpfs)."""
     mount_point.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs",
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", source,
                     str(mount_point)], check=True)
     return SmallDisk(mount_point, size_bytes)
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from zlog_jepsen.small_disks import SmallDisks
+from tests.fault.small_disk import mount_tmpfs
+from zlog_jepsen.small_disks import SOURCE_PREFIX, SmallDisks, stale_disk_mounts
 
 SIZE_BYTES = 4 << 20
 
@@ -61,3 +63,27 @@ def test_a_run_that_keeps_nothing_leaves_empty_mount_points(tmp_path: Path) -> N
     disks.fill(1)
     disks.close(keep=False)
     assert not os.path.ismount(data) and list(data.iterdir()) == []
+
+
+def test_stale_disk_mounts_are_the_tmpfs_of_dead_harness_processes() -> None:
+    mounts = ("zlj-disk-41 /runs/a\\040b/broker-1/data tmpfs rw,size=262144k 0 0\n"
+              "zlj-disk-77 /runs/c/broker-1/data tmpfs rw 0 0\n"
+              "tmpfs /dev/shm tmpfs rw 0 0\n"
+              "zlj-disk-41 /elsewhere ext4 rw 0 0\n")
+    assert stale_disk_mounts(mounts, lambda pid: pid == 77) == ["/runs/a b/broker-1/data"]
+
+
+def test_the_disks_of_a_killed_harness_are_unmounted_by_the_next_run(tmp_path: Path) -> None:
+    """A harness killed with SIGKILL leaves its tmpfs mounted over its run's data dirs."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    leftover = tmp_path / "old-run" / "broker-1" / "data"
+    mount_tmpfs(leftover, SIZE_BYTES, f"{SOURCE_PREFIX}{dead.pid}")
+    try:
+        assert os.path.ismount(leftover)
+        disks = SmallDisks({1: tmp_path / "new-run" / "broker-1" / "data"}, SIZE_BYTES)
+        disks.close(keep=False)
+        assert not os.path.ismount(leftover)
+    finally:
+        if os.path.ismount(leftover):
+            subprocess.run(["umount", "-l", str(leftover)], check=False)
