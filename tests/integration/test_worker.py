@@ -306,6 +306,30 @@ def test_a_replacing_worker_binds_its_predecessors_port_or_another_if_taken(
         assert cluster.client(other).call(ApiVersionsRequestV0()) is not None
 
 
+def test_clients_are_served_between_the_opens_of_a_long_assignment(cluster: Cluster) -> None:
+    """A restarted worker is given all its partitions at once; its loop serves the data
+    socket between them (a bounded time on the supervisor's messages per turn), so a
+    partition opened first answers before the last one is open."""
+    worker = cluster.start_worker()
+    worker.assign("first", 0)
+    client = cluster.client(worker)
+    opens = 200
+    for partition in range(opens):
+        cluster.supervisor.send(worker.identity, {
+            "type": "assign", "topic": "many", "partition": partition, "configs": {},
+            "leader_epoch": 1, "is_leader": True, "request_id": 10_000 + partition})
+    cluster.supervisor.wait_for(lambda m: m.get("request_id") == 10_000)  # opening began
+    assert client.produce(make_batch(0), topic="first").error_code == ErrorCode.NONE
+    answered: list[int] = []
+    router = cluster.supervisor.router
+    while router.poll(0):  # what the worker had answered by then, and nothing later
+        message = json.loads(router.recv_multipart()[1])
+        if message.get("type") == "assigned":
+            answered.append(int(message["request_id"]))
+    assert 10_000 + opens - 1 not in answered, "the produce waited for every open"
+    cluster.supervisor.wait_for(lambda m: m.get("request_id") == 10_000 + opens - 1)
+
+
 def test_produce_fetch_and_list_offsets_through_real_sockets(cluster: Cluster) -> None:
     worker = cluster.start_worker()
     worker.assign()

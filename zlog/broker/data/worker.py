@@ -78,6 +78,11 @@ SUPERVISOR_SILENCE_MS_MAX: Final = 15_000
 """With the parent gone, this much silence from the supervisor means it is not coming back."""
 SHUTDOWN_LINGER_MS: Final = 500
 """How long closing a socket may wait to deliver the last replies and the unassign answers."""
+CONTROL_TURN_BUDGET_MS: Final = 20
+"""How long one loop turn may spend on the supervisor's messages before serving clients
+again. A restarted worker is assigned all its partitions at once (40 on a broker that leads
+offsets partitions), each open taking milliseconds to tens of them on a busy host; opened in
+one go, the first partitions' clients and followers waited for the last one's open."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +330,10 @@ class Worker:
     # ------------------------------------------------------------------ supervisor messages
 
     def _serve_control(self) -> None:
+        deadline_ms = self.clock.monotonic_ms() + CONTROL_TURN_BUDGET_MS
         for _ in range(limits.DRAIN_MESSAGES_MAX):
+            if self.clock.monotonic_ms() > deadline_ms:
+                return  # the rest next turn, after the data socket's requests
             try:
                 frames = self._control.recv_multipart(flags=zmq.NOBLOCK)
             except zmq.Again:
