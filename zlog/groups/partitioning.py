@@ -19,6 +19,12 @@ OFFSETS_PARTITIONS_DEFAULT: Final = 50
 """`offsets.topic.num.partitions`: fixed once the topic exists, since changing it moves every
 group to another coordinator."""
 
+OFFSETS_RING_BYTES: Final = 1 << 20
+"""The shared-memory ring of each `__consumer_offsets` replica. A ring is memory taken at
+open (the broker's default is 64 MiB), and a broker holds up to 50 offsets replicas, mostly
+idle: 3.2 GiB of RAM for a topic of small commits. A batch larger than its ring is written
+to the segment directly, so a small ring limits nothing."""
+
 _INT32_MIN: Final = -(2**31)
 GROUP_IDS_CACHED: Final = 4096
 """Group ids whose partition is remembered: a coordinator routes every commit by its group id,

@@ -42,6 +42,7 @@ from zlog.broker.topic_configs import (
 from zlog.broker.worker_protocol import Assign
 from zlog.clock import Clock
 from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
+from zlog.groups.partitioning import OFFSETS_RING_BYTES, OFFSETS_TOPIC
 from zlog.record.header import BatchHeader, read_header
 from zlog.shm_segments.compaction import CompactionStats, compact
 from zlog.shm_segments.log import PartitionLog
@@ -144,6 +145,8 @@ class PartitionHost:
         assignment = checked_assignment(message)
         config = replace(validate_topic_configs(assignment.configs, self.base_config),
                          disk_share_bytes=message.disk_share_bytes)
+        if assignment.topic == OFFSETS_TOPIC:
+            config = replace(config, ring_bytes=min(config.ring_bytes, OFFSETS_RING_BYTES))
         min_insync = validate_min_insync_replicas(assignment.configs.get(MIN_INSYNC_REPLICAS, "1"))
         skew_ms = validate_timestamp_difference_max_ms(
             assignment.configs.get(TIMESTAMP_DIFFERENCE_MAX_MS)
