@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -50,6 +51,20 @@ _EXEC_WITH_OPEN_FILES_MAX = (
 )
 
 
+RING_DIR_PREFIX = "zf-ring-"
+_STALE_RING_DIR = re.compile(rf"^{RING_DIR_PREFIX}(\d+)-")
+
+
+def _remove_stale_ring_dirs(base: Path) -> None:
+    """Remove the ring dirs a killed test or harness process left in shared memory (named
+    after its pid): a killed run's rings are memory, gigabytes of it for a cluster whose
+    brokers hold the 50 offsets partitions, that nothing else would give back."""
+    for path in base.glob(f"{RING_DIR_PREFIX}*"):
+        found = _STALE_RING_DIR.match(path.name)
+        if found is not None and not psutil.pid_exists(int(found.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 class BrokerProcess:
     """`python -m zlog.cli serve` with private data and ring dirs that outlive restarts."""
 
@@ -59,7 +74,9 @@ class BrokerProcess:
         # Short paths: the supervisor keeps an ipc socket in the data dir.
         self.directory = Path(tempfile.mkdtemp(prefix="zf-", dir="/tmp"))
         shm_base = "/dev/shm" if Path("/dev/shm").is_dir() else None
-        self.ring_dir = Path(tempfile.mkdtemp(prefix="zf-ring-", dir=shm_base))
+        _remove_stale_ring_dirs(Path(shm_base or tempfile.gettempdir()))
+        self.ring_dir = Path(tempfile.mkdtemp(prefix=f"{RING_DIR_PREFIX}{os.getpid()}-",
+                                              dir=shm_base))
         self.data_dir = data_dir or self.directory / "data"
         self.endpoint = endpoint or f"tcp://127.0.0.1:{free_port()}"
         self.workers = workers
