@@ -266,6 +266,19 @@ class BrokerProcess:
         return {p.partition: p.endpoint for p in found.partitions
                 if p.error_code == ErrorCode.NONE and p.endpoint}
 
+    def served_by_another_worker(self, topic: str, partitions: int, killed_pid: int) -> bool:
+        """Partitions 0..partitions-1 of `topic` all served, by workers other than the killed
+        one. A replacement binds its predecessor's port again, so the endpoint alone does
+        not tell them apart: the listening process does."""
+        served = self.served_endpoints(topic)
+        if sorted(served) != list(range(partitions)):
+            return False
+        try:
+            return all(self.worker_pid_for(endpoint) != killed_pid
+                       for endpoint in served.values())
+        except AssertionError:  # nothing listens there yet
+            return False
+
     def data_endpoint(self, topic: str, partition: int) -> str:
         """The data endpoint of the worker serving `partition` (waits for one)."""
         found: dict[int, str] = {}

@@ -63,16 +63,6 @@ def _check(broker: BrokerProcess, production: Production, seed: int,
     return {partition: len(stored) for partition, stored in log.items()}
 
 
-def _served_by_another_worker(broker: BrokerProcess, victim: int) -> bool:
-    endpoint = broker.served_endpoints(TOPIC).get(0)
-    if endpoint is None:
-        return False
-    try:
-        return broker.worker_pid_for(endpoint) != victim
-    except AssertionError:  # the metadata still names the dead worker's endpoint
-        return False
-
-
 def _kill_point(seed: int) -> int:
     """How many acknowledged records to wait for before the kill."""
     return random.Random(seed).randrange(RECORDS // 10, RECORDS // 3)
@@ -100,8 +90,8 @@ def test_a_worker_killed_during_production_loses_no_acknowledged_record(
             wait_until(lambda: victim not in broker.worker_pids()
                        and len(broker.worker_pids()) == 2, DEADLINE_S,
                        what="the supervisor to start a new worker")
-            wait_until(lambda: _served_by_another_worker(broker, victim), DEADLINE_S,
-                       interval_s=0.02, what="partition 0 served again")
+            wait_until(lambda: broker.served_by_another_worker(TOPIC, PARTITIONS, victim),
+                       DEADLINE_S, interval_s=0.02, what="partition 0 served again")
             production.join(DEADLINE_S)
             producer.flush(timeout_ms=int(DEADLINE_S * 1000))
         finally:

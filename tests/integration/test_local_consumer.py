@@ -121,9 +121,9 @@ def test_worker_kill_and_restart_loses_and_repeats_nothing(broker: BrokerProcess
         local.assign([tp])
         produce(broker, topic, 0, ROUND_RECORDS)
         got = consume(local, ROUND_RECORDS // 2, more_to_come=True)  # stop halfway
-        endpoint = broker.data_endpoint(topic, 0)
-        broker.kill_worker(broker.worker_pid_for(endpoint))
-        wait_until(lambda: broker.served_endpoints(topic).get(0) not in (None, endpoint),
+        victim = broker.worker_pid_for(broker.data_endpoint(topic, 0))
+        broker.kill_worker(victim)
+        wait_until(lambda: broker.served_by_another_worker(topic, 1, victim),
                    DEADLINE_S, interval_s=0.02, what="a restarted worker")
         before = local.ring_batches_read
         produce(broker, topic, ROUND_RECORDS, ROUND_RECORDS)
