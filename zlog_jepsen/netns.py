@@ -32,6 +32,8 @@ import subprocess
 from collections.abc import Collection, Iterator, Sequence
 from typing import Final
 
+import psutil
+
 PREFIX: Final = "zlj"
 BRIDGE_HOST: Final = "net"  # the bridge namespace's suffix
 CLIENT_HOST_BYTE: Final = 254  # the root namespace's (the clients') address in the /24
@@ -70,23 +72,12 @@ def stale_namespaces(listed: str, alive: Collection[int]) -> list[str]:
             if (found := _STALE.match(name)) and int(found.group(1)) not in alive]
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` exists (another user's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale() -> list[str]:
     """Delete the namespaces (and so the links) that a dead harness process left behind."""
     listed = run_command(["ip", "netns", "list"])
     candidates = {int(m.group(1)) for line in listed.splitlines()
                   if line.strip() and (m := _STALE.match(line.split()[0]))}
-    stale = stale_namespaces(listed, {pid for pid in candidates if pid_alive(pid)})
+    stale = stale_namespaces(listed, {pid for pid in candidates if psutil.pid_exists(pid)})
     for name in stale:
         with contextlib.suppress(NamespaceError):
             run_command(["ip", "netns", "delete", name])

@@ -25,8 +25,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
+import psutil
+
 from tests.fault.small_disk import BALLAST, SmallDisk, mount_tmpfs, unmount
-from zlog_jepsen.netns import pid_alive
 
 DISK_BYTES: Final = 256 << 20  # per broker: far above what a run stores
 SOURCE_PREFIX: Final = "zlj-disk-"
@@ -47,7 +48,8 @@ def stale_disk_mounts(mounts: str, alive: Callable[[int], bool]) -> list[str]:
 
 def remove_stale_disks() -> list[str]:
     """Unmount the small disks a harness killed before its end left behind."""
-    stale = stale_disk_mounts(Path("/proc/mounts").read_text(encoding="utf-8"), pid_alive)
+    stale = stale_disk_mounts(Path("/proc/mounts").read_text(encoding="utf-8"),
+                              psutil.pid_exists)
     for mount_point in stale:
         subprocess.run(["umount", "-l", mount_point], check=False)
     return stale

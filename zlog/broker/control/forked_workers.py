@@ -30,6 +30,7 @@ START_ANSWER_TIMEOUT_S: Final = 10.0
 """How long a start waits for the server's answer (a fork takes milliseconds; a starved host
 may take longer) before the server is judged broken and the start is made without it."""
 MESSAGE_BYTES_MAX: Final = 1 << 20
+"""The largest message on the channel, both ways: a start request carries an environment."""
 
 
 class ForkServerError(Exception):

@@ -38,10 +38,9 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, Final
 
+from zlog.broker.control.forked_workers import MESSAGE_BYTES_MAX
 from zlog.broker.data import worker
 
-MESSAGE_BYTES_MAX: Final = 1 << 20
-"""The largest message on the channel: a start request carries an environment."""
 _PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
 
 
