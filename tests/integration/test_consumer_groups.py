@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -208,3 +209,38 @@ def test_position_seek_and_committed_in_a_group_and_the_reset_only_without_a_com
     with Admin(broker.endpoint) as admin:
         assert admin.list_group_offsets(group) == {
             tp: 3 if tp == fresh else RECORDS_PER_PARTITION for tp in everything}
+
+
+def test_a_member_waiting_in_a_long_poll_hands_partitions_over_within_that_poll(
+        broker: BrokerProcess) -> None:
+    """A poll waiting for records that do not come still reconciles: the revocation a joiner
+    waits for happens inside the holder's poll(60 s), not at its next poll."""
+    _topic(broker, "handover")
+    holder, joiner = _consumer(broker, "handovers"), _consumer(broker, "handovers")
+    revoked: list[set[TopicPartition]] = []
+    returned: list[list[ConsumerRecord]] = []
+    polling = threading.Thread(target=lambda: returned.append(holder.poll(int(WAIT_S * 1000))),
+                               daemon=True)
+    try:
+        holder.subscribe(["handover"], on_revoke=revoked.append)
+        seen: list[ConsumerRecord] = []
+        _poll_until([holder], lambda: len(seen) >= PARTITIONS * RECORDS_PER_PARTITION, seen,
+                    "the only member to read everything")
+        polling.start()  # nothing is written meanwhile: this poll waits
+        joiner.subscribe(["handover"])
+        _poll_until([joiner], lambda: len(joiner.assignment()) == PARTITIONS // 2, [],
+                    "the joiner to take half the partitions during the holder's poll")
+        assert polling.is_alive() and not returned, "the holder's poll ended before"
+        assert len(revoked) == 1 and len(revoked[0]) == PARTITIONS // 2
+    finally:
+        with Producer(broker.endpoint) as producer:  # ends the holder's poll
+            for partition in range(PARTITIONS):
+                producer.send("handover", b"last", partition=partition)
+        polling.join(WAIT_S)
+        kept = holder.assignment()
+        joiner.close()
+        holder.close()
+    assert not polling.is_alive() and returned and returned[0], "the poll ended with records"
+    assert {TopicPartition(r.topic, r.partition) for r in returned[0]} <= kept, (
+        "after the hand-over within the poll, it returned only the partitions it kept")
+    assert len(kept) == PARTITIONS // 2 and not kept & revoked[0]

@@ -42,6 +42,7 @@ from zlog.client.group_member import (
     REDISCOVER_CODES,
     MemberState,
     Reconciliation,
+    Reconciling,
     RequestSlot,
     SentRequest,
 )
@@ -129,7 +130,7 @@ def check_assignors(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
-class ClassicMember:
+class ClassicMember(Reconciling):
     """The member's side of the classic protocol; see the module docstring."""
 
     def __init__(self, group_id: str, *, assignors: Sequence[str], session_timeout_ms: int,
@@ -194,8 +195,7 @@ class ClassicMember:
         if self.phase in (Phase.IDLE, Phase.STALE) or (changed and in_group):
             self._rejoin(now_ms)
 
-    def take_reconciliation(self) -> Reconciliation | None:
-        """The work the application has to do now, once; answered by `reconciled`."""
+    def _due_work(self) -> Reconciliation | None:
         if self._reconciling:
             return None
         work: Reconciliation | None = None
@@ -208,7 +208,6 @@ class ClassicMember:
         elif self.phase is Phase.STABLE and self.owned != self.target:
             work = Reconciliation(revoke=self.owned - self.target,
                                   assign=self.target - self.owned)
-        self._reconciling = work is not None
         return work
 
     def reconciled(self, work: Reconciliation, now_ms: int) -> None:

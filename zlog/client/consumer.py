@@ -56,14 +56,11 @@ moves, so a split would pass that state across modules rather than separate conc
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
-import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
@@ -84,6 +81,7 @@ from zlog.client.group_settings import (
     PartitionsCallback,
     RebalanceCallbacks,
 )
+from zlog.client.group_wake import GroupWake
 from zlog.client.local_replicas import (
     LocalReplicaPolicy,
     RingChoice,
@@ -249,11 +247,9 @@ class Consumer:
         self._simple_link: CoordinatorLink | None = None
         self._async_commits: ThreadPoolExecutor | None = None
         self._gaining: GainedPartitions | None = None
-        self._gained_wake: tuple[socket.socket, socket.socket] | None = None
-        """A pipe the coordinator thread writes to when gained partitions' offsets arrive,
-        polled with the fetch sockets, so a poll waiting on kept partitions' fetches starts
-        the gained ones at once instead of at the end of its wait slice."""
         """Gained partitions waiting for their committed offsets (at most one set)."""
+        self._group_wake: GroupWake | None = None
+        """Wakes a waiting poll when the group has work for it (group_wake.py)."""
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_bytes = fetch_max_bytes
@@ -381,11 +377,13 @@ class Consumer:
                             f"no topic matches {pattern!r}" if pattern else "no topic named")
         self._callbacks = RebalanceCallbacks(on_assign, on_revoke, on_lost)
         if self._membership is None:
+            self._group_wake = GroupWake()
             self._membership = GroupMembership(
                 self._bootstrap, new_member(settings, retry_backoff_ms=self.retry_backoff_ms),
                 max_poll_interval_ms=settings.max_poll_interval_ms,
                 request_timeout_ms=self.request_timeout_ms,
-                retry_backoff_ms=self.retry_backoff_ms, watch=self._metadata_watch)
+                retry_backoff_ms=self.retry_backoff_ms, watch=self._metadata_watch,
+                on_work=self._group_wake.wake)
         self._membership.subscribe(wanted, compiled)
         self._next_auto_commit_ms = self._clock.monotonic_ms() + settings.auto_commit_interval_ms
 
@@ -520,29 +518,20 @@ class Consumer:
 
     def _woken_by(self, offsets: Future[dict[TopicPartition, int]],
                   ) -> Future[dict[TopicPartition, int]]:
-        """`offsets`, whose answer wakes a poll waiting in `_receive`."""
-        if self._gained_wake is None:
-            pair = socket.socketpair()
-            for end in pair:
-                end.setblocking(False)
-            self._gained_wake = pair
-        writer = self._gained_wake[1]
-
-        def wake(_done: Future[dict[TopicPartition, int]]) -> None:
-            with contextlib.suppress(OSError):  # full (a wake is pending), or closed
-                writer.send(b"\x01")
-
-        offsets.add_done_callback(wake)
+        """`offsets`, whose answer wakes a waiting poll."""
+        wake = self._group_wake
+        if wake is not None:
+            offsets.add_done_callback(lambda _done: wake.wake())
         return offsets
-
-    def _drain_gained_wake(self) -> None:
-        if self._gained_wake is not None:
-            with contextlib.suppress(OSError):
-                while self._gained_wake[0].recv(4096):
-                    pass
 
     def _gained_offsets_arrived(self) -> bool:
         return self._gaining is not None and self._gaining.offsets.done()
+
+    def _group_work_due(self) -> bool:
+        """Gained partitions can start, or the group has moved partitions to reconcile."""
+        membership = self._membership
+        return self._gained_offsets_arrived() or (
+            membership is not None and membership.work_due())
 
     def _auto_commit(self, membership: GroupMembership, partitions: Iterable[TopicPartition],
                      ) -> Future[None] | None:
@@ -587,7 +576,7 @@ class Consumer:
         self._group_poll()
         deadline_ms = self._clock.monotonic_ms() + max(timeout_ms, 0)
         while True:
-            self._take_gained_in_poll()
+            self._group_work_in_poll()
             records = self._take_records(max_records)
             if records:
                 self._note_handed_out()
@@ -608,7 +597,7 @@ class Consumer:
         self._group_poll()
         deadline_ms = self._clock.monotonic_ms() + max(timeout_ms, 0)
         while True:
-            self._take_gained_in_poll()
+            self._group_work_in_poll()
             batches: list[tuple[TopicPartition, BatchView]] = []
             for tp in self._assignment:
                 views, next_position = self._buffers[tp].take_batches()
@@ -622,9 +611,18 @@ class Consumer:
             if not self._wait_for_data(deadline_ms):
                 return []
 
-    def _take_gained_in_poll(self) -> None:
-        if self._membership is not None and self._gained_offsets_arrived():
-            self._take_gained(self._membership)
+    def _group_work_in_poll(self) -> None:
+        """What the group brought while this poll waited: gained partitions whose offsets
+        arrived start, and partitions it moves are reconciled, as at the top of a poll."""
+        membership = self._membership
+        if membership is None:
+            return
+        if self._gained_offsets_arrived():
+            self._take_gained(membership)
+        if membership.work_due():
+            work = membership.polled()
+            if work is not None:
+                self._reconcile(membership, work)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Records forever, or until consumer_timeout_ms passes without one."""
@@ -790,7 +788,7 @@ class Consumer:
             if self._fetching:
                 self._receive(0)
             if any(self._buffers[tp] for tp in self._assignment) or self._fill_from_rings() \
-                    or self._gained_offsets_arrived():
+                    or self._group_work_due():
                 return True
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if remaining_ms <= 0:
@@ -899,7 +897,7 @@ class Consumer:
                     got_any = True
                     self._on_fetch_result(endpoint, result)
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
-            if got_any or remaining_ms <= 0 or self._gained_offsets_arrived():
+            if got_any or remaining_ms <= 0 or self._group_work_due():
                 return
             # Bounded so that request deadlines are checked (poll_responses expires them).
             wait_ms = min(remaining_ms, _WAIT_SLICE_MS)
@@ -911,17 +909,18 @@ class Consumer:
             for endpoint in endpoints:
                 for sock in self._connections.client(endpoint).sockets:
                     poller.register(sock, zmq.POLLIN)
-            if self._gaining is not None and self._gained_wake is not None:
-                poller.register(self._gained_wake[0], zmq.POLLIN)
+            if self._group_wake is not None:
+                poller.register(self._group_wake.reader, zmq.POLLIN)
             poller.poll(wait_ms)
-            self._drain_gained_wake()
+            if self._group_wake is not None:
+                self._group_wake.drain()
 
     def _idle_wait(self, seconds: float) -> None:
-        """Nothing to fetch: sleep, or wait for gained partitions' offsets if some are due."""
-        if self._gaining is None:
+        """Nothing to fetch: sleep, or until the group has work for this poll."""
+        if self._group_wake is None:
             time.sleep(seconds)
         else:
-            futures_wait([self._gaining.offsets], timeout=seconds)
+            self._group_wake.wait(seconds)
 
     def _on_fetch_result(self, endpoint: str, result: RpcResult) -> None:
         asked = self._fetching.pop((endpoint, result.correlation_id), None)
@@ -1163,10 +1162,9 @@ class Consumer:
                 ring.close()
             self._rings.clear()
             self._connections.close()
-            if self._gained_wake is not None:
-                for end in self._gained_wake:
-                    end.close()
-                self._gained_wake = None
+            if self._group_wake is not None:
+                self._group_wake.close()
+                self._group_wake = None
 
     def __enter__(self) -> Consumer:
         return self

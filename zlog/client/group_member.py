@@ -146,6 +146,8 @@ class GroupMember(Protocol):
     def state(self) -> MemberState: ...
     def subscribe(self, topics: Iterable[str], now_ms: int) -> None: ...
     def take_reconciliation(self) -> Reconciliation | None: ...
+    def reconciliation_due(self) -> bool:
+        """Whether `take_reconciliation` would hand out work now (it hands out nothing)."""
     def reconciled(self, work: Reconciliation, now_ms: int) -> None: ...
     def polled(self, now_ms: int) -> None: ...
     def leave(self) -> GroupRequest | None: ...
@@ -169,7 +171,27 @@ class GroupMember(Protocol):
         """Fresh partition counts of every existing topic (metadata_watch.py)."""
 
 
-class ServerSideMember:
+class Reconciling:
+    """Hands out the work `_due_work` names, one piece at a time: none while the application
+    does the last one (until `reconciled`). A member's protocol says what is due."""
+
+    _reconciling: bool
+
+    def take_reconciliation(self) -> Reconciliation | None:
+        """The work the application has to do now, once (None: nothing; its owned
+        partitions match the target). Each one taken is answered by `reconciled`."""
+        work = self._due_work()
+        self._reconciling = self._reconciling or work is not None
+        return work
+
+    def reconciliation_due(self) -> bool:
+        return self._due_work() is not None
+
+    def _due_work(self) -> Reconciliation | None:
+        raise NotImplementedError
+
+
+class ServerSideMember(Reconciling):
     """The member's side of GroupHeartbeat; see the module docstring."""
 
     def __init__(self, group_id: str, member_id: str, *, rebalance_timeout_ms: int,
@@ -224,20 +246,16 @@ class ServerSideMember:
         elif self.state is not MemberState.DROPPING:
             self._due_ms = now_ms
 
-    def take_reconciliation(self) -> Reconciliation | None:
-        """The work the application has to do now, once (None: nothing; its owned
-        partitions match the target). Each one taken is answered by `reconciled`."""
+    def _due_work(self) -> Reconciliation | None:
         if self._reconciling:
             return None
         if self.state is MemberState.DROPPING or self._lost:
             lost = self._lost | self.owned
             if not lost and self.state is not MemberState.DROPPING:
                 return None
-            self._reconciling = True
             return Reconciliation(lost=lost)
         if self.state is not MemberState.STABLE or self.owned == self.target:
             return None
-        self._reconciling = True
         return Reconciliation(revoke=self.owned - self.target, assign=self.target - self.owned)
 
     def owned_after(self, work: Reconciliation) -> frozenset[TopicPartition]:

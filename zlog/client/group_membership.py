@@ -21,11 +21,12 @@ topics again for a subscription by pattern and for a classic leader (metadata_wa
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Final
 
@@ -55,8 +56,11 @@ class GroupMembership:
 
     def __init__(self, bootstrap: str | Sequence[str], member: GroupMember, *,
                  max_poll_interval_ms: int, request_timeout_ms: int,
-                 retry_backoff_ms: int, watch: MetadataWatch) -> None:
+                 retry_backoff_ms: int, watch: MetadataWatch,
+                 on_work: Callable[[], None] = lambda: None) -> None:
         self.member = member
+        self._on_work = on_work
+        """Called from the heartbeat thread when a reply gives the poll thread work."""
         self._watch = watch
         self._pattern: re.Pattern[str] | None = None
         group_id = member.group_id
@@ -90,6 +94,7 @@ class GroupMembership:
             self._thread = threading.Thread(target=self._run, daemon=True,
                                             name=f"zlog-heartbeat-{self.member.group_id}")
             self._thread.start()
+            self._background.submit(self._connect_early)
         self._wake.set()
 
     def polled(self) -> Reconciliation | None:
@@ -104,6 +109,11 @@ class GroupMembership:
             work = self.member.take_reconciliation()
         self._wake.set()
         return work
+
+    def work_due(self) -> bool:
+        """Whether `polled` would hand out work now."""
+        with self._lock:
+            return self.member.failure is not None or self.member.reconciliation_due()
 
     def done(self, work: Reconciliation) -> None:
         with self._lock:
@@ -146,6 +156,14 @@ class GroupMembership:
         """`committed` on the coordinator thread (so after the commits submitted before)."""
         wanted = tuple(partitions)
         return self._background.submit(lambda link: fetch_committed(link, wanted))
+
+    def _connect_early(self, link: CoordinatorLink) -> None:
+        """Find the coordinator and connect to it from the coordinator thread as soon as the
+        member subscribes: its first call is otherwise the lookup of the first assignment's
+        committed offsets, which would pay for a FindCoordinator and a connection in the
+        middle of a rebalance. A failure here is left to that call to meet and report."""
+        with contextlib.suppress(ZlogError):
+            link.connections.client(link.endpoint or link.find(self.request_timeout_ms))
 
     def close(self) -> None:
         """Leave the group at once (the caller committed and revoked first), once the
@@ -216,6 +234,9 @@ class GroupMembership:
                 return
             with self._lock:
                 member.on_response(sent, response, monotonic_ms())
+                work_due = member.reconciliation_due()
+            if work_due:
+                self._on_work()
             return
         if look:
             self._look(link)

@@ -73,6 +73,10 @@ class ConsumerMachine:
         """Group id -> member id -> its held heartbeat (at most one per member)."""
         self.released = 0
         """Partitions freed so far: a heartbeat that frees one may have news for the held."""
+        self.deferring_wakes = False
+        self.deferred_wakes: set[str] = set()
+        """Groups whose held members a heartbeat brought news to while wakes were deferred
+        (`GroupCoordinator.defer_wakes`): woken once, by `wake_deferred`."""
 
     def _error(self, req: GroupHeartbeatRequest, code: ErrorCode, message: str) -> None:
         self.fx.reply(req.request_id, GroupHeartbeatResponse(code, message, req.member_id,
@@ -85,7 +89,11 @@ class ConsumerMachine:
             self._answer_held(group, sender, now_ms)
         before = self._news_mark(group)
         self._beat(group, req, now_ms)
-        if self._news_mark(group) != before:  # else no held member can have news
+        if self._news_mark(group) == before:  # no held member can have news
+            return
+        if self.deferring_wakes:
+            self.deferred_wakes.add(group.group_id)
+        else:
             self.wake(group, now_ms)
 
     def _news_mark(self, group: ConsumerGroup) -> tuple[int, int, int]:

@@ -171,6 +171,25 @@ class GroupCoordinator:
     def next_deadline_ms(self) -> int | None:
         return self.fx.next_deadline_ms()
 
+    def defer_wakes(self) -> None:
+        """From now until `wake_deferred`, a heartbeat that brings held members news only
+        notes their group. A driver that answers nothing before the end of a batch of
+        requests loses no time by it, and held members hear everything the batch did in one
+        answer: a joiner woken by the first of six releases in a batch would otherwise get
+        one partition, and wait for a whole second round trip for the other five."""
+        self.consumer.deferring_wakes = True
+
+    def wake_deferred(self, now_ms: int) -> Output:
+        """Wake the held members of every group noted since `defer_wakes`."""
+        machine = self.consumer
+        machine.deferring_wakes = False
+        for group_id in sorted(machine.deferred_wakes):
+            group = self.groups.get(group_id)
+            if isinstance(group, ConsumerGroup):
+                self._persisting(group_id, partial(machine.wake, group, now_ms))
+        machine.deferred_wakes.clear()
+        return self.fx.take()
+
     def update_metadata(self, partition_counts: Mapping[str, int]) -> Output:
         """The worker's view of topic partition counts changed (topics created, grown,
         deleted): server-side groups subscribed to a changed topic get a new epoch."""

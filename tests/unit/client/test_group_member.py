@@ -78,11 +78,13 @@ def test_an_assignment_is_taken_once_then_the_next_heartbeat_reports_it_at_once(
     member.on_response(_send(member, 0), _ok(member, 3, (T0, T1)), 10)
     assert member.state is MemberState.STABLE and member.member_epoch == 3
     assert member.heartbeat_interval_ms == INTERVAL_MS
+    assert member.reconciliation_due() and member.reconciliation_due(), "a look takes nothing"
     work = member.take_reconciliation()
     assert work == Reconciliation(assign=frozenset({T0, T1}))
     assert member.take_reconciliation() is None  # being done
+    assert not member.reconciliation_due()
     member.reconciled(work, 20)
-    assert member.owned == {T0, T1}
+    assert member.owned == {T0, T1} and not member.reconciliation_due()
     request = _send(member, 20).request
     assert request.owned == (T0, T1) and request.member_epoch == 3
     assert request.subscribed_topics is None  # acknowledged already

@@ -118,6 +118,31 @@ def test_a_join_answers_the_held_members_at_once_and_the_release_reaches_the_new
     log_matches_memory(d)
 
 
+def test_releases_of_one_batch_reach_a_held_member_in_one_answer_when_wakes_are_deferred(
+) -> None:
+    d = Driver()
+    a_epoch, b_epoch = settled_pair(d)
+    held_a, held_b = poll(d, "a", a_epoch), poll(d, "b", b_epoch)
+    joined = hb(d, "c", 0)
+    told_a, told_b = answer(d, held_a), answer(d, held_b)
+    assert told_a is not None and told_b is not None
+    waiting_c = poll(d, "c", joined.member_epoch)
+    assert answer(d, waiting_c) is None
+    d.coordinator.defer_wakes()  # a driver's batch of requests: a and b release in it
+    released_a = answer(d, poll(d, "a", a_epoch, owned=told_a.assignment))
+    released_b = answer(d, poll(d, "b", b_epoch, owned=told_b.assignment))
+    assert released_a is not None and released_b is not None, "the releasers hear at once"
+    assert answer(d, waiting_c) is None, "the held member is woken at the end of the batch"
+    d.take(d.coordinator.wake_deferred(d.now_ms))
+    gained = answer(d, waiting_c)
+    assert gained is not None and gained.assignment is not None
+    assert len(gained.assignment) == 2, "both releases in one answer, not one per round trip"
+    d.take(d.coordinator.wake_deferred(d.now_ms))  # nothing noted since: no answer, no record
+    assert not d.coordinator.consumer.deferring_wakes
+    owners_are_unique(group_of(d))
+    log_matches_memory(d)
+
+
 def test_a_leave_hands_its_partitions_to_the_held_members_at_once() -> None:
     d = Driver()
     a_epoch, _ = settled_pair(d)

@@ -397,15 +397,21 @@ class GroupHost:
         return UNFLUSHED if index in self._pending else led.last_written
 
     def defer_appends(self) -> None:
-        """From now until `flush`, outputs' records gather into one batch per partition."""
+        """From now until `flush`, outputs' records gather into one batch per partition,
+        and held heartbeats are woken once, at the flush, with what the whole turn did."""
         self._deferring = True
+        for led in self._led.values():
+            led.coordinator.defer_wakes()
 
     def flush(self) -> list[Reply]:
         """Append what gathered since `defer_appends`, one batch per offsets partition, and
         let the replies that waited for it wait for its end instead."""
-        self._deferring = False
         replies: list[Reply] = []
         wall_ms = self._wall_ms()
+        for index in sorted(self._led):  # their records join the turn's batch
+            woken = self._led[index].coordinator.wake_deferred(wall_ms)
+            replies += self._carry_out(index, woken, wall_ms)
+        self._deferring = False
         while self._pending:
             index, records = self._pending.popitem()
             replies += self._append_now(index, records, wall_ms)

@@ -548,3 +548,59 @@ def test_a_held_heartbeat_is_answered_at_its_hold_timer_or_not_coordinator() -> 
     host.offsets(1).become(leader_epoch=2, is_leader=False)
     (lost,) = host.groups.partition_changed(TopicPartition(OFFSETS_TOPIC, 1))
     assert lost[0] == b"held" and _error_code(decode(lost)) == ErrorCode.NOT_COORDINATOR
+
+
+
+def test_held_members_are_woken_once_per_turn_with_everything_the_turn_released() -> None:
+    """The heartbeats of one turn that free partitions wake the held members once, at the
+    flush: a joiner waiting for two releases of one turn hears both in one answer."""
+    host = Host()
+    assert host.groups.settings is not None
+    host.groups.configure(replace(host.groups.settings, partition_counts={
+        OFFSETS_TOPIC: OFFSETS_PARTITIONS, TOPIC: 6}))
+    host.lead(1)
+    group = group_on(1)
+    epochs: dict[str, int] = {}
+
+    def beat(member_id: str, owned: tuple[TopicPartition, ...] | None = None,
+             ) -> dict[bytes, GroupHeartbeatResponse]:
+        """A long-poll heartbeat (a join without an epoch); the answers it released."""
+        epoch = epochs.get(member_id, 0)
+        join = {"rebalance_timeout_ms": 30_000, "subscribed_topics": (TOPIC,)} if not epoch else {}
+        replies = host.send(GroupHeartbeatRequest(0, group, member_id, epoch, owned=owned,
+                                                  max_wait_ms=1_000, **join),  # type: ignore[arg-type]
+                            member_id.encode())
+        return {identity: answered for identity, answered in
+                ((identity, decode((identity, frames))) for identity, frames in replies)
+                if isinstance(answered, GroupHeartbeatResponse)}
+
+    def given(answers: dict[bytes, GroupHeartbeatResponse], member_id: str,
+              ) -> tuple[TopicPartition, ...]:
+        answer = answers[member_id.encode()]
+        assert answer.error == ErrorCode.NONE and answer.assignment is not None, answer
+        epochs[member_id] = answer.member_epoch
+        return answer.assignment
+
+    a = given(beat("a"), "a")
+    assert len(a) == 6 and beat("a", a) == {}, "it holds what it was given: held"
+    joined = beat("b")  # news for a, answered in the same call
+    a = given(joined, "a")
+    b = given(joined, "b")
+    assert (len(a), b) == (3, ())
+    released = beat("a", a)
+    epochs["a"] = released[b"a"].member_epoch
+    b = given(beat("b", ()), "b")
+    assert len(b) == 3
+    assert beat("b", b) == {} and beat("a", a) == {}, "both settled: held"
+    joined = beat("c")
+    a, b, c = given(joined, "a"), given(joined, "b"), given(joined, "c")
+    assert (len(a), len(b), c) == (2, 2, ())
+    assert beat("c", ()) == {}, "nothing free for it yet: held"
+    host.groups.defer_appends()
+    assert beat("a", a) == {} and beat("b", b) == {}, "nothing answered before the flush"
+    answers = {identity: decode((identity, frames)) for identity, frames in host.groups.flush()}
+    assert set(answers) == {b"a", b"b", b"c"}
+    gained = answers[b"c"]
+    assert isinstance(gained, GroupHeartbeatResponse) and gained.assignment is not None
+    assert len(gained.assignment) == 2, "both releases in one answer, not one per round trip"
+    assert not set(gained.assignment) & (set(a) | set(b))
