@@ -167,10 +167,12 @@ class GroupMembership:
 
     def close(self) -> None:
         """Leave the group at once (the caller committed and revoked first), once the
-        coordinator thread's commits are answered."""
-        self._background.close()
+        coordinator thread's commits are answered. The heartbeat thread is told to stop
+        first: a held heartbeat notices it only within `CANCEL_CHECK_MS` (rpc.py), which
+        then passes while the commits are answered, not after them."""
         self._closing.set()
         self._wake.set()
+        self._background.close()
         if self._thread is not None:
             self._thread.join()
         with self._lock:
