@@ -909,11 +909,12 @@ class Consumer:
             for endpoint in endpoints:
                 for sock in self._connections.client(endpoint).sockets:
                     poller.register(sock, zmq.POLLIN)
-            if self._group_wake is not None:
-                poller.register(self._group_wake.reader, zmq.POLLIN)
-            poller.poll(wait_ms)
-            if self._group_wake is not None:
-                self._group_wake.drain()
+            wake = self._group_wake
+            if wake is not None:
+                poller.register(wake.reader, zmq.POLLIN)
+            ready = poller.poll(wait_ms)
+            if wake is not None and any(fd == wake.fileno for fd, _ in ready):
+                wake.drain()  # only when woken: a receive on an empty socket raises
 
     def _idle_wait(self, seconds: float) -> None:
         """Nothing to fetch: sleep, or until the group has work for this poll."""

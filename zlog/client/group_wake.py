@@ -23,6 +23,8 @@ class GroupWake:
         self.reader, self._writer = socket.socketpair()
         self.reader.setblocking(False)
         self._writer.setblocking(False)
+        self.fileno = self.reader.fileno()
+        """What a poller reports the reader as."""
 
     def wake(self) -> None:
         with contextlib.suppress(OSError):  # full (a wake is pending), or closed
