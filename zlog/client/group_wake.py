@@ -37,9 +37,11 @@ class GroupWake:
 
     def wait(self, seconds: float) -> None:
         """Sleep up to `seconds`, less if woken."""
+        ready: list[socket.socket] = []
         with contextlib.suppress(OSError, ValueError):  # closed by another thread's close()
-            select.select([self.reader], [], [], seconds)
-        self.drain()
+            ready, _, _ = select.select([self.reader], [], [], seconds)
+        if ready:
+            self.drain()
 
     def close(self) -> None:
         self.reader.close()

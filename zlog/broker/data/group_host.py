@@ -158,6 +158,9 @@ class GroupHost:
         self._deferring = False
         self._pending: dict[int, list[OffsetsRecord]] = {}
         """Records of this turn's outputs, per offsets partition, not appended yet."""
+        self._deferred_wakes: set[int] = set()
+        """Offsets partitions whose coordinator handled a request this turn: its held
+        heartbeats are woken at the flush (only these: a turn of produces touches none)."""
         self.settings: GroupSettings | None = None
 
     # ------------------------------------------------------------------ settings, leadership
@@ -327,6 +330,9 @@ class GroupHost:
             return self._commit(identity, header, request, index, wall_ms)
         request_id = next(self._request_ids)
         led.parked[request_id] = (identity, header)
+        if self._deferring and index not in self._deferred_wakes:
+            led.coordinator.defer_wakes()
+            self._deferred_wakes.add(index)
         return self._carry_out(index, led.coordinator.handle(
             replace(request, request_id=request_id), wall_ms), wall_ms)
 
@@ -400,17 +406,18 @@ class GroupHost:
         """From now until `flush`, outputs' records gather into one batch per partition,
         and held heartbeats are woken once, at the flush, with what the whole turn did."""
         self._deferring = True
-        for led in self._led.values():
-            led.coordinator.defer_wakes()
 
     def flush(self) -> list[Reply]:
         """Append what gathered since `defer_appends`, one batch per offsets partition, and
         let the replies that waited for it wait for its end instead."""
         replies: list[Reply] = []
         wall_ms = self._wall_ms()
-        for index in sorted(self._led):  # their records join the turn's batch
-            woken = self._led[index].coordinator.wake_deferred(wall_ms)
-            replies += self._carry_out(index, woken, wall_ms)
+        for index in sorted(self._deferred_wakes):  # their records join the turn's batch
+            led = self._led.get(index)  # None: unloaded during the turn, its requests answered
+            if led is not None:
+                replies += self._carry_out(index, led.coordinator.wake_deferred(wall_ms),
+                                           wall_ms)
+        self._deferred_wakes.clear()
         self._deferring = False
         while self._pending:
             index, records = self._pending.popitem()
