@@ -520,7 +520,8 @@ def stop_with_parent() -> None:
 
     The signal follows the death of the thread that forked this process: the supervisor
     forks workers from its main thread only. A supervisor that died before this call leaves
-    the worker with another parent already; the silence check in the loop covers that case.
+    the worker with another parent already; its lifeline, or else the silence check in the
+    loop, covers that case.
     """
     try:
         libc = ctypes.CDLL(None, use_errno=True)
