@@ -12,13 +12,15 @@ restart on the same data dir), and the cluster helpers wait on conditions with d
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from tests.broker_fixtures import START_TIMEOUT_S, BrokerProcess
 from tests.waiting import wait_until
-from zlog.errors import ZlogError
+from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import scan_batches
 from zlog.record.records import NewRecord, build_batch
 from zlog.shm_segments.log import PartitionLog
@@ -156,6 +158,59 @@ def produce_to_worker(worker_endpoint: str, topic: str, partition: int, *, acks:
             timeout_ms + 5_000)
     assert isinstance(response, ProduceResponseV0), response
     return response.entries[0].error_code
+
+
+@dataclass(frozen=True, slots=True)
+class TakenWrite:
+    """An acks=1 batch a leader's worker acknowledged: when it was sent and answered
+    (time.monotonic(), this process)."""
+
+    sent_s: float
+    answered_s: float
+
+
+def _taken(endpoint: str, topic: str, taken: list[TakenWrite]) -> None:
+    sent_s = time.monotonic()
+    try:
+        code = produce_to_worker(endpoint, topic, 0, acks=1, timeout_ms=1_000)
+    except ZlogError:  # nothing listens there any more
+        return
+    if code == ErrorCode.NONE:
+        taken.append(TakenWrite(sent_s, time.monotonic()))
+
+
+def writes_across_a_leader_change(old_endpoint: str, topic: str,
+                                  new_endpoint: Callable[[], str | None], *,
+                                  new_writes: int, deadline_s: float
+                                  ) -> tuple[list[TakenWrite], list[TakenWrite]]:
+    """acks=1 batches to partition 0, one at a time, straight to the old leader's worker (a
+    client whose metadata still names it) and, once `new_endpoint()` names the new leader's
+    worker, to that one too, alternately, until the new leader took `new_writes` of them.
+    What each leader acknowledged: (the old one's, the new one's)."""
+    old: list[TakenWrite] = []
+    new: list[TakenWrite] = []
+
+    def new_leader_took_enough() -> bool:
+        _taken(old_endpoint, topic, old)
+        endpoint = new_endpoint()
+        if endpoint and endpoint != old_endpoint:
+            _taken(endpoint, topic, new)
+        return len(new) >= new_writes
+
+    wait_until(new_leader_took_enough, deadline_s, interval_s=0.0,
+               what=f"{new_writes} writes taken by the new leader of {topic}-0")
+    return old, new
+
+
+def assert_one_writer_at_a_time(old: Sequence[TakenWrite], new: Sequence[TakenWrite]) -> None:
+    """No write reached the old leader after the new one had acknowledged a write: such a
+    write is proof that both led at once (the old leader took it while the new one led)."""
+    first_new_answered_s = min(write.answered_s for write in new)
+    late = [write for write in old if write.sent_s > first_new_answered_s]
+    assert not late, (
+        f"the old leader acknowledged {len(late)} of {len(old)} writes sent after the new "
+        f"leader had acknowledged one, the last {late[-1].sent_s - first_new_answered_s:.3f} "
+        "s after")
 
 
 def log_bytes(broker: BrokerProcess, topic: str, partition: int) -> bytes:

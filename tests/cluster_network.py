@@ -19,6 +19,7 @@ connection (both directions of a connection pass the same proxy).
 
     with proxied_cluster(3, log_dir) as cluster:
         cluster.isolate(2)     # broker 2 cut off from 1 and 3; clients reach all three
+        cluster.reset(2, ("control",))   # the connections to its control port drop
         cluster.isolate(2, direction="in")   # it hears neither, both hear it
         cluster.heal(("control", "data"))                # its metadata log still cut off
         cluster.slow_down(2, 500, ("raft",))             # now slow
@@ -137,6 +138,13 @@ class ProxiedCluster(ClusterProcesses):
         """Delay everything between broker `node` and the others on `links`, both ways."""
         self._between(node, links,
                       lambda proxy, clients, _: proxy.delay(delay_ms, clients=clients))
+
+    def reset(self, node: int, links: Collection[Link] = LINKS) -> None:
+        """Reset every open connection to broker `node`'s ports on `links`: the others see
+        them drop, as a host's reset or a middlebox's would, while it runs on; new ones are
+        accepted, under whatever fault is in place."""
+        for proxy in (self.proxies[node][link] for link in links):
+            proxy.reset()
 
     def heal(self, links: Collection[Link] = LINKS) -> None:
         """`links` forward again; connections that lost bytes are reset and reconnect."""

@@ -12,7 +12,9 @@ Rerun a case with `pytest --seed N`.
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -20,8 +22,15 @@ from typing import Final
 import psutil
 import pytest
 
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes, produce_to_worker
+from tests.cluster_fixtures import (
+    ClusterProcesses,
+    assert_one_writer_at_a_time,
+    cluster_processes,
+    produce_to_worker,
+    writes_across_a_leader_change,
+)
 from tests.production import Tailing, acks_all_production, check_log, producing
+from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode
 
@@ -177,4 +186,42 @@ def test_a_leader_cut_off_from_the_controller_stops_taking_writes(
         assert _produce_acks_1(before.endpoint) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     finally:
         supervisor.resume()
+    cluster.wait_isr(TOPIC, 0, {1, 2, 3})
+
+
+def test_a_leader_whose_supervisor_alone_is_killed_takes_no_write_beside_its_replacement(
+        cluster: ClusterProcesses) -> None:
+    """kill -9 of the leader's supervisor only. Its control port refuses connections at
+    once, so the controller elects another leader without waiting out a lease; the worker
+    it leaves must take no write from then on (it stops with its parent, the fork server,
+    which dies with the supervisor). acks=1 writes go straight to the old worker and, once
+    elected, to the new leader: none reaches the old one after the new one took a write."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(TOPIC, 1, replication_factor=3)])
+    cluster.wait_isr(TOPIC, 0, {1, 2, 3})
+    before = cluster.partition(TOPIC, 0)
+    assert _produce_acks_1(before.endpoint) == ErrorCode.NONE
+    broker = cluster.broker(before.leader)
+    assert broker.process is not None
+    orphans = psutil.Process(broker.process.pid).children(recursive=True)
+    assert orphans, "the supervisor has no worker"
+    os.kill(broker.process.pid, signal.SIGKILL)
+    broker.process.wait()
+    broker.process = None
+
+    def new_endpoint() -> str | None:
+        try:
+            now = cluster.partition(TOPIC, 0)
+        except AssertionError:
+            return None
+        return now.endpoint if now.leader not in (before.leader, -1) else None
+
+    old, new = writes_across_a_leader_change(before.endpoint, TOPIC, new_endpoint,
+                                             new_writes=20, deadline_s=DEADLINE_S)
+    assert_one_writer_at_a_time(old, new)
+    wait_until(lambda: not any(orphan.is_running()
+                               and orphan.status() != psutil.STATUS_ZOMBIE
+                               for orphan in orphans),
+               DEADLINE_S, what="the killed supervisor's fork server and workers to stop")
+    broker.start()
     cluster.wait_isr(TOPIC, 0, {1, 2, 3})

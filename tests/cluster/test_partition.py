@@ -15,6 +15,12 @@ first and leaves its metadata log slow: heard from again, the broker must not ta
 the leader its stale metadata still names, however long that metadata takes to catch up. The
 third cuts off a leader that is also the controller, which answered its own heartbeats.
 
+Another cuts a leader off and resets the connections to its control port, as a host's or a
+middlebox's reset would, while it runs on: the controller sees its own connection to it drop
+and hears no heartbeat, but its port still accepts connections, so nothing says its process
+is gone. acks=1 writes go straight to it and, once elected, to its replacement: the new leader
+takes none before the old one's lease ran out.
+
 The last cuts the leader off one way under the same load: it hears no other broker while they
 all hear it ("in": what it sends, heartbeats and Raft messages included, still arrives, and
 its followers get the answers to the fetches they sent before the cut), or the reverse
@@ -34,7 +40,12 @@ from typing import Final
 
 import pytest
 
-from tests.cluster_fixtures import log_bytes, produce_to_worker
+from tests.cluster_fixtures import (
+    assert_one_writer_at_a_time,
+    log_bytes,
+    produce_to_worker,
+    writes_across_a_leader_change,
+)
 from tests.cluster_network import Cut, Link, ProxiedCluster, proxied_cluster
 from tests.production import Production, acks_all_production, check_log, producing
 from tests.waiting import wait_until
@@ -259,6 +270,30 @@ def test_the_controller_cut_off_with_a_leadership_takes_no_write_once_replaced(
     assert max(taken_sent_at_s) < elected_at_s, (
         f"the old leader took a write sent {max(taken_sent_at_s) - elected_at_s:.3f} s after "
         "the new leader was decided")
+    _healed_rejoins_as_a_follower(cluster, topic, victim)
+    _replicas_byte_for_byte_equal(cluster, topic)
+
+
+def test_a_leader_whose_control_connection_dropped_takes_no_write_beside_its_replacement(
+        cluster: ProxiedCluster) -> None:
+    topic, victim = _topic_led(cluster, by_the_controller=False)
+    _one_batch_replicated(cluster, topic)
+    majority = {1, 2, 3} - {victim}
+    old_endpoint = cluster.partition(topic, 0).endpoint
+    cluster.isolate(victim)
+    cluster.reset(victim, ("control",))
+
+    def new_endpoint() -> str | None:
+        try:
+            seen = [_partition_seen_by(cluster, node, topic) for node in majority]
+        except (ZlogError, StopIteration):
+            return None
+        return next((p.endpoint for p in seen if p.leader in majority), None)
+
+    old, new = writes_across_a_leader_change(old_endpoint, topic, new_endpoint,
+                                             new_writes=20, deadline_s=DEADLINE_S)
+    assert old, "the old leader took nothing even within its lease"
+    assert_one_writer_at_a_time(old, new)
     _healed_rejoins_as_a_follower(cluster, topic, victim)
     _replicas_byte_for_byte_equal(cluster, topic)
 

@@ -5,23 +5,23 @@ A broker killed (or its host's network cut) stops heartbeating, and the session 
 (`broker.session.timeout.ms`) is what fences it; its partitions wait that long for a new
 leader. But a broker process that dies has its TCP connections closed by the kernel at once:
 the controller, holding a ZeroMQ connection to every broker's control endpoint, sees that one
-drop within milliseconds. The controller fences a broker whose probe has been down for a
-heartbeat interval with no heartbeat arriving since it went down (`controller_service.py`):
-a broker that is alive heartbeats within that interval over its own connection, so a probe
-that broke for another reason fences nobody. A frozen broker (SIGSTOP, a stalled VM) keeps
-its connections open; the ZMTP heartbeats end them after their timeout, or its session does.
+drop within milliseconds. A drop alone proves nothing, though: a network that resets
+connections, or a middlebox, drops it too while the broker runs on and its workers lead on the
+lease its last answered heartbeat gave them. So the controller fences before the session only
+a broker whose processes are certainly gone (`controller_service.py`).
+
+That is told apart without waiting: while a probe is down, a plain TCP connect to the
+broker's control port (`port_check.py`) is refused at once when nothing listens there any
+more, and a broker whose port refuses connections, silent since its probe went down, is fenced
+at once. Its workers took no write since (they check the supervisor's lifeline before each
+append, and it is cut before the port refuses: `zlog/broker/supervisor_lifeline.py`). A
+connect that hangs or succeeds proves nothing, and the session stands. A frozen broker
+(SIGSTOP, a stalled VM) keeps its connections open and its port accepting; its session
+fences it.
 
 A controller that just took over has no probe history, and a probe that has never connected
-proves nothing: the broker may be cut off, alive and still leading on a lease the old
-controller renewed, which the interval rule would outrun. Such a broker is fenced by its
-session, counted from the takeover, unless its port refuses connections (below): one that
-died with the old controller is still fenced at once.
-
-A dead process is told apart from a dropped connection without waiting that interval: while a
-probe is down, a plain TCP connect to the broker's control port (`port_check.py`) is refused
-at once when nothing listens there any more, and a broker whose port refuses connections is
-fenced without the grace (nothing that could heartbeat is left at that address). A connect
-that hangs or succeeds proves nothing, and the interval rule stands.
+proves nothing either; only its port's refusal counts, so a broker that died with the old
+controller is still fenced at once.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class BrokerProbes:
 
     def down_since_ms(self) -> dict[int, int]:
         """Each broker whose probe dropped (or never connected, and its port refused a
-        connection), and since when."""
+        connection), and since when: a heartbeat since then means it came back."""
         return {node_id: probe.down_since_ms for node_id, probe in self._probes.items()
                 if probe.down_since_ms is not None and (probe.reached or probe.refused)}
 

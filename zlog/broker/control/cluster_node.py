@@ -140,8 +140,7 @@ class ClusterNode:
         self.control_endpoint = control_endpoint  # as others reach it
         self.controller = ControllerService(
             config.node_id,
-            ControllerSettings(config.broker_heartbeat_interval_ms,
-                               config.broker_session_timeout_ms,
+            ControllerSettings(config.broker_session_timeout_ms,
                                config.leader_imbalance_check_interval_s * 1000,
                                config.auto_leader_rebalance, config.topic_defaults_map),
             state, propose)

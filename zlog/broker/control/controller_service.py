@@ -7,8 +7,9 @@ state it decides from is then the latest). It answers the three controller APIs:
   epoch. A new incarnation gets a new epoch; the same one asking again keeps its own.
 * BrokerHeartbeat: notes the broker alive (with its workers' endpoints, and whether it asks
   for a controlled shutdown) and answers at once from the state: fenced or not, and whether a
-  broker shutting down may stop now. A heartbeat with an old epoch is STALE_BROKER_EPOCH: the
-  broker registers again.
+  broker shutting down may stop now. A broker that the round being committed fences is
+  answered fenced already: an unfenced answer would renew its lease past the election of its
+  successors. A heartbeat with an old epoch is STALE_BROKER_EPOCH: the broker registers again.
 * AlterPartition: queued for the next round, answered once that round's change committed.
 
 Every CONTROLLER_ROUND_MS it runs one round (`controller.decide`): sessions that expired are
@@ -16,6 +17,15 @@ fenced, brokers heard from again unfenced, shutdowns and ISR requests applied, a
 partition those touch given a leader from its ISR; the result is one ClusterChange, and the next
 round waits until it committed. A controller that just took over gives every registered broker
 a fresh session first (it cannot know when they last heard from the old one).
+
+**Fencing never outruns a lease.** A broker leads while its lease runs: until a session after
+it sent the last heartbeat answered unfenced, less a margin (`broker_lifecycle.py`). The
+session here runs from the arrival of that heartbeat (or from the takeover), so a broker fenced
+when its session expired has certainly stopped leading. The only earlier fence is for a broker
+whose processes are gone: its control port refuses connections (`broker_probes.py`), which
+its workers' lifeline makes safe (`zlog/broker/supervisor_lifeline.py`). A connection to it
+that merely dropped, the broker silent since, proves nothing about its workers (a network
+that resets connections, a middlebox) and fences nobody before the session ends.
 
 Another supervisor asked any of these answers NOT_CONTROLLER, naming the controller it knows.
 Pure but for the clock it is handed; the supervisor routes requests to it and proposes for it.
@@ -61,7 +71,6 @@ Answer = Callable[[Response], None]
 
 @dataclass(frozen=True, slots=True)
 class ControllerSettings:
-    heartbeat_interval_ms: int
     session_timeout_ms: int
     leader_imbalance_check_interval_ms: int
     auto_leader_rebalance: bool = True
@@ -97,6 +106,7 @@ class ControllerService:
     _now_ms: int = 0  # the time of the last tick, for answers that come later
     _unreachable: dict[int, int] = field(default_factory=dict)  # node → probe down since (ms)
     _refused: frozenset[int] = frozenset()  # unreachable, and nothing listens at its port
+    _fencing: frozenset[int] = frozenset()  # brokers the round being committed fences
     _elections: list[Answer] = field(default_factory=list)  # ElectLeaders for the next round
 
     # -- becoming (and stopping being) the controller -------------------------------------
@@ -120,6 +130,7 @@ class ControllerService:
             self._sessions.clear()
             self._unreachable.clear()
             self._refused = frozenset()
+            self._fencing = frozenset()
             for answer in self._elections:
                 answer(ElectLeadersResponseV0(int(ErrorCode.NOT_CONTROLLER),
                                               "the controller moved"))
@@ -169,7 +180,8 @@ class ControllerService:
         self._sessions[request.node_id] = _Session(
             request.broker_epoch, now_ms, request.want_shutdown, request.worker_endpoints)
         ready = broker.shutting_down and shutdown_ready(self.state(), request.node_id)
-        return BrokerHeartbeatResponseV0(0, "", broker.fenced, ready, self.node_id)
+        fenced = broker.fenced or request.node_id in self._fencing
+        return BrokerHeartbeatResponseV0(0, "", fenced, ready, self.node_id)
 
     def alter_partition(self, request: AlterPartitionRequestV0, answer: Answer) -> None:
         if len(self._isr_requests) >= ISR_REQUESTS_MAX:
@@ -189,9 +201,9 @@ class ControllerService:
     def set_unreachable(self, down_since_ms: Mapping[int, int],
                         refused: frozenset[int] = frozenset()) -> None:
         """The brokers whose control endpoint this controller cannot reach, and since when
-        (`broker_probes.py`): with no heartbeat since, a heartbeat interval later they are
-        fenced without waiting out their session; those whose port `refused` a connection
-        (their process is gone) at once, in a round that runs now."""
+        (`broker_probes.py`). Those whose port `refused` a connection (their processes are
+        gone), with no heartbeat since, are fenced at once, in a round that runs now; the
+        others wait out their session."""
         self._unreachable = dict(down_since_ms)
         if refused - self._refused and not self._in_flight:
             self._next_round_ms = min(self._next_round_ms, self._now_ms)
@@ -239,10 +251,13 @@ class ControllerService:
         self._log_change(outcome.change)
         self._warn_unclean(state, outcome.change)
         self._in_flight = True
+        self._fencing = frozenset(broker.node_id for broker in outcome.change.brokers
+                                  if broker.fenced)
 
         def done(result: Result | None, error: ZlogError | None) -> None:
             del result
             self._in_flight = False
+            self._fencing = frozenset()
             code = ErrorCode.NONE if error is None else error.code
             for item in accepted:
                 item.answer(_alter_answer(code, "" if error is None else str(error),
@@ -266,7 +281,7 @@ class ControllerService:
         return frozenset(
             node_id for node_id in state.brokers
             if now_ms - self._sessions[node_id].last_heartbeat_ms > timeout
-            or self._gone(node_id, self._sessions[node_id], now_ms))
+            or self._gone(node_id, self._sessions[node_id]))
 
     def _heard_from(self, state: ClusterState, now_ms: int) -> frozenset[int]:
         timeout = self.settings.session_timeout_ms
@@ -275,15 +290,14 @@ class ControllerService:
             if (session := self._sessions.get(node_id)) is not None
             and session.broker_epoch == broker.broker_epoch
             and now_ms - session.last_heartbeat_ms <= timeout
-            and not self._gone(node_id, session, now_ms))
+            and not self._gone(node_id, session))
 
-    def _gone(self, node_id: int, session: _Session, now_ms: int) -> bool:
-        """Unreachable, silent since it became unreachable, and either for a heartbeat
-        interval or with nothing listening at its port."""
+    def _gone(self, node_id: int, session: _Session) -> bool:
+        """Its processes are gone: unreachable, nothing listening at its control port, and
+        silent since it became unreachable (a heartbeat since means it came back)."""
         down_since_ms = self._unreachable.get(node_id)
-        return (down_since_ms is not None and session.last_heartbeat_ms <= down_since_ms
-                and (now_ms - down_since_ms >= self.settings.heartbeat_interval_ms
-                     or node_id in self._refused))
+        return (down_since_ms is not None and node_id in self._refused
+                and session.last_heartbeat_ms <= down_since_ms)
 
     def _log_change(self, change: ClusterChange) -> None:
         for broker in change.brokers:
@@ -313,7 +327,8 @@ class ControllerService:
         if node_id in self._refused:
             return "fenced: its control port refuses connections (its process is gone)"
         if node_id in self._unreachable:
-            return "fenced: its control endpoint is unreachable and it stopped heartbeating"
+            return ("fenced: no heartbeat within the session timeout, and its control "
+                    "endpoint is unreachable")
         return "fenced: no heartbeat within the session timeout"
 
 

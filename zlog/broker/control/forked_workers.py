@@ -73,14 +73,15 @@ class ForkedWorker:
 class WorkerForkServer:
     """One fork server process and the channel to it."""
 
-    def __init__(self, environ: Mapping[str, str]) -> None:
+    def __init__(self, environ: Mapping[str, str], inherited_fds: Sequence[int] = ()) -> None:
+        """`inherited_fds`: descriptors every worker it forks gets, at the same numbers."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-P", "-m", FORKSERVER_MODULE, "--channel-fd",
                  str(theirs.fileno())],
                 env={**environ, "OPENBLAS_NUM_THREADS": "1"}, stdin=subprocess.DEVNULL,
-                pass_fds=(theirs.fileno(),), process_group=0)
+                pass_fds=(theirs.fileno(), *inherited_fds), process_group=0)
         except OSError:
             ours.close()
             raise

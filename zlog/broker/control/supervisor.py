@@ -65,6 +65,7 @@ from zlog.broker.control.metadata_log import MetadataLog
 from zlog.broker.control.stray_partitions import stray_partitions
 from zlog.broker.control.worker_pool import WorkerPool, WorkerSettings
 from zlog.broker.sdnotify import SystemdNotifier
+from zlog.broker.supervisor_lifeline import Lifeline
 from zlog.broker.worker_protocol import AlterIsr, GroupSettings
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
@@ -168,6 +169,7 @@ class Supervisor:
         self._held: list[_Held] = []
         self._control_socket: zmq.Socket[Any] | None = None
         self._wake_read_fd, self._wake_write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._lifeline = Lifeline()  # before any socket (supervisor_lifeline.py)
         self._seen_state: ClusterState | None = None
         self._next_reconcile_ms = 0
         self._finishing_deletes: set[str] = set()
@@ -207,6 +209,7 @@ class Supervisor:
             )
         except zmq.ZMQError as error:
             raise StartupError(f"cannot listen on {config.listen}: {error}") from None
+        self._lifeline.bracket()
         self._pool = WorkerPool(
             WorkerSettings(
                 count=config.workers, data_dir=self.data_dir, ring_dir=self.ring_dir,
@@ -218,7 +221,7 @@ class Supervisor:
                 backoff_max_ms=config.worker_restart_backoff_max_ms,
                 worker_module=self.worker_module,
                 ring_bytes=config.ring_bytes, ring_flush_bytes=config.ring_flush_bytes,
-                replica=config.replica_settings,
+                replica=config.replica_settings, lifeline_fds=self._lifeline.read_fds,
             ),
             self._context,
             on_assigned=self.control.partition_assigned,
@@ -434,6 +437,9 @@ class Supervisor:
 
     def close(self) -> None:
         """Release everything; safe after a failed start()."""
+        # The workers' leaderships end before the control port closes: a controller finding
+        # it refused elects other leaders at once (docs/replication.md §4.1).
+        self._lifeline.cut()
         if self._control_socket is not None:
             # A short linger lets the last answers (BROKER_NOT_AVAILABLE to parked requests) out.
             self._control_socket.close(linger=CONTROL_CLOSE_LINGER_MS)
@@ -454,6 +460,7 @@ class Supervisor:
         for fd in (self._wake_read_fd, self._wake_write_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
+        self._lifeline.close()
         self.notifier.close()
         log.info("stopped")
 

@@ -42,6 +42,7 @@ from zlog.broker import worker_protocol as protocol
 from zlog.broker.control.forked_workers import ForkedWorker, ForkServerError, WorkerForkServer
 from zlog.broker.control.placement import place_on_workers
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
+from zlog.broker.supervisor_lifeline import NO_FDS
 from zlog.clock import monotonic_ms
 from zlog.transport.sockets import make_channel_router
 from zlog.types import TopicPartition
@@ -158,6 +159,7 @@ class WorkerSettings:
     ring_flush_bytes: int = 0
     replica: ReplicaSettings = REPLICA_DEFAULTS
     bind_host: str = ""  # where the data endpoints bind; empty: `host`
+    lifeline_fds: tuple[int, ...] = NO_FDS  # the supervisor's lifeline: every worker gets it
 
 
 def supervisor_endpoint(data_dir: Path) -> str:
@@ -241,7 +243,8 @@ class WorkerPool:
             return None
         self._forkserver_retry_at_ms = now_ms + FORKSERVER_RETRY_MS
         try:
-            self._forkserver = WorkerForkServer(worker_environ(os.environ))
+            self._forkserver = WorkerForkServer(worker_environ(os.environ),
+                                                inherited_fds=self.settings.lifeline_fds)
         except OSError as error:
             log.warning("cannot start the worker fork server (%s): workers start as new "
                         "processes", error)
@@ -274,6 +277,8 @@ class WorkerPool:
             command += ["--port-range", f"{settings.port_range[0]}-{settings.port_range[1]}"]
         if worker.last_port:
             command += ["--preferred-port", str(worker.last_port)]
+        for fd in settings.lifeline_fds:
+            command += ["--supervisor-fd", str(fd)]
         return command
 
     def _spawn(self, worker: WorkerHandle, now_ms: int) -> None:
@@ -292,7 +297,8 @@ class WorkerPool:
                 # Own process group: a terminal's Ctrl-C reaches only the supervisor, which
                 # then stops the workers in order (rings flushed) instead of all dying at once.
                 worker.process = subprocess.Popen(
-                    command, env=environ, stdin=subprocess.DEVNULL, process_group=0
+                    command, env=environ, stdin=subprocess.DEVNULL, process_group=0,
+                    pass_fds=self.settings.lifeline_fds,
                 )
             except OSError as error:
                 log.error("cannot start worker %d: %s", worker.worker_id, error)

@@ -119,6 +119,7 @@ class DataPlane:
     delayed: list[_DelayedProduce] = field(default_factory=list)
     stats: ServerStats = field(default_factory=ServerStats)
     lease_until_ms: int | None = None  # leaderships stand until then (worker_protocol.Lease)
+    supervisor_gone: Callable[[], bool] = lambda: False  # then none stands (supervisor_lifeline)
     group_requests: GroupHandler | None = None  # the worker's coordinators (group_host.py)
 
     # ------------------------------------------------------------------ entry points
@@ -141,12 +142,16 @@ class DataPlane:
 
     def lease_holds(self, now_ms: int) -> bool:
         """Whether this broker's leaderships still stand (worker_protocol.Lease): past the
-        lease another broker may lead its partitions, so nothing may be written or answered
-        as their leader."""
-        return self.lease_until_ms is None or now_ms < self.lease_until_ms
+        lease, or once the supervisor is gone (the controller may take that for the whole
+        broker gone), another broker may lead its partitions, so nothing may be written or
+        answered as their leader."""
+        return not self.supervisor_gone() and (self.lease_until_ms is None
+                                               or now_ms < self.lease_until_ms)
 
     def lease_remaining_ms(self) -> int | None:
         """How long the lease still stands (0 or less: it ran out; None: no lease)."""
+        if self.supervisor_gone():
+            return 0
         if self.lease_until_ms is None:
             return None
         return self.lease_until_ms - self.clock.monotonic_ms()
@@ -266,10 +271,12 @@ class DataPlane:
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, _not_here(entry.topic, entry.partition)
             )
         if not self.lease_holds(now_ms):
+            why = ("its supervisor is gone" if self.supervisor_gone() else
+                   "it has not heard from the controller within its session")
             return ProduceOutcome(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1,
-                f"{entry.topic}-{entry.partition}: this broker has not heard from the controller "
-                "within its session and may have been replaced as leader")
+                f"{entry.topic}-{entry.partition}: this broker may have been replaced as "
+                f"leader: {why}")
         try:
             return partition.produce(entry.batches, acks, self.clock.wall_ms(),
                                      built_here=built_here)

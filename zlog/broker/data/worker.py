@@ -12,10 +12,12 @@ Supervisor contract: `zlog.broker.worker_protocol` (Hello, Heartbeat, Assign/Ass
 Unassign/Unassigned, Stop), over a DEALER whose identity is `worker-N`. Stop (or SIGTERM)
 answers parked requests, flushes every ring and exits 0.
 
-A worker whose supervisor is gone stops the same way: the kernel sends it SIGTERM the moment
-its parent dies, however it dies (PR_SET_PDEATHSIG), so a supervisor killed with SIGKILL and
-started again finds its partitions' rings free within a moment; where that is unavailable, a
-parent pid that changed plus --supervisor-silence-ms of silence does it.
+A worker whose supervisor is gone takes no write from that moment: before each append it
+checks the supervisor's lifeline (`--supervisor-fd`, zlog/broker/supervisor_lifeline.py),
+pipes the kernel closes as the supervisor dies, however it dies, and it then stops the same
+way. So a supervisor killed with SIGKILL and started again finds its partitions' rings free
+within a moment. The kernel also sends it SIGTERM when its parent dies (PR_SET_PDEATHSIG);
+without either, a parent pid that changed plus --supervisor-silence-ms of silence does it.
 
 A worker killed with SIGKILL loses nothing it acknowledged: the partition's shared-memory ring
 outlives it, and the next worker to open the partition replays it.
@@ -23,7 +25,7 @@ outlives it, and the next worker to open the partition replays it.
     python -m zlog.broker.data.worker --worker-id N --supervisor ENDPOINT --data-dir D --ring-dir R
                                  --host H [--port-range A-B] [--ring-bytes B]
                                  [--ring-flush-bytes B] [--supervisor-silence-ms MS]
-                                 [--log-level L]
+                                 [--supervisor-fd FD ...] [--log-level L]
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from zlog.broker.data.group_host import GroupHost
 from zlog.broker.data.isr_proposals import ISR_CHECK_INTERVAL_MS, IsrProposals
 from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings, flag_names
+from zlog.broker.supervisor_lifeline import NO_FDS, LifelineWatch
 from zlog.broker.topic_configs import validate_topic_name
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
@@ -103,6 +106,7 @@ class WorkerOptions:
     preferred_port: int = 0
     """The port of the worker this one replaces (0: none), tried first: clients and followers
     then reconnect to the address they knew, with no metadata change to wait for."""
+    supervisor_fds: tuple[int, ...] = NO_FDS  # the read ends of the supervisor's lifeline
 
 
 class Worker:
@@ -117,7 +121,10 @@ class Worker:
         self.host = PartitionHost(
             options.data_dir, options.ring_dir, base_config=base_config, clock=self.clock
         )
+        self.lifeline = LifelineWatch(options.supervisor_fds) if options.supervisor_fds else None
         self.data_plane = DataPlane(self.host.partitions, clock=self.clock)
+        if self.lifeline is not None:
+            self.data_plane.supervisor_gone = self.lifeline.cut
         self.groups = GroupHost(self.host.partitions, self.data_plane.append_batch,
                                 self.clock.wall_ms,
                                 lease_remaining_ms=self.data_plane.lease_remaining_ms)
@@ -219,12 +226,19 @@ class Worker:
         poller = zmq.Poller()
         poller.register(self._data, zmq.POLLIN)
         poller.register(self._control, zmq.POLLIN)
+        for fd in self.lifeline.fds if self.lifeline is not None else ():
+            poller.register(fd, zmq.POLLIN)
         self._send_control(protocol.Hello(self.options.worker_id, os.getpid(), self.endpoint))
         log.info("worker %d serving on %s", self.options.worker_id, self.endpoint)
         try:
             while not self._stopping:
                 self._poll_fetchers(poller)
                 events = dict(poller.poll(self._poll_timeout_ms()))
+                if self.lifeline is not None and self.lifeline.cut():
+                    log.info("the supervisor's lifeline is cut (it stops, or it died): "
+                             "stopping")
+                    self.request_stop()
+                    break
                 if self._data in events:
                     self._serve_data()
                 if self._control in events:
@@ -465,6 +479,8 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
                         help="flush ring -> segment once this much is pending; 0: every append")
     parser.add_argument("--supervisor-silence-ms", type=int, default=SUPERVISOR_SILENCE_MS_MAX,
                         help="stop after this much silence once the parent process is gone")
+    parser.add_argument("--supervisor-fd", type=int, action="append", dest="supervisor_fds",
+                        default=[], help="a read end of the supervisor's lifeline (repeated)")
     parser.add_argument("--log-level", default="INFO")
     for name, flag in flag_names().items():
         default = getattr(REPLICA_DEFAULTS, name)
@@ -479,6 +495,8 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
         parser.error("--preferred-port must be a port number (0: none)")
     if args.supervisor_silence_ms < 0:
         parser.error("--supervisor-silence-ms must be >= 0")
+    if any(fd < 0 for fd in args.supervisor_fds):
+        parser.error("--supervisor-fd must be a file descriptor (>= 0)")
     if not 0 <= args.ring_flush_bytes < args.ring_bytes:
         parser.error("--ring-flush-bytes must be >= 0 and below --ring-bytes")
     for name, flag in flag_names().items():
@@ -488,7 +506,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
         args.worker_id, args.supervisor, args.data_dir, args.ring_dir, args.host,
         args.port_range, args.ring_bytes, args.ring_flush_bytes, args.supervisor_silence_ms,
         ReplicaSettings(**{name: getattr(args, "replica_" + name) for name in flag_names()}),
-        args.bind_host, args.preferred_port,
+        args.bind_host, args.preferred_port, tuple(args.supervisor_fds),
     )
     return options, str(args.log_level).upper()
 
@@ -502,7 +520,8 @@ def stop_with_parent() -> None:
 
     The signal follows the death of the thread that forked this process: the supervisor
     forks workers from its main thread only. A supervisor that died before this call leaves
-    the worker with another parent already; the silence check in the loop covers that case.
+    the worker with another parent already; its lifeline, or else the silence check in the
+    loop, covers that case.
     """
     try:
         libc = ctypes.CDLL(None, use_errno=True)

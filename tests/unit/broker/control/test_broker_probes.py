@@ -1,10 +1,11 @@
 """The controller's probes (zlog/broker/control/broker_probes.py), on real sockets: which
-brokers they report down, for the rule that fences a silent broker a heartbeat interval after
-its probe went down.
+brokers they report down, and whose port refuses connections, for the rule that fences a
+broker whose processes are gone without waiting out its session.
 
 Spec: docs/replication.md §4.1. A probe that has never connected proves nothing (the broker
 may be alive behind a cut network, leading on a lease the old controller renewed); only a
-port that refuses connections, or a probe that connected and then dropped, counts.
+port that refuses connections, or a probe that connected and then dropped, is reported down,
+and only a refusal fences before the session.
 """
 
 from __future__ import annotations

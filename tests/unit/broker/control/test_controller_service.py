@@ -1,8 +1,10 @@
 """The controller's sessions (zlog/broker/control/controller_service.py): which brokers a round
-fences, by session timeout or because their control endpoint dropped and they went silent.
+fences, by session timeout or because their process is gone, and never before the lease its
+heartbeat answers gave them certainly ran out.
 
-Spec: docs/replication.md §4 (fencing). Time is the `now_ms` handed in; proposals are applied
-to a state machine at once, as a committed round would be.
+Spec: docs/replication.md §4.1 (fencing, the lease). Time is the `now_ms` handed in; proposals
+are applied to a state machine at once, as a committed round would be, unless a test holds
+them back to look at what the controller answers while one commits.
 """
 
 from __future__ import annotations
@@ -16,25 +18,33 @@ from zlog.broker.control.controller_service import (
 from zlog.broker.control.metadata import MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
     Command,
+    CreateTopic,
     Done,
     RegisterBroker,
 )
-from zlog.transport.cluster_messages import BrokerHeartbeatRequestV0
+from zlog.transport.cluster_messages import BrokerHeartbeatRequestV0, BrokerHeartbeatResponseV0
 
 HEARTBEAT_MS = 250
 SESSION_MS = 1_500
 
 
-def _service() -> tuple[ControllerService, MetadataStateMachine]:
+def _service(held: list[tuple[Command, Done]] | None = None
+             ) -> tuple[ControllerService, MetadataStateMachine]:
+    """Brokers 1-3 and a topic "t" whose one partition broker 3 leads (ISR 3, 1, 2); a round's
+    change commits at once, or waits in `held` when that is given (`_commit`)."""
     fsm = MetadataStateMachine()
     for node in (1, 2, 3):
         apply_command(fsm, RegisterBroker(node, f"h{node}", f"tcp://h{node}:7400", "c",
                                           incarnation_id=f"i{node}"))
+    apply_command(fsm, CreateTopic("t", 1, 3, {}, ((3, 1, 2),)))
 
     def propose(command: Command, done: Done) -> None:
-        done(apply_command(fsm, command), None)
+        if held is None:
+            done(apply_command(fsm, command), None)
+        else:
+            held.append((command, done))
 
-    service = ControllerService(1, ControllerSettings(HEARTBEAT_MS, SESSION_MS, 300_000,
+    service = ControllerService(1, ControllerSettings(SESSION_MS, 300_000,
                                                       auto_leader_rebalance=False),
                                 lambda: fsm.state, propose)
     service.set_active(True, 0)
@@ -56,6 +66,26 @@ def _fenced(fsm: MetadataStateMachine) -> set[int]:
     return {node for node, broker in fsm.state.brokers.items() if broker.fenced}
 
 
+def _leader(fsm: MetadataStateMachine) -> int:
+    partition = fsm.state.partition("t", 0)
+    assert partition is not None
+    return partition.leader
+
+
+def _heartbeat(service: ControllerService, node: int, now_ms: int) -> BrokerHeartbeatResponseV0:
+    epoch = service.state().brokers[node].broker_epoch
+    answer = service.heartbeat(BrokerHeartbeatRequestV0(node, epoch, ("",)), now_ms)
+    assert isinstance(answer, BrokerHeartbeatResponseV0)
+    return answer
+
+
+def _commit(fsm: MetadataStateMachine, held: list[tuple[Command, Done]]) -> None:
+    """The rounds held back commit now, in order."""
+    while held:
+        command, done = held.pop(0)
+        done(apply_command(fsm, command), None)
+
+
 def test_a_silent_broker_is_fenced_once_its_session_ran_out() -> None:
     service, fsm = _service()
     _run(service, 0, 1_000)
@@ -65,14 +95,21 @@ def test_a_silent_broker_is_fenced_once_its_session_ran_out() -> None:
     assert _fenced(fsm) == {3}
 
 
-def test_an_unreachable_broker_silent_since_is_fenced_after_a_heartbeat_interval() -> None:
+def test_a_broker_whose_connection_dropped_keeps_its_leaderships_until_its_lease_ran_out(
+) -> None:
+    """Its control connection dropped and it went silent, but its port still accepts: it may
+    be alive behind a network that resets connections, its workers leading on the lease its
+    last answered heartbeat (at 1000) gave it. Nobody else leads before that lease has
+    certainly run out, a session after the heartbeat arrived."""
     service, fsm = _service()
     _run(service, 0, 1_000)
     service.set_unreachable({3: 1_010})
-    _run(service, 1_050, 1_200, heartbeats_from=(1, 2))
+    _run(service, 1_050, 2_500, heartbeats_from=(1, 2))
     assert _fenced(fsm) == set()
-    _run(service, 1_250, 1_300, heartbeats_from=(1, 2))
+    assert _leader(fsm) == 3
+    _run(service, 2_550, 2_600, heartbeats_from=(1, 2))
     assert _fenced(fsm) == {3}
+    assert _leader(fsm) == 1
 
 
 def test_an_unreachable_broker_that_still_heartbeats_is_not_fenced() -> None:
@@ -84,15 +121,18 @@ def test_an_unreachable_broker_that_still_heartbeats_is_not_fenced() -> None:
     assert _fenced(fsm) == set()
 
 
-def test_a_new_controller_fences_a_broker_its_probe_never_reached() -> None:
-    """Taking over, it gives every broker a fresh session; one its probe has not reached since
-    (and that does not heartbeat) is fenced a heartbeat interval later, not a session later."""
+def test_a_new_controller_waits_a_session_from_its_takeover_for_a_silent_broker() -> None:
+    """Taking over, it cannot know when the old controller last renewed a broker's lease: it
+    gives every broker a fresh session, and one that stays silent, its probe down but its
+    port not refusing, keeps its leaderships until that session ran out."""
     service, fsm = _service()
     service.set_unreachable({3: 0})
-    _run(service, 0, 200, heartbeats_from=(1, 2))
+    _run(service, 0, 1_500, heartbeats_from=(1, 2))
     assert _fenced(fsm) == set()
-    _run(service, 250, 300, heartbeats_from=(1, 2))
+    assert _leader(fsm) == 3
+    _run(service, 1_550, 1_600, heartbeats_from=(1, 2))
     assert _fenced(fsm) == {3}
+    assert _leader(fsm) == 1
 
 
 def test_a_broker_whose_port_refuses_connections_is_fenced_in_the_next_round() -> None:
@@ -111,3 +151,41 @@ def test_a_refused_port_does_not_fence_a_broker_that_heartbeats_since() -> None:
     service.set_unreachable({3: 900}, refused=frozenset({3}))
     _run(service, 1_050, 2_000)
     assert _fenced(fsm) == set()
+
+
+def test_a_new_controller_fences_at_once_a_broker_whose_port_refuses() -> None:
+    """A broker that died with the old controller: nothing listens at its port any more."""
+    service, fsm = _service()
+    service.set_unreachable({3: 0}, refused=frozenset({3}))
+    service.tick(0)
+    assert _fenced(fsm) == {3}
+    assert _leader(fsm) == 1
+
+
+def test_a_heartbeat_arriving_while_its_fence_commits_is_answered_fenced() -> None:
+    """The round that fences broker 3 (and elects another leader) is committing when its
+    heartbeat arrives: answered unfenced, the broker would renew its lease past the new
+    leader's election."""
+    held: list[tuple[Command, Done]] = []
+    service, fsm = _service(held)
+    _run(service, 0, 1_000)
+    _run(service, 1_050, 2_550, heartbeats_from=(1, 2))
+    assert len(held) == 1 and _fenced(fsm) == set()  # the fence is proposed, not committed
+    assert _heartbeat(service, 3, 2_560).fenced
+    assert not _heartbeat(service, 2, 2_560).fenced
+    _commit(fsm, held)
+    assert _fenced(fsm) == {3}
+    assert _leader(fsm) == 1
+    assert _heartbeat(service, 3, 2_600).fenced  # as the metadata says now
+
+
+def test_a_refused_port_fences_in_a_round_whose_heartbeats_are_answered_fenced() -> None:
+    held: list[tuple[Command, Done]] = []
+    service, fsm = _service(held)
+    _run(service, 0, 1_000)
+    service.set_unreachable({3: 1_010}, refused=frozenset({3}))
+    service.tick(1_011)
+    assert len(held) == 1
+    assert _heartbeat(service, 3, 1_020).fenced
+    _commit(fsm, held)
+    assert _fenced(fsm) == {3}

@@ -179,6 +179,24 @@ def test_a_leader_whose_lease_ran_out_takes_no_writes(harness: Harness) -> None:
     assert harness.produce(make_batch(1)).entries[0].error_code == ErrorCode.NONE
 
 
+def test_a_worker_whose_supervisor_is_gone_takes_no_writes(harness: Harness) -> None:
+    """Its lease may run on, or it may have none (a broker alone): once its supervisor's
+    lifeline is cut (zlog/broker/supervisor_lifeline.py) another broker may lead, at once."""
+    gone = [False]
+    harness.plane.supervisor_gone = lambda: gone[0]
+    for lease_until_ms in (None, harness.clock.now_ms + 60_000):
+        harness.plane.lease_until_ms = lease_until_ms
+        gone[0] = False
+        assert harness.produce(make_batch(0)).entries[0].error_code == ErrorCode.NONE
+        log_end = harness.host.hosted[("t", 0)].log.log_end_offset
+        gone[0] = True
+        refused = harness.produce(make_batch(1))
+        assert refused.entries[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert "supervisor is gone" in refused.entries[0].error_message
+        assert harness.host.hosted[("t", 0)].log.log_end_offset == log_end
+        assert harness.plane.lease_remaining_ms() == 0
+
+
 def test_bad_requests_get_their_codes_and_change_nothing(harness: Harness) -> None:
     harness.produce(make_batch(0))
     assert harness.plane.handle(CLIENT, [b"short"], 0) == []

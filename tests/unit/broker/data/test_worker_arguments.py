@@ -17,10 +17,19 @@ def test_the_replaced_workers_port_is_passed_on() -> None:
     assert parse_arguments(REQUIRED)[0].preferred_port == 0, "none by default"
 
 
-@pytest.mark.parametrize("port", ["-1", "65536", "x"])
-def test_a_preferred_port_that_is_no_port_is_refused(
-        port: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--preferred-port", "-1"), ("--preferred-port", "65536"), ("--preferred-port", "x"),
+    ("--supervisor-fd", "-1"), ("--supervisor-fd", "x"),
+])
+def test_a_port_or_descriptor_that_is_none_is_refused(
+        flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        parse_arguments([*REQUIRED, "--preferred-port", port])
+        parse_arguments([*REQUIRED, flag, value])
     assert exited.value.code == 2
-    assert "--preferred-port" in capsys.readouterr().err
+    assert flag in capsys.readouterr().err
+
+
+def test_the_supervisors_lifeline_is_passed_on() -> None:
+    options, _level = parse_arguments([*REQUIRED, "--supervisor-fd", "5", "--supervisor-fd", "9"])
+    assert options.supervisor_fds == (5, 9)
+    assert parse_arguments(REQUIRED)[0].supervisor_fds == (), "none by default"
