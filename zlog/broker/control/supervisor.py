@@ -54,6 +54,7 @@ from zlog.broker.control.cluster_node import (
     data_dir_identity,
 )
 from zlog.broker.control.control_plane import ControlPlane, HostStorage
+from zlog.broker.control.loop_watch import LoopWatch
 from zlog.broker.control.metadata import ClusterState, MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
     Command,
@@ -186,6 +187,7 @@ class Supervisor:
         )
         self._started_ms = 0
         self._next_watchdog_ms = 0
+        self._loop_watch = LoopWatch(config.controller_stall_timeout_effective_ms, monotonic_ms())
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -225,11 +227,13 @@ class Supervisor:
             on_alter_isr=self._alter_isr,
         )
         self._pool.start_all()  # workers boot while the metadata log elects and replays
+        self._loop_watch.turned(monotonic_ms())  # the loop starts right after
         try:
             self._metadata_log = MetadataLog(
                 config.node_id, self.data_dir, self.fsm, tick_ms=config.raft_tick_ms,
                 wake=self._wake, context=self._context, voters=config.voter_map,
                 listen=config.listen, dir_id=bytes.fromhex(dir_id), join=bool(config.join),
+                may_lead=self._loop_turns,
             )
             self._metadata_log.start()
         except zmq.ZMQError as error:
@@ -272,6 +276,10 @@ class Supervisor:
         """Safe from a signal handler: the loop notices at its next turn."""
         self._stop_requested = True
         self._wake()
+
+    def _loop_turns(self) -> bool:
+        """On the Raft thread: whether this loop, where the controller works, turns."""
+        return not self._loop_watch.stalled(monotonic_ms())
 
     def _wake(self) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -358,6 +366,7 @@ class Supervisor:
         if self._metadata_log is not None:
             self._metadata_log.run_completions()
         now_ms = monotonic_ms()
+        self._loop_watch.turned(now_ms)
         self._pool.receive(now_ms)
         self._receive_control()
         if self._cluster is not None:
