@@ -63,6 +63,7 @@ from zlog.broker.control.metadata_commands import (
     TopicDeleted,
 )
 from zlog.broker.control.metadata_log import MetadataLog
+from zlog.broker.control.offline_leaderships import resignations
 from zlog.broker.control.stray_partitions import stray_partitions
 from zlog.broker.control.worker_pool import WorkerPool, WorkerSettings
 from zlog.broker.sdnotify import SystemdNotifier
@@ -172,6 +173,7 @@ class Supervisor:
         self._seen_state: ClusterState | None = None
         self._next_reconcile_ms = 0
         self._finishing_deletes: set[str] = set()
+        self._resigning: set[tuple[str, int, int]] = set()  # (topic, partition, its epoch)
         self.control = ControlPlane(
             config,
             state=lambda: self.fsm.state,
@@ -491,12 +493,35 @@ class Supervisor:
         strays = stray_partitions(os.listdir(self.data_dir), state, self.config.node_id)
         self._pool.set_group_settings(self._group_settings(state))
         self._pool.reconcile(desired, deleting + strays, now_ms)
+        self._resign_offline(state, now_ms)
         for name, count in state.deleting.items():
             done = all((name, index) in self._pool.deleted for index in range(count))
             if done and name not in self._finishing_deletes:
                 self._finishing_deletes.add(name)
                 self._propose(TopicDeleted(name),
                               functools.partial(self._deletion_finished, name))
+
+    def _resign_offline(self, state: ClusterState, now_ms: int) -> None:
+        """Hand the leaderships of partitions no worker here can serve to their other in-sync
+        replicas (offline_leaderships.py); each once per partition record."""
+        assert self._pool is not None and self._cluster is not None
+        offline = self._pool.offline(now_ms)
+        if not offline:
+            return
+        for change in resignations(state, self.config.node_id, offline):
+            key = (change.topic, change.partition, change.partition_epoch)
+            if key in self._resigning:
+                continue
+            self._resigning.add(key)
+            log.warning("%s-%d: no worker here can serve it: handing its leadership to ISR %s",
+                        change.topic, change.partition, list(change.new_isr))
+            self._cluster.alter_isr(change, functools.partial(self._resigned, key))
+
+    def _resigned(self, key: tuple[str, int, int], code: int, text: str) -> None:
+        self._resigning.discard(key)  # refused: asked again at a later reconcile if need be
+        if code:
+            log.warning("%s-%d: leadership not handed off: error %d %s", key[0], key[1], code,
+                        text)
 
     def _deletion_finished(
         self, name: str, result: Result | None, error: ZlogError | None
