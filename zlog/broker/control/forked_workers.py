@@ -61,7 +61,7 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-def _ended(pidfd: int) -> bool:
+def _pidfd_ended(pidfd: int) -> bool:
     readable, _, _ = select.select([pidfd], [], [], 0.0)
     return bool(readable)
 
@@ -74,20 +74,30 @@ class ForkedWorker:
         self.pid = pid
         self.returncode: int | None = None
         self._pidfd = _pidfd(pid)
+        self._signalled = False  # sent a signal: its end is now looked for through the pidfd
 
     def poll(self) -> int | None:
         if self.returncode is None:
             self._server.collect(0.0)
-            ended = None if self._pidfd is None else _ended(self._pidfd)
-            self.returncode = self._server.exit_status_of(self.pid, ended)
+            self.returncode = self._server.exit_status_of(self.pid, self._ended())
             if self.returncode is not None and self._pidfd is not None:
                 os.close(self._pidfd)
                 self._pidfd = None
         return self.returncode
 
+    def _ended(self) -> bool | None:
+        """What its pidfd says (None without one), looked at only where the server's report
+        may not come: once it was signalled, or with the server gone. A worker that ends by
+        itself beside a frozen server falls silent, and is signalled then."""
+        if self._pidfd is None:
+            return None
+        if not self._signalled and not self._server.gone:
+            return False
+        return _pidfd_ended(self._pidfd)
+
     def lives(self) -> bool:
         """Whether the process runs still (its end may be seen before its server reports it)."""
-        return self.poll() is None and (self._pidfd is None or not _ended(self._pidfd))
+        return self.poll() is None and (self._pidfd is None or not _pidfd_ended(self._pidfd))
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -104,6 +114,7 @@ class ForkedWorker:
         return self.returncode
 
     def send_signal(self, signum: int) -> None:
+        self._signalled = True
         if self.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signum)
@@ -151,6 +162,11 @@ class WorkerForkServer:
     @property
     def alive(self) -> bool:
         return not self._gone and self.process.poll() is None
+
+    @property
+    def gone(self) -> bool:
+        """Lost, killed or closed (a cheaper, later word than `alive`)."""
+        return self._gone
 
     def fileno(self) -> int:
         """Readable when the server reported something (an exit): poll it to wake at once."""
