@@ -214,6 +214,7 @@ def test_the_controllers_workers_frozen_stop_neither_its_supervisor_nor_the_clus
                                            f"{TOPIC}-{partition}, led by the frozen broker")
             stuck = cluster.broker(scenario.controller)
             assert stuck.metadata([TOPIC], timeout_ms=METADATA_TIMEOUT_MS)
+            assert cluster.metadata().controller_id == scenario.controller, "its loop turns"
         finally:
             _thaw(frozen)
     wait_until(lambda: len(cluster.broker(scenario.controller).worker_pids()) == 1, RECOVERY_S,
