@@ -18,12 +18,15 @@ import pytest
 from tests.broker_fixtures import BrokerProcess, broker_process
 from tests.waiting import wait_until
 from zlog.broker.control.forked_workers import (
+    ANSWER_TIMEOUT_MS,
     FORKSERVER_MODULE,
+    ForkedWorker,
     ForkServerError,
     WorkerForkServer,
 )
 from zlog.broker.control.worker_pool import worker_environ
 from zlog.client import Admin, NewTopic, Producer
+from zlog.clock import monotonic_ms
 
 pytestmark = pytest.mark.slow
 
@@ -92,22 +95,60 @@ def test_a_killed_fork_server_costs_a_slower_start_not_the_broker(tmp_path: Path
         _round_trip(broker, b"again")
 
 
+def _started(server: WorkerForkServer, argv: list[str]) -> ForkedWorker:
+    """A start, its answer collected (the server never makes a start wait)."""
+    pending = server.start(argv, dict(os.environ), monotonic_ms())
+    wait_until(lambda: server.collect(0.05) or pending.answered, DEADLINE_S,
+               what="the fork server's answer")
+    assert pending.worker is not None, pending.failure
+    return pending.worker
+
+
+def _worker_argv(tmp_path: Path) -> list[str]:
+    return ["--worker-id", "0", "--supervisor", f"ipc://{tmp_path}/no-supervisor.sock",
+            "--data-dir", str(tmp_path / "data"), "--ring-dir", str(tmp_path / "rings"),
+            "--host", "127.0.0.1"]
+
+
 def test_the_fork_server_reports_starts_refusals_and_exits(tmp_path: Path) -> None:
     server = WorkerForkServer(worker_environ(os.environ))
     try:
-        refused = server.start(["--no-such-flag"], dict(os.environ))
+        refused = _started(server, ["--no-such-flag"])
         assert refused.wait(DEADLINE_S) == 2, "argparse's refusal, as the worker's own exit"
-        running = server.start(["--worker-id", "0",
-                                "--supervisor", f"ipc://{tmp_path}/no-supervisor.sock",
-                                "--data-dir", str(tmp_path / "data"),
-                                "--ring-dir", str(tmp_path / "rings"),
-                                "--host", "127.0.0.1"], dict(os.environ))
+        running = _started(server, _worker_argv(tmp_path))
         assert running.poll() is None
         running.kill()
         assert running.wait(DEADLINE_S) == -signal.SIGKILL
+        assert server.stuck(monotonic_ms() + ANSWER_TIMEOUT_MS + 1) is None, "it kept up"
         server.process.kill()
         server.process.wait()
         with pytest.raises(ForkServerError):
-            server.start(["--worker-id", "0"], dict(os.environ))
+            server.start(["--worker-id", "0"], dict(os.environ), monotonic_ms())
     finally:
         server.close()
+
+
+def test_a_frozen_fork_server_is_judged_stuck_and_killed_without_a_wait(tmp_path: Path) -> None:
+    """SIGSTOPped (as a disk stuck in I/O freezes it): a start goes unanswered and a worker's
+    end unreported. Nothing waits for it: the start is pending, the killed worker is seen
+    ended through its pidfd, and past ANSWER_TIMEOUT_MS the server is stuck; killed, it
+    fails the start (made another way) and its worker counts as ended."""
+    server = WorkerForkServer(worker_environ(os.environ))
+    try:
+        worker = _started(server, _worker_argv(tmp_path))  # it answered: its imports are done
+        os.kill(server.process.pid, signal.SIGSTOP)
+        asked_ms = monotonic_ms()
+        pending = server.start(["--worker-id", "1"], dict(os.environ), asked_ms)
+        worker.kill()  # SIGKILL ends a process whose parent is frozen: a zombie, unreported
+        wait_until(lambda: not worker.lives(), DEADLINE_S, what="the worker's end, by pidfd")
+        assert worker.poll() is None, "its status is the server's to report"
+        assert server.stuck(asked_ms + ANSWER_TIMEOUT_MS) is None
+        why = server.stuck(asked_ms + ANSWER_TIMEOUT_MS + 1_000)
+        assert why is not None and ("start" in why or "unreported" in why), why
+        server.kill(why)
+        assert not server.alive
+        assert pending.answered and pending.worker is None and why in pending.failure
+        assert worker.poll() == -signal.SIGKILL
+        assert server.process.wait(DEADLINE_S) == -signal.SIGKILL, "SIGKILL ends it frozen"
+    finally:
+        server.close(0)

@@ -128,6 +128,11 @@ class Sim:
         self.trace: deque[str] = deque(maxlen=TRACE_TAIL)
         self._digest = hashlib.sha256()
         self.faults = True
+        # Hosts whose loop stalls (RawNode.set_may_lead): drawn from a stream of their own, so
+        # the other faults of a seed stay what they were.
+        self.stalls = random.Random(f"stalls-{seed}")
+        self.stall_p = self.stalls.choice([0.0, 0.0, 0.005, 0.02])
+        self.stalled_until: dict[int, int] = {}  # node -> first tick its host works again
         for node_id in self.everyone:
             self._start(node_id)
 
@@ -267,7 +272,9 @@ class Sim:
         for node_id in sorted(self.nodes):
             if node_id in self.nodes:
                 self.events += 1
-                self.nodes[node_id].tick()
+                node = self.nodes[node_id]
+                node.set_may_lead(self.now >= self.stalled_until.get(node_id, 0))
+                node.tick()
                 self._drain(node_id)
 
     def leader(self) -> int | None:
@@ -360,6 +367,18 @@ class Sim:
         leader = self.leader()
         if leader is not None and self.rng.random() < profile.leader_crash_p:
             self._crash(leader, "leader killed")
+        if self.nodes and self.stalls.random() < self.stall_p:
+            self._stall()
+
+    def _stall(self) -> None:
+        """A host stops working for a while (its node hands leadership off, never campaigns);
+        most often the leader's, where it matters."""
+        leader = self.leader()
+        node_id = (leader if leader is not None and self.stalls.random() < 0.7
+                   else self.stalls.choice(sorted(self.nodes)))
+        ticks = self.stalls.randint(1, 6 * self.profile.cfg.election_ticks)
+        self.stalled_until[node_id] = self.now + ticks
+        self.log(f"host of n{node_id} stalls for {ticks} ticks")
 
     def _partition(self) -> None:
         if len(self.everyone) < 2:
@@ -422,6 +441,7 @@ class Sim:
         self.network.profile = NetworkProfile(delay_ticks_max=1)
         for node_id in sorted(self.restart_at):
             self.restart_at[node_id] = self.now
+        self.stalled_until.clear()
         self.log("heal: network whole, every node up")
         election = self.profile.cfg.election_ticks
         settle_until = self.now + 4 * election

@@ -149,6 +149,11 @@ class BrokerConfig:
     """The longest delay between restarts of a worker that keeps dying."""
     worker_heartbeat_timeout_ms: int = 10_000
     """A worker silent this long is killed and restarted (workers beat every 500 ms)."""
+    controller_stall_timeout_ms: int = 0
+    """The supervisor's loop not turning for this long (a stuck disk under it) makes its
+    metadata-log node hand off the controller and not campaign until the loop turns again;
+    at least the metadata log's election timeout. 0: twice that timeout (raft_tick_ms x 20,
+    1 s)."""
     shutdown_timeout_ms: int = 10_000
     """How long a graceful stop waits for the workers before killing them (rings survive)."""
     log_level: str = "info"
@@ -181,6 +186,12 @@ class BrokerConfig:
                 f"(raft_tick_ms x {METADATA_ELECTION_TICKS} = {self.lease_margin_ms} ms) by two "
                 "broker_heartbeat_interval_ms: a leader's lease is the session less that "
                 "timeout")
+        if 0 < self.controller_stall_timeout_ms < self.election_timeout_ms:
+            raise ConfigError(
+                "controller_stall_timeout_ms must be 0 (twice the election timeout) or at least "
+                f"the metadata log's election timeout (raft_tick_ms x {METADATA_ELECTION_TICKS}"
+                f" = {self.election_timeout_ms} ms): a shorter stall is no reason to move the "
+                "controller")
         if self.replica_lag_time_max_ms <= self.replica_fetch_wait_max_ms:
             raise ConfigError("replica_lag_time_max_ms must exceed replica_fetch_wait_max_ms")
         if self.ring_flush_bytes >= self.ring_bytes:
@@ -197,11 +208,22 @@ class BrokerConfig:
         return dict(self.voters)
 
     @property
+    def election_timeout_ms(self) -> int:
+        """The clustered metadata log's election timeout (a follower campaigns after 1 to 2 of
+        them without hearing its leader)."""
+        return self.raft_tick_ms * METADATA_ELECTION_TICKS
+
+    @property
     def lease_margin_ms(self) -> int:
         """How much shorter than a session a leader's lease is: a controller cut off from the
         metadata log's quorum goes on answering heartbeats for up to an election timeout
         after the others may have elected another (docs/replication.md §4.1)."""
-        return self.raft_tick_ms * METADATA_ELECTION_TICKS if self.clustered else 0
+        return self.election_timeout_ms if self.clustered else 0
+
+    @property
+    def controller_stall_timeout_effective_ms(self) -> int:
+        """controller_stall_timeout_ms if set, else twice the election timeout."""
+        return self.controller_stall_timeout_ms or 2 * self.election_timeout_ms
 
     @property
     def data_bind_host(self) -> str:
@@ -388,6 +410,7 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "worker_restart_backoff_initial_ms": _to_int(1, 3_600_000),
     "worker_restart_backoff_max_ms": _to_int(1, 3_600_000),
     "worker_heartbeat_timeout_ms": _to_int(1_000, 3_600_000),
+    "controller_stall_timeout_ms": _to_int(0, 3_600_000),
     "shutdown_timeout_ms": _to_int(0, 3_600_000),
     "log_level": _to_log_level,
 }

@@ -72,10 +72,37 @@ class Election(AppendEntries):
                 return
             for progress in self._progress.values():
                 progress.recent_active = False
+        if not self._may_lead:
+            self._hand_off()  # again after a transfer given up (E ticks), maybe to another
         assert self._election_elapsed < self._cfg.election_ticks
         if self._heartbeat_elapsed >= self._cfg.heartbeat_ticks:
             self._heartbeat_elapsed = 0
             self._broadcast_heartbeat()
+
+    def _hand_off(self) -> int | None:
+        """Start a transfer to the voter that holds most of our path (it takes over soonest,
+        and is surely alive), unless one is under way; the target, or None with nobody to
+        hand to."""
+        assert self._role == Role.LEADER
+        if self._transferee is not None:
+            return self._transferee
+        config = self._chain.config
+        targets = [peer for peer in config.voters if peer != self._id and peer in self._progress
+                   and config.counts(peer, self._progress[peer].dir_id)]
+        if not targets:
+            return None
+        target = max(targets, key=lambda peer: (self._progress[peer].match_h, -peer))
+        self._hand_off_to(target)
+        return target
+
+    def _hand_off_to(self, target: int) -> None:
+        """Transfer to `target`: catch it up, then TimeoutNow; given up after E ticks."""
+        self._transferee = target
+        self._election_elapsed = 0
+        if self._progress[target].match_h == self._chain.head.height:
+            self._maybe_send_timeout_now(target)
+        else:
+            self._send_append(target)
 
     def _quorum_active(self) -> bool:
         """Whether a quorum of voters (self included) was heard from in the last E ticks."""

@@ -448,14 +448,28 @@ class RawNode(Election):
         if to not in self._chain.config.voters or to not in self._progress:
             raise LeaderTransferError(f"node {to} is not a voter")
         assert to != self._id
-        self._transferee = to
-        self._election_elapsed = 0
-        progress = self._progress[to]
-        if progress.match_h == self._chain.head.height:
-            self._maybe_send_timeout_now(to)
-        else:
-            self._send_append(to)
+        self._hand_off_to(to)
         assert self._transferee == to
+        self._check_invariants()
+
+    def hand_off(self) -> int | None:
+        """Leader: transfer leadership to the voter that holds most of its path (`transfer_leader`
+        to it); the target, or None when no other voter can take over."""
+        if self._role != Role.LEADER:
+            raise NotLeaderError(self._leader)
+        target = self._hand_off()
+        self._check_invariants()
+        return target
+
+    def set_may_lead(self, may_lead: bool) -> None:
+        """The driver's word on whether this node's host can do a leader's work now (the
+        broker's loop that acts on the log turns). While it cannot, the node hands its
+        leadership off (`hand_off`, again each time a transfer is given up) and neither
+        campaigns nor takes a transfer; it still votes, so the others elect one of
+        themselves. A leader nobody can take over from stays (there is no better one)."""
+        self._may_lead = may_lead
+        if not may_lead and self._role == Role.LEADER:
+            self._hand_off()
         self._check_invariants()
 
     def compact(self, last: BlockId, data: bytes) -> None:

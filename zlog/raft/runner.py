@@ -51,7 +51,7 @@ import os
 import random
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,11 +165,15 @@ class RaftRunner:
         rng: random.Random | None = None,
         dir_id: bytes = NO_DIR_ID,
         join: bool = False,
+        may_lead: Callable[[], bool] = lambda: True,
     ) -> None:
         """`dir_id`: the id of the data directory `data_dir` lies in, so that the log on a
         wiped disk is never counted as the one it replaced (docs/raft.md §4.15). `join`: a
         new node does not bootstrap a cluster of `peers` but waits for a leader that added
-        it as a learner (§4.16); `peers` then holds what it knows to reach (itself at least)."""
+        it as a learner (§4.16); `peers` then holds what it knows to reach (itself at least).
+        `may_lead`: asked at every tick (on the loop's thread) whether whatever acts on the
+        log as its leader works now; while it says no, the node hands leadership off and does
+        not campaign (RawNode.set_may_lead)."""
         assert node_id in peers, "peers maps every voter, this node included, to its address"
         self.node_id = node_id
         self.peers = dict(peers)
@@ -221,6 +225,8 @@ class RaftRunner:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._was_leader = False
+        self._may_lead = may_lead
+        self._host_may_lead = True  # its last answer, to log each change once
         self._status_lock = threading.Lock()
         self._status = self._current_status()
 
@@ -366,15 +372,8 @@ class RaftRunner:
         now_ms = monotonic_ms()
         if not self._is_leader():
             return now_ms
-        others = [peer for peer in self.node.config.voters if peer != self.node_id]
-        if others:
-            # The most caught-up voter takes over soonest (and is surely alive).
-            target = max(others, key=lambda peer: (self.node.match_height(peer) or 0, -peer))
-            try:
-                self.node.transfer_leader(target)
-            except ZlogError as error:
-                log.info("leader transfer on stop refused: %s", error)
-                return now_ms
+        if self.node.hand_off() is None:
+            return now_ms  # nobody to hand to
         return now_ms + self.config.stop_transfer_timeout_ms
 
     def _may_stop(self, stop_deadline_ms: int) -> bool:
@@ -473,6 +472,15 @@ class RaftRunner:
             waiter(ZlogError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, "too many requests waiting"))
 
     def _tick(self, now_ms: int) -> None:
+        may_lead = self._may_lead()
+        if may_lead != self._host_may_lead:
+            self._host_may_lead = may_lead
+            if may_lead:
+                log.info("raft node %d: its host works again: it may lead", self.node_id)
+            else:
+                log.warning("raft node %d: its host has stalled: handing leadership off, and "
+                            "not campaigning until it works again", self.node_id)
+        self.node.set_may_lead(may_lead)
         self.node.tick()
         self.statistics.ticks += 1
         self.proposals.expire(now_ms)

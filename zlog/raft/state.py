@@ -110,6 +110,7 @@ class NodeState:
         self._reads: list[PendingRead] = []
         self._reads_waiting: list[bytes] = []
         self._transferee: int | None = None
+        self._may_lead = True  # the driver's word: its host can do a leader's work now
         if persisted is None:
             self._load_new(bootstrap)
         else:
@@ -203,7 +204,8 @@ class NodeState:
 
     def _promotable(self) -> bool:
         """Whether this node may campaign: a voter at head, or a voter whose removal is
-        still uncommitted on its path; never a node whose directory is not the recorded one.
+        still uncommitted on its path; never a node whose directory is not the recorded one,
+        nor one whose driver says its host cannot lead now (`set_may_lead`).
 
         The second case (docs/raft.md, "Campaigning while being removed") avoids a
         deadlock: a leader that removed itself and then stepped down (check-quorum) may hold
@@ -212,6 +214,8 @@ class NodeState:
         it must win a majority of the new voters, which overlaps every old majority.
         """
         chain = self._chain
+        if not self._may_lead:
+            return False
         if not chain.config.counts(self._id, self._dir_id):
             return False  # a new disk under an old voter's id: a learner until recorded
         if self._id in chain.config.voters:

@@ -453,6 +453,51 @@ def test_timeout_now_campaigns_without_pre_vote() -> None:
     assert all(isinstance(m, Vote) and m.transfer and not m.pre for m in sent(readies))
 
 
+# -- a host that cannot lead (set_may_lead) -------------------------------------------------------
+
+
+def test_a_leader_whose_host_cannot_lead_hands_off_to_the_most_caught_up_voter() -> None:
+    node = make_leader()
+    # Node 2 holds the whole path, node 3 nothing yet.
+    node.step(AppendResp(1, 2, 1, True, node.head, node.head, GENESIS, 0))
+    flush(node)
+    node.set_may_lead(False)
+    assert [m for m in sent(flush(node)) if isinstance(m, TimeoutNow)] == [
+        TimeoutNow(1, 1, 2)]
+    with pytest.raises(ProposalDroppedError):
+        node.propose(b"refused while the leadership moves")
+
+
+def test_a_hand_off_given_up_is_tried_again_while_the_host_cannot_lead() -> None:
+    node = make_leader()
+    node.set_may_lead(False)  # nobody holds the path yet: node 2 is caught up first
+    flush(node)
+    node.step(AppendResp(1, 3, 1, True, node.head, node.head, GENESIS, 0))  # 2 stays silent
+    assert not [m for m in sent(flush(node)) if isinstance(m, TimeoutNow)]
+    for _ in range(CFG.election_ticks):  # the transfer to 2 is given up after E ticks ...
+        node.tick()
+    timeouts = [m for m in sent(flush(node)) if isinstance(m, TimeoutNow)]
+    assert timeouts == [TimeoutNow(1, 1, 3)], "... and started again, to whoever caught up"
+
+
+def test_a_node_whose_host_cannot_lead_never_campaigns_but_still_votes() -> None:
+    node = follower_with([cmd(1, 1, GENESIS)], term=1)
+    node.set_may_lead(False)
+    for _ in range(4 * CFG.election_ticks):
+        node.tick()
+    node.step(TimeoutNow(1, 1, 2))
+    readies = flush(node)
+    assert (node.role, node.term) == ("follower", 1), "no campaign, no transfer taken"
+    node.step(Vote(2, 3, 2, BlockId(1, 1)))
+    (answer,) = [m for m in sent(flush(node)) if isinstance(m, VoteResp)]
+    assert answer.granted, "the others elect one of themselves with its vote"
+    assert not [m for m in sent(readies) if isinstance(m, Vote)]
+    node.set_may_lead(True)  # it works again: it campaigns when a timeout runs out
+    for _ in range(2 * CFG.election_ticks):
+        node.tick()
+    assert node.role in ("precandidate", "candidate")
+
+
 # -- Ready / advance -------------------------------------------------------------------------------
 
 

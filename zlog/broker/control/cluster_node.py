@@ -288,7 +288,11 @@ class ClusterNode:
     # -- the controller's requests ----------------------------------------------------------
 
     def handle(self, request: Request, answer: Answer, now_ms: int) -> None:
-        """A BrokerRegistration, BrokerHeartbeat or AlterPartition that reached this node."""
+        """A BrokerRegistration, BrokerHeartbeat or AlterPartition that reached this node.
+        Whether this node is the controller is asked now, not at the last turn: after a
+        stalled loop its metadata-log node may have handed the controller off meanwhile,
+        and the requests that waited must not be answered as by the controller."""
+        self.controller.set_active(self._leads_caught_up(), now_ms)
         if not self.controller.active:
             answer(self._not_controller(request))
             return

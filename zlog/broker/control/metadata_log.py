@@ -57,10 +57,13 @@ class MetadataLog:
         listen: str = "",
         dir_id: bytes = NO_DIR_ID,
         join: bool = False,
+        may_lead: Callable[[], bool] = lambda: True,
     ) -> None:
         """`voters`: each voter's control endpoint (their Raft peers listen on the next port;
         this node binds the port after `listen`); none: this node alone, over inproc, unless
-        it `join`s a cluster as a learner (it then learns its peers: `add_peers`)."""
+        it `join`s a cluster as a learner (it then learns its peers: `add_peers`).
+        `may_lead`: whether the controller's loop turns (loop_watch.py), asked by the Raft
+        thread at every tick."""
         self.node_id = node_id
         self._wake = wake
         self._completions: deque[Callable[[], None]] = deque()
@@ -78,7 +81,7 @@ class MetadataLog:
                                          stop_transfer_timeout_ms=0)
         self._runner = RaftRunner(node_id, peers, data_dir / RAFT_DIRECTORY, fsm,
                                   config=runner_config, links=PeerTransport.factory(context),
-                                  dir_id=dir_id, join=join)
+                                  dir_id=dir_id, join=join, may_lead=may_lead)
         self._tick_ms = tick_ms
 
     def start(self) -> None:

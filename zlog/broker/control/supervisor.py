@@ -54,6 +54,7 @@ from zlog.broker.control.cluster_node import (
     data_dir_identity,
 )
 from zlog.broker.control.control_plane import ControlPlane, HostStorage
+from zlog.broker.control.loop_watch import LoopWatch
 from zlog.broker.control.metadata import ClusterState, MetadataStateMachine
 from zlog.broker.control.metadata_commands import (
     Command,
@@ -62,6 +63,7 @@ from zlog.broker.control.metadata_commands import (
     TopicDeleted,
 )
 from zlog.broker.control.metadata_log import MetadataLog
+from zlog.broker.control.offline_leaderships import resignations
 from zlog.broker.control.stray_partitions import stray_partitions
 from zlog.broker.control.worker_pool import WorkerPool, WorkerSettings
 from zlog.broker.sdnotify import SystemdNotifier
@@ -173,6 +175,7 @@ class Supervisor:
         self._seen_state: ClusterState | None = None
         self._next_reconcile_ms = 0
         self._finishing_deletes: set[str] = set()
+        self._resigning: set[tuple[str, int, int]] = set()  # (topic, partition, its epoch)
         self.control = ControlPlane(
             config,
             state=lambda: self.fsm.state,
@@ -188,6 +191,7 @@ class Supervisor:
         )
         self._started_ms = 0
         self._next_watchdog_ms = 0
+        self._loop_watch = LoopWatch(config.controller_stall_timeout_effective_ms, monotonic_ms())
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -228,11 +232,13 @@ class Supervisor:
             on_alter_isr=self._alter_isr,
         )
         self._pool.start_all()  # workers boot while the metadata log elects and replays
+        self._loop_watch.turned(monotonic_ms())  # the loop starts right after
         try:
             self._metadata_log = MetadataLog(
                 config.node_id, self.data_dir, self.fsm, tick_ms=config.raft_tick_ms,
                 wake=self._wake, context=self._context, voters=config.voter_map,
                 listen=config.listen, dir_id=bytes.fromhex(dir_id), join=bool(config.join),
+                may_lead=self._loop_turns,
             )
             self._metadata_log.start()
         except zmq.ZMQError as error:
@@ -275,6 +281,10 @@ class Supervisor:
         """Safe from a signal handler: the loop notices at its next turn."""
         self._stop_requested = True
         self._wake()
+
+    def _loop_turns(self) -> bool:
+        """On the Raft thread: whether this loop, where the controller works, turns."""
+        return not self._loop_watch.stalled(monotonic_ms())
 
     def _wake(self) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -361,6 +371,7 @@ class Supervisor:
         if self._metadata_log is not None:
             self._metadata_log.run_completions()
         now_ms = monotonic_ms()
+        self._loop_watch.turned(now_ms)
         self._pool.receive(now_ms)
         self._receive_control()
         if self._cluster is not None:
@@ -489,12 +500,35 @@ class Supervisor:
         strays = stray_partitions(os.listdir(self.data_dir), state, self.config.node_id)
         self._pool.set_group_settings(self._group_settings(state))
         self._pool.reconcile(desired, deleting + strays, now_ms)
+        self._resign_offline(state, now_ms)
         for name, count in state.deleting.items():
             done = all((name, index) in self._pool.deleted for index in range(count))
             if done and name not in self._finishing_deletes:
                 self._finishing_deletes.add(name)
                 self._propose(TopicDeleted(name),
                               functools.partial(self._deletion_finished, name))
+
+    def _resign_offline(self, state: ClusterState, now_ms: int) -> None:
+        """Hand the leaderships of partitions no worker here can serve to their other in-sync
+        replicas (offline_leaderships.py); each once per partition record."""
+        assert self._pool is not None and self._cluster is not None
+        offline = self._pool.offline(now_ms)
+        if not offline:
+            return
+        for change in resignations(state, self.config.node_id, offline):
+            key = (change.topic, change.partition, change.partition_epoch)
+            if key in self._resigning:
+                continue
+            self._resigning.add(key)
+            log.warning("%s-%d: no worker here can serve it: handing its leadership to ISR %s",
+                        change.topic, change.partition, list(change.new_isr))
+            self._cluster.alter_isr(change, functools.partial(self._resigned, key))
+
+    def _resigned(self, key: tuple[str, int, int], code: int, text: str) -> None:
+        self._resigning.discard(key)  # refused: asked again at a later reconcile if need be
+        if code:
+            log.warning("%s-%d: leadership not handed off: error %d %s", key[0], key[1], code,
+                        text)
 
     def _deletion_finished(
         self, name: str, result: Result | None, error: ZlogError | None

@@ -17,6 +17,14 @@ exponential backoff (logged); its partitions stay placed on it, and the restarte
 them back as soon as it says hello. Its shared-memory rings keep what it acknowledged, so the
 new process recovers them on open.
 
+Nothing here waits for a worker or the fork server (the supervisor's loop, the controller's
+included, must keep turning): a silent worker is SIGKILLed and its end looked for at the next
+checks; a start is asked of the fork server and its answer taken later. A killed worker that
+has not ended after KILLED_EXIT_TIMEOUT_MS is stuck in uninterruptible I/O (a stuck disk): it
+is not replaced while it lives (it could still write its partitions' files), and its
+partitions are `offline`, as are those of a worker that crashed `WORKER_RESTART_LIMIT` times
+in a row, so that the supervisor has their leadership moved to other brokers.
+
 Threading: only the supervisor's loop thread calls into a WorkerPool (it owns the socket).
 """
 
@@ -39,7 +47,12 @@ import zmq
 import zlog
 from zlog import limits
 from zlog.broker import worker_protocol as protocol
-from zlog.broker.control.forked_workers import ForkedWorker, ForkServerError, WorkerForkServer
+from zlog.broker.control.forked_workers import (
+    ForkedWorker,
+    ForkServerError,
+    PendingStart,
+    WorkerForkServer,
+)
 from zlog.broker.control.placement import place_on_workers
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
 from zlog.broker.supervisor_lifeline import NO_FDS
@@ -64,12 +77,19 @@ WORKER_ARGUMENTS_FROM: Final = 4
 FORKSERVER_RETRY_MS: Final = 10_000
 """How long after a fork server could not be started (or died) the next one is tried."""
 STARTUP_CRASHES_MAX: Final = 5  # a worker that dies this often before its first hello cannot start
+WORKER_RESTART_LIMIT: Final = 5
+"""Crashes in a row (none after STABLE_UPTIME_MS of service) after which a worker's partitions
+are reported offline, so that other brokers lead them while it keeps failing."""
+KILLED_EXIT_TIMEOUT_MS: Final = 2_000
+"""A SIGKILLed process ends within milliseconds, unless it sleeps in uninterruptible I/O (a
+stuck disk), where no signal reaches it: past this its partitions are offline until it ends."""
 
 
 class WorkerState(Enum):
-    STARTING = "starting"  # process forked, no hello yet
+    STARTING = "starting"  # asked of the fork server, or started; no hello yet
     READY = "ready"  # hello received: its data endpoint is known
     BACKOFF = "backoff"  # died; waiting to be started again
+    KILLED = "killed"  # SIGKILLed, silent too long; its end not seen yet
     STOPPING = "stopping"  # asked to stop
 
 
@@ -121,6 +141,10 @@ class WorkerHandle:
     worker_id: int
     state: WorkerState = WorkerState.BACKOFF
     process: subprocess.Popen[bytes] | ForkedWorker | None = None
+    forking: PendingStart | None = None  # a start asked of the fork server, not answered yet
+    early_hello: protocol.Hello | None = None  # a hello that came before the fork's answer
+    killed_ms: int = 0  # when it was SIGKILLed (state KILLED)
+    unkillable_told: bool = False  # the log said it outlived its SIGKILL
     endpoint: str = ""  # its data endpoint, from hello
     last_port: int = 0  # the port of its last endpoint: a restart binds it again if it can
     started_ms: int = 0
@@ -282,34 +306,63 @@ class WorkerPool:
         return command
 
     def _spawn(self, worker: WorkerHandle, now_ms: int) -> None:
-        environ = worker_environ(os.environ)
-        command = self._command(worker)
-        server = self._fork_server(now_ms)
+        """Start the worker: asked of the fork server (answered in a later turn), or, without
+        one, as a new interpreter now."""
+        self._forget(worker)
         worker.process = None
+        worker.state = WorkerState.STARTING
+        worker.started_ms = worker.last_seen_ms = now_ms
+        server = self._fork_server(now_ms)
         if server is not None:
             try:
-                worker.process = server.start(command[WORKER_ARGUMENTS_FROM:], environ)
+                worker.forking = server.start(
+                    self._command(worker)[WORKER_ARGUMENTS_FROM:], worker_environ(os.environ),
+                    now_ms)
+                return
             except ForkServerError as error:
                 log.warning("worker %d not forked (%s): starting it as a new process",
                             worker.worker_id, error)
-        if worker.process is None:
-            try:
-                # Own process group: a terminal's Ctrl-C reaches only the supervisor, which
-                # then stops the workers in order (rings flushed) instead of all dying at once.
-                worker.process = subprocess.Popen(
-                    command, env=environ, stdin=subprocess.DEVNULL, process_group=0,
-                    pass_fds=self.settings.lifeline_fds,
-                )
-            except OSError as error:
-                log.error("cannot start worker %d: %s", worker.worker_id, error)
-                self._schedule_restart(worker, now_ms)
-                return
-        worker.state = WorkerState.STARTING
-        worker.started_ms = worker.last_seen_ms = now_ms
+        self._start_process(worker, now_ms)
+
+    def _start_process(self, worker: WorkerHandle, now_ms: int) -> None:
+        try:
+            # Own process group: a terminal's Ctrl-C reaches only the supervisor, which
+            # then stops the workers in order (rings flushed) instead of all dying at once.
+            worker.process = subprocess.Popen(
+                self._command(worker), env=worker_environ(os.environ),
+                stdin=subprocess.DEVNULL, process_group=0, pass_fds=self.settings.lifeline_fds)
+        except OSError as error:
+            log.error("cannot start worker %d: %s", worker.worker_id, error)
+            self._schedule_restart(worker, now_ms)
+            return
+        log.info("started worker %d (pid %d)", worker.worker_id, worker.process.pid)
+
+    def _take_forks(self, now_ms: int) -> None:
+        """The fork server's answers to starts: the process, or a start made another way."""
+        for worker in self.workers:
+            pending = worker.forking
+            if pending is None or not pending.answered:
+                continue
+            worker.forking = None
+            if pending.worker is None:
+                log.warning("worker %d not forked (%s): starting it as a new process",
+                            worker.worker_id, pending.failure)
+                self._start_process(worker, now_ms)
+                continue
+            worker.process = pending.worker
+            log.info("started worker %d (pid %d)", worker.worker_id, pending.worker.pid)
+            hello, worker.early_hello = worker.early_hello, None
+            if hello is not None:
+                self._hello(worker, hello)
+
+    def _forget(self, worker: WorkerHandle) -> None:
+        """What the process held: gone with it."""
+        worker.forking = None
+        worker.early_hello = None
         worker.endpoint = ""
         worker.opened.clear()
         worker.pending.clear()
-        log.info("started worker %d (pid %d)", worker.worker_id, worker.process.pid)
+        self.changed = True
 
     def _schedule_restart(self, worker: WorkerHandle, now_ms: int) -> None:
         if now_ms - worker.started_ms >= STABLE_UPTIME_MS:
@@ -320,36 +373,67 @@ class WorkerPool:
         )
         worker.state = WorkerState.BACKOFF
         worker.restart_at_ms = now_ms + delay_ms
-        worker.endpoint = ""
-        worker.opened.clear()
-        worker.pending.clear()
+        self._forget(worker)
         worker.process = None
-        self.changed = True
         log.warning("restarting worker %d in %d ms (crash %d in a row)",
                     worker.worker_id, delay_ms, worker.crashes_in_row)
 
     def check(self, now_ms: int) -> None:
-        """Reap dead workers, kill silent ones, start those whose backoff is over."""
-        if self._forkserver is not None:
-            self._forkserver.collect(0.0)  # the exits it reported (its socket woke the loop)
+        """Reap dead workers, kill silent ones, start those whose backoff is over; replace a
+        fork server that stopped answering. Never waits for any of them."""
+        server = self._forkserver
+        if server is not None:
+            server.collect(0.0)  # the exits it reported (its socket woke the loop)
+            stuck = server.stuck(now_ms) if server.alive else None
+            if stuck is not None:
+                server.kill(f"stuck: {stuck}")
+        self._take_forks(now_ms)
         for worker in self.workers:
             process = worker.process
+            if (process is not None and worker.state != WorkerState.KILLED
+                    and now_ms - worker.last_seen_ms > self._silence_allowed_ms(worker)):
+                log.warning("worker %d (pid %d) silent for %d ms: killing it",
+                            worker.worker_id, process.pid, now_ms - worker.last_seen_ms)
+                process.kill()
+                self._forget(worker)
+                worker.state = WorkerState.KILLED
+                worker.killed_ms = now_ms
+                worker.unkillable_told = False
             if process is not None and process.poll() is not None:
                 log.warning("worker %d (pid %d) exited with status %s",
                             worker.worker_id, process.pid, process.returncode)
                 worker.restarts += 1
                 self._schedule_restart(worker, now_ms)
-            elif process is not None and (
-                now_ms - worker.last_seen_ms > self._silence_allowed_ms(worker)
-            ):
-                log.warning("worker %d (pid %d) silent for %d ms: killing it",
-                            worker.worker_id, process.pid, now_ms - worker.last_seen_ms)
-                process.kill()
-                process.wait()
-                worker.restarts += 1
-                self._schedule_restart(worker, now_ms)
+            elif worker.state == WorkerState.KILLED:
+                self._warn_unkillable(worker, now_ms)
             elif worker.state == WorkerState.BACKOFF and now_ms >= worker.restart_at_ms:
                 self._spawn(worker, now_ms)
+
+    def _warn_unkillable(self, worker: WorkerHandle, now_ms: int) -> None:
+        """Once, when a killed worker outlives KILLED_EXIT_TIMEOUT_MS."""
+        if self._out(worker, now_ms) and not worker.unkillable_told:
+            worker.unkillable_told = True
+            killed_for_ms = now_ms - worker.killed_ms
+            log.error("worker %d (pid %s) has not ended %d ms after SIGKILL: stuck in "
+                      "uninterruptible I/O (a stuck disk?); its partitions are offline, led "
+                      "elsewhere, until it ends", worker.worker_id, worker.pid, killed_for_ms)
+
+    def offline(self, now_ms: int) -> frozenset[TopicPartition]:
+        """The partitions placed on a worker that cannot serve them for a while: killed but
+        not ended (no replacement may open its files while it lives), or crashing again and
+        again. Their leadership belongs on another broker meanwhile."""
+        workers = {worker.worker_id for worker in self.workers if self._out(worker, now_ms)}
+        if not workers:
+            return frozenset()
+        return frozenset(tp for tp, worker_id in self.placement.items() if worker_id in workers)
+
+    def _out(self, worker: WorkerHandle, now_ms: int) -> bool:
+        if worker.state == WorkerState.KILLED:
+            process = worker.process
+            lives = (process.lives() if isinstance(process, ForkedWorker)
+                     else process is not None and process.poll() is None)
+            return lives and now_ms - worker.killed_ms > KILLED_EXIT_TIMEOUT_MS
+        return worker.state != WorkerState.READY and worker.crashes_in_row >= WORKER_RESTART_LIMIT
 
     def _silence_allowed_ms(self, worker: WorkerHandle) -> int:
         """The heartbeat timeout once the worker said hello; before, its start timeout."""
@@ -378,7 +462,12 @@ class WorkerPool:
             except subprocess.TimeoutExpired:
                 log.warning("worker %d did not stop in time: killing it", worker.worker_id)
                 worker.process.kill()
-                status = worker.process.wait()
+                try:
+                    status = worker.process.wait(KILLED_EXIT_TIMEOUT_MS / 1000)
+                except subprocess.TimeoutExpired:  # uninterruptible I/O: it ends when that does
+                    log.error("worker %d (pid %d) does not end after SIGKILL: leaving it",
+                              worker.worker_id, worker.process.pid)
+                    status = None
             log.info("worker %d stopped (status %s)", worker.worker_id, status)
             worker.process = None
 
@@ -467,7 +556,11 @@ class WorkerPool:
         self._on_alter_isr(message, done)
 
     def _hello(self, worker: WorkerHandle, message: protocol.Hello) -> None:
-        if worker.process is None or worker.state == WorkerState.STOPPING:
+        if worker.state in (WorkerState.STOPPING, WorkerState.KILLED):
+            return
+        if worker.process is None:
+            if worker.forking is not None:  # the fork's answer is still on its way
+                worker.early_hello = message
             return
         if message.pid != worker.process.pid:
             log.warning("hello from pid %d, expected %d", message.pid, worker.process.pid)

@@ -18,6 +18,8 @@ import zmq
 
 from tests.waiting import wait_until
 from zlog.broker.control.worker_pool import (
+    KILLED_EXIT_TIMEOUT_MS,
+    WORKER_RESTART_LIMIT,
     WORKER_START_TIMEOUT_MS,
     DesiredPartition,
     WorkerPool,
@@ -49,6 +51,17 @@ class StandInProcess:
     def wait(self, timeout: float | None = None) -> int | None:
         del timeout
         return self.returncode
+
+
+class UnkillableProcess(StandInProcess):
+    """A process in uninterruptible I/O: SIGKILL is pending until the I/O ends, and a wait
+    for it would never return (the loop must never make one)."""
+
+    def kill(self) -> None:
+        self.killed = True
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        raise AssertionError(f"the pool waited for pid {self.pid} (timeout {timeout})")
 
 
 class Harness:
@@ -216,6 +229,49 @@ def test_a_silent_worker_is_killed(harness: Harness) -> None:
     for worker in harness.pool.workers:
         assert worker.state == WorkerState.BACKOFF
     assert all(worker.restarts == 1 for worker in harness.pool.workers)
+
+
+def test_a_silent_worker_that_does_not_die_is_not_waited_for_and_its_partitions_go_offline(
+    harness: Harness,
+) -> None:
+    """A stalled worker stuck in uninterruptible I/O outlives its SIGKILL: the check returns
+    at once, the worker is not replaced while it lives (it could still write its files), and
+    once it outlived the kill by KILLED_EXIT_TIMEOUT_MS its partitions are offline, so the
+    supervisor can have them led elsewhere; when it finally ends it is restarted."""
+    harness.hello_all()
+    harness.pool.reconcile({("t", 0): WANT, ("t", 1): WANT}, [], NOW_MS)
+    harness.answer(0, harness.inbox(0, 1))
+    harness.answer(1, harness.inbox(1, 1))
+    stuck = UnkillableProcess(5001)
+    harness.pool.workers[1].process = stuck  # type: ignore[assignment]
+    harness.pool.workers[0].last_seen_ms = NOW_MS + 10_000  # the other one keeps beating
+    killed_ms = NOW_MS + 10_001
+    harness.pool.check(killed_ms)
+    worker = harness.pool.workers[1]
+    assert stuck.killed and worker.state == WorkerState.KILLED
+    assert harness.pool.endpoint_for(("t", 1)) is None
+    assert harness.pool.offline(killed_ms + KILLED_EXIT_TIMEOUT_MS) == frozenset()
+    harness.pool.check(killed_ms + KILLED_EXIT_TIMEOUT_MS + 1)
+    assert worker.state == WorkerState.KILLED, "no replacement while it lives"
+    assert harness.pool.offline(killed_ms + KILLED_EXIT_TIMEOUT_MS + 1) == {("t", 1)}
+    stuck.returncode = -9  # the I/O ended; the pending SIGKILL took it
+    harness.pool.check(killed_ms + 60_000)
+    assert (worker.state, worker.restarts) == (WorkerState.BACKOFF, 1)
+    assert harness.pool.offline(killed_ms + 60_000) == frozenset()
+
+
+def test_a_worker_crashing_again_and_again_has_its_partitions_offline(
+    harness: Harness,
+) -> None:
+    harness.hello_all()
+    harness.pool.reconcile({("t", 0): WANT, ("t", 1): WANT}, [], NOW_MS)
+    worker = harness.pool.workers[1]
+    worker.crashes_in_row = WORKER_RESTART_LIMIT - 1
+    worker.process.returncode = 1  # type: ignore[union-attr]
+    harness.pool.workers[0].last_seen_ms = NOW_MS + 1
+    harness.pool.check(NOW_MS + 1)
+    assert worker.state == WorkerState.BACKOFF
+    assert harness.pool.offline(NOW_MS + 1) == {("t", 1)}
 
 
 def test_a_starting_worker_has_its_start_timeout_not_the_heartbeat_timeout(
