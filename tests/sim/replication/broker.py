@@ -97,6 +97,10 @@ class FollowerFetch:
     epoch: int = -1
     sent_at: int = 0
     backoff_until: int = 0
+    # B19 only: an answer not yet in the log (and the offset it answered), and whether a
+    # fetch has already reported its batches as held
+    unstored: tuple[ReplicaFetchAnswer, int] | None = None
+    reported: bool = False
 
 
 @dataclass(slots=True)
@@ -188,6 +192,7 @@ class SimBroker:
         if now >= self.next_heartbeat:
             self.next_heartbeat = now + self.profile.heartbeat_ticks
             self.send(self.node_id, CONTROLLER, Heartbeat(self.broker_epoch))
+        self._store_reported(now)
         self._send_fetches(now)
         if now >= self.next_isr_check:
             self.next_isr_check = now + self.profile.isr_check_ticks
@@ -321,11 +326,14 @@ class SimBroker:
             if now < fetch.backoff_until:
                 continue
             log = partition.log
-            entry = ReplicaFetchEntry(TOPIC, p, log.log_end_offset, partition.leader_epoch,
-                                      self.wiring.last_fetched_epoch(partition),
+            position, last_epoch = log.log_end_offset, self.wiring.last_fetched_epoch(partition)
+            if fetch.unstored is not None:  # B19: what is still in memory counts as held
+                position, last_epoch = _end_of(fetch.unstored[0].result)
+                fetch.reported = True
+            entry = ReplicaFetchEntry(TOPIC, p, position, partition.leader_epoch, last_epoch,
                                       log.log_start_offset, self.profile.fetch_limit_bytes)
             fetch.in_flight, self.next_id = self.next_id, self.next_id + 1
-            fetch.offset, fetch.epoch = log.log_end_offset, partition.leader_epoch
+            fetch.offset, fetch.epoch = position, partition.leader_epoch
             fetch.sent_at = now
             self.send(self.node_id, info.leader, ReplicaFetch(
                 fetch.in_flight, entry, self.broker_epoch, self.profile.fetch_limit_bytes))
@@ -351,6 +359,19 @@ class SimBroker:
             fetch.backoff_until = now + self.profile.fetch_backoff_ticks
             return
         self.observer.fetch_answer(self, p, partition, answer)
+        if (result.chunks and result.diverging_epoch == NO_EPOCH
+                and not self.wiring.store_before_fetching):
+            fetch.unstored, fetch.reported = (answer, fetch.offset), False
+            return
+        self._store(p, partition, answer, fetch.offset, now)
+
+    def _store(self, p: int, partition: Partition, answer: ReplicaFetchAnswer,
+               fetch_offset: int, now: int) -> None:
+        """Apply an answer to the log: its batches appended, or the log cut where it
+        diverges (apply_replica_fetch)."""
+        result = answer.result
+        fetch = self.fetches[p]
+        log = self.disk.logs[p]
         old_producers = partition.producers
 
         def rebuild() -> ProducerStateTable:
@@ -359,7 +380,7 @@ class SimBroker:
             return old_producers
 
         try:
-            progress = apply_replica_fetch(partition, result, fetch.offset, rebuild)
+            progress = apply_replica_fetch(partition, result, fetch_offset, rebuild)
         except ZlogError as error:
             self.observer.log(f"b{self.node_id} p{p} dropped a fetch answer: {error.message}")
             fetch.backoff_until = now + self.profile.fetch_backoff_ticks
@@ -372,6 +393,18 @@ class SimBroker:
                                              answer.ghost_common_prefix)
         elif progress.appended_bytes == 0:
             fetch.backoff_until = now + self.profile.fetch_idle_ticks  # the long poll
+
+    def _store_reported(self, now: int) -> None:
+        """B19's late writes: batches that a fetch already reported as held reach the log
+        one tick after it left (the writer runs behind the fetcher)."""
+        for p in sorted(self.fetches):
+            fetch, partition = self.fetches[p], self.partitions.get(p)
+            if fetch.unstored is None or not fetch.reported:
+                continue
+            (answer, fetch_offset), fetch.unstored = fetch.unstored, None
+            if (partition is not None and not partition.is_leader
+                    and partition.log.log_end_offset == fetch_offset):
+                self._store(p, partition, answer, fetch_offset, now)
 
     def _reset_position(self, partition: Partition, result: ReplicaFetchResult,
                         fetch_offset: int) -> None:
@@ -554,6 +587,19 @@ class SimBroker:
             self.observer.consumer_read(self, p, partition, found)
         self.send(self.node_id, client, ConsumerFetchAnswer(
             request.request_id, read.error_code, read.high_watermark, found))
+
+
+def _end_of(result: ReplicaFetchResult) -> tuple[int, int]:
+    """Where the batches of an answer end, and the epoch of the last one."""
+    end, epoch = -1, NO_EPOCH
+    for chunk in result.chunks:
+        view = memoryview(chunk)
+        position = 0
+        while position < view.nbytes:
+            header = read_header(view, position)
+            end, epoch = header.next_offset, header.partition_leader_epoch
+            position += header.size_bytes
+    return end, epoch
 
 
 def _entries(partition: Partition) -> list[tuple[int, int]]:

@@ -41,6 +41,7 @@ BUG_SEED_BOUND: dict[str, int] = {
     "B11": 100,  # seed 50: a member admitted at a broker epoch it no longer has (S12)
     "B12": 200,  # seed 123: a member admitted below the leader's epoch start (S12)
     "B16": 40,  # seed 0: a follower's cut leaves its old epoch in the cache (S10)
+    "B19": 10,  # seed 0: an ack for a batch a follower reported but does not hold yet (S6)
 }
 
 
