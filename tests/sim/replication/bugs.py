@@ -204,8 +204,9 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     # (S9: a truncation below the HW), besides mixing two leaders' batches (S2, S3, S13).
     "B13": frozenset({"S2", "S3", "S9", "S13"}),
     # Stale producer state on a new leader: a retried idempotent batch is taken for a duplicate
-    # (S14), or refused as out of sequence until no acks=all write gets through once healed (L1).
-    "B15": frozenset({"S14", "L1"}),
+    # (S14) and answered ok at an offset where the log does not hold it (S16), or refused as
+    # out of sequence until no acks=all write gets through once healed (L1).
+    "B15": frozenset({"S14", "S16", "L1"}),
     "B16": frozenset({"S10", "S3"}),
     "B17": frozenset({"S12", "S4", "S5", "S6", "S11"}),
     # The leader counts batches the follower does not hold yet: an ack (S6), or a member that
