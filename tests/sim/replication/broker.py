@@ -45,6 +45,7 @@ from zlog.broker.control.controller import NO_LEADER, IsrRequest
 from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
 from zlog.broker.data.epoch_cache import LeaderEpochCache
 from zlog.broker.data.isr import ReplicaSet
+from zlog.broker.data.isr_proposals import UNSETTLED_ANSWERS
 from zlog.broker.data.partition import Partition, ProduceOutcome
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.broker.data.replica_sync import apply_replica_fetch, serve_replica_fetch
@@ -139,7 +140,8 @@ class SimBroker:
     fetches: dict[int, FollowerFetch] = field(default_factory=dict)
     parked: list[Parked] = field(default_factory=list)
     waiting_fetches: list[tuple[int, ReplicaFetch, int]] = field(default_factory=list)
-    isr_sent: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # id -> (p, PE, t)
+    # request id -> (p, PE, when it is sent again, the request): one change per partition
+    isr_sent: dict[int, tuple[int, int, int, IsrRequest]] = field(default_factory=dict)
     quiet_until: dict[int, int] = field(default_factory=dict)
     next_isr_check: int = 0
     next_id: int = 1
@@ -485,31 +487,49 @@ class SimBroker:
             self.observer.proposing(self, p, partition, new_isr, epochs)
             proposal = tracker.propose(new_isr, now)
             self.wiring.after_propose(partition, new_isr)
-            request_id, self.next_id = self.next_id, self.next_id + 1
-            self.isr_sent[request_id] = (p, proposal.partition_epoch, now)
             self.observer.log(f"b{self.node_id} p{p} proposes isr {sorted(new_isr)} "
                               f"(was {sorted(tracker.replicas.isr)}) pe{proposal.partition_epoch}")
-            self.send(self.node_id, CONTROLLER, AlterIsr(request_id, IsrRequest(
+            self._send_isr_change(p, now, IsrRequest(
                 self.node_id, self.broker_epoch, TOPIC, p, partition.leader_epoch,
-                proposal.partition_epoch, tuple(sorted(new_isr)), epochs)))
+                proposal.partition_epoch, tuple(sorted(new_isr)), epochs))
+
+    def _send_isr_change(self, p: int, now: int, request: IsrRequest) -> None:
+        request_id, self.next_id = self.next_id, self.next_id + 1
+        again = now + self.profile.isr_answer_timeout_ticks
+        self.isr_sent[request_id] = (p, request.partition_epoch, again, request)
+        self.send(self.node_id, CONTROLLER, AlterIsr(request_id, request))
 
     def _isr_answered(self, answer: AlterIsrAnswer) -> None:
+        """isr_proposals.answered: a refusal of the change drops it; an answer that leaves
+        its outcome open keeps it, to be sent again."""
         sent = self.isr_sent.pop(answer.request_id, None)
         if sent is None or answer.error == ErrorCode.NONE:
             return
-        p, partition_epoch, _ = sent
+        p, partition_epoch, _, request = sent
+        if answer.error in UNSETTLED_ANSWERS:  # still pending: sent again soon
+            again = self.now + self.profile.isr_refused_backoff_ticks
+            self.isr_sent[answer.request_id] = (p, partition_epoch, again, request)
+            return
         self.quiet_until[p] = self.now + self.profile.isr_refused_backoff_ticks
         partition = self.partitions.get(p)
         if partition is not None:
             partition.isr_tracker.proposal_refused(partition_epoch)
 
     def _expire_isr_requests(self, now: int) -> None:
-        for request_id, (p, partition_epoch, sent_at) in list(self.isr_sent.items()):
-            if now - sent_at >= self.profile.isr_answer_timeout_ticks:
-                del self.isr_sent[request_id]
-                partition = self.partitions.get(p)
-                if partition is not None:
-                    partition.isr_tracker.proposal_refused(partition_epoch)
+        """isr_proposals._expire: a change still pending when nothing settled it in time is
+        sent again as it was."""
+        for request_id, (p, partition_epoch, again, request) in list(self.isr_sent.items()):
+            if now < again:
+                continue
+            del self.isr_sent[request_id]
+            partition = self.partitions.get(p)
+            pending = None if partition is None else partition.isr_tracker.pending
+            if (pending is None or pending.partition_epoch != partition_epoch
+                    or pending.new_isr != frozenset(request.new_isr)):
+                continue
+            self.observer.log(f"b{self.node_id} p{p} sends isr {list(request.new_isr)} again "
+                              f"(not settled) pe{partition_epoch}")
+            self._send_isr_change(p, now, request)
 
     # -- produce ---------------------------------------------------------------------------
 

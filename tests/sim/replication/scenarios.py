@@ -351,13 +351,9 @@ def divergent_follower_elected(s: Script) -> None:
             within=400)
 
 
-def stale_isr_request(s: Script) -> None:
-    """A leader's ISR proposal overtaken by the controller's own change (B17). C falls out of
-    the ISR and catches up; A's proposal to add it back is held up on the way. Meanwhile C is
-    cut off again, B stops and the controller fences it: the ISR is {A}, and A acknowledges
-    m2, which neither B nor C holds. B resumes; then A's proposal arrives, made at the
-    partition epoch before B's removal: refused; taken as current (B17), it puts B and C in
-    the ISR without m2."""
+def _proposal_to_add_c_held_up(s: Script) -> None:
+    """C falls out of A's ISR and catches up; A's proposal to add it back is held up on its
+    way to the controller, and C is cut off again."""
     s.until("A leads", lambda: s.leads(A))
     _write(s, A)
     s.cut(A, C)
@@ -367,6 +363,16 @@ def stale_isr_request(s: Script) -> None:
     s.mend(A, C)
     s.until("A proposes C back", lambda: s.held() > 0)
     s.cut(A, C)
+
+
+def stale_isr_request(s: Script) -> None:
+    """A leader's ISR proposal overtaken by the controller's own change (B17). C falls out of
+    the ISR and catches up; A's proposal to add it back is held up on the way. Meanwhile C is
+    cut off again, B stops and the controller fences it: the ISR is {A}, and A acknowledges
+    m2, which neither B nor C holds. B resumes; then A's proposal arrives, made at the
+    partition epoch before B's removal: refused; taken as current (B17), it puts B and C in
+    the ISR without m2."""
+    _proposal_to_add_c_held_up(s)
     s.pause(B)
     _write(s, A, acks=1)  # so that A does not take the stopped B for caught up
     s.until("B fenced and out of the ISR", lambda: s.isr() == (A,) and not s.usable(B))
@@ -375,6 +381,29 @@ def stale_isr_request(s: Script) -> None:
     _write(s, A)
     s.resume(B)
     s.until("B usable again", lambda: s.usable(B))
+    s.release()
+    s.ticks(10)
+
+
+# -- cases that found bugs in zlog ---------------------------------------------------------
+
+
+def unanswered_isr_change(s: Script) -> None:
+    """An ISR change applied after its leader stopped waiting for the answer. C falls out of
+    the ISR and catches up; A's proposal to add it back is held up on the way past A's answer
+    timeout, while B and C fall behind (so that B's removal is due as well). B fetches again
+    and A takes m2; then the proposal arrives, at the partition epoch it was made at, and the
+    controller applies it. A leader that forgets an unanswered change lets its HW pass C and
+    acknowledges m2, which C lacks as it joins (S4); zlog keeps it pending, sends it again, and
+    waits for C."""
+    _proposal_to_add_c_held_up(s)
+    s.cut(A, B)
+    _write(s, A, acks=1)
+    s.ticks(s.sim.profile.isr_answer_timeout_ticks)
+    s.mend(A, B)
+    s.produce(A)
+    _holds(s, B, 4)
+    s.ticks(5)
     s.release()
     s.ticks(10)
 
@@ -396,6 +425,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("stale-fetch-answer", stale_fetch_answer, ("B13",)),
     Scenario("divergent-follower-elected", divergent_follower_elected, ("B15",)),
     Scenario("stale-isr-request", stale_isr_request, ("B17",)),
+    Scenario("unanswered-isr-change", unanswered_isr_change, ()),
 )}
 
 
