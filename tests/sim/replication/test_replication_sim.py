@@ -39,7 +39,7 @@ BUG_SEED_BOUND: dict[str, int] = {
     "B3": 150,  # seed 73: the answer for an epoch the leader never had hides the fork (S13)
     "B4": 10,  # seed 0: the epoch cache misses the leader's epoch (S10)
     "B5": 40,  # seed 6: an out-of-ISR leader lacks acknowledged batches (S4)
-    "B6": 40,  # seed 11: an ack before the shrink committed (S6)
+    "B6": 40,  # seed 3: an ack before the shrink committed (S6)
     "B7": 10,  # seed 0: an ack at the leader's append (S6)
     "B8": 10,  # seed 0: a duplicate acknowledged before it is replicated (S6)
     "B11": 100,  # seed 50: a member admitted at a broker epoch it no longer has (S12)
