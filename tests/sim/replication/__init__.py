@@ -10,5 +10,6 @@ wiring at a time, so the tests can show that each check catches what it is meant
 
 Module map: profile (what a seed decides), clock, messages, network, storage (logs and disks),
 wiring (the rules, substitutable), bugs, controller, broker, clients, ghost, checker, sim (the
-driver), test_replication_sim (the tests); `python -m tests.sim.replication --seed N` replays.
+driver), scenarios (scripted cases in place of the chaos), test_replication_sim (the tests);
+`python -m tests.sim.replication --seed N` replays, `--scenario NAME` runs a scripted case.
 """

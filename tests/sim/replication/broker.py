@@ -45,6 +45,7 @@ from zlog.broker.control.controller import NO_LEADER, IsrRequest
 from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
 from zlog.broker.data.epoch_cache import LeaderEpochCache
 from zlog.broker.data.isr import ReplicaSet
+from zlog.broker.data.isr_proposals import UNSETTLED_ANSWERS
 from zlog.broker.data.partition import Partition, ProduceOutcome
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.broker.data.replica_sync import apply_replica_fetch, serve_replica_fetch
@@ -97,6 +98,10 @@ class FollowerFetch:
     epoch: int = -1
     sent_at: int = 0
     backoff_until: int = 0
+    # B19 only: an answer not yet in the log (and the offset it answered), and whether a
+    # fetch has already reported its batches as held
+    unstored: tuple[ReplicaFetchAnswer, int] | None = None
+    reported: bool = False
 
 
 @dataclass(slots=True)
@@ -135,7 +140,8 @@ class SimBroker:
     fetches: dict[int, FollowerFetch] = field(default_factory=dict)
     parked: list[Parked] = field(default_factory=list)
     waiting_fetches: list[tuple[int, ReplicaFetch, int]] = field(default_factory=list)
-    isr_sent: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # id -> (p, PE, t)
+    # request id -> (p, PE, when it is sent again, the request): one change per partition
+    isr_sent: dict[int, tuple[int, int, int, IsrRequest]] = field(default_factory=dict)
     quiet_until: dict[int, int] = field(default_factory=dict)
     next_isr_check: int = 0
     next_id: int = 1
@@ -188,6 +194,7 @@ class SimBroker:
         if now >= self.next_heartbeat:
             self.next_heartbeat = now + self.profile.heartbeat_ticks
             self.send(self.node_id, CONTROLLER, Heartbeat(self.broker_epoch))
+        self._store_reported(now)
         self._send_fetches(now)
         if now >= self.next_isr_check:
             self.next_isr_check = now + self.profile.isr_check_ticks
@@ -321,11 +328,14 @@ class SimBroker:
             if now < fetch.backoff_until:
                 continue
             log = partition.log
-            entry = ReplicaFetchEntry(TOPIC, p, log.log_end_offset, partition.leader_epoch,
-                                      self.wiring.last_fetched_epoch(partition),
+            position, last_epoch = log.log_end_offset, self.wiring.last_fetched_epoch(partition)
+            if fetch.unstored is not None:  # B19: what is still in memory counts as held
+                position, last_epoch = _end_of(fetch.unstored[0].result)
+                fetch.reported = True
+            entry = ReplicaFetchEntry(TOPIC, p, position, partition.leader_epoch, last_epoch,
                                       log.log_start_offset, self.profile.fetch_limit_bytes)
             fetch.in_flight, self.next_id = self.next_id, self.next_id + 1
-            fetch.offset, fetch.epoch = log.log_end_offset, partition.leader_epoch
+            fetch.offset, fetch.epoch = position, partition.leader_epoch
             fetch.sent_at = now
             self.send(self.node_id, info.leader, ReplicaFetch(
                 fetch.in_flight, entry, self.broker_epoch, self.profile.fetch_limit_bytes))
@@ -351,6 +361,19 @@ class SimBroker:
             fetch.backoff_until = now + self.profile.fetch_backoff_ticks
             return
         self.observer.fetch_answer(self, p, partition, answer)
+        if (result.chunks and result.diverging_epoch == NO_EPOCH
+                and not self.wiring.store_before_fetching):
+            fetch.unstored, fetch.reported = (answer, fetch.offset), False
+            return
+        self._store(p, partition, answer, fetch.offset, now)
+
+    def _store(self, p: int, partition: Partition, answer: ReplicaFetchAnswer,
+               fetch_offset: int, now: int) -> None:
+        """Apply an answer to the log: its batches appended, or the log cut where it
+        diverges (apply_replica_fetch)."""
+        result = answer.result
+        fetch = self.fetches[p]
+        log = self.disk.logs[p]
         old_producers = partition.producers
 
         def rebuild() -> ProducerStateTable:
@@ -359,7 +382,7 @@ class SimBroker:
             return old_producers
 
         try:
-            progress = apply_replica_fetch(partition, result, fetch.offset, rebuild)
+            progress = apply_replica_fetch(partition, result, fetch_offset, rebuild)
         except ZlogError as error:
             self.observer.log(f"b{self.node_id} p{p} dropped a fetch answer: {error.message}")
             fetch.backoff_until = now + self.profile.fetch_backoff_ticks
@@ -372,6 +395,18 @@ class SimBroker:
                                              answer.ghost_common_prefix)
         elif progress.appended_bytes == 0:
             fetch.backoff_until = now + self.profile.fetch_idle_ticks  # the long poll
+
+    def _store_reported(self, now: int) -> None:
+        """B19's late writes: batches that a fetch already reported as held reach the log
+        one tick after it left (the writer runs behind the fetcher)."""
+        for p in sorted(self.fetches):
+            fetch, partition = self.fetches[p], self.partitions.get(p)
+            if fetch.unstored is None or not fetch.reported:
+                continue
+            (answer, fetch_offset), fetch.unstored = fetch.unstored, None
+            if (partition is not None and not partition.is_leader
+                    and partition.log.log_end_offset == fetch_offset):
+                self._store(p, partition, answer, fetch_offset, now)
 
     def _reset_position(self, partition: Partition, result: ReplicaFetchResult,
                         fetch_offset: int) -> None:
@@ -452,31 +487,49 @@ class SimBroker:
             self.observer.proposing(self, p, partition, new_isr, epochs)
             proposal = tracker.propose(new_isr, now)
             self.wiring.after_propose(partition, new_isr)
-            request_id, self.next_id = self.next_id, self.next_id + 1
-            self.isr_sent[request_id] = (p, proposal.partition_epoch, now)
             self.observer.log(f"b{self.node_id} p{p} proposes isr {sorted(new_isr)} "
                               f"(was {sorted(tracker.replicas.isr)}) pe{proposal.partition_epoch}")
-            self.send(self.node_id, CONTROLLER, AlterIsr(request_id, IsrRequest(
+            self._send_isr_change(p, now, IsrRequest(
                 self.node_id, self.broker_epoch, TOPIC, p, partition.leader_epoch,
-                proposal.partition_epoch, tuple(sorted(new_isr)), epochs)))
+                proposal.partition_epoch, tuple(sorted(new_isr)), epochs))
+
+    def _send_isr_change(self, p: int, now: int, request: IsrRequest) -> None:
+        request_id, self.next_id = self.next_id, self.next_id + 1
+        again = now + self.profile.isr_answer_timeout_ticks
+        self.isr_sent[request_id] = (p, request.partition_epoch, again, request)
+        self.send(self.node_id, CONTROLLER, AlterIsr(request_id, request))
 
     def _isr_answered(self, answer: AlterIsrAnswer) -> None:
+        """isr_proposals.answered: a refusal of the change drops it; an answer that leaves
+        its outcome open keeps it, to be sent again."""
         sent = self.isr_sent.pop(answer.request_id, None)
         if sent is None or answer.error == ErrorCode.NONE:
             return
-        p, partition_epoch, _ = sent
+        p, partition_epoch, _, request = sent
+        if answer.error in UNSETTLED_ANSWERS:  # still pending: sent again soon
+            again = self.now + self.profile.isr_refused_backoff_ticks
+            self.isr_sent[answer.request_id] = (p, partition_epoch, again, request)
+            return
         self.quiet_until[p] = self.now + self.profile.isr_refused_backoff_ticks
         partition = self.partitions.get(p)
         if partition is not None:
             partition.isr_tracker.proposal_refused(partition_epoch)
 
     def _expire_isr_requests(self, now: int) -> None:
-        for request_id, (p, partition_epoch, sent_at) in list(self.isr_sent.items()):
-            if now - sent_at >= self.profile.isr_answer_timeout_ticks:
-                del self.isr_sent[request_id]
-                partition = self.partitions.get(p)
-                if partition is not None:
-                    partition.isr_tracker.proposal_refused(partition_epoch)
+        """isr_proposals._expire: a change still pending when nothing settled it in time is
+        sent again as it was."""
+        for request_id, (p, partition_epoch, again, request) in list(self.isr_sent.items()):
+            if now < again:
+                continue
+            del self.isr_sent[request_id]
+            partition = self.partitions.get(p)
+            pending = None if partition is None else partition.isr_tracker.pending
+            if (pending is None or pending.partition_epoch != partition_epoch
+                    or pending.new_isr != frozenset(request.new_isr)):
+                continue
+            self.observer.log(f"b{self.node_id} p{p} sends isr {list(request.new_isr)} again "
+                              f"(not settled) pe{partition_epoch}")
+            self._send_isr_change(p, now, request)
 
     # -- produce ---------------------------------------------------------------------------
 
@@ -554,6 +607,19 @@ class SimBroker:
             self.observer.consumer_read(self, p, partition, found)
         self.send(self.node_id, client, ConsumerFetchAnswer(
             request.request_id, read.error_code, read.high_watermark, found))
+
+
+def _end_of(result: ReplicaFetchResult) -> tuple[int, int]:
+    """Where the batches of an answer end, and the epoch of the last one."""
+    end, epoch = -1, NO_EPOCH
+    for chunk in result.chunks:
+        view = memoryview(chunk)
+        position = 0
+        while position < view.nbytes:
+            header = read_header(view, position)
+            end, epoch = header.next_offset, header.partition_leader_epoch
+            position += header.size_bytes
+    return end, epoch
 
 
 def _entries(partition: Partition) -> list[tuple[int, int]]:

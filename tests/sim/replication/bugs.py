@@ -182,8 +182,12 @@ def _current_epochs(state: ClusterState, requests: tuple[IsrRequest, ...]
 
 B17 = replace(REAL, name="B17", isr_requests=_current_epochs)
 
+# B19: a follower's next fetch reports the batches of the last answer as held while they are
+# still in its memory; they reach its log a tick later (or never, if it crashes meanwhile).
+B19 = replace(REAL, name="B19", store_before_fetching=False)
+
 BUGS: dict[str, Wiring] = {w.name: w for w in (B1, B2, B3, B4, B5, B6, B7, B8, B11, B12, B13,
-                                                B15, B16, B17)}
+                                                B15, B16, B17, B19)}
 
 CAUGHT_BY: dict[str, frozenset[str]] = {
     "B1": frozenset({"S4", "S5", "S6", "S9", "S13"}),
@@ -200,8 +204,12 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     # (S9: a truncation below the HW), besides mixing two leaders' batches (S2, S3, S13).
     "B13": frozenset({"S2", "S3", "S9", "S13"}),
     # Stale producer state on a new leader: a retried idempotent batch is taken for a duplicate
-    # (S14), or refused as out of sequence until no acks=all write gets through once healed (L1).
-    "B15": frozenset({"S14", "L1"}),
+    # (S14) and answered ok at an offset where the log does not hold it (S16), or refused as
+    # out of sequence until no acks=all write gets through once healed (L1).
+    "B15": frozenset({"S14", "S16", "L1"}),
     "B16": frozenset({"S10", "S3"}),
     "B17": frozenset({"S12", "S4", "S5", "S6", "S11"}),
+    # The leader counts batches the follower does not hold yet: an ack (S6), or a member that
+    # lost them in a crash (S4).
+    "B19": frozenset({"S6", "S4"}),
 }

@@ -28,9 +28,9 @@ the same batch there, after the same predecessor, so they share the prefix befor
 (no (producer id, epoch, sequence) twice in a log). After every event, for what changed: S8
 (log start <= HW <= log end; a process's HW never goes back; no HW above the highest any
 leader computed) and S10 (the epoch cache equals the epoch runs of the log, plus at most one
-empty trailing epoch of the replica's own leadership). S4 is also swept over every ISR member
-periodically and at the end. Once the cluster healed, S5 holds for the final logs: every
-committed batch, consumed ones included, is in them.
+empty trailing epoch of the replica's own leadership, which no cut of its log has followed).
+S4 is also swept over every ISR member periodically and at the end. Once the cluster healed,
+S5 holds for the final logs: every committed batch, consumed ones included, is in them.
 
 Not checked, because zlog does not implement the rule (docs/replication.md §7): a gate that
 keeps the high watermark consumers see from going back after a leader change (counted in
@@ -76,6 +76,7 @@ class World(Protocol):
 class _LogMark:
     changes: int = -1  # the log's change count when its epoch cache was last checked
     producers: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    led: int = -1  # the epoch this replica last began leading, until its log is next cut
 
 
 class Checker:
@@ -206,6 +207,7 @@ class Checker:
 
     def truncating(self, log: SimLog, new_end: int) -> None:
         p = log.partition
+        self.marks.setdefault((log.broker, p), _LogMark()).led = -1
         if self.ghost.exempt(p):
             return
         committed = self.ghost.committed[p]
@@ -219,7 +221,10 @@ class Checker:
 
     def opened_or_became(self, broker: SimBroker, p: int, partition: Partition,
                          new_term: bool) -> None:
-        if not (partition.is_leader and new_term) or self.ghost.exempt(p):
+        if not (partition.is_leader and new_term):
+            return
+        self.marks.setdefault((broker.node_id, p), _LogMark()).led = partition.leader_epoch
+        if self.ghost.exempt(p):
             return
         log = self._log_of(broker.node_id, p)
         assert log is not None
@@ -436,7 +441,8 @@ class Checker:
         trailing_ok = (len(cache) == len(runs) + 1 and cache[:-1] == runs
                        and cache[-1][1] == log.log_end_offset
                        and cache[-1][0] <= partition.leader_epoch
-                       and self.ghost.leader_of.get((p, cache[-1][0])) == broker)
+                       and self.ghost.leader_of.get((p, cache[-1][0])) == broker
+                       and self.marks[(broker, p)].led == cache[-1][0])
         if not trailing_ok:
             raise InvariantViolation("S10", f"p{p}: broker {broker}'s epoch cache {cache} != "
                                             f"its log's epochs {runs} (log end "

@@ -69,6 +69,7 @@ class Producer:
         self.current: _InFlight | None = None
         self.retry_at = 0
         self.acked_all: list[tuple[int, int]] = []  # (batch id, tick) of acks=all successes
+        self.outcomes: dict[int, ErrorCode] = {}  # batch id -> how it ended (NONE: success)
         self.produce_p = profile.produce_p
         self.acks_all_p = profile.acks_all_p
 
@@ -76,6 +77,18 @@ class Producer:
         batch_id = self.new_id()
         count = self.rng.choice([1, 1, 2, 3])
         acks = ACKS_ALL if self.rng.random() < self.acks_all_p else 1
+        self._start(now, batch_id, count, acks)
+
+    def send_batch(self, now: int, acks: int, target: int) -> int:
+        """A scripted produce (scenarios.py): one record, first sent to `target`, retried as
+        any other. Returns its batch id."""
+        assert self.current is None, "one request in flight"
+        batch_id = self.new_id()
+        self._start(now, batch_id, 1, acks, target)
+        return batch_id
+
+    def _start(self, now: int, batch_id: int, count: int, acks: int,
+               target: int | None = None) -> None:
         batch = build_batch_from_values(
             [f"{batch_id}:{i}".encode() for i in range(count)],
             timestamp_ms=BATCH_ID_BASE_MS + batch_id, producer_id=self.producer_id,
@@ -84,15 +97,15 @@ class Producer:
         if self.idempotent:
             self.next_sequence += count
         self.current = _InFlight(0, batch, batch_id, acks, now, 0, count)
-        self._send(now)
+        self._send(now, target)
 
-    def _send(self, now: int) -> None:
+    def _send(self, now: int, target: int | None = None) -> None:
         current = self.current
         assert current is not None
         current.request_id = self.new_id()
         current.sent_at = now
         current.attempts += 1
-        current.target = self.target(self.partition)
+        current.target = self.target(self.partition) if target is None else target
         self.send(self.node_id, current.target, Produce(
             current.request_id, self.partition, current.batch, current.batch_id, current.acks))
 
@@ -118,6 +131,7 @@ class Producer:
         if body.error == ErrorCode.NONE:
             if current.acks == ACKS_ALL:
                 self.acked_all.append((current.batch_id, now))
+            self.outcomes[current.batch_id] = ErrorCode.NONE
             self.current = None
             return
         self._failed(now, body.error)
@@ -134,9 +148,11 @@ class Producer:
         if code in _SEQUENCE_ERRORS or (self.idempotent and current.attempts >= MAX_ATTEMPTS):
             self.producer_epoch += 1  # a new session: sequences start again
             self.next_sequence = 0
+            self.outcomes[current.batch_id] = code
             self.current = None
             return
         if not self.idempotent:
+            self.outcomes[current.batch_id] = code
             self.current = None
             return
         current.request_id = -1  # retried from tick(): an answer to this send is ignored

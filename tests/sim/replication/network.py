@@ -4,7 +4,9 @@ Messages wait in a heap keyed by (due tick, send order): a random delay reorders
 loses one, a duplicate delivers one twice. Blocked links are directed (a symmetric cut blocks
 both directions) and are checked at delivery, so a message in flight when a cut starts is lost
 too. A message due at a paused (SIGSTOPped) broker stays in its socket buffer, `held`, and is
-delivered in order when the broker resumes.
+delivered in order when the broker resumes. A scripted scenario may also `hold` the messages
+that match a predicate (a connection whose packets stall, for TCP to deliver them later) and
+`release` them, in order, when its case needs a late message.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class SimNetwork:
         self.profile = profile
         self.blocked: set[tuple[int, int]] = set()
         self.held: dict[int, list[Envelope]] = {}
+        self.holding: list[Callable[[Envelope], bool]] = []
+        self.withheld: list[Envelope] = []
         self._heap: list[tuple[int, int, Envelope]] = []
         self._seq = 0
         self.sent = self.dropped = 0
@@ -54,11 +58,25 @@ class SimNetwork:
             if (envelope.src, envelope.dst) in self.blocked:
                 self.dropped += 1
                 continue
+            if any(matches(envelope) for matches in self.holding):
+                self.withheld.append(envelope)
+                continue
             if paused(envelope.dst):
                 self.held.setdefault(envelope.dst, []).append(envelope)
                 continue
             return envelope
         return None
+
+    def hold(self, matches: Callable[[Envelope], bool]) -> None:
+        """From now on, messages that `matches` wait (in order) until `release`."""
+        self.holding.append(matches)
+
+    def release(self, now: int) -> int:
+        """Stop holding; what was held arrives now, in order. Returns how many."""
+        withheld, self.withheld, self.holding = self.withheld, [], []
+        for envelope in withheld:
+            self._push(now, envelope)
+        return len(withheld)
 
     def resume(self, node: int, now: int) -> None:
         """SIGCONT: what waited in the node's socket buffers arrives now, in order."""

@@ -4,7 +4,8 @@ Each tick: faults (during the chaos phase), the controller's tick (commits, a ro
 message due, every broker's tick, the clients. The checker runs after every one of those
 events. After `chaos_ticks` the faults stop: the network heals, every broker restarts or
 resumes, and the liveness checks run: every partition gets a leader and takes an acks=all
-write (L1), then every replica catches up and is back in the ISR (L2).
+write (L1), then every replica catches up and is back in the ISR (L2). A scripted scenario
+(scenarios.py) runs its own schedule in place of the chaos phase.
 
 Everything random comes from `random.Random(seed)` (one child generator per concern, so that
 adding a check never changes a run), and the trace digest covers every event line: the same
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import deque
+from collections.abc import Callable
 
 from tests.sim.replication.broker import SimBroker, Status
 from tests.sim.replication.checker import Checker, InvariantViolation
@@ -48,8 +50,9 @@ class SimFailure(AssertionError):
 
 class ReplicationSim:
     def __init__(self, seed: int, wiring: Wiring = REAL, profile: Profile | None = None, *,
-                 spec_loss_bound: bool = False) -> None:
+                 spec_loss_bound: bool = False, scenario: str = "") -> None:
         self.seed, self.wiring = seed, wiring
+        self.scenario = scenario  # a scripted scenario's name (scenarios.py), "" for chaos
         rng = random.Random(seed)
         drawn = Profile.draw(rng)
         self.profile = profile if profile is not None else drawn
@@ -222,19 +225,11 @@ class ReplicationSim:
         profile, rng = self.profile, self.fault_rng
         session = profile.session_ticks
         if rng.random() < profile.crash_p and (b := self._pick()) is not None:
-            self._stop(b, now, rng.randint(2, 4 * session))
-            self.log(f"b{b} crashes (kill -9)")
+            self.crash(b, rng.randint(2, 4 * session))
         if rng.random() < profile.power_loss_p and (b := self._pick()) is not None:
-            self._stop(b, now, rng.randint(2, 4 * session))
-            lost = self.disks[b].power_loss()
-            self.log(f"b{b} loses power: {lost} unflushed batch(es) gone")
-            self.checker.power_lost(b)
-            self._count("power losses")
+            self.lose_power(b, rng.randint(2, 4 * session))
         if rng.random() < profile.pause_p and (b := self._pick()) is not None:
-            self.brokers[b].status = Status.PAUSED
-            self.resume_at[b] = now + rng.randint(2, 3 * session)
-            self.log(f"b{b} paused (SIGSTOP) until {self.resume_at[b]}")
-            self._count("pauses")
+            self.pause(b, rng.randint(2, 3 * session))
         if rng.random() < profile.cut_p:
             self._cut(now)
         for strike in list(self.churn):
@@ -246,14 +241,34 @@ class ReplicationSim:
             if not self.brokers[b].up:
                 continue
             if rng.random() < 0.5:
-                self._stop(b, now, rng.randint(2, 4 * session))
-                self.log(f"b{b} crashes (kill -9) soon after its election")
+                self.crash(b, rng.randint(2, 4 * session), " soon after its election")
             else:
                 self.network.isolate(b, self.brokers)
                 self.log(f"b{b} cut from the other brokers soon after its election")
         if rng.random() < profile.failover_p and self.controller.active:
             self.controller.fail_over(now, rng.randint(2, 2 * session))
             self._count("controller failovers")
+
+    def crash(self, b: int, down_ticks: int, why: str = "") -> None:
+        """kill -9: the process and its socket buffers go, the disk stays; it restarts
+        `down_ticks` later."""
+        self._stop(b, self.clock.now, down_ticks)
+        self.log(f"b{b} crashes (kill -9){why}")
+
+    def lose_power(self, b: int, down_ticks: int) -> None:
+        """A crash that also drops what the page cache had not written back."""
+        self._stop(b, self.clock.now, down_ticks)
+        lost = self.disks[b].power_loss()
+        self.log(f"b{b} loses power: {lost} unflushed batch(es) gone")
+        self.checker.power_lost(b)
+        self._count("power losses")
+
+    def pause(self, b: int, ticks: int) -> None:
+        """SIGSTOP: the broker does nothing and its messages wait until it resumes."""
+        self.brokers[b].status = Status.PAUSED
+        self.resume_at[b] = self.clock.now + ticks
+        self.log(f"b{b} paused (SIGSTOP) until {self.resume_at[b]}")
+        self._count("pauses")
 
     def _stop(self, b: int, now: int, down_ticks: int) -> None:
         for producer in self.producers:
@@ -297,10 +312,15 @@ class ReplicationSim:
 
     # -- the run ---------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self, script: Callable[[ReplicationSim], None] | None = None) -> None:
+        """The chaos phase, or `script` (a scenario's own schedule, scenarios.py) in its place;
+        then the heal, the liveness checks and the checks of the final logs."""
         try:
-            for _ in range(self.profile.chaos_ticks):
-                self.step()
+            if script is None:
+                for _ in range(self.profile.chaos_ticks):
+                    self.step()
+            else:
+                script(self)
             self._heal_and_check_liveness()
             self.checker.sweep()
             self.checker.final()
@@ -312,6 +332,7 @@ class ReplicationSim:
         self.network.heal()
         self.network.profile = NetworkProfile(delay_max=1)
         now = self.clock.now
+        self.network.release(now)
         for b in sorted(self.restart_at):
             self.restart_at[b] = now + 1
         for b in sorted(self.resume_at):
@@ -370,14 +391,16 @@ class ReplicationSim:
     # -- reports ---------------------------------------------------------------------------
 
     def replay_command(self) -> str:
+        scenario = f" --scenario {self.scenario}" if self.scenario else ""
         bug = "" if self.wiring.name == REAL.name else f" --bug {self.wiring.name}"
         bound = " --spec-loss-bound" if self.ghost.spec_loss_bound else ""
-        return f"python -m tests.sim.replication --seed {self.seed}{bug}{bound}"
+        return f"python -m tests.sim.replication{scenario} --seed {self.seed}{bug}{bound}"
 
     def report(self, error: BaseException) -> str:
         tail = "\n".join(self.trace)
-        return (f"replication simulation seed {self.seed} ({self.wiring.name}) failed at tick "
-                f"{self.clock.now}: {error}\n"
+        what = f"scenario {self.scenario}, " if self.scenario else ""
+        return (f"replication simulation {what}seed {self.seed} ({self.wiring.name}) failed "
+                f"at tick {self.clock.now}: {error}\n"
                 f"replay: {self.replay_command()}\n"
                 f"profile: {self.profile}\n"
                 f"last {len(self.trace)} events:\n{tail}")

@@ -91,6 +91,7 @@ class Wiring:
     follower_new_epoch: Callable[[Partition], None] = nothing
     apply_stale_answers: bool = False
     rebuild_after_truncation: bool = True
+    store_before_fetching: bool = True  # the next fetch's offset promises what the log holds
 
 
 REAL = Wiring()
