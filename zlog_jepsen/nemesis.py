@@ -33,6 +33,8 @@ The kinds (docs/reliability.md, the harness's fault kinds):
   id too), started again as the same node, at once or after the hold; it starts only while
   every replica is in sync and every voter counts, and its end waits until that holds again
   (zlog_jepsen.disk_wipe).
+- retention-pressure (S8): the topic's segments and retention made tiny while a follower of
+  a key's partition is paused or cut off from its leader (zlog_jepsen.retention_pressure).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from zlog_jepsen.cluster import HarnessCluster
 from zlog_jepsen.disk_wipe import WIPE_DISK, wipe
 from zlog_jepsen.history import NEMESIS_PROCESS, FaultPhase, HistoryWriter, nemesis_value
 from zlog_jepsen.membership_faults import MEMBERSHIP_KINDS, MEMBERSHIP_STARTS
+from zlog_jepsen.retention_pressure import RETENTION_PRESSURE, retention_pressure
 from zlog_jepsen.storage_faults import damage_tail, lose_power, rot_segment
 
 KILL_WORKER: Final = "kill-worker"
@@ -67,7 +70,8 @@ DISK_FULL: Final = "disk-full"
 CORRUPT_FOLLOWER: Final = "corrupt-follower"
 FAULT_KINDS: Final = (KILL_WORKER, KILL_BROKER, PAUSE_BROKER, ISOLATE_LEADER,
                       ISOLATE_CONTROLLER, ONE_WAY, POWER_LOSS, DAMAGED_TAIL, MINORITY, BRIDGE,
-                      CLIENTS_CUT, DISK_FULL, CORRUPT_FOLLOWER, *MEMBERSHIP_KINDS, WIPE_DISK)
+                      CLIENTS_CUT, DISK_FULL, CORRUPT_FOLLOWER, *MEMBERSHIP_KINDS, WIPE_DISK,
+                      RETENTION_PRESSURE)
 NO_LEADER: Final = -1
 
 
@@ -266,4 +270,5 @@ _STARTS: Final[dict[str, Callable[[Nemesis], tuple[dict[str, Any], Heal]]]] = {
     CORRUPT_FOLLOWER: Nemesis._corrupt_follower,
     **MEMBERSHIP_STARTS,
     WIPE_DISK: wipe,
+    RETENTION_PRESSURE: retention_pressure,
 }
