@@ -9,7 +9,8 @@ import socket
 from pathlib import Path
 
 from tests.jepsen.histories import partition
-from zlog_jepsen.disk_wipe import wipe_blockers
+from zlog_jepsen.disk_wipe import sole_isr_candidates, wipe_blockers
+from zlog_jepsen.membership_faults import needs_spare
 from zlog_jepsen.storage_faults import dir_id, wipe_disk
 
 VOTERS = (1, 2, 3)
@@ -53,6 +54,19 @@ def test_a_second_wipe_is_blocked_until_the_first_broker_is_whole_again() -> Non
         caught_up = [("jepsen", partition(k, VOTERS)) for k in keys]
         assert wipe_blockers(caught_up, lags, VOTERS) == [f"voter {wiped} not counted"], seed
         assert wipe_blockers(caught_up, {**COUNTED, wiped: 0}, VOTERS) == [], seed
+
+
+def test_a_sole_isr_wipe_takes_a_voter_led_partition_the_spare_holds() -> None:
+    """Killing the other replicas (the spare and one voter) leaves two voters of three up."""
+    partitions = [partition(0, (1, 2, 4), replicas=(1, 2, 4), leader=1),
+                  partition(1, (1, 2, 3), replicas=(1, 2, 3), leader=2),  # no spare there
+                  partition(2, (3, 4, 1), replicas=(3, 4, 1), leader=4),  # the spare leads
+                  partition(3, (2, 4, 3), replicas=(2, 4, 3), leader=3),
+                  partition(4, (), replicas=(1, 3, 4), leader=-1, endpoint="")]
+    assert sole_isr_candidates(partitions, spares=(4,)) == [(0, 1, (2, 4)), (3, 3, (2, 4))]
+    assert sole_isr_candidates(partitions, spares=()) == []
+    # a wipe asks for the spare that shape needs
+    assert needs_spare(("wipe-disk",)) == 1 and needs_spare(("kill-broker",)) == 0
 
 
 def test_a_wiped_disk_keeps_nothing_but_its_directories(tmp_path: Path) -> None:
