@@ -83,6 +83,22 @@ def test_a_record_found_at_another_offset_is_never_excused() -> None:
     assert Anomaly.LOST_ACKED_FINAL in result.failed_by, result.to_json()
 
 
+def test_a_record_replaced_at_its_offset_is_lost_even_below_the_log_start() -> None:
+    """11 was acknowledged at 1, a reader then saw 21 there (the log was truncated and written
+    again), and retention later deleted both: truncation lost 11, not retention, and which
+    of the two retention deleted cannot be told, so neither is excused."""
+    h = _written(3).send(2, 1, [(None, 21)], done="info").poll(1, {1: [(1, 21)]})
+    h.send(0, 1, [(3, 13)])
+    final: FinalRead = {1: [(3, 13)]}
+    starts = _starts(_answer(_at(h), 3, 4))
+    _drained(h, final)
+    result = check(h.events, final, log_starts=starts)
+    assert result.counts[Anomaly.INCONSISTENT_OFFSET] == 1, result.to_json()
+    assert [e["value"] for e in result.examples[Anomaly.LOST_ACKED_FINAL]] == [11, 21]
+    assert result.allowed[Anomaly.LOST_ACKED_FINAL] == 2  # 10 and 12 went as they may
+    assert [e["value"] for e in result.examples[Anomaly.PHANTOM_READ]] == [21]
+
+
 def test_a_log_start_past_the_hw_is_an_anomaly_and_what_it_deleted_is_lost() -> None:
     """The leader deleted 2 and 3 while its HW was 2; they were acknowledged after."""
     h = _written(2)

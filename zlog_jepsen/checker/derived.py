@@ -82,9 +82,13 @@ class Derived:
 
     def retained_away(self, key: int, value: int, offset: int | None = None) -> bool:
         """Whether retention may have deleted `value` of `key` as it is allowed to: at
-        `offset`, or, when that is unknown, at every offset it was seen at."""
-        offsets = {offset} if offset is not None else self.order(key).offsets_of.get(value, ())
-        return bool(offsets) and all(self.log_starts.retained_away(key, o) for o in offsets)
+        `offset`, or, when that is unknown, at every offset it was seen at; and no other
+        value was ever seen there (a record replaced by another was truncated, not deleted)."""
+        order = self.order(key)
+        offsets = {offset} if offset is not None else order.offsets_of.get(value, ())
+        return bool(offsets) and all(self.log_starts.retained_away(key, o)
+                                     and order.values_at.get(o, set()) <= {value}
+                                     for o in offsets)
 
     def skip_retained(self, key: int, jump: Jump, time_ns: int) -> bool:
         """Whether `jump` skips forward over records all below the log start at `time_ns`

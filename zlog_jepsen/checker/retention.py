@@ -18,9 +18,10 @@ From those answers:
   (phantom-read), one nobody read (lost-write, unseen) and a batch only partly there
   (batch-tear) are excused, counted as allowed, unless an answer showed its offset deleted
   while above the HW (between that answer's HW and its log start): that record was acked,
-  if at all, after it was gone, and its loss counts. A record at or above the floor is held
-  to every rule as before: missing from the final read while later offsets are there is a
-  loss.
+  if at all, after it was gone, and its loss counts. Nor is a record excused whose offset
+  was seen holding another value: it was truncated and replaced, not deleted. A record at
+  or above the floor is held to every rule as before: missing from the final read while
+  later offsets are there is a loss.
 - A consumer whose position fell below the log start starts again at the log start
   (`auto_offset_reset=earliest`), skipping what was deleted. A poll skip, within a poll or
   between two, and a group member starting past its group's committed offset, are excused
