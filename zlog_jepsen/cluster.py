@@ -47,8 +47,9 @@ REPLICATED_TIMEOUT_S: Final = 90.0
 # Small segments, so that a run rolls some: the storage faults need sealed segments (and
 # their indexes) to damage, and rolling under faults is exercised too.
 SEGMENT_BYTES: Final = 64 << 10
+SEGMENT_BYTES_CONFIG: Final = "segment.bytes"
 TOPIC_CONFIGS: Final = {"min.insync.replicas": str(MIN_INSYNC_REPLICAS),
-                        "segment.bytes": str(SEGMENT_BYTES)}
+                        SEGMENT_BYTES_CONFIG: str(SEGMENT_BYTES)}
 """The run's topic's configs; every other config is the broker's default."""
 
 

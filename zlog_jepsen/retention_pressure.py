@@ -30,7 +30,7 @@ from tests.waiting import wait_until
 from zlog.client import Admin
 from zlog.errors import ZlogError
 from zlog.transport.messages import PartitionMetadata
-from zlog_jepsen.cluster import TOPIC_CONFIGS
+from zlog_jepsen.cluster import SEGMENT_BYTES_CONFIG, TOPIC_CONFIGS
 
 if TYPE_CHECKING:
     from zlog_jepsen.nemesis import Heal, Nemesis
@@ -39,8 +39,7 @@ RETENTION_PRESSURE: Final = "retention-pressure"
 PAUSE: Final = "pause"
 CUT: Final = "cut"
 LAGS: Final = (PAUSE, CUT)
-SEGMENT_BYTES: Final = "segment.bytes"
-RETENTION_BYTES: Final = "retention.bytes"
+RETENTION_BYTES_CONFIG: Final = "retention.bytes"
 TINY_SEGMENT_BYTES: Final = (100, 400)
 """A batch of the workload (one small record) takes about 75 bytes: a segment per batch, or
 one of about five."""
@@ -119,7 +118,8 @@ def retention_pressure(nemesis: Nemesis) -> tuple[dict[str, Any], Heal]:
     (topic,) = metadata.topics
     plan = plan_pressure(nemesis.random, {p.partition: p for p in topic.partitions},
                          metadata.controller_id, nemesis.cluster.brokers)
-    tiny = {SEGMENT_BYTES: str(plan.segment_bytes), RETENTION_BYTES: str(plan.retention_bytes)}
+    tiny = {SEGMENT_BYTES_CONFIG: str(plan.segment_bytes),
+            RETENTION_BYTES_CONFIG: str(plan.retention_bytes)}
     _alter(nemesis, tiny)
     follower = nemesis.cluster.broker(plan.follower)
     if plan.lag == PAUSE:
