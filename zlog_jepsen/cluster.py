@@ -47,6 +47,10 @@ REPLICATED_TIMEOUT_S: Final = 90.0
 # Small segments, so that a run rolls some: the storage faults need sealed segments (and
 # their indexes) to damage, and rolling under faults is exercised too.
 SEGMENT_BYTES: Final = 64 << 10
+SEGMENT_BYTES_CONFIG: Final = "segment.bytes"
+TOPIC_CONFIGS: Final = {"min.insync.replicas": str(MIN_INSYNC_REPLICAS),
+                        SEGMENT_BYTES_CONFIG: str(SEGMENT_BYTES)}
+"""The run's topic's configs; every other config is the broker's default."""
 
 
 class HarnessCluster(ClusterProcesses):
@@ -91,8 +95,7 @@ class HarnessCluster(ClusterProcesses):
         with Admin(self.bootstrap) as admin:
             error = admin.create_topics([NewTopic(
                 topic, partitions, replication_factor=REPLICATION_FACTOR,
-                configs={"min.insync.replicas": str(MIN_INSYNC_REPLICAS),
-                         "segment.bytes": str(SEGMENT_BYTES)})],
+                configs=dict(TOPIC_CONFIGS))],
                 raise_on_error=False)[topic]
         if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
             raise error

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, NamedTuple
 
 from zlog_jepsen.client_adapter import ClientAdapter
 from zlog_jepsen.history import FinalRead, HistoryWriter, poll_value
@@ -19,25 +19,34 @@ from zlog_jepsen.history import FinalRead, HistoryWriter, poll_value
 POLL_TIMEOUT_MS: Final = 500
 
 
-def drain(client: ClientAdapter, ends: Mapping[int, int], writer: HistoryWriter,
+class LogBounds(NamedTuple):
+    """Each key's log start and log end (its high watermark, once fully replicated)."""
+
+    starts: Mapping[int, int]
+    ends: Mapping[int, int]
+
+
+def drain(client: ClientAdapter, bounds: LogBounds, writer: HistoryWriter,
           process: int, timeout_s: float) -> tuple[FinalRead, bool]:
-    """Read each key up to `ends[key]` (its log end); the records read, and whether every
-    key got there within `timeout_s`."""
-    keys = sorted(ends)
+    """Read each key from its log start to its end; the records read, and whether every key
+    got there within `timeout_s`. A key whose log start is its end (retention deleted all it
+    held) has nothing to read."""
+    keys = sorted(bounds.ends)
     writer.append(process, "invoke", "assign", keys, seek_to_beginning=True)
     client.assign(keys, seek_to_beginning=True)
     writer.append(process, "ok", "assign", keys, seek_to_beginning=True)
     final: FinalRead = {key: [] for key in keys}
     deadline = time.monotonic() + timeout_s
-    while not _complete(final, ends) and time.monotonic() < deadline:
+    while not _complete(final, bounds) and time.monotonic() < deadline:
         writer.append(process, "invoke", "poll", poll_value())
         polled = client.poll(POLL_TIMEOUT_MS).polled
         writer.append(process, "ok", "poll", poll_value(polled))
         for key, pairs in polled.items():
             final.setdefault(key, []).extend(pairs)
-    return final, _complete(final, ends)
+    return final, _complete(final, bounds)
 
 
-def _complete(final: FinalRead, ends: Mapping[int, int]) -> bool:
-    return all(end == 0 or (bool(final[key]) and final[key][-1][0] + 1 >= end)
-               for key, end in ends.items())
+def _complete(final: FinalRead, bounds: LogBounds) -> bool:
+    return all(end <= bounds.starts.get(key, 0)
+               or (bool(final[key]) and final[key][-1][0] + 1 >= end)
+               for key, end in bounds.ends.items())

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 from tests.waiting import wait_until
 from zlog.client import Admin, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
+from zlog_jepsen.disk_wipe import WIPE_DISK
 
 if TYPE_CHECKING:
     from zlog_jepsen.nemesis import Heal, Nemesis
@@ -50,9 +51,13 @@ POLL_INTERVAL_S: Final = 0.1
 Start = Callable[["Nemesis"], tuple[dict[str, Any], "Heal"]]
 
 
+SPARE_KINDS: Final = (*MEMBERSHIP_KINDS, WIPE_DISK)
+"""The kinds that need a broker outside each replica set (the wipe, for its sole-ISR shape)."""
+
+
 def needs_spare(kinds: tuple[str, ...]) -> int:
     """How many brokers beyond the replication factor a schedule of `kinds` needs."""
-    return SPARE_BROKERS if set(kinds) & set(MEMBERSHIP_KINDS) else 0
+    return SPARE_BROKERS if set(kinds) & set(SPARE_KINDS) else 0
 
 
 def _admin(nemesis: Nemesis) -> Admin:

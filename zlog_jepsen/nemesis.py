@@ -29,6 +29,12 @@ The kinds (docs/reliability.md, the harness's fault kinds):
   then started again: it must find the rot by CRC, cut and fetch again, never serve it.
 - disk-full (F8): a leader's data disk (a tmpfs of its own, zlog_jepsen.small_disks) filled
   to the last byte by a ballast file, held, then the ballast deleted.
+- wipe-disk (SC5): kill -9 of a leader's broker, everything it stored deleted (its directory
+  id too), started again as the same node, at once or after the hold; it starts only while
+  every replica is in sync and every voter counts, and its end waits until that holds again
+  (zlog_jepsen.disk_wipe).
+- retention-pressure (S8): the topic's segments and retention made tiny while a follower of
+  a key's partition is paused or cut off from its leader (zlog_jepsen.retention_pressure).
 """
 
 from __future__ import annotations
@@ -43,8 +49,10 @@ from typing import Any, Final
 from tests.broker_fixtures import START_TIMEOUT_S
 from tests.waiting import wait_until
 from zlog_jepsen.cluster import HarnessCluster
+from zlog_jepsen.disk_wipe import WIPE_DISK, wipe
 from zlog_jepsen.history import NEMESIS_PROCESS, FaultPhase, HistoryWriter, nemesis_value
 from zlog_jepsen.membership_faults import MEMBERSHIP_KINDS, MEMBERSHIP_STARTS
+from zlog_jepsen.retention_pressure import RETENTION_PRESSURE, retention_pressure
 from zlog_jepsen.storage_faults import damage_tail, lose_power, rot_segment
 
 KILL_WORKER: Final = "kill-worker"
@@ -62,7 +70,8 @@ DISK_FULL: Final = "disk-full"
 CORRUPT_FOLLOWER: Final = "corrupt-follower"
 FAULT_KINDS: Final = (KILL_WORKER, KILL_BROKER, PAUSE_BROKER, ISOLATE_LEADER,
                       ISOLATE_CONTROLLER, ONE_WAY, POWER_LOSS, DAMAGED_TAIL, MINORITY, BRIDGE,
-                      CLIENTS_CUT, DISK_FULL, CORRUPT_FOLLOWER, *MEMBERSHIP_KINDS)
+                      CLIENTS_CUT, DISK_FULL, CORRUPT_FOLLOWER, *MEMBERSHIP_KINDS, WIPE_DISK,
+                      RETENTION_PRESSURE)
 NO_LEADER: Final = -1
 
 
@@ -120,7 +129,8 @@ class Nemesis:
         self.injected[kind] = self.injected.get(kind, 0) + 1
 
     def heal(self) -> None:
-        """Undo the fault in force, if any, and record its end."""
+        """Undo the fault in force, if any, and record its end (with the details as the heal
+        left them: a heal may add what it observed)."""
         if self._heal is None:
             return
         kind, details, heal = self._heal
@@ -259,4 +269,6 @@ _STARTS: Final[dict[str, Callable[[Nemesis], tuple[dict[str, Any], Heal]]]] = {
     DISK_FULL: Nemesis._disk_full,
     CORRUPT_FOLLOWER: Nemesis._corrupt_follower,
     **MEMBERSHIP_STARTS,
+    WIPE_DISK: wipe,
+    RETENTION_PRESSURE: retention_pressure,
 }

@@ -5,11 +5,12 @@ schedule moves replicas), creates the topic (one partition per key, three replic
 min.insync.replicas 2), starts the client processes, lets them warm up, runs the seeded fault
 schedule, heals, stops the clients, waits until every partition is fully replicated, drains
 every key from the beginning with a fresh client, and checks the history (and the committed
-ISRs sampled meanwhile, zlog_jepsen.isr_watch). The directory then holds history.jsonl,
-isr.jsonl, final-read.json, check.json (every anomaly with examples), figures.json,
-summary.txt and the plots; a run that fails (an anomaly that makes it invalid, or an error
-of the harness itself) also keeps each broker's data directory, rings and logs, for the
-post-mortem.
+ISRs sampled meanwhile, zlog_jepsen.isr_watch; in a run that shrinks retention, the log
+starts and high watermarks too, zlog_jepsen.log_start_watch). The directory then holds
+history.jsonl, isr.jsonl, log-starts.jsonl when sampled, final-read.json, check.json (every
+anomaly with examples), figures.json, summary.txt and the plots; a run that fails (an
+anomaly that makes it invalid, or an error of the harness itself) also keeps each broker's
+data directory, rings and logs, for the post-mortem.
 """
 
 from __future__ import annotations
@@ -22,19 +23,23 @@ from pathlib import Path
 from typing import Any, Final
 
 from zlog.client import Admin, TopicPartition
-from zlog.types import LATEST_TIMESTAMP
+from zlog.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from zlog_jepsen.checker import CheckConfig, check
 from zlog_jepsen.checker.min_isr import IsrHistory
+from zlog_jepsen.checker.retention import NO_LOG_STARTS, LogStarts
 from zlog_jepsen.client_adapter import ClientFactory, ClientSettings, native_client
 from zlog_jepsen.cluster import MIN_INSYNC_REPLICAS, HarnessCluster
-from zlog_jepsen.final_drain import drain
+from zlog_jepsen.final_drain import LogBounds, drain
 from zlog_jepsen.history import HistoryWriter, read_history, write_final_read
 from zlog_jepsen.isr_watch import IsrWatch, read_isr_samples
+from zlog_jepsen.log_start_watch import LogStartWatch, read_log_start_samples
 from zlog_jepsen.membership_faults import needs_spare
 from zlog_jepsen.nemesis import DISK_FULL, Nemesis, Schedule
 from zlog_jepsen.netns_cluster import choose_network, run_cluster
 from zlog_jepsen.plots import draw, plots_available
 from zlog_jepsen.report import figures, summary_table
+from zlog_jepsen.retention_pressure import RETENTION_PRESSURE
+from zlog_jepsen.sampling import Sampler
 from zlog_jepsen.workload import WorkerSetup, Workload, WorkloadConfig, running
 
 TOPIC: Final = "jepsen"
@@ -44,6 +49,7 @@ DRAIN_PROCESS_BASE: Final = 1_000_000  # above every worker's process numbers
 HISTORY: Final = "history.jsonl"
 FINAL_READ: Final = "final-read.json"
 ISR_SAMPLES: Final = "isr.jsonl"
+LOG_STARTS: Final = "log-starts.jsonl"
 
 
 @dataclass(frozen=True)
@@ -104,30 +110,40 @@ def _run_on(cluster: HarnessCluster, config: RunConfig, fallback: str | None
     with HistoryWriter(run_dir / HISTORY) as writer:
         nemesis = Nemesis(cluster, TOPIC, keys, writer, config.workload.seed)
         watch = IsrWatch(cluster, TOPIC, run_dir / ISR_SAMPLES)
-        watch.start()
+        log_starts = (LogStartWatch(cluster, TOPIC, run_dir / LOG_STARTS)
+                      if RETENTION_PRESSURE in config.schedule.kinds else None)
+        watches: list[Sampler] = [watch, *([log_starts] if log_starts else [])]
+        for sampler in watches:
+            sampler.start()
         try:
             with running(Workload(WorkerSetup(config.workload, settings, config.factory),
                                   writer)):
                 stop.wait(config.warmup_s)
                 nemesis.run(config.schedule, config.duration_s, stop)
         finally:
-            watch.stop()
+            for sampler in watches:
+                sampler.stop()
         cluster.wait_fully_replicated(TOPIC, keys)
+        if log_starts is not None:  # where the final read starts: the highest of the run
+            log_starts.sample_once()
         client = config.factory(ClientSettings(cluster.bootstrap, TOPIC))
         try:
-            final, complete = drain(client, _log_ends(cluster, keys), writer,
+            final, complete = drain(client, _log_bounds(cluster, keys), writer,
                                     DRAIN_PROCESS_BASE, DRAIN_TIMEOUT_S)
         finally:
             client.close()
     write_final_read(run_dir / FINAL_READ, final)
     history = read_history(run_dir / HISTORY)
     isr = IsrHistory(read_isr_samples(run_dir / ISR_SAMPLES), MIN_INSYNC_REPLICAS)
-    result = check(history, final, CheckConfig(acks_all=True, idempotent=True), isr)
+    answered = (NO_LOG_STARTS if log_starts is None
+                else LogStarts(read_log_start_samples(run_dir / LOG_STARTS)))
+    result = check(history, final, CheckConfig(acks_all=True, idempotent=True), isr, answered)
     numbers = figures(history, result, final_read=True)
     numbers.update({"seed": config.workload.seed, "duration_s": config.duration_s,
                     "mode": config.workload.mode, "brokers": config.brokers,
                     "spare_brokers": needs_spare(config.schedule.kinds),
                     "isr_samples": watch.samples,
+                    "log_start_samples": None if log_starts is None else log_starts.samples,
                     "final_drain_complete": complete,
                     "network_faults": cluster.network_faults,
                     "planted_bug": config.planted_bug})
@@ -148,9 +164,11 @@ def _run_on(cluster: HarnessCluster, config: RunConfig, fallback: str | None
     return numbers
 
 
-def _log_ends(cluster: HarnessCluster, keys: int) -> dict[int, int]:
-    """Each key's high watermark: once fully replicated, the end of its log."""
+def _log_bounds(cluster: HarnessCluster, keys: int) -> LogBounds:
+    """Each key's log start and high watermark: once fully replicated, where its log starts
+    and ends."""
     with Admin(cluster.bootstrap) as admin:
-        found = admin.list_offsets({TopicPartition(TOPIC, key): LATEST_TIMESTAMP
-                                    for key in range(keys)})
-    return {tp.partition: answer.offset for tp, answer in found.items()}
+        starts, ends = ({tp.partition: answer.offset for tp, answer in admin.list_offsets(
+                            {TopicPartition(TOPIC, key): spec for key in range(keys)}).items()}
+                        for spec in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP))
+    return LogBounds(starts, ends)

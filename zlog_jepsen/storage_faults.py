@@ -20,16 +20,24 @@ A rotted segment (F5, a corrupted minority follower) has one bit flipped in the 
 of a partition's sealed segments, not at its tail: in a byte of its batches, between a
 quarter and three quarters of the way through, or in its offset index. A partition with no
 sealed segment yet gets the flip in the middle of its active segment instead.
+
+A wiped disk (a host whose disk was replaced, started again under the same node id) loses
+everything: every file of the data directory, `meta.json` with the directory's id included
+(so the broker makes a new one and registers as a new, empty disk), the metadata log, and the
+rings. The directories themselves stay, since either may be a mount point (a small disk's
+tmpfs, zlog_jepsen.small_disks).
 """
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import struct
 from pathlib import Path
 from typing import Final
 
+from zlog.broker.control.cluster_node import META_FILE
 from zlog.record.header import LOG_OVERHEAD_BYTES
 
 SEGMENT_SUFFIX: Final = ".log"
@@ -60,15 +68,36 @@ def lose_power(data_dir: Path, ring_dir: Path) -> dict[str, int]:
             elif path.name.endswith(INDEX_SUFFIXES):
                 path.unlink()
                 indexes += 1
-    rings = 0
-    if ring_dir.is_dir():
-        for path in ring_dir.iterdir():
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-            rings += 1
-    return {"segments_lost": segments, "indexes_lost": indexes, "rings_lost": rings}
+    return {"segments_lost": segments, "indexes_lost": indexes, "rings_lost": _empty(ring_dir)}
+
+
+def _empty(directory: Path) -> int:
+    """Delete everything inside `directory`, which stays; how many entries went."""
+    if not directory.is_dir():
+        return 0
+    entries = 0
+    for path in directory.iterdir():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        entries += 1
+    return entries
+
+
+def dir_id(data_dir: Path) -> str | None:
+    """The id the broker gave its data directory (in `meta.json`), None before it has one."""
+    try:
+        return str(json.loads((data_dir / META_FILE).read_text(encoding="utf-8"))["dir_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def wipe_disk(data_dir: Path, ring_dir: Path) -> dict[str, object]:
+    """Delete everything in a stopped broker's `data_dir` and `ring_dir`; what was there."""
+    old_dir_id = dir_id(data_dir)
+    return {"old_dir_id": old_dir_id, "entries_wiped": _empty(data_dir),
+            "rings_lost": _empty(ring_dir)}
 
 
 def batch_ends(segment: bytes) -> list[int]:

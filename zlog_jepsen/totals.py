@@ -13,7 +13,7 @@ from typing import Any, Final
 
 SUMMED: Final = ("operations", "ok", "fail", "info", "acked_writes", "acked_lost", "duplicates",
                  "inconsistent_offsets", "aborted_reads", "faults_injected")
-SUMMED_BY_NAME: Final = ("anomalies", "faults_by_kind")
+SUMMED_BY_NAME: Final = ("anomalies", "allowed", "faults_by_kind")
 LONGEST_BY_NAME: Final = ("unavailability_after_fault_ms",)
 SAMPLES: Final = "unavailability_after_fault_samples_ms"
 
@@ -25,7 +25,7 @@ def totals(runs: list[dict[str, Any]], minutes: float) -> dict[str, Any]:
     for name in SUMMED_BY_NAME:
         summed: Counter[str] = Counter()
         for r in complete:
-            summed.update(r[name])
+            summed.update(r.get(name, {}))
         out[name] = dict(sorted(summed.items()))
     for name in LONGEST_BY_NAME:
         longest: dict[str, float] = {}

@@ -1,10 +1,12 @@
-"""A terse way to write histories by hand: each call appends an operation's two events."""
+"""A terse way to write histories by hand: each call appends an operation's two events; and
+the partitions the nemesis would find in a Metadata answer."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from zlog.transport.messages import PartitionMetadata
 from zlog_jepsen.history import (
     Event,
     EventType,
@@ -67,3 +69,10 @@ class History:
 
     def crash(self, process: Process) -> History:
         return self.op(process, "crash", None, "info", None)
+
+
+def partition(number: int, isr: tuple[int, ...], *, replicas: tuple[int, ...] = (1, 2, 3),
+              leader: int = 1, endpoint: str = "tcp://10.0.0.1:9000") -> PartitionMetadata:
+    """Partition `number` as Metadata shows it: its replicas, ISR, leader (-1: none) and the
+    data endpoint serving it ("" while none does)."""
+    return PartitionMetadata(number, leader, 4, replicas, isr, endpoint)

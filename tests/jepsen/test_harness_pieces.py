@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
 
+from tests.broker_fixtures import REPO_ROOT
 from zlog.errors import ErrorCode, ZlogError
-from zlog_jepsen.__main__ import _kinds, _span
+from zlog_jepsen.__main__ import _kinds, _span, first_config, parser
 from zlog_jepsen.client_adapter import SendResult, decode_value, encode_value
 from zlog_jepsen.cluster import RunCluster
 from zlog_jepsen.history import Event, nemesis_value
 from zlog_jepsen.membership_faults import needs_spare
-from zlog_jepsen.nemesis import FAULT_KINDS, Schedule
+from zlog_jepsen.nemesis import _STARTS, FAULT_KINDS, Schedule
 from zlog_jepsen.plots import completions, fault_windows
 from zlog_jepsen.totals import totals
 from zlog_jepsen.workload import send_outcome
@@ -100,6 +102,20 @@ def test_a_schedule_names_known_faults_only() -> None:
     assert Schedule().kinds == FAULT_KINDS
     with pytest.raises(ValueError, match="not power-cut"):
         Schedule(kinds=("kill-worker", "power-cut"))
+
+
+def test_every_fault_kind_has_a_start_a_row_in_the_catalogue_and_a_place_in_the_soak() -> None:
+    """The fault catalogue (docs/reliability.md §9.3) names each kind the nemesis knows, once,
+    and `make soak` runs every kind: it names none, and the default is all of them."""
+    assert len(set(FAULT_KINDS)) == len(FAULT_KINDS) and set(_STARTS) == set(FAULT_KINDS)
+    docs = (REPO_ROOT / "docs" / "reliability.md").read_text(encoding="utf-8")
+    catalogue = docs[docs.index("### 9.3 Fault kinds"):docs.index("### 9.4")]
+    rows = re.findall(r"^\| `([a-z-]+)` \|", catalogue, flags=re.MULTILINE)
+    assert sorted(rows) == sorted(FAULT_KINDS)
+    makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
+    soak = makefile[makefile.index("\nsoak:"):].split("\n\n")[0]
+    assert soak.count("-m zlog_jepsen") == 2 and "--faults" not in soak, soak
+    assert first_config(parser().parse_args([])).schedule.kinds == FAULT_KINDS
 
 
 def test_a_schedule_with_membership_faults_gets_a_spare_broker_that_never_votes(

@@ -18,6 +18,7 @@ from zlog_jepsen.checker.min_isr import IsrHistory, find_acked_under_min_isr
 from zlog_jepsen.checker.offsets import find_offset_anomalies
 from zlog_jepsen.checker.ops import client_ops
 from zlog_jepsen.checker.polls import find_poll_anomalies
+from zlog_jepsen.checker.retention import NO_LOG_STARTS, LogStarts, find_log_start_past_hw
 from zlog_jepsen.checker.sends import find_send_anomalies
 from zlog_jepsen.checker.verdict import CheckConfig, errors
 from zlog_jepsen.history import Event, FinalRead
@@ -56,18 +57,23 @@ class CheckResult:
 
 
 def check(history: list[Event], final: FinalRead | None = None,
-          config: CheckConfig | None = None, isr: IsrHistory | None = None) -> CheckResult:
+          config: CheckConfig | None = None, isr: IsrHistory | None = None,
+          log_starts: LogStarts = NO_LOG_STARTS) -> CheckResult:
     """Judge a history. `final` is the full read of every key after the cluster healed and
     the final drain finished; without it the checks that need it (lost-acked-final,
     phantom-read, batch-tear) find nothing. `isr` is the committed ISR sampled during the
-    run; without it acked-under-min-isr finds nothing."""
+    run; without it acked-under-min-isr finds nothing. `log_starts` are the log starts and
+    high watermarks the leaders answered during a run that shrank retention: what they show
+    deleted as retention may is excused, and a log start past the HW is an anomaly; without
+    them nothing is excused."""
     config = config or CheckConfig()
-    derived = derive(client_ops(history), final)
+    derived = derive(client_ops(history), final, log_starts)
     findings = Findings()
     for find in CHECKS:
         find(derived, findings)
     if isr is not None:
         find_acked_under_min_isr(derived.ops, isr, findings)
+    find_log_start_past_hw(derived.ops, log_starts, findings)
     judged = errors(config, final_read=final is not None)
     failed_by = tuple(a for a in Anomaly if a in judged and findings.counts[a])
     return CheckResult(

@@ -7,6 +7,9 @@ Offsets may be sparse, so positions are compared by dense index: the non-empty o
 numbered 0, 1, 2, ... The distance between two values is the difference of their indexes,
 taken as 1 (no anomaly) when either is unknown, so that missing information never makes a
 run fail.
+
+Records retention deleted are told apart with the log starts the brokers answered
+(zlog_jepsen.checker.retention): `retained_away` and `skip_retained` say what they excuse.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 
 from zlog_jepsen.checker.anomaly import Anomaly, Findings
 from zlog_jepsen.checker.ops import Op
+from zlog_jepsen.checker.retention import NO_LOG_STARTS, LogStarts
 from zlog_jepsen.history import FinalRead
 
 
@@ -71,9 +75,29 @@ class Derived:
     readers_of: dict[int, dict[int, list[Op]]]
     ok_read: dict[int, set[int]]
     """key -> the values ok polls and the final read returned: certainly in the log once."""
+    log_starts: LogStarts = NO_LOG_STARTS
 
     def order(self, key: int) -> KeyOrder:
         return self.orders.get(key) or KeyOrder()
+
+    def retained_away(self, key: int, value: int, offset: int | None = None) -> bool:
+        """Whether retention may have deleted `value` of `key` as it is allowed to: at
+        `offset`, or, when that is unknown, at every offset it was seen at; and no other
+        value was ever seen there (a record replaced by another was truncated, not deleted)."""
+        order = self.order(key)
+        offsets = {offset} if offset is not None else order.offsets_of.get(value, ())
+        return bool(offsets) and all(self.log_starts.retained_away(key, o)
+                                     and order.values_at.get(o, set()) <= {value}
+                                     for o in offsets)
+
+    def skip_retained(self, key: int, jump: Jump, time_ns: int) -> bool:
+        """Whether `jump` skips forward over records all below the log start at `time_ns`
+        (a consumer whose position retention deleted starts again at the log start)."""
+        order = self.order(key)
+        if jump_delta(order, jump) <= 1:
+            return False
+        floor = self.log_starts.floor_at(key, time_ns)
+        return all(offset < floor for offset in skipped_offsets(order, jump))
 
     def must_have_committed(self, op: Op) -> bool:
         """ok, or info with one of its values read by an ok poll: the send happened."""
@@ -82,7 +106,8 @@ class Derived:
         return op.type == "info" and any(r.value in self.ok_read.get(r.key, ()) for r in op.writes)
 
 
-def derive(ops: list[Op], final: FinalRead | None) -> Derived:
+def derive(ops: list[Op], final: FinalRead | None,
+           log_starts: LogStarts = NO_LOG_STARTS) -> Derived:
     writer_of: dict[int, dict[int, Op]] = defaultdict(dict)
     readers_of: dict[int, dict[int, list[Op]]] = defaultdict(lambda: defaultdict(list))
     ok_read: dict[int, set[int]] = defaultdict(set)
@@ -96,7 +121,8 @@ def derive(ops: list[Op], final: FinalRead | None) -> Derived:
                     ok_read[key].add(value)
     for key, pairs in (final or {}).items():
         ok_read[key].update(value for _, value in pairs)
-    derived = Derived(ops, final, defaultdict(KeyOrder), writer_of, readers_of, ok_read)
+    derived = Derived(ops, final, defaultdict(KeyOrder), writer_of, readers_of, ok_read,
+                      log_starts)
     for op in ops:
         for key, pairs in op.reads.items():
             for offset, value in pairs:
@@ -124,11 +150,24 @@ def jump_delta(order: KeyOrder, jump: Jump) -> int:
     return order.delta(v1, v2)
 
 
-def jump_example(order: KeyOrder, op: Op, key: int, jump: Jump) -> dict[str, object]:
-    """What a report shows of two values that should have been adjacent and were not."""
+def _indexes(order: KeyOrder, jump: Jump) -> tuple[int, int]:
+    """The dense indexes of a jump's two records (-1 where unknown)."""
     (o1, v1), (o2, v2) = jump
     lo = order.index_of_offset.get(o1, -1) if o1 is not None else order.first_index.get(v1, -1)
     hi = order.index_of_offset.get(o2, -1) if o2 is not None else order.first_index.get(v2, -1)
+    return lo, hi
+
+
+def skipped_offsets(order: KeyOrder, jump: Jump) -> list[int]:
+    """The offsets strictly between a jump's two records."""
+    lo, hi = _indexes(order, jump)
+    return [o for o, i in sorted(order.index_of_offset.items()) if lo < i < hi]
+
+
+def jump_example(order: KeyOrder, op: Op, key: int, jump: Jump) -> dict[str, object]:
+    """What a report shows of two values that should have been adjacent and were not."""
+    (_, v1), (_, v2) = jump
+    lo, hi = _indexes(order, jump)
     return {
         "key": key, "process": op.process, "values": [v1, v2],
         "delta": jump_delta(order, jump), "skipped": order.between(lo, hi), "op": op.index,

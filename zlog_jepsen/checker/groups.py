@@ -6,7 +6,9 @@
   commit above the high watermark).
 - group-skip: a consumer of the group, on its first poll of k after subscribing or after a
   rebalance gave it k, starts past the group's committed position with records in between:
-  those records were consumed by nobody. Starting before it is re-delivery, allowed.
+  those records were consumed by nobody. Starting before it is re-delivery, allowed; so is
+  starting past records all below the log start when that poll ended (retention deleted
+  them, and the member started again at the log start: zlog_jepsen.checker.retention).
 
 Indefinite commits count as possibly applied: they may lower the floor and raise the
 position a new owner may start from, never the other way, so ambiguity cannot fail a run.
@@ -125,9 +127,11 @@ def _poll_completed(derived: Derived, findings: Findings, commits: _Commits, *,
         if committed is None or first <= committed:
             continue
         order = derived.order(key)
-        skipped = [min(order.values_at[o]) for o in sorted(order.values_at)
-                   if committed <= o < first]
-        if skipped:
+        offsets = [o for o in sorted(order.values_at) if committed <= o < first]
+        skipped = [min(order.values_at[o]) for o in offsets]
+        if skipped and all(o < derived.log_starts.floor_at(key, event.time_ns) for o in offsets):
+            findings.allow(Anomaly.GROUP_SKIP)
+        elif skipped:
             findings.add(Anomaly.GROUP_SKIP, {
                 "group": member.group, "key": key, "committed": committed,
                 "first_offset": first, "skipped": skipped, "process": op.process,

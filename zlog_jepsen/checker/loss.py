@@ -9,6 +9,10 @@
   served from above the high watermark and then truncated away.
 - aborted-read: a read returned a value whose send failed definitely.
 - unseen: values acknowledged to ok sends that no ok poll of the history returned.
+
+A value that retention may have deleted as it is allowed to (`Derived.retained_away`,
+zlog_jepsen.checker.retention) is excused from lost-write, lost-acked-final when it is
+missing (not when it sits at another offset), phantom-read and unseen: counted as allowed.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ def find_lost_writes(derived: Derived, findings: Findings) -> None:
             writer = derived.writer_of.get(key, {}).get(value)
             if (last <= bound and value not in read and writer is not None
                     and derived.must_have_committed(writer)):
+                if derived.retained_away(key, value):
+                    findings.allow(Anomaly.LOST_WRITE)
+                    continue
                 findings.add(Anomaly.LOST_WRITE, {
                     "key": key, "value": value, "index": last, "writer": writer.index,
                     "max_read_index": bound, "max_read_by": _reader(derived, key, furthest),
@@ -53,7 +60,9 @@ def find_lost_after_final_read(derived: Derived, findings: Findings) -> None:
             if op.type == "info" and record.value not in derived.readers_of.get(record.key, {}):
                 continue
             found = final_offsets[record.key].get(record.value, set())
-            if not found or (record.offset is not None and record.offset not in found):
+            if not found and derived.retained_away(record.key, record.value, record.offset):
+                findings.allow(Anomaly.LOST_ACKED_FINAL)
+            elif not found or (record.offset is not None and record.offset not in found):
                 findings.add(Anomaly.LOST_ACKED_FINAL, {
                     "key": record.key, "value": record.value, "offset": record.offset,
                     "found_at": sorted(found), "writer": op.index,
@@ -61,7 +70,11 @@ def find_lost_after_final_read(derived: Derived, findings: Findings) -> None:
     for key, readers in sorted(derived.readers_of.items()):
         for value, ops in sorted(readers.items()):
             ok_readers = [op for op in ops if op.type == "ok"]
-            if ok_readers and value not in final_offsets[key]:
+            if not ok_readers or value in final_offsets[key]:
+                continue
+            if derived.retained_away(key, value):
+                findings.allow(Anomaly.PHANTOM_READ)
+            else:
                 findings.add(Anomaly.PHANTOM_READ, {
                     "key": key, "value": value, "reader": ok_readers[0].index,
                 })
@@ -79,17 +92,20 @@ def find_aborted_reads(derived: Derived, findings: Findings) -> None:
 
 
 def find_unseen(derived: Derived, findings: Findings) -> None:
-    sent: dict[int, set[int]] = defaultdict(set)
+    sent: dict[int, dict[int, int | None]] = defaultdict(dict)  # key -> value -> its offset
     polled: dict[int, set[int]] = defaultdict(set)
     for op in derived.ops:
         if op.type != "ok":
             continue
         for record in op.writes:
-            sent[record.key].add(record.value)
+            sent[record.key][record.value] = record.offset
         for key, pairs in op.reads.items():
             polled[key].update(value for _, value in pairs)
     for key in sorted(sent):
-        unseen = sorted(sent[key] - polled[key])
+        missing = sorted(set(sent[key]) - polled[key])
+        unseen = [v for v in missing if not derived.retained_away(key, v, sent[key][v])]
+        if len(unseen) < len(missing):
+            findings.allow(Anomaly.UNSEEN, len(missing) - len(unseen))
         if unseen:
             findings.add(Anomaly.UNSEEN, {"key": key, "count": len(unseen), "values": unseen},
                          count=len(unseen))

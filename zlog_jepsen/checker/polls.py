@@ -7,7 +7,10 @@ subscribe keeps `last` only for the keys it names; seeking to the beginning or a
 new client) forgets it. Under subscribe, the group may move a partition away and back, so a
 jump is excused when the rebalance log shows k was reassigned between the two polls; under
 assign nothing excuses it. Within one poll, consecutive values of k must be adjacent
-(int-poll-skip, int-nonmonotonic-poll) unless the poll's own rebalance log names k.
+(int-poll-skip, int-nonmonotonic-poll) unless the poll's own rebalance log names k. Under
+either, a skip over records all below the log start when the poll ended is excused: the
+consumer's position was deleted by retention and it started again at the log start
+(zlog_jepsen.checker.retention).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections import defaultdict
 from itertools import pairwise
 
 from zlog_jepsen.checker.anomaly import Anomaly, Findings
-from zlog_jepsen.checker.derived import Derived, report_jump
+from zlog_jepsen.checker.derived import Derived, Jump, report_jump
 from zlog_jepsen.checker.ops import Op
 from zlog_jepsen.history import Process, keys
 
@@ -54,18 +57,22 @@ def _check_poll(derived: Derived, findings: Findings, consumer: _Consumer, op: O
     if op.completion is not None:
         for moved in op.completion.rebalance_log:
             consumer.rebalanced.update(moved)
+    ended_ns = op.last.time_ns
     for key, pairs in sorted(op.reads.items()):
         if not pairs:
             continue
         order = derived.order(key)
         records: list[tuple[int | None, int]] = list(pairs)
         if key in consumer.last:
-            excused = consumer.subscribed and key in consumer.rebalanced
+            jump: Jump = (consumer.last[key], records[0])
+            excused = ((consumer.subscribed and key in consumer.rebalanced)
+                       or derived.skip_retained(key, jump, ended_ns))
             report_jump(findings, (Anomaly.POLL_SKIP, Anomaly.NONMONOTONIC_POLL),
-                        order, op, key=key, jump=(consumer.last[key], records[0]), excused=excused)
+                        order, op, key=key, jump=jump, excused=excused)
         for jump in pairwise(records):
+            excused = op.rebalanced(key) or derived.skip_retained(key, jump, ended_ns)
             report_jump(findings, (Anomaly.INT_POLL_SKIP, Anomaly.INT_NONMONOTONIC_POLL),
-                        order, op, key=key, jump=jump, excused=op.rebalanced(key))
+                        order, op, key=key, jump=jump, excused=excused)
         if op.type == "ok":
             consumer.last[key] = pairs[-1]
             consumer.rebalanced.discard(key)

@@ -29,7 +29,11 @@ def find_send_anomalies(derived: Derived, findings: Findings) -> None:
             order = derived.order(key)
             if derived.final is not None:
                 present = [v for v in values if v in final_values.get(key, ())]
-                if 0 < len(present) < len(values):
+                missing = [(o, v) for o, v in records if v not in present]
+                torn = bool(present) and bool(missing)
+                if torn and all(derived.retained_away(key, v, o) for o, v in missing):
+                    findings.allow(Anomaly.BATCH_TEAR)
+                elif torn:
                     findings.add(Anomaly.BATCH_TEAR, {
                         "key": key, "values": values, "present": present, "op": op.index,
                     })
