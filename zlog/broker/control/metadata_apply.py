@@ -43,6 +43,7 @@ from zlog.broker.control.metadata_state import (
     ClusterState,
     PartitionInfo,
     TopicInfo,
+    legacy_topic_id,
 )
 from zlog.broker.control.placement import InitialPartition
 from zlog.broker.control.reassignment import cancelled, started
@@ -133,8 +134,9 @@ def _create_topic(state: ClusterState, command: CreateTopic) -> _Applied:
         partition = _new_partition(state, index, entry, command.replication_factor)
         workers = tuple(_least_loaded(state, broker, load) for broker in partition.replicas)
         partitions.append(replace(partition, replica_workers=workers))
+    topic_id = command.topic_id or legacy_topic_id(state.cluster_id, state.next_topic_seq, name)
     topic = TopicInfo(name, state.next_topic_seq, command.replication_factor,
-                      dict(sorted(command.configs.items())), tuple(partitions))
+                      dict(sorted(command.configs.items())), tuple(partitions), topic_id)
     new_state = replace(state, topics={**state.topics, name: topic},
                         next_topic_seq=state.next_topic_seq + 1)
     return new_state, TopicCreated(topic.topic_seq)
