@@ -153,7 +153,7 @@ def unclean(topic: str, partition: PartitionInfo, change: PartitionChange | None
     usable = [r for r in partition.replicas if r in live.usable]
     chosen = next((r for r in usable if live.holds_its_data(partition, r)),
                   usable[0] if usable else None)
-    if chosen is None:
+    if chosen is None or chosen == partition.leader:
         return None
     return _change(topic, partition, chosen, (chosen,))
 

@@ -233,7 +233,7 @@ def _set_partition_state(state: ClusterState, command: SetPartitionState) -> _Ap
         raise ZlogError(ErrorCode.INVALID_REQUEST, "a new leader needs a new leader epoch")
     updated = replace(current, leader=leader, leader_epoch=leader_epoch, isr=command.isr,
                       partition_epoch=current.partition_epoch + 1,
-                      directories=joined_directories(current, command.isr, state))
+                      directories=joined_directories(current, command.isr, leader, state))
     partitions = (*topic.partitions[:index], updated, *topic.partitions[index + 1 :])
     topics = {**state.topics, name: replace(topic, partitions=partitions)}
     return replace(state, topics=topics), PartitionStateSet(updated.partition_epoch)
@@ -419,7 +419,8 @@ def _changed_partition(
                         "leader change")
     updated = replace(current, leader=change.leader, leader_epoch=change.leader_epoch,
                       isr=change.isr, partition_epoch=current.partition_epoch + 1,
-                      directories=joined_directories(current, change.isr, state))
+                      directories=joined_directories(current, change.isr, change.leader,
+                                                     state))
     if change.replicas is None:
         return updated
     return replace(updated, replicas=replicas, adding=(), removing=(),
@@ -427,15 +428,18 @@ def _changed_partition(
                    directories=tuple(updated.directory_of(b) for b in replicas))
 
 
-def joined_directories(current: PartitionInfo, isr: tuple[int, ...],
+def joined_directories(current: PartitionInfo, isr: tuple[int, ...], leader: int,
                        state: ClusterState) -> tuple[str, ...]:
-    """The record's directories once `isr` is committed: a replica joining the ISR (an
-    expansion, an unclean election) holds its data in its broker's current directory."""
-    return tuple(
-        state.brokers[broker].dir_id
-        if broker in isr and broker not in current.isr and broker in state.brokers
-        else current.directory_of(broker)
-        for broker in current.replicas)
+    """The record's directories once `isr` and `leader` are committed: a replica joining the
+    ISR (an expansion) or newly elected (an unclean election makes its log the partition's)
+    holds its data in its broker's current directory."""
+    def now_current(broker: int) -> bool:
+        return broker in state.brokers and (
+            (broker in isr and broker not in current.isr)
+            or (broker == leader and leader != current.leader))
+
+    return tuple(state.brokers[broker].dir_id if now_current(broker)
+                 else current.directory_of(broker) for broker in current.replicas)
 
 
 def _kept_directories(current: PartitionInfo, replicas: tuple[int, ...],

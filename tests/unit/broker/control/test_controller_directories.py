@@ -162,3 +162,18 @@ def test_records_from_before_directories_elect_as_before() -> None:
     _register(fsm, 1, "i1-again", "")
     _round(fsm, RoundInput(heard_from=frozenset({1, 2, 3})))
     assert (_p0(fsm).leader, _p0(fsm).isr) == (1, (1,))
+
+
+def test_an_unclean_election_of_the_wiped_replica_itself_records_its_new_directory() -> None:
+    """Every other replica down: unclean election takes the wiped one (its empty log becomes
+    the partition's), records its new directory, and the next rounds leave it leading (the
+    simulator found rounds that re-elected it forever when the directory was not recorded)."""
+    fsm = _cluster()
+    _sole_isr_leader(fsm)
+    _round(fsm, RoundInput(expired=frozenset({2, 3})))
+    _register(fsm, 1, "i1-wiped", _dir(1, 1))
+    unclean = RoundInput(heard_from=frozenset({1}), unclean_topics=frozenset({"t"}))
+    _round(fsm, unclean)
+    p0 = _p0(fsm)
+    assert (p0.leader, p0.isr, p0.directories[0]) == (1, (1,), _dir(1, 1))
+    assert decide(fsm.state, unclean).empty
