@@ -28,6 +28,7 @@ from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import scan_batches
+from zlog.types import valid_topic_id
 
 pytestmark = pytest.mark.slow
 
@@ -77,11 +78,15 @@ def test_a_restarted_broker_never_serves_a_deleted_topics_data_as_the_new_ones(
             _produce(cluster.bootstrap, TOPIC, old[:NEW_RECORDS], partition=p)
             _produce(cluster.bootstrap, TOPIC, old[NEW_RECORDS:], partition=p)
             cluster.wait_isr(TOPIC, p, {1, 2, 3})  # broker 3 holds every old record
+        (old_topic,) = admin.describe_topics([TOPIC])
         cluster.isolate(3, ("raft", "data"))
         wait_until(lambda: cluster.broker(1).metadata(None).controller_id in (1, 2),
                    DEADLINE_S, what="a controller among the brokers that see the deletion")
         admin.delete_topics([TOPIC])
         _created_again(admin)
+        (new_topic,) = admin.describe_topics([TOPIC])
+        assert valid_topic_id(new_topic.topic_id) and valid_topic_id(old_topic.topic_id)
+        assert new_topic.topic_id != old_topic.topic_id
     # Broker 3 is a replica of every new partition; those it does not lead take new records
     # once it has left their ISRs (it fetches nothing while cut off).
     served = [p for p in range(PARTITIONS) if cluster.partition(TOPIC, p).leader != 3]

@@ -262,7 +262,8 @@ class ControlPlane:
                 partition.partition, partition.leader, partition.leader_epoch,
                 partition.replicas, partition.isr, endpoint or "", int(code), ring_path,
             ))
-        return wire.TopicMetadata(topic.name, 0, "", dict(topic.configs), tuple(partitions))
+        return wire.TopicMetadata(topic.name, 0, "", dict(topic.configs), tuple(partitions),
+                                  topic.topic_id)
 
     def _leader_endpoint(self, state: ClusterState, key: TopicPartition,
                          partition: PartitionInfo) -> str | None:
