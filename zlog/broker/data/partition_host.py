@@ -7,6 +7,11 @@ from its snapshot (written every few seconds and at close) and brought up to dat
 batches after the snapshot's offset (without a snapshot: the log's last two segments), so a
 producer's retry after the restart is still recognised as a retry.
 
+A partition directory belongs to one topic id (KIP-516, `partition.metadata`): one that names
+another id (the name was deleted and created again while this broker was away) is deleted with
+its ring before the open, so the new topic's replica starts empty instead of serving the old
+topic's batches; a new directory, or one from before topic ids, gets the assign's id.
+
 Upkeep runs on the worker's thread (ticks for flush.ms, retention), except key compaction,
 which runs on one background thread: `compact()` reads and rewrites only sealed segments and
 swaps them in under the log's own lock, so it is safe beside the writer. A log is never closed
