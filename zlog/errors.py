@@ -129,6 +129,7 @@ class ErrorCode(IntEnum):
     UNRELEASED_INSTANCE_ID = 111
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
+    INVALID_REGISTRATION = 119
 
 
 # Kafka marks these as RetriableException subclasses: a client may retry the same request.

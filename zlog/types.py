@@ -66,3 +66,15 @@ METADATA_REFRESH_ERRORS: Final = frozenset({
 there yet, the broker stopped answering, the leader cannot write and hands the partition on):
 the producer and the consumer both refresh their metadata before they retry, so the retry goes
 to the partition's current leader. Kafka's clients treat a storage error the same way."""
+
+TOPIC_ID_CHARS: Final = 32
+NO_TOPIC_ID: Final = ""
+"""A topic id as zlog writes it everywhere (metadata, the partition directory's
+`partition.metadata`, replica fetches): a uuid4's 32 lowercase hex digits (KIP-516). "" is
+none: an assign or a fetch from before topic ids, checked against nothing."""
+
+
+def valid_topic_id(text: str) -> bool:
+    """32 lowercase hex digits, not all zero (Kafka's ZERO_UUID is no topic)."""
+    return (len(text) == TOPIC_ID_CHARS and not text.strip("0123456789abcdef")
+            and text != "0" * TOPIC_ID_CHARS)

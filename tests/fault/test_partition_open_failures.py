@@ -55,6 +55,9 @@ def test_the_longest_topic_name_works(tmp_path: Path) -> None:
 
 
 def test_a_partition_that_cannot_open_fails_alone(tmp_path: Path) -> None:
+    """The obstacle is a plain file named like the partition: the broker's sweep of stray
+    partitions deletes only directories zlog created (docs/storage.md), so it stays until the
+    test removes it, however the sweep's rounds fall."""
     with broker_process(tmp_path, workers=1) as broker:
         with Admin(broker.endpoint, request_timeout_ms=TIMEOUT_MS) as admin:
             admin.create_topics([NewTopic("healthy", 1)])
@@ -73,6 +76,7 @@ def test_a_partition_that_cannot_open_fails_alone(tmp_path: Path) -> None:
                        what="a third attempt to open blocked-0")
             assert _refusals(broker, "blocked-0") <= 4
             assert len(psutil.Process(worker_pid).open_files()) == files_after_two
+            assert broker.data_dir.joinpath("blocked-0").read_text() == "not a directory"
             (description,) = admin.describe_topics(["blocked"])
             assert description.partitions[0].endpoint == ""
 

@@ -36,6 +36,7 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.config import GroupConfig
 from zlog.transport.json_fields import Fields, parse_json_object
 from zlog.transport.wire import INT16_MAX, INT16_MIN, INT32_MAX
+from zlog.types import NO_TOPIC_ID, valid_topic_id
 
 HEARTBEAT_INTERVAL_MS: Final = 500
 """How often a worker says it is alive; the supervisor restarts one silent for its
@@ -109,6 +110,7 @@ class Assign:
     isr: tuple[int, ...] = ()  # in-sync replicas (() : this broker only)
     leader_endpoint: str = ""  # the data endpoint of the leader's worker, for a follower
     disk_share_bytes: int = -1  # this partition's part of its topic's disk budget (-1: none)
+    topic_id: str = NO_TOPIC_ID  # the topic's id (KIP-516): its directory must carry the same
 
     @classmethod
     def from_fields(cls, f: Fields) -> Assign:
@@ -125,7 +127,8 @@ class Assign:
                    else (),
                    f.integers("isr", low=0, high=BROKER_ID_MAX) if f.has("isr") else (),
                    f.text("leader_endpoint", default=""),
-                   f.integer("disk_share_bytes", low=-1, default=-1))
+                   f.integer("disk_share_bytes", low=-1, default=-1),
+                   _topic_id(f))
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +298,13 @@ FROM_WORKER: Final[dict[str, type[FromWorker]]] = {
 
 def _request_id(f: Fields) -> int:
     return f.integer("request_id", low=0, high=REQUEST_ID_MAX)
+
+
+def _topic_id(f: Fields) -> str:
+    topic_id = f.text("topic_id", default=NO_TOPIC_ID)
+    if topic_id != NO_TOPIC_ID and not valid_topic_id(topic_id):
+        raise f.fail("topic_id must be 32 lowercase hex digits")
+    return topic_id
 
 
 def _answer(f: Fields) -> tuple[int, int, str]:

@@ -180,7 +180,8 @@ class Admin:
                                      p.endpoint)
                 for p in sorted(topic.partitions, key=lambda p: p.partition)
             )
-            descriptions.append(TopicDescription(topic.name, partitions, dict(topic.configs)))
+            descriptions.append(TopicDescription(topic.name, partitions, dict(topic.configs),
+                                                 topic.topic_id))
         return descriptions
 
     def describe_configs(

@@ -77,6 +77,7 @@ class TopicDescription:
     name: str
     partitions: tuple[PartitionDescription, ...]
     configs: Mapping[str, str] = field(default_factory=dict)
+    topic_id: str = ""  # made at creation: the same name created again has another
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,9 @@ APIs (registration, heartbeats, ISR changes). Kafka's api keys and field names.
 * **Fetch v1** (struct body, batches as frames): a follower's fetch. Beside v0's fields it says
   who asks (replica id and broker epoch), which leader epoch it believes current, and the epoch
   of its last batch, so the leader can tell it where its log diverges (`diverging_epoch`,
-  KIP-320/KIP-595) instead of sending batches it must not append.
+  KIP-320/KIP-595) instead of sending batches it must not append; and per partition the topic
+  id of its replica (KIP-516), which the leader refuses if it is not its own
+  (UNKNOWN_TOPIC_ID).
 * **OffsetForLeaderEpoch v0** (JSON, Kafka key 23): "where does epoch e end in your log?" The
   answer (epoch, end offset) is where a follower cuts its log after a leader change (KIP-101,
   KIP-279).
@@ -25,6 +27,7 @@ from typing import ClassVar
 
 from zlog.transport.api import ApiKey
 from zlog.transport.wire import Buffer
+from zlog.types import NO_TOPIC_ID
 
 NO_EPOCH = -1  # Kafka's UNDEFINED_EPOCH: no epoch known
 
@@ -43,6 +46,7 @@ class ReplicaFetchEntry:
     last_fetched_epoch: int  # int32: the epoch of its last batch, -1 for an empty log
     log_start_offset: int  # int64: the follower's own log start
     partition_max_bytes: int  # int32
+    topic_id: str = NO_TOPIC_ID  # 16 bytes (KIP-516): the topic the follower's replica is of
 
 
 @dataclass(frozen=True, slots=True)

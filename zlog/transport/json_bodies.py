@@ -137,6 +137,7 @@ def _topic_metadata(topic: TopicMetadata) -> dict[str, Any]:
         "error_message": topic.error_message,
         "configs": dict(topic.configs),
         "partitions": [_partition_metadata(p) for p in topic.partitions],
+        "topic_id": topic.topic_id,
     }
 
 
@@ -280,6 +281,7 @@ def _parse_topic_metadata(f: Fields) -> TopicMetadata:
         error_message=f.text("error_message", default=""),
         configs=f.text_map("configs"),
         partitions=f.nested_list("partitions", _parse_partition_metadata, default=[]),
+        topic_id=f.text("topic_id", default=""),
     )
 
 

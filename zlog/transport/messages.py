@@ -212,6 +212,7 @@ class TopicMetadata:
     error_message: str
     configs: Mapping[str, str] = field(default_factory=dict)
     partitions: tuple[PartitionMetadata, ...] = ()
+    topic_id: str = ""  # KIP-516 (Kafka's Metadata v10+): "" from a broker without ids
 
 
 @dataclass(frozen=True, slots=True)

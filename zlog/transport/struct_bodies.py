@@ -34,6 +34,7 @@ from zlog.transport.messages import (
     ProduceResult,
 )
 from zlog.transport.wire import Buffer, Cursor, clip_message, encode_text
+from zlog.types import NO_TOPIC_ID
 
 _PRODUCE_REQUEST: Final = struct.Struct(">hiI")  # acks, timeout_ms, entry_count
 _PRODUCE_REQUEST_ENTRY: Final = struct.Struct(">iIH")  # partition, batch_count, topic_length
@@ -359,13 +360,25 @@ def decode_fetch_response(
 
 _FETCH_V1_REQUEST: Final = struct.Struct(">iqiiiI")  # replica_id, broker_epoch, max_wait_ms,
 # min_bytes, max_bytes, entry_count
-_FETCH_V1_REQUEST_ENTRY: Final = struct.Struct(">iqiiqiH")  # partition, fetch_offset,
-# current_leader_epoch, last_fetched_epoch, log_start_offset, partition_max_bytes, topic_length
+_FETCH_V1_REQUEST_ENTRY: Final = struct.Struct(">iqiiqiQQH")  # partition, fetch_offset,
+# current_leader_epoch, last_fetched_epoch, log_start_offset, partition_max_bytes, topic_id
+# (Kafka's Uuid: its high then low 64 bits, zeros for none), topic_length
 _FETCH_V1_RESPONSE_ENTRY: Final = struct.Struct(
     ">ihiqqqiqIH"  # partition, error_code, leader_epoch, high_watermark, log_start_offset,
 )  # log_end_offset, diverging_epoch, diverging_end_offset, frame_count, message_length;
 # then message bytes, then topic as >H + bytes
 _FETCH_V1_RESPONSE_ENTRY_BYTES_MIN: Final = _FETCH_V1_RESPONSE_ENTRY.size + _TEXT_LENGTH.size
+
+
+def _topic_id_halves(topic_id: str) -> tuple[int, int]:
+    """A topic id as Kafka's Uuid travels: two unsigned 64-bit halves; none is zeros."""
+    value = 0 if topic_id == NO_TOPIC_ID else int(topic_id, 16)
+    return value >> 64, value & (2**64 - 1)
+
+
+def _topic_id_text(high: int, low: int) -> str:
+    value = high << 64 | low
+    return NO_TOPIC_ID if value == 0 else f"{value:032x}"
 
 
 def encode_replica_fetch_request(msg: FetchRequestV1) -> bytes:
@@ -376,7 +389,7 @@ def encode_replica_fetch_request(msg: FetchRequestV1) -> bytes:
         topic = _topic_bytes(entry.topic)
         entry_fields = (entry.partition, entry.fetch_offset, entry.current_leader_epoch,
                         entry.last_fetched_epoch, entry.log_start_offset,
-                        entry.partition_max_bytes, len(topic))
+                        entry.partition_max_bytes, *_topic_id_halves(entry.topic_id), len(topic))
         parts.append(_pack(_FETCH_V1_REQUEST_ENTRY, entry_fields, "replica fetch entry"))
         parts.append(topic)
     return b"".join(parts)
@@ -398,14 +411,15 @@ def decode_replica_fetch_request(
     entries: list[ReplicaFetchEntry] = []
     for _ in range(entry_count):
         (partition, fetch_offset, current_leader_epoch, last_fetched_epoch, log_start_offset,
-         partition_max_bytes, topic_length) = cursor.unpack(_FETCH_V1_REQUEST_ENTRY)
+         partition_max_bytes, id_high, id_low, topic_length) = cursor.unpack(
+             _FETCH_V1_REQUEST_ENTRY)
         if min(fetch_offset, partition_max_bytes, current_leader_epoch) < 0:
             raise cursor.fail("fetch_offset, current_leader_epoch and partition_max_bytes "
                               "must not be negative")
         topic = cursor.text(topic_length, "topic")
         entries.append(ReplicaFetchEntry(topic, partition, fetch_offset, current_leader_epoch,
                                          last_fetched_epoch, log_start_offset,
-                                         partition_max_bytes))
+                                         partition_max_bytes, _topic_id_text(id_high, id_low)))
     cursor.expect_end()
     _expect_all_frames_used(frames, 0, cursor)
     return FetchRequestV1(replica_id, broker_epoch, max_wait_ms, min_bytes, max_bytes,

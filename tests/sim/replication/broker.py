@@ -189,7 +189,8 @@ class SimBroker:
         if not self.registered:
             if now >= self.next_register:
                 self.next_register = now + REGISTER_RETRY_TICKS
-                self.send(self.node_id, CONTROLLER, Register(self.incarnation))
+                self.send(self.node_id, CONTROLLER, Register(
+                    self.incarnation, self.wiring.directory_id(self.disk)))
             return
         if now >= self.next_heartbeat:
             self.next_heartbeat = now + self.profile.heartbeat_ticks

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tests.sim.replication.storage import SimDisk
 from tests.sim.replication.wiring import REAL, Wiring
 from zlog.broker.control.controller import (
     NO_LEADER,
@@ -186,8 +187,21 @@ B17 = replace(REAL, name="B17", isr_requests=_current_epochs)
 # still in its memory; they reach its log a tick later (or never, if it crashes meanwhile).
 B19 = replace(REAL, name="B19", store_before_fetching=False)
 
+
+
+# B18: an unclean re-registration is not detected: brokers register no data directory, so one
+# back on a wiped disk keeps its place in the ISRs where no other member is usable, and is
+# elected there with an empty log (KIP-858's directory check missing).
+def _no_directory(disk: SimDisk) -> str:
+    del disk
+    return ""
+
+
+B18 = replace(REAL, name="B18", directory_id=_no_directory)
+
+
 BUGS: dict[str, Wiring] = {w.name: w for w in (B1, B2, B3, B4, B5, B6, B7, B8, B11, B12, B13,
-                                                B15, B16, B17, B19)}
+                                                B15, B16, B17, B18, B19)}
 
 CAUGHT_BY: dict[str, frozenset[str]] = {
     "B1": frozenset({"S4", "S5", "S6", "S9", "S13"}),
@@ -209,6 +223,9 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     "B15": frozenset({"S14", "S16", "L1"}),
     "B16": frozenset({"S10", "S3"}),
     "B17": frozenset({"S12", "S4", "S5", "S6", "S11"}),
+    # The wiped broker, elected, lacks what the others committed (S5); the others then cut
+    # committed batches to its empty log (S9), or it acknowledges past them (S4).
+    "B18": frozenset({"S5", "S4", "S9"}),
     # The leader counts batches the follower does not hold yet: an ack (S6), or a member that
     # lost them in a crash (S4).
     "B19": frozenset({"S6", "S4"}),

@@ -157,6 +157,7 @@ class Checker:
             if registration is not None and registration.broker_epoch > ghost.lost_at_epoch.get(
                     member, -1):
                 ghost.lost_since_join.discard((p, member))
+                ghost.wiped_since_join.discard((p, member))
         if not ghost.spec_loss_bound:
             self._maybe_lossy(p, new.isr)
         self.log(f"commit p{p}: leader {new.leader} e{new.leader_epoch} isr {list(new.isr)} "
@@ -185,7 +186,7 @@ class Checker:
             self._holds_acked("S4", p, member, "joined the ISR")
 
     def _holds_acked(self, check: str, p: int, member: int, why: str) -> None:
-        if self.ghost.exempt(p) or (p, member) in self.ghost.lost_since_join:
+        if self.ghost.exempt(p) or self.ghost.lacks_data(p, member):
             return
         log = self._log_of(member, p)
         for offset, batch in self.ghost.acked[p].items():
@@ -270,7 +271,7 @@ class Checker:
         batch = (batch_id, info.epoch)
         members = set(partition.isr_tracker.maximal_isr) | set(self._isr(p))
         for member in sorted(members):
-            if (p, member) in ghost.lost_since_join:
+            if ghost.lacks_data(p, member):
                 continue
             log = self._log_of(member, p)
             if log is None or not log.holds(base_offset, batch):
@@ -471,7 +472,8 @@ class Checker:
 
     # -- power and sweeps --------------------------------------------------------------------
 
-    def power_lost(self, broker: int) -> None:
+    def power_lost(self, broker: int, *, wiped: bool = False) -> None:
+        """`broker` lost what it had not written back (or, `wiped`, its whole disk)."""
         ghost = self.ghost
         state = self.world.committed_state()
         registration = state.brokers.get(broker)
@@ -482,6 +484,9 @@ class Checker:
             return
         for info in topic.partitions:
             if broker not in info.replicas:
+                continue
+            if wiped:
+                ghost.wiped_since_join.add((info.partition, broker))
                 continue
             ghost.lost_since_join.add((info.partition, broker))
             self._maybe_lossy(info.partition, info.isr)

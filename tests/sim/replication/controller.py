@@ -82,22 +82,24 @@ class SimController:
         self.next_preferred = profile.preferred_every_ticks
         self.down_until = -1
         self.failovers = 0
+        self.unclean_topics: frozenset[str] = frozenset()  # set by an operator, at heal
         self.now = 0
 
     # -- bootstrap (before the clock starts) ------------------------------------------------
 
-    def bootstrap(self, brokers: list[int], assignment: tuple[tuple[int, ...], ...]) -> None:
+    def bootstrap(self, brokers: list[int], assignment: tuple[tuple[int, ...], ...],
+                  directories: dict[int, str]) -> None:
         for broker in brokers:
-            self._commit(self._register_command(broker, f"{broker}.1"))
+            self._commit(self._register_command(broker, f"{broker}.1", directories[broker]))
             self.sessions[broker] = (self.state.brokers[broker].broker_epoch, 0)
         self._commit(CreateTopic(TOPIC, len(assignment), len(assignment[0]),
                                  {"min.insync.replicas": str(self.profile.min_insync)},
                                  assignment))
 
     @staticmethod
-    def _register_command(broker: int, incarnation: str) -> RegisterBroker:
+    def _register_command(broker: int, incarnation: str, dir_id: str) -> RegisterBroker:
         return RegisterBroker(broker, f"h{broker}", f"tcp://h{broker}:7400", "sim",
-                              incarnation_id=incarnation, workers=1)
+                              incarnation_id=incarnation, workers=1, dir_id=dir_id)
 
     # -- the commit pipeline ---------------------------------------------------------------
 
@@ -160,7 +162,7 @@ class SimController:
                           and s[0] == r.broker_epoch and now - s[1] <= timeout)
         outcome = self.wiring.decide(state, RoundInput(
             expired=expired, heard_from=heard, isr_requests=requests,
-            preferred_elections=preferred))
+            preferred_elections=preferred, unclean_topics=self.unclean_topics))
         accepted: list[tuple[int, int]] = []
         for (broker, request_id, _), answer in zip(queued, outcome.answers, strict=True):
             if answer is None:
@@ -225,7 +227,7 @@ class SimController:
             self.send(CONTROLLER, broker, Registered(body.incarnation, result.broker_epoch,
                                                      self.state, self.version))
 
-        self._propose(self._register_command(broker, body.incarnation), done)
+        self._propose(self._register_command(broker, body.incarnation, body.dir_id), done)
 
 
 def _unanswered(result: object, error: ZlogError | None) -> None:

@@ -10,7 +10,8 @@ data is lost only if every in-sync replica loses power within one writeback wind
 power losses, so a loss is allowed only when every ISR member of that moment lost power. zlog does
 not meet it (it has no eligible leader replicas and does not tell a power-lost restart from a
 clean one; docs/simulation.md), so the tests run with zlog's own bound.
-The simulated topics never enable unclean election, so `unclean` never gets set.
+The simulated topic enables unclean election only at heal, for a partition whose every ISR
+member came back on a wiped disk (an operator's recovery); `unclean` names those partitions.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ class Ghost:
     max_leader_hw: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     # (p, broker): lost power since it last joined p's committed ISR
     lost_since_join: set[tuple[int, int]] = field(default_factory=set)
+    # (p, broker): its disk was wiped since it last joined p's committed ISR. It holds nothing,
+    # but unlike a power loss this allows no loss: zlog elects no replica back on another
+    # directory (a partition whose ISR holds only such replicas waits for an operator)
+    wiped_since_join: set[tuple[int, int]] = field(default_factory=set)
     # broker -> its registration (broker epoch) when it last lost power: a join only counts
     # once the broker registered again (a join proposed from its fetches before the power
     # loss proves nothing about what it holds now)
@@ -56,6 +61,10 @@ class Ghost:
         known = self.committed_in[p].get(offset)
         self.committed_in[p][offset] = leader_epoch if known is None else min(known,
                                                                                leader_epoch)
+
+    def lacks_data(self, p: int, broker: int) -> bool:
+        """Whether `broker`'s replica of p may lack what it held when it joined the ISR."""
+        return (p, broker) in self.lost_since_join or (p, broker) in self.wiped_since_join
 
     def exempt(self, p: int) -> bool:
         """Whether losses on p are within what zlog documents."""

@@ -31,6 +31,7 @@ class Envelope:
 @dataclass(frozen=True, slots=True)
 class Register:
     incarnation: str
+    dir_id: str = ""  # its data directory's id ("": it names none)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from tests.sim.replication.network import NetworkProfile, SimNetwork
 from tests.sim.replication.profile import Profile
 from tests.sim.replication.storage import SimDisk, SimLog
 from tests.sim.replication.wiring import REAL, Wiring
-from zlog.broker.control.controller import NO_LEADER
+from zlog.broker.control.controller import NO_LEADER, liveness
 from zlog.broker.control.metadata_commands import Command
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.errors import ErrorCode, ZlogError
@@ -62,6 +62,9 @@ class ReplicationSim:
         self.client_rng = random.Random(rng.getrandbits(64))
         controller_rng = random.Random(rng.getrandbits(64))
         broker_rng = random.Random(rng.getrandbits(64))
+        # Drawn last, so that seeds without a wipe run as they did before wipes were modelled.
+        self.wipe_rng = random.Random(rng.getrandbits(64))
+        self.wipe_p = self.wipe_rng.choice([0.0, 0.002, 0.005, 0.01])
         self.trace: deque[str] = deque(maxlen=TRACE_TAIL)
         self._digest = hashlib.sha256()
         self.ghost = Ghost(spec_loss_bound=spec_loss_bound)
@@ -73,8 +76,9 @@ class ReplicationSim:
         ids = list(range(1, profile.brokers + 1))
         assignment = tuple(tuple(ids[(p + i) % len(ids)] for i in range(profile.replication_factor))
                            for p in range(profile.partitions))
-        self.controller.bootstrap(ids, assignment)
         self.disks = {b: SimDisk(b) for b in ids}
+        self.controller.bootstrap(ids, assignment,
+                                  {b: wiring.directory_id(self.disks[b]) for b in ids})
         for p, replicas in enumerate(assignment):
             for b in replicas:
                 self.disks[b].log(p, self.checker)
@@ -132,6 +136,8 @@ class ReplicationSim:
 
     def on_commit(self, before: ClusterState, after: ClusterState, command: Command,
                   error: ZlogError | None) -> None:
+        if error is None and TOPIC in self.controller.unclean_topics:
+            self._note_unclean(before, after)
         self.checker.on_commit(before, after, command, error)
         if not self.faults or error is not None or TOPIC not in before.topics:
             return
@@ -213,13 +219,14 @@ class ReplicationSim:
         found = set() if topic is None else {i.leader for i in topic.partitions}
         return sorted(b for b in found if b in self.brokers)
 
-    def _pick(self) -> int | None:
+    def _pick(self, rng: random.Random | None = None) -> int | None:
         """A running broker, a leader half of the time."""
+        rng = rng or self.fault_rng
         up = [b for b in sorted(self.brokers) if self.brokers[b].up]
         leaders = [b for b in self._leaders() if b in up]
-        if leaders and self.fault_rng.random() < 0.5:
-            return self.fault_rng.choice(leaders)
-        return self.fault_rng.choice(up) if up else None
+        if leaders and rng.random() < 0.5:
+            return rng.choice(leaders)
+        return rng.choice(up) if up else None
 
     def _fault(self, now: int) -> None:
         profile, rng = self.profile, self.fault_rng
@@ -228,6 +235,13 @@ class ReplicationSim:
             self.crash(b, rng.randint(2, 4 * session))
         if rng.random() < profile.power_loss_p and (b := self._pick()) is not None:
             self.lose_power(b, rng.randint(2, 4 * session))
+        if self.wipe_rng.random() < self.wipe_p and (b := self._wipe_victim()) is not None:
+            self._stop(b, now, self.wipe_rng.randint(2, 4 * session))
+            lost = self.disks[b].wipe()
+            self.log(f"b{b} loses its disk: {lost} batch(es) gone; back on directory "
+                     f"{self.disks[b].dir_id}")
+            self.checker.power_lost(b, wiped=True)
+            self._count("wiped disks")
         if rng.random() < profile.pause_p and (b := self._pick()) is not None:
             self.pause(b, rng.randint(2, 3 * session))
         if rng.random() < profile.cut_p:
@@ -269,6 +283,19 @@ class ReplicationSim:
         self.resume_at[b] = self.clock.now + ticks
         self.log(f"b{b} paused (SIGSTOP) until {self.resume_at[b]}")
         self._count("pauses")
+
+    def _wipe_victim(self) -> int | None:
+        """A running broker; most often one that shares an ISR with a broker that is down,
+        where a wiped replica is the only usable member left and the election rules matter."""
+        rng = self.wipe_rng
+        down = {b for b, broker in self.brokers.items() if not broker.up}
+        topic = self.controller.state.topics.get(TOPIC)
+        exposed = sorted({member for info in (topic.partitions if topic else ())
+                          if down & set(info.isr) for member in info.isr
+                          if member not in down})
+        if exposed and rng.random() < 0.7:
+            return rng.choice(exposed)
+        return self._pick(rng)
 
     def _stop(self, b: int, now: int, down_ticks: int) -> None:
         for producer in self.producers:
@@ -344,6 +371,7 @@ class ReplicationSim:
         deadline = now + self.profile.heal_ticks
         while not all(any(batch_id > first_new_id for batch_id, _ in producer.acked_all)
                       for producer in self.producers):
+            self._recover_wiped_partitions()
             if self.clock.now >= deadline:
                 raise InvariantViolation("L1", f"no acks=all write succeeded on every partition "
                                                f"within {self.profile.heal_ticks} ticks of "
@@ -359,6 +387,39 @@ class ReplicationSim:
                                                f"{self._partition_summary()}")
             self.step()
         self.log("liveness L2: every replica caught up and in the ISR")
+
+    def _note_unclean(self, before: ClusterState, after: ClusterState) -> None:
+        """A leader the operator's unclean election chose (outside the ISR, or a replica back
+        on another disk): the partition's losses from here on are the operator's choice."""
+        live = liveness(before)
+        for old, new in zip(before.topics[TOPIC].partitions, after.topics[TOPIC].partitions,
+                            strict=True):
+            if new.leader in (NO_LEADER, old.leader):
+                continue
+            if new.leader not in old.isr or not live.holds_its_data(old, new.leader):
+                self.ghost.unclean.add(new.partition)
+                self.log(f"p{new.partition}: unclean election of b{new.leader}")
+
+    def _recover_wiped_partitions(self) -> None:
+        """The operator's way out (docs/replication.md §4.2): once every broker is registered
+        and unfenced, a partition still without a leader because each member of its ISR came
+        back on another disk gets unclean election for its topic. Its loss is already allowed
+        (every ISR member lost its data since it joined)."""
+        state = self.controller.state
+        live = liveness(state)
+        current = all(broker.registered and b in state.brokers
+                      and state.brokers[b].broker_epoch == broker.broker_epoch
+                      for b, broker in self.brokers.items())
+        if (TOPIC in self.controller.unclean_topics or not current
+                or set(live.usable) != set(self.brokers)):
+            return
+        stuck = [info.partition for info in state.topics[TOPIC].partitions
+                 if info.leader == NO_LEADER
+                 and not any(live.holds_its_data(info, r) for r in info.isr)]
+        if stuck:
+            self.controller.unclean_topics = frozenset({TOPIC})
+            self.log(f"operator: unclean election for {TOPIC}, partitions {stuck} have only "
+                     "wiped replicas in their ISR")
 
     def _not_caught_up(self) -> str:
         state = self.controller.state

@@ -9,7 +9,8 @@ and every truncation before it happens. It also tracks how much of it was writte
 the page cache survive it).
 
 `SimDisk` is one broker's data directory: a log per partition and the leader-epoch checkpoint,
-which zlog fsyncs on every change (epoch_checkpoint.py), so a power loss never loses it.
+which zlog fsyncs on every change (epoch_checkpoint.py), so a power loss never loses it. A wipe
+loses everything, and the directory comes back with a new id (meta.json's dir_id).
 """
 
 from __future__ import annotations
@@ -160,6 +161,14 @@ class SimLog(MemoryLog):
     def flush(self) -> None:
         self.flushed_end = self.log_end_offset
 
+    def wipe(self) -> int:
+        """The disk is gone (replaced, or formatted): nothing is left. Returns the batches."""
+        lost = len(self.infos)
+        self.batches = []
+        self._cut_index(0)
+        self.log_start_offset = self.log_end_offset = self.flushed_end = 0
+        return lost
+
     def lose_unflushed(self) -> int:
         """Power loss: whatever was not written back is gone. Returns the batches lost."""
         keep = 0
@@ -175,6 +184,7 @@ class SimLog(MemoryLog):
 @dataclass(slots=True)
 class SimDisk:
     broker: int
+    generation: int = 0  # bumped by each wipe: a new data directory, with a new id
     logs: dict[int, SimLog] = field(default_factory=dict)
     epoch_checkpoints: dict[int, bytes] = field(default_factory=dict)  # fsynced at each write
     last_high_watermark: dict[int, int] = field(default_factory=dict)  # the ring header's HW
@@ -192,3 +202,16 @@ class SimDisk:
     def power_loss(self) -> int:
         self.last_high_watermark.clear()  # the ring header lived in /dev/shm
         return sum(log.lose_unflushed() for log in self.logs.values())
+
+    @property
+    def dir_id(self) -> str:
+        """The data directory's id (meta.json's): another after each wipe."""
+        return f"{self.broker:016x}{self.generation:016x}"
+
+    def wipe(self) -> int:
+        """The host's disk replaced: logs, checkpoints and the ring headers are gone, and the
+        broker comes back on a new directory. Returns the batches lost."""
+        self.generation += 1
+        self.epoch_checkpoints.clear()
+        self.last_high_watermark.clear()
+        return sum(log.wipe() for log in self.logs.values())

@@ -36,7 +36,7 @@ SOAK_FIRST_SEED = 2_000_000
 BUG_SEED_BOUND: dict[str, int] = {
     "B1": 10,  # seed 0: a follower cut to its HW lacks a batch its leader acknowledges (S6)
     "B2": 40,  # seed 13: a follower keeps a divergent tail (S13)
-    "B3": 150,  # seed 73: the answer for an epoch the leader never had hides the fork (S13)
+    "B3": 150,  # seed 14: the answer for an epoch the leader never had hides the fork (S13)
     "B4": 10,  # seed 0: the epoch cache misses the leader's epoch (S10)
     "B5": 40,  # seed 6: an out-of-ISR leader lacks acknowledged batches (S4)
     "B6": 40,  # seed 3: an ack before the shrink committed (S6)
@@ -45,6 +45,7 @@ BUG_SEED_BOUND: dict[str, int] = {
     "B11": 100,  # seed 50: a member admitted at a broker epoch it no longer has (S12)
     "B12": 200,  # seed 123: a member admitted below the leader's epoch start (S12)
     "B16": 40,  # seed 0: a follower's cut leaves its old epoch in the cache (S10)
+    "B18": 40,  # seed 0: a broker back on a wiped disk leads without committed batches (S5)
     "B19": 10,  # seed 0: an ack for a batch a follower reported but does not hold yet (S6)
 }
 

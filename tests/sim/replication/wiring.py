@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tests.sim.replication.storage import SimLog
+from tests.sim.replication.storage import SimDisk, SimLog
 from zlog.broker.control.controller import IsrRequest, RoundInput, RoundOutcome, decide
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.broker.data.epoch_cache import LeaderEpochCache
@@ -62,6 +62,11 @@ def member_epochs(tracker: HighWatermark, new_isr: frozenset[int]) -> dict[int, 
             if replica in new_isr and state.broker_epoch >= 0}
 
 
+def directory_id(disk: SimDisk) -> str:
+    """A registration names the broker's data directory (cluster_node.data_dir_identity)."""
+    return disk.dir_id
+
+
 def checked_requests(state: ClusterState, requests: tuple[IsrRequest, ...]
                      ) -> tuple[IsrRequest, ...]:
     del state
@@ -73,6 +78,7 @@ class Wiring:
     name: str = "real"
     # controller
     decide: Callable[[ClusterState, RoundInput], RoundOutcome] = decide
+    directory_id: Callable[[SimDisk], str] = directory_id
     isr_requests: Callable[[ClusterState, tuple[IsrRequest, ...]],
                            tuple[IsrRequest, ...]] = checked_requests
     # leader

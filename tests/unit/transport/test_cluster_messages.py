@@ -39,7 +39,7 @@ from zlog.transport.messages import Request, Response
 
 CLUSTER_REQUESTS: list[Request] = [
     FetchRequestV1(2, 7, 250, 1, 1 << 20, (
-        ReplicaFetchEntry("t", 0, 100, 3, 2, 0, 1 << 20),
+        ReplicaFetchEntry("t", 0, 100, 3, 2, 0, 1 << 20, topic_id="0f" * 16),
         ReplicaFetchEntry("u", 5, 0, 0, -1, 0, 4096))),
     OffsetForLeaderEpochRequestV0(2, (EpochQuery("t", 0, 3, 2),)),
     BrokerRegistrationRequestV0(3, "inc-1", "cluster", "127.0.0.3", "tcp://127.0.0.3:7400", 2,

@@ -348,5 +348,5 @@ class ClusterNode:
                     broker_epoch=self.lifecycle.broker_epoch, leader=leader,
                     partition_epoch=partition.partition_epoch, replicas=partition.replicas,
                     isr=partition.isr, leader_endpoint=leader_endpoint,
-                    disk_share_bytes=shares.get(topic.name, NO_SHARE))
+                    disk_share_bytes=shares.get(topic.name, NO_SHARE), topic_id=topic.topic_id)
         return desired

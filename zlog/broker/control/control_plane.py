@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -261,7 +262,8 @@ class ControlPlane:
                 partition.partition, partition.leader, partition.leader_epoch,
                 partition.replicas, partition.isr, endpoint or "", int(code), ring_path,
             ))
-        return wire.TopicMetadata(topic.name, 0, "", dict(topic.configs), tuple(partitions))
+        return wire.TopicMetadata(topic.name, 0, "", dict(topic.configs), tuple(partitions),
+                                  topic.topic_id)
 
     def _leader_endpoint(self, state: ClusterState, key: TopicPartition,
                          partition: PartitionInfo) -> str | None:
@@ -421,7 +423,8 @@ class ControlPlane:
                                 placeable(state), start_index=state.next_topic_seq,
                                 racks=_racks(state))
         command = CreateTopic(spec.name, spec.partitions, spec.replication_factor,
-                              dict(spec.configs), tuple(p.replicas for p in placed))
+                              dict(spec.configs), tuple(p.replicas for p in placed),
+                              topic_id=uuid.uuid4().hex)
         self._check_host_can_hold(spec.name, spec.partitions, spec.replication_factor,
                                   [p.replicas for p in placed], command)
         return command

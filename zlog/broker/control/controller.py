@@ -24,6 +24,13 @@ The rules (docs/replication.md §4):
   through a new election: the partition has no leader until the next round elects it again,
   in a new leader epoch. Every partition it replicates gets a new partition epoch, so that a
   change decided before the registration is refused.
+* A broker that registers with **another data directory** (a wiped or replaced disk, KIP-858)
+  holds nothing: it leaves every ISR that has another member, usable or not (they hold the
+  data). Where it is the last member it stays recorded there, but a replica whose recorded
+  directory is not its broker's current one is never an acceptable leader, so the partition
+  has no leader rather than an empty one that the others would truncate to. It is acceptable
+  again when its old directory comes back, or once it joined the ISR again by catching up
+  (which records its new directory).
 * A **controlled shutdown** moves the broker's leaderships to other usable ISR members and
   takes it out of every ISR that keeps another usable member; where it is the only one (a
   replication factor of 1) it keeps leading until it stops.
@@ -42,7 +49,7 @@ The rules (docs/replication.md §4):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from zlog.broker.control.metadata_commands import BrokerChange, ClusterChange, PartitionChange
 from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
@@ -92,16 +99,26 @@ class RoundOutcome:
 @dataclass(frozen=True, slots=True)
 class Liveness:
     """Who may lead: `usable` brokers (registered, unfenced, not shutting down), and the wider
-    `alive` set (not fenced) that a broker shutting down still belongs to."""
+    `alive` set (not fenced) that a broker shutting down still belongs to; `directories` is
+    each registered broker's current data directory ("" when it names none)."""
 
     usable: frozenset[int]
     alive: frozenset[int]
+    directories: Mapping[int, str] = field(default_factory=dict)
+
+    def holds_its_data(self, partition: PartitionInfo, broker: int) -> bool:
+        """Whether `broker`'s replica is still in the directory the record names (Kafka's
+        LeaderAcceptor directory check); unknown on either side counts as the same."""
+        recorded = partition.directory_of(broker)
+        current = self.directories.get(broker, "")
+        return not recorded or not current or recorded == current
 
 
 def elect(partition: PartitionInfo, isr: Iterable[int], live: Liveness) -> int:
     """The current leader if it may stay, else the first usable ISR member in replica order;
-    failing that, a current leader that is shutting down stays (nobody else can take over)."""
-    members = set(isr)
+    failing that, a current leader that is shutting down stays (nobody else can take over).
+    A replica whose broker is on another directory than the record names is never chosen."""
+    members = {r for r in isr if live.holds_its_data(partition, r)}
     if partition.leader in members and partition.leader in live.usable:
         return partition.leader
     chosen = next((r for r in partition.replicas if r in members and r in live.usable), None)
@@ -127,27 +144,37 @@ def unclean(topic: str, partition: PartitionInfo, change: PartitionChange | None
             live: Liveness) -> PartitionChange | None:
     """With unclean.leader.election.enable, a partition left without a leader because no ISR
     member is usable takes the first usable replica outside the ISR, alone in a new ISR:
-    available again, at the price of what only the old ISR held (Kafka's unclean election)."""
+    available again, at the price of what only the old ISR held (Kafka's unclean election).
+    A replica still on the directory the record names is preferred: one back on an empty disk
+    is taken only when no other is usable."""
     leader = partition.leader if change is None else change.leader
     if leader != NO_LEADER:
         return None
-    chosen = next((r for r in partition.replicas if r in live.usable), None)
-    if chosen is None:
+    usable = [r for r in partition.replicas if r in live.usable]
+    chosen = next((r for r in usable if live.holds_its_data(partition, r)),
+                  usable[0] if usable else None)
+    if chosen is None or chosen == partition.leader:
         return None
     return _change(topic, partition, chosen, (chosen,))
 
 
-def restarted(state: ClusterState, broker: int) -> tuple[PartitionChange, ...]:
-    """The changes for `broker` registering as a new process (applied with its registration)."""
+def restarted(state: ClusterState, broker: int, *, new_directory: bool = False
+              ) -> tuple[PartitionChange, ...]:
+    """The changes for `broker` registering as a new process (applied with its registration);
+    `new_directory`: on another data directory than its last registration's."""
     live = liveness(state)
-    without = Liveness(live.usable - {broker}, live.alive)
+    without = replace(live, usable=live.usable - {broker})
     changes = []
     for topic in state.topics.values():
         for partition in topic.partitions:
             if broker not in partition.replicas:
                 continue
             change = None
-            if broker in partition.isr or partition.leader == broker:
+            if new_directory and broker in partition.isr and len(partition.isr) > 1:
+                # It holds nothing: the others hold the data, usable or not.
+                isr = tuple(r for r in partition.isr if r != broker)
+                change = _change(topic.name, partition, elect(partition, isr, without), isr)
+            elif broker in partition.isr or partition.leader == broker:
                 change = healed(topic.name, partition, without)
                 if partition.leader == broker and (change is None or change.leader == broker):
                     # The new process may have lost the tail it wrote in its leader epoch and
@@ -167,7 +194,8 @@ def restarted(state: ClusterState, broker: int) -> tuple[PartitionChange, ...]:
 def preferred(topic: str, partition: PartitionInfo, live: Liveness) -> PartitionChange | None:
     """Leadership back to the preferred replica (the first) when it is usable and in sync."""
     first = partition.replicas[0]
-    if partition.leader == first or first not in partition.isr or first not in live.usable:
+    if (partition.leader == first or first not in partition.isr or first not in live.usable
+            or not live.holds_its_data(partition, first)):
         return None
     return _change(topic, partition, first, partition.isr)
 
@@ -208,9 +236,10 @@ def checked_isr_request(
         raise ZlogError(ErrorCode.INVALID_UPDATE_VERSION,
                         f"{where}: partition epoch {request.partition_epoch} is not current")
     new_isr = request.new_isr
-    usable = (live if live is not None else liveness(state)).usable
+    live = live if live is not None else liveness(state)
+    usable = live.usable
     if partition.leader not in new_isr:
-        return _resigned(request.topic, partition, new_isr, usable)
+        return _resigned(request.topic, partition, new_isr, live)
     if len(set(new_isr)) != len(new_isr) or not set(new_isr) <= set(partition.replicas):
         raise ZlogError(ErrorCode.INVALID_REQUEST,
                         f"{where}: ISR {list(new_isr)} must be replicas and hold the leader")
@@ -227,7 +256,7 @@ def checked_isr_request(
 
 
 def _resigned(topic: str, partition: PartitionInfo, new_isr: tuple[int, ...],
-              usable: frozenset[int]) -> PartitionChange:
+              live: Liveness) -> PartitionChange:
     """A leader proposing an ISR without itself resigns (it cannot write: a full disk): the
     first usable member of what is left leads, in a new leader epoch. Only the ISR less the
     leader is accepted, so every committed batch stays on each member; with nobody usable
@@ -239,7 +268,7 @@ def _resigned(topic: str, partition: PartitionInfo, new_isr: tuple[int, ...],
         raise ZlogError(ErrorCode.INVALID_REQUEST,
                         f"{where}: a resigning leader proposes the ISR {list(rest)} without "
                         f"itself, not {list(new_isr)}")
-    leader = next((r for r in rest if r in usable), NO_LEADER)
+    leader = elect(replace(partition, leader=NO_LEADER), rest, live)
     if leader == NO_LEADER:
         raise ZlogError(ErrorCode.INELIGIBLE_REPLICA,
                         f"{where}: no in-sync replica can take over from {partition.leader}")
@@ -323,7 +352,8 @@ def liveness(state: ClusterState, changes: Sequence[BrokerChange] = ()) -> Liven
             alive_ids.add(node_id)
             if not shutting:
                 usable_ids.add(node_id)
-    return Liveness(frozenset(usable_ids), frozenset(alive_ids))
+    return Liveness(frozenset(usable_ids), frozenset(alive_ids),
+                    {node_id: r.dir_id for node_id, r in state.brokers.items()})
 
 
 def placeable(state: ClusterState) -> list[int]:

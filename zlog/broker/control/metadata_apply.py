@@ -43,6 +43,7 @@ from zlog.broker.control.metadata_state import (
     ClusterState,
     PartitionInfo,
     TopicInfo,
+    legacy_topic_id,
 )
 from zlog.broker.control.placement import InitialPartition
 from zlog.broker.control.reassignment import cancelled, started
@@ -80,9 +81,11 @@ def apply_command(state: ClusterState, command: Command) -> _Applied:
 
 def _register_broker(state: ClusterState, command: RegisterBroker) -> _Applied:
     """A new incarnation gets the next broker epoch (cluster-wide, so epochs never repeat)
-    and leaves the ISRs others can keep (`controller.restarted`); the same incarnation
-    registering again (a retry) keeps its own. A broker that now runs another number of
-    workers has its partitions spread over them again."""
+    and leaves the ISRs others can keep (`controller.restarted`), every ISR with another
+    member if its data directory is not the one it registered last (KIP-858); the same
+    incarnation registering again (a retry) keeps its own. A directory another registered
+    broker names is refused (INVALID_REGISTRATION): a copied disk is not two brokers. A broker
+    that now runs another number of workers has its partitions spread over them again."""
     cluster_id = state.cluster_id
     if not cluster_id:
         if not command.cluster_id:
@@ -90,6 +93,13 @@ def _register_broker(state: ClusterState, command: RegisterBroker) -> _Applied:
         cluster_id = command.cluster_id
     if command.incarnation_id and state.retired.get(command.node_id) == command.incarnation_id:
         raise ZlogError(ErrorCode.BROKER_ID_NOT_REGISTERED, retired_message(command.node_id))
+    holder = next((r.node_id for r in state.brokers.values()
+                   if command.dir_id and r.dir_id == command.dir_id
+                   and r.node_id != command.node_id), None)
+    if holder is not None:
+        raise ZlogError(ErrorCode.INVALID_REGISTRATION,
+                        f"data directory {command.dir_id} is registered by broker {holder}: "
+                        f"broker {command.node_id} cannot run on a copy of it")
     retired = {node: incarnation for node, incarnation in state.retired.items()
                if node != command.node_id}
     previous = state.brokers.get(command.node_id)
@@ -111,8 +121,10 @@ def _register_broker(state: ClusterState, command: RegisterBroker) -> _Applied:
     if previous is None or previous.workers != workers:
         new_state = spread_over_workers(new_state, command.node_id)
     if previous is not None and not same:
-        new_state = apply_cluster_change(
-            new_state, ClusterChange((), restarted(new_state, command.node_id)))
+        new_directory = bool(previous.dir_id and command.dir_id
+                             and previous.dir_id != command.dir_id)
+        new_state = apply_cluster_change(new_state, ClusterChange((), restarted(
+            new_state, command.node_id, new_directory=new_directory)))
     return new_state, BrokerRegistered(cluster_id, epoch)
 
 
@@ -133,8 +145,9 @@ def _create_topic(state: ClusterState, command: CreateTopic) -> _Applied:
         partition = _new_partition(state, index, entry, command.replication_factor)
         workers = tuple(_least_loaded(state, broker, load) for broker in partition.replicas)
         partitions.append(replace(partition, replica_workers=workers))
+    topic_id = command.topic_id or legacy_topic_id(state.cluster_id, state.next_topic_seq, name)
     topic = TopicInfo(name, state.next_topic_seq, command.replication_factor,
-                      dict(sorted(command.configs.items())), tuple(partitions))
+                      dict(sorted(command.configs.items())), tuple(partitions), topic_id)
     new_state = replace(state, topics={**state.topics, name: topic},
                         next_topic_seq=state.next_topic_seq + 1)
     return new_state, TopicCreated(topic.topic_seq)
@@ -156,7 +169,8 @@ def _new_partition(
         raise ZlogError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"unknown broker(s) {unknown}")
     _check_leader_and_isr(replicas, entry.leader, list(entry.isr))
     return PartitionInfo(index, tuple(replicas), entry.leader, entry.leader_epoch,
-                         tuple(entry.isr), 0)
+                         tuple(entry.isr), 0,
+                         directories=tuple(state.brokers[r].dir_id for r in replicas))
 
 
 def _add_partitions(state: ClusterState, command: AddPartitions) -> _Applied:
@@ -218,7 +232,8 @@ def _set_partition_state(state: ClusterState, command: SetPartitionState) -> _Ap
     if leader != current.leader and leader_epoch == current.leader_epoch:
         raise ZlogError(ErrorCode.INVALID_REQUEST, "a new leader needs a new leader epoch")
     updated = replace(current, leader=leader, leader_epoch=leader_epoch, isr=command.isr,
-                      partition_epoch=current.partition_epoch + 1)
+                      partition_epoch=current.partition_epoch + 1,
+                      directories=joined_directories(current, command.isr, leader, state))
     partitions = (*topic.partitions[:index], updated, *topic.partitions[index + 1 :])
     topics = {**state.topics, name: replace(topic, partitions=partitions)}
     return replace(state, topics=topics), PartitionStateSet(updated.partition_epoch)
@@ -267,13 +282,15 @@ def _reassigned(state: ClusterState, topic: TopicInfo, item: Reassignment,
         fields, leader, leader_epoch, isr = cancelled(topic.name, current)
         return replace(current, replicas=fields.replicas, adding=(), removing=(), leader=leader,
                        leader_epoch=leader_epoch, isr=isr, partition_epoch=epoch,
-                       replica_workers=tuple(current.worker_of(b) for b in fields.replicas))
+                       replica_workers=tuple(current.worker_of(b) for b in fields.replicas),
+                       directories=_kept_directories(current, fields.replicas, state))
     _check_target(state, topic, current, item.replicas)
     fields = started(current, item.replicas)
     workers = tuple(current.worker_of(b) if b in current.replicas
                     else _least_loaded(state, b, load) for b in fields.replicas)
     return replace(current, replicas=fields.replicas, adding=fields.adding,
-                   removing=fields.removing, partition_epoch=epoch, replica_workers=workers)
+                   removing=fields.removing, partition_epoch=epoch, replica_workers=workers,
+                   directories=_kept_directories(current, fields.replicas, state))
 
 
 def _check_target(state: ClusterState, topic: TopicInfo, current: PartitionInfo,
@@ -344,7 +361,8 @@ def apply_cluster_change(state: ClusterState, change: ClusterChange) -> ClusterS
             raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                             f"no partition {partition_change.topic}-{partition_change.partition}")
         index = partition_change.partition
-        updated = _changed_partition(topic.name, topic.partitions[index], partition_change)
+        updated = _changed_partition(state, topic.name, topic.partitions[index],
+                                     partition_change)
         topics[topic.name] = replace(
             topic, partitions=(*topic.partitions[:index], updated, *topic.partitions[index + 1:]))
     return replace(state, brokers=brokers, topics=topics, retired=dict(sorted(retired.items())))
@@ -379,7 +397,7 @@ def _changed_broker(state: ClusterState, change: BrokerChange) -> BrokerRegistra
 
 
 def _changed_partition(
-    topic: str, current: PartitionInfo, change: PartitionChange
+    state: ClusterState, topic: str, current: PartitionInfo, change: PartitionChange
 ) -> PartitionInfo:
     if change.partition_epoch != current.partition_epoch:
         raise ZlogError(ErrorCode.INVALID_UPDATE_VERSION,
@@ -400,11 +418,37 @@ def _changed_partition(
                         f"after {current.leader_epoch} {'with' if moved else 'without'} a "
                         "leader change")
     updated = replace(current, leader=change.leader, leader_epoch=change.leader_epoch,
-                      isr=change.isr, partition_epoch=current.partition_epoch + 1)
+                      isr=change.isr, partition_epoch=current.partition_epoch + 1,
+                      directories=joined_directories(current, change.isr, change.leader,
+                                                     state))
     if change.replicas is None:
         return updated
     return replace(updated, replicas=replicas, adding=(), removing=(),
-                   replica_workers=tuple(current.worker_of(b) for b in replicas))
+                   replica_workers=tuple(current.worker_of(b) for b in replicas),
+                   directories=tuple(updated.directory_of(b) for b in replicas))
+
+
+def joined_directories(current: PartitionInfo, isr: tuple[int, ...], leader: int,
+                       state: ClusterState) -> tuple[str, ...]:
+    """The record's directories once `isr` and `leader` are committed: a replica joining the
+    ISR (an expansion) or newly elected (an unclean election makes its log the partition's)
+    holds its data in its broker's current directory."""
+    def now_current(broker: int) -> bool:
+        return broker in state.brokers and (
+            (broker in isr and broker not in current.isr)
+            or (broker == leader and leader != current.leader))
+
+    return tuple(state.brokers[broker].dir_id if now_current(broker)
+                 else current.directory_of(broker) for broker in current.replicas)
+
+
+def _kept_directories(current: PartitionInfo, replicas: tuple[int, ...],
+                      state: ClusterState) -> tuple[str, ...]:
+    """A new replica set's directories: a replica kept keeps its own, a new one is placed in
+    its broker's current directory."""
+    return tuple(current.directory_of(b) if b in current.replicas
+                 else state.brokers[b].dir_id if b in state.brokers else ""
+                 for b in replicas)
 
 
 # -- placement onto workers -------------------------------------------------------------------

@@ -23,6 +23,7 @@ from zlog import limits
 from zlog.broker.control.placement import InitialPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.json_fields import Fields, parse_json_object
+from zlog.types import NO_TOPIC_ID, valid_topic_id
 
 BROKER_ID_MAX: Final = 2**31 - 1
 COMMAND_CODE: Final = ErrorCode.INVALID_REQUEST  # a malformed command's result code
@@ -136,6 +137,7 @@ class CreateTopic:
     configs: Mapping[str, str]
     replicas: tuple[tuple[int, ...], ...]
     initial: tuple[InitialPartition, ...] | None = None  # the earlier form's explicit states
+    topic_id: str = NO_TOPIC_ID  # made by the proposer; none in commands from before ids
 
     def initial_partitions(self) -> tuple[InitialPartition, ...]:
         if self.initial is not None:
@@ -145,9 +147,13 @@ class CreateTopic:
 
     def to_json(self) -> dict[str, Any]:
         assert self.initial is None, "only the compact form is written"
-        return {"name": self.name, "partitions": self.partitions,
-                "replication_factor": self.replication_factor, "configs": dict(self.configs),
-                "replicas": [list(replica_ids) for replica_ids in self.replicas]}
+        body: dict[str, Any] = {
+            "name": self.name, "partitions": self.partitions,
+            "replication_factor": self.replication_factor, "configs": dict(self.configs),
+            "replicas": [list(replica_ids) for replica_ids in self.replicas]}
+        if self.topic_id != NO_TOPIC_ID:
+            body["topic_id"] = self.topic_id
+        return body
 
     @classmethod
     def from_fields(cls, f: Fields) -> CreateTopic:
@@ -166,7 +172,10 @@ class CreateTopic:
         if len(replicas) != count:
             raise ZlogError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                             "the assignment lists every partition once")
-        return cls(name, count, factor, configs, replicas, initial)
+        topic_id = f.text("topic_id", default=NO_TOPIC_ID)
+        if topic_id != NO_TOPIC_ID and not valid_topic_id(topic_id):
+            raise f.fail("topic_id must be 32 lowercase hex digits")
+        return cls(name, count, factor, configs, replicas, initial, topic_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,9 +8,12 @@ decode with their defaults.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+
+_LEGACY_TOPIC_IDS: Final = uuid.UUID("6f1c1b2e-55a3-4d0e-9a51-1f0d3c2b7a40")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,17 @@ class PartitionInfo:
     # in the target. Both empty: none in progress.
     adding: tuple[int, ...] = ()
     removing: tuple[int, ...] = ()
+    # The data directory (BrokerRegistration.dir_id) each replica's data was in when it was
+    # placed or last joined the ISR, parallel to `replicas` (KIP-858); "" where unknown (a
+    # record from before directories were kept). A replica whose broker registered another
+    # directory since may have lost everything: it is not an acceptable leader.
+    directories: tuple[str, ...] = ()
+
+    def directory_of(self, broker: int) -> str:
+        """The directory recorded for `broker`'s replica ("" when none is)."""
+        if broker in self.replicas and self.directories:
+            return self.directories[self.replicas.index(broker)]
+        return ""
 
     @property
     def reassigning(self) -> bool:
@@ -84,6 +98,16 @@ class TopicInfo:
     replication_factor: int
     configs: Mapping[str, str]  # the topic's own overrides, Kafka names, string values
     partitions: tuple[PartitionInfo, ...]
+    # Made when the topic is created (KIP-516): the same name created again is another topic,
+    # and a partition directory left by the earlier one is never served as this one's.
+    topic_id: str = ""
+
+
+def legacy_topic_id(cluster_id: str, topic_seq: int, name: str) -> str:
+    """The id of a topic created before zlog made topic ids: the same on every node that
+    applies the same log (a name-based uuid of the cluster and the creation), and another
+    for each creation of a name (`topic_seq` never repeats)."""
+    return uuid.uuid5(_LEGACY_TOPIC_IDS, f"{cluster_id}/{topic_seq}/{name}").hex
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,12 +151,14 @@ def state_to_json(state: ClusterState) -> dict[str, Any]:
         "topics": [
             {"name": topic.name, "topic_seq": topic.topic_seq,
              "replication_factor": topic.replication_factor, "configs": dict(topic.configs),
+             "topic_id": topic.topic_id,
              "partitions": [
                  {"partition": p.partition, "replicas": list(p.replicas), "leader": p.leader,
                   "leader_epoch": p.leader_epoch, "isr": list(p.isr),
                   "partition_epoch": p.partition_epoch,
                   "replica_workers": list(p.replica_workers),
-                  "adding": list(p.adding), "removing": list(p.removing)}
+                  "adding": list(p.adding), "removing": list(p.removing),
+                  "directories": list(p.directories)}
                  for p in topic.partitions
              ]}
             for topic in state.topics.values()
@@ -169,9 +195,12 @@ def state_from_json(data: dict[str, Any]) -> ClusterState:
                     tuple(int(w) for w in p.get("replica_workers", ())),
                     tuple(int(r) for r in p.get("adding", ())),
                     tuple(int(r) for r in p.get("removing", ())),
+                    tuple(str(d) for d in p.get("directories", ())),
                 )
                 for p in item["partitions"]
             ),
+            str(item.get("topic_id") or legacy_topic_id(
+                str(data["cluster_id"]), int(item["topic_seq"]), str(item["name"]))),
         )
         for item in sorted(data["topics"], key=lambda topic: int(topic["topic_seq"]))
     }

@@ -72,6 +72,7 @@ from zlog.broker.worker_protocol import AlterIsr, GroupSettings
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
+from zlog.shm_segments.partition_metadata import read_topic_id
 from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS
 from zlog.transport.cluster_messages import AddRaftLearnerRequestV0
@@ -497,7 +498,8 @@ class Supervisor:
         )
         deleting = [TopicPartition(name, index) for name, count in state.deleting.items()
                     for index in range(count)]
-        strays = stray_partitions(os.listdir(self.data_dir), state, self.config.node_id)
+        strays = stray_partitions(os.listdir(self.data_dir), state, self.config.node_id,
+                                  lambda name: read_topic_id(self.data_dir / name))
         self._pool.set_group_settings(self._group_settings(state))
         self._pool.reconcile(desired, deleting + strays, now_ms)
         self._resign_offline(state, now_ms)

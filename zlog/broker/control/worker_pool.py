@@ -58,7 +58,7 @@ from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
 from zlog.broker.supervisor_lifeline import NO_FDS
 from zlog.clock import monotonic_ms
 from zlog.transport.sockets import make_channel_router
-from zlog.types import TopicPartition
+from zlog.types import NO_TOPIC_ID, TopicPartition
 
 log = logging.getLogger("zlog.broker.control.worker_pool")
 
@@ -109,6 +109,7 @@ class DesiredPartition:
     isr: tuple[int, ...] = ()
     leader_endpoint: str = ""
     disk_share_bytes: int = -1  # the partition's part of its topic's disk budget (disk_budget.py)
+    topic_id: str = NO_TOPIC_ID
 
 
 _DELETING: Final = DesiredPartition({}, 0, False)  # opened only to be deleted
@@ -667,7 +668,7 @@ class WorkerPool:
                 request_id, topic, partition, desired.configs, desired.leader_epoch,
                 desired.is_leader, desired.broker_id, desired.broker_epoch, desired.leader,
                 desired.partition_epoch, desired.replicas, desired.isr, desired.leader_endpoint,
-                desired.disk_share_bytes)
+                desired.disk_share_bytes, desired.topic_id)
         if self._send(worker, message):
             worker.pending[request_id] = pending
 

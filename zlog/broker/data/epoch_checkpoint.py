@@ -15,12 +15,12 @@ cache of.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Final
 
 from zlog.broker.data.epoch_cache import CheckpointError, LeaderEpochCache
 from zlog.record.header import read_header
+from zlog.shm_segments.durable_files import replace_durably
 from zlog.shm_segments.log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -29,18 +29,7 @@ CHECKPOINT_FILE: Final = "leader-epoch-checkpoint"
 
 
 def save_epoch_cache(directory: Path, cache: LeaderEpochCache) -> None:
-    path = directory / CHECKPOINT_FILE
-    temporary = path.with_suffix(".tmp")
-    with temporary.open("wb") as file:
-        file.write(cache.encode())
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    replace_durably(directory / CHECKPOINT_FILE, cache.encode())
 
 
 def load_epoch_cache(partition_log: PartitionLog) -> LeaderEpochCache:

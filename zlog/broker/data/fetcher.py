@@ -14,8 +14,11 @@ leader's next answer instead of delaying the request for it.
 
 An answer is applied only if the partition is still a follower at the epoch and log end the
 fetch was sent with (a leader change meanwhile makes it stale). Errors back a leader's link off
-`backoff_ms`: a leader epoch the leader does not know yet, a connection that failed, a leader
-that moved (the supervisor's next assign says where). A follower below the leader's log start
+`backoff_ms`: a leader epoch the leader does not know yet (or an epoch of the follower's own
+that the leader cannot place: asked again, never taken for "no divergence"), a topic id that is
+not the leader's (UNKNOWN_TOPIC_ID: one of the two brokers has not applied the topic's
+re-creation yet), a connection that failed, a leader that moved (the supervisor's next assign
+says where). A follower below the leader's log start
 starts over there; one above the leader's log end (only after an unclean election) is cut to it.
 
 Runs on the worker's loop thread; nothing here blocks.
@@ -187,7 +190,7 @@ class Fetchers:
             entries.append(ReplicaFetchEntry(
                 tp.topic, tp.partition, log_end, partition.leader_epoch,
                 partition.epochs.latest_epoch, partition.log.log_start_offset,
-                self.settings.partition_max_bytes))
+                self.settings.partition_max_bytes, partition.topic_id))
             asked[tp] = (log_end, partition.leader_epoch)
         if not entries:
             return

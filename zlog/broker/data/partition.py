@@ -46,7 +46,7 @@ from zlog.record.header import (
     verify_crc,
 )
 from zlog.record.small import walk_records
-from zlog.types import ACKS_ALL, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from zlog.types import ACKS_ALL, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TOPIC_ID
 
 VALID_ACKS: Final = frozenset({0, 1, ACKS_ALL})
 _READ_ALL_BYTES: Final = 2**31 - 1
@@ -117,6 +117,7 @@ class Partition:
     ) -> None:
         assert partition >= 0 and topic
         self.topic, self.partition = topic, partition
+        self.topic_id = NO_TOPIC_ID  # set by its host (KIP-516): a fetch naming another is refused
         self.log = log
         self.leader_epoch = leader_epoch
         self.is_leader = is_leader

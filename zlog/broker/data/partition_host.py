@@ -7,6 +7,11 @@ from its snapshot (written every few seconds and at close) and brought up to dat
 batches after the snapshot's offset (without a snapshot: the log's last two segments), so a
 producer's retry after the restart is still recognised as a retry.
 
+A partition directory belongs to one topic id (KIP-516, `partition.metadata`): one that names
+another id (the name was deleted and created again while this broker was away) is deleted with
+its ring before the open, so the new topic's replica starts empty instead of serving the old
+topic's batches; a new directory, or one from before topic ids, gets the assign's id.
+
 Upkeep runs on the worker's thread (ticks for flush.ms, retention), except key compaction,
 which runs on one background thread: `compact()` reads and rewrites only sealed segments and
 swaps them in under the log's own lock, so it is safe beside the writer. A log is never closed
@@ -45,9 +50,10 @@ from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
 from zlog.groups.partitioning import OFFSETS_RING_BYTES, OFFSETS_TOPIC
 from zlog.record.header import BatchHeader, read_header
 from zlog.shm_segments.compaction import CompactionStats, compact
-from zlog.shm_segments.log import PartitionLog
+from zlog.shm_segments.log import PartitionLog, partition_dir_name
 from zlog.shm_segments.log_config import LogConfig
-from zlog.types import TopicPartition
+from zlog.shm_segments.partition_metadata import read_topic_id, write_topic_id
+from zlog.types import NO_TOPIC_ID, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -159,12 +165,16 @@ class PartitionHost:
             partition.compression = compression
             return outcome
         check_open_files_headroom()
+        topic_id = message.topic_id
+        found_id = self._clear_other_topic(assignment.topic, assignment.partition, topic_id)
         partition_log = PartitionLog(
             self.data_dir, assignment.topic, assignment.partition, config,
             ring_dir=self.ring_dir, clock=self.clock,
         )
         corrupt: CorruptSegmentError | None = None
         try:
+            if topic_id not in (NO_TOPIC_ID, found_id):
+                _mark_directory(partition_log, topic_id)
             try:
                 producers = load_producer_state(partition_log)
             except CorruptSegmentError as error:  # the partition opens to be cut or handed over
@@ -182,6 +192,7 @@ class PartitionHost:
             timestamp_difference_max_ms=skew_ms, compression=compression,
             epochs=epochs, save_epochs=lambda cache: save_epoch_cache(directory, cache),
         )
+        partition.topic_id = topic_id
         if corrupt is not None:
             partition.note_corrupt(corrupt)
         if assignment.is_leader:
@@ -196,6 +207,33 @@ class PartitionHost:
             partition_log.replayed_batches,
         )
         return AssignOutcome(role_changed=True)
+
+    def _clear_other_topic(self, topic: str, index: int, topic_id: str) -> str | None:
+        """Make room for `topic_id`'s partition: a directory of another topic of that name (it
+        was deleted and created again while this broker was away) is deleted with its ring,
+        never served; a ring left without its directory (the data dir was wiped) goes too.
+        Returns the id the directory carried (None: none, or no directory). An assign without
+        an id (opened only to be deleted) checks nothing."""
+        if topic_id == NO_TOPIC_ID:
+            return None
+        directory = self.data_dir / partition_dir_name(topic, index)
+        found = read_topic_id(directory)
+        if found is not None and found != topic_id:
+            log.warning("%s-%d: %s belongs to topic id %s, not %s (a topic deleted and created "
+                        "again): deleting it", topic, index, directory, found, topic_id)
+            PartitionLog.remove(self.data_dir, topic, index, self.ring_dir)
+            return None
+        if not directory.exists() and not directory.is_symlink():
+            PartitionLog.remove(self.data_dir, topic, index, self.ring_dir)
+        return found
+
+    def holds_other_topic(self, message: Assign) -> bool:
+        """Whether the open partition of that name belongs to another topic id than the
+        assign's: the name was deleted and created again before this worker heard of it."""
+        hosted = self.hosted.get(TopicPartition(message.topic, message.partition))
+        return (hosted is not None and NO_TOPIC_ID not in (hosted.partition.topic_id,
+                                                           message.topic_id)
+                and hosted.partition.topic_id != message.topic_id)
 
     def _reassign(
         self, assignment: Assignment, config: LogConfig, min_insync: int
@@ -325,6 +363,17 @@ class PartitionHost:
             return
         with contextlib.suppress(Exception):  # already logged by _report_compaction
             future.result()
+
+
+def _mark_directory(partition_log: PartitionLog, topic_id: str) -> None:
+    """Write the directory's topic id (a new directory, or one from before ids: adopted);
+    without it the partition is not opened (KAFKA_STORAGE_ERROR, tried again later)."""
+    try:
+        write_topic_id(partition_log.directory, topic_id)
+    except OSError as error:
+        raise ZlogError(ErrorCode.KAFKA_STORAGE_ERROR,
+                        f"cannot record the topic id of {partition_log.directory}: "
+                        f"{error.strerror or error}") from error
 
 
 def check_open_files_headroom() -> None:

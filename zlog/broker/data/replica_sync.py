@@ -7,14 +7,19 @@ UNKNOWN_LEADER_EPOCH, this replica no longer leading: NOT_LEADER_OR_FOLLOWER), t
 replica at all, its offset against the log's bounds, then **divergence**: if the epoch of the
 follower's last batch ends earlier in the leader's log than the follower's log end (or the
 leader never had that epoch), the answer is that epoch and its end instead of batches, and the
-follower's position is not taken. Otherwise the follower's fetch offset is its log end (it
-holds everything below), which may move the high watermark, and it gets the batches from there
-up to the leader's log end.
+follower's position is not taken. First of all, a fetch naming another topic id than the
+partition's (the name was deleted and created again, KIP-516) is UNKNOWN_TOPIC_ID; and an
+epoch newer than any the leader's cache holds, for which it has no end to give, is
+UNKNOWN_LEADER_EPOCH: the follower asks again, never reading it as "no divergence". Otherwise
+the follower's fetch offset is its log end (it holds everything below), which may move the high
+watermark, and it gets the batches from there up to the leader's log end.
 
 Follower side (`apply_replica_fetch`): a diverging answer cuts the log at the smaller of the
 leader's end for that epoch and the follower's own end for it (KIP-101 with KIP-279: never by
 high watermark); batches are appended byte for byte, each exactly at the log end and of an epoch
-no newer than the leader's; the high watermark follows the leader's, never above the log end.
+no newer than the leader's; the high watermark follows the leader's, never above the log end. A
+diverging answer that names no epoch or no end is dropped (the follower backs off and asks
+again): neither a cut point nor "no divergence".
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import read_header
 from zlog.transport.cluster_messages import NO_EPOCH, ReplicaFetchEntry, ReplicaFetchResult
 from zlog.transport.wire import Buffer
+from zlog.types import NO_TOPIC_ID
 
 _READ_ALL_BYTES: Final = 2**31 - 1
 
@@ -61,6 +67,12 @@ def serve_replica_fetch(
 ) -> ReplicaRead:
     """The leader's answer to one partition of a follower's fetch (see the module docstring)."""
     where = f"{entry.topic}-{entry.partition}"
+    if NO_TOPIC_ID not in (entry.topic_id, partition.topic_id) and (
+            entry.topic_id != partition.topic_id):
+        return _refused(partition, entry, ErrorCode.UNKNOWN_TOPIC_ID,
+                        f"{where}: the follower's replica is of topic id {entry.topic_id}, "
+                        f"this one of {partition.topic_id} (the name was deleted and "
+                        "created again)")
     if entry.current_leader_epoch < partition.leader_epoch:
         return _refused(partition, entry, ErrorCode.FENCED_LEADER_EPOCH,
                         f"{where}: epoch {entry.current_leader_epoch} is older than "
@@ -84,6 +96,11 @@ def serve_replica_fetch(
                         f"{log_start}")
     if entry.last_fetched_epoch != NO_EPOCH:
         epoch, end = partition.epochs.end_offset_for(entry.last_fetched_epoch, log_end)
+        if epoch == UNDEFINED:  # no cut point to offer, and no "no divergence" either
+            return _refused(partition, entry, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                            f"{where}: epoch {entry.last_fetched_epoch} of the follower's "
+                            f"last batch is newer than any this leader has "
+                            f"({partition.epochs.latest_epoch})")
         if epoch < entry.last_fetched_epoch or end < entry.fetch_offset:
             return ReplicaRead(ReplicaFetchResult(
                 entry.topic, entry.partition, int(ErrorCode.NONE), partition.leader_epoch,
@@ -134,7 +151,12 @@ def apply_replica_fetch(
     ring for the log's `tick` (the caller sends its next fetch first).
     """
     assert not partition.is_leader
-    if result.diverging_epoch != NO_EPOCH:
+    if result.diverging_epoch != NO_EPOCH or result.diverging_end_offset != UNDEFINED:
+        if UNDEFINED in (result.diverging_epoch, result.diverging_end_offset):
+            # Never read as "no divergence" nor cut by a guess (KIP-101): ask again.
+            raise ZlogError(ErrorCode.UNKNOWN_LEADER_EPOCH,
+                            f"a diverging answer without a point: epoch "
+                            f"{result.diverging_epoch}, end {result.diverging_end_offset}")
         point = truncation_point(partition, result.diverging_epoch, result.diverging_end_offset)
         partition.truncate_to(point, ProducerStateTable())
         partition.producers = rebuild_producers()

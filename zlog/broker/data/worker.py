@@ -391,6 +391,11 @@ class Worker:
     def _on_assign(self, message: protocol.Assign) -> None:
         code, text = ErrorCode.NONE, ""
         try:
+            if self.host.holds_other_topic(message):
+                log.warning("%s-%d is open as another topic id than %s: deleting it",
+                            message.topic, message.partition, message.topic_id)
+                self._unassign(protocol.Unassign(message.request_id, message.topic,
+                                                 message.partition, delete=True))
             outcome = self.host.assign(message)
             self._follow_or_lead(message)
             tp = TopicPartition(message.topic, message.partition)

@@ -7,14 +7,16 @@ the two KIP-101 scenarios and the KIP-279 case are scripted as the KIPs tell the
 
 from __future__ import annotations
 
+import pytest
+
 from tests.memory_log import MemoryLog
 from tests.storage_helpers import make_batch
 from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.broker.data.replica_sync import apply_replica_fetch, serve_replica_fetch
-from zlog.errors import ErrorCode
-from zlog.transport.cluster_messages import ReplicaFetchEntry
+from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.cluster_messages import ReplicaFetchEntry, ReplicaFetchResult
 
 BROKERS = (1, 2, 3)
 
@@ -220,3 +222,57 @@ def test_a_follower_is_not_let_in_below_the_leaders_epoch_start() -> None:
     fetch(b, a)
     fetch(b, a)
     assert tracker.ready_to_join() == frozenset({2})
+
+
+def test_a_fetch_for_another_topic_id_is_refused_and_changes_nothing() -> None:
+    """A follower's replica of a topic deleted and created again under the same name names the
+    old topic id: the leader answers UNKNOWN_TOPIC_ID (retriable: the follower backs off until
+    its own broker's metadata catches up), takes no position and sends no batch (KIP-516)."""
+    a, b, _c = three()
+    a.partition.topic_id, b.partition.topic_id = "a" * 32, "b" * 32
+    a.produce(3)
+    entry = ReplicaFetchEntry("t", 0, 0, 0, -1, 0, 1 << 20, topic_id=b.partition.topic_id)
+    read = serve_replica_fetch(a.partition, entry, replica_id=2, broker_epoch=7, now_ms=0,
+                               limit_bytes=1 << 20)
+    assert read.result.error_code == ErrorCode.UNKNOWN_TOPIC_ID
+    assert not read.result.chunks and a.partition.isr_tracker.followers[2].log_end_offset < 0
+    same = ReplicaFetchEntry("t", 0, 0, 0, -1, 0, 1 << 20, topic_id=a.partition.topic_id)
+    assert serve_replica_fetch(a.partition, same, replica_id=2, broker_epoch=7, now_ms=0,
+                               limit_bytes=1 << 20).result.chunks
+
+
+def test_an_epoch_the_leader_cannot_place_is_never_read_as_no_divergence() -> None:
+    """The follower's last epoch is newer than any the leader's cache knows (its cache lost
+    the entry of its own epoch): the leader cannot say where that epoch ends. That answer must
+    not pass for "no divergence", which would keep the follower's tail beside the leader's
+    batches and hand it the leader's HW over it: the follower backs off and asks again, its
+    log and HW untouched (KIP-101's rule: never fall back)."""
+    a, b, _c = three()
+    a.produce(2)
+    sync(a, b)
+    b.become(2, 1)  # b leads epoch 1 and takes a batch nobody copies
+    a.become(2, 1)
+    b.produce(1)
+    a.become(1, 2)  # a leads epoch 2; b follows
+    b.become(1, 2)
+    a.partition.epochs.truncate_from_end(2)  # a's cache lost its epoch-2 entry
+    a.partition.epochs.truncate_from_end(1)
+    assert a.partition.epochs.latest_epoch == 0 and b.partition.epochs.latest_epoch == 1
+    tail, high_watermark = b.batches(), b.partition.high_watermark
+    code = fetch(b, a)
+    assert code != ErrorCode.NONE and ErrorCode(code).name == "UNKNOWN_LEADER_EPOCH"
+    assert b.batches() == tail and b.partition.high_watermark == high_watermark
+
+
+def test_a_divergence_answer_with_an_undefined_epoch_is_refused_by_the_follower() -> None:
+    """Whatever a leader sends, a diverging answer that names no epoch is no cut point and no
+    "no divergence" either: the follower drops it (and backs off)."""
+    _a, b, _c = three()
+    b.partition.become(leader_epoch=0, is_leader=False, replicas=b.partition.replicas,
+                       now_ms=0)
+    for epoch, end in ((-1, 5), (0, -1)):
+        result = ReplicaFetchResult("t", 0, 0, 0, 0, 0, 5, diverging_epoch=epoch,
+                                    diverging_end_offset=end)
+        with pytest.raises(ZlogError) as refused:
+            apply_replica_fetch(b.partition, result, 0, ProducerStateTable)
+        assert refused.value.code == ErrorCode.UNKNOWN_LEADER_EPOCH
