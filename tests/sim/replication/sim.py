@@ -347,6 +347,7 @@ class ReplicationSim:
                 for _ in range(self.profile.chaos_ticks):
                     self.step()
             else:
+                self.wipe_p = 0.0  # a scenario's faults are its script's own
                 script(self)
             self._heal_and_check_liveness()
             self.checker.sweep()
