@@ -27,7 +27,7 @@ from zlog.record import header as batch_header
 from zlog.record.arrays import parse_batch
 from zlog.shm_segments.log_config import LogConfig
 from zlog.shm_segments.log_segments import LogSegments
-from zlog.shm_segments.retention import SegmentInfo, segments_to_delete
+from zlog.shm_segments.retention import SegmentInfo, segments_due, segments_to_delete
 from zlog.shm_segments.ring import (
     RING_DIRECTORY_DEFAULT,
     RingFullError,
@@ -117,6 +117,10 @@ class PartitionLog:
                 ) from error
             raise
         self._log_start_offset = max(self._read_log_start(), self._segments.first_base_offset)
+        # Where committed records end, as the partition last said (`publish_high_watermark`):
+        # retention and DeleteRecords never go past it. Nothing is known committed until then.
+        self._high_watermark = self._log_start_offset
+        self._retention_waits = False  # retention is held back by the HW (logged once)
 
     def _release_after_failed_open(self) -> None:
         """Close whatever the failed open had opened: no descriptor or ring lock may leak."""
@@ -458,8 +462,10 @@ class PartitionLog:
         return None
 
     def publish_high_watermark(self, offset: int) -> None:
-        """Where committed records end, for readers of the ring on this host
-        (`client/local_ring.py`): none of theirs reaches `offset`."""
+        """Where committed records end: for readers of the ring on this host
+        (`client/local_ring.py`: none of theirs reaches `offset`), and the bound of what
+        retention and DeleteRecords may delete."""
+        self._high_watermark = offset
         self._ring.publish_high_watermark(offset)
 
     # ------------------------------------------------------------------ cutting
@@ -489,12 +495,22 @@ class PartitionLog:
         self._ring.reset(offset)
 
     def delete_records_before(self, offset: int) -> int:
-        """Advance the log start offset (Kafka DeleteRecords); returns the new log start."""
+        """Advance the log start offset (Kafka DeleteRecords); returns the new log start.
+
+        Only up to the high watermark, as Kafka's `Partition.deleteRecordsOnLeader`: records
+        above it may not be on every in-sync replica yet.
+        """
         end = self.log_end_offset
         if offset < 0 or offset > end:
             raise ZlogError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"cannot delete records before {offset}: the log ends at {end}",
+            )
+        if offset > self._high_watermark:
+            raise ZlogError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"cannot delete records before {offset}: above the high watermark "
+                f"{self._high_watermark}",
             )
         if offset <= self._log_start_offset:
             return self._log_start_offset
@@ -520,18 +536,34 @@ class PartitionLog:
         return self._segments.sealed_infos()
 
     def enforce_retention(self) -> int:
-        """Delete the oldest sealed segments that retention says to; returns how many.
+        """Delete the oldest sealed segments that retention says to, of those wholly below
+        the high watermark; returns how many.
 
         Runs even when the ring cannot be flushed: deleting old segments may be what frees
-        the disk.
+        the disk. Segments due but not below the high watermark wait for the followers
+        (retention.py), which is logged once per episode: a follower that holds the HW back
+        lets the log outgrow its retention until it catches up or leaves the ISR.
         """
         self._flush_if_possible()
-        count = segments_to_delete(
-            self.sealed_segment_infos(), self._active.size_bytes, self.config.retention,
-            self.clock.wall_ms(),
-        )
+        sealed = self.sealed_segment_infos()
+        active_bytes, now_ms = self._active.size_bytes, self.clock.wall_ms()
+        policy = self.config.retention
+        count = segments_to_delete(sealed, active_bytes, policy, now_ms,
+                                   high_watermark=self._high_watermark)
         self._delete_oldest(count)
+        self._note_retention_wait(segments_due(sealed, active_bytes, policy, now_ms) - count)
         return count
+
+    def _note_retention_wait(self, waiting: int) -> None:
+        if waiting and not self._retention_waits:
+            log.warning("%s-%d: retention waits for the high watermark %d: %d segments past "
+                        "retention hold records not every in-sync replica has; they go once "
+                        "the followers fetch them or leave the ISR", self.topic,
+                        self.partition, self._high_watermark, waiting)
+        elif not waiting and self._retention_waits:
+            log.info("%s-%d: retention no longer waits for the high watermark", self.topic,
+                     self.partition)
+        self._retention_waits = waiting > 0
 
     @property
     def size_bytes(self) -> int:
