@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from zlog.clock import Clock, SystemClock
@@ -27,7 +28,7 @@ from zlog.record import header as batch_header
 from zlog.record.arrays import parse_batch
 from zlog.shm_segments.log_config import LogConfig
 from zlog.shm_segments.log_segments import LogSegments
-from zlog.shm_segments.retention import SegmentInfo, segments_due, segments_to_delete
+from zlog.shm_segments.retention import SegmentInfo, segments_due, wholly_below
 from zlog.shm_segments.ring import (
     RING_DIRECTORY_DEFAULT,
     RingFullError,
@@ -90,7 +91,9 @@ class PartitionLog:
         *,
         ring_dir: Path | None = None,
         clock: Clock | None = None,
+        on_roll: Callable[[], None] | None = None,
     ) -> None:
+        """`on_roll` is called after each roll (the broker snapshots its producer table)."""
         self.config = config or LogConfig()
         self.clock = clock or SystemClock()
         self.topic, self.partition = topic, partition
@@ -104,7 +107,7 @@ class PartitionLog:
             self.directory.mkdir(parents=True, exist_ok=True)
             ring_base.mkdir(parents=True, exist_ok=True)
             self._segments = LogSegments(self.directory, lambda: self.config, self.clock,
-                                         self._read_log_start)
+                                         self._read_log_start, on_roll=on_roll)
             self.recovered_bytes_dropped = self._segments.recovered_bytes_dropped
             self._ring = self._open_ring()
             self._replay_ring()
@@ -535,9 +538,10 @@ class PartitionLog:
     def sealed_segment_infos(self) -> list[SegmentInfo]:
         return self._segments.sealed_infos()
 
-    def enforce_retention(self) -> int:
+    def enforce_retention(self, *, keep_from_offset: int | None = None) -> int:
         """Delete the oldest sealed segments that retention says to, of those wholly below
-        the high watermark; returns how many.
+        the high watermark and `keep_from_offset` (where the broker's producer table can be
+        rebuilt from: producer_snapshots.py); returns how many.
 
         Runs even when the ring cannot be flushed: deleting old segments may be what frees
         the disk. Segments due but not below the high watermark wait for the followers
@@ -546,12 +550,14 @@ class PartitionLog:
         """
         self._flush_if_possible()
         sealed = self.sealed_segment_infos()
-        active_bytes, now_ms = self._active.size_bytes, self.clock.wall_ms()
-        policy = self.config.retention
-        count = segments_to_delete(sealed, active_bytes, policy, now_ms,
-                                   high_watermark=self._high_watermark)
+        due = segments_due(sealed, self._active.size_bytes, self.config.retention,
+                           self.clock.wall_ms())
+        upto = self._high_watermark
+        below_hw = wholly_below(sealed, due, upto)
+        count = below_hw if keep_from_offset is None else wholly_below(
+            sealed, below_hw, min(upto, keep_from_offset))
         self._delete_oldest(count)
-        self._note_retention_wait(segments_due(sealed, active_bytes, policy, now_ms) - count)
+        self._note_retention_wait(due - below_hw)
         return count
 
     def _note_retention_wait(self, waiting: int) -> None:

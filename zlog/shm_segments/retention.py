@@ -46,15 +46,21 @@ def segments_to_delete(
     policy: RetentionPolicy,
     now_ms: int,
     *,
-    high_watermark: int,
+    upto_offset: int,
 ) -> int:
     """How many of the oldest sealed segments to delete: those the policy says are due, up to
-    the last one wholly below `high_watermark` (the active one is never counted)."""
-    due = segments_due(sealed, active_size_bytes, policy, now_ms)
-    committed = 0
-    while committed < due and sealed[committed].next_offset <= high_watermark:
-        committed += 1
-    return committed
+    the last one wholly below `upto_offset` (the high watermark, or less) - the active one is
+    never counted. The log calls the two halves itself, to say what the HW holds back."""
+    return wholly_below(sealed, segments_due(sealed, active_size_bytes, policy, now_ms),
+                        upto_offset)
+
+
+def wholly_below(sealed: Sequence[SegmentInfo], count: int, upto_offset: int) -> int:
+    """How many of the first `count` sealed segments end at or below `upto_offset`."""
+    below = 0
+    while below < count and sealed[below].next_offset <= upto_offset:
+        below += 1
+    return below
 
 
 def segments_due(

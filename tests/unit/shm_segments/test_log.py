@@ -258,6 +258,21 @@ def test_retention_deletes_only_segments_wholly_below_the_high_watermark(
     assert any("no longer waits" in r.message for r in caplog.records)
 
 
+def test_retention_keeps_the_log_from_the_offset_the_broker_names(
+    tmp_path: Path, shm_dir: Path
+) -> None:
+    """The broker names where its producer table can be rebuilt from: segments there and
+    after stay, whatever the high watermark allows."""
+    size = len(make_batch(0, record_count=1))
+    with _open(tmp_path, shm_dir, segment_bytes=size, retention_bytes=0) as log:
+        for tag in range(6):
+            log.append(make_batch(tag, record_count=1))
+        log.publish_high_watermark(log.log_end_offset)
+        assert log.enforce_retention(keep_from_offset=2) == 2
+        assert log.log_start_offset == 2
+        assert log.enforce_retention(keep_from_offset=9) == 3  # the HW bounds it then
+
+
 def test_the_disk_share_waits_for_the_high_watermark_too(tmp_path: Path, shm_dir: Path) -> None:
     size = len(make_batch(0, record_count=1))
     config = {"segment_bytes": size, "disk_share_bytes": 0, "retention_ms": -1}

@@ -90,11 +90,11 @@ def test_nothing_at_or_above_the_high_watermark_is_deleted() -> None:
     deleted, or the leader's HW would jump to the new log start over it."""
     sealed = _segments(5)  # [0, 10), [10, 20), ... [40, 50); the active one starts at 50
     everything = RetentionPolicy(retention_bytes=0)
-    assert segments_to_delete(sealed, 100, everything, NOW_MS, high_watermark=50) == 5
-    assert segments_to_delete(sealed, 100, everything, NOW_MS, high_watermark=49) == 4
-    assert segments_to_delete(sealed, 100, everything, NOW_MS, high_watermark=20) == 2
-    assert segments_to_delete(sealed, 100, everything, NOW_MS, high_watermark=19) == 1
-    assert segments_to_delete(sealed, 100, everything, NOW_MS, high_watermark=0) == 0
+    assert segments_to_delete(sealed, 100, everything, NOW_MS, upto_offset=50) == 5
+    assert segments_to_delete(sealed, 100, everything, NOW_MS, upto_offset=49) == 4
+    assert segments_to_delete(sealed, 100, everything, NOW_MS, upto_offset=20) == 2
+    assert segments_to_delete(sealed, 100, everything, NOW_MS, upto_offset=19) == 1
+    assert segments_to_delete(sealed, 100, everything, NOW_MS, upto_offset=0) == 0
 
 
 def test_every_rule_waits_for_the_high_watermark() -> None:
@@ -102,9 +102,9 @@ def test_every_rule_waits_for_the_high_watermark() -> None:
     for policy in (RetentionPolicy(retention_ms=0), RetentionPolicy(retention_bytes=0),
                    RetentionPolicy(disk_share_bytes=0)):
         assert segments_due(sealed, 100, policy, NOW_MS) == 5, policy
-        assert segments_to_delete(sealed, 100, policy, NOW_MS, high_watermark=30) == 3, policy
+        assert segments_to_delete(sealed, 100, policy, NOW_MS, upto_offset=30) == 3, policy
 
 
 def test_below_the_high_watermark_the_policy_decides() -> None:
     policy = RetentionPolicy(retention_bytes=250)  # deletes 3 of 5 (test above)
-    assert segments_to_delete(_segments(5), 100, policy, NOW_MS, high_watermark=50) == 3
+    assert segments_to_delete(_segments(5), 100, policy, NOW_MS, upto_offset=50) == 3

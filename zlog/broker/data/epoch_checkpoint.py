@@ -36,6 +36,11 @@ def save_epoch_cache(directory: Path, cache: LeaderEpochCache) -> None:
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, path)
+    fsync_directory(directory)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a file renamed into `directory` durable (the rename is not, by itself)."""
     descriptor = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(descriptor)

@@ -43,6 +43,7 @@ def test_a_leader_keeps_what_its_follower_has_not_fetched(tmp_path: Path,
         for tag in range(BATCHES):
             outcome = partition.produce([make_batch(tag, RECORDS)], acks=1)
             assert outcome.error_code == ErrorCode.NONE
+            host.tick()  # the worker's tick: producer snapshots of what rolled
         log = host.hosted[TP].log
         host.enforce_retention()
         assert log.log_start_offset == 0, "the follower holds nothing: the HW is 0"
@@ -69,8 +70,8 @@ def test_a_follower_keeps_what_its_leader_has_not_committed(tmp_path: Path,
         for chunk in chunks:
             for start, header in scan_batches(chunk)[0]:
                 copy.append_from_leader(chunk[start:start + header.size_bytes], header)
+                follower.tick()  # the worker's tick: segment files, producer snapshots
         log = follower.hosted[TP].log
-        log.tick()
         assert log.log_end_offset == BATCHES
         follower.enforce_retention()
         assert log.log_start_offset == 0, "no HW from the leader yet"
