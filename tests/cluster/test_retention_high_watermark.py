@@ -79,7 +79,7 @@ def test_retention_waits_for_a_cut_off_follower_and_acknowledges_nothing_without
             futures.append(future)
         with Producer(cluster.bootstrap, acks=1, linger_ms=0, batch_size=BATCH_BYTES,
                       bulk_batch_size=BATCH_BYTES, compression=None) as fast:
-            for value in _values("acks-1", 300):  # a dozen segments past retention.bytes
+            for value in _values("acks-1", 300):  # several segments past retention.bytes
                 fast.send(TOPIC, value, partition=0)
             fast.flush(timeout_ms=int(WAIT_S * 1000))
             wait_until(lambda: _retention_ran(cluster, leader), WAIT_S,
