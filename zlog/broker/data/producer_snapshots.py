@@ -18,9 +18,9 @@ the snapshot a truncation rebuilds from, and retention keeps the log from it on
 every segment. Snapshots below the log start go with retention.
 
 A snapshot is written without fsync unless the topic fsyncs its segments (flush.messages,
-flush.ms): it is a cache of what the log holds and never needed for safety. One lost or torn by
-a power loss is skipped (it does not parse, or it claims offsets past the surviving log) and an
-older one, or the log itself, is read instead.
+flush.ms), as the segments it describes are: it is a cache of what the log holds. One lost or
+torn by a power loss is skipped (it does not parse, or it claims offsets past the surviving log)
+and an older one, or the log itself, is read instead.
 """
 
 from __future__ import annotations
