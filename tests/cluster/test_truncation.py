@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -96,6 +96,27 @@ def test_with_unclean_election_enabled_the_out_of_sync_follower_takes_over(
     assert _consume_all(cluster.bootstrap, TOPIC, 0, len(acked)) == acked  # it had them all
 
 
+def divergent_tail_then_leader_killed(cluster: ClusterProcesses, topic: str, leader: int,
+                                      follower: int, write_tail: Callable[[], None]) -> None:
+    """Scenario 2's first half: `write_tail` gives the leader batches its follower (worker
+    frozen, broker alive) never fetches; the leader dies and the follower leads alone."""
+    (frozen_worker,) = cluster.broker(follower).worker_pids()
+    psutil.Process(frozen_worker).suspend()  # stops fetching; its broker still heartbeats
+    # Its last fetch may be parked at the leader; were the tail written now, that fetch would
+    # carry it to the frozen worker, which would store it on waking, before it learns it
+    # leads (as a Kafka follower would): no divergence left to cut. The leader answers a
+    # parked fetch, empty, within replica.fetch.wait.max.ms; wait that out.
+    time.sleep(4 * REPLICA_DEFAULTS.fetch_wait_max_ms / 1000)
+    try:
+        write_tail()
+        cluster.broker(leader).kill_all()
+        cluster.wait_for(lambda p: p.leader == follower and p.isr == (follower,), topic, 0,
+                         "the follower elected, alone in the ISR")
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(frozen_worker).resume()
+
+
 def test_scenario_2_a_replica_with_a_divergent_tail_truncates_it_by_leader_epoch(
         cluster: ClusterProcesses) -> None:
     """The leader takes acks=1 batches its follower never fetched (the follower's worker is
@@ -106,24 +127,14 @@ def test_scenario_2_a_replica_with_a_divergent_tail_truncates_it_by_leader_epoch
     leader, follower = _two_replicas(cluster)
     acked = _values("acked", 1_000)
     _produce(cluster.bootstrap, TOPIC, acked)
-    (frozen_worker,) = cluster.broker(follower).worker_pids()
-    psutil.Process(frozen_worker).suspend()  # stops fetching; its broker still heartbeats
-    # Its last fetch may be parked at the leader; were the batches below written now, that
-    # fetch would carry them to the frozen worker, which would store them on waking, before it
-    # learns it leads (as a Kafka follower would): no divergence left to cut. The leader
-    # answers a parked fetch, empty, within replica.fetch.wait.max.ms; wait that out.
-    time.sleep(4 * REPLICA_DEFAULTS.fetch_wait_max_ms / 1000)
-    try:
+
+    def unreplicated() -> None:
         with Producer(cluster.endpoints[leader], acks=1, linger_ms=0) as producer:
             for value in _values("unreplicated", 200):
                 producer.send(TOPIC, value, partition=0)
             producer.flush(timeout_ms=int(WAIT_S * 1000))
-        cluster.broker(leader).kill_all()
-        cluster.wait_for(lambda p: p.leader == follower and p.isr == (follower,), TOPIC, 0,
-                         "the follower elected, alone in the ISR")
-    finally:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            psutil.Process(frozen_worker).resume()
+
+    divergent_tail_then_leader_killed(cluster, TOPIC, leader, follower, unreplicated)
     cluster.wait_for(lambda p: p.leader == follower and bool(p.endpoint), TOPIC, 0,
                      "the new leader serving")
     later = _values("later", 300)

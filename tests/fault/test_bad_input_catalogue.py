@@ -32,6 +32,7 @@ from zmq.utils.monitor import recv_monitor_message
 from tests.broker_fixtures import BrokerProcess, broker_process
 from tests.waiting import wait_until
 from zlog import limits
+from zlog.broker.data.producer_snapshots import SNAPSHOT_SUFFIX
 from zlog.broker.topic_configs import TOPIC_CONFIG_KEYS
 from zlog.client import Producer
 from zlog.errors import ErrorCode, ZlogError
@@ -295,12 +296,13 @@ def _read_everything(endpoint: str, topic: str, partition: int) -> PartitionStat
 
 # Bookkeeping a worker rewrites on its own schedule (derived from the stored batches, which
 # the partition states compare byte for byte): its appearance is not a change to stored data.
-_BOOKKEEPING_FILES: Final = frozenset({"producer-state.snapshot", "producer-state.tmp"})
+_BOOKKEEPING_SUFFIXES: Final = (SNAPSHOT_SUFFIX, f"{SNAPSHOT_SUFFIX}.tmp")  # producer snapshots
 
 
 def _files(directory: Path) -> list[str]:
     return sorted(str(path.relative_to(directory)) for path in directory.rglob("*")
-                  if "__raft" not in path.parts and path.name not in _BOOKKEEPING_FILES)
+                  if "__raft" not in path.parts
+                  and not path.name.endswith(_BOOKKEEPING_SUFFIXES))
 
 
 def _snapshot(env: Env) -> dict[str, Any]:

@@ -17,7 +17,13 @@ def replace_durably(path: Path, data: bytes) -> None:
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, path)
-    descriptor = os.open(path.parent, os.O_RDONLY)
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a file created or renamed into `directory` durable (the rename is not, by
+    itself)."""
+    descriptor = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(descriptor)
     finally:

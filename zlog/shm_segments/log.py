@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from zlog.clock import Clock, SystemClock
@@ -27,7 +28,7 @@ from zlog.record import header as batch_header
 from zlog.record.arrays import parse_batch
 from zlog.shm_segments.log_config import LogConfig
 from zlog.shm_segments.log_segments import LogSegments
-from zlog.shm_segments.retention import SegmentInfo, segments_to_delete
+from zlog.shm_segments.retention import SegmentInfo, segments_due, wholly_below
 from zlog.shm_segments.ring import (
     RING_DIRECTORY_DEFAULT,
     RingFullError,
@@ -90,7 +91,9 @@ class PartitionLog:
         *,
         ring_dir: Path | None = None,
         clock: Clock | None = None,
+        on_roll: Callable[[], None] | None = None,
     ) -> None:
+        """`on_roll` is called after each roll (the broker snapshots its producer table)."""
         self.config = config or LogConfig()
         self.clock = clock or SystemClock()
         self.topic, self.partition = topic, partition
@@ -104,7 +107,7 @@ class PartitionLog:
             self.directory.mkdir(parents=True, exist_ok=True)
             ring_base.mkdir(parents=True, exist_ok=True)
             self._segments = LogSegments(self.directory, lambda: self.config, self.clock,
-                                         self._read_log_start)
+                                         self._read_log_start, on_roll=on_roll)
             self.recovered_bytes_dropped = self._segments.recovered_bytes_dropped
             self._ring = self._open_ring()
             self._replay_ring()
@@ -117,6 +120,10 @@ class PartitionLog:
                 ) from error
             raise
         self._log_start_offset = max(self._read_log_start(), self._segments.first_base_offset)
+        # Where committed records end, as the partition last said (`publish_high_watermark`):
+        # retention and DeleteRecords never go past it. Nothing is known committed until then.
+        self._high_watermark = self._log_start_offset
+        self._retention_waits = False  # retention is held back by the HW (logged once)
 
     def _release_after_failed_open(self) -> None:
         """Close whatever the failed open had opened: no descriptor or ring lock may leak."""
@@ -458,8 +465,10 @@ class PartitionLog:
         return None
 
     def publish_high_watermark(self, offset: int) -> None:
-        """Where committed records end, for readers of the ring on this host
-        (`client/local_ring.py`): none of theirs reaches `offset`."""
+        """Where committed records end: for readers of the ring on this host
+        (`client/local_ring.py`: none of theirs reaches `offset`), and the bound of what
+        retention and DeleteRecords may delete."""
+        self._high_watermark = offset
         self._ring.publish_high_watermark(offset)
 
     # ------------------------------------------------------------------ cutting
@@ -489,12 +498,22 @@ class PartitionLog:
         self._ring.reset(offset)
 
     def delete_records_before(self, offset: int) -> int:
-        """Advance the log start offset (Kafka DeleteRecords); returns the new log start."""
+        """Advance the log start offset (Kafka DeleteRecords); returns the new log start.
+
+        Only up to the high watermark, as Kafka's `Partition.deleteRecordsOnLeader`: records
+        above it may not be on every in-sync replica yet.
+        """
         end = self.log_end_offset
         if offset < 0 or offset > end:
             raise ZlogError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"cannot delete records before {offset}: the log ends at {end}",
+            )
+        if offset > self._high_watermark:
+            raise ZlogError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"cannot delete records before {offset}: above the high watermark "
+                f"{self._high_watermark}",
             )
         if offset <= self._log_start_offset:
             return self._log_start_offset
@@ -519,19 +538,38 @@ class PartitionLog:
     def sealed_segment_infos(self) -> list[SegmentInfo]:
         return self._segments.sealed_infos()
 
-    def enforce_retention(self) -> int:
-        """Delete the oldest sealed segments that retention says to; returns how many.
+    def enforce_retention(self, *, keep_from_offset: int | None = None) -> int:
+        """Delete the oldest sealed segments that retention says to, of those wholly below
+        the high watermark and `keep_from_offset` (where the broker's producer table can be
+        rebuilt from: producer_snapshots.py); returns how many.
 
         Runs even when the ring cannot be flushed: deleting old segments may be what frees
-        the disk.
+        the disk. Segments due but not below the high watermark wait for the followers
+        (retention.py), which is logged once per episode: a follower that holds the HW back
+        lets the log outgrow its retention until it catches up or leaves the ISR.
         """
         self._flush_if_possible()
-        count = segments_to_delete(
-            self.sealed_segment_infos(), self._active.size_bytes, self.config.retention,
-            self.clock.wall_ms(),
-        )
+        sealed = self.sealed_segment_infos()
+        due = segments_due(sealed, self._active.size_bytes, self.config.retention,
+                           self.clock.wall_ms())
+        upto = self._high_watermark
+        below_hw = wholly_below(sealed, due, upto)
+        count = below_hw if keep_from_offset is None else wholly_below(
+            sealed, below_hw, min(upto, keep_from_offset))
         self._delete_oldest(count)
+        self._note_retention_wait(due - below_hw)
         return count
+
+    def _note_retention_wait(self, waiting: int) -> None:
+        if waiting and not self._retention_waits:
+            log.warning("%s-%d: retention waits for the high watermark %d: %d segments past "
+                        "retention hold records not every in-sync replica has; they go once "
+                        "the followers fetch them or leave the ISR", self.topic,
+                        self.partition, self._high_watermark, waiting)
+        elif not waiting and self._retention_waits:
+            log.info("%s-%d: retention no longer waits for the high watermark", self.topic,
+                     self.partition)
+        self._retention_waits = waiting > 0
 
     @property
     def size_bytes(self) -> int:

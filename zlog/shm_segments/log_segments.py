@@ -43,15 +43,19 @@ class LogSegments:
         config: Callable[[], LogConfig],
         clock: Clock,
         empty_start: Callable[[], int],
+        *,
+        on_roll: Callable[[], None] | None = None,
     ) -> None:
         """List the segments by name and recover the last one; a directory without segments
         gets one starting at `empty_start()`.
 
         `config` is read at each use: the log's topic configs may change while it is open.
+        `on_roll` is called after each roll.
         """
         self.directory = directory
         self._config = config
         self._clock = clock
+        self._on_roll = on_roll
         self.lock = threading.Lock()
         self.recovered_bytes_dropped = 0
         bases: list[int] = []
@@ -175,6 +179,8 @@ class LogSegments:
         with self.lock:
             self._segments.append(fresh)
             self._bases.append(fresh.base_offset)
+        if self._on_roll is not None:
+            self._on_roll()
 
     # ------------------------------------------------------------------ reading
 

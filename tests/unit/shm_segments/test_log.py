@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -112,6 +113,7 @@ def test_reopen_keeps_offsets_data_and_log_start(tmp_path: Path, shm_dir: Path) 
     with _open(tmp_path, shm_dir, segment_bytes=size * 2) as log:
         for tag in range(9):
             log.append(make_batch(tag))
+        log.publish_high_watermark(log.log_end_offset)
         log.delete_records_before(7)
         before = _all_batches(log)
     with _open(tmp_path, shm_dir, segment_bytes=size * 2) as log:
@@ -186,6 +188,7 @@ def test_delete_records_before_advances_log_start(tmp_path: Path, shm_dir: Path)
     with _open(tmp_path, shm_dir, segment_bytes=size * 2) as log:
         for tag in range(6):
             log.append(make_batch(tag))
+        log.publish_high_watermark(log.log_end_offset)  # one replica: everything committed
         assert log.delete_records_before(7) == 7
         with pytest.raises(ZlogError) as caught:
             log.read(6, 100)
@@ -205,6 +208,7 @@ def test_retention_by_bytes_and_time_deletes_oldest_segments(tmp_path: Path, shm
     with _open(tmp_path, shm_dir, clock, **config) as log:
         for tag in range(6):
             log.append(make_batch(tag, timestamp_ms=clock.wall_ms() + tag * 1000))
+        log.publish_high_watermark(log.log_end_offset)  # one replica: everything committed
         assert log.enforce_retention() == 3  # 6 segments; keep >= 3 * size
         assert log.log_start_offset == 9
         clock.advance(14_500)  # batches 3 and 4 now older than 10 s; 5 is active
@@ -219,6 +223,7 @@ def test_retention_keeps_the_log_within_its_disk_share(tmp_path: Path, shm_dir: 
     with _open(tmp_path, shm_dir, **config) as log:
         for tag in range(5):
             log.append(make_batch(tag))
+        log.publish_high_watermark(log.log_end_offset)  # one replica: everything committed
         assert log.enforce_retention() == 3  # 5 segments of one batch; 2 fit in the share
         assert log.size_bytes == 2 * size
         assert [batch_tags(b)[0] for b in _all_batches(log)] == [3, 4]
@@ -226,6 +231,74 @@ def test_retention_keeps_the_log_within_its_disk_share(tmp_path: Path, shm_dir: 
         log.config = replace(log.config, disk_share_bytes=size - 1)  # a smaller share
         assert log.enforce_retention() == 1  # the active segment stays, whatever its size
         assert [batch_tags(b)[0] for b in _all_batches(log)] == [4]
+
+
+def test_retention_deletes_only_segments_wholly_below_the_high_watermark(
+    tmp_path: Path, shm_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever the policy says, a segment holding an offset at or above the high watermark
+    stays: no follower may hold it yet, and deleting it would let the leader's high watermark
+    jump over it to the new log start (an acks=all batch acknowledged on one copy, gone)."""
+    caplog.set_level(logging.INFO, logger="zlog.shm_segments.log")
+    size = len(make_batch(0, record_count=1))
+    with _open(tmp_path, shm_dir, segment_bytes=size, retention_bytes=0) as log:
+        for tag in range(6):
+            log.append(make_batch(tag, record_count=1))  # a segment each: [0, 1) ... [5, 6)
+        assert log.enforce_retention() == 0, "no high watermark published: nothing committed"
+        log.publish_high_watermark(3)
+        assert log.enforce_retention() == 3
+        assert log.log_start_offset == 3
+        log.publish_high_watermark(4)
+        assert log.enforce_retention() == 1
+        log.publish_high_watermark(log.log_end_offset)
+        assert log.enforce_retention() == 1  # the active segment stays
+        assert [batch_tags(b)[0] for b in _all_batches(log)] == [5]
+    waits = [r for r in caplog.records if "retention waits for the high watermark" in r.message]
+    assert len(waits) == 1, "said once while retention waited, not at every pass"
+    assert any("no longer waits" in r.message for r in caplog.records)
+
+
+def test_retention_keeps_the_log_from_the_offset_the_broker_names(
+    tmp_path: Path, shm_dir: Path
+) -> None:
+    """The broker names where its producer table can be rebuilt from: segments there and
+    after stay, whatever the high watermark allows."""
+    size = len(make_batch(0, record_count=1))
+    with _open(tmp_path, shm_dir, segment_bytes=size, retention_bytes=0) as log:
+        for tag in range(6):
+            log.append(make_batch(tag, record_count=1))
+        log.publish_high_watermark(log.log_end_offset)
+        assert log.enforce_retention(keep_from_offset=2) == 2
+        assert log.log_start_offset == 2
+        assert log.enforce_retention(keep_from_offset=9) == 3  # the HW bounds it then
+
+
+def test_the_disk_share_waits_for_the_high_watermark_too(tmp_path: Path, shm_dir: Path) -> None:
+    size = len(make_batch(0, record_count=1))
+    config = {"segment_bytes": size, "disk_share_bytes": 0, "retention_ms": -1}
+    with _open(tmp_path, shm_dir, **config) as log:
+        for tag in range(5):
+            log.append(make_batch(tag, record_count=1))
+        log.publish_high_watermark(2)
+        assert log.enforce_retention() == 2
+        assert log.size_bytes == 3 * size, "over its share until the followers catch up"
+
+
+def test_delete_records_above_the_high_watermark_is_out_of_range(
+    tmp_path: Path, shm_dir: Path
+) -> None:
+    """Kafka's DeleteRecords refuses an offset above the high watermark the same way."""
+    size = len(make_batch(0, record_count=1))
+    with _open(tmp_path, shm_dir, segment_bytes=size * 2) as log:
+        for tag in range(6):
+            log.append(make_batch(tag, record_count=1))
+        log.publish_high_watermark(4)
+        with pytest.raises(ZlogError) as caught:
+            log.delete_records_before(5)
+        assert caught.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert "high watermark 4" in caught.value.message
+        assert log.log_start_offset == 0
+        assert log.delete_records_before(4) == 4
 
 
 def test_retention_disk_percent_alone_deletes_nothing(tmp_path: Path, shm_dir: Path) -> None:
@@ -236,6 +309,7 @@ def test_retention_disk_percent_alone_deletes_nothing(tmp_path: Path, shm_dir: P
     with _open(tmp_path, shm_dir, **config) as log:
         for tag in range(3):
             log.append(make_batch(tag))
+        log.publish_high_watermark(log.log_end_offset)
         assert log.enforce_retention() == 0
 
 

@@ -6,11 +6,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
+from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 
@@ -18,7 +20,8 @@ _BATCH_BYTES = len(make_batch(0, record_count=1))
 
 
 class LogModel(RuleBasedStateMachine):
-    """Model: an ordered list of (base offset, record count, tag) plus the log start offset."""
+    """Model: an ordered list of (base offset, record count, tag) plus the log start offset,
+    and the high watermark last published (retention and DeleteRecords stay below it)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -35,6 +38,7 @@ class LogModel(RuleBasedStateMachine):
         self.log_start = 0
         self.next_offset = 0
         self.next_tag = 0
+        self.high_watermark = 0
 
     def _open(self) -> PartitionLog:
         return PartitionLog(self.data_dir, "model", 0, self.config, ring_dir=self.shm_dir)
@@ -71,6 +75,15 @@ class LogModel(RuleBasedStateMachine):
             self.next_offset = cut[0][0]
             self.log_start = min(self.log_start, self.next_offset)
         assert self.log.log_end_offset == self.next_offset
+        self._publish(min(self.high_watermark, self.next_offset))  # as the partition does
+
+    @rule(data=st.data())
+    def publish_high_watermark(self, data: st.DataObject) -> None:
+        self._publish(data.draw(st.integers(self.log_start, self.next_offset), label="hw"))
+
+    def _publish(self, offset: int) -> None:
+        self.high_watermark = offset
+        self.log.publish_high_watermark(offset)
 
     @rule()
     def roll(self) -> None:
@@ -81,6 +94,11 @@ class LogModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def delete_records_before(self, data: st.DataObject) -> None:
         offset = data.draw(st.integers(self.log_start, self.next_offset), label="delete_before")
+        if offset > self.high_watermark:
+            with pytest.raises(ZlogError) as refused:
+                self.log.delete_records_before(offset)
+            assert refused.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+            return
         self.log.delete_records_before(offset)
         self.log_start = max(self.log_start, offset)
         self.batches = [b for b in self.batches if b[0] + b[1] > self.log_start]
@@ -90,6 +108,7 @@ class LogModel(RuleBasedStateMachine):
         self.log.config = LogConfig(**{**_fields(self.config), "retention_bytes": keep_bytes})
         self.log.enforce_retention()
         self.log.config = self.config
+        assert self.log.log_start_offset <= max(self.log_start, self.high_watermark)
         self.log_start = self.log.log_start_offset
         self.batches = [b for b in self.batches if b[0] + b[1] > self.log_start]
 
@@ -97,6 +116,7 @@ class LogModel(RuleBasedStateMachine):
     def reopen(self) -> None:
         self.log.close()
         self.log = self._open()
+        self.high_watermark = self.log_start  # a new log knows nothing committed until told
 
     @invariant()
     def offsets_agree(self) -> None:

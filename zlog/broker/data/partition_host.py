@@ -3,9 +3,9 @@
 This is the I/O half of ownership (`partition.py` is the pure half). Opening a partition opens
 its `PartitionLog`, which replays the shared-memory ring a killed predecessor left behind, so
 every batch that predecessor acknowledged is back; then the idempotent-producer table is loaded
-from its snapshot (written every few seconds and at close) and brought up to date from the
-batches after the snapshot's offset (without a snapshot: the log's last two segments), so a
-producer's retry after the restart is still recognised as a retry.
+from its newest snapshot and the batches after it (producer_snapshots.py), so a producer's retry
+after the restart is still recognised as a retry. A follower that cuts its log rebuilds the
+table the same way, from the newest snapshot at or below the cut.
 
 A partition directory belongs to one topic id (KIP-516, `partition.metadata`): one that names
 another id (the name was deleted and created again while this broker was away) is deleted with
@@ -32,7 +32,8 @@ from typing import Final
 from zlog.broker.data.epoch_checkpoint import load_epoch_cache, save_epoch_cache
 from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.partition import Partition
-from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
+from zlog.broker.data.producer_snapshots import ProducerSnapshots, load_producer_state
+from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.broker.topic_configs import (
     COMPRESSION_TYPE,
     MIN_INSYNC_REPLICAS,
@@ -48,7 +49,6 @@ from zlog.broker.worker_protocol import Assign
 from zlog.clock import Clock
 from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
 from zlog.groups.partitioning import OFFSETS_RING_BYTES, OFFSETS_TOPIC
-from zlog.record.header import BatchHeader, read_header
 from zlog.shm_segments.compaction import CompactionStats, compact
 from zlog.shm_segments.log import PartitionLog, partition_dir_name
 from zlog.shm_segments.log_config import LogConfig
@@ -57,9 +57,6 @@ from zlog.types import NO_TOPIC_ID, TopicPartition
 
 log = logging.getLogger(__name__)
 
-PRODUCER_STATE_SEGMENTS: Final = 2
-"""Segments scanned at open to rebuild producer state: the active one and the one before, so a
-roll just before a crash does not make the producers of the previous segment unknown."""
 TICK_INTERVAL_MS_MAX: Final = 1_000
 TICK_INTERVAL_MS_MIN: Final = 10
 # CRC-checked per partition and tick (up to once a second) in sealed segments found at open:
@@ -77,6 +74,7 @@ class HostedPartition:
 
     partition: Partition
     log: PartitionLog
+    snapshots: ProducerSnapshots
     compaction: Future[CompactionStats] | None = None
     producer_snapshot_offset: int = -1  # the log end at the last producer snapshot
     snapshot_failing: bool = False  # the last snapshot failed (logged once per episode)
@@ -142,6 +140,7 @@ class PartitionHost:
         self.local_replica_id = local_replica_id
         self.partitions: dict[TopicPartition, Partition] = {}  # shared with the DataPlane
         self.hosted: dict[TopicPartition, HostedPartition] = {}
+        self._rolled: set[TopicPartition] = set()  # their producer tables are snapshotted
         self._compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zlog-compact")
 
     # ------------------------------------------------------------------ assign / unassign
@@ -167,16 +166,18 @@ class PartitionHost:
         check_open_files_headroom()
         topic_id = message.topic_id
         found_id = self._clear_other_topic(assignment.topic, assignment.partition, topic_id)
+        tp = assignment.tp
         partition_log = PartitionLog(
             self.data_dir, assignment.topic, assignment.partition, config,
-            ring_dir=self.ring_dir, clock=self.clock,
+            ring_dir=self.ring_dir, clock=self.clock, on_roll=lambda: self._rolled.add(tp),
         )
         corrupt: CorruptSegmentError | None = None
         try:
             if topic_id not in (NO_TOPIC_ID, found_id):
                 _mark_directory(partition_log, topic_id)
+            snapshots = ProducerSnapshots(partition_log.directory)
             try:
-                producers = load_producer_state(partition_log)
+                producers = load_producer_state(partition_log, snapshots)
             except CorruptSegmentError as error:  # the partition opens to be cut or handed over
                 producers, corrupt = ProducerStateTable(), error
             epochs = load_epoch_cache(partition_log)
@@ -198,8 +199,11 @@ class PartitionHost:
         if assignment.is_leader:
             partition.isr_tracker.start_term(self.clock.monotonic_ms(),
                                              partition_log.log_end_offset)
-        self.partitions[assignment.tp] = partition
-        self.hosted[assignment.tp] = HostedPartition(partition, partition_log)
+        self.partitions[tp] = partition
+        hosted = self.hosted[tp] = HostedPartition(partition, partition_log, snapshots)
+        if corrupt is None and snapshots.newest_at_or_below(
+                partition_log.log_end_offset) != partition_log.log_end_offset:
+            _snapshot_or_log(hosted, tp)  # the next open or cut replays from here
         log.info(
             "opened %s-%d at epoch %d: log [%d, %d), %d producers, %d batches replayed",
             assignment.topic, assignment.partition, assignment.leader_epoch,
@@ -260,10 +264,11 @@ class PartitionHost:
         return AssignOutcome(committed, role_changed)
 
     def rebuilt_producers(self, tp: TopicPartition) -> ProducerStateTable:
-        """The producer table of what the log holds now (after a follower cut its log)."""
-        producers = ProducerStateTable()
-        producers.rebuild(recent_producer_batches(self.hosted[tp].log))
-        return producers
+        """The producer table of what the log holds now (after a follower cut its log): the
+        newest snapshot at or below the cut and the batches after it; those above are gone."""
+        hosted = self.hosted[tp]
+        hosted.producer_snapshot_offset = -1
+        return load_producer_state(hosted.log, hosted.snapshots)
 
     def unassign(self, tp: TopicPartition, *, delete: bool) -> bool:
         """Close (or delete) the partition; False when it was not open here."""
@@ -275,12 +280,11 @@ class PartitionHost:
         if delete:
             hosted.log.delete()
         else:
-            try:
-                save_producer_state(hosted)
-            except OSError as error:  # e.g. a full disk: the log still closes; the next
-                # open rebuilds the producers from the batches after the older snapshot
-                log.warning("producer snapshot of %s-%d not saved: %s", *tp, error)
+            # A failure (a full disk) is logged: the log still closes, and the next open
+            # rebuilds the producers from the batches after an older snapshot.
+            _snapshot_or_log(hosted, tp)
             hosted.log.close()
+        self._rolled.discard(tp)
         log.info("%s %s-%d", "deleted" if delete else "closed", tp[0], tp[1])
         return True
 
@@ -303,8 +307,9 @@ class PartitionHost:
         return max(min([*flush_ms, TICK_INTERVAL_MS_MAX]), TICK_INTERVAL_MS_MIN)
 
     def tick(self) -> None:
-        """Time-based ring flush and fsync of every log (flush.ms), and the next part of the
-        CRC check of the sealed segments each log found at open."""
+        """Time-based ring flush and fsync of every log (flush.ms), the next part of the CRC
+        check of the sealed segments each log found at open, and a producer snapshot of each
+        log that rolled since the last tick."""
         for tp, hosted in self.hosted.items():
             try:
                 hosted.log.tick()
@@ -314,10 +319,20 @@ class PartitionHost:
                 hosted.partition.note_corrupt(error)
             except Exception:
                 log.exception("tick of %s-%d failed", tp[0], tp[1])
+        while self._rolled:
+            tp = self._rolled.pop()
+            rolled = self.hosted.get(tp)
+            try:
+                if rolled is not None:
+                    _snapshot_or_log(rolled, tp)
+            except Exception:
+                log.exception("producer snapshot of %s-%d failed", tp[0], tp[1])
 
     def save_producer_states(self) -> None:
         """Snapshot each partition's producer table that changed since its last snapshot."""
         for tp, hosted in self.hosted.items():
+            if not len(hosted.partition.producers):
+                continue  # no idempotent producer to remember; rolls and closes snapshot
             try:
                 save_producer_state(hosted)
             except OSError as error:  # a full disk: tried again at the next round
@@ -331,9 +346,19 @@ class PartitionHost:
             hosted.snapshot_failing = False
 
     def enforce_retention(self) -> None:
+        """Retention of every log, never past its newest producer snapshot at or below the
+        high watermark (where a truncation rebuilds the table from; without one, say snapshots
+        could not be written, by the HW alone); then the snapshots the log start passed go."""
         for tp, hosted in self.hosted.items():
+            partition_log, snapshots = hosted.log, hosted.snapshots
             try:
-                deleted = hosted.log.enforce_retention()
+                snapshots.keep_within(partition_log.log_start_offset,
+                                      partition_log.log_end_offset)
+                deleted = partition_log.enforce_retention(
+                    keep_from_offset=snapshots.newest_at_or_below(
+                        hosted.partition.high_watermark))
+                snapshots.keep_within(partition_log.log_start_offset,
+                                      partition_log.log_end_offset)
             except Exception:
                 log.exception("retention of %s-%d failed", tp[0], tp[1])
                 continue
@@ -404,71 +429,22 @@ def _report_compaction(future: Future[CompactionStats]) -> None:
         log.error("compaction failed", exc_info=error)
 
 
-PRODUCER_SNAPSHOT_FILE: Final = "producer-state.snapshot"
-
-
 def save_producer_state(hosted: HostedPartition) -> None:
-    """Write the table atomically, tagged with the log end it reflects (skipped if unchanged)."""
+    """Snapshot the table at the log end (skipped if one is there already), fsynced as the
+    topic fsyncs its segments, and keep the number of snapshots bounded."""
     partition_log = hosted.log
     end = partition_log.log_end_offset
-    if hosted.producer_snapshot_offset == end or not len(hosted.partition.producers):
-        return  # unchanged, or no idempotent producer to remember
-    path = partition_log.directory / PRODUCER_SNAPSHOT_FILE
-    temporary = path.with_suffix(".tmp")
-    try:
-        temporary.write_bytes(hosted.partition.producers.to_snapshot(end))
-    except OSError:
-        temporary.unlink(missing_ok=True)  # a partial snapshot only takes space
-        raise
-    os.replace(temporary, path)
+    if hosted.producer_snapshot_offset == end:
+        return
+    hosted.snapshots.save(hosted.partition.producers, end, fsync=partition_log.config.fsyncs)
     hosted.producer_snapshot_offset = end
+    hosted.snapshots.prune(hosted.partition.high_watermark)
 
 
-def load_producer_state(partition_log: PartitionLog) -> ProducerStateTable:
-    """The snapshot, then every idempotent batch after it; without one, the last segments.
-
-    A snapshot taken at or before the log end is good: batches below its offset are in it,
-    batches from its offset on are read back from the log. One that claims more than the log
-    holds (the log was truncated since) is ignored.
-    """
-    path = partition_log.directory / PRODUCER_SNAPSHOT_FILE
+def _snapshot_or_log(hosted: HostedPartition, tp: TopicPartition) -> None:
+    """A snapshot that cannot be written (a full disk) costs a longer replay later, never
+    the partition: logged, and taken again at the next occasion."""
     try:
-        producers, offset = ProducerStateTable.from_snapshot(path.read_bytes())
-    except (FileNotFoundError, ValueError):
-        producers, offset = ProducerStateTable(), -1
-    if not partition_log.log_start_offset <= offset <= partition_log.log_end_offset:
-        producers = ProducerStateTable()
-        producers.rebuild(recent_producer_batches(partition_log))
-        return producers
-    position = offset
-    while position < partition_log.log_end_offset:
-        # A read stops before a corrupt segment; the next one, from there, raises.
-        before = position
-        for chunk in partition_log.read(position, 1 << 62):
-            for header in _headers(chunk):
-                if header.producer_id >= 0 and header.base_offset >= offset:
-                    producers.observe(ProducerBatch.from_header(header), header.base_offset)
-                position = header.next_offset
-        if position == before:
-            break
-    return producers
-
-
-def _headers(chunk: memoryview) -> list[BatchHeader]:
-    headers, position = [], 0
-    while position < len(chunk):
-        header = read_header(chunk, position)
-        headers.append(header)
-        position += header.size_bytes
-    return headers
-
-
-def recent_producer_batches(partition_log: PartitionLog) -> list[tuple[ProducerBatch, int]]:
-    """(producer fields, base offset) of the idempotent batches of the log's last segments."""
-    found: list[tuple[ProducerBatch, int]] = []
-    for segment in partition_log.segments_snapshot()[-PRODUCER_STATE_SEGMENTS:]:
-        for view in segment.batch_views():
-            header = read_header(view)
-            if header.producer_id >= 0 and header.base_offset >= partition_log.log_start_offset:
-                found.append((ProducerBatch.from_header(header), header.base_offset))
-    return found
+        save_producer_state(hosted)
+    except OSError as error:
+        log.warning("producer snapshot of %s-%d not saved: %s", *tp, error)

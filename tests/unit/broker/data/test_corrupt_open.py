@@ -11,7 +11,8 @@ from pathlib import Path
 
 from tests.clock import ManualClock
 from tests.storage_helpers import make_batch
-from zlog.broker.data.partition_host import PRODUCER_SNAPSHOT_FILE, PartitionHost
+from zlog.broker.data.partition_host import PartitionHost
+from zlog.broker.data.producer_snapshots import snapshot_path
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.broker.worker_protocol import Assign
 from zlog.errors import ErrorCode
@@ -38,7 +39,9 @@ def test_a_partition_whose_producer_state_meets_rot_opens_marked_corrupt(
                                                  acks=1).error_code == ErrorCode.NONE
     host.close_all()
     directory = tmp_path / "t-0"
-    (directory / PRODUCER_SNAPSHOT_FILE).write_bytes(ProducerStateTable().to_snapshot(0))
+    for snapshot in directory.glob("*.snapshot"):  # the producers are read from offset 0
+        snapshot.unlink()
+    snapshot_path(directory, 0).write_bytes(ProducerStateTable().to_snapshot(0))
     second = sorted(directory.glob("*.log"))[1]
     data = bytearray(second.read_bytes())
     data[len(data) // 2 + 100] ^= 0x40  # inside a record: its CRC fails

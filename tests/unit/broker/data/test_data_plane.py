@@ -358,6 +358,7 @@ def test_retention_advances_the_log_start(harness: Harness) -> None:
     for tag in range(10):
         request = ProduceRequestV0(1, 0, (ProduceEntry("r", 0, (make_batch(tag),)),))
         harness.send(request)
+    harness.host.tick()  # the worker's tick snapshots the producers of what rolled
     harness.host.enforce_retention()
     log = harness.host.hosted[("r", 0)].log
     assert log.log_start_offset > 0
@@ -376,6 +377,7 @@ def test_the_disk_share_of_each_assign_bounds_the_log_at_the_next_retention_pass
     for tag in range(10):
         harness.send(ProduceRequestV0(1, 0, (ProduceEntry("d", 0, (make_batch(tag),)),)))
     log = harness.host.hosted[("d", 0)].log
+    harness.host.tick()  # the worker's tick snapshots the producers of what rolled
     harness.host.enforce_retention()
     assert log.size_bytes == 4 * size
     # The topic grew: the same budget over more partitions, a smaller share for this one.

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from zlog import limits
-from zlog.broker.data.partition_host import recent_producer_batches
+from zlog.broker.data.producer_snapshots import ProducerSnapshots, load_producer_state
 from zlog.broker.data.producer_state import (
     ProducerBatch,
     ProducerStateTable,
@@ -179,7 +179,7 @@ def _producer_batch(first: int, count: int = 2, epoch: int = 0) -> bytes:
 def test_state_rebuilt_from_a_reopened_log_recognises_retries(
     tmp_path: Path, shm_dir: Path
 ) -> None:
-    """Dedupe survives a restart: the table is rebuilt from the log's last two segments."""
+    """Dedupe survives a restart: without a snapshot the table is rebuilt from the log."""
     config = LogConfig(ring_bytes=64 * 1024, segment_bytes=400)  # a roll every few batches
     bases: list[int] = []
     with PartitionLog(tmp_path, "idem", 0, config, ring_dir=shm_dir) as log:
@@ -187,8 +187,7 @@ def test_state_rebuilt_from_a_reopened_log_recognises_retries(
             bases.append(log.append(_producer_batch(2 * i)))
         assert log.segment_count > 2
     with PartitionLog(tmp_path, "idem", 0, config, ring_dir=shm_dir) as log:
-        table = ProducerStateTable()
-        table.rebuild(recent_producer_batches(log))
+        table = load_producer_state(log, ProducerSnapshots(log.directory))
     batch = ProducerBatch(PID, 0, 22, 1)
     assert table.check(batch) == bases[11]
     assert table.check(ProducerBatch(PID, 0, 24, 1)) is None
