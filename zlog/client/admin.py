@@ -177,11 +177,13 @@ class Admin:
         """Partitions, leaders, replicas and configs; an unknown name raises its error. A
         topic still being created (LEADER_NOT_AVAILABLE) is asked about again within
         request_timeout_ms; a partition without a leader is described as such (leader -1)."""
-        return self._retrying(lambda _remaining_ms: self._describe_topics_once(names),
-                              after_control_error)
+        return self._retrying(
+            lambda remaining_ms: self._describe_topics_once(names, remaining_ms),
+            after_control_error)
 
-    def _describe_topics_once(self, names: Sequence[str] | None) -> list[TopicDescription]:
-        response = self._metadata(None if names is None else tuple(names))
+    def _describe_topics_once(self, names: Sequence[str] | None, timeout_ms: int,
+                              ) -> list[TopicDescription]:
+        response = self._metadata(None if names is None else tuple(names), timeout_ms)
         descriptions: list[TopicDescription] = []
         for topic in response.topics:
             if topic.error_code != ErrorCode.NONE:
@@ -203,9 +205,14 @@ class Admin:
             DescribeConfigsResource(ConfigResourceType.TOPIC, topic,
                                     None if names is None else tuple(names))
             for topic in topics)
+        return self._retrying(
+            lambda remaining_ms: self._describe_configs_once(resources, remaining_ms),
+            after_control_error)
+
+    def _describe_configs_once(self, resources: tuple[DescribeConfigsResource, ...],
+                               timeout_ms: int) -> dict[str, list[ConfigEntry]]:
         response = _expect(
-            self._connections.call_control(DescribeConfigsRequestV0(resources),
-                                           self.request_timeout_ms),
+            self._connections.call_control(DescribeConfigsRequestV0(resources), timeout_ms),
             DescribeConfigsResponseV0,
         )
         described: dict[str, list[ConfigEntry]] = {}
@@ -401,9 +408,11 @@ class Admin:
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _metadata(self, topics: tuple[str, ...] | None) -> MetadataResponseV0:
+    def _metadata(self, topics: tuple[str, ...] | None,
+                  timeout_ms: int | None = None) -> MetadataResponseV0:
         response = _expect(
-            self._connections.call_control(MetadataRequestV0(topics), self.request_timeout_ms),
+            self._connections.call_control(MetadataRequestV0(topics),
+                                           timeout_ms or self.request_timeout_ms),
             MetadataResponseV0,
         )
         self._connections.metadata.update(response)
