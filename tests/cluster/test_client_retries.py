@@ -231,13 +231,18 @@ def test_clients_find_a_leader_that_comes_back_after_none_was_left(
                    what="the record sent while no leader was left, read")
 
 
-def _bootstrap(cluster: ClusterProcesses, *, controller_first: bool) -> str:
-    """Every broker, the controller first or last: a client asks the first one first."""
-    with Admin(cluster.bootstrap) as admin:
-        controller = admin.describe_cluster().controller_id
+def _bootstrap(cluster: ClusterProcesses, *, first: int | None = None,
+               last: int | None = None) -> str:
+    """Every broker, broker `first` first or broker `last` last: a client asks the first one
+    of its bootstrap list first."""
     ordered = sorted(cluster.endpoints.items(),
-                     key=lambda item: (item[0] == controller) != controller_first)
+                     key=lambda item: (item[0] != first, item[0] == last))
     return ",".join(endpoint for _node, endpoint in ordered)
+
+
+def _controller(cluster: ClusterProcesses) -> int:
+    with Admin(cluster.bootstrap) as admin:
+        return admin.describe_cluster().controller_id
 
 
 def test_the_first_member_finds_a_coordinator_whichever_broker_it_asks_first(
@@ -246,7 +251,7 @@ def test_the_first_member_finds_a_coordinator_whichever_broker_it_asks_first(
     FindCoordinator there answers COORDINATOR_NOT_AVAILABLE, and the member asks the next
     broker rather than the same one again and again."""
     _topic(cluster)
-    with Consumer(_bootstrap(cluster, controller_first=False), group_id="first-group",
+    with Consumer(_bootstrap(cluster, last=_controller(cluster)), group_id="first-group",
                   auto_offset_reset="earliest") as member:
         member.subscribe([TOPIC])
         wait_until(lambda: bool(member.poll(100)) and bool(member.assignment()), WAIT_S,
@@ -256,33 +261,50 @@ def test_the_first_member_finds_a_coordinator_whichever_broker_it_asks_first(
 def test_group_calls_answer_while_the_coordinator_moves(cluster: ClusterProcesses) -> None:
     """The Admin lists, describes and reads a group and its member commits and reads its
     commits, while the broker leading the group's offsets partition is killed and
-    restarted."""
+    restarted. The Admin asks a surviving broker first, whose metadata names the killed
+    coordinator until the cluster has fenced it."""
     _topic(cluster)
     group = "moving-group"
     offsets_partition = partition_for(group, OFFSETS_PARTITIONS)
-    tp = TopicPartition(TOPIC, 0)
-    bootstrap = _bootstrap(cluster, controller_first=True)  # the previous test's concern
+    bootstrap = _bootstrap(cluster, first=_controller(cluster))  # the previous test's concern
     with Consumer(bootstrap, group_id=group, auto_offset_reset="earliest",
-                  enable_auto_commit=False) as member, Admin(bootstrap) as admin:
+                  enable_auto_commit=False) as member:
         member.subscribe([TOPIC])
         wait_until(lambda: bool(member.poll(100)) and bool(member.assignment()), WAIT_S,
                    what="the member assigned and reading")
         for partition in range(OFFSETS_PARTITIONS):
             cluster.wait_for(lambda p: serving(p) and len(p.isr) == 3, OFFSETS_TOPIC,
                              partition, "every offsets replica in sync")
-        commits = [0]
+        victim = cluster.partition(OFFSETS_TOPIC, offsets_partition).leader
+        with Admin(_bootstrap(cluster, last=victim)) as admin:
+            _group_calls_through_a_kill(cluster, member, admin, group)
 
-        def calls() -> None:
-            assert group in [g.group_id for g in admin.list_groups()]
-            (described,) = admin.describe_groups([group])
-            assert described.group_id == group and len(described.members) == 1
-            assert admin.list_group_offsets(group).get(tp) == (commits[0] or None)
-            member.poll(10)
-            commits[0] += 1
-            member.commit({tp: commits[0]})
-            assert member.committed([tp]) == {tp: commits[0]}
 
-        calls()
-        made = kill_leader_broker(cluster, OFFSETS_TOPIC, offsets_partition)
-        call_until(made.settled, calls, f"group calls through: {made.what}")
-        assert member.assignment() == {tp, TopicPartition(TOPIC, 1)}
+def _group_calls_through_a_kill(cluster: ClusterProcesses, member: Consumer, admin: Admin,
+                                group: str) -> None:
+    """Group calls of `admin` and `member` until the killed coordinator's broker is back."""
+    tp = TopicPartition(TOPIC, 0)
+    commits = [0]
+
+
+    def listed() -> bool:
+        return group in [g.group_id for g in admin.list_groups()]
+
+    def calls() -> None:
+        # A worker named leader of the group's offsets partition before it took it lists no
+        # group of it; the list is whole again once it has (below).
+        listed()
+        (described,) = admin.describe_groups([group])
+        assert described.group_id == group and len(described.members) == 1
+        assert admin.list_group_offsets(group).get(tp) == (commits[0] or None)
+        member.poll(10)
+        commits[0] += 1
+        member.commit({tp: commits[0]})
+        assert member.committed([tp]) == {tp: commits[0]}
+
+    calls()
+    assert listed()
+    made = kill_leader_broker(cluster, OFFSETS_TOPIC, partition_for(group, OFFSETS_PARTITIONS))
+    call_until(made.settled, calls, f"group calls through: {made.what}")
+    wait_until(listed, WAIT_S, what="the group listed again")
+    assert member.assignment() == {tp, TopicPartition(TOPIC, 1)}
