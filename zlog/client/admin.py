@@ -345,7 +345,7 @@ class Admin:
         """One round: every leader asked once. What answered is returned; the first failure
         (a definite one before any retriable one) is raised once every leader was asked, with
         the topics whose metadata it shows stale forgotten."""
-        self._refresh_for(wanted)
+        self._refresh_for(wanted, timeout_ms)
         answers: dict[TopicPartition, OffsetAndTimestamp] = {}
         failures: list[ZlogError] = []
         groups: dict[tuple[str, str], list[ListOffsetsPartition]] = {}
@@ -418,14 +418,14 @@ class Admin:
         self._connections.metadata.update(response)
         return response
 
-    def _refresh_for(self, wanted: Iterable[TopicPartition]) -> None:
+    def _refresh_for(self, wanted: Iterable[TopicPartition], timeout_ms: int) -> None:
         """Metadata for the topics of `wanted` not known, or known without one of the
         partitions or its leader: a partition added since, a leader elected since."""
         metadata = self._connections.metadata
         stale = sorted({tp.topic for tp in wanted if metadata.leader_endpoint(*tp) is None})
         if not stale:
             return
-        errors = self._connections.refresh(stale, self.request_timeout_ms)
+        errors = self._connections.refresh(stale, timeout_ms)
         for error in errors.values():
             raise error
 

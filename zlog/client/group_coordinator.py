@@ -43,8 +43,7 @@ def is_retried(code: ErrorCode) -> bool:
     """Whether a coordinator's answer (or a failed call) is retried inside the client, never
     raised before the timeout (docs/groups.md, "Client"): every code Kafka calls retriable,
     and REBALANCE_IN_PROGRESS, which a commit meets while the group rebalances."""
-    return code == ErrorCode.REBALANCE_IN_PROGRESS or (
-        after_coordinator_error(code) is not Next.FAIL)
+    return after_call_error(code) is not Next.FAIL
 
 
 def response_error(response: GroupResponse) -> ErrorCode:
@@ -134,7 +133,7 @@ class CoordinatorLink:
             return response
 
         return retry_within(attempt, timeout_ms=timeout_ms or self.request_timeout_ms,
-                            backoff_ms=self.retry_backoff_ms, next_step=_next_step,
+                            backoff_ms=self.retry_backoff_ms, next_step=after_call_error,
                             relearn=self._forget)
 
     def _forget(self, error: ZlogError) -> None:
@@ -142,6 +141,8 @@ class CoordinatorLink:
         self.endpoint = None
 
 
-def _next_step(code: ErrorCode) -> Next:
+def after_call_error(code: ErrorCode) -> Next:
+    """`call`'s decision: a coordinator's (retries.py), and REBALANCE_IN_PROGRESS asked of
+    the same coordinator again."""
     return Next.RETRY if code == ErrorCode.REBALANCE_IN_PROGRESS else after_coordinator_error(
         code)

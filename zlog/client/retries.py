@@ -113,14 +113,15 @@ def retry_within(
 
     `relearn(error)` runs before a RELEARN retry: it forgets what the attempt relied on (the
     topic's metadata, the coordinator) so that the next attempt asks again. A DefiniteError,
-    or any error whose code is not retriable, is raised at once.
+    or an error `next_step` says FAIL to (every code Kafka does not call retriable, for the
+    decisions above), is raised at once.
     """
     deadline_ms = clock_ms() + timeout_ms
     while True:
         try:
             return attempt(max(deadline_ms - clock_ms(), 1))
         except ZlogError as error:
-            step = next_step(error.code) if error.retriable else Next.FAIL
+            step = Next.FAIL if isinstance(error, DefiniteError) else next_step(error.code)
             if step is Next.FAIL or clock_ms() + backoff_ms >= deadline_ms:
                 raise
             if step is Next.RELEARN and relearn is not None:

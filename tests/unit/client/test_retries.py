@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from zlog.client.group_coordinator import after_call_error, is_retried
 from zlog.client.retries import (
     DefiniteError,
     Next,
@@ -133,3 +134,14 @@ def test_retry_within_raises_a_definite_error_at_once(error: ZlogError) -> None:
                      next_step=after_leader_error, clock_ms=clock, sleep_ms=clock.sleep)
     assert caught.value is error
     assert clock.slept_ms == []
+
+
+def test_a_coordinator_call_retries_a_rebalance_though_kafka_would_not() -> None:
+    """A commit that meets REBALANCE_IN_PROGRESS is sent again (docs/groups.md "Client"):
+    the decision passed to the loop is what counts, not Kafka's retriable flag."""
+    clock = Clock()
+    _, attempt = _failing(clock, [ZlogError(E.REBALANCE_IN_PROGRESS, "rebalancing")])
+    assert retry_within(attempt, timeout_ms=1_000, backoff_ms=100, next_step=after_call_error,
+                        clock_ms=clock, sleep_ms=clock.sleep) == "ok"
+    for code in ErrorCode:
+        assert (after_call_error(code) is not Next.FAIL) == is_retried(code)
