@@ -168,9 +168,38 @@ _RETRIABLE: frozenset[ErrorCode] = frozenset(
 )
 
 
+# Kafka marks these as InvalidMetadataException subclasses: the client's view of where the
+# partition lives is stale (the leader moved or is not there yet, the broker stopped
+# answering), so it asks for metadata again before it retries.
+_INVALID_METADATA: frozenset[ErrorCode] = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.LISTENER_NOT_FOUND,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        ErrorCode.ELECTION_NOT_NEEDED,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INCONSISTENT_TOPIC_ID,
+    }
+)
+assert _INVALID_METADATA <= _RETRIABLE
+
+
 def is_retriable(code: ErrorCode) -> bool:
     """Whether Kafka clients may retry a request that failed with `code`."""
     return code in _RETRIABLE
+
+
+def is_invalid_metadata(code: ErrorCode) -> bool:
+    """Whether `code` says the client's metadata is stale: ask again before the retry."""
+    return code in _INVALID_METADATA
 
 
 class ZlogError(Exception):

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
-from zlog.errors import ErrorCode
-
 
 class TopicPartition(NamedTuple):
     """One partition of one topic: the key of every per-partition table, client and broker.
@@ -56,16 +54,6 @@ DEFAULT_BOOTSTRAP: Final = "tcp://127.0.0.1:7400"
 """Where a client looks for a broker when told nothing: the control endpoint of a broker
 started with its defaults (`make run`). The client library, the command line and the Spark
 options all fall back to it."""
-
-METADATA_REFRESH_ERRORS: Final = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
-    ErrorCode.KAFKA_STORAGE_ERROR,
-})
-"""Errors after which a client's metadata is presumed stale (the leader moved, the topic is not
-there yet, the broker stopped answering, the leader cannot write and hands the partition on):
-the producer and the consumer both refresh their metadata before they retry, so the retry goes
-to the partition's current leader. Kafka's clients treat a storage error the same way."""
 
 TOPIC_ID_CHARS: Final = 32
 NO_TOPIC_ID: Final = ""

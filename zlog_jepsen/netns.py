@@ -16,6 +16,15 @@ acknowledgements are lost) while what was in flight still lands: a one-way parti
 network has it, coarser than the TCP proxy's, which forwards one direction of a working
 connection. Healing flushes the rules; connections that waited resume.
 
+`start` returns only once the network carries packets: every link UP, every bridge port
+forwarding, every address in place, and a TCP connect from the root namespace to each host
+answered. The commands that build it return before the kernel has brought its links up: a
+veth's carrier, its operational state and a bridge port's move to forwarding follow in the
+kernel's link-watch work, which may run a while later (on a fresh machine, the first bridge
+and veths it ever made). A packet sent meanwhile is dropped; for the first connect that is
+its ARP request, which Linux sends again only a second later (neigh retrans_time_ms), so a
+connect with a shorter timeout failed although everything was configured.
+
 Names carry the creating process's id (`zlj-<pid>-<n>-...`), so a later run finds the
 namespaces of a process that died without cleaning up and deletes them (`remove_stale`).
 Everything here needs root, `ip` and `nft`; `unavailable_reason` says what is missing.
@@ -25,11 +34,14 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import re
 import shutil
+import socket
 import subprocess
-from collections.abc import Collection, Iterator, Sequence
+import time
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Final
 
 import psutil
@@ -40,6 +52,10 @@ CLIENT_HOST_BYTE: Final = 254  # the root namespace's (the clients') address in 
 SUBNET_SECOND_BYTE: Final = 231  # 10.231.K.0/24, K free on this host
 TABLE: Final = "zlog_faults"
 COMMAND_TIMEOUT_S: Final = 10.0
+READY_TIMEOUT_S: Final = 30.0  # how long `start` waits for the kernel to bring links up
+READY_CHECK_INTERVAL_S: Final = 0.02
+PROBE_PORT: Final = 9  # nothing listens there in a new namespace: a reachable host refuses
+PROBE_TIMEOUT_S: Final = 0.2
 _STALE: Final = re.compile(rf"^{PREFIX}-(\d+)-\d+-\w+$")
 _runs = itertools.count()
 
@@ -125,6 +141,45 @@ def cut_script(drop_from: Collection[str], drop_to: Collection[str]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def link_problems(listed: str, expected: Mapping[str, str | None]) -> list[str]:
+    """What keeps links from carrying packets, from one namespace's `ip -details -json
+    address show`: each link of `expected` (with the IPv4 address it must have, or None)
+    missing, not UP (its operational state, which the kernel sets once the link has a
+    carrier: a veth once both ends are up), a bridge port not forwarding, or its address
+    missing or tentative."""
+    links = {link["ifname"]: link for link in json.loads(listed or "[]")}
+    problems: list[str] = []
+    for name, address in expected.items():
+        link = links.get(name)
+        if link is None:
+            problems.append(f"{name}: no such link")
+            continue
+        operstate = str(link.get("operstate", "unknown"))
+        if operstate != "UP":
+            problems.append(f"{name}: {operstate.lower()}")
+        info = link.get("linkinfo", {})
+        port_state = info.get("info_slave_data", {}).get("state")
+        if info.get("info_slave_kind") == "bridge" and port_state != "forwarding":
+            problems.append(f"{name}: bridge port {port_state}")
+        if address is not None and not any(
+                found.get("family") == "inet" and found.get("local") == address
+                and not found.get("tentative") for found in link.get("addr_info", [])):
+            problems.append(f"{name}: no address {address}")
+    return problems
+
+
+def reachable(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether a TCP connect to `address`:PROBE_PORT is answered, refused or accepted: the
+    SYN got there and the answer came back (ARP resolved both ways)."""
+    try:
+        with socket.create_connection((address, PROBE_PORT), timeout_s):
+            return True
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+
+
 def free_subnet(start: int, routes: str) -> str:
     """The first 10.231.K (K from `start`, wrapping) that no route of `ip -4 route` output
     mentions."""
@@ -198,6 +253,40 @@ class NamespaceNetwork:
         run_command(["ip", "addr", "add", f"{self.client_address}/24", "dev", self.client_link])
         run_command(["ip", "link", "set", self.client_link, "up"])
         run_command([*in_bridge, "link", "set", "clients", "master", "br0", "up"])
+        self.wait_ready()
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Until the network carries packets (see the module docstring): every link UP, every
+        bridge port forwarding, every address in place, then every host answering a connect
+        from the root namespace. NamespaceError naming what is still missing after
+        `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            problems = self._link_problems()
+            if not problems:
+                problems = [f"host {host}: no answer from {self.address(host)}"
+                            for host in self.hosts if not reachable(self.address(host))]
+            if not problems:
+                return
+            if time.monotonic() > deadline:
+                raise NamespaceError(f"the network is not up after {timeout_s} s: "
+                                     + "; ".join(problems))
+            time.sleep(READY_CHECK_INTERVAL_S)
+
+    def _link_problems(self) -> list[str]:
+        bridge = self.namespace(BRIDGE_HOST)
+        listings: list[tuple[str, list[str], dict[str, str | None]]] = [
+            (self.namespace(host), ["-n", self.namespace(host)], {"eth0": self.address(host)})
+            for host in self.hosts]
+        listings.append((bridge, ["-n", bridge], {
+            "br0": None, "clients": None, **{f"h{host}": None for host in self.hosts}}))
+        listings.append(("the root namespace", [], {self.client_link: self.client_address}))
+        problems: list[str] = []
+        for where, namespace, expected in listings:
+            listed = run_command(["ip", *namespace, "-details", "-json", "address", "show"])
+            problems.extend(f"{where}: {problem}"
+                            for problem in link_problems(listed, expected))
+        return problems
 
     def cut(self, host: int, drop_from: Collection[str] = (),
             drop_to: Collection[str] = ()) -> None:

@@ -8,20 +8,26 @@ everything. It needs root, `ip` and `nft` and is skipped, saying which is missin
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from tests.waiting import wait_until
+from zlog_jepsen import netns
 from zlog_jepsen.netns import (
+    BRIDGE_HOST,
     CLIENT_HOST_BYTE,
     NamespaceNetwork,
     cut_script,
     free_subnet,
+    link_problems,
+    reachable,
     stale_namespaces,
     unavailable_reason,
 )
@@ -83,6 +89,34 @@ def test_a_cut_drops_by_peer_address_in_each_direction_asked() -> None:
     assert cut_script((), ()) == ""
 
 
+def _link(name: str, operstate: str = "UP", port: str | None = None,
+          addresses: tuple[dict[str, object], ...] = ()) -> dict[str, object]:
+    """One link as `ip -details -json address show` lists it."""
+    link: dict[str, object] = {"ifname": name, "operstate": operstate,
+                               "addr_info": list(addresses)}
+    if port is not None:
+        link["linkinfo"] = {"info_kind": "veth", "info_slave_kind": "bridge",
+                            "info_slave_data": {"state": port}}
+    return link
+
+
+def test_a_link_carries_packets_once_up_forwarding_and_addressed() -> None:
+    address = {"family": "inet", "local": "10.231.5.1", "prefixlen": 24}
+    ready = json.dumps([_link("eth0", addresses=(address,)),
+                        _link("h1", port="forwarding"), _link("br0")])
+    assert link_problems(ready, {"eth0": "10.231.5.1", "h1": None, "br0": None}) == []
+    late = json.dumps([
+        _link("eth0", "LOWERLAYERDOWN"), _link("h1", port="disabled"),
+        _link("h2", "DOWN", port="listening"),
+        _link("eth1", addresses=({**address, "local": "10.231.5.2", "tentative": True},)),
+    ])
+    assert link_problems(late, {"eth0": "10.231.5.1", "h1": None, "h2": None,
+                                "eth1": "10.231.5.2", "br0": None}) == [
+        "eth0: lowerlayerdown", "eth0: no address 10.231.5.1", "h1: bridge port disabled",
+        "h2: down", "h2: bridge port listening", "eth1: no address 10.231.5.2",
+        "br0: no such link"]
+
+
 def test_the_subnet_is_one_no_route_of_the_host_mentions() -> None:
     routes = "default via 10.231.5.1 dev eth0\n10.231.6.0/24 dev x\n"
     assert free_subnet(5, routes) == "10.231.7"
@@ -133,6 +167,49 @@ def _datagram_arrives(network: NamespaceNetwork, sender: int, receiver: int) -> 
         assert receiving.stdout is not None and receiving.stdout.readline() == "bound\n"
         _run_in(network, sender, UDP_SEND, network.address(receiver))
         return receiving.wait(10) == 0
+
+
+LATE_PORT_S = 1.5
+"""How long the clients' bridge port stays down after its last command: longer than a probe's
+timeout, so that a connect made meanwhile loses its ARP request and times out."""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_start_returns_once_the_network_carries_packets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a fresh or busy machine a bridge port may forward only a while after the command
+    that brought it up returned (the kernel's link watch runs later). Here the clients' port
+    is held disabled for LATE_PORT_S after its command, as such a kernel would leave it:
+    `start` must not return before it forwards, so the first connect from the root
+    namespace gets through at once."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"network namespaces with nftables are unavailable: {reason}")
+    network = NamespaceNetwork(2)
+    bridge = network.namespace(BRIDGE_HOST)
+    run = netns.run_command
+    timers: list[threading.Timer] = []
+
+    def port_state(state: int) -> None:  # iproute2's `bridge`, as `ip` sets no state 0
+        run(["bridge", "-n", bridge, "link", "set", "dev", "clients", "state", str(state)])
+
+    def with_a_late_port(command: Sequence[str], *, stdin: str | None = None) -> str:
+        out = run(command, stdin=stdin)
+        if "clients" in command and list(command[-3:]) == ["master", "br0", "up"]:
+            port_state(0)  # disabled
+            timers.append(threading.Timer(LATE_PORT_S, port_state, (3,)))  # forwarding
+            timers[-1].start()
+        return out
+
+    monkeypatch.setattr(netns, "run_command", with_a_late_port)
+    try:
+        network.start()
+        assert timers, "the clients' port was held"
+        assert reachable(network.address(1), PROBE_TIMEOUT_S), "the first connect got through"
+    finally:
+        for timer in timers:
+            timer.join()
+        network.close()
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ import inspect
 
 import kafka.errors as kerrors
 
-from zlog.errors import ErrorCode, ZlogError, for_code
+from zlog.errors import ErrorCode, ZlogError, for_code, is_invalid_metadata
 
 # kafka-python names a few codes differently from Kafka's Errors.java; ours follow Java.
 _NAME_ALIASES = {
@@ -56,6 +56,15 @@ def test_retriable_flags_match_kafka() -> None:
         code = ErrorCode(errno)
         expected = bool(cls.retriable) != (code in _RETRIABLE_DIFFERS_FROM_KAFKA_PYTHON)
         assert ZlogError(code, "x").retriable == expected, code.name
+
+
+def test_invalid_metadata_flags_match_kafka() -> None:
+    """Kafka's InvalidMetadataException subclasses: the client refreshes before retrying."""
+    for errno, cls in _kafka_python_codes().items():
+        if errno <= 0 or errno not in ErrorCode._value2member_map_:
+            continue
+        expected = bool(getattr(cls, "invalid_metadata", False))
+        assert is_invalid_metadata(ErrorCode(errno)) == expected, ErrorCode(errno).name
 
 
 def test_unknown_numbers_become_unknown_server_error() -> None:

@@ -8,8 +8,7 @@ Kafka's code. Not thread-safe: one Admin per thread (it owns sockets).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, TypeVar
 
 from zlog.client.admin_groups import GroupAdmin
@@ -26,7 +25,13 @@ from zlog.client.records import (
     PartitionReassignment,
     TopicDescription,
 )
-from zlog.clock import monotonic_ms
+from zlog.client.retries import (
+    DefiniteError,
+    Next,
+    after_control_error,
+    after_leader_error,
+    retry_within,
+)
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
 from zlog.transport.messages import (
     AlterableConfig,
@@ -72,10 +77,10 @@ from zlog.transport.reassignment_messages import (
 from zlog.types import DEFAULT_BOOTSTRAP, TopicPartition
 
 R = TypeVar("R", bound=Response)
+T = TypeVar("T")
 C = TypeVar("C", ElectLeadersResponseV0, AlterPartitionReassignmentsResponseV0,
             ListPartitionReassignmentsResponseV0, UnregisterBrokerResponseV0)
 
-CONTROLLER_RETRY_BACKOFF_MS: Final = 100  # between controller requests while none is known
 CONFIG_SOURCE_NAMES: Final = {
     ConfigSource.TOPIC: "topic",
     ConfigSource.BROKER: "broker",
@@ -169,8 +174,16 @@ class Admin:
         return sorted(t.name for t in response.topics if t.error_code == ErrorCode.NONE)
 
     def describe_topics(self, names: Sequence[str] | None = None) -> list[TopicDescription]:
-        """Partitions, leaders, replicas and configs; an unknown name raises its error."""
-        response = self._metadata(None if names is None else tuple(names))
+        """Partitions, leaders, replicas and configs; an unknown name raises its error. A
+        topic still being created (LEADER_NOT_AVAILABLE) is asked about again within
+        request_timeout_ms; a partition without a leader is described as such (leader -1)."""
+        return self._retrying(
+            lambda remaining_ms: self._describe_topics_once(names, remaining_ms),
+            after_control_error)
+
+    def _describe_topics_once(self, names: Sequence[str] | None, timeout_ms: int,
+                              ) -> list[TopicDescription]:
+        response = self._metadata(None if names is None else tuple(names), timeout_ms)
         descriptions: list[TopicDescription] = []
         for topic in response.topics:
             if topic.error_code != ErrorCode.NONE:
@@ -193,9 +206,14 @@ class Admin:
             DescribeConfigsResource(ConfigResourceType.TOPIC, topic,
                                     None if names is None else tuple(names))
             for topic in topics)
+        return self._retrying(
+            lambda remaining_ms: self._describe_configs_once(resources, remaining_ms),
+            after_control_error)
+
+    def _describe_configs_once(self, resources: tuple[DescribeConfigsResource, ...],
+                               timeout_ms: int) -> dict[str, list[ConfigEntry]]:
         response = _expect(
-            self._connections.call_control(DescribeConfigsRequestV0(resources),
-                                           self.request_timeout_ms),
+            self._connections.call_control(DescribeConfigsRequestV0(resources), timeout_ms),
             DescribeConfigsResponseV0,
         )
         described: dict[str, list[ConfigEntry]] = {}
@@ -275,17 +293,16 @@ class Admin:
 
     def _controller_call(self, request: Request, cls: type[C]) -> C:
         """`request` answered by the controller; a controller that is moving or electing is
-        waited for (NOT_CONTROLLER is retried within request_timeout_ms)."""
-        deadline_ms = monotonic_ms() + self.request_timeout_ms
-        while True:
-            response = _expect(
-                self._connections.call_control(request, self.request_timeout_ms), cls)
-            if response.error_code == ErrorCode.NONE:
-                return response
-            error = for_code(response.error_code, response.error_message)
-            if error.code != ErrorCode.NOT_CONTROLLER or monotonic_ms() >= deadline_ms:
-                raise error
-            time.sleep(CONTROLLER_RETRY_BACKOFF_MS / 1000)
+        waited for (NOT_CONTROLLER, and any retriable error but the controller's "no such
+        topic", is retried within request_timeout_ms)."""
+
+        def attempt(remaining_ms: int) -> C:
+            response = _expect(self._connections.call_control(request, remaining_ms), cls)
+            if response.error_code != ErrorCode.NONE:
+                raise for_code(response.error_code, response.error_message)
+            return response
+
+        return self._retrying(attempt, after_control_error)
 
     def describe_cluster(self) -> ClusterDescription:
         response = _expect(
@@ -308,30 +325,63 @@ class Admin:
         self, specs: Mapping[TopicPartition | tuple[str, int], int]
     ) -> dict[TopicPartition, OffsetAndTimestamp]:
         """Offsets by spec: LATEST (-1), EARLIEST (-2) or a timestamp in ms (first record at or
-        after it; offset -1 if none is that recent)."""
+        after it; offset -1 if none is that recent).
+
+        Asked of each partition's leader. A leader that moved, is not elected yet, cannot
+        answer yet (OFFSET_NOT_AVAILABLE) or does not answer is asked again, its metadata
+        first where it is stale, within request_timeout_ms; only then is the last cause
+        raised. A partition or topic the cluster does not have raises at once."""
         wanted = {TopicPartition(*tp): spec for tp, spec in specs.items()}
-        self._refresh_for(t.topic for t in wanted)
+        answers: dict[TopicPartition, OffsetAndTimestamp] = {}
+
+        def attempt(remaining_ms: int) -> dict[TopicPartition, OffsetAndTimestamp]:
+            pending = {tp: spec for tp, spec in wanted.items() if tp not in answers}
+            answers.update(self._list_offsets_once(pending, remaining_ms))
+            return {tp: answers[tp] for tp in wanted}
+
+        return self._retrying(attempt, after_leader_error)
+
+    def _list_offsets_once(self, wanted: Mapping[TopicPartition, int], timeout_ms: int,
+                           ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """One round: every leader asked once. What answered is returned; the first failure
+        (a definite one before any retriable one) is raised once every leader was asked, with
+        the topics whose metadata it shows stale forgotten."""
+        self._refresh_for(wanted, timeout_ms)
+        answers: dict[TopicPartition, OffsetAndTimestamp] = {}
+        failures: list[ZlogError] = []
         groups: dict[tuple[str, str], list[ListOffsetsPartition]] = {}
         for tp, spec in wanted.items():
-            endpoint = self._leader(tp)
+            try:
+                endpoint = self._leader(tp)
+            except ZlogError as error:
+                self._note_failure(tp.topic, error, failures)
+                continue
             groups.setdefault((endpoint, tp.topic), []).append(
                 ListOffsetsPartition(tp.partition, spec))
-        answers: dict[TopicPartition, OffsetAndTimestamp] = {}
         for (endpoint, topic), partitions in groups.items():
-            response = _expect(
-                self._connections.client(endpoint).call(
-                    ListOffsetsRequestV0(topic, tuple(partitions)), self.request_timeout_ms),
-                ListOffsetsResponseV0,
-            )
+            try:
+                response = _expect(
+                    self._connections.call_endpoint(
+                        endpoint, ListOffsetsRequestV0(topic, tuple(partitions)), timeout_ms),
+                    ListOffsetsResponseV0)
+            except ZlogError as error:
+                self._note_failure(topic, error, failures)
+                continue
             for result in response.partitions:
                 if result.error_code != ErrorCode.NONE:
-                    if result.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                        self._connections.metadata.invalidate(topic)
-                    raise for_code(result.error_code, prefixed_once(
-                        f"{topic}-{result.partition}", result.error_message))
+                    self._note_failure(topic, for_code(result.error_code, prefixed_once(
+                        f"{topic}-{result.partition}", result.error_message)), failures)
+                    continue
                 answers[TopicPartition(topic, result.partition)] = OffsetAndTimestamp(
                     result.offset, result.timestamp)
+        if failures:
+            raise min(failures, key=lambda error: error.retriable)
         return answers
+
+    def _note_failure(self, topic: str, error: ZlogError, failures: list[ZlogError]) -> None:
+        if after_leader_error(error.code) is Next.RELEARN:
+            self._connections.metadata.invalidate(topic)
+        failures.append(error)
 
     # -- consumer groups (admin_groups.py) ----------------------------------------------
 
@@ -359,33 +409,48 @@ class Admin:
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _metadata(self, topics: tuple[str, ...] | None) -> MetadataResponseV0:
+    def _metadata(self, topics: tuple[str, ...] | None,
+                  timeout_ms: int | None = None) -> MetadataResponseV0:
         response = _expect(
-            self._connections.call_control(MetadataRequestV0(topics), self.request_timeout_ms),
+            self._connections.call_control(MetadataRequestV0(topics),
+                                           timeout_ms or self.request_timeout_ms),
             MetadataResponseV0,
         )
         self._connections.metadata.update(response)
         return response
 
-    def _refresh_for(self, topics: Iterable[str]) -> None:
-        missing = sorted({t for t in topics if self._connections.metadata.topic(t) is None})
-        if not missing:
+    def _refresh_for(self, wanted: Iterable[TopicPartition], timeout_ms: int) -> None:
+        """Metadata for the topics of `wanted` not known, or known without one of the
+        partitions or its leader: a partition added since, a leader elected since."""
+        metadata = self._connections.metadata
+        stale = sorted({tp.topic for tp in wanted if metadata.leader_endpoint(*tp) is None})
+        if not stale:
             return
-        errors = self._connections.refresh(missing, self.request_timeout_ms)
+        errors = self._connections.refresh(stale, timeout_ms)
         for error in errors.values():
             raise error
 
     def _leader(self, tp: TopicPartition) -> str:
+        """The endpoint of `tp`'s leader, from metadata just refreshed where it was stale: a
+        partition past the topic's count is definite, no leader is LEADER_NOT_AVAILABLE."""
         metadata = self._connections.metadata
         count = metadata.partition_count(tp.topic)
         if count is not None and not 0 <= tp.partition < count:
-            raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                            f"topic {tp.topic!r} has partitions 0..{count - 1}, not {tp.partition}")
+            raise DefiniteError(ZlogError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"topic {tp.topic!r} has partitions 0..{count - 1}, not {tp.partition}"))
         endpoint = metadata.leader_endpoint(*tp)
         if endpoint is None:
             raise ZlogError(ErrorCode.LEADER_NOT_AVAILABLE,
                             f"{tp.topic}-{tp.partition} has no leader right now")
         return endpoint
+
+    def _retrying(self, attempt: Callable[[int], T], next_step: Callable[[ErrorCode], Next],
+                  ) -> T:
+        """`attempt(remaining_ms)`, tried again within request_timeout_ms while `next_step`
+        says a retry may help (each attempt forgets what it found stale itself)."""
+        return retry_within(attempt, timeout_ms=self.request_timeout_ms,
+                            backoff_ms=self._connections.retry_backoff_ms, next_step=next_step)
 
     def close(self) -> None:
         self._connections.close()

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from zlog.client.cluster import Connections
-from zlog.client.group_coordinator import RETRY_CODES, CoordinatorLink
+from zlog.client.group_coordinator import CoordinatorLink, is_retried
 from zlog.client.group_offsets import commit_offsets, fetch_committed
 from zlog.client.records import GroupDescription, GroupListing, GroupMemberDescription
+from zlog.client.retries import after_coordinator_error, retry_within
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
 from zlog.groups.partitioning import OFFSETS_TOPIC
@@ -47,8 +48,14 @@ class GroupAdmin:
 
     def list_groups(self) -> list[GroupListing]:
         """Every group of every coordinator, sorted by id; none before `__consumer_offsets`
-        exists (it is made by the first FindCoordinator)."""
-        errors = self._connections.refresh([OFFSETS_TOPIC], self.request_timeout_ms)
+        exists (it is made by the first FindCoordinator). An offsets partition without a
+        leader, or a coordinator that moved or does not answer, is asked about again within
+        request_timeout_ms."""
+        return retry_within(self._list_groups_once, timeout_ms=self.request_timeout_ms,
+                            backoff_ms=self.retry_backoff_ms, next_step=after_coordinator_error)
+
+    def _list_groups_once(self, timeout_ms: int) -> list[GroupListing]:
+        errors = self._connections.refresh([OFFSETS_TOPIC], timeout_ms)
         if OFFSETS_TOPIC in errors:
             if errors[OFFSETS_TOPIC].code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 return []
@@ -62,7 +69,7 @@ class GroupAdmin:
         found: dict[str, GroupListing] = {}
         for endpoint in endpoints:
             response = self._connections.call_endpoint(
-                endpoint, ListGroupsRequest(request_id=0), self.request_timeout_ms)
+                endpoint, ListGroupsRequest(request_id=0), timeout_ms)
             if not isinstance(response, ListGroupsResponse):
                 raise ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR,
                                 f"ListGroups answered with {type(response).__name__}")
@@ -131,4 +138,4 @@ def _why(code: ErrorCode) -> str:
         return "it still has members"
     if code == ErrorCode.GROUP_ID_NOT_FOUND:
         return "no such group"
-    return code.name.lower().replace("_", " ") + (" (retry)" if code in RETRY_CODES else "")
+    return code.name.lower().replace("_", " ") + (" (retry)" if is_retried(code) else "")

@@ -39,13 +39,13 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from zlog.client.group_member import (
-    REDISCOVER_CODES,
     MemberState,
     Reconciliation,
     Reconciling,
     RequestSlot,
     SentRequest,
 )
+from zlog.client.retries import Next, after_coordinator_error
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.groups.assignors import ASSIGNORS, assign_classic_group
 from zlog.groups.consumer_protocol import (
@@ -77,10 +77,9 @@ PARKED_REPLY_EXTRA_MS: Final = 5_000
 """A JoinGroup or SyncGroup waits at the coordinator up to the rebalance timeout; its reply may
 take that long plus this (Kafka's margin)."""
 
-RETRY_SAME_CODES: Final = frozenset({
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REBALANCE_IN_PROGRESS,
-})
-"""Ask the same coordinator again after a backoff."""
+RETRY_SAME_CODES: Final = frozenset({ErrorCode.REBALANCE_IN_PROGRESS})
+"""Asked of the same coordinator again after a backoff although Kafka does not call it
+retriable: the join or sync of a rebalance that started meanwhile goes again."""
 LOST_CODES: Final = frozenset({ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID})
 """A generation goes on without this member: its partitions are lost, it rejoins."""
 
@@ -411,13 +410,15 @@ class ClassicMember(Reconciling):
                                        f"({code.name.lower()})"), now_ms)
 
     def _retry(self, error: ZlogError, now_ms: int) -> None:
-        """Find the coordinator again, or ask it again, after a backoff; anything else is
-        fatal (FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT...)."""
-        if error.code in REDISCOVER_CODES:
-            self.needs_coordinator = True
-        elif error.code not in RETRY_SAME_CODES:
+        """Find the coordinator again (it moved), or ask it again (it cannot answer yet),
+        after a backoff; a retriable error never fails the member. Anything else is fatal
+        (FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT...)."""
+        step = Next.RETRY if error.code in RETRY_SAME_CODES else after_coordinator_error(
+            error.code)
+        if step is Next.FAIL:
             self._fail(error)
             return
+        self.needs_coordinator = self.needs_coordinator or step is Next.RELEARN
         if self.phase in (Phase.SYNC, Phase.ASSIGN):
             self._set_phase(Phase.JOIN)
         self._due_ms = now_ms + self.retry_backoff_ms

@@ -2,8 +2,10 @@
 
 `MetadataCache` (pure) holds the last Metadata answer per topic: partition counts and, per
 partition, the data endpoint of the worker that leads it. Clients talk to that worker
-directly (DESIGN.md section 1); a NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION answer
-makes the caller `invalidate` the topic, and the next use refreshes it.
+directly (DESIGN.md section 1); an answer saying the metadata is stale (NOT_LEADER_OR_FOLLOWER,
+a lost connection...: retries.py), or a partition it names no leader for, makes the caller
+`invalidate` the topic, and the next use refreshes it. A topic the control plane says does
+not exist is a `DefiniteError`: it reaches the caller at once.
 
 `Connections` owns one RpcClient per endpoint: the control endpoints (the bootstrap list, then
 every broker's control endpoint learnt from metadata) and the data endpoints of workers.
@@ -30,6 +32,7 @@ from typing import Final
 
 import zmq
 
+from zlog.client.retries import Next, after_control_error, definite_if_control_says
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages import (
@@ -46,11 +49,14 @@ log = logging.getLogger("zlog.client")
 CONTROL_CONNECT_TIMEOUT_MS: Final = 2_000
 """With other control endpoints left to try, one that has not connected by then is passed over."""
 RETRY_BACKOFF_MS_DEFAULT: Final = 100
-# A control endpoint answering these is passed over for the next one (within the same call).
-_TRY_NEXT_ON: Final = frozenset({
-    ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER,
-    ErrorCode.BROKER_NOT_AVAILABLE,
-})
+
+
+def _passed_over(error: ZlogError) -> bool:
+    """A control endpoint failing a whole request with this is passed over for the next one
+    (within the same call): it did not answer, it is stopping, or its error is retriable
+    (NOT_CONTROLLER, a forward to the controller that failed...)."""
+    return error.code == ErrorCode.BROKER_NOT_AVAILABLE or (
+        error.retriable and after_control_error(error.code) is not Next.FAIL)
 
 
 def parse_bootstrap(bootstrap: str | Sequence[str]) -> tuple[str, ...]:
@@ -237,13 +243,16 @@ def _no_control_endpoint(failures: dict[str, ZlogError], timeout_ms: int) -> Zlo
 
 
 def _error(code: int, message: str, topic: str) -> ZlogError:
+    """A topic's error in a Metadata answer: the control plane's, so its "no such topic" is
+    definite (retries.py)."""
     try:
         known = ErrorCode(code)
     except ValueError:
         known = ErrorCode.UNKNOWN_SERVER_ERROR
     if known == ErrorCode.NONE:
         known = ErrorCode.UNKNOWN_SERVER_ERROR
-    return ZlogError(known, message or f"topic {topic}: {known.name.lower()}")
+    return definite_if_control_says(
+        ZlogError(known, message or f"topic {topic}: {known.name.lower()}"))
 
 
 class Connections:
@@ -317,7 +326,7 @@ class Connections:
                         msg, remaining_ms, connect_timeout_ms=connect_timeout_ms,
                         cancelled=cancelled)
                 except ZlogError as error:
-                    if error.code not in _TRY_NEXT_ON:
+                    if not _passed_over(error):
                         raise
                     failures[endpoint] = error
                     self._control_index += 1
@@ -351,7 +360,7 @@ class Connections:
         asking it would never learn the new leader.
         """
         if elsewhere:
-            self._control_index += 1
+            self.skip_control_endpoint()
         response = self.call_control(
             MetadataRequestV0(None if topics is None else tuple(topics)), timeout_ms,
             cancelled=cancelled,
@@ -359,6 +368,11 @@ class Connections:
         if not isinstance(response, MetadataResponseV0):
             raise ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR, "metadata answered with the wrong api")
         return self.metadata.update(response)
+
+    def skip_control_endpoint(self) -> None:
+        """The next control call starts at the next control endpoint: the last one's answer
+        may be stale (a broker cut off from the controller), or it could not help."""
+        self._control_index += 1
 
     def _drop(self, endpoint: str) -> None:
         rpc = self._clients.pop(endpoint, None)

@@ -98,6 +98,7 @@ from zlog.client.metadata_watch import (
     partition_counts,
 )
 from zlog.client.records import ConsumerRecord
+from zlog.client.retries import DefiniteError, Next, after_leader_error, retry_within
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
 from zlog.record.arrays import BatchView
@@ -111,6 +112,8 @@ from zlog.transport.messages import (
     ListOffsetsResponseV0,
     MetadataRequestV0,
     MetadataResponseV0,
+    Request,
+    Response,
 )
 from zlog.transport.rpc import RpcResult
 from zlog.types import (
@@ -118,7 +121,6 @@ from zlog.types import (
     DEFAULT_BOOTSTRAP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    METADATA_REFRESH_ERRORS,
     TopicPartition,
 )
 
@@ -499,16 +501,22 @@ class Consumer:
     def _take_gained(self, membership: GroupMembership) -> None:
         """Start the gained partitions once their committed offsets are known: positions
         first (a seek in `on_assign` overrides them), then `on_assign`, then the report. A
-        failed lookup is raised (as `committed()` raises it) and asked again."""
+        failed lookup is asked again; one that failed for good is raised (as `committed()`
+        raises it), one that ran out of time on a retriable error (a coordinator away for
+        longer than request_timeout_ms) only logged: a poll never raises those."""
         gaining = self._gaining
         if gaining is None or not gaining.offsets.done():
             return
         work = gaining.work
         try:
             committed = gaining.offsets.result()
-        except ZlogError:
+        except ZlogError as error:
             gaining.offsets = self._woken_by(membership.committed_in_background(work.assign))
-            raise
+            if not error.retriable:
+                raise
+            log.warning("group %s: the committed offsets of %d gained partitions: %s; "
+                        "asking again", self.group_id, len(work.assign), error)
+            return
         self._gaining = None
         self._set_assignment([*self._assignment, *sorted(work.assign)])
         for tp, offset in committed.items():
@@ -640,13 +648,13 @@ class Consumer:
         an exception: the next round asks the metadata again.
         """
         try:
-            self._resolve_positions()
+            self._resolve_positions(self.request_timeout_ms)
             if self.local and (self._fill_from_rings() or self._rings):
                 return self._wait_local(deadline_ms)
             self._send_fetches()
         except ZlogError as error:
-            if not error.retriable or error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                raise  # the control plane's "no such topic" is an answer, not a hiccup
+            if not error.retriable:  # the control plane's "no such topic" among them
+                raise
             return self._pause_after(error, deadline_ms)
         remaining_ms = deadline_ms - self._clock.monotonic_ms()
         if remaining_ms <= 0:
@@ -666,18 +674,13 @@ class Consumer:
         time.sleep(min(self.retry_backoff_ms, remaining_ms) / 1000)
         return deadline_ms > self._clock.monotonic_ms()
 
-    def _retrying(self, call: Callable[[], T]) -> T:
-        """`call()`, tried again after retriable errors until request_timeout_ms has passed;
-        then the last error (it names the cause)."""
-        deadline_ms = self._clock.monotonic_ms() + self.request_timeout_ms
-        while True:
-            try:
-                return call()
-            except ZlogError as error:
-                if not error.retriable or self._clock.monotonic_ms() >= deadline_ms:
-                    raise
-                if not self._pause_after(error, deadline_ms):
-                    raise
+    def _retrying(self, call: Callable[[int], T]) -> T:
+        """`call(remaining_ms)`, tried again after retriable errors until request_timeout_ms
+        has passed; then the last error (it names the cause). Each attempt forgets the
+        metadata it found stale, so the next one asks again."""
+        return retry_within(call, timeout_ms=self.request_timeout_ms,
+                            backoff_ms=self.retry_backoff_ms, next_step=after_leader_error,
+                            clock_ms=self._clock.monotonic_ms)
 
     def _take_records(self, max_records: int) -> list[ConsumerRecord]:
         records: list[ConsumerRecord] = []
@@ -859,7 +862,8 @@ class Consumer:
         by_endpoint: dict[str, list[TopicPartition]] = {}
         for tp in candidates:
             endpoint = self._connections.metadata.leader_endpoint(*tp)
-            if endpoint is None:
+            if endpoint is None:  # no leader, as the metadata had it: ask again after a backoff
+                self._connections.metadata.invalidate(tp.topic)
                 self._back_off(tp, now_ms)
                 continue
             by_endpoint.setdefault(endpoint, []).append(tp)
@@ -964,8 +968,7 @@ class Consumer:
             self._pending_resets[tp] = reset
             return
         if error.retriable:  # a leader moving, a broker away: ask again after a backoff
-            if error.code in METADATA_REFRESH_ERRORS:
-                self._connections.metadata.invalidate(tp.topic)
+            self._forget_if_stale(tp.topic, error)
             self._back_off(tp, now_ms)
             return
         raise ZlogError(error.code, prefixed_once(f"fetching {tp.topic}-{tp.partition}",
@@ -976,7 +979,7 @@ class Consumer:
 
     # -- offsets --------------------------------------------------------------------------
 
-    def _resolve_positions(self) -> None:
+    def _resolve_positions(self, timeout_ms: int) -> None:
         """Give every assigned partition without a position one, per its pending reset."""
         missing = [tp for tp in self._assignment if self._positions[tp] is None]
         if not missing:
@@ -990,7 +993,7 @@ class Consumer:
                                 f"{tp.topic}-{tp.partition} has no position and "
                                 "auto_offset_reset is none: seek first")
             wanted[tp] = reset
-        for tp, offset in self._list_offsets_once(wanted).items():
+        for tp, offset in self._list_offsets_once(wanted, timeout_ms).items():
             self._positions[tp] = offset
             self._pending_resets.pop(tp, None)
 
@@ -998,36 +1001,61 @@ class Consumer:
         """ListOffsets against the leaders: -1 high watermark, -2 log start, else a time.
 
         Retriable errors are retried within request_timeout_ms."""
-        return self._retrying(lambda: self._list_offsets_once(specs))
+        return self._retrying(lambda remaining_ms: self._list_offsets_once(specs, remaining_ms))
 
-    def _list_offsets_once(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    def _list_offsets_once(self, specs: dict[TopicPartition, int], timeout_ms: int,
+                           ) -> dict[TopicPartition, int]:
+        """One ListOffsets per leader; a failure forgets the metadata it shows stale (a
+        partition without a leader among them) and is raised."""
         self._refresh_metadata({tp.topic for tp in specs})
         groups: dict[tuple[str, str], list[ListOffsetsPartition]] = {}
         for tp, spec in specs.items():
-            endpoint = self._connections.metadata.leader_endpoint(*tp)
-            if endpoint is None:
-                raise ZlogError(ErrorCode.LEADER_NOT_AVAILABLE,
-                                f"{tp.topic}-{tp.partition} has no leader right now")
+            endpoint = self._leader_of(tp)
             groups.setdefault((endpoint, tp.topic), []).append(
                 ListOffsetsPartition(tp.partition, spec))
         offsets: dict[TopicPartition, int] = {}
         for (endpoint, topic), partitions in groups.items():
-            try:
-                response = self._connections.client(endpoint).call(
-                    ListOffsetsRequestV0(topic, tuple(partitions)), self.request_timeout_ms)
-            except ZlogError as error:
-                if error.code in METADATA_REFRESH_ERRORS:
-                    self._connections.metadata.invalidate(topic)
-                raise
+            response = self._call(endpoint, topic, ListOffsetsRequestV0(topic, tuple(partitions)),
+                                  timeout_ms)
             assert isinstance(response, ListOffsetsResponseV0)
             for result in response.partitions:
                 if result.error_code != ErrorCode.NONE:
-                    self._connections.metadata.invalidate(topic)
-                    raise for_code(result.error_code,
-                                   prefixed_once(f"{topic}-{result.partition}",
-                                                 result.error_message))
+                    error = for_code(result.error_code, prefixed_once(
+                        f"{topic}-{result.partition}", result.error_message))
+                    self._forget_if_stale(topic, error)
+                    raise error
                 offsets[TopicPartition(topic, result.partition)] = result.offset
         return offsets
+
+    def _leader_of(self, tp: TopicPartition) -> str:
+        """The endpoint of `tp`'s leader; LEADER_NOT_AVAILABLE (its metadata forgotten, to be
+        asked again) when the metadata names none."""
+        endpoint = self._connections.metadata.leader_endpoint(*tp)
+        if endpoint is None:
+            self._connections.metadata.invalidate(tp.topic)
+            raise ZlogError(ErrorCode.LEADER_NOT_AVAILABLE,
+                            f"{tp.topic}-{tp.partition} has no leader right now")
+        return endpoint
+
+    def _call(self, endpoint: str, topic: str, request: Request, timeout_ms: int) -> Response:
+        """A call of this consumer's own to a leader's worker, over the connection its
+        fetches use. The failures a broken connection still holds are taken in first (their
+        partitions back off): the call then gets a fresh connection instead of failing at
+        once. A failure forgets `topic`'s metadata where it shows it stale."""
+        rpc = self._connections.client(endpoint)
+        if rpc.broken is not None:
+            for result in rpc.poll_responses(0):
+                self._on_fetch_result(endpoint, result)
+            rpc = self._connections.client(endpoint)
+        try:
+            return rpc.call(request, timeout_ms)
+        except ZlogError as error:
+            self._forget_if_stale(topic, error)
+            raise
+
+    def _forget_if_stale(self, topic: str, error: ZlogError) -> None:
+        if after_leader_error(error.code) is Next.RELEARN:
+            self._connections.metadata.invalidate(topic)
 
     def latest(self, topic: str, partition: int) -> ConsumerRecord | None:
         """The last record below the high watermark, or None if the partition is empty.
@@ -1035,27 +1063,29 @@ class Consumer:
         A one-off read that leaves this consumer's positions alone; retriable errors are
         retried within request_timeout_ms.
         """
-        return self._retrying(lambda: self._latest_once(topic, partition))
+        return self._retrying(lambda remaining_ms: self._latest_once(topic, partition,
+                                                                      remaining_ms))
 
-    def _latest_once(self, topic: str, partition: int) -> ConsumerRecord | None:
+    def _latest_once(self, topic: str, partition: int, timeout_ms: int,
+                     ) -> ConsumerRecord | None:
         tp = TopicPartition(topic, partition)
-        bounds = self._list_offsets_once({tp: LATEST_TIMESTAMP})
+        bounds = self._list_offsets_once({tp: LATEST_TIMESTAMP}, timeout_ms)
         high_watermark = bounds[tp]
-        start = self._list_offsets_once({tp: EARLIEST_TIMESTAMP})[tp]
+        start = self._list_offsets_once({tp: EARLIEST_TIMESTAMP}, timeout_ms)[tp]
         if high_watermark <= start:
             return None
-        endpoint = self._connections.metadata.leader_endpoint(*tp)
-        assert endpoint is not None, "list_offsets found the leader"
         wanted = high_watermark - 1
         request = FetchRequestV0(CONSUMER_REPLICA_ID, 0, 0, self.max_partition_fetch_bytes,
                                  (FetchEntry(topic, partition, wanted,
                                              self.max_partition_fetch_bytes),))
-        response = self._connections.client(endpoint).call(request, self.request_timeout_ms)
+        response = self._call(self._leader_of(tp), topic, request, timeout_ms)
         assert isinstance(response, FetchResponseV0)
         entry = response.entries[0]
         if entry.error_code != ErrorCode.NONE:
-            raise for_code(entry.error_code,
-                           prefixed_once(f"{topic}-{partition}", entry.error_message))
+            error = for_code(entry.error_code,
+                             prefixed_once(f"{topic}-{partition}", entry.error_message))
+            self._forget_if_stale(topic, error)
+            raise error
         buffer = PartitionBuffer()
         for chunk in entry.chunks:
             buffer.add(batches_from_chunk(chunk, wanted, check_crc=self.check_crcs))
@@ -1080,14 +1110,14 @@ class Consumer:
             if self.local:
                 self._learn_ring_dirs(now_ms)
             for error in errors.values():
-                if not error.retriable or error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                if not error.retriable:  # the control plane's "no such topic" among them
                     raise error
         for tp in self._assignment:
             count = metadata.partition_count(tp.topic)
             if tp.topic in topics and count is not None and not 0 <= tp.partition < count:
-                raise ZlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                f"topic {tp.topic!r} has partitions 0..{count - 1}, "
-                                f"not {tp.partition}")
+                raise DefiniteError(ZlogError(  # the count was asked again just now
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"topic {tp.topic!r} has partitions 0..{count - 1}, not {tp.partition}"))
 
     def _learn_ring_dirs(self, now_ms: int) -> None:
         """Ask each broker on this host whose ring directory is unknown for it (a Metadata

@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from zlog.client.retries import Next, after_coordinator_error
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.transport.group_messages import (
     JOIN_EPOCH,
@@ -55,17 +56,9 @@ HEARTBEAT_INTERVAL_MS_DEFAULT: Final = 1_000
 FENCING_CODES: Final = frozenset({ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID})
 """The coordinator no longer counts this member as holding its partitions: drop, rejoin."""
 
-REDISCOVER_CODES: Final = frozenset({
-    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.NETWORK_EXCEPTION,
-    ErrorCode.REQUEST_TIMED_OUT,
-})
-"""Find the coordinator again, then send a full heartbeat."""
-
-RETRY_SAME_CODES: Final = frozenset({
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNRELEASED_INSTANCE_ID,
-})
-"""Ask the same coordinator again after a backoff (it is loading; the old holder of this
-static instance id has not left yet)."""
+RETRY_SAME_CODES: Final = frozenset({ErrorCode.UNRELEASED_INSTANCE_ID})
+"""Asked of the same coordinator again after a backoff although Kafka does not call it
+retriable: the old holder of this static instance id has not left yet."""
 
 
 class MemberState(enum.Enum):
@@ -410,18 +403,20 @@ class ServerSideMember(Reconciling):
     # -- internals ---------------------------------------------------------------------------
 
     def _on_error(self, error: ZlogError, now_ms: int) -> None:
+        """Fenced: lose and rejoin. A coordinator that moved is found again (RELEARN) and
+        one that cannot answer yet asked again (RETRY), either way with a full heartbeat after
+        a backoff, never failing the member for a retriable error; anything else is fatal."""
+        step = Next.RETRY if error.code in RETRY_SAME_CODES else after_coordinator_error(
+            error.code)
         if error.code in FENCING_CODES:
             self._fence()
-        elif error.code in REDISCOVER_CODES:
-            self.needs_coordinator = True
-            self._full = True
-            self._due_ms = now_ms + self.retry_backoff_ms
-        elif error.code in RETRY_SAME_CODES:
-            self._full = True
-            self._due_ms = now_ms + self.retry_backoff_ms
-        else:
+        elif step is Next.FAIL:
             self.failure = error
             self._reset(MemberState.FAILED)
+        else:
+            self.needs_coordinator = self.needs_coordinator or step is Next.RELEARN
+            self._full = True
+            self._due_ms = now_ms + self.retry_backoff_ms
 
     def _fence(self) -> None:
         """Everything owned is lost; rejoin (same id, epoch 0) once the application dropped it."""

@@ -4,10 +4,11 @@ Kafka's producer design: user threads append to the accumulator (under `lock`), 
 thread does the I/O. Each pass it
 
 1. refreshes metadata for topics that sends wait on (`DeferredSend`: queued once the answer
-   comes) or that failed with NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (at most
-   once per retry backoff; after such a refusal from another control endpoint than the last,
-   whose broker may be cut off and answering from stale metadata); a topic the cluster says
-   does not exist fails what waits for it;
+   comes), that have a partition with no known leader, or whose batch failed with an error
+   saying the metadata is stale (NOT_LEADER_OR_FOLLOWER, a lost connection...: retries.py),
+   at most once per retry backoff; after such a refusal from another control endpoint than
+   the last, whose broker may be cut off and answering from stale metadata. A topic the
+   cluster says does not exist fails what waits for it;
 2. gets a producer id from the control endpoint (InitProducerId) if idempotence is on;
 3. takes ready batches and due retries, encodes new ones with their sequence, and sends one
    Produce request per leader endpoint, each batch as its own entry (one result per batch);
@@ -58,6 +59,7 @@ from zlog.client.deferred_sends import (
     take_deferred,
 )
 from zlog.client.partition_sends import PartitionSends, SendBook, expiry_error
+from zlog.client.retries import Next, after_leader_error
 from zlog.client.wakeable_poll import WakeablePoll
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.record.header import Compression
@@ -69,7 +71,7 @@ from zlog.transport.messages import (
     ProduceResponseV0,
 )
 from zlog.transport.rpc import RpcResult
-from zlog.types import METADATA_REFRESH_ERRORS, SEQUENCE_MODULUS, TopicPartition
+from zlog.types import SEQUENCE_MODULUS, TopicPartition
 
 __all__ = ["DeferredSend", "Sender", "SenderConfig", "SharedState"]
 
@@ -302,9 +304,7 @@ class Sender:
                 elif topic in errors:
                     topic_error = errors[topic]
                     self.shared.topic_errors[topic] = topic_error
-                    final = (not topic_error.retriable
-                             or topic_error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                    if final:  # the cluster says so: what waits for this topic fails now
+                    if not topic_error.retriable:  # the cluster says so: fail what waits
                         self.shared.wanted_topics.discard(topic)
                         self.shared.partition_counts.pop(topic, None)
                         failed.extend(take_deferred(self.shared, topic, topic_error))
@@ -530,7 +530,7 @@ class Sender:
                                      now_ms)
 
     def _on_batch_error(self, batch: PendingBatch, error: ZlogError, now_ms: int) -> None:
-        if error.code in METADATA_REFRESH_ERRORS:
+        if after_leader_error(error.code) is Next.RELEARN:
             self._stale_topics.add(batch.tp.topic)
             self._refused_topics.add(batch.tp.topic)
         if not self._book.retry_later(batch, error, now_ms, reset_pending=self._reset_pending):

@@ -232,6 +232,20 @@ def test_a_moved_coordinator_is_found_again_and_a_broken_sync_restarts_the_join(
     assert isinstance(_send(member, 110).request, JoinGroupRequest)
 
 
+@pytest.mark.parametrize("code", [ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.KAFKA_STORAGE_ERROR])
+def test_any_other_retriable_error_is_asked_again_never_handed_to_the_caller(
+        code: ErrorCode) -> None:
+    member = _stable(_member(), T0)
+    member.on_response(_send(member, INTERVAL_MS), HeartbeatResponse(code), INTERVAL_MS)
+    assert member.failure is None and member.state is MemberState.STABLE
+    assert member.owned == {T0} and not member.needs_coordinator
+    assert isinstance(_send(member, INTERVAL_MS + 100).request, HeartbeatRequest)
+    joining = _started(_member())
+    joining.on_response(_send(joining, 0), JoinGroupResponse(code, member_id=""), 0)
+    assert joining.failure is None and joining.phase is Phase.JOIN
+    assert isinstance(_send(joining, 100).request, JoinGroupRequest)
+
+
 def test_silence_for_a_session_self_fences() -> None:
     member = _stable(_member(), T0)
     _send(member, INTERVAL_MS)  # its reply never comes

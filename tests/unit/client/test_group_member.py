@@ -179,6 +179,19 @@ def test_a_loading_coordinator_is_asked_again_after_a_backoff() -> None:
     assert member.due_ms() == 20 + member.retry_backoff_ms
 
 
+@pytest.mark.parametrize("code", [ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.KAFKA_STORAGE_ERROR,
+                                  ErrorCode.UNKNOWN_TOPIC_OR_PARTITION])
+def test_any_other_retriable_error_is_asked_again_never_handed_to_the_caller(
+        code: ErrorCode) -> None:
+    """Kafka's retriable codes beyond the coordinator's own (its offsets partition short of
+    replicas, a disk error): the member keeps its partitions and heartbeats again."""
+    member = _joined(_member(), (T0,))
+    member.on_response(_send(member, 10), GroupHeartbeatResponse(code, "not now"), 20)
+    assert member.failure is None and member.state is MemberState.STABLE
+    assert member.owned == {T0} and not member.needs_coordinator
+    assert _send(member, 20 + member.retry_backoff_ms).request.owned == (T0,)
+
+
 @pytest.mark.parametrize("code", [ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                                   ErrorCode.INVALID_REQUEST, ErrorCode.GROUP_MAX_SIZE_REACHED])
 def test_a_fatal_error_stops_the_member_and_is_kept_for_the_caller(code: ErrorCode) -> None:
