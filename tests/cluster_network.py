@@ -199,19 +199,21 @@ class ProxiedCluster(ClusterProcesses):
 
 
 def _pids(broker: BrokerProcess) -> list[int]:
-    """The broker's supervisor and its children (the workers), from /proc: psutil's way
-    of finding children scans every process, too slow for each accepted connection. Runs on
-    a proxy's thread while the test's may stop the broker: `process` is read once."""
+    """The broker's supervisor and its descendants (the fork server and the workers it forked,
+    grandchildren of the supervisor), from /proc: psutil's way of finding children scans
+    every process, too slow for each accepted connection. Runs on a proxy's thread while the
+    test's may stop the broker: `process` is read once."""
     process = broker.process
     if process is None or process.poll() is not None:
         return []
-    supervisor = process.pid
-    pids = [supervisor]
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{supervisor}/task"):
-            with contextlib.suppress(OSError), open(
-                    f"/proc/{supervisor}/task/{task}/children", encoding="ascii") as children:
-                pids += [int(child) for child in children.read().split()]
+    pids = [process.pid]
+    for parent in pids:  # grows as children are found: a breadth-first walk
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with contextlib.suppress(OSError), open(
+                        f"/proc/{parent}/task/{task}/children", encoding="ascii") as children:
+                    pids += [int(child) for child in children.read().split()
+                             if int(child) not in pids]
     return pids
 
 
