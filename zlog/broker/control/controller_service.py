@@ -65,6 +65,12 @@ log = logging.getLogger(__name__)
 
 CONTROLLER_ROUND_MS: Final = 50  # how often the controller looks for something to decide
 ISR_REQUESTS_MAX: Final = 10_000  # queued AlterPartition requests; beyond, refused at once
+TURN_GAP_MS_MAX: Final = 500
+"""A tick this long after the last one means the supervisor's loop stalled: whatever time it
+took beyond this is not counted against anyone's session (the heartbeats of that time wait
+unread in the control socket; a stall past `controller_stall_timeout_ms` hands the controller
+off instead). Only the excess is credited, so a loop that is merely slow still fences a broker
+that went silent, later rather than never. Fencing later is always safe for the lease."""
 
 Answer = Callable[[Response], None]
 
@@ -117,6 +123,7 @@ class ControllerService:
         self.active = active
         if active:
             log.info("node %d is the controller", self.node_id)
+            self._now_ms = now_ms  # a stall is counted from here, not from an older turn
             self._sessions = {
                 node_id: _Session(broker.broker_epoch, now_ms)
                 for node_id, broker in self.state().brokers.items()
@@ -213,6 +220,10 @@ class ControllerService:
 
     def tick(self, now_ms: int) -> None:
         """Run a round when one is due and none is committing."""
+        stalled_ms = now_ms - self._now_ms - TURN_GAP_MS_MAX
+        if self.active and stalled_ms > 0:
+            for session in self._sessions.values():
+                session.last_heartbeat_ms += stalled_ms
         self._now_ms = now_ms
         if not self.active or self._in_flight or now_ms < self._next_round_ms:
             return

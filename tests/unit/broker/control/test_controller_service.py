@@ -189,3 +189,39 @@ def test_a_refused_port_fences_in_a_round_whose_heartbeats_are_answered_fenced()
     assert _heartbeat(service, 3, 1_020).fenced
     _commit(fsm, held)
     assert _fenced(fsm) == {3}
+
+
+def test_a_stall_of_the_controllers_loop_fences_nobody_that_heartbeats() -> None:
+    """A loop that did not turn for most of a session (a stall the controller hands off only
+    past `controller_stall_timeout_ms`) saw no heartbeat meanwhile: the brokers sent theirs,
+    which wait in its socket. The time it did not look is not their silence."""
+    service, fsm = _service()
+    _run(service, 0, 1_200)  # the last heartbeats came at 1,000 ms, the next are due at 1,250
+    resumed_ms = 1_200 + 1_350  # a stall shorter than a session, longer than its rest
+    service.tick(resumed_ms)  # the loop turns before it reads what waited in its socket
+    assert _fenced(fsm) == set()
+    _run(service, resumed_ms, resumed_ms + 2 * HEARTBEAT_MS)
+    assert _fenced(fsm) == set() and _leader(fsm) == 3
+
+
+def test_a_broker_silent_across_a_stall_is_fenced_a_session_after_the_controller_looked_again(
+) -> None:
+    service, fsm = _service()
+    _run(service, 0, 1_200)
+    resumed_ms = 1_200 + 1_350
+    service.tick(resumed_ms)
+    assert _fenced(fsm) == set()
+    _run(service, resumed_ms, resumed_ms + SESSION_MS + 2 * CONTROLLER_ROUND_MS,
+         heartbeats_from=(1, 2))
+    assert _fenced(fsm) == {3}
+
+
+def test_a_controller_taking_over_long_after_its_last_turn_counts_sessions_from_then() -> None:
+    """The first turn as controller is no stall, however long ago the service last ticked."""
+    service, fsm = _service()
+    service.set_active(False, 0)
+    start_ms = 3_600_000
+    service.set_active(True, start_ms)
+    _run(service, start_ms, start_ms + SESSION_MS + 2 * CONTROLLER_ROUND_MS,
+         heartbeats_from=(1, 2))
+    assert _fenced(fsm) == {3}
