@@ -88,6 +88,7 @@ class BrokerLifecycle:
         self.want_shutdown = False
         self.shutdown_ready = False
         self.last_error = ""  # why the last registration or heartbeat failed (for logs)
+        self._last_refusal = ""  # the registration refusal last logged at warning level
         self._isr_in_flight = 0
         self._now_ms = 0
         self.last_answer_ms = 0  # when the controller last answered a heartbeat
@@ -133,7 +134,15 @@ class BrokerLifecycle:
         if not isinstance(response, BrokerRegistrationResponseV0) or response.error_code != 0:
             self.last_error = str(result.error) if result.error is not None else \
                 getattr(response, "error_message", "")
-            log.debug("registration not accepted yet: %s", self.last_error)
+            # A refusal is said once per reason (a retry says it again only if it changed):
+            # NOT_CONTROLLER while a controller is elected is expected; INVALID_REGISTRATION or
+            # INCONSISTENT_CLUSTER_ID need an operator.
+            code = (response.error_code if isinstance(response, BrokerRegistrationResponseV0)
+                    else -1)
+            level = (logging.DEBUG if code in (-1, ErrorCode.NOT_CONTROLLER)
+                     or self.last_error == self._last_refusal else logging.WARNING)
+            log.log(level, "registration not accepted: %s", self.last_error)
+            self._last_refusal = self.last_error
             self.registration = Registration.UNREGISTERED
             return
         if response.broker_epoch != self.broker_epoch:
@@ -144,7 +153,8 @@ class BrokerLifecycle:
         self.registration = Registration.REGISTERED
         self._next_heartbeat_ms = 0
         self.last_answer_ms = self._now_ms
-        self._extend_lease()
+        self._last_refusal = ""
+        # No lease yet: a registration is fenced until a heartbeat is answered unfenced.
 
     def _heartbeat(self, now_ms: int) -> None:
         request = BrokerHeartbeatRequestV0(self.identity.node_id, self.broker_epoch,
