@@ -137,3 +137,14 @@ def test_raw_calls_are_answered_by_the_coordinator_just_found(cluster: ClusterPr
         assert new_member_id(client, GROUP)
         assert committed(client, GROUP) == {}
 
+
+
+def test_a_broker_that_is_not_the_controller_has_the_offsets_topic_created(
+        cluster: ClusterProcesses) -> None:
+    """FindCoordinator creates `__consumer_offsets` when it is missing; a broker that is not
+    the controller has the controller create it (as it forwards CreateTopics, KIP-590), so a
+    client that only knows that broker finds its coordinator."""
+    controller = cluster.metadata().controller_id
+    (node, broker) = next((n, b) for n, b in cluster.brokers.items() if n != controller)
+    found = find_coordinator([broker.endpoint], GROUP)
+    assert found.error_code == 0 and found.endpoint, (node, found)

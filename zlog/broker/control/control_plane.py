@@ -45,6 +45,7 @@ from zlog.broker.control.metadata_commands import (
     Command,
     CreateTopic,
     DeleteTopic,
+    Done,
     Propose,
     Result,
     encode_command,
@@ -96,6 +97,9 @@ def _gib(size_bytes: int) -> str:
 
 
 Reply = Callable[[bytes, RequestHeader, wire.Response], None]
+CreateAtController = Callable[[wire.TopicSpec, Done], bool]
+"""Have the controller create a topic (`Done` hears how it went); False where this node is
+the controller, or alone, and proposes it itself."""
 
 
 @dataclass(slots=True)
@@ -130,8 +134,11 @@ class ControlPlane:
         ring_path_for: Callable[[TopicPartition], str] | None = None,
         ring_dir: str = "",
         host_storage: Callable[[], HostStorage] = HostStorage,
+        create_at_controller: CreateAtController | None = None,
     ) -> None:
         self.config = config
+        # Auto-created topics where another node is the controller (None: never, alone).
+        self._create_at_controller = create_at_controller
         self._host_storage = host_storage
         self._ring_path_for = ring_path_for  # a partition's ring file on this host
         self._ring_dir = ring_dir  # where this broker's rings are, told to local consumers
@@ -301,17 +308,13 @@ class ControlPlane:
     def _create_offsets_topic(self, state: ClusterState) -> FindCoordinatorResponseV0:
         """Propose `__consumer_offsets` (compacted; replicated as configured, at most on the
         brokers there are) once; say "not available" meanwhile."""
-        if OFFSETS_TOPIC not in self._auto_creating:
-            factor = min(self.config.offsets_topic_replication_factor,
-                         max(len(placeable(state)), 1))
-            spec = wire.TopicSpec(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
-                                  factor, {"cleanup.policy": "compact"})
-            try:
-                command = self._create_command(spec, state)
-            except ZlogError as error:
-                return FindCoordinatorResponseV0(int(error.code), error.message)
-            self._propose(command, functools.partial(self._auto_created, OFFSETS_TOPIC))
-            self._auto_creating.add(OFFSETS_TOPIC)
+        factor = min(self.config.offsets_topic_replication_factor,
+                     max(len(placeable(state)), 1))
+        spec = wire.TopicSpec(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
+                              factor, {"cleanup.policy": "compact"})
+        refusal = self._auto_create(spec, state)
+        if refusal is not None:
+            return FindCoordinatorResponseV0(int(refusal.code), refusal.message)
         return FindCoordinatorResponseV0(int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                                          f"{OFFSETS_TOPIC} is being created")
 
@@ -325,17 +328,31 @@ class ControlPlane:
             check_no_collision(name, state_topics)
         except ZlogError as error:
             return wire.TopicMetadata(name, int(error.code), error.message)
-        if name not in self._auto_creating:
-            spec = wire.TopicSpec(name, self.config.default_partitions,
-                                  self.config.default_replication_factor)
-            try:  # e.g. a default replication factor above the live brokers
-                command = self._create_command(spec, self._state())
-            except ZlogError as error:
-                return wire.TopicMetadata(name, int(error.code), error.message)
-            self._propose(command, functools.partial(self._auto_created, name))
-            self._auto_creating.add(name)
+        spec = wire.TopicSpec(name, self.config.default_partitions,
+                              self.config.default_replication_factor)
+        refusal = self._auto_create(spec, self._state())
+        if refusal is not None:  # e.g. a default replication factor above the live brokers
+            return wire.TopicMetadata(name, int(refusal.code), refusal.message)
         return wire.TopicMetadata(name, int(ErrorCode.LEADER_NOT_AVAILABLE),
                                   f"topic {name!r} is being created")
+
+    def _auto_create(self, spec: wire.TopicSpec, state: ClusterState) -> ZlogError | None:
+        """Have the topic created, once at a time: proposed here when this node may propose,
+        else by the controller (as a client's CreateTopics is forwarded to it). The error that
+        refuses it now, or None (being created)."""
+        if spec.name in self._auto_creating:
+            return None
+        self._auto_creating.add(spec.name)  # before `done` may run, which takes it out
+        done = functools.partial(self._auto_created, spec.name)
+        if self._create_at_controller is not None and self._create_at_controller(spec, done):
+            return None
+        try:
+            command = self._create_command(spec, state)
+        except ZlogError as error:
+            self._auto_creating.discard(spec.name)
+            return error
+        self._propose(command, done)
+        return None
 
     def _auto_created(
         self, name: str, result: Result | None, error: ZlogError | None

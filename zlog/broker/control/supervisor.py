@@ -70,7 +70,8 @@ from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.supervisor_lifeline import Lifeline
 from zlog.broker.worker_protocol import AlterIsr, GroupSettings
 from zlog.clock import monotonic_ms
-from zlog.errors import ErrorCode, ZlogError
+from zlog.errors import ErrorCode, ZlogError, for_code
+from zlog.groups.partitioning import OFFSETS_TOPIC
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
 from zlog.shm_segments.partition_metadata import read_topic_id
 from zlog.transport import messages as wire
@@ -81,6 +82,7 @@ from zlog.transport.codec import (
     encode_error_response,
     encode_response,
 )
+from zlog.transport.group_messages import FindCoordinatorRequestV0
 from zlog.transport.server import Reply, RequestPath, ServerStats
 from zlog.transport.sockets import make_router, recv_routed, send_routed, sync_polled
 from zlog.transport.wire import Buffer
@@ -189,6 +191,7 @@ class Supervisor:
             ring_path_for=self._ring_path_for,
             ring_dir=str(self.ring_dir),
             host_storage=self._host_storage,
+            create_at_controller=self._create_at_controller,
         )
         self._started_ms = 0
         self._next_watchdog_ms = 0
@@ -576,6 +579,33 @@ class Supervisor:
         """Propose `command`; `done(result, error)` runs later on the loop thread."""
         assert self._metadata_log is not None
         self._metadata_log.propose(command, done)
+
+    def _create_at_controller(self, spec: wire.TopicSpec, done: Done) -> bool:
+        """A topic this broker creates by itself, when another node is the controller: the
+        controller creates it. An auto-created topic goes as a client's CreateTopics would
+        (KIP-590's forwarding); `__consumer_offsets`, whose name CreateTopics refuses to
+        clients, as the FindCoordinator that asked for it, which the controller answers by
+        creating it. False: this node proposes it itself."""
+        cluster = self._cluster
+        request: wire.Request = (
+            FindCoordinatorRequestV0(OFFSETS_TOPIC) if spec.name == OFFSETS_TOPIC
+            else wire.CreateTopicsRequestV0((spec,)))
+        if (cluster is None or not self.config.clustered
+                or cluster.controller_id() in (-1, self.config.node_id)):
+            return False
+
+        def answered(response: wire.Response | None, error: ZlogError | None) -> None:
+            if error is None and isinstance(response, wire.CreateTopicsResponseV0):
+                refused = next((t for t in response.topics if t.error_code), None)
+                if refused is not None:
+                    error = for_code(refused.error_code, refused.error_message)
+            done(None, error)  # a FindCoordinator's answer: the controller is creating it
+
+        try:
+            cluster.forward(request, answered)
+        except ZlogError as error:
+            done(None, error)
+        return True
 
     # -- the control endpoint ---------------------------------------------------------------------
 
