@@ -271,6 +271,12 @@ class Partition:
         if self._recent is not None:
             self._recent.clear()
 
+    def log_start_moved(self) -> None:
+        """Retention moved the log start: the epoch holding it now starts there, in memory and
+        on disk (Kafka's truncateFromStart), so the cache describes only the log there is."""
+        if self.epochs.truncate_from_start(self.log.log_start_offset):
+            self._save_epochs(self.epochs)
+
     def truncate_to(self, offset: int, producers: ProducerStateTable) -> None:
         """Cut the log at `offset` (whole batches), the epoch cache with it, and take the
         producer state rebuilt for what is left (the caller's, from the log)."""

@@ -359,6 +359,8 @@ class PartitionHost:
                         hosted.partition.high_watermark))
                 snapshots.keep_within(partition_log.log_start_offset,
                                       partition_log.log_end_offset)
+                if deleted:
+                    hosted.partition.log_start_moved()
             except Exception:
                 log.exception("retention of %s-%d failed", tp[0], tp[1])
                 continue

@@ -81,3 +81,35 @@ def test_a_follower_keeps_what_its_leader_has_not_committed(tmp_path: Path,
     finally:
         leader.close_all()
         follower.close_all()
+
+
+def test_retention_cuts_the_epoch_cache_from_the_start_and_on_disk(tmp_path: Path,
+                                                                    shm_dir: Path) -> None:
+    """The cache says where each epoch starts in this log: once retention moved the log
+    start, the epoch holding it starts there (Kafka's truncateFromStart), in memory and in
+    the checkpoint a reopened replica reads."""
+    host = _host(tmp_path, shm_dir / "leader")
+    try:
+        host.assign(Assign(0, "t", 0, CONFIGS, leader_epoch=1))
+        for tag in range(BATCHES // 2):
+            host.partitions[TP].produce([make_batch(tag, RECORDS)], acks=1)
+        host.assign(Assign(0, "t", 0, CONFIGS, leader_epoch=2))
+        for tag in range(BATCHES // 2):
+            host.partitions[TP].produce([make_batch(tag, RECORDS)], acks=1)
+        host.tick()
+        assert [(e.epoch, e.start_offset) for e in host.partitions[TP].epochs.entries] == [
+            (1, 0), (2, 3)]
+        host.enforce_retention()
+        start = host.hosted[TP].log.log_start_offset
+        assert start == BATCHES - 1, "every sealed segment below the HW went"
+        expected = [(2, start)]
+        assert [(e.epoch, e.start_offset) for e in host.partitions[TP].epochs.entries] == expected
+    finally:
+        host.close_all()
+    reopened = _host(tmp_path, shm_dir / "leader")
+    try:
+        reopened.assign(Assign(0, "t", 0, CONFIGS, leader_epoch=2))
+        assert [(e.epoch, e.start_offset)
+                for e in reopened.partitions[TP].epochs.entries] == expected
+    finally:
+        reopened.close_all()
