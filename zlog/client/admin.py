@@ -76,6 +76,7 @@ C = TypeVar("C", ElectLeadersResponseV0, AlterPartitionReassignmentsResponseV0,
             ListPartitionReassignmentsResponseV0, UnregisterBrokerResponseV0)
 
 CONTROLLER_RETRY_BACKOFF_MS: Final = 100  # between controller requests while none is known
+RETRY_BACKOFF_MS: Final = 100  # before asking again after a retriable error
 CONFIG_SOURCE_NAMES: Final = {
     ConfigSource.TOPIC: "topic",
     ConfigSource.BROKER: "broker",
@@ -307,8 +308,24 @@ class Admin:
         self, specs: Mapping[TopicPartition | tuple[str, int], int]
     ) -> dict[TopicPartition, OffsetAndTimestamp]:
         """Offsets by spec: LATEST (-1), EARLIEST (-2) or a timestamp in ms (first record at or
-        after it; offset -1 if none is that recent)."""
+        after it; offset -1 if none is that recent). Retriable errors (a leader moving, a new
+        leader whose high watermark is not settled yet: OFFSET_NOT_AVAILABLE) are retried,
+        with fresh metadata, within request_timeout_ms."""
         wanted = {TopicPartition(*tp): spec for tp, spec in specs.items()}
+        deadline_ms = monotonic_ms() + self.request_timeout_ms
+        while True:
+            try:
+                return self._list_offsets_once(wanted)
+            except ZlogError as error:
+                if not error.retriable or monotonic_ms() >= deadline_ms:
+                    raise
+            for topic in {tp.topic for tp in wanted}:
+                self._connections.metadata.invalidate(topic)
+            time.sleep(RETRY_BACKOFF_MS / 1000)
+
+    def _list_offsets_once(
+        self, wanted: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp]:
         self._refresh_for(t.topic for t in wanted)
         groups: dict[tuple[str, str], list[ListOffsetsPartition]] = {}
         for tp, spec in wanted.items():

@@ -51,7 +51,7 @@ from zlog.broker.data.replica_sync import apply_replica_fetch, serve_replica_fet
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import read_header
 from zlog.transport.cluster_messages import NO_EPOCH, ReplicaFetchEntry, ReplicaFetchResult
-from zlog.types import ACKS_ALL
+from zlog.types import ACKS_ALL, LATEST_TIMESTAMP
 
 REGISTER_RETRY_TICKS = 5
 LONG_POLL_TICKS = 5  # a follower fetch with nothing to answer waits this long on the leader
@@ -76,7 +76,10 @@ class BrokerObserver(Protocol):
                batch_id: int) -> None: ...
 
     def consumer_read(self, broker: SimBroker, p: int, partition: Partition,
-                      batches: tuple[tuple[int, int, int], ...]) -> None: ...
+                      batches: tuple[tuple[int, int, int], ...], shown: int) -> None: ...
+
+    def offsets_listed(self, broker: SimBroker, p: int, partition: Partition,
+                       latest: int) -> None: ...
 
     def fetch_answer(self, broker: SimBroker, p: int, partition: Partition,
                      answer: ReplicaFetchAnswer) -> None: ...
@@ -233,8 +236,9 @@ class SimBroker:
         return None if self.state is None else self.state.partition(TOPIC, p)
 
     def _replica_set(self, info: PartitionInfo) -> ReplicaSet:
-        return ReplicaSet(self.node_id, frozenset(info.replicas), frozenset(info.isr),
-                          self.profile.min_insync, info.partition_epoch)
+        return self.wiring.replica_set_class(
+            self.node_id, frozenset(info.replicas), frozenset(info.isr), self.profile.min_insync,
+            info.partition_epoch)
 
     def apply_metadata(self, state: ClusterState, version: int) -> None:
         """Apply a newer committed state (a supervisor pushing PartitionState to workers)."""
@@ -272,14 +276,15 @@ class SimBroker:
         partition = self.wiring.partition_class(
             TOPIC, p, log, leader_epoch=info.leader_epoch, is_leader=is_leader,
             replicas=self._replica_set(info), producers=rebuilt_producers(log),
-            epochs=epochs, save_epochs=save)
+            epochs=epochs, save_epochs=save,
+            recovered_high_watermark=self.disk.last_high_watermark.get(p, -1))
         self.partitions[p] = partition
         self.fetches[p] = FollowerFetch()
         self.observer.log(f"b{self.node_id} opened p{p} {'leader' if is_leader else 'follower'}"
                           f" e{info.leader_epoch} log [{log.log_start_offset},"
                           f"{log.log_end_offset}) cache {_entries(partition)}")
         if is_leader:
-            partition.isr_tracker.start_term(self.now, log.log_end_offset)
+            partition.start_term(self.now)
             self.wiring.became_leader(partition)
         else:
             self.wiring.follower_opened(partition, self.disk.last_high_watermark.get(p, 0))
@@ -551,9 +556,15 @@ class SimBroker:
                 position += header.size_bytes
         found = tuple(batches)
         if read.error_code == ErrorCode.NONE:
-            self.observer.consumer_read(self, p, partition, found)
+            self.observer.consumer_read(self, p, partition, found, read.high_watermark)
+        try:
+            latest, latest_error = partition.list_offset(LATEST_TIMESTAMP)[0], ErrorCode.NONE
+            self.observer.offsets_listed(self, p, partition, latest)
+        except ZlogError as error:
+            latest, latest_error = -1, error.code
         self.send(self.node_id, client, ConsumerFetchAnswer(
-            request.request_id, read.error_code, read.high_watermark, found))
+            request.request_id, read.error_code, read.high_watermark, found, latest,
+            latest_error))
 
 
 def _entries(partition: Partition) -> list[tuple[int, int]]:

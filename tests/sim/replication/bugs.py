@@ -8,7 +8,7 @@ to fire for each; the tests assert one of them fires within a bounded number of 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from tests.sim.replication.wiring import REAL, Wiring
 from zlog.broker.control.controller import (
@@ -22,7 +22,7 @@ from zlog.broker.control.controller import (
 from zlog.broker.control.metadata_commands import ClusterChange, PartitionChange
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.broker.data.epoch_cache import UNDEFINED, LeaderEpochCache
-from zlog.broker.data.isr import HighWatermark
+from zlog.broker.data.isr import HighWatermark, ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.errors import ErrorCode
@@ -126,6 +126,28 @@ B7 = replace(REAL, name="B7", acks_status=_ack_at_append)
 B8 = replace(REAL, name="B8", ack_duplicates_at_once=True)
 
 
+# B9: no exposure gate: a new leader shows clients its HW at once, below a HW its predecessor
+# showed (KIP-207).
+class _ShowsItsHighWatermarkAtOnce(Partition):
+    @property
+    def client_high_watermark(self) -> int:
+        return self.high_watermark
+
+
+B9 = replace(REAL, name="B9", partition_class=_ShowsItsHighWatermarkAtOnce)
+
+
+# B10: the HW moves whatever the size of the committed ISR (no KIP-966 strict min ISR).
+@dataclass(frozen=True, slots=True)
+class _AnyIsrSize(ReplicaSet):
+    @property
+    def high_watermark_may_advance(self) -> bool:
+        return True
+
+
+B10 = replace(REAL, name="B10", replica_set_class=_AnyIsrSize)
+
+
 # B11: the leader does not send the broker epochs its followers fetched with (KIP-903).
 def _no_member_epochs(tracker: HighWatermark, new_isr: frozenset[int]) -> dict[int, int]:
     del tracker, new_isr
@@ -182,8 +204,8 @@ def _current_epochs(state: ClusterState, requests: tuple[IsrRequest, ...]
 
 B17 = replace(REAL, name="B17", isr_requests=_current_epochs)
 
-BUGS: dict[str, Wiring] = {w.name: w for w in (B1, B2, B3, B4, B5, B6, B7, B8, B11, B12, B13,
-                                                B15, B16, B17)}
+BUGS: dict[str, Wiring] = {w.name: w for w in (B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11,
+                                                B12, B13, B15, B16, B17)}
 
 CAUGHT_BY: dict[str, frozenset[str]] = {
     "B1": frozenset({"S4", "S5", "S6", "S9", "S13"}),
@@ -194,6 +216,10 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     "B6": frozenset({"S6", "S4", "S5"}),
     "B7": frozenset({"S6", "S4"}),
     "B8": frozenset({"S6"}),
+    "B9": frozenset({"S8"}),
+    # The HW moving with the ISR below the minimum (S15); what it showed then may be on one
+    # replica only, lost with it (S5).
+    "B10": frozenset({"S15", "S5"}),
     "B11": frozenset({"S12", "S4"}),
     "B12": frozenset({"S5", "S12"}),
     # A stale answer can carry a high watermark over batches the new leader's epoch then cuts

@@ -388,7 +388,6 @@ class ReplicationSim:
                                                          **self.checker.counts}.items()))
         return (f"seed={self.seed} wiring={self.wiring.name} ticks={self.clock.now} "
                 f"acked={acked} epochs={len(self.ghost.leader_of)} "
-                f"lossy={sorted(self.ghost.lossy)} "
-                f"exposed_hw_regressions={self.ghost.exposed_hw_regressions} {stats} "
+                f"lossy={sorted(self.ghost.lossy)} {stats} "
                 f"digest={self.trace_digest[:16]}")
 

@@ -38,6 +38,8 @@ BUG_SEED_BOUND: dict[str, int] = {
     "B6": 40,  # seed 11: an ack before the shrink committed (S6)
     "B7": 10,  # seed 0: an ack at the leader's append (S6)
     "B8": 10,  # seed 0: a duplicate acknowledged before it is replicated (S6)
+    "B9": 150,  # seed 67: a new leader shows a consumer a HW below one shown before (S8)
+    "B10": 10,  # seed 0: a leader's HW moves with the ISR below min.insync.replicas (S15)
     "B11": 100,  # seed 50: a member admitted at a broker epoch it no longer has (S12)
     "B12": 200,  # seed 123: a member admitted below the leader's epoch start (S12)
 }

@@ -15,7 +15,7 @@ from tests.sim.replication.storage import SimLog
 from zlog.broker.control.controller import IsrRequest, RoundInput, RoundOutcome, decide
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.broker.data.epoch_cache import LeaderEpochCache
-from zlog.broker.data.isr import HighWatermark
+from zlog.broker.data.isr import HighWatermark, ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
 from zlog.errors import ErrorCode
@@ -77,6 +77,7 @@ class Wiring:
                            tuple[IsrRequest, ...]] = checked_requests
     # leader
     partition_class: type[Partition] = Partition
+    replica_set_class: type[ReplicaSet] = ReplicaSet
     epoch_cache_class: type[LeaderEpochCache] = LeaderEpochCache
     acks_status: Callable[[Partition, int], ErrorCode | None] = acks_status
     ack_duplicates_at_once: bool = False

@@ -9,6 +9,14 @@ Kafka's rules (docs/replication.md §2 and §3), as the leader of one partition 
   so counting them early is safe; a shrink counts only once committed). It never moves back
   while this replica leads. With one replica it is the leader's log end. Consumers read below
   it; acks=all is answered once it covers a batch.
+* The HW stays where it is while the committed ISR is smaller than the *effective*
+  min.insync.replicas, min(min.insync.replicas, replicas) (KIP-966): what becomes visible is
+  then on enough replicas, acks=1 writes included, and a replica that leaves the ISR in that
+  state still holds everything below the HW.
+* A new leader may sit below a HW its predecessor showed clients (its own HW lags by a fetch),
+  but never below its **epoch start** (its log end when it took the epoch): every earlier
+  leader counted it in its maximal ISR. So clients are shown no HW until it reaches the epoch
+  start (KIP-207's exposure gate), and the HW they see never goes back.
 * acks=all needs the committed ISR to hold at least `min.insync.replicas` (as in Kafka 3, not
   capped at the replication factor: asking more of a topic than it has replicas is refused,
   not quietly lowered): fewer refuse the write before anything is appended
@@ -57,6 +65,12 @@ class ReplicaSet:
         """Whether acks=all may be appended (and acknowledged) now."""
         return len(self.isr) >= self.min_insync_replicas
 
+    @property
+    def high_watermark_may_advance(self) -> bool:
+        """Whether the committed ISR holds the effective min.insync.replicas (capped at the
+        replica count, Kafka's effectiveMinIsr), without which the HW stays (KIP-966)."""
+        return len(self.isr) >= min(self.min_insync_replicas, len(self.replicas))
+
 
 @dataclass(slots=True)
 class FollowerState:
@@ -89,12 +103,11 @@ class HighWatermark:
     pending: IsrProposal | None = None
     followers: dict[int, FollowerState] = field(default_factory=dict)
 
-    @classmethod
-    def starting(cls, replicas: ReplicaSet, log_start_offset: int, log_end_offset: int
-                 ) -> HighWatermark:
-        tracker = cls(replicas, value=log_start_offset, epoch_start_offset=log_end_offset)
-        tracker.value = tracker.candidate(log_start_offset, log_end_offset)
-        return tracker
+    @property
+    def shown_to_clients(self) -> bool:
+        """Whether a leader's HW may be shown to clients (KIP-207's exposure gate): not while
+        it is below the epoch start, where it may lie below a HW an earlier leader showed."""
+        return self.value >= self.epoch_start_offset
 
     @property
     def maximal_isr(self) -> frozenset[int]:
@@ -104,10 +117,11 @@ class HighWatermark:
             return self.replicas.isr
         return self.replicas.isr | self.pending.new_isr
 
-    def start_term(self, now_ms: int, log_end_offset: int) -> None:
-        """This replica became leader (or took a new epoch): followers' positions are unknown
-        until they fetch; ISR members count as caught up from now (Kafka's makeLeader)."""
-        self.epoch_start_offset = log_end_offset
+    def start_term(self, now_ms: int, epoch_start_offset: int) -> None:
+        """This replica became leader (or took a new epoch, or a new process took over its
+        epoch): followers' positions are unknown until they fetch; ISR members count as
+        caught up from now (Kafka's makeLeader)."""
+        self.epoch_start_offset = epoch_start_offset
         self.pending = None
         self.followers = {
             replica: FollowerState(last_caught_up_ms=now_ms if replica in self.replicas.isr
@@ -156,7 +170,10 @@ class HighWatermark:
             state.broker_epoch = broker_epoch
 
     def candidate(self, log_start_offset: int, log_end_offset: int) -> int:
-        """The HW the maximal ISR's log ends allow now; never below the current one."""
+        """The HW the maximal ISR's log ends allow now; never below the current one, and the
+        current one while the committed ISR is below the effective min.insync.replicas."""
+        if not self.replicas.high_watermark_may_advance:
+            return max(self.value, log_start_offset)
         local = self.replicas.local_replica_id
         ends = [log_end_offset]
         for replica in self.maximal_isr:

@@ -25,6 +25,10 @@ from pathlib import Path
 from typing import Final
 
 from zlog.broker.data.epoch_checkpoint import load_epoch_cache, save_epoch_cache
+from zlog.broker.data.high_watermark_checkpoint import (
+    recovered_high_watermark,
+    save_high_watermark,
+)
 from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
@@ -75,6 +79,7 @@ class HostedPartition:
     producer_snapshot_offset: int = -1  # the log end at the last producer snapshot
     snapshot_failing: bool = False  # the last snapshot failed (logged once per episode)
     sealed_verified: bool = False  # every sealed segment found at open passed its CRC check
+    checkpointed_high_watermark: int = -1  # the HW in the checkpoint file, as last written
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,12 +186,12 @@ class PartitionHost:
             compacted=config.compacted, producers=producers,
             timestamp_difference_max_ms=skew_ms, compression=compression,
             epochs=epochs, save_epochs=lambda cache: save_epoch_cache(directory, cache),
+            recovered_high_watermark=recovered_high_watermark(partition_log),
         )
         if corrupt is not None:
             partition.note_corrupt(corrupt)
         if assignment.is_leader:
-            partition.isr_tracker.start_term(self.clock.monotonic_ms(),
-                                             partition_log.log_end_offset)
+            partition.start_term(self.clock.monotonic_ms())
         self.partitions[assignment.tp] = partition
         self.hosted[assignment.tp] = HostedPartition(partition, partition_log)
         log.info(
@@ -242,6 +247,7 @@ class PartitionHost:
             except OSError as error:  # e.g. a full disk: the log still closes; the next
                 # open rebuilds the producers from the batches after the older snapshot
                 log.warning("producer snapshot of %s-%d not saved: %s", *tp, error)
+            self._checkpoint_high_watermark(tp, hosted)
             hosted.log.close()
         log.info("%s %s-%d", "deleted" if delete else "closed", tp[0], tp[1])
         return True
@@ -291,6 +297,24 @@ class PartitionHost:
                 log.exception("producer snapshot of %s-%d failed", tp[0], tp[1])
                 continue
             hosted.snapshot_failing = False
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write each partition's HW that moved since its last checkpoint
+        (high_watermark_checkpoint.py)."""
+        for tp, hosted in self.hosted.items():
+            self._checkpoint_high_watermark(tp, hosted)
+
+    @staticmethod
+    def _checkpoint_high_watermark(tp: TopicPartition, hosted: HostedPartition) -> None:
+        high_watermark = hosted.partition.high_watermark
+        if high_watermark == hosted.checkpointed_high_watermark:
+            return
+        try:
+            save_high_watermark(hosted.log.directory, high_watermark)
+        except OSError as error:  # a full disk: the next round tries again
+            log.debug("high-watermark checkpoint of %s-%d not written: %s", *tp, error)
+            return
+        hosted.checkpointed_high_watermark = high_watermark
 
     def enforce_retention(self) -> None:
         for tp, hosted in self.hosted.items():

@@ -150,6 +150,8 @@ class Worker:
         self._next_retention_ms = now_ms + RETENTION_INTERVAL_MS
         self._next_compaction_ms = now_ms + COMPACTION_INTERVAL_MS
         self._next_isr_check_ms = now_ms + ISR_CHECK_INTERVAL_MS
+        self._next_hw_checkpoint_ms = (
+            now_ms + options.replica.high_watermark_checkpoint_interval_ms)
 
     # ------------------------------------------------------------------ sockets
 
@@ -239,7 +241,7 @@ class Worker:
         """Until the earliest timer: the worker's own, a long poll's or an acks=all wait's."""
         deadline_ms = min(self._next_heartbeat_ms, self._next_tick_ms, self._next_retention_ms,
                           self._next_compaction_ms)
-        deadline_ms = min(deadline_ms, self._next_isr_check_ms)
+        deadline_ms = min(deadline_ms, self._next_isr_check_ms, self._next_hw_checkpoint_ms)
         for other_ms in (self.data_plane.next_deadline_ms(), self.fetchers.next_deadline_ms()):
             if other_ms is not None and other_ms < deadline_ms:
                 deadline_ms = other_ms
@@ -308,6 +310,10 @@ class Worker:
             for change in self.isr_proposals.due(now_ms):
                 self._send_control(change)
             self._next_isr_check_ms = now_ms + ISR_CHECK_INTERVAL_MS
+        if now_ms >= self._next_hw_checkpoint_ms:
+            self.host.checkpoint_high_watermarks()
+            self._next_hw_checkpoint_ms = (
+                now_ms + self.options.replica.high_watermark_checkpoint_interval_ms)
 
     def _check_supervisor(self, now_ms: int) -> None:
         silent_ms = now_ms - self._last_supervisor_ms

@@ -107,12 +107,19 @@ def test_the_high_watermark_never_moves_back() -> None:
 
 
 def test_an_isr_below_min_after_the_append_cannot_be_acknowledged() -> None:
+    """The HW stays while the ISR is below min.insync.replicas (KIP-966), so the entry waits
+    (for the ISR to grow back, or its timeout); one the HW covered before the shrink is
+    answered NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
     partition = _partition(_three_replicas())
-    outcome = partition.produce([make_batch(0)], acks=-1)
+    waiting = partition.produce([make_batch(0)], acks=-1)
+    covered = partition.produce([make_batch(1)], acks=-1)
+    partition.note_replica_fetch(1, waiting.required_offset, now_ms=0, broker_epoch=1)
     partition.set_replicas(ReplicaSet(0, frozenset({0, 1, 2}), frozenset({0}), 2))
-    assert partition.acks_status(outcome.required_offset) == (
+    assert partition.acks_status(waiting.required_offset) == (
         ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     )
+    assert partition.acks_status(covered.required_offset) is None
+    assert partition.high_watermark == waiting.required_offset
 
 
 def test_consumers_read_below_the_high_watermark_and_followers_to_the_log_end() -> None:

@@ -138,7 +138,8 @@ def _partition_reads_match(partition: Partition, log: PartitionLog, rng: random.
             if not at_least_one and sum(c.nbytes for c in chunks) > limit_bytes:
                 chunks = []
             assert got.error_code == ErrorCode.NONE
-            assert (got.high_watermark, got.log_start_offset) == (hw, log.log_start_offset)
+            assert (got.high_watermark, got.log_start_offset) == (
+                partition.client_high_watermark, log.log_start_offset)
             assert _frames(list(got.chunks)) == _frames(chunks), (offset, limit_bytes)
             compared += 1
     return compared
