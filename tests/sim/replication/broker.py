@@ -6,7 +6,10 @@ data_plane.py do.
 A broker is up, paused (SIGSTOP: it does nothing, messages wait in its socket buffers, the
 clock goes on) or down (crashed). A restart is a new process: a new incarnation registers, the
 partitions reopen from the disk (log and epoch checkpoint), the producer state is rebuilt from
-the log, and the high watermark starts over, as partition_host.py does it.
+the log, and the high watermark starts from the ring header's, as partition_host.py does it. A
+worker restart (`restart_worker`: the worker killed, its supervisor alive) keeps the broker's
+registration and metadata; its partitions reopen at once, at the same leader epochs, and a
+leader takes back the ISR change it had stored (isr_proposals.py's `resume`).
 
 Every decision point that a planted bug may change goes through `wiring`; every fact the
 checker needs goes to `observer` (the code under test never sees either).
@@ -44,7 +47,7 @@ from tests.sim.replication.wiring import Wiring, rebuilt_producers
 from zlog.broker.control.controller import NO_LEADER, IsrRequest
 from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
 from zlog.broker.data.epoch_cache import LeaderEpochCache
-from zlog.broker.data.isr import ReplicaSet
+from zlog.broker.data.isr import IsrChange, IsrErrorAction, ReplicaSet
 from zlog.broker.data.partition import Partition, ProduceOutcome
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.broker.data.replica_sync import apply_replica_fetch, serve_replica_fetch
@@ -103,6 +106,16 @@ class FollowerFetch:
 
 
 @dataclass(slots=True)
+class PendingIsrChange:
+    """A leader's ISR change the tracker holds pending (isr_proposals._Pending)."""
+
+    change: IsrChange
+    request_id: int | None = None  # the request in flight
+    sent_at: int = 0
+    send_at: int | None = 0  # when to send it (again); None: wait for a newer record
+
+
+@dataclass(slots=True)
 class Parked:
     """An acks=all produce waiting for the high watermark (data_plane's _DelayedProduce)."""
 
@@ -138,8 +151,10 @@ class SimBroker:
     fetches: dict[int, FollowerFetch] = field(default_factory=dict)
     parked: list[Parked] = field(default_factory=list)
     waiting_fetches: list[tuple[int, ReplicaFetch, int]] = field(default_factory=list)
-    isr_sent: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # id -> (p, PE, t)
+    isr_pending: dict[int, PendingIsrChange] = field(default_factory=dict)
+    isr_in_flight: dict[int, int] = field(default_factory=dict)  # request id -> partition
     quiet_until: dict[int, int] = field(default_factory=dict)
+    worker_starts: int = 0
     next_isr_check: int = 0
     next_id: int = 1
     now: int = 0
@@ -153,10 +168,30 @@ class SimBroker:
         self.registered, self.broker_epoch = False, -1
         self.next_register = self.next_heartbeat = now
         self.state, self.meta_version = None, -1
+        self._new_worker()
+        self.now = now
+
+    def _new_worker(self) -> None:
+        """A new worker process: nothing of the last one's memory."""
         self.partitions, self.fetches, self.parked = {}, {}, []
         self.waiting_fetches = []
-        self.isr_sent, self.quiet_until = {}, {}
-        self.now = now
+        self.isr_pending, self.isr_in_flight, self.quiet_until = {}, {}, {}
+        self.worker_starts += 1
+
+    @property
+    def process(self) -> str:
+        """Names the worker process: a new one at every broker or worker restart."""
+        return f"{self.incarnation}/{self.worker_starts}"
+
+    def restart_worker(self) -> None:
+        """kill -9 of the worker alone: its supervisor (registration, session, metadata)
+        starts another at once, which reopens the partitions from the disk."""
+        self._keep_ring_headers()
+        self._new_worker()
+        topic = None if self.state is None else self.state.topics.get(TOPIC)
+        for info in () if topic is None else topic.partitions:
+            if self.node_id in info.replicas:
+                self._open(info)
 
     def bootstrap(self, broker_epoch: int, state: ClusterState, version: int) -> None:
         """The first start, registered before the clock runs."""
@@ -165,11 +200,15 @@ class SimBroker:
         self.apply_metadata(state, version)
 
     def crash(self) -> None:
-        for p, partition in self.partitions.items():
-            self.disk.last_high_watermark[p] = partition.high_watermark
+        self._keep_ring_headers()
         self.status = Status.DOWN
         self.partitions, self.fetches, self.parked = {}, {}, []
         self.waiting_fetches = []
+
+    def _keep_ring_headers(self) -> None:
+        """The HW each replica last published in its ring header, which outlives it."""
+        for p, partition in self.partitions.items():
+            self.disk.last_high_watermark[p] = partition.high_watermark
 
     @property
     def up(self) -> bool:
@@ -284,7 +323,7 @@ class SimBroker:
                           f" e{info.leader_epoch} log [{log.log_start_offset},"
                           f"{log.log_end_offset}) cache {_entries(partition)}")
         if is_leader:
-            partition.start_term(self.now)
+            self._start_term(p, partition)
             self.wiring.became_leader(partition)
         else:
             self.wiring.follower_opened(partition, self.disk.last_high_watermark.get(p, 0))
@@ -439,15 +478,34 @@ class SimBroker:
             self._settle(p)
             self._wake_fetches(p, now)
 
-    # -- leader: ISR changes ---------------------------------------------------------------
+    # -- leader: ISR changes (isr_proposals.py) ---------------------------------------------
+
+    def _start_term(self, p: int, partition: Partition) -> None:
+        """partition_host's open of a leader: the change stored for this leader epoch and
+        record is pending again (and sent again at the next check); any other is stale."""
+        change = self.disk.isr_changes.pop(p, None)
+        if not partition.start_term(self.now,
+                                    change if self.wiring.resume_isr_changes else None):
+            return
+        assert change is not None
+        self.disk.isr_changes[p] = change
+        self.isr_pending[p] = PendingIsrChange(change)
+        self.observer.log(f"b{self.node_id} p{p} resumes isr change {list(change.new_isr)} "
+                          f"pe{change.partition_epoch}")
 
     def _propose_isr_changes(self, now: int) -> None:
         for p in sorted(self.partitions):
             partition = self.partitions[p]
-            if not partition.is_leader or now < self.quiet_until.get(p, 0):
+            if not partition.is_leader:
+                self._drop_isr_change(p)
+                continue
+            pending = self._pending_isr_change(p, partition)
+            if pending is not None:
+                if pending.send_at is not None and now >= pending.send_at:
+                    self._send_isr_change(p, pending, now)
                 continue
             tracker = partition.isr_tracker
-            if tracker.pending is not None:
+            if tracker.pending is not None or now < self.quiet_until.get(p, 0):
                 continue
             new_isr = self.wiring.next_proposal(tracker, now, partition.log.log_end_offset,
                                                 self.profile.lag_max_ticks)
@@ -457,31 +515,75 @@ class SimBroker:
             self.observer.proposing(self, p, partition, new_isr, epochs)
             proposal = tracker.propose(new_isr, now)
             self.wiring.after_propose(partition, new_isr)
-            request_id, self.next_id = self.next_id, self.next_id + 1
-            self.isr_sent[request_id] = (p, proposal.partition_epoch, now)
+            change = IsrChange(partition.leader_epoch, proposal.partition_epoch,
+                               tuple(sorted(new_isr)), tuple(sorted(epochs.items())))
+            self.disk.isr_changes[p] = change  # stored before it is sent
+            pending = self.isr_pending[p] = PendingIsrChange(change)
             self.observer.log(f"b{self.node_id} p{p} proposes isr {sorted(new_isr)} "
                               f"(was {sorted(tracker.replicas.isr)}) pe{proposal.partition_epoch}")
-            self.send(self.node_id, CONTROLLER, AlterIsr(request_id, IsrRequest(
-                self.node_id, self.broker_epoch, TOPIC, p, partition.leader_epoch,
-                proposal.partition_epoch, tuple(sorted(new_isr)), epochs)))
+            self._send_isr_change(p, pending, now)
+
+    def _send_isr_change(self, p: int, pending: PendingIsrChange, now: int) -> None:
+        if pending.request_id is not None:
+            self.isr_in_flight.pop(pending.request_id, None)
+        request_id, self.next_id = self.next_id, self.next_id + 1
+        pending.request_id, pending.sent_at, pending.send_at = request_id, now, None
+        self.isr_in_flight[request_id] = p
+        change = pending.change
+        self.send(self.node_id, CONTROLLER, AlterIsr(request_id, IsrRequest(
+            self.node_id, self.broker_epoch, TOPIC, p, change.leader_epoch,
+            change.partition_epoch, change.new_isr, dict(change.member_epochs))))
+
+    def _pending_isr_change(self, p: int, partition: Partition) -> PendingIsrChange | None:
+        """The partition's change, unless a newer record (or leader epoch) replaced it."""
+        pending = self.isr_pending.get(p)
+        if pending is None:
+            return None
+        proposal = partition.isr_tracker.pending
+        if (proposal is None or proposal.partition_epoch != pending.change.partition_epoch
+                or partition.leader_epoch != pending.change.leader_epoch):
+            self._drop_isr_change(p)
+            return None
+        return pending
+
+    def _drop_isr_change(self, p: int) -> None:
+        pending = self.isr_pending.pop(p, None)
+        if pending is None:
+            return
+        if pending.request_id is not None:
+            self.isr_in_flight.pop(pending.request_id, None)
+        self.disk.isr_changes.pop(p, None)
 
     def _isr_answered(self, answer: AlterIsrAnswer) -> None:
-        sent = self.isr_sent.pop(answer.request_id, None)
-        if sent is None or answer.error == ErrorCode.NONE:
-            return
-        p, partition_epoch, _ = sent
-        self.quiet_until[p] = self.now + self.profile.isr_refused_backoff_ticks
-        partition = self.partitions.get(p)
-        if partition is not None:
-            partition.isr_tracker.proposal_refused(partition_epoch)
+        p = self.isr_in_flight.pop(answer.request_id, None)
+        pending = None if p is None else self.isr_pending.get(p)
+        if p is None or pending is None or pending.request_id != answer.request_id:
+            return  # an answer to a request sent again since, or to a change replaced
+        pending.request_id = None
+        if answer.error != ErrorCode.NONE:
+            self._isr_refused(p, pending, answer.error,
+                              self.now + self.profile.isr_refused_backoff_ticks)
+
+    def _isr_refused(self, p: int, pending: PendingIsrChange, code: ErrorCode,
+                     retry_at: int) -> None:
+        action = self.wiring.isr_error_action(code)
+        if action == IsrErrorAction.REVERT:
+            partition = self.partitions.get(p)
+            if partition is not None:
+                partition.isr_tracker.proposal_refused(pending.change.partition_epoch)
+            self._drop_isr_change(p)
+            self.quiet_until[p] = self.now + self.profile.isr_refused_backoff_ticks
+        elif action == IsrErrorAction.RETRY:
+            pending.send_at = retry_at
 
     def _expire_isr_requests(self, now: int) -> None:
-        for request_id, (p, partition_epoch, sent_at) in list(self.isr_sent.items()):
-            if now - sent_at >= self.profile.isr_answer_timeout_ticks:
-                del self.isr_sent[request_id]
-                partition = self.partitions.get(p)
-                if partition is not None:
-                    partition.isr_tracker.proposal_refused(partition_epoch)
+        """No answer within the timeout: sent again at once (isr_proposals._expire)."""
+        for p, pending in list(self.isr_pending.items()):
+            if (pending.request_id is not None
+                    and now - pending.sent_at >= self.profile.isr_answer_timeout_ticks):
+                self.isr_in_flight.pop(pending.request_id, None)
+                pending.request_id = None
+                self._isr_refused(p, pending, ErrorCode.REQUEST_TIMED_OUT, now)
 
     # -- produce ---------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from zlog.broker.control.controller import (
 from zlog.broker.control.metadata_commands import ClusterChange, PartitionChange
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.broker.data.epoch_cache import UNDEFINED, LeaderEpochCache
-from zlog.broker.data.isr import HighWatermark, ReplicaSet
+from zlog.broker.data.isr import HighWatermark, IsrErrorAction, ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.errors import ErrorCode
@@ -148,6 +148,17 @@ class _AnyIsrSize(ReplicaSet):
 B10 = replace(REAL, name="B10", replica_set_class=_AnyIsrSize)
 
 
+# B20: a pending ISR change is forgotten when its outcome is unknown: a restarted leader
+# worker does not take back the change it had sent, and an answer that may hide a commit
+# (NOT_CONTROLLER, a timeout) drops it as a refusal would.
+def _every_refusal_reverts(code: ErrorCode) -> IsrErrorAction:
+    del code
+    return IsrErrorAction.REVERT
+
+
+B20 = replace(REAL, name="B20", resume_isr_changes=False, isr_error_action=_every_refusal_reverts)
+
+
 # B11: the leader does not send the broker epochs its followers fetched with (KIP-903).
 def _no_member_epochs(tracker: HighWatermark, new_isr: frozenset[int]) -> dict[int, int]:
     del tracker, new_isr
@@ -205,7 +216,7 @@ def _current_epochs(state: ClusterState, requests: tuple[IsrRequest, ...]
 B17 = replace(REAL, name="B17", isr_requests=_current_epochs)
 
 BUGS: dict[str, Wiring] = {w.name: w for w in (B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11,
-                                                B12, B13, B15, B16, B17)}
+                                                B12, B13, B15, B16, B17, B20)}
 
 CAUGHT_BY: dict[str, frozenset[str]] = {
     "B1": frozenset({"S4", "S5", "S6", "S9", "S13"}),
@@ -230,4 +241,7 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     "B15": frozenset({"S14", "L1"}),
     "B16": frozenset({"S10", "S3"}),
     "B17": frozenset({"S12", "S4", "S5", "S6", "S11"}),
+    # The controller commits the forgotten expansion: the member joins the ISR without a batch
+    # acknowledged meanwhile (S4), or is in it when one is acknowledged (S6).
+    "B20": frozenset({"S6", "S4"}),
 }

@@ -86,7 +86,7 @@ class Checker:
         # (p, base offset, epoch) -> (bytes, predecessor, how many logs hold it)
         self.batches: dict[tuple[int, int, int], tuple[bytes, tuple[int, int] | None, int]] = {}
         self.marks: dict[tuple[int, int], _LogMark] = {}
-        # (incarnation, p) -> (HW, log start, log end) when S8 last passed
+        # (worker process, p) -> (HW, log start, log end) when S8 last passed
         self.hw_checked: dict[tuple[str, int], tuple[int, int, int]] = {}
         self.counts: dict[str, int] = {}
 
@@ -463,7 +463,7 @@ class Checker:
     def _check_hw(self, broker: SimBroker, p: int, partition: Partition) -> None:
         log = partition.log
         hw = partition.high_watermark
-        key = (broker.incarnation, p)
+        key = (broker.process, p)
         # An unchanged HW over an unchanged log passed already: the bound it is compared
         # with (the highest leader HW) only grows.
         seen = (hw, log.log_start_offset, log.log_end_offset)

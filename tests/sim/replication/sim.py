@@ -59,6 +59,9 @@ class ReplicationSim:
         self.client_rng = random.Random(rng.getrandbits(64))
         controller_rng = random.Random(rng.getrandbits(64))
         broker_rng = random.Random(rng.getrandbits(64))
+        self.worker_rng = random.Random(rng.getrandbits(64))
+        if profile is None:
+            self.profile.draw_worker_faults(self.worker_rng)
         self.trace: deque[str] = deque(maxlen=TRACE_TAIL)
         self._digest = hashlib.sha256()
         self.ghost = Ghost(spec_loss_bound=spec_loss_bound)
@@ -254,6 +257,32 @@ class ReplicationSim:
         if rng.random() < profile.failover_p and self.controller.active:
             self.controller.fail_over(now, rng.randint(2, 2 * session))
             self._count("controller failovers")
+        self._worker_faults(now)
+
+    def _worker_faults(self, now: int) -> None:
+        """A worker killed alone (its supervisor restarts it at once): at random, or right
+        after its leader sent an ISR expansion, while the controller may commit it."""
+        rng, profile = self.worker_rng, self.profile
+        up = [b for b in sorted(self.brokers) if self.brokers[b].up]
+        if up and rng.random() < profile.worker_crash_p:
+            self._restart_worker(rng.choice(up), now, "")
+        for b in up:
+            broker = self.brokers[b]
+            for p, pending in sorted(broker.isr_pending.items()):
+                partition = broker.partitions.get(p)
+                expanding = partition is not None and bool(
+                    set(pending.change.new_isr) - partition.replicas.isr)
+                if (expanding and pending.request_id is not None and pending.sent_at == now - 1
+                        and rng.random() < profile.expansion_crash_p):
+                    self._restart_worker(b, now, f" with its p{p} expansion in flight")
+                    break
+
+    def _restart_worker(self, b: int, now: int, why: str) -> None:
+        for producer in self.producers:
+            producer.disconnected(b, now)
+        self.brokers[b].restart_worker()
+        self.log(f"b{b} worker killed (kill -9) and restarted{why}")
+        self._count("worker restarts")
 
     def _stop(self, b: int, now: int, down_ticks: int) -> None:
         for producer in self.producers:

@@ -42,6 +42,7 @@ BUG_SEED_BOUND: dict[str, int] = {
     "B10": 10,  # seed 0: a leader's HW moves with the ISR below min.insync.replicas (S15)
     "B11": 100,  # seed 50: a member admitted at a broker epoch it no longer has (S12)
     "B12": 200,  # seed 123: a member admitted below the leader's epoch start (S12)
+    "B20": 100,  # seed 42: a restarted leader worker forgot its expansion, committed (S6)
 }
 
 

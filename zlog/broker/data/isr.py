@@ -28,8 +28,12 @@ Kafka's rules (docs/replication.md §2 and §3), as the leader of one partition 
   proposes the shrink, and the controller commits it.
 * A follower rejoins once its LEO reaches the HW *and* the leader's epoch start (a replica
   missing batches between the two could otherwise be elected and lose what the HW will cover).
-* One ISR change is in flight at a time; the committed record (with its partition epoch)
-  replaces whatever was pending.
+* One ISR change is in flight at a time; a committed record newer than the one it was
+  computed from (a higher partition epoch) replaces whatever was pending. A change is given up
+  only when the controller says it applied nothing (INELIGIBLE_REPLICA,
+  OPERATION_NOT_ATTEMPTED); any other answer, or none, may hide a commit, so the change stays
+  pending (its new member counted) and is sent again or waits for the newer record
+  (`isr_error_action`, Kafka's handleAlterPartitionError).
 * A leader that cannot write (a full disk) **resigns**: it proposes the ISR without itself,
   and the controller hands the partition to one of the others (docs/replication.md).
 """
@@ -37,6 +41,8 @@ Kafka's rules (docs/replication.md §2 and §3), as the leader of one partition 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
 
@@ -92,6 +98,49 @@ class IsrProposal:
     sent_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class IsrChange:
+    """One AlterPartition as a leader sends it: what it asks for, computed from which record
+    (leader and partition epochs), with the broker epoch each member fetched with (KIP-903).
+    Kept until a newer record replaces it, across a restart of the leader's process: the same
+    change is what is sent again."""
+
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]  # sorted
+    member_epochs: tuple[tuple[int, int], ...] = ()  # (broker id, broker epoch), sorted
+
+
+class IsrErrorAction(Enum):
+    """What a leader does with its pending ISR change after the controller refused it."""
+
+    REVERT = "revert"  # nothing was applied: back to the committed ISR
+    WAIT = "wait"  # a newer record exists: keep the change pending until it arrives
+    RETRY = "retry"  # the outcome is unknown: send the same change again
+
+
+_NOTHING_APPLIED: Final = frozenset({ErrorCode.INELIGIBLE_REPLICA,
+                                     ErrorCode.OPERATION_NOT_ATTEMPTED})
+_NEWER_RECORD: Final = frozenset({
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INVALID_REQUEST,
+    ErrorCode.NEW_LEADER_ELECTED,
+})
+
+
+def isr_error_action(code: ErrorCode) -> IsrErrorAction:
+    """Kafka's rule (Partition.handleAlterPartitionError): only INELIGIBLE_REPLICA and
+    OPERATION_NOT_ATTEMPTED say that no controller, past or future, applied the change; a
+    refusal computed against a newer record waits for that record; anything else (no
+    controller, a timeout, a stale broker epoch about to be renewed) may have been committed,
+    and the same change is sent again."""
+    if code in _NOTHING_APPLIED:
+        return IsrErrorAction.REVERT
+    if code in _NEWER_RECORD:
+        return IsrErrorAction.WAIT
+    return IsrErrorAction.RETRY
+
+
 @dataclass(slots=True)
 class HighWatermark:
     """The followers' positions and the HW they give, for one leader replica (or the HW a
@@ -130,10 +179,13 @@ class HighWatermark:
         }
 
     def set_replicas(self, replicas: ReplicaSet) -> None:
-        """A committed record: it replaces whatever change was pending."""
+        """A committed record: one newer than the record the pending change was computed from
+        replaces the change (the same record again, as an assign repeats it when a config
+        changes, replaces nothing: the controller may still commit the change)."""
         assert replicas.local_replica_id == self.replicas.local_replica_id
         self.replicas = replicas
-        self.pending = None
+        if self.pending is not None and replicas.partition_epoch > self.pending.partition_epoch:
+            self.pending = None
         for replica in replicas.replicas - {replicas.local_replica_id}:
             self.followers.setdefault(replica, FollowerState())
         for gone in set(self.followers) - set(replicas.replicas):

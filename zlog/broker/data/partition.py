@@ -30,7 +30,7 @@ from typing import Final, Protocol
 from zlog import limits
 from zlog.broker.data.epoch_cache import UNDEFINED, LeaderEpochCache
 from zlog.broker.data.fetch_waiters import EntryRead
-from zlog.broker.data.isr import HighWatermark, ReplicaSet
+from zlog.broker.data.isr import HighWatermark, IsrChange, ReplicaSet
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
 from zlog.broker.data.recent_batches import RecentBatches
 from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
@@ -143,8 +143,6 @@ class Partition:
                           min(recovered_high_watermark, log.log_end_offset))
         self._hw = HighWatermark(replicas or ReplicaSet.single(), value=start_value,
                                  epoch_start_offset=self.epoch_start_offset)
-        if is_leader:
-            self._hw.advance(log.log_start_offset, log.log_end_offset)
         self._published_high_watermark = -1
         self._publish_high_watermark()
         # Why the last produce could not be stored (a full disk), until an append succeeds or
@@ -214,10 +212,23 @@ class Partition:
                 self._hw.start_term(now_ms, self.epoch_start_offset)
         return self._advance_high_watermark() if is_leader else 0
 
-    def start_term(self, now_ms: int) -> None:
+    def start_term(self, now_ms: int, stored_isr_change: IsrChange | None = None) -> bool:
         """A leader opened by a new process starts a term at its epoch's start: followers'
-        positions are unknown until they fetch (isr.py)."""
-        self._hw.start_term(now_ms, self.epoch_start_offset)
+        positions are unknown until they fetch (isr.py). `stored_isr_change` is the ISR
+        change its predecessor had sent (isr_proposals.py): computed from this leader epoch
+        and record, it is pending again before the HW is computed (the controller may commit
+        it yet, so its new member counts from now). Whether it was taken back (False: none,
+        or a stale one, to be forgotten)."""
+        tracker = self._hw
+        tracker.start_term(now_ms, self.epoch_start_offset)
+        change = stored_isr_change
+        resumed = (change is not None and self.is_leader
+                   and change.leader_epoch == self.leader_epoch
+                   and change.partition_epoch == tracker.replicas.partition_epoch)
+        if change is not None and resumed:
+            tracker.propose(frozenset(change.new_isr), now_ms)
+        self._advance_high_watermark()
+        return resumed
 
     def _note_epoch(self, epoch: int, start_offset: int) -> None:
         """Record (and keep on disk) that `epoch` starts at `start_offset`."""

@@ -30,6 +30,7 @@ from zlog.broker.data.high_watermark_checkpoint import (
     save_high_watermark,
 )
 from zlog.broker.data.isr import ReplicaSet
+from zlog.broker.data.isr_change_file import load_isr_change, remove_isr_change
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
 from zlog.broker.topic_configs import (
@@ -191,7 +192,9 @@ class PartitionHost:
         if corrupt is not None:
             partition.note_corrupt(corrupt)
         if assignment.is_leader:
-            partition.start_term(self.clock.monotonic_ms())
+            stored = load_isr_change(directory)
+            if not partition.start_term(self.clock.monotonic_ms(), stored) and stored:
+                remove_isr_change(directory)
         self.partitions[assignment.tp] = partition
         self.hosted[assignment.tp] = HostedPartition(partition, partition_log)
         log.info(
@@ -225,6 +228,11 @@ class PartitionHost:
         hosted.log.config = replace(config, ring_bytes=hosted.log.config.ring_bytes)
         partition.set_compacted(config.compacted)
         return AssignOutcome(committed, role_changed)
+
+    def directory_of(self, tp: TopicPartition) -> Path | None:
+        """The open partition's directory (None: not open here)."""
+        hosted = self.hosted.get(tp)
+        return None if hosted is None else hosted.log.directory
 
     def rebuilt_producers(self, tp: TopicPartition) -> ProducerStateTable:
         """The producer table of what the log holds now (after a follower cut its log)."""

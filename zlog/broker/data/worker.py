@@ -47,6 +47,7 @@ from zlog.broker import worker_protocol as protocol
 from zlog.broker.data.data_plane import DataPlane
 from zlog.broker.data.fetcher import Fetchers, FetcherSettings
 from zlog.broker.data.group_host import GroupHost
+from zlog.broker.data.isr_change_file import IsrChangeFiles
 from zlog.broker.data.isr_proposals import ISR_CHECK_INTERVAL_MS, IsrProposals
 from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings, flag_names
@@ -135,7 +136,8 @@ class Worker:
             context=shared_context(),
         )
         self.isr_proposals = IsrProposals(self.host.partitions,
-                                          lag_time_max_ms=options.replica.lag_time_max_ms)
+                                          lag_time_max_ms=options.replica.lag_time_max_ms,
+                                          store=IsrChangeFiles(self.host.directory_of))
         self._polled: set[zmq.Socket[bytes]] = set()
         self.unsent_replies = 0
         self._stopping = False

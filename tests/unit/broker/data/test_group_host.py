@@ -83,11 +83,13 @@ class Host:
 
     def hold(self, index: int, replicas: ReplicaSet | None = None,
              log: MemoryLog | None = None, leader_epoch: int = 1) -> TopicPartition:
-        """The partition, before the worker is told it leads it."""
+        """The partition, opened as its leader (partition_host.py), before the worker is told
+        it leads it."""
         tp = TopicPartition(OFFSETS_TOPIC, index)
-        self.partitions[tp] = Partition(OFFSETS_TOPIC, index, log or MemoryLog(),
-                                        leader_epoch=leader_epoch, replicas=replicas,
-                                        compacted=True)
+        partition = Partition(OFFSETS_TOPIC, index, log or MemoryLog(),
+                              leader_epoch=leader_epoch, replicas=replicas, compacted=True)
+        partition.start_term(self.clock.now_ms)
+        self.partitions[tp] = partition
         return tp
 
     def offsets(self, index: int) -> Partition:
