@@ -305,7 +305,8 @@ class SimBroker:
         checkpoint = self.disk.epoch_checkpoints.get(p)
         cache_class = self.wiring.epoch_cache_class
         epochs = cache_class.decode(checkpoint) if checkpoint is not None else cache_class()
-        epochs.truncate_from_end(log.log_end_offset)  # load_epoch_cache
+        if epochs.truncate_from_end(log.log_end_offset):  # load_epoch_cache
+            self.disk.epoch_checkpoints[p] = epochs.encode()
         is_leader = info.leader == self.node_id
         disk = self.disk
 
