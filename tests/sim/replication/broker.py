@@ -614,6 +614,22 @@ class SimBroker:
                     self.parked.append(parked)
                 else:
                     self._answer_parked(parked, status, parked_yet=False)
+        self._appended(p, partition, end_before, hw_before)
+
+    def append_local(self, p: int, batch: bytes, batch_id: int) -> None:
+        """An acks=1 batch appended as if a producer on this host sent it (the load of
+        sim.py's rejoin check), if this broker leads `p`."""
+        partition = self.partitions.get(p)
+        if partition is None or not partition.is_leader:
+            return
+        end_before, hw_before = partition.log.log_end_offset, partition.high_watermark
+        outcome = partition.produce([batch], 1)
+        self.observer.produced(self, p, partition, acks=1, outcome=outcome,
+                               end_before=end_before, batch_id=batch_id)
+        self._appended(p, partition, end_before, hw_before)
+
+    def _appended(self, p: int, partition: Partition, end_before: int, hw_before: int) -> None:
+        """After a produce: answer the waits it settles, wake the long polls it feeds."""
         if partition.high_watermark != hw_before:
             self._settle(p)
         if partition.log.log_end_offset != end_before or partition.high_watermark != hw_before:

@@ -159,6 +159,18 @@ def _every_refusal_reverts(code: ErrorCode) -> IsrErrorAction:
 B20 = replace(REAL, name="B20", resume_isr_changes=False, isr_error_action=_every_refusal_reverts)
 
 
+# B22: the HW waits for the ISR only: a caught-up follower outside it is not counted, so a
+# leader that takes a batch within every round trip of its fetches keeps its HW ahead of it.
+def _hw_waits_for_isr_only(tracker: HighWatermark, now: int, log_end: int, lag_max: int
+                           ) -> frozenset[int] | None:
+    proposal = tracker.next_proposal(now, log_end, lag_max)
+    tracker.awaited = frozenset()
+    return proposal
+
+
+B22 = replace(REAL, name="B22", next_proposal=_hw_waits_for_isr_only)
+
+
 # B11: the leader does not send the broker epochs its followers fetched with (KIP-903).
 def _no_member_epochs(tracker: HighWatermark, new_isr: frozenset[int]) -> dict[int, int]:
     del tracker, new_isr
@@ -216,7 +228,7 @@ def _current_epochs(state: ClusterState, requests: tuple[IsrRequest, ...]
 B17 = replace(REAL, name="B17", isr_requests=_current_epochs)
 
 BUGS: dict[str, Wiring] = {w.name: w for w in (B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11,
-                                                B12, B13, B15, B16, B17, B20)}
+                                                B12, B13, B15, B16, B17, B20, B22)}
 
 CAUGHT_BY: dict[str, frozenset[str]] = {
     "B1": frozenset({"S4", "S5", "S6", "S9", "S13"}),
@@ -244,4 +256,6 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     # The controller commits the forgotten expansion: the member joins the ISR without a batch
     # acknowledged meanwhile (S4), or is in it when one is acknowledged (S6).
     "B20": frozenset({"S6", "S4"}),
+    # A follower outside the ISR never reaches the HW of a leader that keeps taking batches.
+    "B22": frozenset({"L2"}),
 }

@@ -4,7 +4,8 @@ Each tick: faults (during the chaos phase), the controller's tick (commits, a ro
 message due, every broker's tick, the clients. The checker runs after every one of those
 events. After `chaos_ticks` the faults stop: the network heals, every broker restarts or
 resumes, and the liveness checks run: every partition gets a leader and takes an acks=all
-write (L1), then every replica catches up and is back in the ISR (L2).
+write (L1), then every replica catches up and is back in the ISR (L2), and does so again after
+the followers of one partition are restarted while every leader takes a steady load (L2).
 
 Everything random comes from `random.Random(seed)` (one child generator per concern, so that
 adding a check never changes a run), and the trace digest covers every event line: the same
@@ -27,15 +28,17 @@ from tests.sim.replication.ghost import Ghost
 from tests.sim.replication.messages import CONTROLLER, Envelope, Produce, ProduceAnswer
 from tests.sim.replication.network import NetworkProfile, SimNetwork
 from tests.sim.replication.profile import Profile
-from tests.sim.replication.storage import SimDisk, SimLog
+from tests.sim.replication.storage import BATCH_ID_BASE_MS, SimDisk, SimLog
 from tests.sim.replication.wiring import REAL, Wiring
 from zlog.broker.control.controller import NO_LEADER
 from zlog.broker.control.metadata_commands import Command
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.errors import ErrorCode, ZlogError
+from zlog.record.arrays import build_batch_from_values
 
 TRACE_TAIL = 200
 SWEEP_EVERY_TICKS = 25
+REJOIN_UNDER_LOAD_TICKS = 200
 
 
 class SimFailure(AssertionError):
@@ -91,6 +94,7 @@ class ReplicationSim:
         self.consumers = [Consumer(p, profile, self.client_rng, send=self.send,
                                    target=self.target, new_id=self.new_id)
                           for p in range(profile.partitions)]
+        self.load_every_ticks = 0  # > 0: every leader takes a batch this often (see L2)
         self.restart_at: dict[int, int] = {}
         self.resume_at: dict[int, int] = {}
         # New leaders to strike: (deadline, broker, partition, epoch). Each is struck right
@@ -182,6 +186,8 @@ class ReplicationSim:
             producer.tick(now)
         for consumer in self.consumers:
             consumer.tick(now)
+        if self.load_every_ticks and now % self.load_every_ticks == 0:
+            self._load(now)
         if now % SWEEP_EVERY_TICKS == 0:
             self.checker.sweep()
 
@@ -360,6 +366,11 @@ class ReplicationSim:
         self.log("liveness L1: every partition took an acks=all write")
         for producer in self.producers:
             producer.produce_p = 0.0
+        self._catch_up(deadline)
+        self._rejoin_under_load()
+        self._catch_up(self.clock.now + self.profile.heal_ticks)
+
+    def _catch_up(self, deadline: int) -> None:
         while (lagging := self._not_caught_up()):
             if self.clock.now >= deadline:
                 raise InvariantViolation("L2", f"not caught up within {self.profile.heal_ticks} "
@@ -367,6 +378,48 @@ class ReplicationSim:
                                                f"{self._partition_summary()}")
             self.step()
         self.log("liveness L2: every replica caught up and in the ISR")
+
+    def _rejoin_under_load(self) -> None:
+        """L2 under load: once every replica caught up, p0's followers, killed and started
+        again at once (so out of its ISR), rejoin it while every leader takes batches without
+        a pause: one each tick where a follower's fetch takes several, one every third tick
+        where it takes one (a load they can keep up with; docs/replication.md §3)."""
+        info = self.controller.state.partition(TOPIC, 0)
+        assert info is not None
+        now = self.clock.now
+        restarted = {b: self.brokers[b].starts for b in info.replicas if b != info.leader}
+        for b in restarted:
+            self._stop(b, now, 1)
+            self.log(f"b{b} crashes (kill -9) and restarts: rejoining p0 under load")
+        self.load_every_ticks = 1 if self.profile.fetch_limit_bytes > 1 else 3
+        deadline = now + REJOIN_UNDER_LOAD_TICKS
+        while ((outside := self._outside_isr())
+               or not all(self.brokers[b].starts > starts and self.brokers[b].registered
+                          for b, starts in restarted.items())):
+            if self.clock.now >= deadline:
+                raise InvariantViolation("L2", f"not back in the ISR under load within "
+                                               f"{REJOIN_UNDER_LOAD_TICKS} ticks: "
+                                               f"{outside or 'not registered yet'}; "
+                                               f"{self._partition_summary()}")
+            self.step()
+        self.load_every_ticks = 0
+        self.log("liveness L2: every replica rejoined the ISR under load")
+
+    def _outside_isr(self) -> str:
+        for info in self.controller.state.topics[TOPIC].partitions:
+            if set(info.isr) != set(info.replicas):
+                return f"p{info.partition}: ISR {list(info.isr)} of {list(info.replicas)}"
+        return ""
+
+    def _load(self, now: int) -> None:
+        del now
+        for info in self.controller.state.topics[TOPIC].partitions:
+            broker = self.brokers.get(info.leader)
+            if broker is not None and broker.up:
+                batch_id = self.new_id()
+                broker.append_local(info.partition, build_batch_from_values(
+                    [f"{batch_id}:load".encode()], timestamp_ms=BATCH_ID_BASE_MS + batch_id),
+                    batch_id)
 
     def _not_caught_up(self) -> str:
         state = self.controller.state

@@ -6,7 +6,8 @@ Kafka's rules (docs/replication.md §2 and §3), as the leader of one partition 
   log end offset (LEO), reported by asking for what comes next.
 * The **high watermark** (HW) is the smallest LEO over the *maximal* ISR: the committed ISR
   plus a member whose joining the leader has proposed (more members can only hold the HW back,
-  so counting them early is safe; a shrink counts only once committed). It never moves back
+  so counting them early is safe; a shrink counts only once committed), and over the followers
+  outside the ISR that were caught up at the last ISR check (below). It never moves back
   while this replica leads. With one replica it is the leader's log end. Consumers read below
   it; acks=all is answered once it covers a batch.
 * The HW stays where it is while the committed ISR is smaller than the *effective*
@@ -28,6 +29,9 @@ Kafka's rules (docs/replication.md §2 and §3), as the leader of one partition 
   proposes the shrink, and the controller commits it.
 * A follower rejoins once its LEO reaches the HW *and* the leader's epoch start (a replica
   missing batches between the two could otherwise be elected and lose what the HW will cover).
+  A leader that takes appends within every round trip of its follower's fetches would keep its
+  HW ahead of that follower's LEO for good: so the HW also waits for followers outside the ISR
+  that are caught up (Kafka's maybeIncrementLeaderHW), they reach it, and they join.
 * One ISR change is in flight at a time; a committed record newer than the one it was
   computed from (a higher partition epoch) replaces whatever was pending. A change is given up
   only when the controller says it applied nothing (INELIGIBLE_REPLICA,
@@ -87,6 +91,7 @@ class FollowerState:
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = 0  # the leader's LEO at that fetch
     broker_epoch: int = -1  # the registration it fetched with
+    caught_up_in_term: bool = False  # a fetch this term set `last_caught_up_ms`
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +156,9 @@ class HighWatermark:
     epoch_start_offset: int = 0  # the leader's LEO when it took its epoch
     pending: IsrProposal | None = None
     followers: dict[int, FollowerState] = field(default_factory=dict)
+    # Followers outside the ISR that were caught up at the last ISR check: the HW waits for
+    # them too (Kafka's maybeIncrementLeaderHW), so that their LEO reaches it and they join.
+    awaited: frozenset[int] = frozenset()
 
     @property
     def shown_to_clients(self) -> bool:
@@ -172,6 +180,7 @@ class HighWatermark:
         caught up from now (Kafka's makeLeader)."""
         self.epoch_start_offset = epoch_start_offset
         self.pending = None
+        self.awaited = frozenset()
         self.followers = {
             replica: FollowerState(last_caught_up_ms=now_ms if replica in self.replicas.isr
                                    else 0)
@@ -190,6 +199,7 @@ class HighWatermark:
             self.followers.setdefault(replica, FollowerState())
         for gone in set(self.followers) - set(replicas.replicas):
             del self.followers[gone]
+        self.awaited &= replicas.replicas
 
     def check_follower(self, replica_id: int, topic: str, partition: int) -> None:
         """NOT_LEADER_OR_FOLLOWER for a replica id that is not one of our followers."""
@@ -213,8 +223,10 @@ class HighWatermark:
         # counts as caught up from the term's start (Kafka takes the max here too).
         if fetch_offset >= log_end_offset:
             state.last_caught_up_ms = max(state.last_caught_up_ms, now_ms)
+            state.caught_up_in_term = True
         elif fetch_offset >= state.last_fetch_leader_leo:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+            state.caught_up_in_term |= state.log_end_offset >= 0  # it fetched before
         state.last_fetch_leader_leo = max(log_end_offset, state.last_fetch_leader_leo)
         state.last_fetch_ms = now_ms
         state.log_end_offset = fetch_offset
@@ -228,7 +240,7 @@ class HighWatermark:
             return max(self.value, log_start_offset)
         local = self.replicas.local_replica_id
         ends = [log_end_offset]
-        for replica in self.maximal_isr:
+        for replica in self.maximal_isr | self.awaited:
             if replica == local:
                 continue
             state = self.followers.get(replica)
@@ -278,6 +290,20 @@ class HighWatermark:
                 lagging.add(replica)
         return frozenset(lagging)
 
+    def caught_up_outside_isr(self, now_ms: int, log_end_offset: int, lag_time_max_ms: int
+                              ) -> frozenset[int]:
+        """Followers outside the committed ISR that are caught up (§3.1): at the leader's log
+        end, or at the log end it had at their previous fetch within `lag_time_max_ms`."""
+        found: set[int] = set()
+        for replica, state in self.followers.items():
+            if replica in self.replicas.isr or state.log_end_offset < 0:
+                continue
+            if state.log_end_offset >= log_end_offset or (
+                    state.caught_up_in_term
+                    and now_ms - state.last_caught_up_ms <= lag_time_max_ms):
+                found.add(replica)
+        return frozenset(found)
+
     def ready_to_join(self) -> frozenset[int]:
         """Followers outside the ISR that hold everything up to the HW and the epoch start."""
         joining: set[int] = set()
@@ -291,8 +317,10 @@ class HighWatermark:
     def next_proposal(
         self, now_ms: int, log_end_offset: int, lag_time_max_ms: int
     ) -> frozenset[int] | None:
-        """The ISR to propose now, or None: shrinks first (they unblock acks=all), one change
-        at a time, never without the leader itself."""
+        """The periodic ISR check: the followers outside the ISR that the HW waits for until
+        the next one (`awaited`), and the ISR to propose now, or None: shrinks first (they
+        unblock acks=all), one change at a time, never without the leader itself."""
+        self.awaited = self.caught_up_outside_isr(now_ms, log_end_offset, lag_time_max_ms)
         if self.pending is not None:
             return None
         lagging = self.out_of_sync(now_ms, log_end_offset, lag_time_max_ms)
