@@ -605,3 +605,23 @@ def test_a_restarted_leader_worker_resumes_the_isr_change_it_had_sent(cluster: C
     assert _assign_replicated(restarted, 6, (1, 2, 3))["error_code"] == 0  # it was committed
     _replica_fetch(client, 3, 30, 9)
     assert _latest(client) == 9
+
+
+def test_a_consumer_fetch_naming_a_follower_does_not_move_the_high_watermark(
+        cluster: Cluster) -> None:
+    """docs/replication.md §2.2: a follower's position comes from its replica fetch (Fetch v1,
+    with its broker and leader epochs) only. A Fetch v0 that names replica 2 gets
+    INVALID_REQUEST, and the high watermark still waits for replica 2's own fetch."""
+    worker = cluster.start_worker()
+    assert _assign_replicated(worker, 5, (1, 2, 3))["error_code"] == 0
+    client = cluster.client(worker)
+    assert client.produce(make_batch(0)).error_code == 0
+    for replica_id in (2, 3):
+        response = client.call(FetchRequestV0(replica_id, 0, 0, 1 << 20,
+                                              (FetchEntry("t", 0, 3, 1 << 20),)))
+        assert isinstance(response, FetchResponseV0)
+        assert response.entries[0].error_code == ErrorCode.INVALID_REQUEST
+    assert _latest(client) == 0
+    _replica_fetch(client, 2, 20, 3)
+    _replica_fetch(client, 3, 30, 3)
+    assert _latest(client) == 3

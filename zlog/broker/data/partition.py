@@ -249,16 +249,6 @@ class Partition:
         self._hw.set_replicas(replicas)
         return self._advance_high_watermark()
 
-    def note_follower_position(self, replica_id: int, fetch_offset: int) -> int:
-        """A follower fetching at `fetch_offset` holds everything below it (isr.py).
-
-        Returns the bytes that became visible to consumers because the HW moved.
-        """
-        self._hw.check_follower(replica_id, self.topic, self.partition)
-        self._hw.note_follower(replica_id, fetch_offset, self.log.log_start_offset,
-                               self.log.log_end_offset)
-        return self._advance_high_watermark()
-
     def note_replica_fetch(
         self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int
     ) -> int:

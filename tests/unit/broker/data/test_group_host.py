@@ -103,7 +103,7 @@ class Host:
     def follower_catches_up(self, index: int) -> list[Reply]:
         """Replica 1 fetches at the log end of partition `index`; the replies that releases."""
         partition = self.offsets(index)
-        partition.note_follower_position(1, partition.log.log_end_offset)
+        partition.note_replica_fetch(1, partition.log.log_end_offset, now_ms=0, broker_epoch=1)
         return self.groups.release()
 
     def send(self, request: GroupRequest, identity: bytes = CLIENT) -> list[Reply]:
