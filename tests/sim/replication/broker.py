@@ -235,6 +235,7 @@ class SimBroker:
             self.next_isr_check = now + self.profile.isr_check_ticks
             self._expire_isr_requests(now)
             self._propose_isr_changes(now)
+            self._refresh_high_watermarks()
         for parked in [x for x in self.parked if x.deadline <= now]:
             self._answer_parked(parked, ErrorCode.REQUEST_TIMED_OUT)
         self._wake_fetches(None, now, expired_only=True)
@@ -523,6 +524,13 @@ class SimBroker:
             self.observer.log(f"b{self.node_id} p{p} proposes isr {sorted(new_isr)} "
                               f"(was {sorted(tracker.replicas.isr)}) pe{proposal.partition_epoch}")
             self._send_isr_change(p, pending, now)
+
+    def _refresh_high_watermarks(self) -> None:
+        """DataPlane.refresh_high_watermarks, after the ISR check."""
+        for p in sorted(self.partitions):
+            if self.partitions[p].refresh_high_watermark():
+                self._settle(p)
+                self._wake_fetches(p, self.now)
 
     def _send_isr_change(self, p: int, pending: PendingIsrChange, now: int) -> None:
         if pending.request_id is not None:

@@ -35,14 +35,14 @@ BUG_SEED_BOUND: dict[str, int] = {
     "B3": 150,  # seed 22: the answer for an epoch the leader never had hides the fork (S13)
     "B4": 10,  # seed 0: the epoch cache misses the leader's epoch (S10)
     "B5": 40,  # seed 6: an out-of-ISR leader lacks acknowledged batches (S4)
-    "B6": 40,  # seed 11: an ack before the shrink committed (S6)
+    "B6": 40,  # seed 3: an ack before the shrink committed (S6)
     "B7": 10,  # seed 0: an ack at the leader's append (S6)
     "B8": 10,  # seed 0: a duplicate acknowledged before it is replicated (S6)
     "B9": 150,  # seed 67: a new leader shows a consumer a HW below one shown before (S8)
     "B10": 10,  # seed 0: a leader's HW moves with the ISR below min.insync.replicas (S15)
     "B11": 100,  # seed 0: a member admitted at a broker epoch it no longer has (S12)
     "B12": 200,  # seed 6: a member admitted below the leader's epoch start (S12)
-    "B20": 100,  # seed 32: a restarted leader worker forgot its expansion, committed (S4)
+    "B20": 100,  # seed 59: a restarted leader worker forgot its expansion, committed (S4)
     "B22": 40,  # seed 2: a follower never rejoins a leader under a steady load (L2)
 }
 

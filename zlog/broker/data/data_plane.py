@@ -405,6 +405,16 @@ class DataPlane:
                                   FetchResponseV1(tuple(read.result for read in reads))))
         return replies
 
+    def refresh_high_watermarks(self) -> list[Reply]:
+        """After the ISR check: a HW that no longer waits for a follower outside the ISR
+        (isr.py) moves with no append or fetch to move it; answer what that settles."""
+        replies: list[Reply] = []
+        for tp, partition in self.partitions.items():
+            committed_bytes = partition.refresh_high_watermark()
+            if committed_bytes:
+                replies.extend(self._on_progress(tp, 0, committed_bytes))
+        return replies
+
     def partition_changed(self, tp: TopicPartition, committed_bytes: int,
                           role_changed: bool) -> list[Reply]:
         """An assign moved the HW or changed the role: answer the waits it settles. A replica

@@ -137,8 +137,8 @@ class Partition:
         self._save_epochs = save_epochs or (lambda cache: None)
         if is_leader:
             self._note_epoch(leader_epoch, log.log_end_offset)
-        # A follower's HW is what its leader tells it, never above its own log end: until the
-        # first answer, what this replica had learnt (or computed) before it was reopened.
+        # The HW starts where this replica's last process left it, never above the log end: a
+        # follower then takes its leader's, a leader computes its own from its term's start.
         start_value = max(log.log_start_offset,
                           min(recovered_high_watermark, log.log_end_offset))
         self._hw = HighWatermark(replicas or ReplicaSet.single(), value=start_value,
@@ -222,13 +222,14 @@ class Partition:
         tracker = self._hw
         tracker.start_term(now_ms, self.epoch_start_offset)
         change = stored_isr_change
-        resumed = (change is not None and self.is_leader
-                   and change.leader_epoch == self.leader_epoch
-                   and change.partition_epoch == tracker.replicas.partition_epoch)
-        if change is not None and resumed:
+        if change is not None and (
+                not self.is_leader or change.leader_epoch != self.leader_epoch
+                or change.partition_epoch != tracker.replicas.partition_epoch):
+            change = None
+        if change is not None:
             tracker.propose(frozenset(change.new_isr), now_ms)
         self._advance_high_watermark()
-        return resumed
+        return change is not None
 
     def _note_epoch(self, epoch: int, start_offset: int) -> None:
         """Record (and keep on disk) that `epoch` starts at `start_offset`."""
@@ -248,6 +249,11 @@ class Partition:
         """A committed ISR change; returns the bytes that became visible to consumers."""
         self._hw.set_replicas(replicas)
         return self._advance_high_watermark()
+
+    def refresh_high_watermark(self) -> int:
+        """A leader's HW computed again (after an ISR check stopped waiting for a follower
+        outside the ISR, isr.py); the bytes that became visible to consumers."""
+        return self._advance_high_watermark() if self.is_leader else 0
 
     def note_replica_fetch(
         self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int

@@ -311,6 +311,7 @@ class Worker:
         if now_ms >= self._next_isr_check_ms:
             for change in self.isr_proposals.due(now_ms):
                 self._send_control(change)
+            self._send_replies(self.data_plane.refresh_high_watermarks())
             self._next_isr_check_ms = now_ms + ISR_CHECK_INTERVAL_MS
         if now_ms >= self._next_hw_checkpoint_ms:
             self.host.checkpoint_high_watermarks()

@@ -86,3 +86,23 @@ def test_a_follower_rejoins_a_leader_that_pauses_between_appends() -> None:
     and the first check that falls there lets it in."""
     joined = _joined_at(append_every_ms=50, round_trip_ms=4)
     assert joined is not None and joined <= ISR_CHECK_MS
+
+
+def test_a_caught_up_follower_that_stops_fetching_holds_the_hw_for_the_lag_time_at_most() -> None:
+    """The HW waits for a caught-up follower outside the ISR only while it is caught up: once
+    it has not caught up for replica.lag.time.max.ms, the next ISR check stops waiting for it,
+    and the HW moves on without another append or fetch (acks=all waits end then)."""
+    leader = Partition("t", 0, SimLog(1, 0, None), leader_epoch=1,
+                       replicas=_replicas(1, frozenset({1})))
+    leader.start_term(now_ms=0)
+    leader.produce([make_batch(0, 1)], acks=1)
+    leader.note_replica_fetch(2, 0, now_ms=10, broker_epoch=FOLLOWER_EPOCH)
+    leader.note_replica_fetch(2, 1, now_ms=20, broker_epoch=FOLLOWER_EPOCH)  # caught up
+    tracker = leader.isr_tracker
+    assert tracker.next_proposal(30, 1, LAG_MS) == {1, 2}
+    tracker.proposal_refused(tracker.replicas.partition_epoch)  # say it was refused
+    waiting = leader.produce([make_batch(1, 1)], acks=-1)  # follower 2 stopped fetching
+    assert leader.acks_status(waiting.required_offset) is None, "the HW waits for it"
+    tracker.next_proposal(21 + LAG_MS, 2, LAG_MS)
+    assert leader.refresh_high_watermark() > 0
+    assert leader.acks_status(waiting.required_offset) == ErrorCode.NONE
