@@ -29,6 +29,7 @@ from tests.waiting import wait_until
 from zlog.errors import ErrorCode
 from zlog.record.arrays import build_batch_from_values
 from zlog.record.records import NewRecord, build_batch
+from zlog.transport.cluster_messages import FetchRequestV1, FetchResponseV1, ReplicaFetchEntry
 from zlog.transport.codec import REQUEST_HEADER, ResponseHeader, decode_response, encode_request
 from zlog.transport.messages import (
     ApiVersionsRequestV0,
@@ -544,3 +545,83 @@ def test_a_worker_stops_when_its_parent_dies_and_the_supervisor_falls_silent(
             if not process_exited(worker_pid):
                 os.kill(worker_pid, signal.SIGKILL)
     assert "supervisor gone" in (cluster.tmp_path / "orphan.log").read_text()
+
+
+def _assign_replicated(worker: WorkerProcess, partition_epoch: int,
+                       isr: tuple[int, ...]) -> dict[str, Any]:
+    """Partition t-0 led by this worker's broker 1 (epoch 3), replicas 1, 2 and 3."""
+    return worker.supervisor.request(worker.identity, {
+        "type": "assign", "topic": "t", "partition": 0, "configs": {}, "leader_epoch": 3,
+        "is_leader": True, "broker_id": 1, "broker_epoch": 10, "leader": 1,
+        "partition_epoch": partition_epoch, "replicas": [1, 2, 3], "isr": list(isr),
+    }, "assigned")
+
+
+def _replica_fetch(client: Client, replica_id: int, broker_epoch: int, offset: int) -> None:
+    response = client.call(FetchRequestV1(replica_id, broker_epoch, 0, 1, 1 << 20, (
+        ReplicaFetchEntry("t", 0, offset, 3, 3, 0, 1 << 20),)))
+    assert isinstance(response, FetchResponseV1), response
+    assert response.entries[0].error_code == ErrorCode.NONE, response
+
+
+def _latest(client: Client) -> int:
+    response = client.call(ListOffsetsRequestV0("t", (ListOffsetsPartition(0, -1),)))
+    assert isinstance(response, ListOffsetsResponseV0)
+    (result,) = response.partitions
+    assert result.error_code == ErrorCode.NONE, result
+    return result.offset
+
+
+def test_a_restarted_leader_worker_resumes_the_isr_change_it_had_sent(cluster: Cluster) -> None:
+    """docs/replication.md §3: a leader worker killed while its ISR expansion is with the
+    controller (which may commit it) is started again at the same leader epoch; the new
+    process sends the same change again and counts the new member in its high watermark until
+    a newer record says how it ended."""
+    worker = cluster.start_worker()
+    assert _assign_replicated(worker, 5, (1, 2))["error_code"] == 0
+    client = cluster.client(worker)
+    for tag in range(2):
+        assert client.produce(make_batch(tag)).error_code == 0
+    _replica_fetch(client, 2, 20, 6)
+    _replica_fetch(client, 3, 30, 6)  # caught up, outside the ISR: proposed
+
+    def expansion(message: dict[str, Any]) -> bool:
+        return message.get("type") == "alter_isr" and message.get("new_isr") == [1, 2, 3]
+
+    _, sent = cluster.supervisor.wait_for(expansion)
+    assert (sent["leader_epoch"], sent["partition_epoch"]) == (3, 5)
+    worker.kill()  # unanswered: the controller may commit it, or not
+
+    restarted = cluster.start_worker()
+    assert _assign_replicated(restarted, 5, (1, 2))["error_code"] == 0
+    client = cluster.client(restarted)
+    _, again = cluster.supervisor.wait_for(expansion)
+    assert {key: again[key] for key in ("leader_epoch", "partition_epoch", "member_epochs")} \
+        == {key: sent[key] for key in ("leader_epoch", "partition_epoch", "member_epochs")}
+    assert client.produce(make_batch(2)).error_code == 0
+    _replica_fetch(client, 2, 20, 9)
+    assert _latest(client) == 6, "replica 3 may be in the ISR: the HW waits for it"
+
+    assert _assign_replicated(restarted, 6, (1, 2, 3))["error_code"] == 0  # it was committed
+    _replica_fetch(client, 3, 30, 9)
+    assert _latest(client) == 9
+
+
+def test_a_consumer_fetch_naming_a_follower_does_not_move_the_high_watermark(
+        cluster: Cluster) -> None:
+    """docs/replication.md §2.2: a follower's position comes from its replica fetch (Fetch v1,
+    with its broker and leader epochs) only. A Fetch v0 that names replica 2 gets
+    INVALID_REQUEST, and the high watermark still waits for replica 2's own fetch."""
+    worker = cluster.start_worker()
+    assert _assign_replicated(worker, 5, (1, 2, 3))["error_code"] == 0
+    client = cluster.client(worker)
+    assert client.produce(make_batch(0)).error_code == 0
+    for replica_id in (2, 3):
+        response = client.call(FetchRequestV0(replica_id, 0, 0, 1 << 20,
+                                              (FetchEntry("t", 0, 3, 1 << 20),)))
+        assert isinstance(response, FetchResponseV0)
+        assert response.entries[0].error_code == ErrorCode.INVALID_REQUEST
+    assert _latest(client) == 0
+    _replica_fetch(client, 2, 20, 3)
+    _replica_fetch(client, 3, 30, 3)
+    assert _latest(client) == 3

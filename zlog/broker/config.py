@@ -134,6 +134,9 @@ class BrokerConfig:
     """Bytes a follower asks for per fetch, over all its partitions."""
     replica_fetch_backoff_ms: int = REPLICA_DEFAULTS.fetch_backoff_ms
     """The pause after a follower's fetch failed, before it asks again."""
+    replica_high_watermark_checkpoint_interval_ms: int = (
+        REPLICA_DEFAULTS.high_watermark_checkpoint_interval_ms)
+    """How often each partition's high watermark is written to its checkpoint file."""
     controlled_shutdown_enable: bool = True
     """On SIGTERM, move this broker's leaderships to other in-sync replicas before stopping."""
     controlled_shutdown_timeout_ms: int = 30_000
@@ -242,7 +245,8 @@ class BrokerConfig:
         return ReplicaSettings(self.replica_lag_time_max_ms, self.replica_fetch_wait_max_ms,
                                self.replica_fetch_max_bytes,
                                self.replica_fetch_response_max_bytes,
-                               self.replica_fetch_backoff_ms)
+                               self.replica_fetch_backoff_ms,
+                               self.replica_high_watermark_checkpoint_interval_ms)
 
     @property
     def topic_defaults_map(self) -> dict[str, str]:
@@ -403,6 +407,7 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "replica_fetch_max_bytes": _to_int(1024, limits.BATCH_SIZE_BYTES_MAX),
     "replica_fetch_response_max_bytes": _to_int(1024, 2**31 - 1),
     "replica_fetch_backoff_ms": _to_int(1, 60_000),
+    "replica_high_watermark_checkpoint_interval_ms": _to_int(1, 3_600_000),
     "controlled_shutdown_enable": _to_bool,
     "controlled_shutdown_timeout_ms": _to_int(0, 3_600_000),
     "auto_leader_rebalance": _to_bool,

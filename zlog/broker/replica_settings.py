@@ -1,5 +1,6 @@
-"""How followers copy their leaders and when a replica leaves the ISR: one home for the five
-settings, which the supervisor reads from its config and hands its workers as flags."""
+"""How followers copy their leaders, when a replica leaves the ISR and how often its high
+watermark is checkpointed: one home for the six settings, which the supervisor reads from its
+config and hands its workers as flags."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ class ReplicaSettings:
     """Bytes a follower asks for per fetch, over all its partitions."""
     fetch_backoff_ms: int = 100
     """The pause after a follower's fetch failed, before it asks again."""
+    high_watermark_checkpoint_interval_ms: int = 5_000
+    """How often each partition's high watermark is written to its checkpoint file (where a
+    replica reopened after a reboot starts; not a safety setting)."""
 
     def as_flags(self) -> list[str]:
         """`--replica-lag-time-max-ms 10000 ...`, as `flag_names()` spells them."""

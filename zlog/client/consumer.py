@@ -946,7 +946,8 @@ class Consumer:
                 self._on_partition_error(tp, for_code(entry.error_code, entry.error_message),
                                          now_ms)
                 continue
-            self._high_watermarks[tp] = entry.high_watermark
+            if entry.high_watermark >= 0:  # -1: a new leader shows none yet (Kafka's rule)
+                self._high_watermarks[tp] = entry.high_watermark
             position = asked[tp]
             for chunk in entry.chunks:
                 views = batches_from_chunk(chunk, position, check_crc=self.check_crcs)

@@ -471,6 +471,12 @@ class PartitionLog:
         self._high_watermark = offset
         self._ring.publish_high_watermark(offset)
 
+    @property
+    def published_high_watermark(self) -> int | None:
+        """The last high watermark published in the ring, by this process or by one killed
+        before it reopened the log (None: none)."""
+        return self._ring.published_high_watermark
+
     # ------------------------------------------------------------------ cutting
 
     def truncate_to(self, offset: int) -> None:

@@ -188,6 +188,12 @@ class LayoutWriter:
         records every in-sync replica holds end there, below the committed next_offset)."""
         write_high_watermark(self._buffer, high_watermark)
 
+    @property
+    def published_high_watermark(self) -> int | None:
+        """The high watermark in the header: this writer's, or the last one's before it was
+        killed (the header outlives its writer; None when none was published)."""
+        return read_high_watermark(self._buffer)
+
     # The names the log reads; the writer is the only one that changes them.
     @property
     def head_position(self) -> int:

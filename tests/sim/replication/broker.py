@@ -6,7 +6,10 @@ data_plane.py do.
 A broker is up, paused (SIGSTOP: it does nothing, messages wait in its socket buffers, the
 clock goes on) or down (crashed). A restart is a new process: a new incarnation registers, the
 partitions reopen from the disk (log and epoch checkpoint), the producer state is rebuilt from
-the log, and the high watermark starts over, as partition_host.py does it.
+the log, and the high watermark starts from the ring header's, as partition_host.py does it. A
+worker restart (`restart_worker`: the worker killed, its supervisor alive) keeps the broker's
+registration and metadata; its partitions reopen at once, at the same leader epochs, and a
+leader takes back the ISR change it had stored (isr_proposals.py's `resume`).
 
 Every decision point that a planted bug may change goes through `wiring`; every fact the
 checker needs goes to `observer` (the code under test never sees either).
@@ -44,15 +47,14 @@ from tests.sim.replication.wiring import Wiring, rebuilt_producers
 from zlog.broker.control.controller import NO_LEADER, IsrRequest
 from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
 from zlog.broker.data.epoch_cache import LeaderEpochCache
-from zlog.broker.data.isr import ReplicaSet
-from zlog.broker.data.isr_proposals import UNSETTLED_ANSWERS
+from zlog.broker.data.isr import IsrChange, IsrErrorAction, ReplicaSet
 from zlog.broker.data.partition import Partition, ProduceOutcome
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.broker.data.replica_sync import apply_replica_fetch, serve_replica_fetch
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import read_header
 from zlog.transport.cluster_messages import NO_EPOCH, ReplicaFetchEntry, ReplicaFetchResult
-from zlog.types import ACKS_ALL
+from zlog.types import ACKS_ALL, LATEST_TIMESTAMP
 
 REGISTER_RETRY_TICKS = 5
 LONG_POLL_TICKS = 5  # a follower fetch with nothing to answer waits this long on the leader
@@ -77,7 +79,10 @@ class BrokerObserver(Protocol):
                batch_id: int) -> None: ...
 
     def consumer_read(self, broker: SimBroker, p: int, partition: Partition,
-                      batches: tuple[tuple[int, int, int], ...]) -> None: ...
+                      batches: tuple[tuple[int, int, int], ...], shown: int) -> None: ...
+
+    def offsets_listed(self, broker: SimBroker, p: int, partition: Partition,
+                       latest: int) -> None: ...
 
     def fetch_answer(self, broker: SimBroker, p: int, partition: Partition,
                      answer: ReplicaFetchAnswer) -> None: ...
@@ -102,6 +107,16 @@ class FollowerFetch:
     # fetch has already reported its batches as held
     unstored: tuple[ReplicaFetchAnswer, int] | None = None
     reported: bool = False
+
+
+@dataclass(slots=True)
+class PendingIsrChange:
+    """A leader's ISR change the tracker holds pending (isr_proposals._Pending)."""
+
+    change: IsrChange
+    request_id: int | None = None  # the request in flight
+    sent_at: int = 0
+    send_at: int | None = 0  # when to send it (again); None: wait for a newer record
 
 
 @dataclass(slots=True)
@@ -140,9 +155,10 @@ class SimBroker:
     fetches: dict[int, FollowerFetch] = field(default_factory=dict)
     parked: list[Parked] = field(default_factory=list)
     waiting_fetches: list[tuple[int, ReplicaFetch, int]] = field(default_factory=list)
-    # request id -> (p, PE, when it is sent again, the request): one change per partition
-    isr_sent: dict[int, tuple[int, int, int, IsrRequest]] = field(default_factory=dict)
+    isr_pending: dict[int, PendingIsrChange] = field(default_factory=dict)
+    isr_in_flight: dict[int, int] = field(default_factory=dict)  # request id -> partition
     quiet_until: dict[int, int] = field(default_factory=dict)
+    worker_starts: int = 0
     next_isr_check: int = 0
     next_id: int = 1
     now: int = 0
@@ -156,10 +172,30 @@ class SimBroker:
         self.registered, self.broker_epoch = False, -1
         self.next_register = self.next_heartbeat = now
         self.state, self.meta_version = None, -1
+        self._new_worker()
+        self.now = now
+
+    def _new_worker(self) -> None:
+        """A new worker process: nothing of the last one's memory."""
         self.partitions, self.fetches, self.parked = {}, {}, []
         self.waiting_fetches = []
-        self.isr_sent, self.quiet_until = {}, {}
-        self.now = now
+        self.isr_pending, self.isr_in_flight, self.quiet_until = {}, {}, {}
+        self.worker_starts += 1
+
+    @property
+    def process(self) -> str:
+        """Names the worker process: a new one at every broker or worker restart."""
+        return f"{self.incarnation}/{self.worker_starts}"
+
+    def restart_worker(self) -> None:
+        """kill -9 of the worker alone: its supervisor (registration, session, metadata)
+        starts another at once, which reopens the partitions from the disk."""
+        self._keep_ring_headers()
+        self._new_worker()
+        topic = None if self.state is None else self.state.topics.get(TOPIC)
+        for info in () if topic is None else topic.partitions:
+            if self.node_id in info.replicas:
+                self._open(info)
 
     def bootstrap(self, broker_epoch: int, state: ClusterState, version: int) -> None:
         """The first start, registered before the clock runs."""
@@ -168,11 +204,15 @@ class SimBroker:
         self.apply_metadata(state, version)
 
     def crash(self) -> None:
-        for p, partition in self.partitions.items():
-            self.disk.last_high_watermark[p] = partition.high_watermark
+        self._keep_ring_headers()
         self.status = Status.DOWN
         self.partitions, self.fetches, self.parked = {}, {}, []
         self.waiting_fetches = []
+
+    def _keep_ring_headers(self) -> None:
+        """The HW each replica last published in its ring header, which outlives it."""
+        for p, partition in self.partitions.items():
+            self.disk.last_high_watermark[p] = partition.high_watermark
 
     @property
     def up(self) -> bool:
@@ -201,6 +241,7 @@ class SimBroker:
             self.next_isr_check = now + self.profile.isr_check_ticks
             self._expire_isr_requests(now)
             self._propose_isr_changes(now)
+            self._refresh_high_watermarks()
         for parked in [x for x in self.parked if x.deadline <= now]:
             self._answer_parked(parked, ErrorCode.REQUEST_TIMED_OUT)
         self._wake_fetches(None, now, expired_only=True)
@@ -241,8 +282,9 @@ class SimBroker:
         return None if self.state is None else self.state.partition(TOPIC, p)
 
     def _replica_set(self, info: PartitionInfo) -> ReplicaSet:
-        return ReplicaSet(self.node_id, frozenset(info.replicas), frozenset(info.isr),
-                          self.profile.min_insync, info.partition_epoch)
+        return self.wiring.replica_set_class(
+            self.node_id, frozenset(info.replicas), frozenset(info.isr), self.profile.min_insync,
+            info.partition_epoch)
 
     def apply_metadata(self, state: ClusterState, version: int) -> None:
         """Apply a newer committed state (a supervisor pushing PartitionState to workers)."""
@@ -270,7 +312,8 @@ class SimBroker:
         checkpoint = self.disk.epoch_checkpoints.get(p)
         cache_class = self.wiring.epoch_cache_class
         epochs = cache_class.decode(checkpoint) if checkpoint is not None else cache_class()
-        epochs.truncate_from_end(log.log_end_offset)  # load_epoch_cache
+        if epochs.truncate_from_end(log.log_end_offset):  # load_epoch_cache
+            self.disk.epoch_checkpoints[p] = epochs.encode()
         is_leader = info.leader == self.node_id
         disk = self.disk
 
@@ -280,14 +323,15 @@ class SimBroker:
         partition = self.wiring.partition_class(
             TOPIC, p, log, leader_epoch=info.leader_epoch, is_leader=is_leader,
             replicas=self._replica_set(info), producers=rebuilt_producers(log),
-            epochs=epochs, save_epochs=save)
+            epochs=epochs, save_epochs=save,
+            recovered_high_watermark=self.disk.last_high_watermark.get(p, -1))
         self.partitions[p] = partition
         self.fetches[p] = FollowerFetch()
         self.observer.log(f"b{self.node_id} opened p{p} {'leader' if is_leader else 'follower'}"
                           f" e{info.leader_epoch} log [{log.log_start_offset},"
                           f"{log.log_end_offset}) cache {_entries(partition)}")
         if is_leader:
-            partition.isr_tracker.start_term(self.now, log.log_end_offset)
+            self._start_term(p, partition)
             self.wiring.became_leader(partition)
         else:
             self.wiring.follower_opened(partition, self.disk.last_high_watermark.get(p, 0))
@@ -470,15 +514,34 @@ class SimBroker:
             self._settle(p)
             self._wake_fetches(p, now)
 
-    # -- leader: ISR changes ---------------------------------------------------------------
+    # -- leader: ISR changes (isr_proposals.py) ---------------------------------------------
+
+    def _start_term(self, p: int, partition: Partition) -> None:
+        """partition_host's open of a leader: the change stored for this leader epoch and
+        record is pending again (and sent again at the next check); any other is stale."""
+        change = self.disk.isr_changes.pop(p, None)
+        if not partition.start_term(self.now,
+                                    change if self.wiring.resume_isr_changes else None):
+            return
+        assert change is not None
+        self.disk.isr_changes[p] = change
+        self.isr_pending[p] = PendingIsrChange(change)
+        self.observer.log(f"b{self.node_id} p{p} resumes isr change {list(change.new_isr)} "
+                          f"pe{change.partition_epoch}")
 
     def _propose_isr_changes(self, now: int) -> None:
         for p in sorted(self.partitions):
             partition = self.partitions[p]
-            if not partition.is_leader or now < self.quiet_until.get(p, 0):
+            if not partition.is_leader:
+                self._drop_isr_change(p)
+                continue
+            pending = self._pending_isr_change(p, partition)
+            if pending is not None:
+                if pending.send_at is not None and now >= pending.send_at:
+                    self._send_isr_change(p, pending, now)
                 continue
             tracker = partition.isr_tracker
-            if tracker.pending is not None:
+            if tracker.pending is not None or now < self.quiet_until.get(p, 0):
                 continue
             new_isr = self.wiring.next_proposal(tracker, now, partition.log.log_end_offset,
                                                 self.profile.lag_max_ticks)
@@ -488,49 +551,82 @@ class SimBroker:
             self.observer.proposing(self, p, partition, new_isr, epochs)
             proposal = tracker.propose(new_isr, now)
             self.wiring.after_propose(partition, new_isr)
+            change = IsrChange(partition.leader_epoch, proposal.partition_epoch,
+                               tuple(sorted(new_isr)), tuple(sorted(epochs.items())))
+            self.disk.isr_changes[p] = change  # stored before it is sent
+            pending = self.isr_pending[p] = PendingIsrChange(change)
             self.observer.log(f"b{self.node_id} p{p} proposes isr {sorted(new_isr)} "
                               f"(was {sorted(tracker.replicas.isr)}) pe{proposal.partition_epoch}")
-            self._send_isr_change(p, now, IsrRequest(
-                self.node_id, self.broker_epoch, TOPIC, p, partition.leader_epoch,
-                proposal.partition_epoch, tuple(sorted(new_isr)), epochs))
+            self._send_isr_change(p, pending, now)
 
-    def _send_isr_change(self, p: int, now: int, request: IsrRequest) -> None:
+    def _refresh_high_watermarks(self) -> None:
+        """DataPlane.refresh_high_watermarks, after the ISR check."""
+        for p in sorted(self.partitions):
+            if self.partitions[p].refresh_high_watermark():
+                self._settle(p)
+                self._wake_fetches(p, self.now)
+
+    def _send_isr_change(self, p: int, pending: PendingIsrChange, now: int) -> None:
+        if pending.request_id is not None:
+            self.isr_in_flight.pop(pending.request_id, None)
         request_id, self.next_id = self.next_id, self.next_id + 1
-        again = now + self.profile.isr_answer_timeout_ticks
-        self.isr_sent[request_id] = (p, request.partition_epoch, again, request)
-        self.send(self.node_id, CONTROLLER, AlterIsr(request_id, request))
+        pending.request_id, pending.sent_at, pending.send_at = request_id, now, None
+        self.isr_in_flight[request_id] = p
+        change = pending.change
+        self.send(self.node_id, CONTROLLER, AlterIsr(request_id, IsrRequest(
+            self.node_id, self.broker_epoch, TOPIC, p, change.leader_epoch,
+            change.partition_epoch, change.new_isr, dict(change.member_epochs))))
+
+    def _pending_isr_change(self, p: int, partition: Partition) -> PendingIsrChange | None:
+        """The partition's change, unless a newer record (or leader epoch) replaced it."""
+        pending = self.isr_pending.get(p)
+        if pending is None:
+            return None
+        proposal = partition.isr_tracker.pending
+        if (proposal is None or proposal.partition_epoch != pending.change.partition_epoch
+                or partition.leader_epoch != pending.change.leader_epoch):
+            self._drop_isr_change(p)
+            return None
+        return pending
+
+    def _drop_isr_change(self, p: int) -> None:
+        pending = self.isr_pending.pop(p, None)
+        if pending is None:
+            return
+        if pending.request_id is not None:
+            self.isr_in_flight.pop(pending.request_id, None)
+        self.disk.isr_changes.pop(p, None)
 
     def _isr_answered(self, answer: AlterIsrAnswer) -> None:
-        """isr_proposals.answered: a refusal of the change drops it; an answer that leaves
-        its outcome open keeps it, to be sent again."""
-        sent = self.isr_sent.pop(answer.request_id, None)
-        if sent is None or answer.error == ErrorCode.NONE:
-            return
-        p, partition_epoch, _, request = sent
-        if answer.error in UNSETTLED_ANSWERS:  # still pending: sent again soon
-            again = self.now + self.profile.isr_refused_backoff_ticks
-            self.isr_sent[answer.request_id] = (p, partition_epoch, again, request)
-            return
-        self.quiet_until[p] = self.now + self.profile.isr_refused_backoff_ticks
-        partition = self.partitions.get(p)
-        if partition is not None:
-            partition.isr_tracker.proposal_refused(partition_epoch)
+        p = self.isr_in_flight.pop(answer.request_id, None)
+        pending = None if p is None else self.isr_pending.get(p)
+        if p is None or pending is None or pending.request_id != answer.request_id:
+            return  # an answer to a request sent again since, or to a change replaced
+        pending.request_id = None
+        if answer.error != ErrorCode.NONE:
+            self._isr_refused(p, pending, answer.error,
+                              self.now + self.profile.isr_refused_backoff_ticks)
+
+    def _isr_refused(self, p: int, pending: PendingIsrChange, code: ErrorCode,
+                     retry_at: int) -> None:
+        action = self.wiring.isr_error_action(code)
+        if action == IsrErrorAction.REVERT:
+            partition = self.partitions.get(p)
+            if partition is not None:
+                partition.isr_tracker.proposal_refused(pending.change.partition_epoch)
+            self._drop_isr_change(p)
+            self.quiet_until[p] = self.now + self.profile.isr_refused_backoff_ticks
+        elif action == IsrErrorAction.RETRY:
+            pending.send_at = retry_at
 
     def _expire_isr_requests(self, now: int) -> None:
-        """isr_proposals._expire: a change still pending when nothing settled it in time is
-        sent again as it was."""
-        for request_id, (p, partition_epoch, again, request) in list(self.isr_sent.items()):
-            if now < again:
-                continue
-            del self.isr_sent[request_id]
-            partition = self.partitions.get(p)
-            pending = None if partition is None else partition.isr_tracker.pending
-            if (pending is None or pending.partition_epoch != partition_epoch
-                    or pending.new_isr != frozenset(request.new_isr)):
-                continue
-            self.observer.log(f"b{self.node_id} p{p} sends isr {list(request.new_isr)} again "
-                              f"(not settled) pe{partition_epoch}")
-            self._send_isr_change(p, now, request)
+        """No answer within the timeout: sent again at once (isr_proposals._expire)."""
+        for p, pending in list(self.isr_pending.items()):
+            if (pending.request_id is not None
+                    and now - pending.sent_at >= self.profile.isr_answer_timeout_ticks):
+                self.isr_in_flight.pop(pending.request_id, None)
+                pending.request_id = None
+                self._isr_refused(p, pending, ErrorCode.REQUEST_TIMED_OUT, now)
 
     # -- produce ---------------------------------------------------------------------------
 
@@ -560,6 +656,22 @@ class SimBroker:
                     self.parked.append(parked)
                 else:
                     self._answer_parked(parked, status, parked_yet=False)
+        self._appended(p, partition, end_before, hw_before)
+
+    def append_local(self, p: int, batch: bytes, batch_id: int) -> None:
+        """An acks=1 batch appended as if a producer on this host sent it (the load of
+        sim.py's rejoin check), if this broker leads `p`."""
+        partition = self.partitions.get(p)
+        if partition is None or not partition.is_leader:
+            return
+        end_before, hw_before = partition.log.log_end_offset, partition.high_watermark
+        outcome = partition.produce([batch], 1)
+        self.observer.produced(self, p, partition, acks=1, outcome=outcome,
+                               end_before=end_before, batch_id=batch_id)
+        self._appended(p, partition, end_before, hw_before)
+
+    def _appended(self, p: int, partition: Partition, end_before: int, hw_before: int) -> None:
+        """After a produce: answer the waits it settles, wake the long polls it feeds."""
         if partition.high_watermark != hw_before:
             self._settle(p)
         if partition.log.log_end_offset != end_before or partition.high_watermark != hw_before:
@@ -605,9 +717,15 @@ class SimBroker:
                 position += header.size_bytes
         found = tuple(batches)
         if read.error_code == ErrorCode.NONE:
-            self.observer.consumer_read(self, p, partition, found)
+            self.observer.consumer_read(self, p, partition, found, read.high_watermark)
+        try:
+            latest, latest_error = partition.list_offset(LATEST_TIMESTAMP)[0], ErrorCode.NONE
+            self.observer.offsets_listed(self, p, partition, latest)
+        except ZlogError as error:
+            latest, latest_error = -1, error.code
         self.send(self.node_id, client, ConsumerFetchAnswer(
-            request.request_id, read.error_code, read.high_watermark, found))
+            request.request_id, read.error_code, read.high_watermark, found, latest,
+            latest_error))
 
 
 def _end_of(result: ReplicaFetchResult) -> tuple[int, int]:

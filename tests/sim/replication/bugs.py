@@ -8,7 +8,7 @@ to fire for each; the tests assert one of them fires within a bounded number of 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from tests.sim.replication.storage import SimDisk
 from tests.sim.replication.wiring import REAL, Wiring
@@ -23,7 +23,7 @@ from zlog.broker.control.controller import (
 from zlog.broker.control.metadata_commands import ClusterChange, PartitionChange
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.broker.data.epoch_cache import UNDEFINED, LeaderEpochCache
-from zlog.broker.data.isr import HighWatermark
+from zlog.broker.data.isr import HighWatermark, IsrErrorAction, ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.errors import ErrorCode
@@ -127,6 +127,51 @@ B7 = replace(REAL, name="B7", acks_status=_ack_at_append)
 B8 = replace(REAL, name="B8", ack_duplicates_at_once=True)
 
 
+# B9: no exposure gate: a new leader shows clients its HW at once, below a HW its predecessor
+# showed (KIP-207).
+class _ShowsItsHighWatermarkAtOnce(Partition):
+    @property
+    def client_high_watermark(self) -> int:
+        return self.high_watermark
+
+
+B9 = replace(REAL, name="B9", partition_class=_ShowsItsHighWatermarkAtOnce)
+
+
+# B10: the HW moves whatever the size of the committed ISR (no KIP-966 strict min ISR).
+@dataclass(frozen=True, slots=True)
+class _AnyIsrSize(ReplicaSet):
+    @property
+    def high_watermark_may_advance(self) -> bool:
+        return True
+
+
+B10 = replace(REAL, name="B10", replica_set_class=_AnyIsrSize)
+
+
+# B20: a pending ISR change is forgotten when its outcome is unknown: a restarted leader
+# worker does not take back the change it had sent, and an answer that may hide a commit
+# (NOT_CONTROLLER, a timeout) drops it as a refusal would.
+def _every_refusal_reverts(code: ErrorCode) -> IsrErrorAction:
+    del code
+    return IsrErrorAction.REVERT
+
+
+B20 = replace(REAL, name="B20", resume_isr_changes=False, isr_error_action=_every_refusal_reverts)
+
+
+# B22: the HW waits for the ISR only: a caught-up follower outside it is not counted, so a
+# leader that takes a batch within every round trip of its fetches keeps its HW ahead of it.
+def _hw_waits_for_isr_only(tracker: HighWatermark, now: int, log_end: int, lag_max: int
+                           ) -> frozenset[int] | None:
+    proposal = tracker.next_proposal(now, log_end, lag_max)
+    tracker.awaited = frozenset()
+    return proposal
+
+
+B22 = replace(REAL, name="B22", next_proposal=_hw_waits_for_isr_only)
+
+
 # B11: the leader does not send the broker epochs its followers fetched with (KIP-903).
 def _no_member_epochs(tracker: HighWatermark, new_isr: frozenset[int]) -> dict[int, int]:
     del tracker, new_isr
@@ -200,8 +245,9 @@ def _no_directory(disk: SimDisk) -> str:
 B18 = replace(REAL, name="B18", directory_id=_no_directory)
 
 
-BUGS: dict[str, Wiring] = {w.name: w for w in (B1, B2, B3, B4, B5, B6, B7, B8, B11, B12, B13,
-                                                B15, B16, B17, B18, B19)}
+BUGS: dict[str, Wiring] = {w.name: w for w in (B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11,
+                                                B12, B13, B15, B16, B17, B18, B19, B20,
+                                                B22)}
 
 CAUGHT_BY: dict[str, frozenset[str]] = {
     "B1": frozenset({"S4", "S5", "S6", "S9", "S13"}),
@@ -212,6 +258,10 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     "B6": frozenset({"S6", "S4", "S5"}),
     "B7": frozenset({"S6", "S4"}),
     "B8": frozenset({"S6"}),
+    "B9": frozenset({"S8"}),
+    # The HW moving with the ISR below the minimum (S15); what it showed then may be on one
+    # replica only, lost with it (S5).
+    "B10": frozenset({"S15", "S5"}),
     "B11": frozenset({"S12", "S4"}),
     "B12": frozenset({"S5", "S12"}),
     # A stale answer can carry a high watermark over batches the new leader's epoch then cuts
@@ -229,4 +279,9 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     # The leader counts batches the follower does not hold yet: an ack (S6), or a member that
     # lost them in a crash (S4).
     "B19": frozenset({"S6", "S4"}),
+    # The controller commits the forgotten expansion: the member joins the ISR without a batch
+    # acknowledged meanwhile (S4), or is in it when one is acknowledged (S6).
+    "B20": frozenset({"S6", "S4"}),
+    # A follower outside the ISR never reaches the HW of a leader that keeps taking batches.
+    "B22": frozenset({"L2"}),
 }

@@ -11,6 +11,7 @@ Event checks (at the instant the fact is observable):
 - S6 when acks=all success is sent: every member of the leader's maximal ISR and of the
   committed ISR holds the batch, at its offset, in its real log.
 - S7 at every consumer read: the batches lie below the serving replica's HW.
+- S8 at every consumer read and ListOffsets(LATEST): the HW shown to clients never goes back.
 - S9 at every truncation: no batch known committed (acked, or read by a consumer) is cut.
 - S11 at every commit: the record's own rules (ISR within replicas and not empty, leader in the
   ISR, partition epoch +1, leader epoch +1 exactly when the leader changes, no fenced leader,
@@ -21,7 +22,8 @@ Event checks (at the instant the fact is observable):
   every truncation point is at or past where its log and the leader's stop agreeing.
 - S14 at every ack: a batch acknowledged twice has one offset.
 - S15 at every produce: acks=all appends only while the committed ISR holds min.insync
-  replicas; NOT_ENOUGH_REPLICAS appends nothing.
+  replicas; NOT_ENOUGH_REPLICAS appends nothing. After every event: a leader's HW moves only
+  while its committed ISR holds the effective min.insync.replicas (capped at the replicas).
 - S16 at every acks=1 ok: the leader's log holds the batch at the offset it answers.
 As a batch enters a log: S3 (logs that hold a (base offset, epoch) pair at the same time hold
 the same batch there, after the same predecessor, so they share the prefix before it) and S14
@@ -32,12 +34,8 @@ empty trailing epoch of the replica's own leadership, which no cut of its log ha
 S4 is also swept over every ISR member periodically and at the end. Once the cluster healed,
 S5 holds for the final logs: every committed batch, consumed ones included, is in them.
 
-Not checked, because zlog does not implement the rule (docs/replication.md §7): a gate that
-keeps the high watermark consumers see from going back after a leader change (counted in
-`ghost.exposed_hw_regressions` instead), a high watermark held back while the ISR is below
-min.insync.replicas (zlog's advances whatever the ISR size; acks=all is refused, or answered
-NOT_ENOUGH_REPLICAS_AFTER_APPEND, instead), eligible leader replicas, unclean election (off
-in every simulated topic), reassignment.
+Not checked, because zlog does not implement the rule (docs/replication.md §7): eligible
+leader replicas, unclean election (off in every simulated topic), reassignment.
 """
 
 from __future__ import annotations
@@ -89,7 +87,7 @@ class Checker:
         # (p, base offset, epoch) -> (bytes, predecessor, how many logs hold it)
         self.batches: dict[tuple[int, int, int], tuple[bytes, tuple[int, int] | None, int]] = {}
         self.marks: dict[tuple[int, int], _LogMark] = {}
-        # (incarnation, p) -> (HW, log start, log end) when S8 last passed
+        # (worker process, p) -> (HW, log start, log end) when S8 last passed
         self.hw_checked: dict[tuple[str, int], tuple[int, int, int]] = {}
         self.counts: dict[str, int] = {}
 
@@ -297,7 +295,7 @@ class Checker:
                  f"{sorted(partition.isr_tracker.maximal_isr)})")
 
     def consumer_read(self, broker: SimBroker, p: int, partition: Partition,
-                      batches: tuple[tuple[int, int, int], ...]) -> None:
+                      batches: tuple[tuple[int, int, int], ...], shown: int) -> None:
         ghost = self.ghost
         hw = partition.high_watermark
         log = self._log_of(broker.node_id, p)
@@ -316,10 +314,30 @@ class Checker:
                 raise InvariantViolation("S7", f"p{p}: consumer read batch {batch} at "
                                                f"{base}, where committed batch {other} was")
             ghost.commit(p, base, batch, partition.leader_epoch)
-        if hw < ghost.exposed_hw[p]:
-            ghost.exposed_hw_regressions += 1
-        ghost.exposed_hw[p] = max(ghost.exposed_hw[p], hw)
+        if shown >= 0:  # -1: the leader shows none yet
+            self._exposed(broker, p, partition, shown, "a consumer's fetch")
         self._count("consumer reads")
+
+    def offsets_listed(self, broker: SimBroker, p: int, partition: Partition,
+                       latest: int) -> None:
+        self._exposed(broker, p, partition, latest, "ListOffsets(LATEST)")
+
+    def _exposed(self, broker: SimBroker, p: int, partition: Partition, high_watermark: int,
+                 where: str) -> None:
+        """S8: the HW clients are shown never goes back (docs/replication.md §2.3). Not
+        held against a deposed leader that has not heard of its successor (cut off from the
+        controller): it still answers reads with the HW it had (its lease stops its writes,
+        not its reads), as a Kafka leader does for a client that names no leader epoch
+        (KIP-320; zlog's Fetch v0 and ListOffsets v0 carry none)."""
+        ghost = self.ghost
+        info = self.world.committed_state().partition(TOPIC, p)
+        if info is not None and partition.leader_epoch < info.leader_epoch:
+            return
+        if high_watermark < ghost.exposed_hw[p] and not ghost.exempt(p):
+            raise InvariantViolation("S8", f"p{p}: broker {broker.node_id} shows HW "
+                                           f"{high_watermark} in {where}, below the "
+                                           f"{ghost.exposed_hw[p]} shown before")
+        ghost.exposed_hw[p] = max(ghost.exposed_hw[p], high_watermark)
 
     def fetch_answer(self, broker: SimBroker, p: int, partition: Partition,
                      answer: ReplicaFetchAnswer) -> None:
@@ -452,7 +470,7 @@ class Checker:
     def _check_hw(self, broker: SimBroker, p: int, partition: Partition) -> None:
         log = partition.log
         hw = partition.high_watermark
-        key = (broker.incarnation, p)
+        key = (broker.process, p)
         # An unchanged HW over an unchanged log passed already: the bound it is compared
         # with (the highest leader HW) only grows.
         seen = (hw, log.log_start_offset, log.log_end_offset)
@@ -469,6 +487,13 @@ class Checker:
         if hw > self.ghost.max_leader_hw[p]:
             raise InvariantViolation("S8", f"p{p}: broker {broker.node_id}'s HW {hw} is above "
                                            f"every leader's ({self.ghost.max_leader_hw[p]})")
+        replicas = partition.replicas
+        needed = min(self.min_insync, len(replicas.replicas))
+        if (partition.is_leader and before is not None and hw > before[0]
+                and len(replicas.isr) < needed):
+            raise InvariantViolation("S15", f"p{p}: leader {broker.node_id}'s HW moved from "
+                                            f"{before[0]} to {hw} with ISR "
+                                            f"{sorted(replicas.isr)}, below {needed}")
 
     # -- power and sweeps --------------------------------------------------------------------
 

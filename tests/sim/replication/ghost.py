@@ -33,8 +33,7 @@ class Ghost:
         default_factory=lambda: defaultdict(dict))
     # partition -> offset -> the lowest leader epoch in which that batch was known committed
     committed_in: dict[int, dict[int, int]] = field(default_factory=lambda: defaultdict(dict))
-    exposed_hw: dict[int, int] = field(default_factory=lambda: defaultdict(int))
-    exposed_hw_regressions: int = 0  # a consumer saw the HW go back (no exposure gate)
+    exposed_hw: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # shown
     leader_of: dict[tuple[int, int], int] = field(default_factory=dict)  # (p, epoch) -> broker
     appended_as_leader: dict[tuple[int, int], int] = field(default_factory=dict)
     max_leader_hw: dict[int, int] = field(default_factory=lambda: defaultdict(int))

@@ -124,7 +124,13 @@ class ConsumerFetch:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerFetchAnswer:
+    """A consumer's fetch answer, with the answer to ListOffsets(LATEST) at the same instant
+    (a client asking both at once, in one message so that the network's draws stay those of
+    one request)."""
+
     request_id: int
     error: ErrorCode
-    high_watermark: int
+    high_watermark: int  # as shown to the client: -1 while the leader shows none
     batches: tuple[tuple[int, int, int], ...]  # (base offset, next offset, batch id)
+    latest_offset: int = -1
+    latest_error: ErrorCode = ErrorCode.NONE

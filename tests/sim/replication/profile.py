@@ -48,6 +48,15 @@ class Profile:
     cut_p: float
     failover_p: float
     churn_p: float  # a new leader is killed or cut off within a few ticks of its election
+    # Drawn after the rest, from a generator of their own (sim.py), so that adding them left
+    # the other draws of every seed as they were: a leader's worker alone killed (and restarted
+    # by its supervisor at once), at random or right after it sent an ISR expansion.
+    worker_crash_p: float = 0.0
+    expansion_crash_p: float = 0.0
+
+    def draw_worker_faults(self, rng: random.Random) -> None:
+        self.worker_crash_p = rng.choice([0.0, 0.002, 0.005, 0.01])
+        self.expansion_crash_p = rng.choice([0.0, 0.0, 0.3, 0.6])
 
     @classmethod
     def draw(cls, rng: random.Random) -> Profile:

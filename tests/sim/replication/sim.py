@@ -4,8 +4,9 @@ Each tick: faults (during the chaos phase), the controller's tick (commits, a ro
 message due, every broker's tick, the clients. The checker runs after every one of those
 events. After `chaos_ticks` the faults stop: the network heals, every broker restarts or
 resumes, and the liveness checks run: every partition gets a leader and takes an acks=all
-write (L1), then every replica catches up and is back in the ISR (L2). A scripted scenario
-(scenarios.py) runs its own schedule in place of the chaos phase.
+write (L1), then every replica catches up and is back in the ISR (L2), and does so again after
+the followers of one partition are restarted while every leader takes a steady load (L2). A
+scripted scenario (scenarios.py) runs its own schedule in place of the chaos phase.
 
 Everything random comes from `random.Random(seed)` (one child generator per concern, so that
 adding a check never changes a run), and the trace digest covers every event line: the same
@@ -29,15 +30,17 @@ from tests.sim.replication.ghost import Ghost
 from tests.sim.replication.messages import CONTROLLER, Envelope, Produce, ProduceAnswer
 from tests.sim.replication.network import NetworkProfile, SimNetwork
 from tests.sim.replication.profile import Profile
-from tests.sim.replication.storage import SimDisk, SimLog
+from tests.sim.replication.storage import BATCH_ID_BASE_MS, SimDisk, SimLog
 from tests.sim.replication.wiring import REAL, Wiring
 from zlog.broker.control.controller import NO_LEADER, liveness
 from zlog.broker.control.metadata_commands import Command
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.errors import ErrorCode, ZlogError
+from zlog.record.arrays import build_batch_from_values
 
 TRACE_TAIL = 200
 SWEEP_EVERY_TICKS = 25
+REJOIN_UNDER_LOAD_TICKS = 200
 
 
 class SimFailure(AssertionError):
@@ -62,6 +65,9 @@ class ReplicationSim:
         self.client_rng = random.Random(rng.getrandbits(64))
         controller_rng = random.Random(rng.getrandbits(64))
         broker_rng = random.Random(rng.getrandbits(64))
+        self.worker_rng = random.Random(rng.getrandbits(64))
+        if profile is None:
+            self.profile.draw_worker_faults(self.worker_rng)
         # Drawn last, so that seeds without a wipe run as they did before wipes were modelled.
         self.wipe_rng = random.Random(rng.getrandbits(64))
         self.wipe_p = self.wipe_rng.choice([0.0, 0.002, 0.005, 0.01])
@@ -95,6 +101,7 @@ class ReplicationSim:
         self.consumers = [Consumer(p, profile, self.client_rng, send=self.send,
                                    target=self.target, new_id=self.new_id)
                           for p in range(profile.partitions)]
+        self.load_every_ticks = 0  # > 0: every leader takes a batch this often (see L2)
         self.restart_at: dict[int, int] = {}
         self.resume_at: dict[int, int] = {}
         # New leaders to strike: (deadline, broker, partition, epoch). Each is struck right
@@ -188,6 +195,8 @@ class ReplicationSim:
             producer.tick(now)
         for consumer in self.consumers:
             consumer.tick(now)
+        if self.load_every_ticks and now % self.load_every_ticks == 0:
+            self._load(now)
         if now % SWEEP_EVERY_TICKS == 0:
             self.checker.sweep()
 
@@ -262,6 +271,32 @@ class ReplicationSim:
         if rng.random() < profile.failover_p and self.controller.active:
             self.controller.fail_over(now, rng.randint(2, 2 * session))
             self._count("controller failovers")
+        self._worker_faults(now)
+
+    def _worker_faults(self, now: int) -> None:
+        """A worker killed alone (its supervisor restarts it at once): at random, or right
+        after its leader sent an ISR expansion, while the controller may commit it."""
+        rng, profile = self.worker_rng, self.profile
+        up = [b for b in sorted(self.brokers) if self.brokers[b].up]
+        if up and rng.random() < profile.worker_crash_p:
+            self._restart_worker(rng.choice(up), now, "")
+        for b in up:
+            broker = self.brokers[b]
+            for p, pending in sorted(broker.isr_pending.items()):
+                partition = broker.partitions.get(p)
+                expanding = partition is not None and bool(
+                    set(pending.change.new_isr) - partition.replicas.isr)
+                if (expanding and pending.request_id is not None and pending.sent_at == now - 1
+                        and rng.random() < profile.expansion_crash_p):
+                    self._restart_worker(b, now, f" with its p{p} expansion in flight")
+                    break
+
+    def _restart_worker(self, b: int, now: int, why: str) -> None:
+        for producer in self.producers:
+            producer.disconnected(b, now)
+        self.brokers[b].restart_worker()
+        self.log(f"b{b} worker killed (kill -9) and restarted{why}")
+        self._count("worker restarts")
 
     def crash(self, b: int, down_ticks: int, why: str = "") -> None:
         """kill -9: the process and its socket buffers go, the disk stays; it restarts
@@ -381,6 +416,11 @@ class ReplicationSim:
         self.log("liveness L1: every partition took an acks=all write")
         for producer in self.producers:
             producer.produce_p = 0.0
+        self._catch_up(deadline)
+        self._rejoin_under_load()
+        self._catch_up(self.clock.now + self.profile.heal_ticks)
+
+    def _catch_up(self, deadline: int) -> None:
         while (lagging := self._not_caught_up()):
             if self.clock.now >= deadline:
                 raise InvariantViolation("L2", f"not caught up within {self.profile.heal_ticks} "
@@ -421,6 +461,48 @@ class ReplicationSim:
             self.controller.unclean_topics = frozenset({TOPIC})
             self.log(f"operator: unclean election for {TOPIC}, partitions {stuck} have only "
                      "wiped replicas in their ISR")
+
+    def _rejoin_under_load(self) -> None:
+        """L2 under load: once every replica caught up, p0's followers, killed and started
+        again at once (so out of its ISR), rejoin it while every leader takes batches without
+        a pause: one each tick where a follower's fetch takes several, one every third tick
+        where it takes one (a load they can keep up with; docs/replication.md §3)."""
+        info = self.controller.state.partition(TOPIC, 0)
+        assert info is not None
+        now = self.clock.now
+        restarted = {b: self.brokers[b].starts for b in info.replicas if b != info.leader}
+        for b in restarted:
+            self._stop(b, now, 1)
+            self.log(f"b{b} crashes (kill -9) and restarts: rejoining p0 under load")
+        self.load_every_ticks = 1 if self.profile.fetch_limit_bytes > 1 else 3
+        deadline = now + REJOIN_UNDER_LOAD_TICKS
+        while ((outside := self._outside_isr())
+               or not all(self.brokers[b].starts > starts and self.brokers[b].registered
+                          for b, starts in restarted.items())):
+            if self.clock.now >= deadline:
+                raise InvariantViolation("L2", f"not back in the ISR under load within "
+                                               f"{REJOIN_UNDER_LOAD_TICKS} ticks: "
+                                               f"{outside or 'not registered yet'}; "
+                                               f"{self._partition_summary()}")
+            self.step()
+        self.load_every_ticks = 0
+        self.log("liveness L2: every replica rejoined the ISR under load")
+
+    def _outside_isr(self) -> str:
+        for info in self.controller.state.topics[TOPIC].partitions:
+            if set(info.isr) != set(info.replicas):
+                return f"p{info.partition}: ISR {list(info.isr)} of {list(info.replicas)}"
+        return ""
+
+    def _load(self, now: int) -> None:
+        del now
+        for info in self.controller.state.topics[TOPIC].partitions:
+            broker = self.brokers.get(info.leader)
+            if broker is not None and broker.up:
+                batch_id = self.new_id()
+                broker.append_local(info.partition, build_batch_from_values(
+                    [f"{batch_id}:load".encode()], timestamp_ms=BATCH_ID_BASE_MS + batch_id),
+                    batch_id)
 
     def _not_caught_up(self) -> str:
         state = self.controller.state
@@ -473,7 +555,6 @@ class ReplicationSim:
                                                          **self.checker.counts}.items()))
         return (f"seed={self.seed} wiring={self.wiring.name} ticks={self.clock.now} "
                 f"acked={acked} epochs={len(self.ghost.leader_of)} "
-                f"lossy={sorted(self.ghost.lossy)} "
-                f"exposed_hw_regressions={self.ghost.exposed_hw_regressions} {stats} "
+                f"lossy={sorted(self.ghost.lossy)} {stats} "
                 f"digest={self.trace_digest[:16]}")
 

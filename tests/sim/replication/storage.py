@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tests.memory_log import MemoryLog
+from zlog.broker.data.isr import IsrChange
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import read_header
 
@@ -188,6 +189,7 @@ class SimDisk:
     logs: dict[int, SimLog] = field(default_factory=dict)
     epoch_checkpoints: dict[int, bytes] = field(default_factory=dict)  # fsynced at each write
     last_high_watermark: dict[int, int] = field(default_factory=dict)  # the ring header's HW
+    isr_changes: dict[int, IsrChange] = field(default_factory=dict)  # isr-change-in-flight
 
     def log(self, partition: int, observer: LogObserver | None) -> SimLog:
         found = self.logs.get(partition)
@@ -201,6 +203,7 @@ class SimDisk:
 
     def power_loss(self) -> int:
         self.last_high_watermark.clear()  # the ring header lived in /dev/shm
+        self.isr_changes.clear()  # written without fsync
         return sum(log.lose_unflushed() for log in self.logs.values())
 
     @property

@@ -15,7 +15,7 @@ from tests.sim.replication.storage import SimDisk, SimLog
 from zlog.broker.control.controller import IsrRequest, RoundInput, RoundOutcome, decide
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.broker.data.epoch_cache import LeaderEpochCache
-from zlog.broker.data.isr import HighWatermark
+from zlog.broker.data.isr import HighWatermark, IsrErrorAction, ReplicaSet, isr_error_action
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
 from zlog.errors import ErrorCode
@@ -83,6 +83,7 @@ class Wiring:
                            tuple[IsrRequest, ...]] = checked_requests
     # leader
     partition_class: type[Partition] = Partition
+    replica_set_class: type[ReplicaSet] = ReplicaSet
     epoch_cache_class: type[LeaderEpochCache] = LeaderEpochCache
     acks_status: Callable[[Partition, int], ErrorCode | None] = acks_status
     ack_duplicates_at_once: bool = False
@@ -91,6 +92,8 @@ class Wiring:
     after_propose: Callable[[Partition, frozenset[int]], None] = after_propose
     member_epochs: Callable[[HighWatermark, frozenset[int]], dict[int, int]] = member_epochs
     became_leader: Callable[[Partition], None] = nothing
+    isr_error_action: Callable[[ErrorCode], IsrErrorAction] = isr_error_action
+    resume_isr_changes: bool = True  # a new worker process takes its stored change back
     # follower
     last_fetched_epoch: Callable[[Partition], int] = last_fetched_epoch
     follower_opened: Callable[[Partition, int], None] = follower_opened

@@ -3,7 +3,9 @@
 The fake serves one partition holding batches of 5 records (offsets 0..19), answers
 ListOffsets (-2: 0, -1: 20) and Fetch with every stored batch that ends past the offset asked
 for, whole, as a real worker does (docs/protocol.md, Fetch v0). It can hold fetch answers back
-to let a test seek while a fetch is in flight.
+to let a test seek while a fetch is in flight, and play a new leader whose high watermark has
+not reached its epoch start yet (ListOffsets(LATEST) OFFSET_NOT_AVAILABLE, fetches with no high
+watermark: -1) for its next `unsettled_answers` answers.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import zmq
 
 from tests.clock import ManualClock
 from tests.waiting import wait_until
-from zlog.client import Consumer, TopicPartition
+from zlog.client import Admin, Consumer, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import BatchView, build_batch_from_values
 from zlog.transport.codec import RequestHeader, decode_request, encode_response
@@ -52,6 +54,7 @@ class FakeLeader:
         self.fetch_offsets: list[int] = []
         self.metadata_topics: list[tuple[str, ...] | None] = []  # each Metadata request's
         self.hold = threading.Event()  # set: fetch answers wait until it is cleared
+        self.unsettled_answers = 0  # ListOffsets and Fetch answers still to give unsettled
         self._held: list[tuple[bytes, RequestHeader, FetchRequestV0]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -77,7 +80,11 @@ class FakeLeader:
                     continue
                 reply = self._fetch(header, request)
             elif isinstance(request, ListOffsetsRequestV0):
+                unsettled = self._unsettled()
                 results = tuple(
+                    ListOffsetsResult(p.partition, ErrorCode.OFFSET_NOT_AVAILABLE, "not yet",
+                                      -1, -1)
+                    if unsettled and p.timestamp == -1 else
                     ListOffsetsResult(p.partition, 0, "", 0 if p.timestamp == -2 else 20, -1)
                     for p in request.partitions)
                 reply = encode_response(header, ListOffsetsResponseV0(TOPIC, results))
@@ -90,14 +97,21 @@ class FakeLeader:
                     "c", 1, (BrokerMetadata(1, "h", self.endpoint),), (topic,)))
             send_routed(self.socket, identity, reply)
 
+    def _unsettled(self) -> bool:
+        if self.unsettled_answers <= 0:
+            return False
+        self.unsettled_answers -= 1
+        return True
+
     def _fetch(self, header: RequestHeader, request: FetchRequestV0) -> list[Buffer]:
         (entry,) = request.entries
+        shown = -1 if self._unsettled() else HIGH_WATERMARK
         if not 0 <= entry.fetch_offset <= HIGH_WATERMARK:
             result = FetchResult(TOPIC, 0, ErrorCode.OFFSET_OUT_OF_RANGE, HIGH_WATERMARK,
                                  HIGH_WATERMARK, 0, (), "out of range")
         else:
             chunks = tuple(b for i, b in enumerate(BATCHES) if 5 * i + 5 > entry.fetch_offset)
-            result = FetchResult(TOPIC, 0, 0, HIGH_WATERMARK, HIGH_WATERMARK, 0,
+            result = FetchResult(TOPIC, 0, 0, shown, shown, 0,
                                  (b"".join(chunks),) if chunks else ())
         return encode_response(header, FetchResponseV0((result,)))
 
@@ -137,6 +151,25 @@ def test_reset_policies_pick_the_first_position(leader: FakeLeader) -> None:
     with consumer_for(leader, "none") as strict, pytest.raises(ZlogError) as caught:
         strict.position(TP)
     assert caught.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_a_new_leader_not_settled_yet_is_asked_again(leader: FakeLeader) -> None:
+    """OFFSET_NOT_AVAILABLE (a new leader whose high watermark is below its epoch start) is
+    retried within the request timeout, by the consumer and by the admin client; a fetch
+    answer without a high watermark (-1) leaves the one seen before, as Kafka's clients do."""
+    leader.unsettled_answers = 3
+    with consumer_for(leader, "latest") as latest:
+        assert latest.position(TP) == HIGH_WATERMARK
+    leader.unsettled_answers = 3
+    with Admin(leader.endpoint) as admin:
+        assert admin.list_offsets({TP: -1})[TP].offset == HIGH_WATERMARK
+    with consumer_for(leader, "earliest") as consumer:
+        assert poll_offsets(consumer, 5) == [0, 1, 2, 3, 4]
+        assert consumer.highwater(TP) == HIGH_WATERMARK
+        leader.unsettled_answers = 1
+        consumer.seek(TP, 0)
+        assert poll_offsets(consumer, 5) == [0, 1, 2, 3, 4]
+        assert consumer.highwater(TP) == HIGH_WATERMARK
 
 
 def test_records_below_the_position_in_a_returned_batch_are_skipped(leader: FakeLeader) -> None:

@@ -337,11 +337,11 @@ class DataPlane:
     def _fetch(
         self, identity: bytes, header: RequestHeader, request: FetchRequestV0, now_ms: int
     ) -> list[Reply]:
-        replies: list[Reply] = []
-        if request.replica_id >= 0:
-            replies.extend(self._note_follower(request))
-        results = self._read_fetch(request)
         token = _ParkedFetch(identity, header, request)
+        if request.replica_id >= 0:
+            return [_fetch_reply(token, _replica_id_refused(request))]
+        replies: list[Reply] = []
+        results = self._read_fetch(request)
         if fetch_is_complete(results, request.min_bytes, request.max_wait_ms):
             replies.append(_fetch_reply(token, results))
             return replies
@@ -353,27 +353,10 @@ class DataPlane:
             available_bytes=sum(result.size_bytes for result in results),
             now_ms=now_ms,
             max_wait_ms=request.max_wait_ms,
-            reads_log_end=request.replica_id >= 0,
+            reads_log_end=False,
         )
         if not parked:
             replies.append(_fetch_reply(token, results))
-        return replies
-
-    def _note_follower(self, request: FetchRequestV0) -> list[Reply]:
-        """A follower's fetch offsets are its log ends: the HW may move, waits may end."""
-        replies: list[Reply] = []
-        for entry in request.entries:
-            tp = TopicPartition(entry.topic, entry.partition)
-            partition = self.partitions.get(tp)
-            if partition is None or not partition.is_leader:
-                continue
-            try:
-                committed_bytes = partition.note_follower_position(
-                    request.replica_id, entry.fetch_offset
-                )
-            except ZlogError:
-                continue  # not a replica of this partition: the read reports it
-            replies.extend(self._on_progress(tp, 0, committed_bytes))
         return replies
 
     def _read_fetch(self, request: FetchRequestV0) -> list[EntryRead]:
@@ -429,6 +412,16 @@ class DataPlane:
                                   FetchResponseV1(tuple(read.result for read in reads))))
         return replies
 
+    def refresh_high_watermarks(self) -> list[Reply]:
+        """After the ISR check: a HW that no longer waits for a follower outside the ISR
+        (isr.py) moves with no append or fetch to move it; answer what that settles."""
+        replies: list[Reply] = []
+        for tp, partition in self.partitions.items():
+            committed_bytes = partition.refresh_high_watermark()
+            if committed_bytes:
+                replies.extend(self._on_progress(tp, 0, committed_bytes))
+        return replies
+
     def partition_changed(self, tp: TopicPartition, committed_bytes: int,
                           role_changed: bool) -> list[Reply]:
         """An assign moved the HW or changed the role: answer the waits it settles. A replica
@@ -480,6 +473,16 @@ def _fetch_reply(token: _ParkedFetch, results: Sequence[EntryRead]) -> Reply:
         for entry, result in zip(token.request.entries, results, strict=True)
     )
     return _reply(token.identity, token.header, FetchResponseV0(entries))
+
+
+def _replica_id_refused(request: FetchRequestV0) -> list[EntryRead]:
+    """A consumer's fetch that names a replica: a follower's position moves the HW, so it
+    comes only with the epochs that fence a stale or wiped follower (Fetch v1, KIP-320 and
+    KIP-903), never from a fetch anyone may send."""
+    message = (f"replica_id {request.replica_id}: Fetch v0 is a consumer's fetch (replica_id "
+               "-1); a follower fetches with Fetch v1, which carries its broker and leader "
+               "epochs")
+    return [EntryRead(ErrorCode.INVALID_REQUEST, -1, -1, (), message) for _ in request.entries]
 
 
 def _set_entry_error(results: list[ProduceResult], index: int, code: ErrorCode) -> None:

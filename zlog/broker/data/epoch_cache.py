@@ -91,6 +91,10 @@ class LeaderEpochCache:
             return epoch, higher.start_offset
         return floor[-1].epoch, higher.start_offset
 
+    def start_of(self, epoch: int) -> int:
+        """Where `epoch` starts (UNDEFINED when the cache has no entry for it)."""
+        return next((e.start_offset for e in self._entries if e.epoch == epoch), UNDEFINED)
+
     def epoch_at(self, offset: int) -> int:
         """The epoch of the batch holding `offset` (UNDEFINED below the first entry)."""
         found = UNDEFINED

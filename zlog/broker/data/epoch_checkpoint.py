@@ -7,9 +7,11 @@ truncations lazily; zlog writes them at once (they are rare, and a stale entry b
 after a crash would be a wrong answer to a follower).
 
 On open, entries that start at or past the log end are dropped (the log was cut after the last
-write). A missing or unreadable checkpoint (a log from before replication, or a damaged file)
-is rebuilt from the epochs stamped in the batch headers, which are the truth the cache is a
-cache of.
+write, or a leader recorded its epoch and took no batch in it), and the file is rewritten
+without them: otherwise, once the log grows past such an entry with batches of an older
+epoch, the next open would take it for where that epoch starts. A missing or unreadable
+checkpoint (a log from before replication, or a damaged file) is rebuilt from the epochs
+stamped in the batch headers, which are the truth the cache is a cache of.
 """
 
 from __future__ import annotations
@@ -44,7 +46,12 @@ def load_epoch_cache(partition_log: PartitionLog) -> LeaderEpochCache:
     except (CheckpointError, OSError) as error:
         log.warning("%s unreadable (%s): rebuilding it from the log", path, error)
         cache = rebuilt_from_log(partition_log)
-    cache.truncate_from_end(end)
+    if cache.truncate_from_end(end):
+        try:
+            save_epoch_cache(partition_log.directory, cache)
+        except OSError as error:  # a full disk: the next open trims it again
+            log.warning("%s not rewritten without the entries past the log end: %s", path,
+                        error)
     return cache
 
 

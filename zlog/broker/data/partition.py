@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from zlog import limits
-from zlog.broker.data.epoch_cache import LeaderEpochCache
+from zlog.broker.data.epoch_cache import UNDEFINED, LeaderEpochCache
 from zlog.broker.data.fetch_waiters import EntryRead
-from zlog.broker.data.isr import HighWatermark, ReplicaSet
+from zlog.broker.data.isr import HighWatermark, IsrChange, ReplicaSet
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
 from zlog.broker.data.recent_batches import RecentBatches
 from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
@@ -114,7 +114,11 @@ class Partition:
         compression: Compression | None = None,
         epochs: LeaderEpochCache | None = None,
         save_epochs: Callable[[LeaderEpochCache], None] | None = None,
+        recovered_high_watermark: int = -1,
     ) -> None:
+        """`recovered_high_watermark`: the HW an earlier process of this replica published
+        (the ring header's, else the HW checkpoint's; -1: none), where a reopened replica
+        starts, capped by its log end, instead of at its log start."""
         assert partition >= 0 and topic
         self.topic, self.partition = topic, partition
         self.topic_id = NO_TOPIC_ID  # set by its host (KIP-516): a fetch naming another is refused
@@ -128,19 +132,18 @@ class Partition:
         # Consumers at the tail read these instead of the log. Not for compacted topics: the
         # compactor rewrites sealed segments behind this thread's back.
         self._recent: RecentBatches | None = None if compacted else RecentBatches()
-        replica_set = replicas or ReplicaSet.single()
-        if is_leader:
-            self._hw = HighWatermark.starting(replica_set, log.log_start_offset,
-                                              log.log_end_offset)
-        else:  # a follower's HW is what its leader tells it: nothing yet
-            self._hw = HighWatermark(replica_set, value=log.log_start_offset,
-                                     epoch_start_offset=log.log_end_offset)
         # Where each leader epoch starts in this log (KIP-101), kept on disk by `save_epochs`
         # before a batch of a new epoch is appended.
         self.epochs = epochs if epochs is not None else LeaderEpochCache()
         self._save_epochs = save_epochs or (lambda cache: None)
         if is_leader:
             self._note_epoch(leader_epoch, log.log_end_offset)
+        # The HW starts where this replica's last process left it, never above the log end: a
+        # follower then takes its leader's, a leader computes its own from its term's start.
+        start_value = max(log.log_start_offset,
+                          min(recovered_high_watermark, log.log_end_offset))
+        self._hw = HighWatermark(replicas or ReplicaSet.single(), value=start_value,
+                                 epoch_start_offset=self.epoch_start_offset)
         self._published_high_watermark = -1
         self._publish_high_watermark()
         # Why the last produce could not be stored (a full disk), until an append succeeds or
@@ -155,6 +158,21 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         return self._hw.value
+
+    @property
+    def client_high_watermark(self) -> int:
+        """The HW a client is shown (a consumer's fetch, ListOffsets): -1 while this new
+        leader's HW is below the start of its epoch, where it may lie below a HW an earlier
+        leader showed (isr.py); Kafka's clients keep the HW they had on a fetch answer's -1."""
+        return self._hw.value if self._hw.shown_to_clients else -1
+
+    @property
+    def epoch_start_offset(self) -> int:
+        """Where the current leader epoch starts in this log, as the epoch cache keeps it (so
+        a new process of the same leader keeps it); the log end when the cache has no entry
+        for it."""
+        start = self.epochs.start_of(self.leader_epoch)
+        return self.log.log_end_offset if start == UNDEFINED else start
 
     @property
     def replicas(self) -> ReplicaSet:
@@ -192,8 +210,27 @@ class Partition:
                 self._recent.clear()
             if is_leader:
                 self._note_epoch(leader_epoch, self.log.log_end_offset)
-                self._hw.start_term(now_ms, self.log.log_end_offset)
+                self._hw.start_term(now_ms, self.epoch_start_offset)
         return self._advance_high_watermark() if is_leader else 0
+
+    def start_term(self, now_ms: int, stored_isr_change: IsrChange | None = None) -> bool:
+        """A leader opened by a new process starts a term at its epoch's start: followers'
+        positions are unknown until they fetch (isr.py). `stored_isr_change` is the ISR
+        change its predecessor had sent (isr_proposals.py): computed from this leader epoch
+        and record, it is pending again before the HW is computed (the controller may commit
+        it yet, so its new member counts from now). Whether it was taken back (False: none,
+        or a stale one, to be forgotten)."""
+        tracker = self._hw
+        tracker.start_term(now_ms, self.epoch_start_offset)
+        change = stored_isr_change
+        if change is not None and (
+                not self.is_leader or change.leader_epoch != self.leader_epoch
+                or change.partition_epoch != tracker.replicas.partition_epoch):
+            change = None
+        if change is not None:
+            tracker.propose(frozenset(change.new_isr), now_ms)
+        self._advance_high_watermark()
+        return change is not None
 
     def _note_epoch(self, epoch: int, start_offset: int) -> None:
         """Record (and keep on disk) that `epoch` starts at `start_offset`."""
@@ -214,15 +251,10 @@ class Partition:
         self._hw.set_replicas(replicas)
         return self._advance_high_watermark()
 
-    def note_follower_position(self, replica_id: int, fetch_offset: int) -> int:
-        """A follower fetching at `fetch_offset` holds everything below it (isr.py).
-
-        Returns the bytes that became visible to consumers because the HW moved.
-        """
-        self._hw.check_follower(replica_id, self.topic, self.partition)
-        self._hw.note_follower(replica_id, fetch_offset, self.log.log_start_offset,
-                               self.log.log_end_offset)
-        return self._advance_high_watermark()
+    def refresh_high_watermark(self) -> int:
+        """A leader's HW computed again (after an ISR check stopped waiting for a follower
+        outside the ISR, isr.py); the bytes that became visible to consumers."""
+        return self._advance_high_watermark() if self.is_leader else 0
 
     def note_replica_fetch(
         self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int
@@ -570,9 +602,8 @@ class Partition:
             return self._read_error(error)
         if not at_least_one and sum(chunk.nbytes for chunk in chunks) > limit_bytes:
             chunks = []  # the one batch that would not fit; it goes in a later fetch
-        return EntryRead(
-            ErrorCode.NONE, self._hw.value, self.log.log_start_offset, tuple(chunks)
-        )
+        shown = self._hw.value if replica_id >= 0 else self.client_high_watermark
+        return EntryRead(ErrorCode.NONE, shown, self.log.log_start_offset, tuple(chunks))
 
     def _caught_up_read(self, fetch_offset: int) -> EntryRead | None:
         """A consumer at the high watermark has nothing to read: the log's answer, unasked.
@@ -584,7 +615,7 @@ class Partition:
         log_start_offset = log.log_start_offset
         if not log_start_offset <= fetch_offset <= log.log_end_offset:
             return None  # the log's read raises OFFSET_OUT_OF_RANGE; let it
-        return EntryRead(ErrorCode.NONE, fetch_offset, log_start_offset)
+        return EntryRead(ErrorCode.NONE, self.client_high_watermark, log_start_offset)
 
     def _recent_read(self, fetch_offset: int, max_bytes: int) -> list[memoryview] | None:
         """A consumer's read below the HW from the recent batches, or None: read the log."""
@@ -601,7 +632,7 @@ class Partition:
 
     def _read_error(self, error: ZlogError) -> EntryRead:
         return EntryRead(
-            error.code, self._hw.value, self.log.log_start_offset, (), error.message
+            error.code, self.client_high_watermark, self.log.log_start_offset, (), error.message
         )
 
     # ------------------------------------------------------------------ list offsets
@@ -610,7 +641,9 @@ class Partition:
         """ListOffsets: (offset, record timestamp) for -1 latest, -2 earliest or a time.
 
         A time finds the earliest offset below the HW whose record timestamp is >= it;
-        (-1, -1) when no such record exists.
+        (-1, -1) when no such record exists. While a new leader shows no HW (isr.py), the
+        latest offset, and a time no record below the HW reaches, are OFFSET_NOT_AVAILABLE
+        (retriable), as in Kafka (KIP-207): either answer could be lower than one given before.
         """
         if not self.is_leader:
             raise ZlogError(
@@ -618,6 +651,7 @@ class Partition:
                 f"this worker does not lead {self.topic}-{self.partition}",
             )
         if timestamp_ms == LATEST_TIMESTAMP:
+            self._check_high_watermark_shown()
             return self._hw.value, -1
         if timestamp_ms == EARLIEST_TIMESTAMP:
             return self.log.log_start_offset, -1
@@ -628,8 +662,18 @@ class Partition:
             )
         offset = self.log.offset_for_timestamp(timestamp_ms)
         if offset is None or offset >= self._hw.value:
+            self._check_high_watermark_shown()
             return -1, -1
         return offset, self._timestamp_at(offset)
+
+    def _check_high_watermark_shown(self) -> None:
+        if self.client_high_watermark < 0:
+            raise ZlogError(
+                ErrorCode.OFFSET_NOT_AVAILABLE,
+                f"{self.topic}-{self.partition}: its new leader's high watermark "
+                f"({self._hw.value}) has not reached the start of its epoch "
+                f"({self._hw.epoch_start_offset}) yet; retry",
+            )
 
     def _timestamp_at(self, offset: int) -> int:
         chunks = self.log.read(offset, 1, self._hw.value)

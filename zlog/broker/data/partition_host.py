@@ -30,7 +30,12 @@ from pathlib import Path
 from typing import Final
 
 from zlog.broker.data.epoch_checkpoint import load_epoch_cache, save_epoch_cache
+from zlog.broker.data.high_watermark_checkpoint import (
+    recovered_high_watermark,
+    save_high_watermark,
+)
 from zlog.broker.data.isr import ReplicaSet
+from zlog.broker.data.isr_change_file import load_isr_change, remove_isr_change
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_snapshots import ProducerSnapshots, load_producer_state
 from zlog.broker.data.producer_state import ProducerStateTable
@@ -79,6 +84,7 @@ class HostedPartition:
     producer_snapshot_offset: int = -1  # the log end at the last producer snapshot
     snapshot_failing: bool = False  # the last snapshot failed (logged once per episode)
     sealed_verified: bool = False  # every sealed segment found at open passed its CRC check
+    checkpointed_high_watermark: int = -1  # the HW in the checkpoint file, as last written
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,13 +198,15 @@ class PartitionHost:
             compacted=config.compacted, producers=producers,
             timestamp_difference_max_ms=skew_ms, compression=compression,
             epochs=epochs, save_epochs=lambda cache: save_epoch_cache(directory, cache),
+            recovered_high_watermark=recovered_high_watermark(partition_log),
         )
         partition.topic_id = topic_id
         if corrupt is not None:
             partition.note_corrupt(corrupt)
         if assignment.is_leader:
-            partition.isr_tracker.start_term(self.clock.monotonic_ms(),
-                                             partition_log.log_end_offset)
+            stored = load_isr_change(directory)
+            if not partition.start_term(self.clock.monotonic_ms(), stored) and stored:
+                remove_isr_change(directory)
         self.partitions[tp] = partition
         hosted = self.hosted[tp] = HostedPartition(partition, partition_log, snapshots)
         if corrupt is None and snapshots.newest_at_or_below(
@@ -263,6 +271,11 @@ class PartitionHost:
         partition.set_compacted(config.compacted)
         return AssignOutcome(committed, role_changed)
 
+    def directory_of(self, tp: TopicPartition) -> Path | None:
+        """The open partition's directory (None: not open here)."""
+        hosted = self.hosted.get(tp)
+        return None if hosted is None else hosted.log.directory
+
     def rebuilt_producers(self, tp: TopicPartition) -> ProducerStateTable:
         """The producer table of what the log holds now (after a follower cut its log): the
         newest snapshot at or below the cut and the batches after it; those above are gone."""
@@ -283,6 +296,7 @@ class PartitionHost:
             # A failure (a full disk) is logged: the log still closes, and the next open
             # rebuilds the producers from the batches after an older snapshot.
             _snapshot_or_log(hosted, tp)
+            self._checkpoint_high_watermark(tp, hosted)
             hosted.log.close()
         self._rolled.discard(tp)
         log.info("%s %s-%d", "deleted" if delete else "closed", tp[0], tp[1])
@@ -344,6 +358,24 @@ class PartitionHost:
                 log.exception("producer snapshot of %s-%d failed", tp[0], tp[1])
                 continue
             hosted.snapshot_failing = False
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write each partition's HW that moved since its last checkpoint
+        (high_watermark_checkpoint.py)."""
+        for tp, hosted in self.hosted.items():
+            self._checkpoint_high_watermark(tp, hosted)
+
+    @staticmethod
+    def _checkpoint_high_watermark(tp: TopicPartition, hosted: HostedPartition) -> None:
+        high_watermark = hosted.partition.high_watermark
+        if high_watermark == hosted.checkpointed_high_watermark:
+            return
+        try:
+            save_high_watermark(hosted.log.directory, high_watermark)
+        except OSError as error:  # a full disk: the next round tries again
+            log.debug("high-watermark checkpoint of %s-%d not written: %s", *tp, error)
+            return
+        hosted.checkpointed_high_watermark = high_watermark
 
     def enforce_retention(self) -> None:
         """Retention of every log, never past its newest producer snapshot at or below the

@@ -49,6 +49,7 @@ from zlog.broker import worker_protocol as protocol
 from zlog.broker.data.data_plane import DataPlane
 from zlog.broker.data.fetcher import Fetchers, FetcherSettings
 from zlog.broker.data.group_host import GroupHost
+from zlog.broker.data.isr_change_file import IsrChangeFiles
 from zlog.broker.data.isr_proposals import ISR_CHECK_INTERVAL_MS, IsrProposals
 from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings, flag_names
@@ -142,7 +143,8 @@ class Worker:
             context=shared_context(),
         )
         self.isr_proposals = IsrProposals(self.host.partitions,
-                                          lag_time_max_ms=options.replica.lag_time_max_ms)
+                                          lag_time_max_ms=options.replica.lag_time_max_ms,
+                                          store=IsrChangeFiles(self.host.directory_of))
         self._polled: set[zmq.Socket[bytes]] = set()
         self.unsent_replies = 0
         self._stopping = False
@@ -157,6 +159,8 @@ class Worker:
         self._next_retention_ms = now_ms + RETENTION_INTERVAL_MS
         self._next_compaction_ms = now_ms + COMPACTION_INTERVAL_MS
         self._next_isr_check_ms = now_ms + ISR_CHECK_INTERVAL_MS
+        self._next_hw_checkpoint_ms = (
+            now_ms + options.replica.high_watermark_checkpoint_interval_ms)
 
     # ------------------------------------------------------------------ sockets
 
@@ -253,7 +257,7 @@ class Worker:
         """Until the earliest timer: the worker's own, a long poll's or an acks=all wait's."""
         deadline_ms = min(self._next_heartbeat_ms, self._next_tick_ms, self._next_retention_ms,
                           self._next_compaction_ms)
-        deadline_ms = min(deadline_ms, self._next_isr_check_ms)
+        deadline_ms = min(deadline_ms, self._next_isr_check_ms, self._next_hw_checkpoint_ms)
         for other_ms in (self.data_plane.next_deadline_ms(), self.fetchers.next_deadline_ms()):
             if other_ms is not None and other_ms < deadline_ms:
                 deadline_ms = other_ms
@@ -321,7 +325,12 @@ class Worker:
         if now_ms >= self._next_isr_check_ms:
             for change in self.isr_proposals.due(now_ms):
                 self._send_control(change)
+            self._send_replies(self.data_plane.refresh_high_watermarks())
             self._next_isr_check_ms = now_ms + ISR_CHECK_INTERVAL_MS
+        if now_ms >= self._next_hw_checkpoint_ms:
+            self.host.checkpoint_high_watermarks()
+            self._next_hw_checkpoint_ms = (
+                now_ms + self.options.replica.high_watermark_checkpoint_interval_ms)
 
     def _check_supervisor(self, now_ms: int) -> None:
         silent_ms = now_ms - self._last_supervisor_ms

@@ -408,3 +408,28 @@ def test_a_broken_invariant_crashes_the_worker_instead_of_serving_on(
     monkeypatch.setattr(partition, "produce", broken)
     with pytest.raises(AssertionError):
         harness.produce(make_batch(0))
+
+
+def test_a_consumer_fetch_naming_a_replica_moves_no_high_watermark(
+        tmp_path: Path, shm_dir: Path) -> None:
+    """Only a replica fetch (Fetch v1: the follower's broker and leader epochs) reports a
+    follower's position; a consumer's Fetch v0 that names a replica id is refused with
+    INVALID_REQUEST and a sentence, and the HW stays."""
+    clock = ManualClock()
+    host = PartitionHost(tmp_path, shm_dir, base_config=LogConfig(ring_bytes=64 * 1024),
+                         clock=clock)
+    try:
+        host.assign(Assign(0, "t", 0, {}, leader_epoch=1, broker_id=1, leader=1,
+                           replicas=(1, 2), isr=(1, 2)))
+        harness = Harness(host, clock)
+        assert harness.produce(make_batch(0)).entries[0].error_code == 0
+        response = harness.call(FetchRequestV0(2, 0, 0, 1 << 20, (FetchEntry("t", 0, 3, 1 << 20),)))
+        assert isinstance(response, FetchResponseV0)
+        (entry,) = response.entries
+        assert entry.error_code == ErrorCode.INVALID_REQUEST and not entry.chunks
+        assert "Fetch v1" in entry.error_message
+        latest = harness.call(ListOffsetsRequestV0("t", (ListOffsetsPartition(0, -1),)))
+        assert isinstance(latest, ListOffsetsResponseV0)
+        assert latest.partitions[0].offset == 0, "replica 2 never fetched"
+    finally:
+        host.close_all()

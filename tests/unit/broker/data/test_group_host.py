@@ -83,11 +83,13 @@ class Host:
 
     def hold(self, index: int, replicas: ReplicaSet | None = None,
              log: MemoryLog | None = None, leader_epoch: int = 1) -> TopicPartition:
-        """The partition, before the worker is told it leads it."""
+        """The partition, opened as its leader (partition_host.py), before the worker is told
+        it leads it."""
         tp = TopicPartition(OFFSETS_TOPIC, index)
-        self.partitions[tp] = Partition(OFFSETS_TOPIC, index, log or MemoryLog(),
-                                        leader_epoch=leader_epoch, replicas=replicas,
-                                        compacted=True)
+        partition = Partition(OFFSETS_TOPIC, index, log or MemoryLog(),
+                              leader_epoch=leader_epoch, replicas=replicas, compacted=True)
+        partition.start_term(self.clock.now_ms)
+        self.partitions[tp] = partition
         return tp
 
     def offsets(self, index: int) -> Partition:
@@ -101,7 +103,7 @@ class Host:
     def follower_catches_up(self, index: int) -> list[Reply]:
         """Replica 1 fetches at the log end of partition `index`; the replies that releases."""
         partition = self.offsets(index)
-        partition.note_follower_position(1, partition.log.log_end_offset)
+        partition.note_replica_fetch(1, partition.log.log_end_offset, now_ms=0, broker_epoch=1)
         return self.groups.release()
 
     def send(self, request: GroupRequest, identity: bytes = CLIENT) -> list[Reply]:

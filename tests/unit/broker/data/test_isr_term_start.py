@@ -14,7 +14,7 @@ def test_a_follower_just_behind_is_not_out_of_sync_at_the_start_of_a_term() -> N
     election)."""
     replicas = ReplicaSet(1, frozenset({1, 2, 3}), frozenset({1, 2, 3}), 2)
     tracker = HighWatermark(replicas)
-    tracker.start_term(now_ms=50_000, log_end_offset=10)
+    tracker.start_term(now_ms=50_000, epoch_start_offset=10)
     tracker.note_follower(2, 8, 0, 12, now_ms=50_001)
     tracker.note_follower(3, 12, 0, 12, now_ms=50_001)
     assert tracker.out_of_sync(50_100, 12, 10_000) == frozenset()

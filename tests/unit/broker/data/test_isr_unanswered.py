@@ -58,8 +58,7 @@ def test_an_unanswered_expansion_is_sent_again_and_still_holds_the_high_watermar
 
 
 def test_answers_that_leave_the_outcome_open_keep_the_change() -> None:
-    for code in (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER,
-                 ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.FENCED_LEADER_EPOCH):
+    for code in (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER):
         partition, proposals = _leader()
         expansion = _expansion(proposals)
         proposals.due(150)
@@ -68,6 +67,20 @@ def test_answers_that_leave_the_outcome_open_keep_the_change() -> None:
         assert proposals.due(150 + REFUSED_BACKOFF_MS - 1) == []
         (again,) = proposals.due(150 + REFUSED_BACKOFF_MS)  # not a whole answer timeout
         assert again.new_isr == expansion.new_isr, code
+
+
+def test_answers_computed_against_a_newer_record_keep_the_change_until_it_arrives() -> None:
+    """The record moved on (perhaps by this very change): the leader neither forgets the
+    change nor sends it again; the newer record, which must come as an assign, settles it
+    (Kafka's handleAlterPartitionError)."""
+    for code in (ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.FENCED_LEADER_EPOCH):
+        partition, proposals = _leader()
+        expansion = _expansion(proposals)
+        proposals.due(150)
+        proposals.answered(protocol.AlterIsrAnswer(expansion.request_id, int(code), "?"))
+        assert partition.isr_tracker.pending is not None, code
+        assert proposals.due(150 + 10 * ANSWER_TIMEOUT_MS) == [], code
+        assert partition.isr_tracker.pending is not None, code
 
 
 def test_a_refusal_of_the_change_itself_drops_it() -> None:

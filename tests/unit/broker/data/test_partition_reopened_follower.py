@@ -21,4 +21,6 @@ def test_a_reopened_follower_does_not_make_up_a_high_watermark() -> None:
     partition = Partition("t", 0, log, leader_epoch=1, is_leader=False, replicas=alone)
     assert partition.high_watermark == 0
     partition.become(leader_epoch=2, is_leader=True, replicas=alone, now_ms=0)
+    assert partition.high_watermark == 0, "an ISR below min.insync.replicas: it stays"
+    partition.set_replicas(ReplicaSet(3, frozenset({1, 2, 3}), frozenset({3}), 1))
     assert partition.high_watermark == log.log_end_offset  # leading alone: all of it

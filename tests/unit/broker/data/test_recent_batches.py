@@ -138,7 +138,8 @@ def _partition_reads_match(partition: Partition, log: PartitionLog, rng: random.
             if not at_least_one and sum(c.nbytes for c in chunks) > limit_bytes:
                 chunks = []
             assert got.error_code == ErrorCode.NONE
-            assert (got.high_watermark, got.log_start_offset) == (hw, log.log_start_offset)
+            assert (got.high_watermark, got.log_start_offset) == (
+                partition.client_high_watermark, log.log_start_offset)
             assert _frames(list(got.chunks)) == _frames(chunks), (offset, limit_bytes)
             compared += 1
     return compared
@@ -154,7 +155,7 @@ def test_partition_reads_are_unchanged(tmp_path: Path, shm_dir: Path) -> None:
             batch = make_batch(tag, rng.randint(1, 3), rng.choice([10, 90]), T0_MS + tag)
             assert partition.produce([batch], acks=1).error_code == ErrorCode.NONE
             follower_at = rng.randint(partition.high_watermark, log.log_end_offset)
-            partition.note_follower_position(1, follower_at)
+            partition.note_replica_fetch(1, follower_at, now_ms=0, broker_epoch=1)
             if tag == 30:
                 log.delete_records_before(partition.high_watermark - 5)
             if tag == 45:

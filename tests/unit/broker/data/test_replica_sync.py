@@ -28,14 +28,17 @@ class Replica:
         self.broker = broker
         self.log = MemoryLog()
         self.min_insync = min_insync
+        self.partition_epoch = 0  # each `become` applies a newer record
         self.partition = Partition("t", 0, self.log, leader_epoch=0, is_leader=False,
                                    replicas=self._set(BROKERS))
 
     def _set(self, isr: tuple[int, ...]) -> ReplicaSet:
-        return ReplicaSet(self.broker, frozenset(BROKERS), frozenset(isr), self.min_insync)
+        return ReplicaSet(self.broker, frozenset(BROKERS), frozenset(isr), self.min_insync,
+                          self.partition_epoch)
 
     def become(self, leader: int, epoch: int, isr: tuple[int, ...] = BROKERS,
                now_ms: int = 0) -> None:
+        self.partition_epoch += 1
         self.partition.become(leader_epoch=epoch, is_leader=leader == self.broker,
                               replicas=self._set(isr), now_ms=now_ms)
 
