@@ -111,6 +111,9 @@ class Assign:
     leader_endpoint: str = ""  # the data endpoint of the leader's worker, for a follower
     disk_share_bytes: int = -1  # this partition's part of its topic's disk budget (-1: none)
     topic_id: str = NO_TOPIC_ID  # the topic's id (KIP-516): its directory must carry the same
+    # For a leader: replicas whose brokers may not join the ISR now (fenced, shutting down,
+    # KIP-841): its HW does not wait for them outside the ISR.
+    ineligible: tuple[int, ...] = ()
 
     @classmethod
     def from_fields(cls, f: Fields) -> Assign:
@@ -128,7 +131,9 @@ class Assign:
                    f.integers("isr", low=0, high=BROKER_ID_MAX) if f.has("isr") else (),
                    f.text("leader_endpoint", default=""),
                    f.integer("disk_share_bytes", low=-1, default=-1),
-                   _topic_id(f))
+                   _topic_id(f),
+                   f.integers("ineligible", low=0, high=BROKER_ID_MAX)
+                   if f.has("ineligible") else ())
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,7 @@ from tests.sim.replication.messages import (
 from tests.sim.replication.profile import Profile
 from tests.sim.replication.storage import BATCH_ID_BASE_MS, SimDisk, SimLog
 from tests.sim.replication.wiring import Wiring, rebuilt_producers
-from zlog.broker.control.controller import NO_LEADER, IsrRequest
+from zlog.broker.control.controller import NO_LEADER, IsrRequest, liveness
 from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
 from zlog.broker.data.epoch_cache import LeaderEpochCache
 from zlog.broker.data.isr import IsrChange, IsrErrorAction, ReplicaSet
@@ -282,9 +282,15 @@ class SimBroker:
         return None if self.state is None else self.state.partition(TOPIC, p)
 
     def _replica_set(self, info: PartitionInfo) -> ReplicaSet:
+        """As cluster_node.desired_partitions gives it: a leader also learns which replicas'
+        brokers may not join the ISR now (fenced, shutting down)."""
+        ineligible: frozenset[int] = frozenset()
+        if info.leader == self.node_id and self.state is not None:
+            usable = liveness(self.state).usable
+            ineligible = frozenset(r for r in info.replicas if r not in usable)
         return self.wiring.replica_set_class(
             self.node_id, frozenset(info.replicas), frozenset(info.isr), self.profile.min_insync,
-            info.partition_epoch)
+            info.partition_epoch, ineligible)
 
     def apply_metadata(self, state: ClusterState, version: int) -> None:
         """Apply a newer committed state (a supervisor pushing PartitionState to workers)."""
@@ -302,8 +308,10 @@ class SimBroker:
                 self._open(info)
                 continue
             if (info.leader_epoch == partition.leader_epoch
-                    and info.partition_epoch <= partition.replicas.partition_epoch):
-                continue
+                    and info.partition_epoch <= partition.replicas.partition_epoch
+                    and (info.partition_epoch < partition.replicas.partition_epoch
+                         or self._replica_set(info) == partition.replicas)):
+                continue  # nothing new (an assign differs when a replica's broker is fenced)
             self._become(info, partition)
 
     def _open(self, info: PartitionInfo) -> None:

@@ -189,10 +189,13 @@ def _answers(src: int, dst: int) -> Callable[[Envelope], bool]:
     return matches
 
 
-def _isr_requests(src: int) -> Callable[[Envelope], bool]:
+def _isr_requests(src: int, partition_epoch: int) -> Callable[[Envelope], bool]:
+    """`src`'s ISR proposals computed from the record at `partition_epoch` (and their
+    resends): later ones, from newer records, flow."""
     def matches(envelope: Envelope) -> bool:
         return (envelope.src == src and envelope.dst == CONTROLLER
-                and isinstance(envelope.body, AlterIsr))
+                and isinstance(envelope.body, AlterIsr)
+                and envelope.body.request.partition_epoch == partition_epoch)
     return matches
 
 
@@ -359,7 +362,9 @@ def _proposal_to_add_c_held_up(s: Script) -> None:
     s.cut(A, C)
     _write(s, A, acks=1)
     s.until("C out of the ISR", lambda: s.isr() == (A, B))
-    s.hold("A's ISR proposals", _isr_requests(A))
+    record = s.sim.controller.state.partition(TOPIC, 0)
+    assert record is not None
+    s.hold("A's ISR proposals", _isr_requests(A, record.partition_epoch))
     s.mend(A, C)
     s.until("A proposes C back", lambda: s.held() > 0)
     s.cut(A, C)

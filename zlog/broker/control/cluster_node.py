@@ -37,6 +37,7 @@ import zmq
 from zlog.broker.config import BrokerConfig
 from zlog.broker.control.broker_lifecycle import BrokerLifecycle, Identity
 from zlog.broker.control.broker_probes import BrokerProbes
+from zlog.broker.control.controller import liveness
 from zlog.broker.control.controller_link import ControllerLink
 from zlog.broker.control.controller_service import (
     Answer,
@@ -331,6 +332,7 @@ class ClusterNode:
         its share of its topic's disk budget (`disk_bytes`: the size of the data disk)."""
         node_id = self.node_id
         shares = broker_shares_bytes(state.topics.values(), node_id, topic_defaults, disk_bytes)
+        usable = liveness(state).usable
         desired: dict[TopicPartition, DesiredPartition] = {}
         for topic in state.topics.values():
             configs = effective_topic_configs(topic_defaults, topic.configs)
@@ -348,5 +350,7 @@ class ClusterNode:
                     broker_epoch=self.lifecycle.broker_epoch, leader=leader,
                     partition_epoch=partition.partition_epoch, replicas=partition.replicas,
                     isr=partition.isr, leader_endpoint=leader_endpoint,
-                    disk_share_bytes=shares.get(topic.name, NO_SHARE), topic_id=topic.topic_id)
+                    disk_share_bytes=shares.get(topic.name, NO_SHARE), topic_id=topic.topic_id,
+                    ineligible=tuple(r for r in partition.replicas if r not in usable)
+                    if leader == node_id else ())
         return desired

@@ -110,6 +110,7 @@ class DesiredPartition:
     leader_endpoint: str = ""
     disk_share_bytes: int = -1  # the partition's part of its topic's disk budget (disk_budget.py)
     topic_id: str = NO_TOPIC_ID
+    ineligible: tuple[int, ...] = ()
 
 
 _DELETING: Final = DesiredPartition({}, 0, False)  # opened only to be deleted
@@ -668,7 +669,7 @@ class WorkerPool:
                 request_id, topic, partition, desired.configs, desired.leader_epoch,
                 desired.is_leader, desired.broker_id, desired.broker_epoch, desired.leader,
                 desired.partition_epoch, desired.replicas, desired.isr, desired.leader_endpoint,
-                desired.disk_share_bytes, desired.topic_id)
+                desired.disk_share_bytes, desired.topic_id, desired.ineligible)
         if self._send(worker, message):
             worker.pending[request_id] = pending
 

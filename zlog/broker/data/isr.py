@@ -60,6 +60,9 @@ class ReplicaSet:
     isr: frozenset[int]
     min_insync_replicas: int = 1  # the topic's config
     partition_epoch: int = 0  # the record these came from
+    # Replicas whose brokers may not join the ISR now (fenced, shutting down: KIP-841's
+    # isReplicaIsrEligible): outside the ISR, the HW does not wait for them.
+    ineligible: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         assert self.isr <= self.replicas, (self.isr, self.replicas)
@@ -240,7 +243,7 @@ class HighWatermark:
             return max(self.value, log_start_offset)
         local = self.replicas.local_replica_id
         ends = [log_end_offset]
-        for replica in self.maximal_isr | self.awaited:
+        for replica in self.maximal_isr | (self.awaited - self.replicas.ineligible):
             if replica == local:
                 continue
             state = self.followers.get(replica)
@@ -296,7 +299,8 @@ class HighWatermark:
         end, or at the log end it had at their previous fetch within `lag_time_max_ms`."""
         found: set[int] = set()
         for replica, state in self.followers.items():
-            if replica in self.replicas.isr or state.log_end_offset < 0:
+            if (replica in self.replicas.isr or replica in self.replicas.ineligible
+                    or state.log_end_offset < 0):
                 continue
             if state.log_end_offset >= log_end_offset or (
                     state.caught_up_in_term
@@ -308,7 +312,8 @@ class HighWatermark:
         """Followers outside the ISR that hold everything up to the HW and the epoch start."""
         joining: set[int] = set()
         for replica, state in self.followers.items():
-            if replica in self.replicas.isr or state.log_end_offset < 0:
+            if (replica in self.replicas.isr or replica in self.replicas.ineligible
+                    or state.log_end_offset < 0):
                 continue
             if state.log_end_offset >= max(self.value, self.epoch_start_offset):
                 joining.add(replica)

@@ -108,7 +108,8 @@ class Assignment:
         local = message.broker_id if message.broker_id >= 0 else default_replica_id
         replicas = frozenset(message.replicas or (local,))
         isr = frozenset(message.isr or (local,))
-        return ReplicaSet(local, replicas | {local}, isr, min_insync, message.partition_epoch)
+        return ReplicaSet(local, replicas | {local}, isr, min_insync, message.partition_epoch,
+                          frozenset(message.ineligible))
 
 
 @dataclass(frozen=True, slots=True)

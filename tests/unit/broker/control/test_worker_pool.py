@@ -144,7 +144,7 @@ def test_assignment_is_level_triggered(harness: Harness) -> None:
         "configs": {"retention.ms": "1000"}, "leader_epoch": 0, "is_leader": True,
         "broker_id": -1, "broker_epoch": -1, "leader": -1, "partition_epoch": 0,
         "replicas": [], "isr": [], "leader_endpoint": "", "disk_share_bytes": -1,
-        "topic_id": ""}
+        "topic_id": "", "ineligible": []}
     assert harness.pool.endpoint_for(("t", 0)) is None  # not confirmed yet
     harness.pool.reconcile(desired, [], NOW_MS)  # in flight: nothing is sent twice
     harness.answer(0, to_first)
