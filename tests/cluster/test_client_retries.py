@@ -115,12 +115,10 @@ def test_admin_calls_answer_while_a_leader_moves(cluster: ClusterProcesses) -> N
                        what=f"the offsets as they were, after: {made.what}")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a restarted leader's high watermark starts at its log start until its followers fetch "
-    "again, and ListOffsets answers it; the broker is to answer OFFSET_NOT_AVAILABLE (78), "
-    "which the clients retry, until the high watermark reaches its epoch start"))
 def test_a_restarted_leader_never_answers_an_older_latest_offset(
         cluster: ClusterProcesses) -> None:
+    """A leader whose worker restarts answers the offsets it answered before, or
+    OFFSET_NOT_AVAILABLE (retried inside the client) until its HW is back; never lower."""
     _topic(cluster)
     with Admin(cluster.bootstrap) as admin:
 
