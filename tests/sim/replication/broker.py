@@ -11,6 +11,11 @@ worker restart (`restart_worker`: the worker killed, its supervisor alive) keeps
 registration and metadata; its partitions reopen at once, at the same leader epochs, and a
 leader takes back the ISR change it had stored (isr_proposals.py's `resume`).
 
+A broker leads only while its lease runs (docs/replication.md §4.1): until the send time of
+the last heartbeat the controller answered unfenced, plus the session (broker_lifecycle.py's
+`_extend_lease`); past it, a produce is refused before it reaches the partition, as
+data_plane.py refuses it. A new process has no lease until its first heartbeat is answered.
+
 Every decision point that a planted bug may change goes through `wiring`; every fact the
 checker needs goes to `observer` (the code under test never sees either).
 """
@@ -57,6 +62,11 @@ from zlog.transport.cluster_messages import NO_EPOCH, ReplicaFetchEntry, Replica
 from zlog.types import ACKS_ALL, LATEST_TIMESTAMP
 
 REGISTER_RETRY_TICKS = 5
+# zlog's lease is a session less an election timeout of the metadata log, for a controller
+# that answers heartbeats after a quorum elected another. The simulated controller stops
+# answering the instant it fails over, and its successor's sessions start at its takeover, so
+# a lease of a full session ends before any controller may fence the broker.
+LEASE_MARGIN_TICKS = 0
 LONG_POLL_TICKS = 5  # a follower fetch with nothing to answer waits this long on the leader
 
 
@@ -94,6 +104,8 @@ class BrokerObserver(Protocol):
                   new_isr: frozenset[int], member_epochs: dict[int, int]) -> None: ...
 
     def log(self, line: str) -> None: ...
+
+    def count(self, what: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -149,6 +161,7 @@ class SimBroker:
     broker_epoch: int = -1
     next_register: int = 0
     next_heartbeat: int = 0
+    lease_until: int = 0  # the supervisor's lease: its workers take writes until then
     state: ClusterState | None = None
     meta_version: int = -1
     partitions: dict[int, Partition] = field(default_factory=dict)
@@ -170,6 +183,7 @@ class SimBroker:
         self.incarnation = f"{self.node_id}.{self.starts}"
         self.status = Status.UP
         self.registered, self.broker_epoch = False, -1
+        self.lease_until = 0  # none until a heartbeat is answered unfenced
         self.next_register = self.next_heartbeat = now
         self.state, self.meta_version = None, -1
         self._new_worker()
@@ -201,6 +215,7 @@ class SimBroker:
         """The first start, registered before the clock runs."""
         self.start(0)
         self.registered, self.broker_epoch = True, broker_epoch
+        self._extend_lease(0)  # its sessions start at 0 too
         self.apply_metadata(state, version)
 
     def crash(self) -> None:
@@ -234,7 +249,7 @@ class SimBroker:
             return
         if now >= self.next_heartbeat:
             self.next_heartbeat = now + self.profile.heartbeat_ticks
-            self.send(self.node_id, CONTROLLER, Heartbeat(self.broker_epoch))
+            self.send(self.node_id, CONTROLLER, Heartbeat(self.broker_epoch, now))
         self._store_reported(now)
         self._send_fetches(now)
         if now >= self.next_isr_check:
@@ -263,6 +278,8 @@ class SimBroker:
                     self.registered = False  # register again (same incarnation: same epoch)
                 return
             self.apply_metadata(body.state, body.version)
+            if body.broker_epoch == self.broker_epoch and self.registered and not body.fenced:
+                self._extend_lease(body.sent_at)
         elif isinstance(body, MetadataPush):
             self.apply_metadata(body.state, body.version)
         elif isinstance(body, AlterIsrAnswer):
@@ -275,6 +292,11 @@ class SimBroker:
             self._produce(envelope.src, body)
         elif isinstance(body, ConsumerFetch):
             self._consumer_fetch(envelope.src, body)
+
+    def _extend_lease(self, sent_at: int) -> None:
+        """The controller's session for this broker started no earlier than `sent_at`."""
+        self.lease_until = max(self.lease_until,
+                               sent_at + self.profile.session_ticks - LEASE_MARGIN_TICKS)
 
     # -- metadata --------------------------------------------------------------------------
 
@@ -645,6 +667,11 @@ class SimBroker:
             self.send(self.node_id, client, ProduceAnswer(
                 request.request_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1))
             return
+        if not self.wiring.lease_holds(self.now, self.lease_until):
+            self.send(self.node_id, client, ProduceAnswer(
+                request.request_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1))
+            self.observer.count("produce refused: lease ran out")
+            return
         end_before, hw_before = partition.log.log_end_offset, partition.high_watermark
         outcome = partition.produce([request.batch], request.acks)
         self.observer.produced(self, p, partition, acks=request.acks, outcome=outcome,
@@ -670,7 +697,8 @@ class SimBroker:
         """An acks=1 batch appended as if a producer on this host sent it (the load of
         sim.py's rejoin check), if this broker leads `p`."""
         partition = self.partitions.get(p)
-        if partition is None or not partition.is_leader:
+        if (partition is None or not partition.is_leader
+                or not self.wiring.lease_holds(self.now, self.lease_until)):
             return
         end_before, hw_before = partition.log.log_end_offset, partition.high_watermark
         outcome = partition.produce([batch], 1)

@@ -4,7 +4,9 @@ naming the check.
 
 Event checks (at the instant the fact is observable):
 - S1 at every commit: one leader per (partition, leader epoch); leader epochs only grow.
-- S2 at every leader append: the appender is the committed leader of the batch's epoch.
+- S2 at every leader append: the appender is the committed leader of the batch's epoch, has
+  applied no newer epoch, and is not fenced by the controller (its lease ran out first): once
+  fenced, another broker may lead its partitions, and two would take writes at once.
 - S4 at every ISR join and every ack: the member holds every acknowledged batch.
 - S5 when a replica starts leading an epoch: its log holds every batch committed in an
   earlier epoch.
@@ -87,11 +89,12 @@ class Checker:
         # (p, base offset, epoch) -> (bytes, predecessor, how many logs hold it)
         self.batches: dict[tuple[int, int, int], tuple[bytes, tuple[int, int] | None, int]] = {}
         self.marks: dict[tuple[int, int], _LogMark] = {}
+        self.applied_epoch: dict[tuple[int, int], int] = {}  # (broker, p) -> newest applied
         # (worker process, p) -> (HW, log start, log end) when S8 last passed
         self.hw_checked: dict[tuple[str, int], tuple[int, int, int]] = {}
         self.counts: dict[str, int] = {}
 
-    def _count(self, what: str) -> None:
+    def count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
 
     def _isr(self, p: int) -> tuple[int, ...]:
@@ -108,7 +111,7 @@ class Checker:
                   error: ZlogError | None) -> None:
         del command
         if error is not None:
-            self._count("commands refused at apply")
+            self.count("commands refused at apply")
             return
         topic_before, topic_after = before.topics.get(TOPIC), after.topics.get(TOPIC)
         if topic_after is None:
@@ -202,6 +205,22 @@ class Checker:
             raise InvariantViolation("S2", f"p{p}: broker {log.broker} appended batch "
                                            f"{info.batch_id} at {info.base} in epoch "
                                            f"{info.epoch}, led by {owner}")
+        broker = self.world.brokers.get(log.broker)
+        registration = self.world.committed_state().brokers.get(log.broker)
+        if (broker is not None and registration is not None and registration.fenced
+                and registration.broker_epoch == broker.broker_epoch):
+            info_now = self.world.committed_state().partition(TOPIC, p)
+            now_led = "" if info_now is None else (f"; p{p} is led by {info_now.leader} in "
+                                                   f"epoch {info_now.leader_epoch}")
+            raise InvariantViolation("S2", f"p{p}: broker {log.broker} appended batch "
+                                           f"{info.batch_id} at {info.base} in epoch "
+                                           f"{info.epoch} while fenced (broker epoch "
+                                           f"{broker.broker_epoch}){now_led}")
+        applied = self.applied_epoch.get((log.broker, p), -1)
+        if info.epoch < applied:
+            raise InvariantViolation("S2", f"p{p}: broker {log.broker} appended batch "
+                                           f"{info.batch_id} at {info.base} in epoch "
+                                           f"{info.epoch}, after it applied epoch {applied}")
         self.ghost.appended_as_leader.setdefault((p, info.epoch), log.broker)
 
     def truncating(self, log: SimLog, new_end: int) -> None:
@@ -220,6 +239,8 @@ class Checker:
 
     def opened_or_became(self, broker: SimBroker, p: int, partition: Partition,
                          new_term: bool) -> None:
+        key = (broker.node_id, p)
+        self.applied_epoch[key] = max(self.applied_epoch.get(key, -1), partition.leader_epoch)
         if not (partition.is_leader and new_term):
             return
         self.marks.setdefault((broker.node_id, p), _LogMark()).led = partition.leader_epoch
@@ -252,7 +273,7 @@ class Checker:
         if outcome.error_code == ErrorCode.NOT_ENOUGH_REPLICAS:
             if partition.log.log_end_offset != end_before:
                 raise InvariantViolation("S15", f"p{p}: NOT_ENOUGH_REPLICAS after an append")
-            self._count("acks=all refused: NOT_ENOUGH_REPLICAS")
+            self.count("acks=all refused: NOT_ENOUGH_REPLICAS")
         elif outcome.appended_bytes and len(partition.replicas.isr) < self.min_insync:
             raise InvariantViolation("S15", f"p{p}: broker {broker.node_id} appended acks=all "
                                             f"with ISR {sorted(partition.replicas.isr)}")
@@ -289,7 +310,7 @@ class Checker:
                                            f"where committed batch {other} was")
         ghost.acked[p][base_offset] = batch
         ghost.commit(p, base_offset, batch, partition.leader_epoch)
-        self._count("acks=all acknowledged")
+        self.count("acks=all acknowledged")
         self.log(f"b{broker.node_id} p{p} acks batch {batch_id} at {base_offset} (e"
                  f"{partition.leader_epoch}, hw {partition.high_watermark}, max isr "
                  f"{sorted(partition.isr_tracker.maximal_isr)})")
@@ -316,7 +337,7 @@ class Checker:
             ghost.commit(p, base, batch, partition.leader_epoch)
         if shown >= 0:  # -1: the leader shows none yet
             self._exposed(broker, p, partition, shown, "a consumer's fetch")
-        self._count("consumer reads")
+        self.count("consumer reads")
 
     def offsets_listed(self, broker: SimBroker, p: int, partition: Partition,
                        latest: int) -> None:

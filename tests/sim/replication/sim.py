@@ -25,7 +25,7 @@ from tests.sim.replication.broker import SimBroker, Status
 from tests.sim.replication.checker import Checker, InvariantViolation
 from tests.sim.replication.clients import Consumer, Producer
 from tests.sim.replication.clock import SimClock
-from tests.sim.replication.controller import TOPIC, SimController
+from tests.sim.replication.controller import TOPIC, Reach, SimController
 from tests.sim.replication.ghost import Ghost
 from tests.sim.replication.messages import CONTROLLER, Envelope, Produce, ProduceAnswer
 from tests.sim.replication.network import NetworkProfile, SimNetwork
@@ -133,6 +133,16 @@ class ReplicationSim:
 
     def committed_state(self) -> ClusterState:
         return self.controller.state
+
+    def reach(self, b: int) -> Reach:
+        """What the controller's probe of b finds: a cut link hangs, a dead process's port
+        refuses, a paused one still accepts (its sockets stay open)."""
+        blocked = self.network.blocked
+        if (CONTROLLER, b) in blocked or (b, CONTROLLER) in blocked:
+            return Reach.DROPPED
+        broker = self.brokers.get(b)
+        return Reach.REFUSED if broker is None or broker.status == Status.DOWN else (
+            Reach.CONNECTED)
 
     def target(self, p: int) -> int:
         """The broker a client asks: the leader it last heard of, or anyone."""
