@@ -55,9 +55,14 @@ from zlog.broker.data.epoch_cache import LeaderEpochCache
 from zlog.broker.data.isr import IsrChange, IsrErrorAction, ReplicaSet
 from zlog.broker.data.partition import Partition, ProduceOutcome
 from zlog.broker.data.producer_state import ProducerStateTable
-from zlog.broker.data.replica_sync import apply_replica_fetch, serve_replica_fetch
+from zlog.broker.data.replica_sync import (
+    apply_replica_fetch,
+    reset_out_of_range,
+    serve_replica_fetch,
+)
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import read_header
+from zlog.shm_segments.retention import SegmentInfo, wholly_below
 from zlog.transport.cluster_messages import NO_EPOCH, ReplicaFetchEntry, ReplicaFetchResult
 from zlog.types import ACKS_ALL, LATEST_TIMESTAMP
 
@@ -485,15 +490,15 @@ class SimBroker:
 
     def _reset_position(self, partition: Partition, result: ReplicaFetchResult,
                         fetch_offset: int) -> None:
-        """fetcher._reset_position: below the leader's log start, start over there; past its
-        log end, cut to it."""
-        if fetch_offset < result.log_start_offset:
-            partition.start_over_at(result.log_start_offset)
-        elif 0 <= result.log_end_offset < fetch_offset:
-            self.observer.log(f"b{self.node_id} p{result.partition} past the leader's end "
-                              f"{result.log_end_offset}: cut")
-            partition.truncate_to(result.log_end_offset,
-                                  rebuilt_producers(self.disk.logs[result.partition]))
+        """fetcher._reset_position: past the leader's log end, cut to it; otherwise start over
+        at its log start (replica_sync.reset_out_of_range)."""
+        log = self.disk.logs[result.partition]
+        done = reset_out_of_range(partition, result, fetch_offset,
+                                  lambda: rebuilt_producers(log))
+        if done:
+            self.observer.log(f"b{self.node_id} p{result.partition} at {fetch_offset}, out of "
+                              f"the leader's range [{result.log_start_offset}, "
+                              f"{result.log_end_offset}): {done}")
 
     # -- leader: replica fetches -----------------------------------------------------------
 
@@ -693,6 +698,27 @@ class SimBroker:
                     self._answer_parked(parked, status, parked_yet=False)
         self._appended(p, partition, end_before, hw_before)
 
+    def enforce_retention(self, p: int, due: int) -> int:
+        """partition_host.enforce_retention for `p`, whose `due` oldest segments (batches) the
+        retention policy says go: those wholly below the wiring's bound go, the epoch cache is
+        cut from the start (`log_start_moved`), and a leader computes its HW again (its log
+        start is its floor). Returns how many went."""
+        partition, log = self.partitions[p], self.disk.logs[p]
+        log.flush()  # the log flushes its ring before it deletes anything
+        sealed = [SegmentInfo(info.base, info.next, len(stored), -1)
+                  for info, stored in zip(log.infos[:-1], log.batches[:-1], strict=True)]
+        count = wholly_below(sealed, due, self.wiring.retention_upto(log))
+        if count == 0:
+            return 0
+        log.delete_oldest(count)
+        partition.log_start_moved()
+        hw_before = partition.high_watermark
+        partition.refresh_high_watermark()
+        if partition.high_watermark != hw_before:
+            self._settle(p)
+            self._wake_fetches(p, self.now)
+        return count
+
     def append_local(self, p: int, batch: bytes, batch_id: int) -> None:
         """An acks=1 batch appended as if a producer on this host sent it (the load of
         sim.py's rejoin check), if this broker leads `p`."""
@@ -761,7 +787,7 @@ class SimBroker:
             latest, latest_error = -1, error.code
         self.send(self.node_id, client, ConsumerFetchAnswer(
             request.request_id, read.error_code, read.high_watermark, found, latest,
-            latest_error))
+            latest_error, read.log_start_offset))
 
 
 def _end_of(result: ReplicaFetchResult) -> tuple[int, int]:
@@ -785,8 +811,14 @@ def _common_prefix(a: SimLog, b: SimLog | None) -> int:
     """The offset up to which two logs hold the same batches."""
     if b is None:
         return 0
-    end = max(a.log_start_offset, b.log_start_offset)
-    for x, y, bx, by in zip(a.infos, b.infos, a.batches, b.batches, strict=False):
+    # From where both logs hold batches (retention moves each start on its own); logs that
+    # do not overlap agree up to the shorter one's end.
+    end = min(max(a.log_start_offset, b.log_start_offset), a.log_end_offset, b.log_end_offset)
+    i, j = a.index_of(end), b.index_of(end)
+    if i is None or j is None:
+        return end
+    for x, y, bx, by in zip(a.infos[i:], b.infos[j:], a.batches[i:], b.batches[j:],
+                            strict=False):
         if x.base != y.base or bx != by:
             break
         end = x.next

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from tests.sim.replication.storage import SimDisk
+from tests.sim.replication.storage import SimDisk, SimLog
 from tests.sim.replication.wiring import REAL, Wiring, fenced_early
 from zlog.broker.control.controller import (
     NO_LEADER,
@@ -176,6 +176,15 @@ def _fence_on_dropped_connection(down_since: Mapping[int, int], refused: frozens
 B23 = replace(REAL, name="B23", fenced_early=_fence_on_dropped_connection)
 
 
+# B21: retention ignores the high watermark: every segment due goes but the active one, so a
+# leader's log start, and with it its HW, moves past batches its followers do not hold.
+def _retention_past_the_hw(log: SimLog) -> int:
+    return log.log_end_offset
+
+
+B21 = replace(REAL, name="B21", retention_upto=_retention_past_the_hw)
+
+
 # B22: the HW waits for the ISR only: a caught-up follower outside it is not counted, so a
 # leader that takes a batch within every round trip of its fetches keeps its HW ahead of it.
 def _hw_waits_for_isr_only(tracker: HighWatermark, now: int, log_end: int, lag_max: int
@@ -297,7 +306,7 @@ B18 = replace(REAL, name="B18", directory_id=_no_directory)
 
 BUGS: dict[str, Wiring] = {w.name: w for w in (B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11,
                                                 B12, B13, B14, B15, B16, B17, B18, B19, B20,
-                                                B22, B23)}
+                                                B21, B22, B23)}
 
 CAUGHT_BY: dict[str, frozenset[str]] = {
     "B1": frozenset({"S4", "S5", "S6", "S9", "S13"}),
@@ -335,6 +344,10 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     # The controller commits the forgotten expansion: the member joins the ISR without a batch
     # acknowledged meanwhile (S4), or is in it when one is acknowledged (S6).
     "B20": frozenset({"S6", "S4"}),
+    # A leader's HW follows its log start past batches no follower holds: acknowledged (S6),
+    # or lost with the leader when a follower takes over (S5, S4), and moved with the ISR below
+    # min.insync.replicas (S15); a follower's log start passes its own HW (S8).
+    "B21": frozenset({"S6", "S4", "S5", "S8", "S15"}),
     # A follower outside the ISR never reaches the HW of a leader that keeps taking batches.
     "B22": frozenset({"L2"}),
     # The fenced leader, cut off from the controller but not from its clients, takes writes on

@@ -137,3 +137,4 @@ class ConsumerFetchAnswer:
     batches: tuple[tuple[int, int, int], ...]  # (base offset, next offset, batch id)
     latest_offset: int = -1
     latest_error: ErrorCode = ErrorCode.NONE
+    log_start_offset: int = 0  # where a consumer out of range starts again (earliest)

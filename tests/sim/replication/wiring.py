@@ -83,6 +83,13 @@ def fenced_early(down_since: Mapping[int, int], refused: frozenset[int],
     return frozenset(b for b in refused if last_heard.get(b, -1) <= down_since[b])
 
 
+def retention_upto(log: SimLog) -> int:
+    """Retention deletes only segments wholly below the log's high watermark
+    (PartitionLog.enforce_retention; the simulated broker keeps no producer snapshots, so
+    none bounds it further, as in zlog when none could be written)."""
+    return log.published_high_watermark
+
+
 def lease_holds(now: int, lease_until: int) -> bool:
     """A worker takes writes only while its broker's lease runs (DataPlane.lease_holds)."""
     return now < lease_until
@@ -100,6 +107,7 @@ class Wiring:
                            frozenset[int]] = fenced_early
     # leader
     lease_holds: Callable[[int, int], bool] = lease_holds
+    retention_upto: Callable[[SimLog], int] = retention_upto
     partition_class: type[Partition] = Partition
     replica_set_class: type[ReplicaSet] = ReplicaSet
     epoch_cache_class: type[LeaderEpochCache] = LeaderEpochCache
