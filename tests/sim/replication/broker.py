@@ -11,6 +11,11 @@ worker restart (`restart_worker`: the worker killed, its supervisor alive) keeps
 registration and metadata; its partitions reopen at once, at the same leader epochs, and a
 leader takes back the ISR change it had stored (isr_proposals.py's `resume`).
 
+A broker leads only while its lease runs (docs/replication.md §4.1): until the send time of
+the last heartbeat the controller answered unfenced, plus the session (broker_lifecycle.py's
+`_extend_lease`); past it, a produce is refused before it reaches the partition, as
+data_plane.py refuses it. A new process has no lease until its first heartbeat is answered.
+
 Every decision point that a planted bug may change goes through `wiring`; every fact the
 checker needs goes to `observer` (the code under test never sees either).
 """
@@ -50,13 +55,23 @@ from zlog.broker.data.epoch_cache import LeaderEpochCache
 from zlog.broker.data.isr import IsrChange, IsrErrorAction, ReplicaSet
 from zlog.broker.data.partition import Partition, ProduceOutcome
 from zlog.broker.data.producer_state import ProducerStateTable
-from zlog.broker.data.replica_sync import apply_replica_fetch, serve_replica_fetch
+from zlog.broker.data.replica_sync import (
+    apply_replica_fetch,
+    reset_out_of_range,
+    serve_replica_fetch,
+)
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import read_header
+from zlog.shm_segments.retention import SegmentInfo, wholly_below
 from zlog.transport.cluster_messages import NO_EPOCH, ReplicaFetchEntry, ReplicaFetchResult
 from zlog.types import ACKS_ALL, LATEST_TIMESTAMP
 
 REGISTER_RETRY_TICKS = 5
+# zlog's lease is a session less an election timeout of the metadata log, for a controller
+# that answers heartbeats after a quorum elected another. The simulated controller stops
+# answering the instant it fails over, and its successor's sessions start at its takeover, so
+# a lease of a full session ends before any controller may fence the broker.
+LEASE_MARGIN_TICKS = 0
 LONG_POLL_TICKS = 5  # a follower fetch with nothing to answer waits this long on the leader
 
 
@@ -94,6 +109,8 @@ class BrokerObserver(Protocol):
                   new_isr: frozenset[int], member_epochs: dict[int, int]) -> None: ...
 
     def log(self, line: str) -> None: ...
+
+    def count(self, what: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -149,6 +166,7 @@ class SimBroker:
     broker_epoch: int = -1
     next_register: int = 0
     next_heartbeat: int = 0
+    lease_until: int = 0  # the supervisor's lease: its workers take writes until then
     state: ClusterState | None = None
     meta_version: int = -1
     partitions: dict[int, Partition] = field(default_factory=dict)
@@ -170,6 +188,7 @@ class SimBroker:
         self.incarnation = f"{self.node_id}.{self.starts}"
         self.status = Status.UP
         self.registered, self.broker_epoch = False, -1
+        self.lease_until = 0  # none until a heartbeat is answered unfenced
         self.next_register = self.next_heartbeat = now
         self.state, self.meta_version = None, -1
         self._new_worker()
@@ -201,6 +220,7 @@ class SimBroker:
         """The first start, registered before the clock runs."""
         self.start(0)
         self.registered, self.broker_epoch = True, broker_epoch
+        self._extend_lease(0)  # its sessions start at 0 too
         self.apply_metadata(state, version)
 
     def crash(self) -> None:
@@ -234,7 +254,7 @@ class SimBroker:
             return
         if now >= self.next_heartbeat:
             self.next_heartbeat = now + self.profile.heartbeat_ticks
-            self.send(self.node_id, CONTROLLER, Heartbeat(self.broker_epoch))
+            self.send(self.node_id, CONTROLLER, Heartbeat(self.broker_epoch, now))
         self._store_reported(now)
         self._send_fetches(now)
         if now >= self.next_isr_check:
@@ -263,6 +283,8 @@ class SimBroker:
                     self.registered = False  # register again (same incarnation: same epoch)
                 return
             self.apply_metadata(body.state, body.version)
+            if body.broker_epoch == self.broker_epoch and self.registered and not body.fenced:
+                self._extend_lease(body.sent_at)
         elif isinstance(body, MetadataPush):
             self.apply_metadata(body.state, body.version)
         elif isinstance(body, AlterIsrAnswer):
@@ -275,6 +297,11 @@ class SimBroker:
             self._produce(envelope.src, body)
         elif isinstance(body, ConsumerFetch):
             self._consumer_fetch(envelope.src, body)
+
+    def _extend_lease(self, sent_at: int) -> None:
+        """The controller's session for this broker started no earlier than `sent_at`."""
+        self.lease_until = max(self.lease_until,
+                               sent_at + self.profile.session_ticks - LEASE_MARGIN_TICKS)
 
     # -- metadata --------------------------------------------------------------------------
 
@@ -463,15 +490,15 @@ class SimBroker:
 
     def _reset_position(self, partition: Partition, result: ReplicaFetchResult,
                         fetch_offset: int) -> None:
-        """fetcher._reset_position: below the leader's log start, start over there; past its
-        log end, cut to it."""
-        if fetch_offset < result.log_start_offset:
-            partition.start_over_at(result.log_start_offset)
-        elif 0 <= result.log_end_offset < fetch_offset:
-            self.observer.log(f"b{self.node_id} p{result.partition} past the leader's end "
-                              f"{result.log_end_offset}: cut")
-            partition.truncate_to(result.log_end_offset,
-                                  rebuilt_producers(self.disk.logs[result.partition]))
+        """fetcher._reset_position: past the leader's log end, cut to it; otherwise start over
+        at its log start (replica_sync.reset_out_of_range)."""
+        log = self.disk.logs[result.partition]
+        done = reset_out_of_range(partition, result, fetch_offset,
+                                  lambda: rebuilt_producers(log))
+        if done:
+            self.observer.log(f"b{self.node_id} p{result.partition} at {fetch_offset}, out of "
+                              f"the leader's range [{result.log_start_offset}, "
+                              f"{result.log_end_offset}): {done}")
 
     # -- leader: replica fetches -----------------------------------------------------------
 
@@ -645,6 +672,11 @@ class SimBroker:
             self.send(self.node_id, client, ProduceAnswer(
                 request.request_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1))
             return
+        if not self.wiring.lease_holds(self.now, self.lease_until):
+            self.send(self.node_id, client, ProduceAnswer(
+                request.request_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1))
+            self.observer.count("produce refused: lease ran out")
+            return
         end_before, hw_before = partition.log.log_end_offset, partition.high_watermark
         outcome = partition.produce([request.batch], request.acks)
         self.observer.produced(self, p, partition, acks=request.acks, outcome=outcome,
@@ -666,11 +698,33 @@ class SimBroker:
                     self._answer_parked(parked, status, parked_yet=False)
         self._appended(p, partition, end_before, hw_before)
 
+    def enforce_retention(self, p: int, due: int) -> int:
+        """partition_host.enforce_retention for `p`, whose `due` oldest segments (batches) the
+        retention policy says go: those wholly below the wiring's bound go, the epoch cache is
+        cut from the start (`log_start_moved`), and a leader computes its HW again (its log
+        start is its floor). Returns how many went."""
+        partition, log = self.partitions[p], self.disk.logs[p]
+        log.flush()  # the log flushes its ring before it deletes anything
+        sealed = [SegmentInfo(info.base, info.next, len(stored), -1)
+                  for info, stored in zip(log.infos[:-1], log.batches[:-1], strict=True)]
+        count = wholly_below(sealed, due, self.wiring.retention_upto(log))
+        if count == 0:
+            return 0
+        log.delete_oldest(count)
+        partition.log_start_moved()
+        hw_before = partition.high_watermark
+        partition.refresh_high_watermark()
+        if partition.high_watermark != hw_before:
+            self._settle(p)
+            self._wake_fetches(p, self.now)
+        return count
+
     def append_local(self, p: int, batch: bytes, batch_id: int) -> None:
         """An acks=1 batch appended as if a producer on this host sent it (the load of
         sim.py's rejoin check), if this broker leads `p`."""
         partition = self.partitions.get(p)
-        if partition is None or not partition.is_leader:
+        if (partition is None or not partition.is_leader
+                or not self.wiring.lease_holds(self.now, self.lease_until)):
             return
         end_before, hw_before = partition.log.log_end_offset, partition.high_watermark
         outcome = partition.produce([batch], 1)
@@ -733,7 +787,7 @@ class SimBroker:
             latest, latest_error = -1, error.code
         self.send(self.node_id, client, ConsumerFetchAnswer(
             request.request_id, read.error_code, read.high_watermark, found, latest,
-            latest_error))
+            latest_error, read.log_start_offset))
 
 
 def _end_of(result: ReplicaFetchResult) -> tuple[int, int]:
@@ -757,8 +811,14 @@ def _common_prefix(a: SimLog, b: SimLog | None) -> int:
     """The offset up to which two logs hold the same batches."""
     if b is None:
         return 0
-    end = max(a.log_start_offset, b.log_start_offset)
-    for x, y, bx, by in zip(a.infos, b.infos, a.batches, b.batches, strict=False):
+    # From where both logs hold batches (retention moves each start on its own); logs that
+    # do not overlap agree up to the shorter one's end.
+    end = min(max(a.log_start_offset, b.log_start_offset), a.log_end_offset, b.log_end_offset)
+    i, j = a.index_of(end), b.index_of(end)
+    if i is None or j is None:
+        return end
+    for x, y, bx, by in zip(a.infos[i:], b.infos[j:], a.batches[i:], b.batches[j:],
+                            strict=False):
         if x.base != y.base or bx != by:
             break
         end = x.next

@@ -8,10 +8,11 @@ to fire for each; the tests assert one of them fires within a bounded number of 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from tests.sim.replication.storage import SimDisk
-from tests.sim.replication.wiring import REAL, Wiring
+from tests.sim.replication.storage import SimDisk, SimLog
+from tests.sim.replication.wiring import REAL, Wiring, fenced_early
 from zlog.broker.control.controller import (
     NO_LEADER,
     IsrRequest,
@@ -24,9 +25,10 @@ from zlog.broker.control.metadata_commands import ClusterChange, PartitionChange
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.broker.data.epoch_cache import UNDEFINED, LeaderEpochCache
 from zlog.broker.data.isr import HighWatermark, IsrErrorAction, ReplicaSet
-from zlog.broker.data.partition import Partition
+from zlog.broker.data.partition import Partition, ProduceOutcome
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.errors import ErrorCode
+from zlog.record.header import Buffer
 from zlog.transport.cluster_messages import NO_EPOCH
 
 
@@ -160,6 +162,29 @@ def _every_refusal_reverts(code: ErrorCode) -> IsrErrorAction:
 B20 = replace(REAL, name="B20", resume_isr_changes=False, isr_error_action=_every_refusal_reverts)
 
 
+# B23: the controller fences a broker whose connection to it dropped, silent for a heartbeat
+# interval since, as it does one whose port refuses connections: the broker may still lead
+# on its lease, beside the successor elected at once.
+def _fence_on_dropped_connection(down_since: Mapping[int, int], refused: frozenset[int],
+                                 last_heard: Mapping[int, int], now: int,
+                                 heartbeat_ticks: int) -> frozenset[int]:
+    dropped = frozenset(b for b, since in down_since.items()
+                        if now - since >= heartbeat_ticks and last_heard.get(b, -1) <= since)
+    return fenced_early(down_since, refused, last_heard, now, heartbeat_ticks) | dropped
+
+
+B23 = replace(REAL, name="B23", fenced_early=_fence_on_dropped_connection)
+
+
+# B21: retention ignores the high watermark: every segment due goes but the active one, so a
+# leader's log start, and with it its HW, moves past batches its followers do not hold.
+def _retention_past_the_hw(log: SimLog) -> int:
+    return log.log_end_offset
+
+
+B21 = replace(REAL, name="B21", retention_upto=_retention_past_the_hw)
+
+
 # B22: the HW waits for the ISR only: a caught-up follower outside it is not counted, so a
 # leader that takes a batch within every round trip of its fetches keeps its HW ahead of it.
 def _hw_waits_for_isr_only(tracker: HighWatermark, now: int, log_end: int, lag_max: int
@@ -199,6 +224,40 @@ B12 = replace(REAL, name="B12", next_proposal=_join_at_hw)
 
 # B13: a follower applies an answer to a fetch sent in an older leader epoch.
 B13 = replace(REAL, name="B13", apply_stale_answers=True)
+
+# B14: a leader keeps taking produce once it lost the leadership: past its lease, and after it
+# applied its demotion (its produce path still sees the epoch it led, and stamps it).
+class _LeadsOnAfterDemotion(Partition):
+    led: int | None = None  # the epoch it led before its demotion
+
+    def become(self, *, leader_epoch: int, is_leader: bool,
+               replicas: ReplicaSet | None = None, now_ms: int = 0) -> int:
+        if self.is_leader and not is_leader:
+            self.led = self.leader_epoch
+        elif is_leader:
+            self.led = None
+        return super().become(leader_epoch=leader_epoch, is_leader=is_leader,
+                              replicas=replicas, now_ms=now_ms)
+
+    def produce(self, batches: Sequence[Buffer], acks: int, now_ms: int | None = None, *,
+                built_here: bool = False) -> ProduceOutcome:
+        if self.is_leader or self.led is None:
+            return super().produce(batches, acks, now_ms, built_here=built_here)
+        epoch = self.leader_epoch
+        self.is_leader, self.leader_epoch = True, self.led
+        try:
+            return super().produce(batches, acks, now_ms, built_here=built_here)
+        finally:
+            self.is_leader, self.leader_epoch = False, epoch
+
+
+def _lease_always_holds(now: int, lease_until: int) -> bool:
+    del now, lease_until
+    return True
+
+
+B14 = replace(REAL, name="B14", partition_class=_LeadsOnAfterDemotion,
+              lease_holds=_lease_always_holds)
 
 # B15: the producer state is not rebuilt after a truncation.
 B15 = replace(REAL, name="B15", rebuild_after_truncation=False)
@@ -246,8 +305,8 @@ B18 = replace(REAL, name="B18", directory_id=_no_directory)
 
 
 BUGS: dict[str, Wiring] = {w.name: w for w in (B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11,
-                                                B12, B13, B15, B16, B17, B18, B19, B20,
-                                                B22)}
+                                                B12, B13, B14, B15, B16, B17, B18, B19, B20,
+                                                B21, B22, B23)}
 
 CAUGHT_BY: dict[str, frozenset[str]] = {
     "B1": frozenset({"S4", "S5", "S6", "S9", "S13"}),
@@ -267,6 +326,9 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     # A stale answer can carry a high watermark over batches the new leader's epoch then cuts
     # (S9: a truncation below the HW), besides mixing two leaders' batches (S2, S3, S13).
     "B13": frozenset({"S2", "S3", "S9", "S13"}),
+    # A second writer (S2): a demoted leader appends in an epoch older than the one it applied,
+    # or a fenced one (paused past its session, say) takes the writes queued meanwhile.
+    "B14": frozenset({"S2"}),
     # Stale producer state on a new leader: a retried idempotent batch is taken for a duplicate
     # (S14) and answered ok at an offset where the log does not hold it (S16), or refused as
     # out of sequence until no acks=all write gets through once healed (L1).
@@ -282,6 +344,13 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     # The controller commits the forgotten expansion: the member joins the ISR without a batch
     # acknowledged meanwhile (S4), or is in it when one is acknowledged (S6).
     "B20": frozenset({"S6", "S4"}),
+    # A leader's HW follows its log start past batches no follower holds: acknowledged (S6),
+    # or lost with the leader when a follower takes over (S5, S4), and moved with the ISR below
+    # min.insync.replicas (S15); a follower's log start passes its own HW (S8).
+    "B21": frozenset({"S6", "S4", "S5", "S8", "S15"}),
     # A follower outside the ISR never reaches the HW of a leader that keeps taking batches.
     "B22": frozenset({"L2"}),
+    # The fenced leader, cut off from the controller but not from its clients, takes writes on
+    # its lease beside its successor (S2).
+    "B23": frozenset({"S2"}),
 }

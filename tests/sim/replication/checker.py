@@ -4,7 +4,9 @@ naming the check.
 
 Event checks (at the instant the fact is observable):
 - S1 at every commit: one leader per (partition, leader epoch); leader epochs only grow.
-- S2 at every leader append: the appender is the committed leader of the batch's epoch.
+- S2 at every leader append: the appender is the committed leader of the batch's epoch, has
+  applied no newer epoch, and is not fenced by the controller (its lease ran out first): once
+  fenced, another broker may lead its partitions, and two would take writes at once.
 - S4 at every ISR join and every ack: the member holds every acknowledged batch.
 - S5 when a replica starts leading an epoch: its log holds every batch committed in an
   earlier epoch.
@@ -34,6 +36,13 @@ empty trailing epoch of the replica's own leadership, which no cut of its log ha
 S4 is also swept over every ISR member periodically and at the end. Once the cluster healed,
 S5 holds for the final logs: every committed batch, consumed ones included, is in them.
 
+Retention deletes batches from the front of a log (and a follower below its leader's log start
+starts over there): S4, S5 and the final S5 do not ask a log for a batch below its log start,
+which S8 keeps at or below its HW, so what went was committed. S6 asks every member for the
+batch it acknowledges, except a member whose log start passed a batch already known committed
+(an idempotent retry of a batch retention deleted since is acknowledged at its offset); a batch
+acknowledged for the first time must be in the leader's log and in every member's.
+
 Not checked, because zlog does not implement the rule (docs/replication.md §7): eligible
 leader replicas, unclean election (off in every simulated topic), reassignment.
 """
@@ -55,6 +64,8 @@ from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
 from zlog.broker.data.partition import Partition, ProduceOutcome
 from zlog.errors import ErrorCode, ZlogError
 from zlog.types import ACKS_ALL
+
+_UNKNOWN = (-1, -1)  # a predecessor no log holding the batch knows (see batch_added)
 
 
 class InvariantViolation(AssertionError):
@@ -87,11 +98,12 @@ class Checker:
         # (p, base offset, epoch) -> (bytes, predecessor, how many logs hold it)
         self.batches: dict[tuple[int, int, int], tuple[bytes, tuple[int, int] | None, int]] = {}
         self.marks: dict[tuple[int, int], _LogMark] = {}
+        self.applied_epoch: dict[tuple[int, int], int] = {}  # (broker, p) -> newest applied
         # (worker process, p) -> (HW, log start, log end) when S8 last passed
         self.hw_checked: dict[tuple[str, int], tuple[int, int, int]] = {}
         self.counts: dict[str, int] = {}
 
-    def _count(self, what: str) -> None:
+    def count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
 
     def _isr(self, p: int) -> tuple[int, ...]:
@@ -108,7 +120,7 @@ class Checker:
                   error: ZlogError | None) -> None:
         del command
         if error is not None:
-            self._count("commands refused at apply")
+            self.count("commands refused at apply")
             return
         topic_before, topic_after = before.topics.get(TOPIC), after.topics.get(TOPIC)
         if topic_after is None:
@@ -188,7 +200,7 @@ class Checker:
             return
         log = self._log_of(member, p)
         for offset, batch in self.ghost.acked[p].items():
-            if log is None or not log.holds(offset, batch):
+            if log is None or (not log.holds(offset, batch) and offset >= log.log_start_offset):
                 raise InvariantViolation(check, f"p{p}: broker {member} {why} without acked "
                                                 f"batch {batch} at {offset}")
 
@@ -202,6 +214,22 @@ class Checker:
             raise InvariantViolation("S2", f"p{p}: broker {log.broker} appended batch "
                                            f"{info.batch_id} at {info.base} in epoch "
                                            f"{info.epoch}, led by {owner}")
+        broker = self.world.brokers.get(log.broker)
+        registration = self.world.committed_state().brokers.get(log.broker)
+        if (broker is not None and registration is not None and registration.fenced
+                and registration.broker_epoch == broker.broker_epoch):
+            info_now = self.world.committed_state().partition(TOPIC, p)
+            now_led = "" if info_now is None else (f"; p{p} is led by {info_now.leader} in "
+                                                   f"epoch {info_now.leader_epoch}")
+            raise InvariantViolation("S2", f"p{p}: broker {log.broker} appended batch "
+                                           f"{info.batch_id} at {info.base} in epoch "
+                                           f"{info.epoch} while fenced (broker epoch "
+                                           f"{broker.broker_epoch}){now_led}")
+        applied = self.applied_epoch.get((log.broker, p), -1)
+        if info.epoch < applied:
+            raise InvariantViolation("S2", f"p{p}: broker {log.broker} appended batch "
+                                           f"{info.batch_id} at {info.base} in epoch "
+                                           f"{info.epoch}, after it applied epoch {applied}")
         self.ghost.appended_as_leader.setdefault((p, info.epoch), log.broker)
 
     def truncating(self, log: SimLog, new_end: int) -> None:
@@ -220,6 +248,8 @@ class Checker:
 
     def opened_or_became(self, broker: SimBroker, p: int, partition: Partition,
                          new_term: bool) -> None:
+        key = (broker.node_id, p)
+        self.applied_epoch[key] = max(self.applied_epoch.get(key, -1), partition.leader_epoch)
         if not (partition.is_leader and new_term):
             return
         self.marks.setdefault((broker.node_id, p), _LogMark()).led = partition.leader_epoch
@@ -232,7 +262,8 @@ class Checker:
             # Leader completeness: what was committed in earlier epochs. (A replica applying
             # a stale record leads an epoch that others already followed; what they committed
             # since is not its to hold, and it can acknowledge nothing: S6.)
-            if committed_in[offset] < partition.leader_epoch and not log.holds(offset, batch):
+            if (committed_in[offset] < partition.leader_epoch and not log.holds(offset, batch)
+                    and offset >= log.log_start_offset):
                 raise InvariantViolation("S5", f"p{p}: broker {broker.node_id} leads epoch "
                                                f"{partition.leader_epoch} without committed "
                                                f"batch {batch} at {offset}")
@@ -252,7 +283,7 @@ class Checker:
         if outcome.error_code == ErrorCode.NOT_ENOUGH_REPLICAS:
             if partition.log.log_end_offset != end_before:
                 raise InvariantViolation("S15", f"p{p}: NOT_ENOUGH_REPLICAS after an append")
-            self._count("acks=all refused: NOT_ENOUGH_REPLICAS")
+            self.count("acks=all refused: NOT_ENOUGH_REPLICAS")
         elif outcome.appended_bytes and len(partition.replicas.isr) < self.min_insync:
             raise InvariantViolation("S15", f"p{p}: broker {broker.node_id} appended acks=all "
                                             f"with ISR {sorted(partition.replicas.isr)}")
@@ -262,23 +293,30 @@ class Checker:
         ghost = self.ghost
         leader_log = self._log_of(broker.node_id, p)
         info = None if leader_log is None else leader_log.batch_at(base_offset)
-        if info is None or info.base != base_offset or info.batch_id != batch_id:
+        known = ghost.committed[p].get(base_offset)
+        if info is not None and info.base == base_offset and info.batch_id == batch_id:
+            batch = (batch_id, info.epoch)
+        elif (leader_log is not None and base_offset < leader_log.log_start_offset
+              and known is not None and known[0] == batch_id):
+            batch = known  # a retry of a committed batch that retention deleted since
+        else:
             raise InvariantViolation("S6", f"p{p}: broker {broker.node_id} acks batch "
                                            f"{batch_id} at {base_offset}, which its log does "
                                            "not hold there")
-        batch = (batch_id, info.epoch)
         members = set(partition.isr_tracker.maximal_isr) | set(self._isr(p))
         for member in sorted(members):
             if ghost.lacks_data(p, member):
                 continue
             log = self._log_of(member, p)
+            if log is not None and base_offset < log.log_start_offset and known == batch:
+                continue
             if log is None or not log.holds(base_offset, batch):
                 raise InvariantViolation(
                     "S6", f"p{p}: broker {broker.node_id} acks batch {batch_id} at "
                           f"{base_offset} (epoch {partition.leader_epoch}, HW "
                           f"{partition.high_watermark}) but broker {member} of ISR "
                           f"{sorted(members)} does not hold it")
-        idempotent = info.producer[0] >= 0
+        idempotent = info is None or info.producer[0] >= 0
         earlier = ghost.acked_offset.setdefault(batch_id, base_offset)
         if earlier != base_offset and idempotent:
             raise InvariantViolation("S14", f"p{p}: batch {batch_id} acked at {earlier} and "
@@ -289,7 +327,7 @@ class Checker:
                                            f"where committed batch {other} was")
         ghost.acked[p][base_offset] = batch
         ghost.commit(p, base_offset, batch, partition.leader_epoch)
-        self._count("acks=all acknowledged")
+        self.count("acks=all acknowledged")
         self.log(f"b{broker.node_id} p{p} acks batch {batch_id} at {base_offset} (e"
                  f"{partition.leader_epoch}, hw {partition.high_watermark}, max isr "
                  f"{sorted(partition.isr_tracker.maximal_isr)})")
@@ -316,7 +354,7 @@ class Checker:
             ghost.commit(p, base, batch, partition.leader_epoch)
         if shown >= 0:  # -1: the leader shows none yet
             self._exposed(broker, p, partition, shown, "a consumer's fetch")
-        self._count("consumer reads")
+        self.count("consumer reads")
 
     def offsets_listed(self, broker: SimBroker, p: int, partition: Partition,
                        latest: int) -> None:
@@ -342,9 +380,10 @@ class Checker:
     def fetch_answer(self, broker: SimBroker, p: int, partition: Partition,
                      answer: ReplicaFetchAnswer) -> None:
         result = answer.result
-        if result.diverging_epoch >= 0 or answer.ghost_prev_batch is None:
-            return
         log = broker.disk.logs[p]
+        if (result.diverging_epoch >= 0 or answer.ghost_prev_batch is None
+                or log.log_end_offset == log.log_start_offset):
+            return  # an empty log (retention took its front) has no last batch to compare
         index = log.index_of(log.log_end_offset - 1)
         mine = None if index is None else bytes(log.batches[index])
         if mine != answer.ghost_prev_batch:
@@ -403,22 +442,26 @@ class Checker:
         p = log.partition
         info = log.infos[index]
         before = log.infos[index - 1] if index > 0 else None
+        # The first batch of a log that starts past 0 (a follower started over at its leader's
+        # log start) has a predecessor this log never held: unknown, not compared.
         pred = None if before is None else (before.base, before.epoch)
+        pred_known = before is not None or info.base == 0
         stored = bytes(log.batches[index])
         key = (p, info.base, info.epoch)
         known = self.batches.get(key)
         if known is None:
-            self.batches[key] = (stored, pred, 1)
+            self.batches[key] = (stored, pred if pred_known else _UNKNOWN, 1)
         else:
             if known[0] != stored:
                 raise InvariantViolation("S3", f"p{p}: broker {log.broker} holds batch "
                                                f"{info.batch_id} at offset {info.base} epoch "
                                                f"{info.epoch}, where another log holds another")
-            if known[1] != pred:
+            if pred_known and known[1] not in (pred, _UNKNOWN):
                 raise InvariantViolation("S3", f"p{p}: broker {log.broker} holds batch "
                                                f"{info.batch_id} at {info.base} after {pred}, "
                                                f"another log after {known[1]}")
-            self.batches[key] = (known[0], known[1], known[2] + 1)
+            first_pred = pred if pred_known and known[1] == _UNKNOWN else known[1]
+            self.batches[key] = (known[0], first_pred, known[2] + 1)
         pid, producer_epoch, sequence = info.producer
         if pid >= 0:
             mark = self.marks.setdefault((log.broker, p), _LogMark())
@@ -534,7 +577,8 @@ class Checker:
                 continue
             log = self._log_of(info.leader, p)
             for offset, batch in sorted(self.ghost.committed[p].items()):
-                if log is None or not log.holds(offset, batch):
+                if log is None or (not log.holds(offset, batch)
+                                   and offset >= log.log_start_offset):
                     raise InvariantViolation("S5", f"p{p}: the final log of leader "
                                                    f"{info.leader} lacks committed batch "
                                                    f"{batch} at {offset}")

@@ -185,6 +185,6 @@ class Consumer:
             return
         self.waiting = None
         if body.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            self.offset = 0
+            self.offset = body.log_start_offset  # auto.offset.reset = earliest
         elif body.batches:
             self.offset = body.batches[-1][1]

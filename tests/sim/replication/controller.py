@@ -11,6 +11,12 @@ a proposal in flight either committed already (it reached a majority) or is lost
 answers are lost either way; queued requests are lost. The new controller gives every
 registered broker a fresh session (`ControllerService.set_active`).
 
+A heartbeat is answered fenced while the broker's registration is fenced or the round being
+committed fences it: only an unfenced answer renews the broker's lease (broker.py), so no lease
+outlasts the session the controller fences by. Besides sessions, the controller watches its
+connection to each broker (`broker_probes.py`): a broker whose port refuses connections (its
+process is dead), silent since, is fenced at once (`wiring.fenced_early`).
+
 Every commit goes to the ghost (`on_commit`) and to every broker (MetadataPush): brokers apply
 what they receive, so a broker cut off from the controller keeps acting on old metadata.
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Protocol
 
 from tests.sim.replication.messages import (
@@ -59,11 +66,21 @@ class _Proposal:
     done: Done
 
 
+class Reach(Enum):
+    """What the controller's probe of a broker's control port finds (broker_probes.py)."""
+
+    CONNECTED = "connected"  # its connection is up (a paused process keeps it up)
+    DROPPED = "dropped"  # its connection is down, and a connect hangs: the network is cut
+    REFUSED = "refused"  # nothing listens at its port: its process is dead
+
+
 class CommitListener(Protocol):
     def on_commit(self, before: ClusterState, after: ClusterState, command: Command,
                   error: ZlogError | None) -> None: ...
 
     def log(self, line: str) -> None: ...
+
+    def reach(self, broker: int) -> Reach: ...
 
 
 class SimController:
@@ -75,6 +92,9 @@ class SimController:
         self.state = ClusterState()
         self.version = 0
         self.sessions: dict[int, tuple[int, int]] = {}  # broker -> (epoch, last heartbeat)
+        self.fencing: frozenset[int] = frozenset()  # brokers the round in flight fences
+        self.down_since: dict[int, int] = {}  # broker -> since when its connection is down
+        self.refused: frozenset[int] = frozenset()  # brokers whose port refuses connections
         self.queued: list[tuple[int, int, IsrRequest]] = []  # (broker, request id, request)
         self.pipeline: list[_Proposal] = []
         self.round_in_flight = False
@@ -142,6 +162,7 @@ class SimController:
             result, error = self._commit(proposal.command)
             proposal.done(result, error)
             self._push()
+        self._probe(now)
         if self.round_in_flight or now < self.next_round:
             return
         self.next_round = now + self.profile.round_ticks
@@ -156,7 +177,7 @@ class SimController:
         requests = self.wiring.isr_requests(state, tuple(q[2] for q in queued))
         timeout = self.profile.session_ticks
         expired = frozenset(b for b in state.brokers if (s := self.sessions.get(b)) is None
-                            or now - s[1] > timeout)
+                            or now - s[1] > timeout) | self._fenced_early(now)
         heard = frozenset(b for b, r in state.brokers.items()
                           if (s := self.sessions.get(b)) is not None
                           and s[0] == r.broker_epoch and now - s[1] <= timeout)
@@ -172,15 +193,41 @@ class SimController:
         if outcome.empty:
             return
         self.round_in_flight = True
+        self.fencing = frozenset(b.node_id for b in outcome.change.brokers if b.fenced)
 
         def done(result: object, error: ZlogError | None) -> None:
             del result
             self.round_in_flight = False
+            self.fencing = frozenset()
             code = ErrorCode.NONE if error is None else error.code
             for broker, request_id in accepted:
                 self.send(CONTROLLER, broker, AlterIsrAnswer(request_id, code))
 
         self._propose(outcome.change, done)
+
+    # -- probes (broker_probes.py, controller_service.set_unreachable) ---------------------
+
+    def _probe(self, now: int) -> None:
+        """Note whose connection went down, and when; a broker whose port newly refuses
+        connections is fenced by a round that runs at once."""
+        refused = set()
+        for b in sorted(self.state.brokers):
+            reach = self.listener.reach(b)
+            if reach == Reach.CONNECTED:
+                self.down_since.pop(b, None)
+                continue
+            self.down_since.setdefault(b, now)
+            if reach == Reach.REFUSED:
+                refused.add(b)
+        if refused - self.refused and not self.round_in_flight:
+            self.next_round = min(self.next_round, now)
+        self.refused = frozenset(refused)
+
+    def _fenced_early(self, now: int) -> frozenset[int]:
+        """Brokers fenced before their session ends (controller_service._gone)."""
+        last_heard = {b: s[1] for b, s in self.sessions.items()}
+        return self.wiring.fenced_early(self.down_since, self.refused, last_heard, now,
+                                        self.profile.heartbeat_ticks)
 
     # -- failover --------------------------------------------------------------------------
 
@@ -195,6 +242,8 @@ class SimController:
         self.pipeline = [replace(p, commit_at=max(p.commit_at, self.down_until)) for p in kept]
         self.queued = []
         self.round_in_flight = False
+        self.fencing = frozenset()
+        self.down_since, self.refused = {}, frozenset()  # the new one has no probe history
         self.next_round = self.down_until
         self.listener.log(f"controller failover: down until {self.down_until}, "
                           f"{len(kept)} proposal(s) still commit")
@@ -214,8 +263,10 @@ class SimController:
                     ErrorCode.STALE_BROKER_EPOCH, body.broker_epoch, self.state, self.version))
                 return
             self.sessions[broker] = (body.broker_epoch, self.now)
+            fenced = registration.fenced or broker in self.fencing
             self.send(CONTROLLER, broker, HeartbeatAnswer(
-                ErrorCode.NONE, body.broker_epoch, self.state, self.version))
+                ErrorCode.NONE, body.broker_epoch, self.state, self.version, fenced,
+                body.sent_at))
         elif isinstance(body, AlterIsr):
             self.queued.append((broker, body.request_id, body.request))
 

@@ -45,6 +45,7 @@ class Registered:
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
     broker_epoch: int
+    sent_at: int  # the broker's clock when it sent this (its lease counts from here)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,8 @@ class HeartbeatAnswer:
     broker_epoch: int
     state: ClusterState
     version: int
+    fenced: bool = False  # fenced, or fenced by the round being committed: no lease
+    sent_at: int = -1  # the heartbeat's, echoed: the lease it gives runs from there
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,3 +137,4 @@ class ConsumerFetchAnswer:
     batches: tuple[tuple[int, int, int], ...]  # (base offset, next offset, batch id)
     latest_offset: int = -1
     latest_error: ErrorCode = ErrorCode.NONE
+    log_start_offset: int = 0  # where a consumer out of range starts again (earliest)

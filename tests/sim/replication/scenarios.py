@@ -266,7 +266,7 @@ def kip101_power_loss(s: Script) -> None:
     _write(s, B)
     s.restart(A)
     s.until("A caught up with B and in the ISR",
-            lambda: s.follows(A, B) and A in s.isr() and s.log(A).batches == s.log(B).batches)
+            lambda: s.follows(A, B) and A in s.isr() and s.log(A).same_batches(s.log(B)))
 
 
 def kip279(s: Script) -> None:
@@ -295,7 +295,7 @@ def kip279(s: Script) -> None:
     s.restart(B)
     s.mend(B, C)
     s.until("B caught up with C and in the ISR",
-            lambda: s.follows(B, C) and B in s.isr() and s.log(B).batches == s.log(C).batches)
+            lambda: s.follows(B, C) and B in s.isr() and s.log(B).same_batches(s.log(C)))
 
 
 # -- the cases of the rarer planted bugs ----------------------------------------------------
@@ -325,7 +325,7 @@ def stale_fetch_answer(s: Script) -> None:
     s.until("x read from C", lambda: s.committed(1))
     s.until("A follows C", lambda: s.follows(A, C))
     s.release()
-    s.until("A caught up with C", lambda: s.log(A).batches == s.log(C).batches)
+    s.until("A caught up with C", lambda: s.log(A).same_batches(s.log(C)))
 
 
 def divergent_follower_elected(s: Script) -> None:

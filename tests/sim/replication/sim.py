@@ -25,7 +25,7 @@ from tests.sim.replication.broker import SimBroker, Status
 from tests.sim.replication.checker import Checker, InvariantViolation
 from tests.sim.replication.clients import Consumer, Producer
 from tests.sim.replication.clock import SimClock
-from tests.sim.replication.controller import TOPIC, SimController
+from tests.sim.replication.controller import TOPIC, Reach, SimController
 from tests.sim.replication.ghost import Ghost
 from tests.sim.replication.messages import CONTROLLER, Envelope, Produce, ProduceAnswer
 from tests.sim.replication.network import NetworkProfile, SimNetwork
@@ -71,6 +71,9 @@ class ReplicationSim:
         # Drawn last, so that seeds without a wipe run as they did before wipes were modelled.
         self.wipe_rng = random.Random(rng.getrandbits(64))
         self.wipe_p = self.wipe_rng.choice([0.0, 0.002, 0.005, 0.01])
+        # Drawn after the wipes for the same reason: seeds without retention run as before.
+        self.retention_rng = random.Random(rng.getrandbits(64))
+        self.retention_p = self.retention_rng.choice([0.0, 0.01, 0.03, 0.1])
         self.trace: deque[str] = deque(maxlen=TRACE_TAIL)
         self._digest = hashlib.sha256()
         self.ghost = Ghost(spec_loss_bound=spec_loss_bound)
@@ -133,6 +136,16 @@ class ReplicationSim:
 
     def committed_state(self) -> ClusterState:
         return self.controller.state
+
+    def reach(self, b: int) -> Reach:
+        """What the controller's probe of b finds: a cut link hangs, a dead process's port
+        refuses, a paused one still accepts (its sockets stay open)."""
+        blocked = self.network.blocked
+        if (CONTROLLER, b) in blocked or (b, CONTROLLER) in blocked:
+            return Reach.DROPPED
+        broker = self.brokers.get(b)
+        return Reach.REFUSED if broker is None or broker.status == Status.DOWN else (
+            Reach.CONNECTED)
 
     def target(self, p: int) -> int:
         """The broker a client asks: the leader it last heard of, or anyone."""
@@ -272,6 +285,27 @@ class ReplicationSim:
             self.controller.fail_over(now, rng.randint(2, 2 * session))
             self._count("controller failovers")
         self._worker_faults(now)
+        self._retention()
+
+    def _retention(self) -> None:
+        """Retention on one replica (a leader half of the time): the oldest batches of its log
+        are due (never the last, the active segment); the broker deletes those its rule lets
+        go (SimBroker.enforce_retention)."""
+        rng = self.retention_rng
+        if rng.random() >= self.retention_p or (b := self._pick(rng)) is None:
+            return
+        broker = self.brokers[b]
+        if not broker.partitions:
+            return
+        p = rng.choice(sorted(broker.partitions))
+        log = self.disks[b].logs[p]
+        if len(log.infos) < 2:
+            return
+        deleted = broker.enforce_retention(p, rng.randint(1, len(log.infos) - 1))
+        if deleted:
+            self.log(f"b{b} p{p} retention deletes {deleted} batch(es): log starts at "
+                     f"{log.log_start_offset}")
+            self._count("retention runs")
 
     def _worker_faults(self, now: int) -> None:
         """A worker killed alone (its supervisor restarts it at once): at random, or right
@@ -382,7 +416,7 @@ class ReplicationSim:
                 for _ in range(self.profile.chaos_ticks):
                     self.step()
             else:
-                self.wipe_p = 0.0  # a scenario's faults are its script's own
+                self.wipe_p = self.retention_p = 0.0  # a scenario's faults are its script's own
                 script(self)
             self._heal_and_check_liveness()
             self.checker.sweep()
@@ -519,9 +553,8 @@ class ReplicationSim:
             if leader.high_watermark != leader.log.log_end_offset:
                 return f"p{p}: HW {leader.high_watermark} < log end {leader.log.log_end_offset}"
             assert isinstance(leader.log, SimLog)
-            reference = leader.log.batches
             for b in info.replicas:
-                if self.disks[b].logs[p].batches != reference:
+                if not self.disks[b].logs[p].same_batches(leader.log):
                     return f"p{p}: b{b}'s log differs from the leader's"
         if any(p.current is not None for p in self.producers):
             return "a produce is still in flight"

@@ -6,7 +6,8 @@ checker's questions cost little, and tells an observer (the checker) about every
 and every truncation before it happens. It also tracks how much of it was written back to disk
 (`flushed_end`): a power loss cuts the log there, which is how zlog's page-cache writes behave
 (docs/reliability.md §2: no fsync by default). A process crash keeps everything (the ring and
-the page cache survive it).
+the page cache survive it). Retention deletes whole batches from the front (`delete_oldest`):
+each batch reads as a segment of its own, and the last one, the active segment, never goes.
 
 `SimDisk` is one broker's data directory: a log per partition and the leader-epoch checkpoint,
 which zlog fsyncs on every change (epoch_checkpoint.py), so a power loss never loses it. A wipe
@@ -135,9 +136,6 @@ class SimLog(MemoryLog):
             used += len(stored)
         return views
 
-    def publish_high_watermark(self, offset: int) -> None:
-        del offset  # no local readers in the simulation
-
     def truncate_to(self, offset: int) -> None:
         if self.observer is not None:
             self.observer.truncating(self, offset)
@@ -152,10 +150,37 @@ class SimLog(MemoryLog):
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         if self.observer is not None:
-            self.observer.truncating(self, min(offset, self.log_start_offset))
+            # Below the log start, a cut of every batch; past the log end, a follower starting
+            # over at its leader's log start: what it drops lies below it, and went from the
+            # leader's log by retention (the checks do not ask a log for what lies below its
+            # start), so nothing is cut from the end.
+            self.observer.truncating(self, offset if offset < self.log_start_offset
+                                     else self.log_end_offset)
         super().truncate_fully_and_start_at(offset)
         self._cut_index(0)
         self.flushed_end = offset
+
+    def delete_oldest(self, count: int) -> None:
+        """Retention: the `count` oldest batches go, and the log starts at the next one."""
+        removed = self.infos[:count]
+        del self.infos[:count]
+        del self._bases[:count]
+        self.batches = self.batches[count:]
+        self.log_start_offset = self.infos[0].base if self.infos else self.log_end_offset
+        self.changes += 1
+        if self.observer is not None and removed:
+            self.observer.batches_removed(self, removed)
+
+    def same_batches(self, other: SimLog) -> bool:
+        """Whether the two logs end at the same offset and hold the same batches from the later
+        of their starts (retention deletes each replica's front on its own)."""
+        if self.log_end_offset != other.log_end_offset:
+            return False
+        start = max(self.log_start_offset, other.log_start_offset)
+        return self._from(start) == other._from(start)
+
+    def _from(self, offset: int) -> list[bytearray]:
+        return self.batches[bisect.bisect_left(self._bases, offset):]
 
     # -- the disk underneath -------------------------------------------------------------------
 

@@ -35,22 +35,25 @@ SOAK_FIRST_SEED = 2_000_000
 # simulator that move the schedule.
 BUG_SEED_BOUND: dict[str, int] = {
     "B1": 10,  # seed 0: a follower cut to its HW lacks a batch its leader acknowledges (S6)
-    "B2": 40,  # seed 13: a follower keeps a divergent tail (S13)
-    "B3": 150,  # seed 13: the answer for an epoch the leader never had hides the fork (S13)
+    "B2": 60,  # seed 22: a follower keeps a divergent tail (S13)
+    "B3": 350,  # seed 229: the answer for an epoch the leader never had hides the fork (S13)
     "B4": 10,  # seed 0: the epoch cache misses the leader's epoch (S10)
     "B5": 40,  # seed 2: an out-of-ISR leader lacks acknowledged batches (S5)
-    "B6": 40,  # seed 2: an ack before the shrink committed (S6)
+    "B6": 40,  # seed 0: an ack before the shrink committed (S6)
     "B7": 10,  # seed 0: an ack at the leader's append (S6)
     "B8": 10,  # seed 0: a duplicate acknowledged before it is replicated (S6)
-    "B9": 150,  # seed 37: a new leader shows a consumer a HW below one shown before (S8)
+    "B9": 150,  # seed 67: a new leader shows a consumer a HW below one shown before (S8)
     "B10": 10,  # seed 0: a leader's HW moves with the ISR below min.insync.replicas (S15)
     "B11": 100,  # seed 0: a member admitted at a broker epoch it no longer has (S12)
-    "B12": 200,  # seed 1: a member admitted below the leader's epoch start (S12)
-    "B16": 40,  # seed 4: a follower's cut leaves its old epoch in the cache (S10)
+    "B12": 200,  # seed 4: a member admitted below the leader's epoch start (S12)
+    "B14": 10,  # seed 1: a leader paused past its session takes the writes queued meanwhile (S2)
+    "B16": 40,  # seed 8: a follower's cut leaves its old epoch in the cache (S10)
     "B18": 40,  # seed 2: a broker back on a wiped disk leads without committed batches (S5)
     "B19": 10,  # seed 0: an ack for a batch a follower reported but does not hold yet (S6)
     "B20": 100,  # seed 2: a restarted leader worker forgot its expansion, committed (S4)
-    "B22": 40,  # seed 2: a follower never rejoins a leader under a steady load (L2)
+    "B21": 100,  # seed 19: retention moves a follower's log start past its HW (S8)
+    "B22": 40,  # seed 1: a follower never rejoins a leader under a steady load (L2)
+    "B23": 150,  # seed 55: a leader cut off from the controller, fenced early, writes on (S2)
 }
 
 

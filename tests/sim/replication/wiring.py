@@ -8,7 +8,7 @@ below is what zlog does there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tests.sim.replication.storage import SimDisk, SimLog
@@ -73,6 +73,28 @@ def checked_requests(state: ClusterState, requests: tuple[IsrRequest, ...]
     return requests
 
 
+def fenced_early(down_since: Mapping[int, int], refused: frozenset[int],
+                 last_heard: Mapping[int, int], now: int, heartbeat_ticks: int
+                 ) -> frozenset[int]:
+    """Brokers fenced before their session ends: those whose port refuses connections (their
+    processes are gone), silent since their connection went down (controller_service._gone).
+    A connection that merely dropped proves nothing: the broker may lead on its lease."""
+    del now, heartbeat_ticks
+    return frozenset(b for b in refused if last_heard.get(b, -1) <= down_since[b])
+
+
+def retention_upto(log: SimLog) -> int:
+    """Retention deletes only segments wholly below the log's high watermark
+    (PartitionLog.enforce_retention; the simulated broker keeps no producer snapshots, so
+    none bounds it further, as in zlog when none could be written)."""
+    return log.published_high_watermark
+
+
+def lease_holds(now: int, lease_until: int) -> bool:
+    """A worker takes writes only while its broker's lease runs (DataPlane.lease_holds)."""
+    return now < lease_until
+
+
 @dataclass(frozen=True, slots=True)
 class Wiring:
     name: str = "real"
@@ -81,7 +103,11 @@ class Wiring:
     directory_id: Callable[[SimDisk], str] = directory_id
     isr_requests: Callable[[ClusterState, tuple[IsrRequest, ...]],
                            tuple[IsrRequest, ...]] = checked_requests
+    fenced_early: Callable[[Mapping[int, int], frozenset[int], Mapping[int, int], int, int],
+                           frozenset[int]] = fenced_early
     # leader
+    lease_holds: Callable[[int, int], bool] = lease_holds
+    retention_upto: Callable[[SimLog], int] = retention_upto
     partition_class: type[Partition] = Partition
     replica_set_class: type[ReplicaSet] = ReplicaSet
     epoch_cache_class: type[LeaderEpochCache] = LeaderEpochCache

@@ -35,7 +35,7 @@ import zmq
 
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerStateTable
-from zlog.broker.data.replica_sync import apply_replica_fetch
+from zlog.broker.data.replica_sync import apply_replica_fetch, reset_out_of_range
 from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
 from zlog.transport.cluster_messages import (
     FetchRequestV1,
@@ -279,16 +279,14 @@ class Fetchers:
 
     def _reset_position(self, tp: TopicPartition, partition: Partition,
                         result: ReplicaFetchResult, fetch_offset: int) -> None:
-        """Out of range: below the leader's log start, start over there; past its log end
-        (after an unclean election only), cut to it."""
-        if fetch_offset < result.log_start_offset:
-            log.info("%s-%d: below the leader's log start %d, starting over there", *tp,
-                     result.log_start_offset)
-            partition.start_over_at(result.log_start_offset)
-        elif 0 <= result.log_end_offset < fetch_offset:
-            log.warning("%s-%d: past the leader's log end %d, cutting the tail", *tp,
-                        result.log_end_offset)
-            partition.truncate_to(result.log_end_offset, self._rebuild_producers(tp))
+        """Out of range (replica_sync.reset_out_of_range): past the leader's log end, cut to
+        it; otherwise start over at the leader's log start."""
+        done = reset_out_of_range(partition, result, fetch_offset,
+                                  lambda: self._rebuild_producers(tp))
+        if done:
+            log.log(logging.INFO if done == "started over" else logging.WARNING,
+                    "%s-%d at %d, out of the leader's range [%d, %d): %s", *tp, fetch_offset,
+                    result.log_start_offset, result.log_end_offset, done)
 
     def _back_off(self, link: _Link, now_ms: int) -> None:
         link.backoff_until_ms = now_ms + self.settings.backoff_ms

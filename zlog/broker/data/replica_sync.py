@@ -10,7 +10,11 @@ leader never had that epoch), the answer is that epoch and its end instead of ba
 follower's position is not taken. First of all, a fetch naming another topic id than the
 partition's (the name was deleted and created again, KIP-516) is UNKNOWN_TOPIC_ID; and an
 epoch newer than any the leader's cache holds, for which it has no end to give, is
-UNKNOWN_LEADER_EPOCH: the follower asks again, never reading it as "no divergence". Otherwise
+UNKNOWN_LEADER_EPOCH: the follower asks again, never reading it as "no divergence". An epoch
+older than any the leader's log still holds, once retention moved its start, cannot be placed
+either (the cache no longer says where the next epoch began, so KIP-279's answer, "it ends where
+my first epoch starts", would let a follower keep a divergent batch just below the leader's log
+start): OFFSET_OUT_OF_RANGE, and the follower starts over at the leader's log start. Otherwise
 the follower's fetch offset is its log end (it holds everything below), which may move the high
 watermark, and it gets the batches from there up to the leader's log end.
 
@@ -19,7 +23,9 @@ leader's end for that epoch and the follower's own end for it (KIP-101 with KIP-
 high watermark); batches are appended byte for byte, each exactly at the log end and of an epoch
 no newer than the leader's; the high watermark follows the leader's, never above the log end. A
 diverging answer that names no epoch or no end is dropped (the follower backs off and asks
-again): neither a cut point nor "no divergence".
+again): neither a cut point nor "no divergence". OFFSET_OUT_OF_RANGE (`reset_out_of_range`):
+past the leader's log end the follower cuts to it, otherwise it starts over at the leader's
+log start.
 """
 
 from __future__ import annotations
@@ -95,6 +101,12 @@ def serve_replica_fetch(
                         f"{where}: offset {entry.fetch_offset} is below the log start "
                         f"{log_start}")
     if entry.last_fetched_epoch != NO_EPOCH:
+        entries = partition.epochs.entries
+        if log_start > 0 and entries and entry.last_fetched_epoch < entries[0].epoch:
+            return _refused(partition, entry, ErrorCode.OFFSET_OUT_OF_RANGE,
+                            f"{where}: epoch {entry.last_fetched_epoch} of the follower's last "
+                            f"batch is older than any in this log, which starts at {log_start} "
+                            f"in epoch {entries[0].epoch}: start over there")
         epoch, end = partition.epochs.end_offset_for(entry.last_fetched_epoch, log_end)
         if epoch == UNDEFINED:  # no cut point to offer, and no "no divergence" either
             return _refused(partition, entry, ErrorCode.UNKNOWN_LEADER_EPOCH,
@@ -137,6 +149,25 @@ def truncation_point(partition: Partition, epoch: int, end_offset: int) -> int:
     if own_epoch == UNDEFINED:
         return min(end_offset, log_end)
     return min(end_offset, own_end, log_end)
+
+
+def reset_out_of_range(
+    partition: Partition, result: ReplicaFetchResult, fetch_offset: int,
+    rebuild_producers: Callable[[], ProducerStateTable],
+) -> str:
+    """A follower's fetch answered OFFSET_OUT_OF_RANGE: past the leader's log end (after an
+    unclean election only) it cuts its log to that end; otherwise its log lies below the
+    leader's log start or cannot be checked against the leader's (its last epoch is older than
+    any the leader's log still holds), and it starts over empty at the leader's log start,
+    dropping nothing the leader still has. Returns what it did ("" if nothing)."""
+    if 0 <= result.log_end_offset < fetch_offset:
+        partition.truncate_to(result.log_end_offset, ProducerStateTable())
+        partition.producers = rebuild_producers()
+        return "cut to the leader's log end"
+    if result.log_start_offset >= 0:
+        partition.start_over_at(result.log_start_offset)
+        return "started over"
+    return ""
 
 
 def apply_replica_fetch(

@@ -14,7 +14,11 @@ from tests.storage_helpers import make_batch
 from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerStateTable
-from zlog.broker.data.replica_sync import apply_replica_fetch, serve_replica_fetch
+from zlog.broker.data.replica_sync import (
+    apply_replica_fetch,
+    reset_out_of_range,
+    serve_replica_fetch,
+)
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.cluster_messages import ReplicaFetchEntry, ReplicaFetchResult
 
@@ -279,3 +283,47 @@ def test_a_divergence_answer_with_an_undefined_epoch_is_refused_by_the_follower(
         with pytest.raises(ZlogError) as refused:
             apply_replica_fetch(b.partition, result, 0, ProducerStateTable)
         assert refused.value.code == ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+def _diverged_below_the_leaders_log_start() -> tuple[Replica, Replica]:
+    """A led epoch 1 and holds 0..13, its 13 never fetched; B leads epoch 2 from 13 and writes
+    13 and 14, then retention moves B's log start to 14: B's epoch cache starts there, at
+    epoch 2, and no longer says that epoch 2 began at 13. A follows B."""
+    a, b, c = three()
+    for replica in (a, b, c):
+        replica.become(1, 1)
+    for _ in range(13):
+        a.produce()
+    sync(a, b, c)
+    a.produce()  # offset 13, epoch 1: only A holds it
+    b.become(2, 2, isr=(2, 3))
+    c.become(2, 2, isr=(2, 3))
+    b.produce()
+    b.produce()  # offsets 13 and 14, epoch 2
+    sync(b, c)
+    b.log.batches = b.log.batches[14:]  # retention: whole batches from the front
+    b.log.log_start_offset = 14
+    b.partition.log_start_moved()
+    a.become(2, 2, isr=(2, 3))
+    return a, b
+
+
+def test_a_follower_whose_last_epoch_the_leaders_log_no_longer_holds_is_out_of_range() -> None:
+    """A's last epoch (1) is older than any B's log still holds: B cannot tell where it ended,
+    and a 'no divergence' answer would let A fetch on past its divergent 13."""
+    a, b = _diverged_below_the_leaders_log_start()
+    assert fetch(a, b) == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert a.end == 14 and b.end == 15  # nothing fetched
+
+
+def test_a_follower_out_of_range_inside_the_leaders_log_starts_over_at_its_start() -> None:
+    a, b = _diverged_below_the_leaders_log_start()
+    part = a.partition
+    entry = ReplicaFetchEntry("t", 0, a.end, part.leader_epoch, part.epochs.latest_epoch,
+                              a.log.log_start_offset, 1 << 20)
+    read = serve_replica_fetch(b.partition, entry, replica_id=1, broker_epoch=7, now_ms=0,
+                               limit_bytes=1 << 20)
+    assert reset_out_of_range(part, read.result, a.end, ProducerStateTable) == "started over"
+    assert (a.log.log_start_offset, a.end) == (14, 14)
+    sync(b, a)
+    assert a.batches() == b.batches()
