@@ -1,7 +1,10 @@
-"""Small state files replaced whole and durably: a crash leaves the old file or the new one.
+"""Small state files replaced whole: a crash leaves the old file or the new one, never a torn
+one (write a temporary file, rename it over the old one).
 
-Kafka's CheckpointFile does it this way: write a temporary file, fsync it, rename it over the
-old one, fsync the directory (so the rename itself survives a power loss).
+`replace_durably` is Kafka's CheckpointFile: the temporary file is fsynced before the rename and
+the directory after it, so the new file survives a power loss too. `replace_atomically` skips
+both fsyncs, for state that only has to outlive a killed process (the page cache keeps it) and
+whose loss in a power cut is safe (it is rebuilt, or an older copy errs on the safe side).
 """
 
 from __future__ import annotations
@@ -11,13 +14,24 @@ from pathlib import Path
 
 
 def replace_durably(path: Path, data: bytes) -> None:
-    temporary = path.with_suffix(".tmp")
-    with temporary.open("wb") as file:
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
+    replace_atomically(path, data, durable=True)
+
+
+def replace_atomically(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """OSError (a full disk, say) leaves the old file as it was, and no temporary behind."""
+    temporary = path.with_name(path.name + ".tmp")
+    try:
+        with temporary.open("wb") as file:
+            file.write(data)
+            if durable:
+                file.flush()
+                os.fsync(file.fileno())
+    except OSError:
+        temporary.unlink(missing_ok=True)  # a partial file only takes space
+        raise
     os.replace(temporary, path)
-    fsync_directory(path.parent)
+    if durable:
+        fsync_directory(path.parent)
 
 
 def fsync_directory(directory: Path) -> None:

@@ -9,10 +9,11 @@ segment's index is written once, when the segment is sealed, and checked when fi
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
+
+from zlog.shm_segments.durable_files import replace_atomically
 
 # Offsets are relative to the segment's base offset (uint32, as in Kafka) and positions are
 # byte positions in the .log file (uint32: segment.bytes is at most 2 GiB).
@@ -60,10 +61,7 @@ class SparseIndex:
 
     def write(self, path: Path) -> None:
         """Write atomically: a reader after a crash sees the old file or the whole new one."""
-        temporary = path.with_suffix(path.suffix + ".tmp")
-        with open(temporary, "wb") as file:
-            file.write(self.entries.tobytes())
-        os.replace(temporary, path)
+        replace_atomically(path, self.entries.tobytes())
 
     @classmethod
     def read(cls, path: Path, dtype: np.dtype) -> SparseIndex | None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +25,7 @@ from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record import header as batch_header
 from zlog.record.arrays import parse_batch
+from zlog.shm_segments.durable_files import replace_atomically
 from zlog.shm_segments.log_config import LogConfig
 from zlog.shm_segments.log_segments import LogSegments
 from zlog.shm_segments.retention import SegmentInfo, segments_due, wholly_below
@@ -209,10 +209,8 @@ class PartitionLog:
             return 0
 
     def _write_log_start(self) -> None:
-        path = self.directory / _LOG_START_FILE
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(f"{self._log_start_offset}\n")
-        os.replace(temporary, path)
+        replace_atomically(self.directory / _LOG_START_FILE,
+                           f"{self._log_start_offset}\n".encode())
 
     # ------------------------------------------------------------------ appending
 

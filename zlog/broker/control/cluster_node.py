@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -55,6 +54,7 @@ from zlog.broker.worker_protocol import AlterIsr
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.messages import DIR_ID_BYTES
 from zlog.raft.status import NodeStatus
+from zlog.shm_segments.durable_files import replace_durably
 from zlog.transport import messages as wire
 from zlog.transport import reassignment_messages
 from zlog.transport.cluster_messages import (
@@ -102,11 +102,7 @@ def data_dir_identity(data_dir: Path, node_id: int) -> str:
         meta = json.loads(path.read_text())
     except FileNotFoundError:
         meta = {"node_id": node_id, "dir_id": uuid.uuid4().hex}
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(meta) + "\n")
-        with temporary.open("rb") as file:
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
+        replace_durably(path, (json.dumps(meta) + "\n").encode())
     except (OSError, ValueError) as error:
         raise DataDirError(f"{path} is unreadable: {error}") from None
     if meta.get("node_id") != node_id:

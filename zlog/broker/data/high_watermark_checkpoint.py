@@ -19,10 +19,10 @@ power loss may keep an older value, never a torn one that parses.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Final
 
+from zlog.shm_segments.durable_files import replace_atomically
 from zlog.shm_segments.log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -35,14 +35,8 @@ NO_HIGH_WATERMARK: Final = -1
 def save_high_watermark(directory: Path, high_watermark: int) -> None:
     """Replace the checkpoint with `high_watermark` (OSError: the caller tries again later)."""
     assert high_watermark >= 0, high_watermark
-    path = directory / CHECKPOINT_FILE
-    temporary = path.with_suffix(".tmp")
-    try:
-        temporary.write_text(f"{CHECKPOINT_VERSION}\n{high_watermark}\n")
-    except OSError:
-        temporary.unlink(missing_ok=True)
-        raise
-    os.replace(temporary, path)
+    replace_atomically(directory / CHECKPOINT_FILE,
+                       f"{CHECKPOINT_VERSION}\n{high_watermark}\n".encode())
 
 
 def load_high_watermark(directory: Path) -> int:

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 from zlog.broker.data.isr import IsrChange
+from zlog.shm_segments.durable_files import replace_atomically
 from zlog.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -34,18 +34,11 @@ CHANGE_FILE: Final = "isr-change-in-flight"
 
 
 def save_isr_change(directory: Path, change: IsrChange) -> None:
-    path = directory / CHANGE_FILE
-    temporary = path.with_suffix(".tmp")
     text = json.dumps({"leader_epoch": change.leader_epoch,
                        "partition_epoch": change.partition_epoch,
                        "new_isr": list(change.new_isr),
                        "member_epochs": [list(pair) for pair in change.member_epochs]})
-    try:
-        temporary.write_text(text)
-    except OSError:
-        temporary.unlink(missing_ok=True)
-        raise
-    os.replace(temporary, path)
+    replace_atomically(directory / CHANGE_FILE, text.encode())
 
 
 def load_isr_change(directory: Path) -> IsrChange | None:

@@ -33,7 +33,7 @@ from typing import Final
 
 from zlog.broker.data.producer_state import ProducerBatch, ProducerStateTable
 from zlog.record.header import BatchHeader, read_header
-from zlog.shm_segments.durable_files import fsync_directory
+from zlog.shm_segments.durable_files import replace_atomically
 from zlog.shm_segments.log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -86,20 +86,8 @@ class ProducerSnapshots:
     def save(self, table: ProducerStateTable, offset: int, *, fsync: bool) -> None:
         """Write the table as it stands after every batch below `offset` (atomically: a
         temporary file renamed into place; one left by a crash is removed at the next open)."""
-        path = snapshot_path(self.directory, offset)
-        temporary = path.with_name(path.name + ".tmp")
-        try:
-            with temporary.open("wb") as file:
-                file.write(table.to_snapshot(offset))
-                if fsync:
-                    file.flush()
-                    os.fsync(file.fileno())
-        except OSError:
-            temporary.unlink(missing_ok=True)  # a partial snapshot only takes space
-            raise
-        os.replace(temporary, path)
-        if fsync:
-            fsync_directory(self.directory)
+        replace_atomically(snapshot_path(self.directory, offset), table.to_snapshot(offset),
+                           durable=fsync)
         if offset not in self._offsets:
             bisect.insort(self._offsets, offset)
 
