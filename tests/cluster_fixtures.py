@@ -19,12 +19,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from tests.broker_fixtures import START_TIMEOUT_S, BrokerProcess
-from tests.waiting import wait_until
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import scan_batches
 from zlog.record.records import NewRecord, build_batch
 from zlog.shm_segments.log import PartitionLog
-from zlog.transport.free_ports import free_port_pair
 from zlog.transport.messages import (
     MetadataResponseV0,
     PartitionMetadata,
@@ -33,6 +31,8 @@ from zlog.transport.messages import (
     ProduceResponseV0,
 )
 from zlog.transport.rpc import RpcClient
+from zlog_testbed.free_ports import free_port_pair
+from zlog_testbed.waiting import wait_until
 
 _Cluster = TypeVar("_Cluster", bound="ClusterProcesses")
 

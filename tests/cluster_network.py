@@ -40,7 +40,7 @@ import psutil
 from tests.broker_fixtures import BrokerProcess
 from tests.cluster_fixtures import CLUSTER_FLAGS, ClusterProcesses, running
 from tests.tools.fault_proxy import Address, FaultProxy, socket_owner
-from zlog.transport.free_ports import free_port_pair
+from zlog_testbed.free_ports import free_port_pair
 
 Link = Literal["control", "raft", "data"]  # which of a broker's ports: what travels there
 LINKS: Final[tuple[Link, ...]] = ("control", "raft", "data")

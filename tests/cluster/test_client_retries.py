@@ -28,11 +28,11 @@ from tests.leader_moves import (
     kill_leader_worker,
     serving,
 )
-from tests.waiting import wait_until
 from zlog.client import EARLIEST, LATEST, Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.client.records import RecordMetadata
 from zlog.errors import ZlogError
 from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

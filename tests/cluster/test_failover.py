@@ -30,9 +30,9 @@ from tests.cluster_fixtures import (
     writes_across_a_leader_change,
 )
 from tests.production import Tailing, acks_all_production, check_log, producing
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

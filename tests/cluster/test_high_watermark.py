@@ -21,7 +21,6 @@ from typing import Final
 import pytest
 
 from tests.cluster_network import ProxiedCluster, proxied_cluster
-from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages import (
@@ -34,6 +33,7 @@ from zlog.transport.messages import (
 )
 from zlog.transport.rpc import RpcClient
 from zlog.types import LATEST_TIMESTAMP
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

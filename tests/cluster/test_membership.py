@@ -24,9 +24,9 @@ import pytest
 
 from tests.broker_fixtures import BrokerProcess
 from tests.cluster_fixtures import cluster_processes
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -48,10 +48,10 @@ from tests.cluster_fixtures import (
 )
 from tests.cluster_network import Cut, Link, ProxiedCluster, proxied_cluster
 from tests.production import Production, acks_all_production, check_log, producing
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages import PartitionMetadata
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from tests.cluster_fixtures import ClusterProcesses, cluster_processes, log_bytes
-from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

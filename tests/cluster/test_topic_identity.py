@@ -24,11 +24,11 @@ import pytest
 from tests.cluster.test_replication import _produce, _values
 from tests.cluster_fixtures import log_bytes
 from tests.cluster_network import ProxiedCluster, proxied_cluster
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import scan_batches
 from zlog.types import valid_topic_id
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -26,9 +26,9 @@ from tests.cluster.test_membership import wipe
 from tests.cluster.test_replication import _consume_all, _produce, _values
 from tests.cluster_fixtures import produce_to_worker
 from tests.cluster_network import ProxiedCluster, proxied_cluster
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.transport.messages import PartitionMetadata
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,6 @@ from tests.fault.tagged_batches import (
     tagged_batch,
 )
 from tests.storage_helpers import batch_tags, split_batches
-from tests.waiting import wait_until
 from zlog import limits
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
@@ -34,6 +33,7 @@ from zlog.shm_segments.log_config import LogConfig
 from zlog.transport.messages import (
     ProduceResult,
 )
+from zlog_testbed.waiting import wait_until
 
 CONFIG = LogConfig(ring_bytes=limits.RING_SIZE_BYTES_MIN * 64, max_message_bytes=1 << 21)
 

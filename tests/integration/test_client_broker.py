@@ -14,7 +14,6 @@ from collections.abc import Iterator
 import pytest
 
 from tests.broker_fixtures import BrokerProcess, broker_process
-from tests.waiting import wait_until
 from zlog.client import (
     EARLIEST,
     LATEST,
@@ -43,6 +42,7 @@ from zlog.transport.messages import (
     ProduceResult,
 )
 from zlog.transport.rpc import RpcClient, RpcResult
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

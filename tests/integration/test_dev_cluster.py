@@ -12,9 +12,9 @@ import psutil
 import pytest
 
 from tests.broker_fixtures import REPO_ROOT, free_port_pair
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.shm_segments.log import default_ring_dir
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -23,10 +23,10 @@ import pytest
 
 from tests.broker_fixtures import BrokerProcess, broker_process
 from tests.cluster_fixtures import produce_to_worker
-from tests.waiting import wait_until
 from zlog.broker.control.forked_workers import FORKSERVER_MODULE
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -34,7 +34,7 @@ from tests.tools.fault_proxy import (
     ProxyStats,
     from_this_process,
 )
-from tests.waiting import wait_until
+from zlog_testbed.waiting import wait_until
 
 PROXY_HOST: Final = "127.0.1.2"
 TARGET_HOST: Final = "127.0.0.2"
