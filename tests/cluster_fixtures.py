@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from tests.broker_fixtures import START_TIMEOUT_S, BrokerProcess
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import scan_batches
 from zlog.record.records import NewRecord, build_batch
@@ -31,6 +30,7 @@ from zlog.transport.messages import (
     ProduceResponseV0,
 )
 from zlog.transport.rpc import RpcClient
+from zlog_testbed.broker_process import START_TIMEOUT_S, BrokerProcess
 from zlog_testbed.free_ports import free_port_pair
 from zlog_testbed.waiting import wait_until
 

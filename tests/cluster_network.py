@@ -37,9 +37,9 @@ from typing import Final, Literal
 
 import psutil
 
-from tests.broker_fixtures import BrokerProcess
 from tests.cluster_fixtures import CLUSTER_FLAGS, ClusterProcesses, running
 from tests.tools.fault_proxy import Address, FaultProxy, socket_owner
+from zlog_testbed.broker_process import BrokerProcess
 from zlog_testbed.free_ports import free_port_pair
 
 Link = Literal["control", "raft", "data"]  # which of a broker's ports: what travels there

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.broker_fixtures import BrokerProcess, broker_process
 from zlog.client import (
     EARLIEST,
     LATEST,
@@ -42,6 +41,7 @@ from zlog.transport.messages import (
     ProduceResult,
 )
 from zlog.transport.rpc import RpcClient, RpcResult
+from zlog_testbed.broker_process import BrokerProcess, broker_process
 from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow

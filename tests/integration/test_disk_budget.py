@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_fixtures import broker_process
 from tests.fault.small_disk import small_disk
 from zlog.client import Admin, NewTopic, Producer
+from zlog_testbed.broker_process import broker_process
 from zlog_testbed.waiting import wait_until
 
 DISK_BYTES = 32 << 20

@@ -20,7 +20,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.broker_fixtures import REPO_ROOT, START_TIMEOUT_S, free_port
+from zlog_testbed.broker_process import REPO_ROOT, START_TIMEOUT_S
+from zlog_testbed.free_ports import free_port
 from zlog_testbed.waiting import wait_until
 
 BANNER = b" serving: control "  # printed by the supervisor once every worker said hello
