@@ -20,7 +20,6 @@ from typing import Final
 
 import pytest
 
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes
 from tests.leader_moves import (
     MOVES,
     call_until,
@@ -32,6 +31,7 @@ from zlog.client import EARLIEST, LATEST, Admin, Consumer, NewTopic, Producer, T
 from zlog.client.records import RecordMetadata
 from zlog.errors import ZlogError
 from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
+from zlog_testbed.cluster_processes import ClusterProcesses, cluster_processes
 from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
