@@ -36,7 +36,7 @@ $(DEV_STAMP): pyproject.toml
 # Byte-compiled once here: where PYTHONDONTWRITEBYTECODE is set, Python would otherwise compile
 # zlog again in every process it starts (each broker, worker and client process of the tests).
 setup: $(DEV_STAMP)
-	@$(PY) -m compileall -q -j 0 zlog zlog_jepsen tests bench >/dev/null
+	@$(PY) -m compileall -q -j 0 zlog zlog_testbed zlog_jepsen tests bench >/dev/null
 
 # Ctrl-C in a terminal signals the whole foreground process group, make included, and make then
 # dies of that SIGINT itself (status 130) however cleanly the broker stopped. So when make runs in
@@ -77,7 +77,7 @@ fmt: setup
 	$(VENV)/bin/ruff format .
 
 typecheck: setup
-	$(VENV)/bin/mypy zlog zlog_jepsen
+	$(VENV)/bin/mypy zlog zlog_testbed zlog_jepsen
 
 # Spark (tests/spark, bench-spark) needs a Java runtime: Debian's, with apt, when none is found.
 java:

@@ -55,7 +55,7 @@ from bench.broker_bench import VALUE_BYTES, Broker, run_latency, run_phase  # no
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition  # noqa: E402
 from zlog.client.records import RecordMetadata  # noqa: E402
 from zlog.errors import ZlogError  # noqa: E402
-from zlog.transport.free_ports import free_port_pair  # noqa: E402
+from zlog_testbed.free_ports import free_port_pair  # noqa: E402
 
 BROKERS: Final = 3
 READY_TIMEOUT_S: Final = 60.0

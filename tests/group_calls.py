@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, cast
 
-from tests.broker_fixtures import CALL_TIMEOUT_MS
-from tests.waiting import wait_until
 from zlog.client.group_coordinator import response_error
 from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.consumer_protocol import Subscription, encode_subscription
@@ -33,6 +31,8 @@ from zlog.transport.group_messages import (
 from zlog.transport.messages import Response
 from zlog.transport.rpc import RpcClient
 from zlog.types import TopicPartition
+from zlog_testbed.broker_process import CALL_TIMEOUT_MS
+from zlog_testbed.waiting import wait_until
 
 GROUP_TOPIC = "orders"
 """The topic the groups of these tests read."""

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.broker_fixtures import REPO_ROOT
+from zlog_testbed.broker_process import REPO_ROOT
 
 
 @dataclass

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from tests.cluster_fixtures import ClusterProcesses
-from tests.waiting import wait_until
 from zlog.client import Admin
 from zlog.errors import ErrorCode
 from zlog.transport.messages import PartitionMetadata
+from zlog_testbed.cluster_processes import ClusterProcesses
+from zlog_testbed.waiting import wait_until
 
 MOVE_WAIT_S: Final = 60.0
 

@@ -19,9 +19,9 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, Producer, TopicPartition
 from zlog.client.records import RecordMetadata
+from zlog_testbed.waiting import wait_until
 
 
 class Production:

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from tests.waiting import wait_until
+from zlog_testbed.waiting import wait_until
 
 _PTRACE_DETACH: Final = 17
 _PTRACE_SEIZE: Final = 0x4206

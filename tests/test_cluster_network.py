@@ -1,6 +1,6 @@
 """Which proxy silences which direction when a proxied cluster cuts a broker off.
 
-Spec: tests/cluster_network.py's docstrings. Each connection passes the proxy in front of the
+Spec: zlog_testbed/cluster_network.py's docstrings. Each connection passes the proxy in front of the
 broker it was opened to, and its "forward" direction flows from the broker that opened it: so
 cutting what reaches broker 2 silences "forward" on broker 2's own proxies (for the other
 brokers' connections) and "backward" on the others' proxies (for broker 2's connections).
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster_network import (
+from zlog_testbed.cluster_network import (
     LINKS,
     UNKNOWN_CLIENT,
     Cut,

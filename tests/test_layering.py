@@ -7,6 +7,12 @@ group modules (assignors, the ConsumerProtocol bytes) are shared by the coordina
 client, as `record` is by the producer and the broker. Pure modules
 (the Raft core, the record format, the ring layout, retention) import no I/O, clocks or
 sockets, so they can be tested deterministically.
+
+The repository's own packages layer the same way: `zlog` imports none of them, the testbed
+(`zlog_testbed`: real brokers and the faults put on them) only `zlog`, the fault harness and
+the benchmarks `zlog` and the testbed. Only `tests/` imports `tests` or a test framework, so
+that everything else runs without the test suite, and the wheel, which holds `zlog` alone,
+imports (tests/integration/test_wheel.py installs it).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "zlog"
+REPOSITORY = ROOT.parent
 SHARED = {"zlog.errors", "zlog.limits", "zlog.clock", "zlog.types"}
 
 # package -> zlog packages it may import (besides itself and SHARED)
@@ -57,6 +64,17 @@ PURE_MODULES = {
 }
 IMPURE_IMPORTS = {"os", "time", "socket", "zmq", "mmap", "threading", "subprocess", "asyncio",
                   "fcntl", "signal", "select", "multiprocessing", "psutil"}
+
+# top-level directory of the repository -> the repository's packages it may import (besides itself)
+REPOSITORY_ALLOWED: dict[str, set[str]] = {
+    "zlog": set(),
+    "zlog_testbed": {"zlog"},
+    "zlog_jepsen": {"zlog", "zlog_testbed"},
+    "bench": {"zlog", "zlog_testbed"},
+    "examples": {"zlog"},
+    "tests": {"zlog", "zlog_testbed", "zlog_jepsen", "bench"},
+}
+TEST_FRAMEWORKS = {"pytest", "hypothesis"}  # imported by tests/ alone
 
 
 def _imports(path: Path) -> set[str]:
@@ -120,4 +138,33 @@ def test_pure_modules_do_no_io() -> None:
         for name in _imports(path):
             if name.split(".")[0] in IMPURE_IMPORTS:
                 wrong.append(f"{relative} imports {name}")
+    assert not wrong, "\n".join(wrong)
+
+
+def _python_directories() -> list[Path]:
+    """The repository's top-level directories with Python in them (hidden ones, such as the
+    virtualenv, aside)."""
+    return sorted(path for path in REPOSITORY.iterdir()
+                  if path.is_dir() and not path.name.startswith(".") and any(path.glob("*.py")))
+
+
+def test_every_top_level_python_directory_has_a_row() -> None:
+    """A new package says what it may import before it imports anything."""
+    unknown = [path.name for path in _python_directories()
+               if path.name not in REPOSITORY_ALLOWED]
+    assert not unknown, f"no row in REPOSITORY_ALLOWED for {unknown}"
+
+
+def test_the_repository_packages_import_only_in_the_allowed_direction() -> None:
+    """Nothing outside tests/ imports tests (or pytest); zlog imports neither the testbed nor
+    the harness nor the benchmarks; the testbed imports only zlog."""
+    wrong: list[str] = []
+    for directory in _python_directories():
+        allowed = REPOSITORY_ALLOWED.get(directory.name, set()) | {directory.name}
+        for path in sorted(directory.rglob("*.py")):
+            for name in _imports(path):
+                top = name.split(".")[0]
+                if ((top in REPOSITORY_ALLOWED and top not in allowed)
+                        or (top in TEST_FRAMEWORKS and directory.name != "tests")):
+                    wrong.append(f"{path.relative_to(REPOSITORY)} imports {name}")
     assert not wrong, "\n".join(wrong)

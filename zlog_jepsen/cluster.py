@@ -2,7 +2,7 @@
 (`HarnessCluster`), and the tests' proxied cluster as one (`RunCluster`).
 
 The harness starts brokers through the very code the cluster tests use
-(tests/cluster_network.py: three `zlog serve` processes, each behind in-tree TCP fault
+(zlog_testbed/cluster_network.py: three `zlog serve` processes, each behind in-tree TCP fault
 proxies), not a copy of it, so a fault means the same thing in both. That makes zlog_jepsen a
 tool of a source checkout (make puts the checkout on the module path), not of an installed
 zlog. Where network namespaces and nftables are available, a run's brokers live in
@@ -24,8 +24,11 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Final
 
-from tests.cluster_fixtures import ClusterProcesses
-from tests.cluster_network import (
+from zlog.broker.data.planted_bug import PLANTED_BUG_ENV
+from zlog.client import Admin, NewTopic
+from zlog.errors import ErrorCode
+from zlog_jepsen.small_disks import SmallDisks
+from zlog_testbed.cluster_network import (
     LINKS,
     TEST_CLIENT,
     UNKNOWN_CLIENT,
@@ -34,11 +37,8 @@ from tests.cluster_network import (
     ProxiedCluster,
     broker_client,
 )
-from tests.tools.fault_proxy import Address
-from zlog.broker.data.planted_bug import PLANTED_BUG_ENV
-from zlog.client import Admin, NewTopic
-from zlog.errors import ErrorCode
-from zlog_jepsen.small_disks import SmallDisks
+from zlog_testbed.cluster_processes import ClusterProcesses
+from zlog_testbed.fault_proxy import Address
 
 TCP_PROXY: Final = "tcp-proxy"
 REPLICATION_FACTOR: Final = 3

@@ -42,11 +42,11 @@ import time
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from tests.waiting import wait_until
 from zlog.client import Admin, ClusterDescription
 from zlog.errors import ZlogError
 from zlog.transport.messages import PartitionMetadata, TopicMetadata
 from zlog_jepsen.storage_faults import dir_id, wipe_disk
+from zlog_testbed.waiting import wait_until
 
 if TYPE_CHECKING:
     from zlog_jepsen.nemesis import Heal, Nemesis

@@ -28,10 +28,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from tests.waiting import wait_until
 from zlog.client import Admin, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog_jepsen.disk_wipe import WIPE_DISK
+from zlog_testbed.waiting import wait_until
 
 if TYPE_CHECKING:
     from zlog_jepsen.nemesis import Heal, Nemesis

@@ -46,14 +46,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tests.broker_fixtures import START_TIMEOUT_S
-from tests.waiting import wait_until
 from zlog_jepsen.cluster import HarnessCluster
 from zlog_jepsen.disk_wipe import WIPE_DISK, wipe
 from zlog_jepsen.history import NEMESIS_PROCESS, FaultPhase, HistoryWriter, nemesis_value
 from zlog_jepsen.membership_faults import MEMBERSHIP_KINDS, MEMBERSHIP_STARTS
 from zlog_jepsen.retention_pressure import RETENTION_PRESSURE, retention_pressure
 from zlog_jepsen.storage_faults import damage_tail, lose_power, rot_segment
+from zlog_testbed.broker_process import START_TIMEOUT_S
+from zlog_testbed.waiting import wait_until
 
 KILL_WORKER: Final = "kill-worker"
 KILL_BROKER: Final = "kill-broker"

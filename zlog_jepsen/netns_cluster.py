@@ -19,12 +19,12 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Final
 
-from tests.broker_fixtures import START_TIMEOUT_S, BrokerProcess
-from tests.cluster_fixtures import CLUSTER_FLAGS
-from tests.cluster_network import CUTS, LINKS, Cut, Link
-from tests.waiting import wait_until
 from zlog_jepsen.cluster import TCP_PROXY, HarnessCluster, RunCluster
 from zlog_jepsen.netns import NamespaceNetwork, unavailable_reason
+from zlog_testbed.broker_process import START_TIMEOUT_S, BrokerProcess
+from zlog_testbed.cluster_network import CUTS, LINKS, Cut, Link
+from zlog_testbed.cluster_processes import CLUSTER_FLAGS
+from zlog_testbed.waiting import wait_until
 
 NETNS_NFTABLES: Final = "netns+nftables"
 NETWORKS: Final = ("auto", NETNS_NFTABLES, TCP_PROXY)

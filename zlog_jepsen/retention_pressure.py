@@ -26,11 +26,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from tests.waiting import wait_until
 from zlog.client import Admin
 from zlog.errors import ZlogError
 from zlog.transport.messages import PartitionMetadata
 from zlog_jepsen.cluster import SEGMENT_BYTES_CONFIG, TOPIC_CONFIGS
+from zlog_testbed.waiting import wait_until
 
 if TYPE_CHECKING:
     from zlog_jepsen.nemesis import Heal, Nemesis

@@ -18,13 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from tests.waiting import wait_until
 from zlog.client import Admin
 from zlog.errors import ZlogError
 from zlog.transport.messages import MetadataRequestV0, MetadataResponseV0
 from zlog.transport.rpc import RpcClient
 from zlog_jepsen.cluster import HarnessCluster
 from zlog_jepsen.history import HistoryFormatError
+from zlog_testbed.waiting import wait_until
 
 INTERVAL_S: Final = 0.1
 CALL_TIMEOUT_MS: Final = 1_000

@@ -27,7 +27,7 @@ from typing import Final
 
 import psutil
 
-from tests.fault.small_disk import BALLAST, SmallDisk, mount_tmpfs, unmount
+from zlog_testbed.small_disk import BALLAST, SmallDisk, mount_tmpfs, unmount
 
 DISK_BYTES: Final = 256 << 20  # per broker: far above what a run stores
 SOURCE_PREFIX: Final = "zlj-disk-"

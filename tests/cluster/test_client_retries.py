@@ -20,7 +20,6 @@ from typing import Final
 
 import pytest
 
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes
 from tests.leader_moves import (
     MOVES,
     call_until,
@@ -28,11 +27,12 @@ from tests.leader_moves import (
     kill_leader_worker,
     serving,
 )
-from tests.waiting import wait_until
 from zlog.client import EARLIEST, LATEST, Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.client.records import RecordMetadata
 from zlog.errors import ZlogError
 from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
+from zlog_testbed.cluster_processes import ClusterProcesses, cluster_processes
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

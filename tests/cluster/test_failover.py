@@ -23,16 +23,15 @@ import psutil
 import pytest
 
 from tests.cluster_fixtures import (
-    ClusterProcesses,
     assert_one_writer_at_a_time,
-    cluster_processes,
     produce_to_worker,
     writes_across_a_leader_change,
 )
 from tests.production import Tailing, acks_all_production, check_log, producing
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode
+from zlog_testbed.cluster_processes import ClusterProcesses, cluster_processes
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -12,12 +12,12 @@ from typing import Final
 
 import pytest
 
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes
 from tests.group_calls import find_coordinator
 from tests.group_members import Members
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic, Producer, TopicPartition
 from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
+from zlog_testbed.cluster_processes import ClusterProcesses, cluster_processes
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

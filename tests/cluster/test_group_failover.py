@@ -12,8 +12,6 @@ from typing import Final
 
 import pytest
 
-from tests.broker_fixtures import CALL_TIMEOUT_MS
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes
 from tests.group_calls import (
     GROUP_TOPIC,
     call_coordinator,
@@ -29,6 +27,8 @@ from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
 from zlog.transport import group_messages as gm
 from zlog.transport.rpc import RpcClient
 from zlog.types import TopicPartition
+from zlog_testbed.broker_process import CALL_TIMEOUT_MS
+from zlog_testbed.cluster_processes import ClusterProcesses, cluster_processes
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ Three brokers, one partition with three replicas. 20,000 records are acknowledge
 acks=all, so ListOffsets(LATEST) answers 20,000; then the worker that leads the partition is
 killed with SIGKILL and its supervisor starts another in its place, at the same leader epoch.
 The followers cannot reach the new worker until the check is over (its broker's data port is
-cut off from theirs, tests/cluster_network.py): what it answers is its own, not what their
+cut off from theirs, zlog_testbed/cluster_network.py): what it answers is its own, not what their
 fetches taught it. Every answer the partition's leader gives from then on (ListOffsets, and
 the high watermark in a consumer's fetch) must be at least 20,000: a new worker may say "not
 yet" (OFFSET_NOT_AVAILABLE, retriable) but never an offset below one it already gave, which
@@ -20,8 +20,6 @@ from typing import Final
 
 import pytest
 
-from tests.cluster_network import ProxiedCluster, proxied_cluster
-from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages import (
@@ -34,6 +32,8 @@ from zlog.transport.messages import (
 )
 from zlog.transport.rpc import RpcClient
 from zlog.types import LATEST_TIMESTAMP
+from zlog_testbed.cluster_network import ProxiedCluster, proxied_cluster
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

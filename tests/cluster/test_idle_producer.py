@@ -18,8 +18,8 @@ import pytest
 
 from tests.cluster.test_replication import _consume_all, _values
 from tests.cluster.test_truncation import divergent_tail_then_leader_killed
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes
 from zlog.client import Admin, NewTopic, Producer
+from zlog_testbed.cluster_processes import ClusterProcesses, cluster_processes
 
 pytestmark = pytest.mark.slow
 

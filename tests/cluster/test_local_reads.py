@@ -18,12 +18,12 @@ from typing import Any, Final
 import psutil
 import pytest
 
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes
 from tests.production import Production, Tailing, check_log, producing
-from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.client.local_ring import ring_path_for
 from zlog.shm_segments.ring import RingReader
+from zlog_testbed.cluster_processes import ClusterProcesses, cluster_processes
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -22,11 +22,11 @@ from typing import Final
 
 import pytest
 
-from tests.broker_fixtures import BrokerProcess
-from tests.cluster_fixtures import cluster_processes
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
+from zlog_testbed.broker_process import BrokerProcess
+from zlog_testbed.cluster_processes import cluster_processes
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """A partition leader cut off from the other brokers by the network, under acks=all load.
 
-Three brokers behind fault proxies (`tests/cluster_network.py`); the test's own clients reach
+Three brokers behind fault proxies (`zlog_testbed/cluster_network.py`); the test's own clients reach
 every broker throughout, the brokers do not reach the isolated one nor it them. An idempotent
 producer sends unique values with acks=all (min.insync.replicas=2) to the partition the
 isolated broker leads. The majority fences that broker and elects a new leader; the isolated
@@ -46,12 +46,12 @@ from tests.cluster_fixtures import (
     produce_to_worker,
     writes_across_a_leader_change,
 )
-from tests.cluster_network import Cut, Link, ProxiedCluster, proxied_cluster
 from tests.production import Production, acks_all_production, check_log, producing
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages import PartitionMetadata
+from zlog_testbed.cluster_network import Cut, Link, ProxiedCluster, proxied_cluster
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -15,12 +15,13 @@ from typing import Final
 
 import pytest
 
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes, log_bytes
+from tests.cluster_fixtures import log_bytes
 from tests.production import Production, check_log
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic, Producer, TopicPartition
 from zlog.client.local_ring import ring_path_for
 from zlog.errors import ErrorCode, ZlogError
+from zlog_testbed.cluster_processes import ClusterProcesses, cluster_processes
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

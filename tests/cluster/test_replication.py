@@ -1,7 +1,8 @@
 """Three brokers on 127.0.0.1-3: registration, ISR replication, acks=all, restart and rejoin.
 
-Each test runs a real cluster (`tests/cluster_fixtures.py`): three `zlog serve` processes, each
-a voter of the metadata log, with partition workers that replicate worker to worker over TCP.
+Each test runs a real cluster (`zlog_testbed/cluster_processes.py`): three `zlog serve`
+processes, each a voter of the metadata log, with partition workers that replicate worker to
+worker over TCP.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Final
 import psutil
 import pytest
 
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes, log_bytes
-from tests.waiting import wait_until
+from tests.cluster_fixtures import log_bytes
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
+from zlog_testbed.cluster_processes import ClusterProcesses, cluster_processes
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

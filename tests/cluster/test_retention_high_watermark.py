@@ -25,9 +25,9 @@ from typing import Final
 import pytest
 
 from tests.cluster.test_replication import _values
-from tests.cluster_network import ProxiedCluster, proxied_cluster
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic, Producer, RecordMetadata
+from zlog_testbed.cluster_network import ProxiedCluster, proxied_cluster
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -33,13 +33,13 @@ from typing import Final
 import psutil
 import pytest
 
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes
 from tests.production import log_ends, read_log
 from tests.stuck_processes import can_freeze_in_io, frozen_thread, stuck_in_io
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic, Producer
 from zlog.client.records import RecordMetadata
 from zlog.errors import ZlogError
+from zlog_testbed.cluster_processes import ClusterProcesses, cluster_processes
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """A topic deleted and created again under the same name is another topic (KIP-516).
 
-Three brokers behind fault proxies (`tests/cluster_network.py`). Broker 3 holds a replica of
+Three brokers behind fault proxies (`zlog_testbed/cluster_network.py`). Broker 3 holds a replica of
 every partition of a topic with old records when it is cut off from the metadata log and from
 the partition workers (its heartbeats still pass, so it stays a live, placeable broker), so it
 never learns that the topic is deleted; the topic is then created again, with broker 3 among
@@ -23,12 +23,12 @@ import pytest
 
 from tests.cluster.test_replication import _produce, _values
 from tests.cluster_fixtures import log_bytes
-from tests.cluster_network import ProxiedCluster, proxied_cluster
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import scan_batches
 from zlog.types import valid_topic_id
+from zlog_testbed.cluster_network import ProxiedCluster, proxied_cluster
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -20,9 +20,10 @@ import psutil
 import pytest
 
 from tests.cluster.test_replication import _consume_all, _produce, _values
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes, log_bytes
+from tests.cluster_fixtures import log_bytes
 from zlog.broker.replica_settings import REPLICA_DEFAULTS
 from zlog.client import Admin, NewTopic, Producer
+from zlog_testbed.cluster_processes import ClusterProcesses, cluster_processes
 
 pytestmark = pytest.mark.slow
 

@@ -1,17 +1,17 @@
 """A broker back on an empty disk is never elected over replicas that hold the data (KIP-858).
 
-Three brokers behind fault proxies (`tests/cluster_network.py`), a topic of three replicas with
-min.insync.replicas=1. Every replica takes 1,000 acks=all records; then the leader's data port
-is cut off from the other brokers and the leader takes a few acks=1 batches, so the followers
-leave the ISR still holding the 1,000 records, and the leader is alone in it. The leader's
-broker is killed, its data directory (and rings) wiped, and it is started again under its node
-id; the links heal. It used to be elected again (a restarted broker keeps its place as the
-ISR's last member), and the two others then truncated their logs to its empty one: the
-partition's log was [0, 0) on every replica. Now its registration names a new data directory,
-which is not the one the partition record holds for its replica, so it is not an acceptable
-leader: the partition stays without one rather than erase what the live replicas hold. The
-operator's way out is unclean election for the topic, which elects a replica that holds the
-records (never the wiped one while another is usable); every record is read back.
+Three brokers behind fault proxies (`zlog_testbed/cluster_network.py`), a topic of three
+replicas with min.insync.replicas=1. Every replica takes 1,000 acks=all records; then the
+leader's data port is cut off from the other brokers and the leader takes a few acks=1 batches,
+so the followers leave the ISR still holding the 1,000 records, and the leader is alone in it.
+The leader's broker is killed, its data directory (and rings) wiped, and it is started again
+under its node id; the links heal. It used to be elected again (a restarted broker keeps its
+place as the ISR's last member), and the two others then truncated their logs to its empty one:
+the partition's log was [0, 0) on every replica. Now its registration names a new data
+directory, which is not the one the partition record holds for its replica, so it is not an
+acceptable leader: the partition stays without one rather than erase what the live replicas
+hold. The operator's way out is unclean election for the topic, which elects a replica that
+holds the records (never the wiped one while another is usable); every record is read back.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import pytest
 from tests.cluster.test_membership import wipe
 from tests.cluster.test_replication import _consume_all, _produce, _values
 from tests.cluster_fixtures import produce_to_worker
-from tests.cluster_network import ProxiedCluster, proxied_cluster
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.transport.messages import PartitionMetadata
+from zlog_testbed.cluster_network import ProxiedCluster, proxied_cluster
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

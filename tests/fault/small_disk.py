@@ -1,68 +1,17 @@
-"""A real, small file system for disk-full tests: a tmpfs of a few MB, mounted for one test.
-
-tmpfs enforces its size like any disk: writes past it fail with ENOSPC, and deleting a file
-gives the space back. A ballast file fills most of it, so a test reaches "full" after a few
-appends, and deleting the ballast is "an operator freed space". The fault harness mounts its
-brokers' data dirs the same way (zlog_jepsen/small_disks.py).
-"""
+"""A small tmpfs (zlog_testbed.small_disk) for one test, unmounted after it; a test run
+without the root that mounting needs is skipped."""
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-BALLAST = "ballast"
-
-
-class SmallDisk:
-    def __init__(self, mount_point: Path, size_bytes: int) -> None:
-        self.path = mount_point
-        self.size_bytes = size_bytes
-        self.ballast = mount_point / BALLAST
-
-    def free_bytes(self) -> int:
-        stat = os.statvfs(self.path)
-        return stat.f_bavail * stat.f_frsize
-
-    def fill_leaving(self, free_bytes: int) -> int:
-        """Write ballast until about `free_bytes` are left (all of it: as far as it goes);
-        the ballast bytes written."""
-        size = max(self.free_bytes() - free_bytes, 0)
-        written = 0
-        with self.ballast.open("ab", buffering=0) as ballast:  # nothing left to flush
-            chunk = b"\0" * (1 << 20)
-            while size > written:
-                try:
-                    written += ballast.write(chunk[:size - written]) or 0
-                except OSError as error:  # full before the estimate: as full as it gets
-                    if error.errno != errno.ENOSPC:
-                        raise
-                    break
-        return written
-
-    def free_ballast(self) -> None:
-        self.ballast.unlink(missing_ok=True)
-
-
-def mount_tmpfs(mount_point: Path, size_bytes: int, source: str = "tmpfs") -> SmallDisk:
-    """A tmpfs of `size_bytes` at `mount_point` (made if missing); needs root. `source` is
-    the name /proc/mounts shows for it (free text for a tmpfs)."""
-    mount_point.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", source,
-                    str(mount_point)], check=True)
-    return SmallDisk(mount_point, size_bytes)
-
-
-def unmount(disk: SmallDisk) -> None:
-    """Unmount `disk` (lazily, should a process still hold a file): its files are gone."""
-    subprocess.run(["umount", "-l", str(disk.path)], check=False)
+from zlog_testbed.small_disk import SmallDisk, mount_tmpfs, unmount
 
 
 @contextlib.contextmanager

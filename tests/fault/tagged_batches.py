@@ -4,7 +4,6 @@ consumer: what the disk-full tests acknowledge, and what the cluster then serves
 from __future__ import annotations
 
 from tests.storage_helpers import make_batch
-from tests.waiting import wait_until
 from zlog.client import Consumer, TopicPartition
 from zlog.transport.messages import (
     ProduceEntry,
@@ -13,6 +12,7 @@ from zlog.transport.messages import (
     ProduceResult,
 )
 from zlog.transport.rpc import RpcClient
+from zlog_testbed.waiting import wait_until
 
 BATCH_VALUE_BYTES = 10_000
 RECORDS_PER_BATCH = 10  # ~100 KB per batch

@@ -29,8 +29,6 @@ import pytest
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from tests.broker_fixtures import BrokerProcess, broker_process
-from tests.waiting import wait_until
 from zlog import limits
 from zlog.broker.data.producer_snapshots import SNAPSHOT_SUFFIX
 from zlog.broker.topic_configs import TOPIC_CONFIG_KEYS
@@ -43,6 +41,8 @@ from zlog.transport import messages as wire
 from zlog.transport.codec import decode_response, encode_request
 from zlog.transport.rpc import RpcClient
 from zlog.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from zlog_testbed.broker_process import BrokerProcess, broker_process
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -20,11 +20,11 @@ from typing import Final
 
 import pytest
 
-from tests.broker_fixtures import BrokerProcess, broker_process
 from tests.production import Production, check_log
-from tests.waiting import wait_until
 from zlog.broker.config import KEYS as BROKER_CONFIG_KEYS
 from zlog.client import Admin, NewTopic, Producer
+from zlog_testbed.broker_process import BrokerProcess, broker_process
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

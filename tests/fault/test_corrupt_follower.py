@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster_fixtures import ClusterProcesses, cluster_processes, log_bytes
+from tests.cluster_fixtures import log_bytes
 from tests.fault.tagged_batches import RECORDS_PER_BATCH, produce_tagged
-from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, NewTopic, TopicPartition
 from zlog.errors import ErrorCode
+from zlog_testbed.cluster_processes import ClusterProcesses, cluster_processes
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

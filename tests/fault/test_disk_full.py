@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_fixtures import broker_process
 from tests.fault.small_disk import small_disk
 from tests.fault.tagged_batches import (
     RECORDS_PER_BATCH,
@@ -25,7 +24,6 @@ from tests.fault.tagged_batches import (
     tagged_batch,
 )
 from tests.storage_helpers import batch_tags, split_batches
-from tests.waiting import wait_until
 from zlog import limits
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
@@ -34,6 +32,8 @@ from zlog.shm_segments.log_config import LogConfig
 from zlog.transport.messages import (
     ProduceResult,
 )
+from zlog_testbed.broker_process import broker_process
+from zlog_testbed.waiting import wait_until
 
 CONFIG = LogConfig(ring_bytes=limits.RING_SIZE_BYTES_MIN * 64, max_message_bytes=1 << 21)
 

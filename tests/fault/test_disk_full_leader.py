@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster_fixtures import ClusterProcesses, running
 from tests.fault.small_disk import small_disk
 from tests.fault.tagged_batches import produce_tagged, read_tags
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode
+from zlog_testbed.cluster_processes import ClusterProcesses, running
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -16,10 +16,10 @@ from typing import Final
 import psutil
 import pytest
 
-from tests.broker_fixtures import BrokerProcess, broker_process, process_exited
-from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, NewTopic, Producer
 from zlog.errors import ErrorCode, ZlogError
+from zlog_testbed.broker_process import BrokerProcess, broker_process, process_exited
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -27,14 +27,14 @@ import pytest
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from tests.broker_fixtures import BrokerProcess, broker_process
-from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.record.records import NewRecord, build_batch
 from zlog.transport import messages as wire
 from zlog.transport.codec import encode_request
 from zlog.transport.rpc import RpcClient
 from zlog.types import LATEST_TIMESTAMP
+from zlog_testbed.broker_process import BrokerProcess, broker_process
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

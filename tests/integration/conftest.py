@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.broker_fixtures import CALL_TIMEOUT_MS, BrokerProcess, broker_process
 from tests.group_calls import GROUP_TOPIC
 from zlog.transport import messages as wire
 from zlog.transport.rpc import RpcClient
+from zlog_testbed.broker_process import CALL_TIMEOUT_MS, BrokerProcess, broker_process
 
 
 @pytest.fixture

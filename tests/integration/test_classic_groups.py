@@ -4,9 +4,7 @@ member's join seen as REBALANCE_IN_PROGRESS on heartbeat, leaving (docs/groups.m
 
 from __future__ import annotations
 
-from tests.broker_fixtures import CALL_TIMEOUT_MS, BrokerProcess
 from tests.group_calls import GROUP_TOPIC, collect, find_coordinator, join_request, new_member_id
-from tests.waiting import wait_until
 from zlog.errors import ErrorCode
 from zlog.groups.consumer_protocol import Assignment, decode_assignment, encode_assignment
 from zlog.transport.group_messages import (
@@ -23,6 +21,8 @@ from zlog.transport.group_messages import (
 )
 from zlog.transport.rpc import RpcClient
 from zlog.types import TopicPartition
+from zlog_testbed.broker_process import CALL_TIMEOUT_MS, BrokerProcess
+from zlog_testbed.waiting import wait_until
 
 GROUP = "classic-readers"
 

@@ -13,8 +13,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.broker_fixtures import BrokerProcess, broker_process
-from tests.waiting import wait_until
 from zlog.client import (
     EARLIEST,
     LATEST,
@@ -43,6 +41,8 @@ from zlog.transport.messages import (
     ProduceResult,
 )
 from zlog.transport.rpc import RpcClient, RpcResult
+from zlog_testbed.broker_process import BrokerProcess, broker_process
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -23,10 +23,11 @@ from typing import Final
 
 import pytest
 
-from tests.broker_fixtures import REPO_ROOT, BrokerProcess, broker_process, free_port
-from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, NewTopic, Producer
 from zlog.errors import ErrorCode, ZlogError
+from zlog_testbed.broker_process import REPO_ROOT, BrokerProcess, broker_process
+from zlog_testbed.free_ports import free_port
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.broker_fixtures import REPO_ROOT, BrokerProcess, broker_process
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.client.records import ConsumerRecord
+from zlog_testbed.broker_process import REPO_ROOT, BrokerProcess, broker_process
 
 pytestmark = pytest.mark.slow
 

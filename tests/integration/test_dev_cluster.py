@@ -11,10 +11,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.broker_fixtures import REPO_ROOT, free_port_pair
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.shm_segments.log import default_ring_dir
+from zlog_testbed.broker_process import REPO_ROOT
+from zlog_testbed.free_ports import free_port_pair
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_fixtures import broker_process
 from tests.fault.small_disk import small_disk
-from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic, Producer
+from zlog_testbed.broker_process import broker_process
+from zlog_testbed.waiting import wait_until
 
 DISK_BYTES = 32 << 20
 BUDGET_BYTES = 512 << 10  # the topic's 1.5625% of the 32 MiB disk

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_fixtures import BrokerProcess, broker_process
 from tests.group_members import Members
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.client.cluster import Connections
 from zlog.client.group_coordinator import CoordinatorLink
 from zlog.client.group_offsets import commit_offsets
 from zlog.errors import ErrorCode, ZlogError
+from zlog_testbed.broker_process import BrokerProcess, broker_process
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.broker_fixtures import BrokerProcess, broker_process
 from zlog.client import Admin, Consumer, NewTopic, TopicPartition
+from zlog_testbed.broker_process import BrokerProcess, broker_process
 
 WAIT_S = 30.0
 METADATA_MAX_AGE_MS = 300

@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import zmq
 
-from tests.broker_fixtures import CALL_TIMEOUT_MS, BrokerProcess
 from tests.group_calls import (
     GROUP_TOPIC,
     SESSION_TIMEOUT_MS,
@@ -22,6 +21,7 @@ from zlog.transport import group_messages as gm
 from zlog.transport.codec import decode_response, encode_request
 from zlog.transport.rpc import RpcClient
 from zlog.types import TopicPartition
+from zlog_testbed.broker_process import CALL_TIMEOUT_MS, BrokerProcess
 
 GROUP = "careful-readers"
 SERVER_SIDE_GROUP = "server-side-readers"

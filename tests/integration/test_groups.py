@@ -4,9 +4,7 @@ RpcClient requests (docs/groups.md, "Inside the worker")."""
 
 from __future__ import annotations
 
-from tests.broker_fixtures import CALL_TIMEOUT_MS, BrokerProcess
 from tests.group_calls import GROUP_TOPIC, find_coordinator
-from tests.waiting import wait_until
 from zlog.errors import ErrorCode
 from zlog.transport.group_messages import (
     NO_REQUEST_ID,
@@ -20,6 +18,8 @@ from zlog.transport.group_messages import (
 )
 from zlog.transport.rpc import RpcClient
 from zlog.types import TopicPartition
+from zlog_testbed.broker_process import CALL_TIMEOUT_MS, BrokerProcess
+from zlog_testbed.waiting import wait_until
 
 GROUP = "orders-readers"
 TOPIC = GROUP_TOPIC

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.broker_fixtures import BrokerProcess, broker_process
-from tests.waiting import wait_until
 from zlog import limits
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.client.cluster import MetadataCache
+from zlog_testbed.broker_process import BrokerProcess, broker_process
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.broker_fixtures import REPO_ROOT, START_TIMEOUT_S, free_port
-from tests.waiting import wait_until
+from zlog_testbed.broker_process import REPO_ROOT, START_TIMEOUT_S
+from zlog_testbed.free_ports import free_port
+from zlog_testbed.waiting import wait_until
 
 BANNER = b" serving: control "  # printed by the supervisor once every worker said hello
 STOP_TIMEOUT_S = 20.0
@@ -84,7 +85,7 @@ def test_make_run_installs_only_what_running_needs_and_reuses_the_dev_install(
     pip_upgrade = "python -m pip install --quiet --upgrade pip"
     assert _make_target(stand_in_venv, "run") == [
         pip_upgrade, "python -m pip install --quiet -e .", "zlog serve"]
-    compile_all = "python -m compileall -q -j 0 zlog zlog_jepsen tests bench"
+    compile_all = "python -m compileall -q -j 0 zlog zlog_testbed zlog_jepsen tests bench"
     # Then the tests' setup adds the dev extra (and byte-compiles) ...
     assert _make_target(stand_in_venv, "setup") == [
         pip_upgrade, "python -m pip install --quiet -e .[dev]", compile_all]

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import time
 
-from tests.broker_fixtures import CALL_TIMEOUT_MS, broker_process
 from tests.group_calls import GROUP_TOPIC, committed, find_coordinator
-from tests.waiting import wait_until
 from zlog.errors import ErrorCode
 from zlog.transport import messages as wire
 from zlog.transport.group_messages import (
@@ -22,6 +20,8 @@ from zlog.transport.group_messages import (
 )
 from zlog.transport.rpc import RpcClient
 from zlog.types import TopicPartition
+from zlog_testbed.broker_process import CALL_TIMEOUT_MS, broker_process
+from zlog_testbed.waiting import wait_until
 
 RETENTION_MS = 1_500
 LEAVE_EPOCH = -1

@@ -28,13 +28,13 @@ import zmq
 from bench.raft_client import RaftClient, decode_client_reply
 from bench.raft_kv import KvOp, KvStateMachine, decode_list, kv_command, kv_incr
 from bench.raft_node import ClientServer, SharedKvStateMachine
-from tests.waiting import wait_until
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft import codec
 from zlog.raft.messages import TimeoutNow
 from zlog.raft.proposals import NotLeaderOrFollowerError
 from zlog.raft.runner import RaftRunner, RunnerConfig
 from zlog.transport.raft_peers import PeerTransport
+from zlog_testbed.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TICK_MS = 20

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.shm_segments.test_ring_layout import check_batch, make_batch
-from tests.waiting import wait_until
 from zlog.shm_segments.ring import RingFullError, RingOverrunError, RingReader, RingWriter
+from zlog_testbed.waiting import wait_until
 
 CAPACITY_BYTES = 256 * 1024
 BATCH_COUNT = 3000

@@ -27,12 +27,12 @@ import psutil
 import pytest
 import zmq
 
-from tests.broker_fixtures import worker_processes
-from tests.waiting import wait_until
 from zlog.errors import ErrorCode
 from zlog.transport import messages as wire
 from zlog.transport.codec import decode_response, encode_request
 from zlog.types import LATEST_TIMESTAMP
+from zlog_testbed.broker_process import worker_processes
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

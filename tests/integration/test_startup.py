@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_fixtures import broker_process, free_port
 from zlog.client import Admin, Consumer, NewTopic, Producer
+from zlog_testbed.broker_process import broker_process
+from zlog_testbed.free_ports import free_port
 
 pytestmark = pytest.mark.slow
 

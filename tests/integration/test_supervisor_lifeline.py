@@ -21,12 +21,12 @@ from typing import Final
 import psutil
 import pytest
 
-from tests.broker_fixtures import BrokerProcess, broker_process
 from tests.cluster_fixtures import produce_to_worker
-from tests.waiting import wait_until
 from zlog.broker.control.forked_workers import FORKSERVER_MODULE
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
+from zlog_testbed.broker_process import BrokerProcess, broker_process
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_fixtures import REPO_ROOT
+from zlog_testbed.broker_process import REPO_ROOT
 
 UNIT = REPO_ROOT / "systemd" / "zlog.service"
 INSTALLED_ZLOG = "/opt/zlog/bin/zlog"  # the virtualenv the unit's header installs zlog into

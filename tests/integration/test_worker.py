@@ -23,9 +23,7 @@ from typing import Any, TextIO
 import pytest
 import zmq
 
-from tests.broker_fixtures import process_exited
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
-from tests.waiting import wait_until
 from zlog.errors import ErrorCode
 from zlog.record.arrays import build_batch_from_values
 from zlog.record.records import NewRecord, build_batch
@@ -50,6 +48,8 @@ from zlog.transport.messages import (
     Response,
 )
 from zlog.transport.wire import Buffer
+from zlog_testbed.broker_process import process_exited
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

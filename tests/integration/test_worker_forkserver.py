@@ -15,8 +15,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.broker_fixtures import BrokerProcess, broker_process
-from tests.waiting import wait_until
 from zlog.broker.control.forked_workers import (
     ANSWER_TIMEOUT_MS,
     FORKSERVER_MODULE,
@@ -27,6 +25,8 @@ from zlog.broker.control.forked_workers import (
 from zlog.broker.control.worker_pool import worker_environ
 from zlog.client import Admin, NewTopic, Producer
 from zlog.clock import monotonic_ms
+from zlog_testbed.broker_process import BrokerProcess, broker_process
+from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

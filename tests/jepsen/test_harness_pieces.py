@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_fixtures import REPO_ROOT
 from zlog.errors import ErrorCode, ZlogError
 from zlog_jepsen.__main__ import _kinds, _span, first_config, parser
 from zlog_jepsen.client_adapter import SendResult, decode_value, encode_value
@@ -19,6 +18,7 @@ from zlog_jepsen.nemesis import _STARTS, FAULT_KINDS, Schedule
 from zlog_jepsen.plots import completions, fault_windows
 from zlog_jepsen.totals import totals
 from zlog_jepsen.workload import send_outcome
+from zlog_testbed.broker_process import REPO_ROOT
 
 S = 1_000_000_000
 

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.waiting import wait_until
 from zlog_jepsen import netns
 from zlog_jepsen.netns import (
     BRIDGE_HOST,
@@ -32,6 +31,7 @@ from zlog_jepsen.netns import (
     unavailable_reason,
 )
 from zlog_jepsen.netns_cluster import NamespacedCluster
+from zlog_testbed.waiting import wait_until
 
 PORT = 7000
 PROBE_TIMEOUT_S = 1.0

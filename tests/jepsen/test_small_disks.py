@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fault.small_disk import mount_tmpfs
 from zlog_jepsen.small_disks import SOURCE_PREFIX, SmallDisks, stale_disk_mounts
+from zlog_testbed.small_disk import mount_tmpfs
 
 SIZE_BYTES = 4 << 20
 

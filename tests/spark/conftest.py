@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.broker_fixtures import BrokerProcess, broker_process
 from zlog.client import Admin, NewTopic
+from zlog_testbed.broker_process import BrokerProcess, broker_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CALL_TIMEOUT_MS = 10_000

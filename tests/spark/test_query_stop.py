@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from tests.waiting import wait_until
 from zlog.client import Producer
 from zlog.spark import ZlogSink
+from zlog_testbed.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -1,6 +1,6 @@
 """The fault proxy does to TCP what each fault promises, on real sockets.
 
-Spec: tests/tools/fault_proxy.py's docstrings. Every test talks through a proxy on 127.0.1.2
+Spec: zlog_testbed/fault_proxy.py's docstrings. Every test talks through a proxy on 127.0.1.2
 to a listener on 127.0.0.2 and drives both ends itself: the client socket and the socket the
 target accepted. "Nothing arrives" is shown without sleeping: the test waits until the proxy
 has counted the bytes as dropped (so they can no longer arrive) and then finds the receiving
@@ -25,7 +25,7 @@ from typing import Final
 import pytest
 import zmq
 
-from tests.tools.fault_proxy import (
+from zlog_testbed.fault_proxy import (
     Address,
     Direction,
     FaultProxy,
@@ -34,7 +34,7 @@ from tests.tools.fault_proxy import (
     ProxyStats,
     from_this_process,
 )
-from tests.waiting import wait_until
+from zlog_testbed.waiting import wait_until
 
 PROXY_HOST: Final = "127.0.1.2"
 TARGET_HOST: Final = "127.0.0.2"
@@ -635,7 +635,7 @@ def test_zmq_reconnects_by_itself_after_a_partition_heals(target: socket.socket)
 def test_the_command_line_forwards_until_sigterm(link: Link, target: socket.socket) -> None:
     target_host, target_port = target.getsockname()
     command = [
-        sys.executable, "-m", "tests.tools.fault_proxy", "--listen", f"{PROXY_HOST}:0",
+        sys.executable, "-m", "zlog_testbed.fault_proxy", "--listen", f"{PROXY_HOST}:0",
         "--target", f"{target_host}:{target_port}", "--delay-ms", "1",
     ]
     with subprocess.Popen(

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.broker_fixtures import RING_DIR_PREFIX, _remove_stale_ring_dirs
+from zlog_testbed.broker_process import RING_DIR_PREFIX, _remove_stale_ring_dirs
 
 
 def test_only_the_ring_dirs_of_dead_processes_are_removed(tmp_path: Path) -> None:

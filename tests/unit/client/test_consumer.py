@@ -17,7 +17,6 @@ import pytest
 import zmq
 
 from tests.clock import ManualClock
-from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import BatchView, build_batch_from_values
@@ -37,6 +36,7 @@ from zlog.transport.messages import (
 )
 from zlog.transport.sockets import make_router, recv_routed, send_routed
 from zlog.transport.wire import Buffer
+from zlog_testbed.waiting import wait_until
 
 TOPIC = "t"
 TP = TopicPartition(TOPIC, 0)

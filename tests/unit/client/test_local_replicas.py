@@ -11,7 +11,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.waiting import wait_until
 from zlog.client import Consumer
 from zlog.client.cluster import MetadataCache, PartitionLeader
 from zlog.client.local_replicas import (
@@ -32,6 +31,7 @@ from zlog.transport.messages import (
     PartitionMetadata,
     TopicMetadata,
 )
+from zlog_testbed.waiting import wait_until
 
 RING_BYTES = 1 << 16
 

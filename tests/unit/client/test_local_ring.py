@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.waiting import wait_until
 from zlog.client.local_ring import LocalRing, is_local_endpoint
 from zlog.errors import ErrorCode
 from zlog.record.arrays import build_batch_from_values
@@ -17,6 +16,7 @@ from zlog.transport.messages import (
     PartitionMetadata,
     TopicMetadata,
 )
+from zlog_testbed.waiting import wait_until
 
 CAPACITY_BYTES = 64 * 1024
 

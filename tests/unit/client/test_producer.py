@@ -18,7 +18,6 @@ from concurrent.futures import Future
 import pytest
 import zmq
 
-from tests.waiting import wait_until
 from zlog.client import Producer
 from zlog.client.accumulator import PendingBatch
 from zlog.client.records import RecordMetadata
@@ -41,6 +40,7 @@ from zlog.transport.messages import (
     TopicMetadata,
 )
 from zlog.transport.sockets import make_router, recv_routed, send_routed
+from zlog_testbed.waiting import wait_until
 
 TOPIC = "t"
 PRODUCER_ID = 42

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 import pytest
 import zmq
 
-from tests.waiting import wait_until
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.codec import (
     HeaderError,
@@ -42,6 +41,7 @@ from zlog.transport.sockets import (
     send_frames,
     send_routed,
 )
+from zlog_testbed.waiting import wait_until
 
 
 class FakeServer:

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 
 import zmq
 
-from tests.waiting import wait_until
 from zlog.broker.control.broker_probes import BrokerProbes
 from zlog.clock import monotonic_ms
 from zlog.transport.sockets import make_router
+from zlog_testbed.waiting import wait_until
 
 HOST = "127.0.0.7"
 

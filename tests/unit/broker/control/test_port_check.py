@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import socket
 
-from tests.waiting import wait_until
 from zlog.broker.control.port_check import CHECK_TIMEOUT_MS, PortCheck
+from zlog_testbed.waiting import wait_until
 
 
 def _outcome(endpoint: str) -> str:

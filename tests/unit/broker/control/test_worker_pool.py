@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import zmq
 
-from tests.waiting import wait_until
 from zlog.broker.control.worker_pool import (
     KILLED_EXIT_TIMEOUT_MS,
     WORKER_RESTART_LIMIT,
@@ -28,6 +27,7 @@ from zlog.broker.control.worker_pool import (
     restart_backoff_ms,
     supervisor_endpoint,
 )
+from zlog_testbed.waiting import wait_until
 
 NOW_MS = 1_000_000
 WANT = DesiredPartition({"retention.ms": "1000"}, 0, True)

@@ -1,4 +1,5 @@
-"""Free TCP ports on this host's addresses, for brokers started by tests, benchmarks and tools.
+"""Free TCP ports on this host's addresses, for brokers started by the tests, the benchmarks and
+the fault harness.
 
 A voter listens on two ports (control p, metadata log p + 1), so a cluster on 127.0.0.1-N needs
 a p with both free on every address. The answer can race with another process binding the

@@ -1,8 +1,8 @@
-"""A real `zlog serve` for fault tests: start, kill -9, restart on the same data dir.
+"""A real `zlog serve`: start, kill -9, freeze, restart on the same data dir.
 
-The integration tests (`tests/integration/test_serve.py`, `test_client_broker.py`) keep their
-own private helpers; this is the shared one for `tests/fault/`. Everything waits on a condition
-with a deadline (`tests.waiting.wait_until`), never on a bare sleep.
+The fault, cluster and integration tests and the fault harness start their brokers through
+this one class, each with its own data and ring directories and a log per run. Everything
+waits on a condition with a deadline (`zlog_testbed.waiting.wait_until`), never on a bare sleep.
 
     with broker_process(log_dir, workers=2) as broker:
         broker.endpoint            # the control endpoint, tcp://127.0.0.1:<free port>
@@ -27,10 +27,8 @@ from pathlib import Path
 
 import psutil
 
-from tests.waiting import wait_until
 from zlog.broker.control.forked_workers import FORKSERVER_MODULE
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.free_ports import free_port, free_port_pair  # noqa: F401 (re-exported)
 from zlog.transport.messages import (
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
@@ -38,6 +36,8 @@ from zlog.transport.messages import (
     MetadataResponseV0,
 )
 from zlog.transport.rpc import RpcClient
+from zlog_testbed.free_ports import free_port
+from zlog_testbed.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 30.0  # generous: CI machines are shared
@@ -339,6 +339,6 @@ def process_exited(process: psutil.Process | int) -> bool:
     try:
         if isinstance(process, int):
             process = psutil.Process(process)
-        return process.status() == psutil.STATUS_ZOMBIE and process.num_threads() <= 1
+        return bool(process.status() == psutil.STATUS_ZOMBIE and process.num_threads() <= 1)
     except psutil.NoSuchProcess:
         return True

@@ -1,4 +1,5 @@
-"""A TCP proxy that puts network faults between two zlog processes, for fault tests.
+"""A TCP proxy that puts network faults between two zlog processes, for the fault tests and the
+fault harness.
 
 zlog's hosts talk ZeroMQ over TCP: Raft messages between supervisors, followers fetching from
 leaders, supervisors calling the controller. The kernel here has no netem, so a test that wants
@@ -47,7 +48,7 @@ reach it through `call_soon_threadsafe`. Memory is bounded: each direction of a 
 queues at most `queue_bytes_max` bytes and then stops reading its source, so a slow link
 pushes back on the sender as a real one does.
 
-`python -m tests.tools.fault_proxy --listen HOST:PORT --target HOST:PORT [--delay-ms N]` runs
+`python -m zlog_testbed.fault_proxy --listen HOST:PORT --target HOST:PORT [--delay-ms N]` runs
 one until SIGTERM or SIGINT, for trying a fault by hand.
 """
 
@@ -898,7 +899,7 @@ def _parse_address(text: str) -> Address:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one proxy until SIGTERM or SIGINT; print where it listens, then its counters."""
     parser = argparse.ArgumentParser(
-        prog="python -m tests.tools.fault_proxy",
+        prog="python -m zlog_testbed.fault_proxy",
         description="Forward TCP from --listen to --target, optionally slowed down.",
     )
     parser.add_argument("--listen", type=_parse_address, required=True, help="HOST:PORT (0: any)")

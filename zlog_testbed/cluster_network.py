@@ -1,6 +1,6 @@
 """A cluster whose brokers reach one another only through fault proxies: a network to cut.
 
-Broker i binds on 127.0.0.i, as in `cluster_fixtures`, but is reached at 127.0.1.i: its
+Broker i binds on 127.0.0.i, as in `cluster_processes`, but is reached at 127.0.1.i: its
 voter entry, `--advertised-listener` and `--advertised-host` all name that address, so its
 control, Raft and worker data endpoints are known to everyone there. A `FaultProxy` per port
 of broker i (control, Raft, and a fixed data port per worker) listens on 127.0.1.i with the
@@ -37,10 +37,10 @@ from typing import Final, Literal
 
 import psutil
 
-from tests.broker_fixtures import BrokerProcess
-from tests.cluster_fixtures import CLUSTER_FLAGS, ClusterProcesses, running
-from tests.tools.fault_proxy import Address, FaultProxy, socket_owner
-from zlog.transport.free_ports import free_port_pair
+from zlog_testbed.broker_process import BrokerProcess
+from zlog_testbed.cluster_processes import CLUSTER_FLAGS, ClusterProcesses, running
+from zlog_testbed.fault_proxy import Address, FaultProxy, socket_owner
+from zlog_testbed.free_ports import free_port_pair
 
 Link = Literal["control", "raft", "data"]  # which of a broker's ports: what travels there
 LINKS: Final[tuple[Link, ...]] = ("control", "raft", "data")

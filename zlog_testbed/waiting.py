@@ -1,4 +1,4 @@
-"""Waiting on a condition with a deadline: the only way tests wait."""
+"""Waiting on a condition with a deadline: the only way the tests and the fault harness wait."""
 
 from __future__ import annotations
 
