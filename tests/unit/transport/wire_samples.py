@@ -1,0 +1,251 @@
+"""A sample of every JSON message zlog writes, by name: the values whose bytes
+`wire_golden.json` holds as an earlier build wrote them (test_wire_golden.py).
+
+Each message appears in a full form (every field away from its default, non-ASCII text,
+nulls where a field may be null) and, where it has defaults, a bare one, so both the fields a
+message always writes and the ones it leaves out when unset are pinned. The kinds are the
+four JSON codecs: a request or response body, a supervisor-worker message, a metadata-log
+command and a command's result.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+from zlog.broker import worker_protocol as wp
+from zlog.broker.control import metadata_commands as mc
+from zlog.broker.control.placement import InitialPartition
+from zlog.errors import ErrorCode
+from zlog.transport import cluster_messages as cm
+from zlog.transport import group_messages as gm
+from zlog.transport import messages as m
+from zlog.transport import reassignment_messages as rm
+from zlog.types import TopicPartition
+
+Kind: TypeAlias = Literal["request", "response", "worker", "command", "result"]
+
+TOPIC_ID = "0123456789abcdef0123456789abcdef"
+BYTES = bytes(range(256))
+TP = TopicPartition("ørders", 3)
+
+
+def _api() -> dict[str, tuple[Kind, object]]:
+    broker = m.BrokerMetadata(1, "hôst", "tcp://127.0.0.1:7400", rack="r1", ring_dir="/rings")
+    partition = m.PartitionMetadata(2, 1, 7, (1, 2, 3), (1, 2), "tcp://127.0.0.1:7401",
+                                    error_code=0, ring_path="/rings/t-2")
+    topic = m.TopicMetadata("t", 0, "", {"retention.ms": "1000"}, (partition,), TOPIC_ID)
+    return {
+        "ListOffsetsRequestV0": ("request", m.ListOffsetsRequestV0(
+            "t", (m.ListOffsetsPartition(0, -1), m.ListOffsetsPartition(1, 1_700_000_000_000)))),
+        "ListOffsetsResponseV0": ("response", m.ListOffsetsResponseV0(
+            "t", (m.ListOffsetsResult(0, 0, "", 42, -1), m.ListOffsetsResult(1, 6, "nö", -1, -1)))),
+        "MetadataRequestV0": ("request", m.MetadataRequestV0(("a", "b"))),
+        "MetadataRequestV0/all": ("request", m.MetadataRequestV0(None)),
+        "MetadataResponseV0": ("response", m.MetadataResponseV0(
+            "cluster", 1, (broker, m.BrokerMetadata(2, "h2", "tcp://h2:1")),
+            (topic, m.TopicMetadata("gone", 3, "unknown topic")))),
+        "ApiVersionsRequestV0": ("request", m.ApiVersionsRequestV0()),
+        "ApiVersionsResponseV0": ("response", m.ApiVersionsResponseV0(
+            (m.ApiVersionRange(0, 0, 0), m.ApiVersionRange(1, 0, 1)), "zlog 1.0")),
+        "CreateTopicsRequestV0": ("request", m.CreateTopicsRequestV0(
+            (m.TopicSpec("t", 3, 2, {"cleanup.policy": "compact"}), m.TopicSpec("u", 1)),
+            validate_only=True)),
+        "CreateTopicsResponseV0": ("response", m.CreateTopicsResponseV0(
+            (m.TopicResult("t", 0), m.TopicResult("u", 36, "exists")))),
+        "CreatePartitionsRequestV0": ("request", m.CreatePartitionsRequestV0(
+            (m.PartitionsSpec("t", 6),), validate_only=False)),
+        "CreatePartitionsResponseV0": ("response", m.CreatePartitionsResponseV0(
+            (m.TopicResult("t", 37, "fewer"),))),
+        "DeleteTopicsRequestV0": ("request", m.DeleteTopicsRequestV0(("t", "ü"))),
+        "DeleteTopicsResponseV0": ("response", m.DeleteTopicsResponseV0(
+            (m.TopicResult("t", 0),))),
+        "ElectLeadersRequestV0": ("request", m.ElectLeadersRequestV0()),
+        "ElectLeadersResponseV0": ("response", m.ElectLeadersResponseV0(0, "", 4)),
+        "InitProducerIdRequestV0": ("request", m.InitProducerIdRequestV0()),
+        "InitProducerIdRequestV0/tx": ("request", m.InitProducerIdRequestV0("tx-1")),
+        "InitProducerIdResponseV0": ("response", m.InitProducerIdResponseV0(0, 2**40, 3)),
+        "DescribeConfigsRequestV0": ("request", m.DescribeConfigsRequestV0((
+            m.DescribeConfigsResource(2, "t"),
+            m.DescribeConfigsResource(2, "u", ("retention.ms",))))),
+        "DescribeConfigsResponseV0": ("response", m.DescribeConfigsResponseV0((
+            m.DescribeConfigsResult(0, "", 2, "t", (
+                m.DescribedConfig("retention.ms", "1000", 1),
+                m.DescribedConfig("x", None, 5))),
+            m.DescribeConfigsResult(3, "no such topic", 2, "u")))),
+        "IncrementalAlterConfigsRequestV0": ("request", m.IncrementalAlterConfigsRequestV0((
+            m.AlterConfigsResource(2, "t", (
+                m.AlterableConfig("retention.ms", 0, "5"), m.AlterableConfig("x", 1))),),
+            validate_only=True)),
+        "IncrementalAlterConfigsResponseV0": ("response", m.IncrementalAlterConfigsResponseV0(
+            (m.AlterConfigsResourceResult(40, "bad", 2, "t"),))),
+        "DescribeClusterRequestV0": ("request", m.DescribeClusterRequestV0()),
+        "DescribeClusterResponseV0": ("response", m.DescribeClusterResponseV0(
+            "cluster", 1, (broker,), m.RaftStatus(1, 4, (4, 100)),
+            (m.BrokerState(1, 9, "live", "r1"),), (m.VoterStatus(1, 100, 0),))),
+        "DescribeClusterResponseV0/bare": ("response", m.DescribeClusterResponseV0(
+            "cluster", -1, (), m.RaftStatus(None, 0, (0, 0)))),
+    }
+
+
+def _cluster() -> dict[str, tuple[Kind, object]]:
+    return {
+        "OffsetForLeaderEpochRequestV0": ("request", cm.OffsetForLeaderEpochRequestV0(
+            2, (cm.EpochQuery("t", 0, 5, 4),))),
+        "OffsetForLeaderEpochResponseV0": ("response", cm.OffsetForLeaderEpochResponseV0(
+            (cm.EpochAnswer("t", 0, 0, 4, 100), cm.EpochAnswer("t", 1, 74, -1, -1, "fenced")))),
+        "BrokerRegistrationRequestV0": ("request", cm.BrokerRegistrationRequestV0(
+            1, "inc", "cluster", "hôst", "tcp://h:1", 2, "r1", TOPIC_ID)),
+        "BrokerRegistrationResponseV0": ("response", cm.BrokerRegistrationResponseV0(
+            0, "", "cluster", 7, 1)),
+        "BrokerHeartbeatRequestV0": ("request", cm.BrokerHeartbeatRequestV0(
+            1, 7, ("tcp://h:2", ""), want_shutdown=True)),
+        "BrokerHeartbeatResponseV0": ("response", cm.BrokerHeartbeatResponseV0(
+            0, "", False, True, 1)),
+        "AlterPartitionRequestV0": ("request", cm.AlterPartitionRequestV0(
+            1, 7, "t", 0, 3, 9, (1, 2), {2: 8, 1: 7})),
+        "AlterPartitionResponseV0": ("response", cm.AlterPartitionResponseV0(41, "not", 2)),
+        "AddRaftLearnerRequestV0": ("request", cm.AddRaftLearnerRequestV0(
+            4, TOPIC_ID, "tcp://h:9")),
+        "AddRaftLearnerResponseV0": ("response", cm.AddRaftLearnerResponseV0(
+            0, "", 1, ("1@tcp://h:9", "2@tcp://h:10"))),
+    }
+
+
+def _reassignment() -> dict[str, tuple[Kind, object]]:
+    return {
+        "AlterPartitionReassignmentsRequestV0": ("request",
+            rm.AlterPartitionReassignmentsRequestV0((
+                rm.ReassignmentSpec("t", 0, (2, 3)), rm.ReassignmentSpec("t", 1, None)))),
+        "AlterPartitionReassignmentsResponseV0": ("response",
+            rm.AlterPartitionReassignmentsResponseV0(39, "bad")),
+        "ListPartitionReassignmentsRequestV0": ("request",
+            rm.ListPartitionReassignmentsRequestV0()),
+        "ListPartitionReassignmentsResponseV0": ("response",
+            rm.ListPartitionReassignmentsResponseV0(0, "", (
+                rm.OngoingReassignment("t", 0, (2, 3, 1), (2, 3), (1,)),))),
+        "UnregisterBrokerRequestV0": ("request", rm.UnregisterBrokerRequestV0(3)),
+        "UnregisterBrokerResponseV0": ("response", rm.UnregisterBrokerResponseV0(0, "", 5)),
+    }
+
+
+def _groups() -> dict[str, tuple[Kind, object]]:
+    rid = gm.NO_REQUEST_ID
+    member = gm.DescribedMember("m-1", "i-1", "client", "/10.0.0.1", BYTES, b"\x00\x01", 3)
+    return {
+        "JoinGroupRequest": ("request", gm.JoinGroupRequest(
+            rid, "g", "m-1", "consumer", (("range", BYTES), ("roundrobin", b"")), 10_000,
+            30_000, "i-1", "client", "/10.0.0.1", False)),
+        "JoinGroupRequest/bare": ("request", gm.JoinGroupRequest(
+            rid, "g", "", "consumer", (), 10_000, 30_000)),
+        "JoinGroupResponse": ("response", gm.JoinGroupResponse(
+            ErrorCode.NONE, "m-1", 3, "consumer", "range", "m-1", True,
+            (gm.JoinGroupMember("m-1", "i-1", BYTES), gm.JoinGroupMember("m-2", None, b"")))),
+        "JoinGroupResponse/bare": ("response", gm.JoinGroupResponse(
+            ErrorCode.MEMBER_ID_REQUIRED)),
+        "SyncGroupRequest": ("request", gm.SyncGroupRequest(
+            rid, "g", 3, "m-1", "i-1", (("m-1", BYTES), ("m-2", b"")), "consumer", "range")),
+        "SyncGroupRequest/bare": ("request", gm.SyncGroupRequest(rid, "g", 3, "m-1")),
+        "SyncGroupResponse": ("response", gm.SyncGroupResponse(
+            ErrorCode.NONE, BYTES, "consumer", "range")),
+        "HeartbeatRequest": ("request", gm.HeartbeatRequest(rid, "g", 3, "m-1", "i-1")),
+        "HeartbeatResponse": ("response", gm.HeartbeatResponse(
+            ErrorCode.REBALANCE_IN_PROGRESS)),
+        "LeaveGroupRequest": ("request", gm.LeaveGroupRequest(
+            rid, "g", (("m-1", None), ("", "i-2")))),
+        "LeaveGroupResponse": ("response", gm.LeaveGroupResponse(
+            ErrorCode.NONE, (("m-1", None, ErrorCode.NONE),
+                                ("", "i-2", ErrorCode.UNKNOWN_MEMBER_ID)))),
+        "OffsetFetchRequest": ("request", gm.OffsetFetchRequest(rid, "g", (TP,))),
+        "OffsetFetchRequest/all": ("request", gm.OffsetFetchRequest(rid, "g")),
+        "OffsetFetchResponse": ("response", gm.OffsetFetchResponse(
+            ErrorCode.NONE, ((TP, gm.FetchedOffset(42, 3, "mé")),
+                                (TopicPartition("t", 0), gm.FetchedOffset())))),
+        "GroupHeartbeatRequest": ("request", gm.GroupHeartbeatRequest(
+            rid, "g", "m-1", 4, "i-1", 30_000, ("t", "ü"), (TP,), "client", "/h", 5_000)),
+        "GroupHeartbeatRequest/bare": ("request", gm.GroupHeartbeatRequest(rid, "g", "", 0)),
+        "GroupHeartbeatResponse": ("response", gm.GroupHeartbeatResponse(
+            ErrorCode.NONE, "", "m-1", 4, 3_000, 45_000, (TP,))),
+        "GroupHeartbeatResponse/bare": ("response", gm.GroupHeartbeatResponse(
+            ErrorCode.FENCED_MEMBER_EPOCH, "fenced")),
+        "DescribeGroupsRequest": ("request", gm.DescribeGroupsRequest(rid, ("g", "h"))),
+        "DescribeGroupsResponse": ("response", gm.DescribeGroupsResponse((
+            gm.GroupDescription("g", ErrorCode.NONE, "Stable", "consumer", "range",
+                                "classic", 3, (member,)),
+            gm.GroupDescription("h", ErrorCode.GROUP_ID_NOT_FOUND, "Dead")))),
+        "ListGroupsRequest": ("request", gm.ListGroupsRequest(
+            rid, frozenset({"Stable", "Empty"}), frozenset({"consumer"}))),
+        "ListGroupsRequest/bare": ("request", gm.ListGroupsRequest(rid)),
+        "ListGroupsResponse": ("response", gm.ListGroupsResponse(
+            ErrorCode.NONE, (gm.ListedGroup("g", "consumer", "Stable", "classic"),))),
+        "DeleteGroupsRequest": ("request", gm.DeleteGroupsRequest(rid, ("g",))),
+        "DeleteGroupsResponse": ("response", gm.DeleteGroupsResponse(
+            (("g", ErrorCode.NONE), ("h", ErrorCode.NON_EMPTY_GROUP)))),
+        "FindCoordinatorRequestV0": ("request", gm.FindCoordinatorRequestV0("g")),
+        "FindCoordinatorResponseV0": ("response", gm.FindCoordinatorResponseV0(
+            0, "", 2, "tcp://h:3")),
+    }
+
+
+def _worker() -> dict[str, tuple[Kind, object]]:
+    return {
+        "hello": ("worker", wp.Hello(3, 4242, "tcp://127.0.0.1:7401")),
+        "heartbeat": ("worker", wp.Heartbeat(3)),
+        "assign": ("worker", wp.Assign(
+            7, "t", 2, {"retention.ms": "1000"}, 4, False, 1, 9, 2, 5, (2, 1, 3), (2, 1),
+            "tcp://h:2", 1 << 30, TOPIC_ID, (3,))),
+        "assign/bare": ("worker", wp.Assign(8, "t", 0)),
+        "unassign": ("worker", wp.Unassign(9, "t", 2, True)),
+        "stop": ("worker", wp.Stop()),
+        "lease": ("worker", wp.Lease(123_456)),
+        "group-settings": ("worker", wp.GroupSettings(
+            {"t": 3, "__consumer_offsets": 50}, 3_000, 6_000, 45_000, 5_000, 86_400_000, 600_000)),
+        "assigned": ("worker", wp.Assigned(7, 0, "")),
+        "unassigned": ("worker", wp.Unassigned(9, 3, "gone")),
+        "alter_isr": ("worker", wp.AlterIsr(10, "t", 2, 4, 5, (2, 1), {2: 9, 1: 8})),
+        "alter_isr_answer": ("worker", wp.AlterIsrAnswer(10, 0, "")),
+    }
+
+
+def _commands() -> dict[str, tuple[Kind, object]]:
+    return {
+        "RegisterBroker": ("command", mc.RegisterBroker(
+            1, "hôst", "tcp://h:1", "cluster", "inc", 2, "r1", TOPIC_ID)),
+        "RegisterBroker/bare": ("command", mc.RegisterBroker(1, "h", "tcp://h:1")),
+        "CreateTopic": ("command", mc.CreateTopic(
+            "t", 2, 2, {"retention.ms": "1000"}, ((1, 2), (2, 1)), topic_id=TOPIC_ID)),
+        "CreateTopic/no-id": ("command", mc.CreateTopic("t", 1, 1, {}, ((1,),))),
+        "AlterTopicConfigs": ("command", mc.AlterTopicConfigs(
+            "t", {"retention.ms": "5"}, ("cleanup.policy", "segment.bytes"))),
+        "AddPartitions": ("command", mc.AddPartitions("t", 2, ((1, 2), (2, 3)))),
+        "DeleteTopic": ("command", mc.DeleteTopic("t")),
+        "TopicDeleted": ("command", mc.TopicDeleted("t")),
+        "SetPartitionState": ("command", mc.SetPartitionState("t", 0, -1, 3, (1, 2))),
+        "ClusterChange": ("command", mc.ClusterChange(
+            (mc.BrokerChange(1, 7, True, False, ("tcp://h:2",), False),
+             mc.BrokerChange(2, 8, unregister=True), mc.BrokerChange(3, 9)),
+            (mc.PartitionChange("t", 0, 4, 2, 5, (2, 1), (2, 1)),
+             mc.PartitionChange("t", 1, 4, -1, 5, ())))),
+        "ClusterChange/bare": ("command", mc.ClusterChange()),
+        "ReassignPartitions": ("command", mc.ReassignPartitions(
+            (mc.Reassignment("t", 0, (2, 3)), mc.Reassignment("t", 1, None)), drain=1)),
+        "ReassignPartitions/bare": ("command", mc.ReassignPartitions(())),
+        "AllocateProducerIds": ("command", mc.AllocateProducerIds(100)),
+        "Applied": ("result", mc.Applied()),
+        "BrokerRegistered": ("result", mc.BrokerRegistered("cluster", 7)),
+        "TopicCreated": ("result", mc.TopicCreated(12)),
+        "PartitionStateSet": ("result", mc.PartitionStateSet(5)),
+        "ProducerIdsAllocated": ("result", mc.ProducerIdsAllocated(1000, 100)),
+    }
+
+
+LEGACY_CREATE_TOPIC = (
+    b'{"assignment":[{"isr":[1,2],"leader":1,"leader_epoch":0,"partition":0,"replicas":[1,2]}],'
+    b'"configs":{},"name":"t","partitions":1,"replication_factor":2,"type":"CreateTopic"}'
+)
+"""A CreateTopic as the metadata log held it before commands named only replica lists."""
+LEGACY_CREATE_TOPIC_DECODED = mc.CreateTopic(
+    "t", 1, 2, {}, ((1, 2),), (InitialPartition(0, (1, 2), 1, 0, (1, 2)),))
+
+
+def samples() -> dict[str, tuple[Kind, object]]:
+    return {**_api(), **_cluster(), **_reassignment(), **_groups(), **_worker(), **_commands()}
