@@ -31,7 +31,7 @@ from tests.waiting import wait_until
 from zlog.broker.control.forked_workers import FORKSERVER_MODULE
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.free_ports import free_port, free_port_pair  # noqa: F401 (re-exported)
-from zlog.transport.messages import (
+from zlog.transport.messages.admin import (
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
     MetadataRequestV0,

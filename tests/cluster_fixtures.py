@@ -25,9 +25,11 @@ from zlog.record.header import scan_batches
 from zlog.record.records import NewRecord, build_batch
 from zlog.shm_segments.log import PartitionLog
 from zlog.transport.free_ports import free_port_pair
-from zlog.transport.messages import (
+from zlog.transport.messages.admin import (
     MetadataResponseV0,
     PartitionMetadata,
+)
+from zlog.transport.messages.data import (
     ProduceEntry,
     ProduceRequestV0,
     ProduceResponseV0,

@@ -15,7 +15,7 @@ from tests.cluster_fixtures import ClusterProcesses
 from tests.waiting import wait_until
 from zlog.client import Admin
 from zlog.errors import ErrorCode
-from zlog.transport.messages import PartitionMetadata
+from zlog.transport.messages.admin import PartitionMetadata
 
 MOVE_WAIT_S: Final = 60.0
 

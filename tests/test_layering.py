@@ -52,7 +52,7 @@ PURE_MODULES = {
     "zlog/groups/config.py", "zlog/groups/consumer.py", "zlog/groups/consumer_group.py",
     "zlog/groups/consumer_protocol.py", "zlog/groups/consumer_records.py",
     "zlog/groups/coordinator.py", "zlog/groups/describe.py", "zlog/groups/kafka_codec.py",
-    "zlog/groups/messages.py", "zlog/groups/offsets.py", "zlog/groups/output.py",
+    "zlog/groups/offsets.py", "zlog/groups/output.py",
     "zlog/groups/partitioning.py", "zlog/groups/records.py", "zlog/groups/replay.py",
 }
 IMPURE_IMPORTS = {"os", "time", "socket", "zmq", "mmap", "threading", "subprocess", "asyncio",

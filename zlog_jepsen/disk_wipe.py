@@ -45,7 +45,10 @@ from typing import TYPE_CHECKING, Any, Final
 from tests.waiting import wait_until
 from zlog.client import Admin, ClusterDescription
 from zlog.errors import ZlogError
-from zlog.transport.messages import PartitionMetadata, TopicMetadata
+from zlog.transport.messages.admin import (
+    PartitionMetadata,
+    TopicMetadata,
+)
 from zlog_jepsen.storage_faults import dir_id, wipe_disk
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 from tests.waiting import wait_until
 from zlog.client import Admin
 from zlog.errors import ZlogError
-from zlog.transport.messages import PartitionMetadata
+from zlog.transport.messages.admin import PartitionMetadata
 from zlog_jepsen.cluster import SEGMENT_BYTES_CONFIG, TOPIC_CONFIGS
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from tests.cluster_network import ProxiedCluster, proxied_cluster
 from tests.waiting import wait_until
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.messages import (
+from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
     FetchResponseV0,

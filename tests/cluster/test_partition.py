@@ -51,7 +51,7 @@ from tests.production import Production, acks_all_production, check_log, produci
 from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.messages import PartitionMetadata
+from zlog.transport.messages.admin import PartitionMetadata
 
 pytestmark = pytest.mark.slow
 

@@ -28,7 +28,7 @@ from tests.cluster_fixtures import produce_to_worker
 from tests.cluster_network import ProxiedCluster, proxied_cluster
 from tests.waiting import wait_until
 from zlog.client import Admin, NewTopic
-from zlog.transport.messages import PartitionMetadata
+from zlog.transport.messages.admin import PartitionMetadata
 
 pytestmark = pytest.mark.slow
 

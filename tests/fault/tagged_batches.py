@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.storage_helpers import make_batch
 from tests.waiting import wait_until
 from zlog.client import Consumer, TopicPartition
-from zlog.transport.messages import (
+from zlog.transport.messages.data import (
     ProduceEntry,
     ProduceRequestV0,
     ProduceResponseV0,

@@ -31,9 +31,7 @@ from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
-from zlog.transport.messages import (
-    ProduceResult,
-)
+from zlog.transport.messages.data import ProduceResult
 
 CONFIG = LogConfig(ring_bytes=limits.RING_SIZE_BYTES_MIN * 64, max_message_bytes=1 << 21)
 

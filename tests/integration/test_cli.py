@@ -24,7 +24,11 @@ from zlog.broker.topic_configs import TOPIC_CONFIG_KEYS
 from zlog.client import Producer
 from zlog.record.header import Compression, scan_batches
 from zlog.record.records import read_records
-from zlog.transport.messages import FetchEntry, FetchRequestV0, FetchResponseV0
+from zlog.transport.messages.data import (
+    FetchEntry,
+    FetchRequestV0,
+    FetchResponseV0,
+)
 from zlog.transport.rpc import RpcClient
 
 pytestmark = pytest.mark.slow

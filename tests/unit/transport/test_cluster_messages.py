@@ -12,7 +12,16 @@ import json
 import pytest
 
 from zlog.errors import ErrorCode
-from zlog.transport.cluster_messages import (
+from zlog.transport.codec import (
+    RequestBodyError,
+    decode_request,
+    encode_request,
+)
+from zlog.transport.messages import (
+    Request,
+    Response,
+)
+from zlog.transport.messages.cluster import (
     AddRaftLearnerRequestV0,
     AddRaftLearnerResponseV0,
     AlterPartitionRequestV0,
@@ -23,19 +32,15 @@ from zlog.transport.cluster_messages import (
     BrokerRegistrationResponseV0,
     EpochAnswer,
     EpochQuery,
-    FetchRequestV1,
-    FetchResponseV1,
     OffsetForLeaderEpochRequestV0,
     OffsetForLeaderEpochResponseV0,
+)
+from zlog.transport.messages.data import (
+    FetchRequestV1,
+    FetchResponseV1,
     ReplicaFetchEntry,
     ReplicaFetchResult,
 )
-from zlog.transport.codec import (
-    RequestBodyError,
-    decode_request,
-    encode_request,
-)
-from zlog.transport.messages import Request, Response
 
 CLUSTER_REQUESTS: list[Request] = [
     FetchRequestV1(2, 7, 250, 1, 1 << 20, (
