@@ -333,11 +333,17 @@ def to_json(value: object) -> dict[str, object]:
 
 
 def from_fields(cls: type[T], f: Fields) -> T:
-    """A message of `cls` read from `f`: a class with a rule beyond its fields' shapes (an
-    older form to read, a check across fields) has its own `from_fields` and keeps it."""
+    """A message of `cls` read from `f`. A class with a rule beyond its fields' shapes (an
+    older form to read, a check across fields) says so in its own `from_fields` classmethod,
+    which is used instead (and may call `from_annotations` for the shapes)."""
     custom = cls.__dict__.get("from_fields")
     if custom is not None:
         return custom.__get__(None, cls)(f)  # type: ignore[no-any-return]
+    return from_annotations(cls, f)
+
+
+def from_annotations(cls: type[T], f: Fields) -> T:
+    """A message of `cls` read from `f` by its fields' annotations alone."""
     return _plan(cls).decode(f)  # type: ignore[no-any-return]
 
 

@@ -311,7 +311,7 @@ def _commands() -> dict[str, tuple[Kind, object]]:
             "t", 2, 2, {"retention.ms": "1000"}, ((1, 2), (2, 1)), topic_id=TOPIC_ID)),
         "CreateTopic/no-id": ("command", mc.CreateTopic("t", 1, 1, {}, ((1,),))),
         "AlterTopicConfigs": ("command", mc.AlterTopicConfigs(
-            "t", {"retention.ms": "5"}, ("cleanup.policy", "segment.bytes"))),
+            "t", {"retention.ms": "5"}, frozenset({"cleanup.policy", "segment.bytes"}))),
         "AddPartitions": ("command", mc.AddPartitions("t", 2, ((1, 2), (2, 3)))),
         "DeleteTopic": ("command", mc.DeleteTopic("t")),
         "TopicDeleted": ("command", mc.TopicDeleted("t")),

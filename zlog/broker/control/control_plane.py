@@ -750,7 +750,7 @@ class ControlPlane:
                 changes.append((name, set_configs, deleted))
         self._waiting.append(waiting)
         for name, set_configs, deleted in changes:
-            self._propose(AlterTopicConfigs(name, set_configs, tuple(deleted)),
+            self._propose(AlterTopicConfigs(name, set_configs, frozenset(deleted)),
                           functools.partial(self._committed, waiting, name))
         self._settle_waiting(state)
 
