@@ -51,7 +51,11 @@ PURE_MODULES = {
     "zlog/groups/assignors.py", "zlog/groups/classic.py", "zlog/groups/classic_group.py",
     "zlog/groups/config.py", "zlog/groups/consumer.py", "zlog/groups/consumer_group.py",
     "zlog/groups/consumer_protocol.py", "zlog/groups/consumer_records.py",
-    "zlog/groups/coordinator.py", "zlog/groups/describe.py", "zlog/groups/kafka_codec.py",
+    "zlog/groups/coordinator.py", "zlog/groups/describe.py", "zlog/transport/kafka_codec.py",
+    "zlog/transport/json_codec.py", "zlog/transport/wire_types.py",
+    "zlog/transport/messages/__init__.py", "zlog/transport/messages/admin.py",
+    "zlog/transport/messages/cluster.py", "zlog/transport/messages/data.py",
+    "zlog/transport/messages/groups.py", "zlog/transport/messages/reassignment.py",
     "zlog/groups/offsets.py", "zlog/groups/output.py",
     "zlog/groups/partitioning.py", "zlog/groups/records.py", "zlog/groups/replay.py",
 }
