@@ -1,8 +1,8 @@
 """The inter-broker messages: malformed ones are refused (their round trips are among
 test_codec.py's, which takes the cases below).
 
-Spec: zlog/transport/cluster_messages.py (Fetch v1, OffsetForLeaderEpoch, BrokerRegistration,
-BrokerHeartbeat, AlterPartition; Kafka's keys 1, 23, 62, 63, 56).
+Spec: zlog/transport/messages/cluster.py and data.py (Fetch v1, OffsetForLeaderEpoch,
+BrokerRegistration, BrokerHeartbeat, AlterPartition; Kafka's keys 1, 23, 62, 63, 56).
 """
 
 from __future__ import annotations
