@@ -21,6 +21,7 @@ import dataclasses
 import json
 import types
 from collections.abc import Callable, Mapping
+from operator import attrgetter, itemgetter, methodcaller
 from typing import Annotated, Any, Final, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from zlog.errors import ErrorCode, ZlogError
@@ -104,29 +105,39 @@ def _is_record(cls: Any) -> bool:
 @dataclasses.dataclass(frozen=True, slots=True)
 class _FieldPlan:
     name: str
-    position: int
-    encode: Encoder
+    get: Callable[[Any], object]  # the value from a message (by index for a NamedTuple, so
+    # that a plain tuple of its shape encodes too)
+    encode: Encoder | None  # None: the value is its JSON form already
     read: Reader
     sparse_default: object  # Sparse: the default it is omitted at; else _NO_DEFAULT
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class _Plan:
-    cls: type
-    fields: tuple[_FieldPlan, ...]
-    by_position: bool  # a NamedTuple: encoded by index, so plain tuples of its shape encode too
+    """One class's fields, ready to encode and decode: built once, used for every message."""
+
+    __slots__ = ("_cls", "_encoding", "_every_field", "_names", "_readers")
+
+    def __init__(self, cls: type, fields: list[_FieldPlan], every_field: bool) -> None:
+        self._cls = cls
+        self._encoding = tuple((p.name, p.get, p.encode, p.sparse_default) for p in fields)
+        self._readers = tuple(p.read for p in fields)
+        self._names = tuple(p.name for p in fields)
+        self._every_field = every_field  # no Local field: decoded values are the arguments
 
     def encode(self, value: Any) -> dict[str, object]:
         body: dict[str, object] = {}
-        for plan in self.fields:
-            item = value[plan.position] if self.by_position else getattr(value, plan.name)
-            if plan.sparse_default is not _NO_DEFAULT and item == plan.sparse_default:
+        for name, get, encode, sparse_default in self._encoding:
+            item = get(value)
+            if sparse_default is not _NO_DEFAULT and item == sparse_default:
                 continue
-            body[plan.name] = plan.encode(item)
+            body[name] = item if encode is None else encode(item)
         return body
 
     def decode(self, f: Fields) -> Any:
-        return self.cls(**{plan.name: plan.read(f) for plan in self.fields})
+        values = [read(f) for read in self._readers]
+        if self._every_field:
+            return self._cls(*values)
+        return self._cls(**dict(zip(self._names, values, strict=True)))
 
 
 _PLANS: dict[type, _Plan] = {}
@@ -157,20 +168,25 @@ def _make_plan(cls: type) -> _Plan:
     names = ([item.name for item in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls)
              else list(cls._fields))  # type: ignore[attr-defined]
     defaults = _field_defaults(cls)
+    by_position = not dataclasses.is_dataclass(cls)
     plans = []
+    every_field = True
     for position, name in enumerate(names):
         shape = _shape(hints[name])
         if shape.flagged(Local):
+            every_field = False
             continue
         default = defaults.get(name, _NO_DEFAULT)
         absent = shape.marker(Absent)
         if absent is not None:
             default = absent.value
         sparse = shape.flagged(Sparse)
-        plans.append(_FieldPlan(name, position, _encoder(shape),
+        get = itemgetter(position) if by_position else attrgetter(name)
+        encode = _encoder(shape)
+        plans.append(_FieldPlan(name, get, None if encode is _identity else encode,
                                 _reader(name, shape, default, sparse),
                                 default if sparse else _NO_DEFAULT))
-    return _Plan(cls, tuple(plans), not dataclasses.is_dataclass(cls))
+    return _Plan(cls, plans, every_field)
 
 
 def _identity(value: object) -> object:
@@ -208,16 +224,17 @@ def _plain_encoder(base: Any) -> Encoder:
 
 
 def _reader(name: str, shape: _Shape, default: object, sparse: bool) -> Reader:
-    read = _plain_reader(name, shape, nullable=shape.optional and not sparse)
-    code = shape.marker(Code)
+    nullable = shape.optional and not sparse
+    code, check = shape.marker(Code), shape.marker(Check)
+    plain_default = _NO_DEFAULT if nullable or check is not None else default
+    read, took_default = _plain_reader(name, shape, nullable=nullable, default=plain_default)
     if code is not None:
         inner_code = read
         read = lambda f: inner_code(f.recode(code.code))  # noqa: E731
-    check = shape.marker(Check)
     if check is not None:
         read = _checked(name, read, check)
-    if default is _NO_DEFAULT or (shape.optional and not sparse):
-        return read
+    if default is _NO_DEFAULT or nullable or took_default:
+        return read  # required, or absent already reads as null or as the default
     inner = read
     return lambda f: inner(f) if f.has(name) else default
 
@@ -234,56 +251,67 @@ def _checked(name: str, read: Reader, check: Check) -> Reader:
     return checked
 
 
-def _plain_reader(name: str, shape: _Shape, *, nullable: bool) -> Reader:
+def _plain_reader(name: str, shape: _Shape, *, nullable: bool, default: object,
+                  ) -> tuple[Reader, bool]:
+    """The Fields call that reads the field, and whether that call reads an absent field as
+    `default` (else `_reader` wraps it)."""
     base, origin = shape.base, get_origin(shape.base)
     low, high = shape.bounds()
+    # Fields checks a default's type as a value's: only one of the field's type goes to it.
+    scalar = base in (bool, int, str, bytes)
+    given = {"default": default} if scalar and isinstance(default, base) else {}
+    takes = bool(given)
     if base is bool:
-        return lambda f: f.boolean(name)
+        return methodcaller("boolean", name, **given), takes
     if base is int:
         if shape.flagged(KnownCode):
-            return lambda f: f.error_code(name)
+            return methodcaller("error_code", name, **given), takes
         if nullable:
-            return lambda f: f.optional_integer(name, low=low, high=high)
-        return lambda f: f.integer(name, low=low, high=high)
+            return methodcaller("optional_integer", name, low=low, high=high), False
+        return methodcaller("integer", name, low=low, high=high, **given), takes
     if base is str:
-        return (lambda f: f.optional_text(name)) if nullable else (lambda f: f.text(name))
+        if nullable:
+            return methodcaller("optional_text", name), False
+        return methodcaller("text", name, **given), takes
     if base is bytes:
-        return lambda f: f.data(name)
+        return methodcaller("data", name, **given), takes
     if _is_record(base):
-        return _record_reader(name, base, nullable=nullable)
+        return _record_reader(name, base, nullable=nullable), False
     if origin is frozenset:
-        return lambda f: frozenset(f.texts(name))
+        return (lambda f: frozenset(f.texts(name))), False
     if origin is Mapping:
-        return _mapping_reader(name, shape)
+        return _mapping_reader(name, shape), False
     assert origin is tuple, f"{name}: no JSON form for {base}"
-    args = get_args(base)
+    return _tuple_reader(name, shape, nullable=nullable, default=default)
+
+
+def _tuple_reader(name: str, shape: _Shape, *, nullable: bool, default: object,
+                  ) -> tuple[Reader, bool]:
+    args = get_args(shape.base)
     if len(args) != 2 or args[1] is not Ellipsis:
-        return _fixed_tuple_reader(name, shape, len(args))
+        return _fixed_tuple_reader(name, shape, len(args)), False
     element = _shape(args[0])
     if element.base is str:
-        return (lambda f: f.optional_texts(name)) if nullable else (lambda f: f.texts(name))
+        return methodcaller("optional_texts" if nullable else "texts", name), False
     if element.base is int:
         low, high = element.bounds()
-        if nullable:
-            return lambda f: f.optional_integers(name, low=low, high=high)
-        return lambda f: f.integers(name, low=low, high=high)
+        kind = "optional_integers" if nullable else "integers"
+        return methodcaller(kind, name, low=low, high=high), False
     if get_origin(element.base) is tuple:
         low, high = _shape(get_args(element.base)[0]).bounds()
-        return lambda f: f.integer_lists(name, low=low, high=high)
-    return _record_list_reader(name, element.base, nullable=nullable)
+        return methodcaller("integer_lists", name, low=low, high=high), False
+    decode = _plan(element.base).decode
+    if nullable:
+        return methodcaller("optional_nested_list", name, decode), False
+    if default == ():
+        return methodcaller("nested_list", name, decode, default=[]), True
+    return methodcaller("nested_list", name, decode), False
 
 
 def _record_reader(name: str, cls: type, *, nullable: bool) -> Reader:
     assert not nullable, f"{name}: a single record is never null"
     decode = _plan(cls).decode
     return lambda f: decode(f.nested(name))
-
-
-def _record_list_reader(name: str, cls: type, *, nullable: bool) -> Reader:
-    decode = _plan(cls).decode
-    if nullable:
-        return lambda f: f.optional_nested_list(name, decode)
-    return lambda f: f.nested_list(name, decode)
 
 
 def _fixed_tuple_reader(name: str, shape: _Shape, length: int) -> Reader:
