@@ -185,7 +185,7 @@ def child_committer(args: argparse.Namespace) -> None:
         for result in rpc.poll_responses(100):
             response = result.unwrap()
             assert isinstance(response, OffsetCommitResponseV0)
-            if response.error == ErrorCode.NONE and all(
+            if response.error_code == ErrorCode.NONE and all(
                     code == ErrorCode.NONE for _, code in response.partitions):
                 acknowledged += 1
             else:

@@ -155,4 +155,4 @@ def committed(client: RpcClient, group_id: str) -> dict[TopicPartition, int]:
     """Every committed offset of the group, as OffsetFetch answers."""
     reply = call_coordinator(client, OffsetFetchRequestV0(group_id))
     assert isinstance(reply, OffsetFetchResponseV0) and reply.error_code == ErrorCode.NONE, reply
-    return {tp: fetched.offset for tp, fetched in reply.offsets}
+    return {TopicPartition(f.topic, f.partition): f.offset for f in reply.offsets}

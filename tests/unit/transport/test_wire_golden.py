@@ -27,6 +27,16 @@ from zlog.transport.codec import (
     encode_request,
     encode_response,
 )
+from zlog.transport.messages import REQUEST_TYPES, RESPONSE_TYPES
+from zlog.transport.messages.data import (
+    FetchRequestV0,
+    FetchRequestV1,
+    FetchResponseV0,
+    FetchResponseV1,
+    ProduceRequestV0,
+    ProduceResponseV0,
+)
+from zlog.transport.messages.groups import OffsetCommitRequestV0, OffsetCommitResponseV0
 
 GOLDEN: dict[str, str] = json.loads(
     (Path(__file__).with_name("wire_golden.json")).read_text(encoding="utf-8"))
@@ -65,6 +75,18 @@ def decode(kind: Kind, like: object, body: bytes) -> object:
 
 def test_every_sample_has_its_golden_bytes() -> None:
     assert sorted(SAMPLES) == sorted(GOLDEN)
+
+
+def test_every_json_message_has_a_sample() -> None:
+    """A new message (or a new command) gets its sample and golden bytes here too."""
+    struct_bodies = {ProduceRequestV0, ProduceResponseV0, FetchRequestV0, FetchResponseV0,
+                     FetchRequestV1, FetchResponseV1, OffsetCommitRequestV0,
+                     OffsetCommitResponseV0}
+    json_classes = {*REQUEST_TYPES.values(), *RESPONSE_TYPES.values(),
+                    *worker_protocol.TO_WORKER.values(), *worker_protocol.FROM_WORKER.values(),
+                    *metadata_commands.COMMANDS.values(),
+                    *(command.RESULT for command in metadata_commands.COMMANDS.values())}
+    assert json_classes - struct_bodies == {type(value) for _, value in SAMPLES.values()}
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
