@@ -24,10 +24,7 @@ from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.api import is_supported, supported_range_text
-from zlog.transport.json_codec import (
-    decode_json_body,
-    encode_json_body,
-)
+from zlog.transport.json_codec import decode_json_body, encode_json_body
 from zlog.transport.messages import (
     REQUEST_TYPES,
     RESPONSE_TYPES,
