@@ -150,15 +150,22 @@ def _plan(cls: type) -> _Plan:
     return plan
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Factory:
+    """A default made anew for each message (a dict, say), never one object shared by all."""
+
+    make: Callable[[], object]
+
+
 def _field_defaults(cls: type) -> dict[str, object]:
-    """Each field's default as a value (a factory called), for the fields that have one."""
+    """Each field's default, for the fields that have one."""
     if dataclasses.is_dataclass(cls):
         defaults: dict[str, object] = {}
         for item in dataclasses.fields(cls):
             if item.default is not dataclasses.MISSING:
                 defaults[item.name] = item.default
             elif item.default_factory is not dataclasses.MISSING:
-                defaults[item.name] = item.default_factory()
+                defaults[item.name] = _Factory(item.default_factory)
         return defaults
     return dict(cls._field_defaults)  # type: ignore[attr-defined]
 
@@ -181,6 +188,7 @@ def _make_plan(cls: type) -> _Plan:
         if absent is not None:
             default = absent.value
         sparse = shape.flagged(Sparse)
+        assert not (sparse and isinstance(default, _Factory)), f"{name}: sparse with a factory"
         get = itemgetter(position) if by_position else attrgetter(name)
         encode = _encoder(shape)
         plans.append(_FieldPlan(name, get, None if encode is _identity else encode,
@@ -236,6 +244,9 @@ def _reader(name: str, shape: _Shape, default: object, sparse: bool) -> Reader:
     if default is _NO_DEFAULT or nullable or took_default:
         return read  # required, or absent already reads as null or as the default
     inner = read
+    if isinstance(default, _Factory):
+        make = default.make
+        return lambda f: inner(f) if f.has(name) else make()
     return lambda f: inner(f) if f.has(name) else default
 
 

@@ -160,3 +160,10 @@ def test_a_class_with_a_rule_beyond_its_fields_keeps_its_own_reader() -> None:
     with pytest.raises(ZlogError) as refused:
         from_fields(Growth, fields)
     assert refused.value.code == ErrorCode.INVALID_PARTITIONS
+
+
+def test_a_default_made_by_a_factory_is_each_messages_own() -> None:
+    first = decode(Message, {"count": 1, "items": []})
+    second = decode(Message, {"count": 2, "items": []})
+    assert isinstance(first, Message) and isinstance(second, Message)
+    assert first.epochs == {} and first.epochs is not second.epochs
