@@ -56,7 +56,7 @@ if str(REPO_ROOT) not in sys.path:
 from bench.suite.common import precise_sleeps  # noqa: E402
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition  # noqa: E402
 from zlog.errors import ZlogError  # noqa: E402
-from zlog.transport.messages import ApiVersionsRequestV0  # noqa: E402
+from zlog.transport.messages.admin import ApiVersionsRequestV0  # noqa: E402
 from zlog.transport.rpc import RpcClient  # noqa: E402
 from zlog_testbed.free_ports import free_port  # noqa: E402
 

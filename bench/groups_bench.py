@@ -68,9 +68,9 @@ from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition  # n
 from zlog.client.cluster import Connections  # noqa: E402
 from zlog.client.group_coordinator import CoordinatorLink  # noqa: E402
 from zlog.errors import ErrorCode  # noqa: E402
-from zlog.transport.group_messages import (  # noqa: E402
-    OffsetCommitRequest,
-    OffsetCommitResponse,
+from zlog.transport.messages.groups import (  # noqa: E402
+    OffsetCommitRequestV0,
+    OffsetCommitResponseV0,
     PartitionCommit,
 )
 from zlog.transport.rpc import RpcClient  # noqa: E402
@@ -169,8 +169,8 @@ def child_committer(args: argparse.Namespace) -> None:
     link = CoordinatorLink(connections, args.group, request_timeout_ms=30_000,
                            retry_backoff_ms=100)
     tp = TopicPartition(args.topic, args.partition)
-    link.call(OffsetCommitRequest(0, args.group, ((tp, PartitionCommit(0)),)),
-              OffsetCommitResponse)  # the offsets topic exists, its coordinator has loaded
+    link.call(OffsetCommitRequestV0(args.group, ((tp, PartitionCommit(0)),)),
+              OffsetCommitResponseV0)  # the offsets topic exists, its coordinator has loaded
     assert link.endpoint is not None
     rpc = RpcClient(link.endpoint, max_in_flight=args.commit_window)
     acknowledged = refused = 0
@@ -181,11 +181,11 @@ def child_committer(args: argparse.Namespace) -> None:
     while time.monotonic() < ends:
         while rpc.has_capacity:
             offset += 1
-            rpc.send(OffsetCommitRequest(0, args.group, ((tp, PartitionCommit(offset)),)))
+            rpc.send(OffsetCommitRequestV0(args.group, ((tp, PartitionCommit(offset)),)))
         for result in rpc.poll_responses(100):
             response = result.unwrap()
-            assert isinstance(response, OffsetCommitResponse)
-            if response.error == ErrorCode.NONE and all(
+            assert isinstance(response, OffsetCommitResponseV0)
+            if response.error_code == ErrorCode.NONE and all(
                     code == ErrorCode.NONE for _, code in response.partitions):
                 acknowledged += 1
             else:

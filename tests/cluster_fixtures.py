@@ -14,7 +14,11 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import scan_batches
 from zlog.record.records import NewRecord, build_batch
 from zlog.shm_segments.log import PartitionLog
-from zlog.transport.messages import ProduceEntry, ProduceRequestV0, ProduceResponseV0
+from zlog.transport.messages.data import (
+    ProduceEntry,
+    ProduceRequestV0,
+    ProduceResponseV0,
+)
 from zlog.transport.rpc import RpcClient
 from zlog_testbed.broker_process import BrokerProcess
 from zlog_testbed.waiting import wait_until

@@ -16,19 +16,18 @@ from typing import Final, cast
 from zlog.client.group_coordinator import response_error
 from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.consumer_protocol import Subscription, encode_subscription
-from zlog.transport.group_messages import (
+from zlog.transport.messages import Response
+from zlog.transport.messages.groups import (
     GROUP_RESPONSE_TYPES,
-    NO_REQUEST_ID,
     FindCoordinatorRequestV0,
     FindCoordinatorResponseV0,
     GroupRequest,
     GroupResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
+    JoinGroupRequestV0,
+    JoinGroupResponseV0,
+    OffsetFetchRequestV0,
+    OffsetFetchResponseV0,
 )
-from zlog.transport.messages import Response
 from zlog.transport.rpc import RpcClient
 from zlog.types import TopicPartition
 from zlog_testbed.broker_process import CALL_TIMEOUT_MS
@@ -73,7 +72,7 @@ def find_coordinator(control_endpoints: Sequence[str], group_id: str,
             return False
         with RpcClient(named.endpoint) as coordinator:
             try:
-                reply = coordinator.call(OffsetFetchRequest(NO_REQUEST_ID, group_id), 2_000,
+                reply = coordinator.call(OffsetFetchRequestV0(group_id), 2_000,
                                          connect_timeout_ms=1_000)
             except ZlogError:  # gone, or not listening yet
                 return False
@@ -121,10 +120,10 @@ def call_coordinator(client: RpcClient, request: GroupRequest,
 
 def join_request(group_id: str, member_id: str = "",
                  topics: tuple[str, ...] = (GROUP_TOPIC,), *,
-                 session_timeout_ms: int = SESSION_TIMEOUT_MS) -> JoinGroupRequest:
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS) -> JoinGroupRequestV0:
     """A classic `consumer` JoinGroup (range assignor) subscribing to `topics`."""
     subscription = encode_subscription(Subscription(topics))
-    return JoinGroupRequest(NO_REQUEST_ID, group_id, member_id, "consumer",
+    return JoinGroupRequestV0(group_id, member_id, "consumer",
                             (("range", subscription),), session_timeout_ms,
                             REBALANCE_TIMEOUT_MS, client_id="raw")
 
@@ -133,8 +132,8 @@ def new_member_id(client: RpcClient, group_id: str,
                   topics: tuple[str, ...] = (GROUP_TOPIC,)) -> str:
     """The first round of a join (KIP-394): the id the coordinator hands out."""
     reply = call_coordinator(client, join_request(group_id, "", topics))
-    assert isinstance(reply, JoinGroupResponse), reply
-    assert reply.error == ErrorCode.MEMBER_ID_REQUIRED and reply.member_id, reply
+    assert isinstance(reply, JoinGroupResponseV0), reply
+    assert reply.error_code == ErrorCode.MEMBER_ID_REQUIRED and reply.member_id, reply
     return reply.member_id
 
 
@@ -154,6 +153,6 @@ def collect(client: RpcClient, correlation_ids: Sequence[int],
 
 def committed(client: RpcClient, group_id: str) -> dict[TopicPartition, int]:
     """Every committed offset of the group, as OffsetFetch answers."""
-    reply = call_coordinator(client, OffsetFetchRequest(NO_REQUEST_ID, group_id))
-    assert isinstance(reply, OffsetFetchResponse) and reply.error == ErrorCode.NONE, reply
-    return {tp: fetched.offset for tp, fetched in reply.offsets}
+    reply = call_coordinator(client, OffsetFetchRequestV0(group_id))
+    assert isinstance(reply, OffsetFetchResponseV0) and reply.error_code == ErrorCode.NONE, reply
+    return {TopicPartition(f.topic, f.partition): f.offset for f in reply.offsets}

@@ -13,7 +13,7 @@ from typing import Final
 
 from zlog.client import Admin
 from zlog.errors import ErrorCode
-from zlog.transport.messages import PartitionMetadata
+from zlog.transport.messages.admin import PartitionMetadata
 from zlog_testbed.cluster_processes import ClusterProcesses
 from zlog_testbed.waiting import wait_until
 

@@ -44,7 +44,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from zlog.client import Admin, ClusterDescription
 from zlog.errors import ZlogError
-from zlog.transport.messages import PartitionMetadata, TopicMetadata
+from zlog.transport.messages.admin import (
+    PartitionMetadata,
+    TopicMetadata,
+)
 from zlog_jepsen.storage_faults import dir_id, wipe_disk
 from zlog_testbed.waiting import wait_until
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from zlog.transport.messages import PartitionMetadata
+from zlog.transport.messages.admin import PartitionMetadata
 from zlog_jepsen.checker.min_isr import IsrSample
 from zlog_jepsen.sampling import Sampler, read_samples
 

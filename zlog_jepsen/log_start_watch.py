@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from zlog.errors import ZlogError
-from zlog.transport.messages import (
+from zlog.transport.messages.data import (
     ListOffsetsPartition,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from zlog.client import Admin
 from zlog.errors import ZlogError
-from zlog.transport.messages import PartitionMetadata
+from zlog.transport.messages.admin import PartitionMetadata
 from zlog_jepsen.cluster import SEGMENT_BYTES_CONFIG, TOPIC_CONFIGS
 from zlog_testbed.waiting import wait_until
 

@@ -20,7 +20,10 @@ from typing import Any, Final, TypeVar
 
 from zlog.client import Admin
 from zlog.errors import ZlogError
-from zlog.transport.messages import MetadataRequestV0, MetadataResponseV0
+from zlog.transport.messages.admin import (
+    MetadataRequestV0,
+    MetadataResponseV0,
+)
 from zlog.transport.rpc import RpcClient
 from zlog_jepsen.cluster import HarnessCluster
 from zlog_jepsen.history import HistoryFormatError

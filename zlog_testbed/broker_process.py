@@ -29,7 +29,7 @@ import psutil
 
 from zlog.broker.control.forked_workers import FORKSERVER_MODULE
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.messages import (
+from zlog.transport.messages.admin import (
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
     MetadataRequestV0,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from zlog.errors import ZlogError
-from zlog.transport.messages import MetadataResponseV0, PartitionMetadata
+from zlog.transport.messages.admin import MetadataResponseV0, PartitionMetadata
 from zlog_testbed.broker_process import START_TIMEOUT_S, BrokerProcess
 from zlog_testbed.free_ports import free_port_pair
 from zlog_testbed.waiting import wait_until

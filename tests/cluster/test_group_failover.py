@@ -24,7 +24,16 @@ from tests.group_calls import (
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode
 from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
-from zlog.transport import group_messages as gm
+from zlog.transport.messages.groups import (
+    HeartbeatRequestV0,
+    HeartbeatResponseV0,
+    JoinGroupResponseV0,
+    OffsetCommitRequestV0,
+    OffsetCommitResponseV0,
+    PartitionCommit,
+    SyncGroupRequestV0,
+    SyncGroupResponseV0,
+)
 from zlog.transport.rpc import RpcClient
 from zlog.types import TopicPartition
 from zlog_testbed.broker_process import CALL_TIMEOUT_MS
@@ -50,25 +59,25 @@ def _control_endpoints(cluster: ClusterProcesses) -> list[str]:
     return [broker.endpoint for broker in cluster.running()]
 
 
-def _join(client: RpcClient, member_id: str) -> gm.JoinGroupResponse:
+def _join(client: RpcClient, member_id: str) -> JoinGroupResponseV0:
     reply = call_coordinator(client, join_request(GROUP, member_id))
-    assert isinstance(reply, gm.JoinGroupResponse) and reply.error == ErrorCode.NONE, reply
+    assert isinstance(reply, JoinGroupResponseV0) and reply.error_code == ErrorCode.NONE, reply
     return reply
 
 
 def _sync(client: RpcClient, generation: int, member_id: str,
           assignments: tuple[tuple[str, bytes], ...] = ()) -> None:
-    reply = call_coordinator(client, gm.SyncGroupRequest(gm.NO_REQUEST_ID, GROUP, generation,
+    reply = call_coordinator(client, SyncGroupRequestV0(GROUP, generation,
                                                          member_id, assignments=assignments))
-    assert isinstance(reply, gm.SyncGroupResponse) and reply.error == ErrorCode.NONE, reply
+    assert isinstance(reply, SyncGroupResponseV0) and reply.error_code == ErrorCode.NONE, reply
 
 
 def _commit(client: RpcClient, generation: int, member_id: str,
             offsets: dict[TopicPartition, int]) -> None:
-    reply = call_coordinator(client, gm.OffsetCommitRequest(
-        gm.NO_REQUEST_ID, GROUP, tuple((tp, gm.PartitionCommit(o)) for tp, o in offsets.items()),
+    reply = call_coordinator(client, OffsetCommitRequestV0(
+        GROUP, tuple((tp, PartitionCommit(o)) for tp, o in offsets.items()),
         generation, member_id))
-    assert isinstance(reply, gm.OffsetCommitResponse), reply
+    assert isinstance(reply, OffsetCommitResponseV0), reply
     assert {code for _tp, code in reply.partitions} == {ErrorCode.NONE}, reply
 
 
@@ -93,25 +102,25 @@ def test_commits_and_members_survive_killing_the_coordinator(cluster: ClusterPro
 
     with RpcClient(endpoint) as old, RpcClient(endpoint) as new:
         assert committed(old, GROUP) == COMMITS
-        beat = call_coordinator(old, gm.HeartbeatRequest(gm.NO_REQUEST_ID, GROUP, generation,
+        beat = call_coordinator(old, HeartbeatRequestV0(GROUP, generation,
                                                          member))
-        assert beat == gm.HeartbeatResponse(ErrorCode.NONE), "the group was replayed"
+        assert beat == HeartbeatResponseV0(ErrorCode.NONE), "the group was replayed"
         newcomer = new_member_id(new, GROUP)
         joining = new.send(join_request(GROUP, newcomer), CALL_TIMEOUT_MS)
         rejoining = old.send(join_request(GROUP, member), CALL_TIMEOUT_MS)
         [rejoined] = collect(old, [rejoining])
         [joined] = collect(new, [joining])
-        assert isinstance(rejoined, gm.JoinGroupResponse)
-        assert isinstance(joined, gm.JoinGroupResponse)
-        assert rejoined.error == joined.error == ErrorCode.NONE, (rejoined, joined)
+        assert isinstance(rejoined, JoinGroupResponseV0)
+        assert isinstance(joined, JoinGroupResponseV0)
+        assert rejoined.error_code == joined.error_code == ErrorCode.NONE, (rejoined, joined)
         assert rejoined.generation == joined.generation > generation
         assert sorted(m.member_id for m in rejoined.members) == sorted([member, newcomer])
         later = rejoined.generation
-        syncing = new.send(gm.SyncGroupRequest(gm.NO_REQUEST_ID, GROUP, later, newcomer),
+        syncing = new.send(SyncGroupRequestV0(GROUP, later, newcomer),
                            CALL_TIMEOUT_MS)
         _sync(old, later, member, ((member, b""), (newcomer, b"")))
         [synced] = collect(new, [syncing])
-        assert isinstance(synced, gm.SyncGroupResponse) and synced.error == ErrorCode.NONE
+        assert isinstance(synced, SyncGroupResponseV0) and synced.error_code == ErrorCode.NONE
         moved = {TopicPartition(GROUP_TOPIC, 0): 11}
         _commit(new, later, newcomer, moved)
         assert committed(new, GROUP) == COMMITS | moved

@@ -22,7 +22,7 @@ import pytest
 
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.messages import (
+from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
     FetchResponseV0,

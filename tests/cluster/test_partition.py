@@ -49,7 +49,7 @@ from tests.cluster_fixtures import (
 from tests.production import Production, acks_all_production, check_log, producing
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.messages import PartitionMetadata
+from zlog.transport.messages.admin import PartitionMetadata
 from zlog_testbed.cluster_network import Cut, Link, ProxiedCluster, proxied_cluster
 from zlog_testbed.waiting import wait_until
 

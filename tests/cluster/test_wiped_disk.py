@@ -26,7 +26,7 @@ from tests.cluster.test_membership import wipe
 from tests.cluster.test_replication import _consume_all, _produce, _values
 from tests.cluster_fixtures import produce_to_worker
 from zlog.client import Admin, NewTopic
-from zlog.transport.messages import PartitionMetadata
+from zlog.transport.messages.admin import PartitionMetadata
 from zlog_testbed.cluster_network import ProxiedCluster, proxied_cluster
 from zlog_testbed.waiting import wait_until
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.storage_helpers import make_batch
 from zlog.client import Consumer, TopicPartition
-from zlog.transport.messages import (
+from zlog.transport.messages.data import (
     ProduceEntry,
     ProduceRequestV0,
     ProduceResponseV0,

@@ -37,8 +37,32 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import parse_batch
 from zlog.record.header import Compression, read_header
 from zlog.record.records import NewRecord, build_batch
-from zlog.transport import messages as wire
 from zlog.transport.codec import decode_response, encode_request
+from zlog.transport.messages import (
+    ErrorBody,
+    Request,
+)
+from zlog.transport.messages.admin import (
+    ApiVersionsRequestV0,
+    ApiVersionsResponseV0,
+    CreateTopicsRequestV0,
+    CreateTopicsResponseV0,
+    TopicSpec,
+)
+from zlog.transport.messages.data import (
+    FetchEntry,
+    FetchRequestV0,
+    FetchResponseV0,
+    FetchResult,
+    ListOffsetsPartition,
+    ListOffsetsRequestV0,
+    ListOffsetsResponseV0,
+    ListOffsetsResult,
+    ProduceEntry,
+    ProduceRequestV0,
+    ProduceResponseV0,
+    ProduceResult,
+)
 from zlog.transport.rpc import RpcClient
 from zlog.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from zlog_testbed.broker_process import BrokerProcess, broker_process
@@ -132,7 +156,7 @@ def _expect_error_reply(endpoint: str, frames: list[bytes], code: ErrorCode) -> 
     header, body = decode_response(reply)
     expected_id = REQUEST_HEADER.unpack_from(frames[0])[2]
     assert header.correlation_id == expected_id
-    assert isinstance(body, wire.ErrorBody), body
+    assert isinstance(body, ErrorBody), body
     assert (ErrorCode(header.error_code), body.error_code) == (code, code), body.message
     assert body.message, "an error reply carries a readable message"
     return body.message
@@ -146,51 +170,51 @@ def _expect_no_reply(endpoint: str, frames: list[bytes]) -> None:
     """
     with _dealer(endpoint) as sock:
         sock.send_multipart(frames)
-        sock.send_multipart(encode_request(PROBE_CORRELATION_ID, wire.ApiVersionsRequestV0()))
+        sock.send_multipart(encode_request(PROBE_CORRELATION_ID, ApiVersionsRequestV0()))
         reply = _receive(sock, REPLY_TIMEOUT_S)
         assert reply is not None, f"no reply to the probe from {endpoint}"
         header, body = decode_response(reply)
         assert header.correlation_id == PROBE_CORRELATION_ID, (header, body)
-        assert isinstance(body, wire.ApiVersionsResponseV0)
+        assert isinstance(body, ApiVersionsResponseV0)
         assert _receive(sock, 0.05) is None
 
 
-def _call(endpoint: str, request: wire.Request) -> Any:
+def _call(endpoint: str, request: Request) -> Any:
     with RpcClient(endpoint) as rpc:
         return rpc.call(request, CALL_TIMEOUT_MS)
 
 
 def _produce(endpoint: str, topic: str, partition: int, *batches: bytes,
-             acks: int = 1) -> wire.ProduceResult:
-    response = _call(endpoint, wire.ProduceRequestV0(
-        acks, 5_000, (wire.ProduceEntry(topic, partition, batches),)))
-    assert isinstance(response, wire.ProduceResponseV0)
+             acks: int = 1) -> ProduceResult:
+    response = _call(endpoint, ProduceRequestV0(
+        acks, 5_000, (ProduceEntry(topic, partition, batches),)))
+    assert isinstance(response, ProduceResponseV0)
     (result,) = response.entries
     assert (result.topic, result.partition) == (topic, partition)
     return result
 
 
 def _fetch(endpoint: str, topic: str, partition: int, offset: int, *, max_wait_ms: int = 0,
-           max_bytes: int = 1 << 20) -> wire.FetchResult:
-    response = _call(endpoint, wire.FetchRequestV0(
-        -1, max_wait_ms, 1, max_bytes, (wire.FetchEntry(topic, partition, offset, max_bytes),)))
-    assert isinstance(response, wire.FetchResponseV0)
+           max_bytes: int = 1 << 20) -> FetchResult:
+    response = _call(endpoint, FetchRequestV0(
+        -1, max_wait_ms, 1, max_bytes, (FetchEntry(topic, partition, offset, max_bytes),)))
+    assert isinstance(response, FetchResponseV0)
     (result,) = response.entries
     return result
 
 
 def _list_offset(endpoint: str, topic: str, partition: int,
-                 timestamp: int) -> wire.ListOffsetsResult:
-    response = _call(endpoint, wire.ListOffsetsRequestV0(
-        topic, (wire.ListOffsetsPartition(partition, timestamp),)))
-    assert isinstance(response, wire.ListOffsetsResponseV0)
+                 timestamp: int) -> ListOffsetsResult:
+    response = _call(endpoint, ListOffsetsRequestV0(
+        topic, (ListOffsetsPartition(partition, timestamp),)))
+    assert isinstance(response, ListOffsetsResponseV0)
     (result,) = response.partitions
     return result
 
 
-def _create(endpoint: str, *specs: wire.TopicSpec) -> list[tuple[str, int]]:
-    response = _call(endpoint, wire.CreateTopicsRequestV0(specs))
-    assert isinstance(response, wire.CreateTopicsResponseV0)
+def _create(endpoint: str, *specs: TopicSpec) -> list[tuple[str, int]]:
+    response = _call(endpoint, CreateTopicsRequestV0(specs))
+    assert isinstance(response, CreateTopicsResponseV0)
     return [(t.name, t.error_code) for t in response.topics]
 
 
@@ -220,16 +244,16 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     with broker_process(tmp_path_factory.mktemp("logs"), workers=2) as broker:
         control = broker.endpoint
         # First, so that the worker's retention pass (every 5 s) runs during the setup.
-        assert _create(control, wire.TopicSpec(TRIMMED, 1, 1, {
+        assert _create(control, TopicSpec(TRIMMED, 1, 1, {
             "segment.bytes": "100", "retention.bytes": "1"})) == [(TRIMMED, 0)]
         assert _create(
             control,
-            wire.TopicSpec(VICTIM, 2),
-            wire.TopicSpec(KEYED, 1, 1, {"cleanup.policy": "compact"}),
-            wire.TopicSpec(SMALL_SEGMENTS, 1, 1, {"segment.bytes": str(SEGMENT_BYTES_SMALL)}),
-            wire.TopicSpec(MIN_ISR, 1, 1, {"min.insync.replicas": "2"}),
-            wire.TopicSpec(HEALTH, 2),
-            wire.TopicSpec(SKEWED, 1, 1, {TIMESTAMP_SKEW_CONFIG: str(SKEW_MAX_MS)}),
+            TopicSpec(VICTIM, 2),
+            TopicSpec(KEYED, 1, 1, {"cleanup.policy": "compact"}),
+            TopicSpec(SMALL_SEGMENTS, 1, 1, {"segment.bytes": str(SEGMENT_BYTES_SMALL)}),
+            TopicSpec(MIN_ISR, 1, 1, {"min.insync.replicas": "2"}),
+            TopicSpec(HEALTH, 2),
+            TopicSpec(SKEWED, 1, 1, {TIMESTAMP_SKEW_CONFIG: str(SKEW_MAX_MS)}),
         ) == [(VICTIM, 0), (KEYED, 0), (SMALL_SEGMENTS, 0), (MIN_ISR, 0), (HEALTH, 0),
               (SKEWED, 0)]
         endpoints = {(topic, partition): broker.data_endpoint(topic, partition)
@@ -559,7 +583,7 @@ def _oversized_frame(env: Env) -> None:
                 # The DEALER reconnects by itself; the next request gets the first reply.
                 _await_event(monitor, zmq.EVENT_CONNECTED, REPLY_TIMEOUT_S)
                 sock.send_multipart(encode_request(PROBE_CORRELATION_ID,
-                                                   wire.ApiVersionsRequestV0()))
+                                                   ApiVersionsRequestV0()))
                 reply = _receive(sock, REPLY_TIMEOUT_S)
                 assert reply is not None
                 assert decode_response(reply)[0].correlation_id == PROBE_CORRELATION_ID
@@ -778,11 +802,11 @@ INVALID_NAMES: Final = ["", ".", "..", "../x", "../../x", "x/../../y", "/abs", "
 @case(12, "invalid-topic-names")
 def _invalid_names(env: Env) -> None:
     for name in INVALID_NAMES:
-        assert _create(env.control, wire.TopicSpec(name, 1)) == [
+        assert _create(env.control, TopicSpec(name, 1)) == [
             (name, ErrorCode.INVALID_TOPIC_EXCEPTION)], name
     # Two names of one request that collide with each other: the later one is refused.
-    response = _call(env.control, wire.CreateTopicsRequestV0(
-        (wire.TopicSpec("new.name", 1), wire.TopicSpec("new_name", 1)), validate_only=True))
+    response = _call(env.control, CreateTopicsRequestV0(
+        (TopicSpec("new.name", 1), TopicSpec("new_name", 1)), validate_only=True))
     assert [(t.name, t.error_code) for t in response.topics] == [
         ("new.name", 0), ("new_name", ErrorCode.INVALID_TOPIC_EXCEPTION)]
     # The data path has no such partition either; nothing is created on disk for it.
@@ -795,8 +819,8 @@ def _invalid_names(env: Env) -> None:
 
 @case(12, "longest-valid-name-is-249")
 def _name_length(env: Env) -> None:
-    response = _call(env.control, wire.CreateTopicsRequestV0(
-        (wire.TopicSpec("y" * 249, 1), wire.TopicSpec("y" * 250, 1)), validate_only=True))
+    response = _call(env.control, CreateTopicsRequestV0(
+        (TopicSpec("y" * 249, 1), TopicSpec("y" * 250, 1)), validate_only=True))
     assert [(t.name, t.error_code) for t in response.topics] == [
         ("y" * 249, 0), ("y" * 250, ErrorCode.INVALID_TOPIC_EXCEPTION)]
 
@@ -807,18 +831,18 @@ def _name_length(env: Env) -> None:
 @case(13, "bad-admin-arguments")
 def _bad_admin(env: Env) -> None:
     cases = [
-        (wire.TopicSpec("p-zero", 0), ErrorCode.INVALID_PARTITIONS),
-        (wire.TopicSpec("p-negative", -1), ErrorCode.INVALID_PARTITIONS),
-        (wire.TopicSpec("p-too-many", 65_537), ErrorCode.INVALID_PARTITIONS),
-        (wire.TopicSpec("rf-zero", 1, 0), ErrorCode.INVALID_REPLICATION_FACTOR),
-        (wire.TopicSpec("rf-negative", 1, -1), ErrorCode.INVALID_REPLICATION_FACTOR),
-        (wire.TopicSpec("rf-above-brokers", 1, 2), ErrorCode.INVALID_REPLICATION_FACTOR),
-        (wire.TopicSpec(VICTIM, 1), ErrorCode.TOPIC_ALREADY_EXISTS),
-        (wire.TopicSpec("cfg-unknown", 1, 1, {"no.such.config": "1"}), ErrorCode.INVALID_CONFIG),
-        (wire.TopicSpec("cfg-value", 1, 1, {"retention.ms": "soon"}), ErrorCode.INVALID_CONFIG),
-        (wire.TopicSpec("cfg-range", 1, 1, {"segment.bytes": "1"}), ErrorCode.INVALID_CONFIG),
-        (wire.TopicSpec("cfg-isr", 1, 1, {"min.insync.replicas": "0"}), ErrorCode.INVALID_CONFIG),
-        (wire.TopicSpec("cfg-policy", 1, 1, {"cleanup.policy": "shred"}),
+        (TopicSpec("p-zero", 0), ErrorCode.INVALID_PARTITIONS),
+        (TopicSpec("p-negative", -1), ErrorCode.INVALID_PARTITIONS),
+        (TopicSpec("p-too-many", 65_537), ErrorCode.INVALID_PARTITIONS),
+        (TopicSpec("rf-zero", 1, 0), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (TopicSpec("rf-negative", 1, -1), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (TopicSpec("rf-above-brokers", 1, 2), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (TopicSpec(VICTIM, 1), ErrorCode.TOPIC_ALREADY_EXISTS),
+        (TopicSpec("cfg-unknown", 1, 1, {"no.such.config": "1"}), ErrorCode.INVALID_CONFIG),
+        (TopicSpec("cfg-value", 1, 1, {"retention.ms": "soon"}), ErrorCode.INVALID_CONFIG),
+        (TopicSpec("cfg-range", 1, 1, {"segment.bytes": "1"}), ErrorCode.INVALID_CONFIG),
+        (TopicSpec("cfg-isr", 1, 1, {"min.insync.replicas": "0"}), ErrorCode.INVALID_CONFIG),
+        (TopicSpec("cfg-policy", 1, 1, {"cleanup.policy": "shred"}),
          ErrorCode.INVALID_CONFIG),
     ]
     for spec, code in cases:

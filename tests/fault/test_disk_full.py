@@ -29,9 +29,7 @@ from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
-from zlog.transport.messages import (
-    ProduceResult,
-)
+from zlog.transport.messages.data import ProduceResult
 from zlog_testbed.broker_process import broker_process
 from zlog_testbed.waiting import wait_until
 

@@ -29,8 +29,24 @@ from zmq.utils.monitor import recv_monitor_message
 
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.record.records import NewRecord, build_batch
-from zlog.transport import messages as wire
 from zlog.transport.codec import encode_request
+from zlog.transport.messages import (
+    Request,
+    Response,
+)
+from zlog.transport.messages.admin import (
+    ApiVersionsRequestV0,
+    ApiVersionsResponseV0,
+)
+from zlog.transport.messages.data import (
+    FetchEntry,
+    FetchRequestV0,
+    ListOffsetsPartition,
+    ListOffsetsRequestV0,
+    ListOffsetsResponseV0,
+    ProduceEntry,
+    ProduceRequestV0,
+)
 from zlog.transport.rpc import RpcClient
 from zlog.types import LATEST_TIMESTAMP
 from zlog_testbed.broker_process import BrokerProcess, broker_process
@@ -77,7 +93,7 @@ def _stalled_consumer(endpoint: str) -> Iterator[tuple[zmq.Socket[bytes], int]]:
         sock.close(linger=0)
 
 
-def _answered_quickly(endpoint: str, request: wire.Request) -> wire.Response:
+def _answered_quickly(endpoint: str, request: Request) -> Response:
     started = time.monotonic()
     with RpcClient(endpoint) as rpc:
         response = rpc.call(request, int(DEADLINE_S * 1000))
@@ -87,9 +103,9 @@ def _answered_quickly(endpoint: str, request: wire.Request) -> wire.Response:
 
 
 def _log_end(endpoint: str) -> int:
-    response = _answered_quickly(endpoint, wire.ListOffsetsRequestV0(
-        TOPIC, (wire.ListOffsetsPartition(0, LATEST_TIMESTAMP),)))
-    assert isinstance(response, wire.ListOffsetsResponseV0)
+    response = _answered_quickly(endpoint, ListOffsetsRequestV0(
+        TOPIC, (ListOffsetsPartition(0, LATEST_TIMESTAMP),)))
+    assert isinstance(response, ListOffsetsResponseV0)
     (result,) = response.partitions
     assert result.error_code == 0, result
     return result.offset
@@ -121,20 +137,20 @@ def test_a_consumer_that_stops_reading_does_not_stall_producers(tmp_path: Path) 
         end = _log_end(endpoint)
 
         with _stalled_consumer(endpoint) as (stalled, fd):
-            fetch_all = wire.FetchRequestV0(-1, 0, 1, 1 << 20, (
-                wire.FetchEntry(TOPIC, 0, 0, 1 << 20),))
+            fetch_all = FetchRequestV0(-1, 0, 1, 1 << 20, (
+                FetchEntry(TOPIC, 0, 0, 1 << 20),))
             for correlation_id in range(1, STALLED_FETCHES + 1):
                 stalled.send_multipart(encode_request(correlation_id, fetch_all))
-            long_poll = wire.FetchRequestV0(-1, 60_000, 1 << 20, 1 << 20, (
-                wire.FetchEntry(TOPIC, 0, end, 1 << 20),))
+            long_poll = FetchRequestV0(-1, 60_000, 1 << 20, 1 << 20, (
+                FetchEntry(TOPIC, 0, end, 1 << 20),))
             for correlation_id in range(STALLED_LONG_POLLS):
                 stalled.send_multipart(encode_request(STALLED_FETCHES + 1 + correlation_id,
                                                       long_poll))
             # Requests on one connection are handled in order: once this marker is in the
             # log, the worker has answered (or dropped the answers to) every fetch above.
             marker = build_batch([NewRecord(b"marker")])
-            stalled.send_multipart(encode_request(0, wire.ProduceRequestV0(
-                1, 5_000, (wire.ProduceEntry(TOPIC, 0, (marker,)),))))
+            stalled.send_multipart(encode_request(0, ProduceRequestV0(
+                1, 5_000, (ProduceEntry(TOPIC, 0, (marker,)),))))
             wait_until(lambda: _log_end(endpoint) == end + 1, DEADLINE_S, interval_s=0.05,
                        what="the worker to get through the stalled consumer's requests")
             wait_until(lambda: _receive_queue_bytes(fd) >= RECEIVE_QUEUE_FULL_BYTES, DEADLINE_S,
@@ -143,8 +159,8 @@ def test_a_consumer_that_stops_reading_does_not_stall_producers(tmp_path: Path) 
 
             # The stalled consumer is still connected, its long polls parked: others go on.
             stalled_s = _produce_batches(broker, PRODUCED_BATCHES)
-            assert isinstance(_answered_quickly(endpoint, wire.ApiVersionsRequestV0()),
-                              wire.ApiVersionsResponseV0)
+            assert isinstance(_answered_quickly(endpoint, ApiVersionsRequestV0()),
+                              ApiVersionsResponseV0)
             final_end = _log_end(endpoint)
             assert final_end >= end + 1 + PRODUCED_BATCHES * 20
             with Consumer(broker.endpoint, auto_offset_reset="earliest",

@@ -7,7 +7,11 @@ from collections.abc import Iterator
 import pytest
 
 from tests.group_calls import GROUP_TOPIC
-from zlog.transport import messages as wire
+from zlog.transport.messages.admin import (
+    CreateTopicsRequestV0,
+    CreateTopicsResponseV0,
+    TopicSpec,
+)
 from zlog.transport.rpc import RpcClient
 from zlog_testbed.broker_process import CALL_TIMEOUT_MS, BrokerProcess, broker_process
 
@@ -20,8 +24,8 @@ def group_broker() -> Iterator[BrokerProcess]:
             "--offsets-topic-num-partitions", "3", "--group-initial-rebalance-delay-ms", "0",
     ]) as started:
         with RpcClient(started.endpoint) as admin:
-            created = admin.call(wire.CreateTopicsRequestV0((
-                wire.TopicSpec(GROUP_TOPIC, 6, 1),)), CALL_TIMEOUT_MS)
-            assert isinstance(created, wire.CreateTopicsResponseV0)
+            created = admin.call(CreateTopicsRequestV0((
+                TopicSpec(GROUP_TOPIC, 6, 1),)), CALL_TIMEOUT_MS)
+            assert isinstance(created, CreateTopicsResponseV0)
             assert created.topics[0].error_code == 0
         yield started

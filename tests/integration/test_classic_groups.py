@@ -7,17 +7,16 @@ from __future__ import annotations
 from tests.group_calls import GROUP_TOPIC, collect, find_coordinator, join_request, new_member_id
 from zlog.errors import ErrorCode
 from zlog.groups.consumer_protocol import Assignment, decode_assignment, encode_assignment
-from zlog.transport.group_messages import (
-    NO_REQUEST_ID,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
+from zlog.transport.messages.groups import (
+    DescribeGroupsRequestV0,
+    DescribeGroupsResponseV0,
+    HeartbeatRequestV0,
+    HeartbeatResponseV0,
+    JoinGroupResponseV0,
+    LeaveGroupRequestV0,
+    LeaveGroupResponseV0,
+    SyncGroupRequestV0,
+    SyncGroupResponseV0,
 )
 from zlog.transport.rpc import RpcClient
 from zlog.types import TopicPartition
@@ -28,10 +27,10 @@ GROUP = "classic-readers"
 
 
 def _heartbeat(client: RpcClient, generation: int, member_id: str) -> ErrorCode:
-    reply = client.call(HeartbeatRequest(NO_REQUEST_ID, GROUP, generation, member_id),
+    reply = client.call(HeartbeatRequestV0(GROUP, generation, member_id),
                         CALL_TIMEOUT_MS)
-    assert isinstance(reply, HeartbeatResponse)
-    return reply.error
+    assert isinstance(reply, HeartbeatResponseV0)
+    return reply.error_code
 
 
 def _partitions(*numbers: int) -> bytes:
@@ -39,10 +38,10 @@ def _partitions(*numbers: int) -> bytes:
 
 
 def _describe(client: RpcClient) -> tuple[str, int, list[str]]:
-    reply = client.call(DescribeGroupsRequest(NO_REQUEST_ID, (GROUP,)), CALL_TIMEOUT_MS)
-    assert isinstance(reply, DescribeGroupsResponse)
+    reply = client.call(DescribeGroupsRequestV0((GROUP,)), CALL_TIMEOUT_MS)
+    assert isinstance(reply, DescribeGroupsResponseV0)
     [group] = reply.groups
-    assert group.error == ErrorCode.NONE, group
+    assert group.error_code == ErrorCode.NONE, group
     return group.state, group.epoch, sorted(m.member_id for m in group.members)
 
 
@@ -51,15 +50,15 @@ def test_two_members_join_sync_heartbeat_and_leave(group_broker: BrokerProcess) 
     with RpcClient(coordinator) as first, RpcClient(coordinator) as second:
         a = new_member_id(first, GROUP)
         [joined] = collect(first, [first.send(join_request(GROUP, a), CALL_TIMEOUT_MS)])
-        assert isinstance(joined, JoinGroupResponse)
-        assert (joined.error, joined.member_id, joined.leader_id, joined.protocol_name) == (
+        assert isinstance(joined, JoinGroupResponseV0)
+        assert (joined.error_code, joined.member_id, joined.leader_id, joined.protocol_name) == (
             ErrorCode.NONE, a, a, "range")
         assert [m.member_id for m in joined.members] == [a], "the leader sees every member"
         generation = joined.generation
-        synced = first.call(SyncGroupRequest(
-            NO_REQUEST_ID, GROUP, generation, a, assignments=((a, _partitions(*range(6))),)),
+        synced = first.call(SyncGroupRequestV0(
+            GROUP, generation, a, assignments=((a, _partitions(*range(6))),)),
             CALL_TIMEOUT_MS)
-        assert isinstance(synced, SyncGroupResponse) and synced.error == ErrorCode.NONE
+        assert isinstance(synced, SyncGroupResponseV0) and synced.error_code == ErrorCode.NONE
         assert _heartbeat(first, generation, a) == ErrorCode.NONE
         assert _describe(first) == ("Stable", generation, [a])
 
@@ -77,7 +76,8 @@ def test_two_members_join_sync_heartbeat_and_leave(group_broker: BrokerProcess) 
         joining_a = first.send(join_request(GROUP, a), CALL_TIMEOUT_MS)
         [rejoined] = collect(first, [joining_a])
         [b_joined] = collect(second, [joining_b])
-        assert isinstance(rejoined, JoinGroupResponse) and isinstance(b_joined, JoinGroupResponse)
+        assert isinstance(rejoined, JoinGroupResponseV0)
+        assert isinstance(b_joined, JoinGroupResponseV0)
         assert rejoined.generation == b_joined.generation == generation + 1
         assert rejoined.leader_id == b_joined.leader_id == a, "the leader rejoined: it leads"
         assert sorted(m.member_id for m in rejoined.members) == sorted([a, b])
@@ -85,17 +85,17 @@ def test_two_members_join_sync_heartbeat_and_leave(group_broker: BrokerProcess) 
         generation += 1
 
         # b's SyncGroup parks until the leader's carries every assignment.
-        syncing_b = second.send(SyncGroupRequest(NO_REQUEST_ID, GROUP, generation, b),
+        syncing_b = second.send(SyncGroupRequestV0(GROUP, generation, b),
                                 CALL_TIMEOUT_MS)
-        leader_sync = first.call(SyncGroupRequest(
-            NO_REQUEST_ID, GROUP, generation, a,
+        leader_sync = first.call(SyncGroupRequestV0(
+            GROUP, generation, a,
             assignments=((a, _partitions(0, 1, 2)), (b, _partitions(3, 4, 5)))), CALL_TIMEOUT_MS)
-        assert isinstance(leader_sync, SyncGroupResponse)
-        assert leader_sync.error == ErrorCode.NONE
+        assert isinstance(leader_sync, SyncGroupResponseV0)
+        assert leader_sync.error_code == ErrorCode.NONE
         assert decode_assignment(leader_sync.assignment).partitions == tuple(
             TopicPartition(GROUP_TOPIC, n) for n in (0, 1, 2))
         [b_synced] = collect(second, [syncing_b])
-        assert isinstance(b_synced, SyncGroupResponse) and b_synced.error == ErrorCode.NONE
+        assert isinstance(b_synced, SyncGroupResponseV0) and b_synced.error_code == ErrorCode.NONE
         assert decode_assignment(b_synced.assignment).partitions == tuple(
             TopicPartition(GROUP_TOPIC, n) for n in (3, 4, 5))
         assert _heartbeat(second, generation, b) == ErrorCode.NONE
@@ -103,12 +103,12 @@ def test_two_members_join_sync_heartbeat_and_leave(group_broker: BrokerProcess) 
         assert _describe(first) == ("Stable", generation, sorted([a, b]))
 
         # b leaves: a is told to rejoin and forms the next generation alone.
-        left = second.call(LeaveGroupRequest(NO_REQUEST_ID, GROUP, ((b, None),)), CALL_TIMEOUT_MS)
-        assert left == LeaveGroupResponse(ErrorCode.NONE, ((b, None, ErrorCode.NONE),))
+        left = second.call(LeaveGroupRequestV0(GROUP, ((b, None),)), CALL_TIMEOUT_MS)
+        assert left == LeaveGroupResponseV0(ErrorCode.NONE, ((b, None, ErrorCode.NONE),))
         assert _heartbeat(first, generation, a) == ErrorCode.REBALANCE_IN_PROGRESS
         [alone] = collect(first, [first.send(join_request(GROUP, a), CALL_TIMEOUT_MS)])
-        assert isinstance(alone, JoinGroupResponse) and alone.error == ErrorCode.NONE
+        assert isinstance(alone, JoinGroupResponseV0) and alone.error_code == ErrorCode.NONE
         assert (alone.generation, [m.member_id for m in alone.members]) == (generation + 1, [a])
-        left = first.call(LeaveGroupRequest(NO_REQUEST_ID, GROUP, ((a, None),)), CALL_TIMEOUT_MS)
-        assert isinstance(left, LeaveGroupResponse) and left.error == ErrorCode.NONE
+        left = first.call(LeaveGroupRequestV0(GROUP, ((a, None),)), CALL_TIMEOUT_MS)
+        assert isinstance(left, LeaveGroupResponseV0) and left.error_code == ErrorCode.NONE
         assert _describe(first) == ("Empty", generation + 2, [])

@@ -22,7 +22,11 @@ from zlog.broker.topic_configs import TOPIC_CONFIG_KEYS
 from zlog.client import Producer
 from zlog.record.header import Compression, scan_batches
 from zlog.record.records import read_records
-from zlog.transport.messages import FetchEntry, FetchRequestV0, FetchResponseV0
+from zlog.transport.messages.data import (
+    FetchEntry,
+    FetchRequestV0,
+    FetchResponseV0,
+)
 from zlog.transport.rpc import RpcClient
 from zlog_testbed.broker_process import REPO_ROOT, BrokerProcess, broker_process
 from zlog_testbed.waiting import wait_until

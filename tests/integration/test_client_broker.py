@@ -27,14 +27,16 @@ from zlog.client.partitioner import partition_for_key
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import build_batch_from_values
 from zlog.record.records import NewRecord, build_batch
-from zlog.transport.messages import (
-    FetchEntry,
-    FetchRequestV0,
-    FetchResponseV0,
+from zlog.transport.messages.admin import (
     InitProducerIdRequestV0,
     InitProducerIdResponseV0,
     MetadataRequestV0,
     MetadataResponseV0,
+)
+from zlog.transport.messages.data import (
+    FetchEntry,
+    FetchRequestV0,
+    FetchResponseV0,
     ProduceEntry,
     ProduceRequestV0,
     ProduceResponseV0,

@@ -17,8 +17,24 @@ from tests.group_calls import (
     new_member_id,
 )
 from zlog.errors import ErrorCode
-from zlog.transport import group_messages as gm
 from zlog.transport.codec import decode_response, encode_request
+from zlog.transport.messages.groups import (
+    DescribeGroupsRequestV0,
+    DescribeGroupsResponseV0,
+    GroupDescription,
+    GroupHeartbeatRequestV0,
+    GroupHeartbeatResponseV0,
+    HeartbeatRequestV0,
+    HeartbeatResponseV0,
+    JoinGroupResponseV0,
+    OffsetCommitRequestV0,
+    OffsetCommitResponseV0,
+    OffsetFetchRequestV0,
+    OffsetFetchResponseV0,
+    PartitionCommit,
+    SyncGroupRequestV0,
+    SyncGroupResponseV0,
+)
 from zlog.transport.rpc import RpcClient
 from zlog.types import TopicPartition
 from zlog_testbed.broker_process import CALL_TIMEOUT_MS, BrokerProcess
@@ -30,33 +46,33 @@ FIRST = TopicPartition(GROUP_TOPIC, 0)
 
 def _join(client: RpcClient, member_id: str, session_timeout_ms: int = SESSION_TIMEOUT_MS,
           *, group_id: str = GROUP, protocol_type: str = "consumer",
-          assignor: str = "range") -> gm.JoinGroupResponse:
+          assignor: str = "range") -> JoinGroupResponseV0:
     request = join_request(group_id, member_id, session_timeout_ms=session_timeout_ms)
     request = replace(request, protocol_type=protocol_type, protocols=tuple(
         (assignor, subscription) for _name, subscription in request.protocols))
     [reply] = collect(client, [client.send(request, CALL_TIMEOUT_MS)])
-    assert isinstance(reply, gm.JoinGroupResponse)
+    assert isinstance(reply, JoinGroupResponseV0)
     return reply
 
 
 def _sync(client: RpcClient, generation: int, leader: str) -> None:
-    synced = client.call(gm.SyncGroupRequest(gm.NO_REQUEST_ID, GROUP, generation, leader,
+    synced = client.call(SyncGroupRequestV0(GROUP, generation, leader,
                                              assignments=((leader, b""),)), CALL_TIMEOUT_MS)
-    assert isinstance(synced, gm.SyncGroupResponse) and synced.error == ErrorCode.NONE, synced
+    assert isinstance(synced, SyncGroupResponseV0) and synced.error_code == ErrorCode.NONE, synced
 
 
 def _commit(client: RpcClient, generation: int, member_id: str,
-            *offsets: tuple[TopicPartition, int]) -> gm.OffsetCommitResponse:
-    reply = client.call(gm.OffsetCommitRequest(
-        gm.NO_REQUEST_ID, GROUP, tuple((tp, gm.PartitionCommit(o)) for tp, o in offsets),
+            *offsets: tuple[TopicPartition, int]) -> OffsetCommitResponseV0:
+    reply = client.call(OffsetCommitRequestV0(
+        GROUP, tuple((tp, PartitionCommit(o)) for tp, o in offsets),
         generation, member_id), CALL_TIMEOUT_MS)
-    assert isinstance(reply, gm.OffsetCommitResponse)
+    assert isinstance(reply, OffsetCommitResponseV0)
     return reply
 
 
-def _described(client: RpcClient, group_id: str = GROUP) -> gm.GroupDescription:
-    reply = client.call(gm.DescribeGroupsRequest(gm.NO_REQUEST_ID, (group_id,)), CALL_TIMEOUT_MS)
-    assert isinstance(reply, gm.DescribeGroupsResponse)
+def _described(client: RpcClient, group_id: str = GROUP) -> GroupDescription:
+    reply = client.call(DescribeGroupsRequestV0((group_id,)), CALL_TIMEOUT_MS)
+    assert isinstance(reply, DescribeGroupsResponseV0)
     [group] = reply.groups
     return group
 
@@ -66,10 +82,10 @@ def test_bad_requests_get_their_codes_and_change_nothing(group_broker: BrokerPro
     unknown_coordinator = find_coordinator([group_broker.endpoint], "never-seen").endpoint
     with RpcClient(unknown_coordinator) as client:
         unknown = _described(client, "never-seen")
-        assert (unknown.error, unknown.state, unknown.members) == (ErrorCode.NONE, "Dead", ())
-        fetched = client.call(gm.OffsetFetchRequest(gm.NO_REQUEST_ID, "never-seen"),
+        assert (unknown.error_code, unknown.state, unknown.members) == (ErrorCode.NONE, "Dead", ())
+        fetched = client.call(OffsetFetchRequestV0("never-seen"),
                               CALL_TIMEOUT_MS)
-        assert fetched == gm.OffsetFetchResponse(ErrorCode.NONE, ())
+        assert fetched == OffsetFetchResponseV0(ErrorCode.NONE, ())
 
     coordinator = find_coordinator([group_broker.endpoint], GROUP).endpoint
     with RpcClient(coordinator) as client:
@@ -110,7 +126,7 @@ def test_bad_requests_get_their_codes_and_change_nothing(group_broker: BrokerPro
             "no assignor in common": _join(client, member, assignor="roundrobin"),
             "a new member with no assignor in common": _join(client, "", assignor="roundrobin"),
         }
-        assert {why: r.error for why, r in joins.items()} == {
+        assert {why: r.error_code for why, r in joins.items()} == {
             "session 0 ms": ErrorCode.INVALID_SESSION_TIMEOUT,
             "session over the maximum": ErrorCode.INVALID_SESSION_TIMEOUT,
             "member id over 1024 bytes": ErrorCode.INVALID_REQUEST,
@@ -120,21 +136,21 @@ def test_bad_requests_get_their_codes_and_change_nothing(group_broker: BrokerPro
             "no assignor in common": ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
             "a new member with no assignor in common": ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
         }
-        sync = gm.SyncGroupRequest(gm.NO_REQUEST_ID, GROUP, generation, member)
+        sync = SyncGroupRequestV0(GROUP, generation, member)
         for protocol in (replace(sync, protocol_type="connect"),
                          replace(sync, protocol_name="roundrobin")):
             synced = client.call(protocol, CALL_TIMEOUT_MS)
-            assert isinstance(synced, gm.SyncGroupResponse), synced
-            assert synced.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (protocol, synced)
-        server_side = client.call(gm.GroupHeartbeatRequest(
-            gm.NO_REQUEST_ID, GROUP, "", 0, rebalance_timeout_ms=30_000,
+            assert isinstance(synced, SyncGroupResponseV0), synced
+            assert synced.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (protocol, synced)
+        server_side = client.call(GroupHeartbeatRequestV0(
+            GROUP, "", 0, rebalance_timeout_ms=30_000,
             subscribed_topics=(GROUP_TOPIC,), owned=()), CALL_TIMEOUT_MS)
-        assert isinstance(server_side, gm.GroupHeartbeatResponse)
-        assert server_side.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL, \
+        assert isinstance(server_side, GroupHeartbeatResponseV0)
+        assert server_side.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL, \
             "a server-side member cannot join a classic group with members"
-        beat = client.call(gm.HeartbeatRequest(gm.NO_REQUEST_ID, GROUP, generation, "ghost"),
+        beat = client.call(HeartbeatRequestV0(GROUP, generation, "ghost"),
                            CALL_TIMEOUT_MS)
-        assert beat == gm.HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID)
+        assert beat == HeartbeatResponseV0(ErrorCode.UNKNOWN_MEMBER_ID)
 
         assert committed(client, GROUP) == stored
         after = _described(client)
@@ -146,16 +162,16 @@ def test_a_classic_join_to_a_server_side_group_is_refused_and_changes_nothing(
         group_broker: BrokerProcess) -> None:
     coordinator = find_coordinator([group_broker.endpoint], SERVER_SIDE_GROUP).endpoint
     with RpcClient(coordinator) as client:
-        joined = client.call(gm.GroupHeartbeatRequest(
-            gm.NO_REQUEST_ID, SERVER_SIDE_GROUP, "", 0, rebalance_timeout_ms=30_000,
+        joined = client.call(GroupHeartbeatRequestV0(
+            SERVER_SIDE_GROUP, "", 0, rebalance_timeout_ms=30_000,
             subscribed_topics=(GROUP_TOPIC,), owned=()), CALL_TIMEOUT_MS)
-        assert isinstance(joined, gm.GroupHeartbeatResponse), joined
-        assert joined.error == ErrorCode.NONE and joined.member_epoch > 0, joined
+        assert isinstance(joined, GroupHeartbeatResponseV0), joined
+        assert joined.error_code == ErrorCode.NONE and joined.member_epoch > 0, joined
         before = _described(client, SERVER_SIDE_GROUP)
         assert (before.group_type, len(before.members)) == ("consumer", 1), before
         for member_id in ("", joined.member_id):
             refused = _join(client, member_id, group_id=SERVER_SIDE_GROUP)
-            assert refused.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (member_id, refused)
+            assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (member_id, refused)
         after = _described(client, SERVER_SIDE_GROUP)
         assert (after.state, after.epoch, after.members) == (
             before.state, before.epoch, before.members)
@@ -169,8 +185,8 @@ def test_malformed_offset_commit_bodies_are_refused_and_change_nothing(
     group = "binary-committers"
     coordinator = find_coordinator([group_broker.endpoint], group).endpoint
     with RpcClient(coordinator) as client:
-        good = gm.OffsetCommitRequest(gm.NO_REQUEST_ID, group,
-                                      ((FIRST, gm.PartitionCommit(7)),))
+        good = OffsetCommitRequestV0(group,
+                                      ((FIRST, PartitionCommit(7)),))
         assert client.call(good, CALL_TIMEOUT_MS).partitions == ((FIRST, ErrorCode.NONE),)
     header, body = (bytes(frame) for frame in encode_request(1, good)[:2])
     bad_bodies = {"cut short": body[:-3], "trailing bytes": body + b"\x00\x01",

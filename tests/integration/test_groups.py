@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from tests.group_calls import GROUP_TOPIC, find_coordinator
 from zlog.errors import ErrorCode
-from zlog.transport.group_messages import (
-    NO_REQUEST_ID,
-    GroupHeartbeatRequest,
-    GroupHeartbeatResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
+from zlog.transport.messages.groups import (
+    GroupHeartbeatRequestV0,
+    GroupHeartbeatResponseV0,
+    OffsetCommitRequestV0,
+    OffsetCommitResponseV0,
+    OffsetFetchRequestV0,
+    OffsetFetchResponseV0,
     PartitionCommit,
 )
 from zlog.transport.rpc import RpcClient
@@ -30,11 +29,11 @@ def _coordinator(broker: BrokerProcess) -> str:
 
 
 def _beat(client: RpcClient, member_id: str, epoch: int,
-          owned: tuple[TopicPartition, ...] | None = None) -> GroupHeartbeatResponse:
-    reply = client.call(GroupHeartbeatRequest(
-        NO_REQUEST_ID, GROUP, member_id, epoch, rebalance_timeout_ms=30_000,
+          owned: tuple[TopicPartition, ...] | None = None) -> GroupHeartbeatResponseV0:
+    reply = client.call(GroupHeartbeatRequestV0(
+        GROUP, member_id, epoch, rebalance_timeout_ms=30_000,
         subscribed_topics=(TOPIC,) if epoch == 0 else None, owned=owned), CALL_TIMEOUT_MS)
-    assert isinstance(reply, GroupHeartbeatResponse)
+    assert isinstance(reply, GroupHeartbeatResponseV0)
     return reply
 
 
@@ -43,21 +42,21 @@ def test_members_share_a_topic_and_commits_survive_a_restart(group_broker: Broke
     endpoint = _coordinator(broker)
     with RpcClient(endpoint) as client:
         first = _beat(client, "", 0)
-        assert first.error == ErrorCode.NONE and first.member_id, first
+        assert first.error_code == ErrorCode.NONE and first.member_id, first
         assert first.assignment is not None and len(first.assignment) == 6
         second = _beat(client, "", 0)
-        assert second.error == ErrorCode.NONE, second
+        assert second.error_code == ErrorCode.NONE, second
         # The first member revokes what the second is to get; then the second gets it.
         mine: tuple[TopicPartition, ...] = first.assignment
         epoch = first.member_epoch
         theirs: tuple[TopicPartition, ...] = second.assignment or ()
         for _ in range(10):
             reply = _beat(client, first.member_id, epoch, mine)
-            assert reply.error == ErrorCode.NONE, reply
+            assert reply.error_code == ErrorCode.NONE, reply
             mine, epoch = reply.assignment if reply.assignment is not None else mine, \
                 reply.member_epoch
             other = _beat(client, second.member_id, second.member_epoch, theirs)
-            assert other.error == ErrorCode.NONE, other
+            assert other.error_code == ErrorCode.NONE, other
             theirs = other.assignment if other.assignment is not None else theirs
             second = other
             if len(mine) == 3 and len(theirs) == 3:
@@ -65,29 +64,29 @@ def test_members_share_a_topic_and_commits_survive_a_restart(group_broker: Broke
         assert sorted(mine + theirs) == [TopicPartition(TOPIC, p) for p in range(6)]
         assert len(mine) == len(theirs) == 3
 
-        commit = client.call(OffsetCommitRequest(
-            NO_REQUEST_ID, GROUP, ((mine[0], PartitionCommit(42, metadata="m")),),
+        commit = client.call(OffsetCommitRequestV0(
+            GROUP, ((mine[0], PartitionCommit(42, metadata="m")),),
             epoch, first.member_id), CALL_TIMEOUT_MS)
-        assert isinstance(commit, OffsetCommitResponse)
+        assert isinstance(commit, OffsetCommitResponseV0)
         assert commit.partitions == ((mine[0], ErrorCode.NONE),)
-        unknown = client.call(OffsetCommitRequest(
-            NO_REQUEST_ID, "simple", ((TopicPartition("nope", 0), PartitionCommit(1)),)),
+        unknown = client.call(OffsetCommitRequestV0(
+            "simple", ((TopicPartition("nope", 0), PartitionCommit(1)),)),
             CALL_TIMEOUT_MS)
-        assert isinstance(unknown, OffsetCommitResponse)
+        assert isinstance(unknown, OffsetCommitResponseV0)
         assert unknown.partitions[0][1] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     broker.kill_all()
     broker.start()
     with RpcClient(_coordinator(broker)) as client:
         def fetched() -> bool:
-            reply = client.call(OffsetFetchRequest(NO_REQUEST_ID, GROUP, (mine[0],)),
+            reply = client.call(OffsetFetchRequestV0(GROUP, (mine[0],)),
                                 CALL_TIMEOUT_MS)
-            assert isinstance(reply, OffsetFetchResponse)
-            if reply.error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            assert isinstance(reply, OffsetFetchResponseV0)
+            if reply.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                 return False
-            assert reply.offsets[0][1].offset == 42 and reply.offsets[0][1].metadata == "m"
+            assert reply.offsets[0].offset == 42 and reply.offsets[0].metadata == "m"
             return True
 
         wait_until(fetched, timeout_s=30, interval_s=0.1, what="the commit after a restart")
-        empty = client.call(OffsetFetchRequest(NO_REQUEST_ID, "never-seen"), CALL_TIMEOUT_MS)
-        assert isinstance(empty, OffsetFetchResponse) and empty.offsets == ()
+        empty = client.call(OffsetFetchRequestV0("never-seen"), CALL_TIMEOUT_MS)
+        assert isinstance(empty, OffsetFetchResponseV0) and empty.offsets == ()

@@ -9,13 +9,16 @@ import time
 
 from tests.group_calls import GROUP_TOPIC, committed, find_coordinator
 from zlog.errors import ErrorCode
-from zlog.transport import messages as wire
-from zlog.transport.group_messages import (
-    NO_REQUEST_ID,
-    GroupHeartbeatRequest,
-    GroupHeartbeatResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
+from zlog.transport.messages.admin import (
+    CreateTopicsRequestV0,
+    CreateTopicsResponseV0,
+    TopicSpec,
+)
+from zlog.transport.messages.groups import (
+    GroupHeartbeatRequestV0,
+    GroupHeartbeatResponseV0,
+    OffsetCommitRequestV0,
+    OffsetCommitResponseV0,
     PartitionCommit,
 )
 from zlog.transport.rpc import RpcClient
@@ -28,24 +31,24 @@ LEAVE_EPOCH = -1
 
 
 def _beat(client: RpcClient, group_id: str, member_id: str, epoch: int,
-          ) -> GroupHeartbeatResponse:
-    reply = client.call(GroupHeartbeatRequest(
-        NO_REQUEST_ID, group_id, member_id, epoch, rebalance_timeout_ms=30_000,
+          ) -> GroupHeartbeatResponseV0:
+    reply = client.call(GroupHeartbeatRequestV0(
+        group_id, member_id, epoch, rebalance_timeout_ms=30_000,
         subscribed_topics=(GROUP_TOPIC,) if epoch == 0 else None,
         owned=None if epoch != 0 else ()), CALL_TIMEOUT_MS)
-    assert isinstance(reply, GroupHeartbeatResponse) and reply.error == ErrorCode.NONE, reply
+    assert isinstance(reply, GroupHeartbeatResponseV0) and reply.error_code == ErrorCode.NONE, reply
     return reply
 
 
-def _join_and_commit(client: RpcClient, group_id: str, offset: int) -> GroupHeartbeatResponse:
+def _join_and_commit(client: RpcClient, group_id: str, offset: int) -> GroupHeartbeatResponseV0:
     """A member joins alone (so it holds every partition) and commits `offset` on one."""
     joined = _beat(client, group_id, "", 0)
     assert joined.assignment, joined
     tp = sorted(joined.assignment)[0]
-    reply = client.call(OffsetCommitRequest(
-        NO_REQUEST_ID, group_id, ((tp, PartitionCommit(offset)),), joined.member_epoch,
+    reply = client.call(OffsetCommitRequestV0(
+        group_id, ((tp, PartitionCommit(offset)),), joined.member_epoch,
         joined.member_id), CALL_TIMEOUT_MS)
-    assert isinstance(reply, OffsetCommitResponse)
+    assert isinstance(reply, OffsetCommitResponseV0)
     assert reply.partitions == ((tp, ErrorCode.NONE),), reply
     return joined
 
@@ -56,9 +59,9 @@ def test_an_emptied_groups_offsets_expire_and_a_live_groups_stay() -> None:
             "--offsets-retention-minutes", "60", "--offsets-retention-ms", str(RETENTION_MS),
             "--offsets-retention-check-interval-ms", "200"]) as broker:
         with RpcClient(broker.endpoint) as admin:
-            created = admin.call(wire.CreateTopicsRequestV0((
-                wire.TopicSpec(GROUP_TOPIC, 2, 1),)), CALL_TIMEOUT_MS)
-            assert isinstance(created, wire.CreateTopicsResponseV0)
+            created = admin.call(CreateTopicsRequestV0((
+                TopicSpec(GROUP_TOPIC, 2, 1),)), CALL_TIMEOUT_MS)
+            assert isinstance(created, CreateTopicsResponseV0)
             assert created.topics[0].error_code == 0
         endpoint = find_coordinator([broker.endpoint], "emptied").endpoint
         assert find_coordinator([broker.endpoint], "kept").endpoint == endpoint

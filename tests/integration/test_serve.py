@@ -28,8 +28,29 @@ import pytest
 import zmq
 
 from zlog.errors import ErrorCode
-from zlog.transport import messages as wire
 from zlog.transport.codec import decode_response, encode_request
+from zlog.transport.messages import (
+    ErrorBody,
+    Request,
+)
+from zlog.transport.messages.admin import (
+    ApiVersionsRequestV0,
+    ApiVersionsResponseV0,
+    CreateTopicsRequestV0,
+    CreateTopicsResponseV0,
+    DeleteTopicsRequestV0,
+    DescribeClusterRequestV0,
+    InitProducerIdRequestV0,
+    MetadataRequestV0,
+    MetadataResponseV0,
+    TopicResult,
+    TopicSpec,
+)
+from zlog.transport.messages.data import (
+    ListOffsetsPartition,
+    ListOffsetsRequestV0,
+    ListOffsetsResponseV0,
+)
 from zlog.types import LATEST_TIMESTAMP
 from zlog_testbed.broker_process import worker_processes
 from zlog_testbed.waiting import wait_until
@@ -71,7 +92,7 @@ class Client:
         frames: list[bytes] = self.socket.recv_multipart()
         return frames
 
-    def call(self, request: wire.Request, timeout_s: float = 40.0) -> Any:
+    def call(self, request: Request, timeout_s: float = 40.0) -> Any:
         correlation_id = next(self._ids)
         self.socket.send_multipart(encode_request(correlation_id, request))
         deadline = time.monotonic() + timeout_s
@@ -82,7 +103,7 @@ class Client:
             if header.correlation_id == correlation_id:
                 return body
 
-    def try_call(self, request: wire.Request, timeout_s: float) -> Any | None:
+    def try_call(self, request: Request, timeout_s: float) -> Any | None:
         """The reply, or None if none came in time (a fresh socket each try, no stale replies)."""
         probe = Client(self.endpoint)
         try:
@@ -176,17 +197,17 @@ def _wait_api_versions(broker: Broker, timeout_s: float) -> float:
     deadline = time.monotonic() + timeout_s
     try:
         while time.monotonic() < deadline:
-            reply = client.try_call(wire.ApiVersionsRequestV0(), 0.05)
-            if isinstance(reply, wire.ApiVersionsResponseV0):
+            reply = client.try_call(ApiVersionsRequestV0(), 0.05)
+            if isinstance(reply, ApiVersionsResponseV0):
                 return time.monotonic() - broker.started_at
         raise AssertionError(f"no ApiVersions reply within {timeout_s}s:\n{broker.log_text()}")
     finally:
         client.close()
 
 
-def _metadata(client: Client, topics: list[str] | None) -> wire.MetadataResponseV0:
-    reply = client.call(wire.MetadataRequestV0(None if topics is None else tuple(topics)))
-    assert isinstance(reply, wire.MetadataResponseV0)
+def _metadata(client: Client, topics: list[str] | None) -> MetadataResponseV0:
+    reply = client.call(MetadataRequestV0(None if topics is None else tuple(topics)))
+    assert isinstance(reply, MetadataResponseV0)
     return reply
 
 
@@ -196,9 +217,9 @@ def _served(client: Client, topic: str) -> dict[int, str]:
     return {p.partition: p.endpoint for p in found.partitions if p.error_code == 0}
 
 
-def _create(client: Client, name: str, partitions: int) -> wire.TopicResult:
-    reply = client.call(wire.CreateTopicsRequestV0((wire.TopicSpec(name, partitions),)))
-    assert isinstance(reply, wire.CreateTopicsResponseV0)
+def _create(client: Client, name: str, partitions: int) -> TopicResult:
+    reply = client.call(CreateTopicsRequestV0((TopicSpec(name, partitions),)))
+    assert isinstance(reply, CreateTopicsResponseV0)
     (result,) = reply.topics
     return result
 
@@ -211,11 +232,11 @@ def test_ready_fast_notifies_systemd_and_stops_cleanly_on_sigterm(broker: Broker
     print(f"READY=1 {(time.monotonic() - broker.started_at) * 1000:.0f} ms after exec")
     assert b"STATUS=serving on tcp://127.0.0.1:" in notification
     client = Client(broker.endpoint)
-    versions = client.call(wire.ApiVersionsRequestV0())
+    versions = client.call(ApiVersionsRequestV0())
     assert {v.api_key for v in versions.api_versions} == {
         3, 10, 18, 19, 20, 22, 32, 37, 43, 44, 45, 46, 56, 60, 62, 63, 64, 1000}
     assert versions.server.startswith("zlog ")
-    described = client.call(wire.DescribeClusterRequestV0())
+    described = client.call(DescribeClusterRequestV0())
     assert described.controller_id == 1 and described.raft.leader == 1
     assert [b.node_id for b in described.brokers] == [1]
     assert described.brokers[0].control_endpoint == broker.endpoint
@@ -235,8 +256,8 @@ def test_topics_and_producer_ids_survive_a_restart(broker: Broker) -> None:
     served = _served(client, "orders")
     assert sorted(served) == [0, 1, 2]
     assert len(set(served.values())) == 2  # 3 partitions over 2 workers
-    first_id = client.call(wire.InitProducerIdRequestV0()).producer_id
-    assert client.call(wire.InitProducerIdRequestV0()).producer_id == first_id + 1
+    first_id = client.call(InitProducerIdRequestV0()).producer_id
+    assert client.call(InitProducerIdRequestV0()).producer_id == first_id + 1
     cluster_id = _metadata(client, None).cluster_id
     client.close()
     assert broker.stop(signal.SIGINT) == 0
@@ -250,7 +271,7 @@ def test_topics_and_producer_ids_survive_a_restart(broker: Broker) -> None:
     assert metadata.cluster_id == cluster_id
     assert [t.name for t in metadata.topics] == ["orders"]
     assert _create(client, "orders", 1).error_code == ErrorCode.TOPIC_ALREADY_EXISTS
-    assert client.call(wire.InitProducerIdRequestV0()).producer_id > first_id + 1  # no reuse
+    assert client.call(InitProducerIdRequestV0()).producer_id > first_id + 1  # no reuse
     client.close()
     assert broker.stop() == 0
 
@@ -275,9 +296,9 @@ def test_a_killed_worker_is_restarted_and_serves_its_partitions_again(broker: Br
     assert after == before  # the restarted worker bound its predecessor's port again
     for partition, endpoint in after.items():
         data = Client(endpoint)
-        reply = data.call(wire.ListOffsetsRequestV0(
-            "events", (wire.ListOffsetsPartition(partition, LATEST_TIMESTAMP),)))
-        assert isinstance(reply, wire.ListOffsetsResponseV0)
+        reply = data.call(ListOffsetsRequestV0(
+            "events", (ListOffsetsPartition(partition, LATEST_TIMESTAMP),)))
+        assert isinstance(reply, ListOffsetsResponseV0)
         assert [(p.error_code, p.offset) for p in reply.partitions] == [(0, 0)]
         data.close()
     client.close()
@@ -308,38 +329,38 @@ def test_bad_requests_get_error_replies_and_the_broker_keeps_serving(broker: Bro
         assert frames is not None, (api_key, version, body)
         header, reply = decode_response(frames)
         assert (header.correlation_id, header.error_code) == (41, code), reply
-        assert isinstance(reply, wire.ErrorBody) and reply.message
+        assert isinstance(reply, ErrorBody) and reply.message
 
-    reply = client.call(wire.CreateTopicsRequestV0((
-        wire.TopicSpec("bad/name", 1), wire.TopicSpec("zero", 0), wire.TopicSpec("rf", 1, 3),
-        wire.TopicSpec("cfg", 1, 1, {"retention.mss": "1"}), wire.TopicSpec("good", 1),
-        wire.TopicSpec("good", 1),
+    reply = client.call(CreateTopicsRequestV0((
+        TopicSpec("bad/name", 1), TopicSpec("zero", 0), TopicSpec("rf", 1, 3),
+        TopicSpec("cfg", 1, 1, {"retention.mss": "1"}), TopicSpec("good", 1),
+        TopicSpec("good", 1),
     )))
     assert [(t.name, t.error_code) for t in reply.topics] == [
         ("bad/name", ErrorCode.INVALID_TOPIC_EXCEPTION), ("zero", ErrorCode.INVALID_PARTITIONS),
         ("rf", ErrorCode.INVALID_REPLICATION_FACTOR), ("cfg", ErrorCode.INVALID_CONFIG),
         ("good", ErrorCode.INVALID_REQUEST),  # named twice in one request
     ]
-    checked = client.call(wire.CreateTopicsRequestV0((wire.TopicSpec("later", 2),),
+    checked = client.call(CreateTopicsRequestV0((TopicSpec("later", 2),),
                                                      validate_only=True))
     assert [(t.name, t.error_code) for t in checked.topics] == [("later", 0)]
     assert _metadata(client, ["later"]).topics[0].error_code == (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    deleted = client.call(wire.DeleteTopicsRequestV0(("missing",)))
+    deleted = client.call(DeleteTopicsRequestV0(("missing",)))
     assert deleted.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    transactional = client.call(wire.InitProducerIdRequestV0("tx-1"))
+    transactional = client.call(InitProducerIdRequestV0("tx-1"))
     assert transactional.error_code != 0
 
     # The broker still serves, and a real create/delete cycle works end to end.
     assert _create(client, "gone", 2).error_code == 0
     assert (broker.data_dir / "gone-1").is_dir()
-    deleted = client.call(wire.DeleteTopicsRequestV0(("gone",)))
+    deleted = client.call(DeleteTopicsRequestV0(("gone",)))
     assert [(t.name, t.error_code) for t in deleted.topics] == [("gone", 0)]
     assert not (broker.data_dir / "gone-0").exists()
     assert not (broker.data_dir / "gone-1").exists()
     assert _metadata(client, None).topics == ()
     assert _create(client, "gone", 1).error_code == 0  # the name is free again
-    assert isinstance(client.call(wire.ApiVersionsRequestV0()), wire.ApiVersionsResponseV0)
+    assert isinstance(client.call(ApiVersionsRequestV0()), ApiVersionsResponseV0)
     client.close()
     assert broker.stop() == 0
 

@@ -27,15 +27,22 @@ from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_
 from zlog.errors import ErrorCode
 from zlog.record.arrays import build_batch_from_values
 from zlog.record.records import NewRecord, build_batch
-from zlog.transport.cluster_messages import FetchRequestV1, FetchResponseV1, ReplicaFetchEntry
 from zlog.transport.codec import REQUEST_HEADER, ResponseHeader, decode_response, encode_request
 from zlog.transport.messages import (
+    ErrorBody,
+    Request,
+    Response,
+)
+from zlog.transport.messages.admin import (
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
-    ErrorBody,
+)
+from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
+    FetchRequestV1,
     FetchResponseV0,
+    FetchResponseV1,
     FetchResult,
     ListOffsetsPartition,
     ListOffsetsRequestV0,
@@ -44,8 +51,7 @@ from zlog.transport.messages import (
     ProduceRequestV0,
     ProduceResponseV0,
     ProduceResult,
-    Request,
-    Response,
+    ReplicaFetchEntry,
 )
 from zlog.transport.wire import Buffer
 from zlog_testbed.broker_process import process_exited

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from zlog.transport.messages import PartitionMetadata
+from zlog.transport.messages.admin import PartitionMetadata
 from zlog_jepsen.history import (
     Event,
     EventType,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.jepsen.histories import History
-from zlog.transport.messages import PartitionMetadata
+from zlog.transport.messages.admin import PartitionMetadata
 from zlog_jepsen.checker import Anomaly, CheckConfig, check
 from zlog_jepsen.checker.min_isr import IsrHistory, IsrSample, Span, below_min_spans
 from zlog_jepsen.history import FinalRead, HistoryFormatError

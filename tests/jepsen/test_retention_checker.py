@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.jepsen.histories import History
-from zlog.transport.messages import ListOffsetsResult
+from zlog.transport.messages.data import ListOffsetsResult
 from zlog_jepsen.checker import Anomaly, CheckResult, check
 from zlog_jepsen.checker.retention import LogStarts, LogStartSample
 from zlog_jepsen.history import FinalRead, HistoryFormatError

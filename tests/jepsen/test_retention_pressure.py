@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from tests.jepsen.histories import partition
-from zlog.transport.messages import PartitionMetadata
+from zlog.transport.messages.admin import PartitionMetadata
 from zlog_jepsen.retention_pressure import (
     LAGS,
     TINY_RETENTION_BYTES,

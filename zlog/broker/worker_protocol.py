@@ -18,8 +18,9 @@ ipc; each message is one JSON object in one frame, with a `type` field naming it
     sup    -> GroupSettings(partition_counts, group configs)   on hello and on every change
 
 Both sides encode and decode with the functions here, so the two can no longer drift apart; a
-new message is a new class in `TO_WORKER` or `FROM_WORKER`. The checks here are about shape
-(types and ranges); what a valid topic name or config is stays with the code that acts on it.
+new message is a new class in `TO_WORKER` or `FROM_WORKER`, its fields' annotations its shape
+(the transport's json_codec reads them). The checks are about shape (types and ranges); what a
+valid topic name or config is stays with the code that acts on it.
 A message that does not decode is a `WorkerProtocolError`, which carries the request id when
 one could be read, so that a request is still answered (with the error) whenever possible.
 """
@@ -28,14 +29,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Final, TypeAlias
+from dataclasses import dataclass, field
+from typing import Annotated, ClassVar, Final, TypeAlias
 
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.config import GroupConfig
+from zlog.transport.json_codec import from_fields, to_json
 from zlog.transport.json_fields import Fields, parse_json_object
-from zlog.transport.wire import INT16_MAX, INT16_MIN, INT32_MAX
+from zlog.transport.messages.cluster import MemberEpochs
+from zlog.transport.wire import INT32_MAX
+from zlog.transport.wire_types import AtLeast, Check, ErrorCode16, Range, Sentence
 from zlog.types import NO_TOPIC_ID, valid_topic_id
 
 HEARTBEAT_INTERVAL_MS: Final = 500
@@ -48,6 +52,17 @@ WORKER_ID_MAX: Final = 65_535
 PID_MAX: Final = 2**22  # Linux's pid_max ceiling
 BROKER_ID_MAX: Final = INT32_MAX
 GROUP_DEFAULTS: Final = GroupConfig()
+
+
+RequestId = Annotated[int, Range(0, REQUEST_ID_MAX)]
+PartitionIndex = Annotated[int, Range(0, PARTITION_INDEX_MAX)]
+LeaderEpoch = Annotated[int, Range(0, LEADER_EPOCH_MAX)]
+BrokerIdOrNone = Annotated[int, Range(-1, BROKER_ID_MAX)]
+BrokerIds = tuple[Annotated[int, Range(0, BROKER_ID_MAX)], ...]
+WorkerId = Annotated[int, Range(0, WORKER_ID_MAX)]
+Interval32 = Annotated[int, Range(1, INT32_MAX)]
+TopicId = Annotated[str, Check(lambda topic_id: topic_id == NO_TOPIC_ID or valid_topic_id(topic_id),
+                               "must be 32 lowercase hex digits")]
 
 
 class WorkerProtocolError(ZlogError):
@@ -66,24 +81,15 @@ class Hello:
     """A worker's first message once its data endpoint is bound: where clients reach it."""
 
     TYPE: ClassVar[str] = "hello"
-    worker_id: int
-    pid: int  # tells a restarted process from a late message of its predecessor
+    worker_id: WorkerId
+    pid: Annotated[int, Range(1, PID_MAX)]  # tells a restarted process from a late message
     endpoint: str  # the data ROUTER, as clients must spell it: tcp://host:port
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> Hello:
-        return cls(f.integer("worker_id", low=0, high=WORKER_ID_MAX),
-                   f.integer("pid", low=1, high=PID_MAX), f.text("endpoint"))
 
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
     TYPE: ClassVar[str] = "heartbeat"
-    worker_id: int
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> Heartbeat:
-        return cls(f.integer("worker_id", low=0, high=WORKER_ID_MAX))
+    worker_id: WorkerId
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,44 +102,24 @@ class Assign:
     """
 
     TYPE: ClassVar[str] = "assign"
-    request_id: int
+    request_id: RequestId
     topic: str
-    partition: int
+    partition: PartitionIndex
     configs: Mapping[str, str] = field(default_factory=dict)  # effective topic configs
-    leader_epoch: int = 0
+    leader_epoch: LeaderEpoch = 0
     is_leader: bool = True
-    broker_id: int = -1  # this broker (-1: the only replica, whatever its id)
-    broker_epoch: int = -1  # this broker's registration, sent with its follower fetches
-    leader: int = -1  # the leader's broker id (-1: none, or this broker when it leads)
-    partition_epoch: int = 0  # the record these fields come from
-    replicas: tuple[int, ...] = ()  # broker ids, preferred leader first (): this broker only)
-    isr: tuple[int, ...] = ()  # in-sync replicas (() : this broker only)
+    broker_id: BrokerIdOrNone = -1  # this broker (-1: the only replica, whatever its id)
+    broker_epoch: Annotated[int, AtLeast(-1)] = -1  # its registration, sent with its fetches
+    leader: BrokerIdOrNone = -1  # the leader's broker id (-1: none, or this broker)
+    partition_epoch: LeaderEpoch = 0  # the record these fields come from
+    replicas: BrokerIds = ()  # broker ids, preferred leader first (): this broker only)
+    isr: BrokerIds = ()  # in-sync replicas (() : this broker only)
     leader_endpoint: str = ""  # the data endpoint of the leader's worker, for a follower
-    disk_share_bytes: int = -1  # this partition's part of its topic's disk budget (-1: none)
-    topic_id: str = NO_TOPIC_ID  # the topic's id (KIP-516): its directory must carry the same
+    disk_share_bytes: Annotated[int, AtLeast(-1)] = -1  # its part of its topic's disk budget
+    topic_id: TopicId = NO_TOPIC_ID  # the topic's id (KIP-516): its directory must carry it
     # For a leader: replicas whose brokers may not join the ISR now (fenced, shutting down,
     # KIP-841): its HW does not wait for them outside the ISR.
-    ineligible: tuple[int, ...] = ()
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> Assign:
-        return cls(_request_id(f), f.text("topic"),
-                   f.integer("partition", low=0, high=PARTITION_INDEX_MAX),
-                   f.text_map("configs"),
-                   f.integer("leader_epoch", low=0, high=LEADER_EPOCH_MAX, default=0),
-                   f.boolean("is_leader", default=True),
-                   f.integer("broker_id", low=-1, high=BROKER_ID_MAX, default=-1),
-                   f.integer("broker_epoch", low=-1, default=-1),
-                   f.integer("leader", low=-1, high=BROKER_ID_MAX, default=-1),
-                   f.integer("partition_epoch", low=0, high=LEADER_EPOCH_MAX, default=0),
-                   f.integers("replicas", low=0, high=BROKER_ID_MAX) if f.has("replicas")
-                   else (),
-                   f.integers("isr", low=0, high=BROKER_ID_MAX) if f.has("isr") else (),
-                   f.text("leader_endpoint", default=""),
-                   f.integer("disk_share_bytes", low=-1, default=-1),
-                   _topic_id(f),
-                   f.integers("ineligible", low=0, high=BROKER_ID_MAX)
-                   if f.has("ineligible") else ())
+    ineligible: BrokerIds = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,26 +127,15 @@ class Unassign:
     """Close the partition (its ring flushed into its segments), or delete its data."""
 
     TYPE: ClassVar[str] = "unassign"
-    request_id: int
+    request_id: RequestId
     topic: str
-    partition: int
+    partition: PartitionIndex
     delete: bool = False
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> Unassign:
-        return cls(_request_id(f), f.text("topic"),
-                   f.integer("partition", low=0, high=PARTITION_INDEX_MAX),
-                   f.boolean("delete", default=False))
 
 
 @dataclass(frozen=True, slots=True)
 class Stop:
     TYPE: ClassVar[str] = "stop"
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> Stop:
-        del f
-        return cls()
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,11 +152,11 @@ class Lease:
     node, its own controller)."""
 
     TYPE: ClassVar[str] = "lease"
-    until_ms: int
+    until_ms: Annotated[int, AtLeast(-1)]
 
-    @classmethod
-    def from_fields(cls, f: Fields) -> Lease:
-        return cls(f.integer("until_ms", low=-1))
+
+PartitionCounts = Annotated[Mapping[str, Annotated[int, AtLeast(1)]],
+                            Sentence("{field}[{key!r}] must be a positive integer")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,27 +166,15 @@ class GroupSettings:
     the broker's group configs. Sent to each worker when it says hello and on every change."""
 
     TYPE: ClassVar[str] = "group-settings"
-    partition_counts: Mapping[str, int]
-    initial_rebalance_delay_ms: int
-    min_session_timeout_ms: int
-    consumer_session_timeout_ms: int
-    consumer_heartbeat_interval_ms: int
-    offsets_retention_ms: int = GROUP_DEFAULTS.offsets_retention_ms
-    offsets_retention_check_interval_ms: int = GROUP_DEFAULTS.offsets_retention_check_interval_ms
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> GroupSettings:
-        counts = f.text_map_any("partition_counts")
-        for name, count in counts.items():
-            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-                raise f.fail(f"partition_counts[{name!r}] must be a positive integer")
-        return cls({k: int(v) for k, v in counts.items()},  # type: ignore[call-overload]
-                   f.integer("initial_rebalance_delay_ms", low=0, high=INT32_MAX),
-                   f.integer("min_session_timeout_ms", low=0, high=INT32_MAX),
-                   f.integer("consumer_session_timeout_ms", low=1, high=INT32_MAX),
-                   f.integer("consumer_heartbeat_interval_ms", low=1, high=INT32_MAX),
-                   f.integer("offsets_retention_ms", low=1, high=2**53 - 1),
-                   f.integer("offsets_retention_check_interval_ms", low=1, high=INT32_MAX))
+    partition_counts: PartitionCounts
+    initial_rebalance_delay_ms: Annotated[int, Range(0, INT32_MAX)]
+    min_session_timeout_ms: Annotated[int, Range(0, INT32_MAX)]
+    consumer_session_timeout_ms: Interval32
+    consumer_heartbeat_interval_ms: Interval32
+    offsets_retention_ms: Annotated[int, Range(1, 2**53 - 1)] = (
+        GROUP_DEFAULTS.offsets_retention_ms)
+    offsets_retention_check_interval_ms: Interval32 = (
+        GROUP_DEFAULTS.offsets_retention_check_interval_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,13 +182,9 @@ class Assigned:
     """The answer to an Assign: 0, or the Kafka code and sentence of why it failed."""
 
     TYPE: ClassVar[str] = "assigned"
-    request_id: int
-    error_code: int = 0
+    request_id: RequestId
+    error_code: ErrorCode16 = 0
     error_message: str = ""
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> Assigned:
-        return cls(*_answer(f))
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,13 +192,9 @@ class Unassigned:
     """The answer to an Unassign, shaped as Assigned."""
 
     TYPE: ClassVar[str] = "unassigned"
-    request_id: int
-    error_code: int = 0
+    request_id: RequestId
+    error_code: ErrorCode16 = 0
     error_message: str = ""
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> Unassigned:
-        return cls(*_answer(f))
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,32 +202,13 @@ class AlterIsr:
     """A leader's ISR change (AlterPartition) for its supervisor to take to the controller."""
 
     TYPE: ClassVar[str] = "alter_isr"
-    request_id: int
+    request_id: RequestId
     topic: str
-    partition: int
-    leader_epoch: int
-    partition_epoch: int  # the record the new ISR was computed from
-    new_isr: tuple[int, ...]
-    member_epochs: Mapping[int, int] = field(default_factory=dict)  # broker -> epoch it fetched
-
-    def to_json(self) -> dict[str, object]:
-        return {"request_id": self.request_id, "topic": self.topic, "partition": self.partition,
-                "leader_epoch": self.leader_epoch, "partition_epoch": self.partition_epoch,
-                "new_isr": list(self.new_isr),
-                "member_epochs": {str(k): v for k, v in self.member_epochs.items()}}
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> AlterIsr:
-        epochs: dict[int, int] = {}
-        for key, value in f.text_map_any("member_epochs").items():
-            if not key.isdigit() or isinstance(value, bool) or not isinstance(value, int):
-                raise f.fail("member_epochs maps broker ids to broker epochs")
-            epochs[int(key)] = value
-        return cls(_request_id(f), f.text("topic"),
-                   f.integer("partition", low=0, high=PARTITION_INDEX_MAX),
-                   f.integer("leader_epoch", low=0, high=LEADER_EPOCH_MAX),
-                   f.integer("partition_epoch", low=0, high=LEADER_EPOCH_MAX),
-                   f.integers("new_isr", low=0, high=BROKER_ID_MAX), epochs)
+    partition: PartitionIndex
+    leader_epoch: LeaderEpoch
+    partition_epoch: LeaderEpoch  # the record the new ISR was computed from
+    new_isr: BrokerIds
+    member_epochs: MemberEpochs = field(default_factory=dict)  # broker -> epoch it fetched
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,13 +217,9 @@ class AlterIsrAnswer:
     record itself reaches the worker as an Assign."""
 
     TYPE: ClassVar[str] = "alter_isr_answer"
-    request_id: int
-    error_code: int = 0
+    request_id: RequestId
+    error_code: ErrorCode16 = 0
     error_message: str = ""
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> AlterIsrAnswer:
-        return cls(*_answer(f))
 
 
 ToWorker: TypeAlias = Assign | Unassign | Stop | AlterIsrAnswer | Lease | GroupSettings
@@ -301,33 +233,10 @@ FROM_WORKER: Final[dict[str, type[FromWorker]]] = {
 }
 
 
-def _request_id(f: Fields) -> int:
-    return f.integer("request_id", low=0, high=REQUEST_ID_MAX)
-
-
-def _topic_id(f: Fields) -> str:
-    topic_id = f.text("topic_id", default=NO_TOPIC_ID)
-    if topic_id != NO_TOPIC_ID and not valid_topic_id(topic_id):
-        raise f.fail("topic_id must be 32 lowercase hex digits")
-    return topic_id
-
-
-def _answer(f: Fields) -> tuple[int, int, str]:
-    return (_request_id(f), f.integer("error_code", low=INT16_MIN, high=INT16_MAX, default=0),
-            f.text("error_message", default=""))
-
-
 def encode(message: ToWorker | FromWorker) -> bytes:
     """One frame: the message's fields and its `type`."""
-    body: dict[str, Any] = {"type": message.TYPE}
-    if isinstance(message, AlterIsr):
-        body.update(message.to_json())
-    else:
-        for item in fields(message):
-            value = getattr(message, item.name)
-            body[item.name] = (dict(value) if isinstance(value, Mapping)
-                               else list(value) if isinstance(value, tuple) else value)
-    encoded = json.dumps(body, separators=(",", ":")).encode()
+    encoded = json.dumps({"type": message.TYPE, **to_json(message)},
+                         separators=(",", ":")).encode()
     assert len(encoded) <= limits.WORKER_MESSAGE_BYTES_MAX, (message.TYPE, len(encoded))
     return encoded
 
@@ -360,7 +269,7 @@ def _decode(
             ErrorCode.INVALID_REQUEST, f"unknown message type {kind_name!r}", kind_name
         )
     try:
-        return kind.from_fields(f)
+        return from_fields(kind, f)
     except ZlogError as error:
         raise WorkerProtocolError(
             error.code, error.message, kind_name, _readable_request_id(f)

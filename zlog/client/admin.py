@@ -34,6 +34,10 @@ from zlog.client.retries import (
 )
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
 from zlog.transport.messages import (
+    Request,
+    Response,
+)
+from zlog.transport.messages.admin import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
@@ -54,18 +58,18 @@ from zlog.transport.messages import (
     ElectLeadersResponseV0,
     IncrementalAlterConfigsRequestV0,
     IncrementalAlterConfigsResponseV0,
-    ListOffsetsPartition,
-    ListOffsetsRequestV0,
-    ListOffsetsResponseV0,
     MetadataRequestV0,
     MetadataResponseV0,
     PartitionsSpec,
-    Request,
-    Response,
     TopicResult,
     TopicSpec,
 )
-from zlog.transport.reassignment_messages import (
+from zlog.transport.messages.data import (
+    ListOffsetsPartition,
+    ListOffsetsRequestV0,
+    ListOffsetsResponseV0,
+)
+from zlog.transport.messages.reassignment import (
     AlterPartitionReassignmentsRequestV0,
     AlterPartitionReassignmentsResponseV0,
     ListPartitionReassignmentsRequestV0,

@@ -18,14 +18,14 @@ from zlog.client.retries import after_coordinator_error, retry_within
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
 from zlog.groups.partitioning import OFFSETS_TOPIC
-from zlog.transport.group_messages import (
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
+from zlog.transport.messages.groups import (
+    DeleteGroupsRequestV0,
+    DeleteGroupsResponseV0,
     DescribedMember,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
+    DescribeGroupsRequestV0,
+    DescribeGroupsResponseV0,
+    ListGroupsRequestV0,
+    ListGroupsResponseV0,
 )
 from zlog.types import TopicPartition
 
@@ -69,12 +69,12 @@ class GroupAdmin:
         found: dict[str, GroupListing] = {}
         for endpoint in endpoints:
             response = self._connections.call_endpoint(
-                endpoint, ListGroupsRequest(request_id=0), timeout_ms)
-            if not isinstance(response, ListGroupsResponse):
+                endpoint, ListGroupsRequestV0(), timeout_ms)
+            if not isinstance(response, ListGroupsResponseV0):
                 raise ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR,
                                 f"ListGroups answered with {type(response).__name__}")
-            if response.error != ErrorCode.NONE:
-                raise for_code(response.error, f"listing groups at {endpoint}")
+            if response.error_code != ErrorCode.NONE:
+                raise for_code(response.error_code, f"listing groups at {endpoint}")
             for group in response.groups:
                 found[group.group_id] = GroupListing(group.group_id, group.state,
                                                      group.group_type, group.protocol_type)
@@ -84,12 +84,12 @@ class GroupAdmin:
         described: list[GroupDescription] = []
         for group_id in group_ids:
             response = self.link(group_id).call(
-                DescribeGroupsRequest(request_id=0, group_ids=(group_id,)),
-                DescribeGroupsResponse)
+                DescribeGroupsRequestV0(group_ids=(group_id,)),
+                DescribeGroupsResponseV0)
             for group in response.groups:
-                if group.error != ErrorCode.NONE:
-                    raise for_code(group.error, f"group {group.group_id!r}: "
-                                   f"{ErrorCode(group.error).name.lower()}")
+                if group.error_code != ErrorCode.NONE:
+                    raise for_code(group.error_code, f"group {group.group_id!r}: "
+                                   f"{ErrorCode(group.error_code).name.lower()}")
                 described.append(GroupDescription(
                     group.group_id, group.state, group.group_type, group.protocol_type,
                     group.protocol_name, group.epoch,
@@ -102,7 +102,7 @@ class GroupAdmin:
         outcome: dict[str, ZlogError | None] = {}
         for group_id in group_ids:
             response = self.link(group_id).call(
-                DeleteGroupsRequest(request_id=0, group_ids=(group_id,)), DeleteGroupsResponse)
+                DeleteGroupsRequestV0(group_ids=(group_id,)), DeleteGroupsResponseV0)
             for name, code in response.results:
                 outcome[name] = None if code == ErrorCode.NONE else for_code(
                     code, f"group {name!r}: {_why(ErrorCode(code))}")

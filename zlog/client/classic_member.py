@@ -56,17 +56,20 @@ from zlog.groups.consumer_protocol import (
     decode_subscription,
     encode_subscription,
 )
-from zlog.transport.group_messages import (
+from zlog.transport.messages.groups import (
     GroupRequest,
     GroupResponse,
-    HeartbeatRequest,
-    HeartbeatResponse,
+    HeartbeatRequestV0,
+    HeartbeatResponseV0,
     JoinGroupMember,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    SyncGroupRequest,
-    SyncGroupResponse,
+    JoinGroupProtocol,
+    JoinGroupRequestV0,
+    JoinGroupResponseV0,
+    LeaveGroupRequestV0,
+    LeavingMember,
+    MemberAssignment,
+    SyncGroupRequestV0,
+    SyncGroupResponseV0,
 )
 from zlog.types import TopicPartition
 
@@ -166,7 +169,7 @@ class ClassicMember(Reconciling):
         self._due_ms: int | None = None
         self._heard_ms: int | None = None  # the last good reply while in the group
         self._members: tuple[JoinGroupMember, ...] = ()  # the leader's, from the join reply
-        self._assignments: tuple[tuple[str, bytes], ...] = ()
+        self._assignments: tuple[MemberAssignment, ...] = ()
         self._assigned_counts: dict[str, int] | None = None
         """The leader's: the partition count (0: no such topic) of each topic of the group's
         subscription, as it assigned them; a change to them calls for a rebalance."""
@@ -271,14 +274,14 @@ class ClassicMember(Reconciling):
         if self.phase is Phase.JOIN:
             request, timeout_ms = self._join_request(), parked_ms
         elif self.phase is Phase.SYNC:
-            request = SyncGroupRequest(
-                request_id=0, group_id=self.group_id, generation=self.generation,
+            request = SyncGroupRequestV0(
+                group_id=self.group_id, generation=self.generation,
                 member_id=self.member_id, group_instance_id=self.group_instance_id,
                 assignments=self._assignments, protocol_type=CONSUMER_PROTOCOL_TYPE,
                 protocol_name=self.protocol_name)
             timeout_ms = parked_ms
         elif self.phase in (Phase.STABLE, Phase.REVOKING):
-            request = HeartbeatRequest(request_id=0, group_id=self.group_id,
+            request = HeartbeatRequestV0(group_id=self.group_id,
                                        generation=self.generation, member_id=self.member_id,
                                        group_instance_id=self.group_instance_id)
         else:
@@ -289,11 +292,11 @@ class ClassicMember(Reconciling):
         """Apply a reply. Fatal errors are kept in `failure` (raised by the poll thread)."""
         if not self._slot.answered(sent):
             return  # sent before a fence, a leave or a rejoin
-        if isinstance(response, JoinGroupResponse) and self.phase is Phase.JOIN:
+        if isinstance(response, JoinGroupResponseV0) and self.phase is Phase.JOIN:
             self._on_join(response, now_ms)
-        elif isinstance(response, SyncGroupResponse) and self.phase is Phase.SYNC:
+        elif isinstance(response, SyncGroupResponseV0) and self.phase is Phase.SYNC:
             self._on_sync(response, now_ms)
-        elif isinstance(response, HeartbeatResponse):
+        elif isinstance(response, HeartbeatResponseV0):
             self._on_heartbeat(response, now_ms)
         else:
             self._fail(ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"the coordinator answered "
@@ -332,7 +335,8 @@ class ClassicMember(Reconciling):
             self._fail(error)
             return
         self._assigned_counts = _counts_of(topics, partition_counts)
-        self._assignments = tuple(sorted(assignments.items()))
+        self._assignments = tuple(MemberAssignment(member, assignment)
+                                  for member, assignment in sorted(assignments.items()))
         self._set_phase(Phase.SYNC, now_ms)
 
     def watched_topics(self) -> frozenset[str] | None:
@@ -352,8 +356,8 @@ class ClassicMember(Reconciling):
 
     # -- replies ---------------------------------------------------------------------------
 
-    def _on_join(self, response: JoinGroupResponse, now_ms: int) -> None:
-        code = ErrorCode(response.error)
+    def _on_join(self, response: JoinGroupResponseV0, now_ms: int) -> None:
+        code = ErrorCode(response.error_code)
         if code == ErrorCode.NONE:
             self.member_id = response.member_id
             self.generation = response.generation
@@ -374,8 +378,8 @@ class ClassicMember(Reconciling):
             self._retry(for_code(code, f"group {self.group_id!r}: join refused "
                                        f"({code.name.lower()})"), now_ms)
 
-    def _on_sync(self, response: SyncGroupResponse, now_ms: int) -> None:
-        code = ErrorCode(response.error)
+    def _on_sync(self, response: SyncGroupResponseV0, now_ms: int) -> None:
+        code = ErrorCode(response.error_code)
         if code != ErrorCode.NONE:
             self._on_member_error(code, "sync refused", now_ms)
             return
@@ -390,8 +394,8 @@ class ClassicMember(Reconciling):
         self._heard_ms = now_ms
         self._set_phase(Phase.STABLE, now_ms + self.heartbeat_interval_ms)
 
-    def _on_heartbeat(self, response: HeartbeatResponse, now_ms: int) -> None:
-        code = ErrorCode(response.error)
+    def _on_heartbeat(self, response: HeartbeatResponseV0, now_ms: int) -> None:
+        code = ErrorCode(response.error_code)
         if code in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS):
             self._heard_ms = now_ms  # either way the coordinator reset the session
             self._due_ms = now_ms + self.heartbeat_interval_ms
@@ -454,25 +458,25 @@ class ClassicMember(Reconciling):
         self._slot.in_flight = None
         self._due_ms = due_ms
 
-    def _join_request(self) -> JoinGroupRequest:
+    def _join_request(self) -> JoinGroupRequestV0:
         subscription = encode_subscription(Subscription(
             tuple(sorted(self.topics)), owned_partitions=tuple(sorted(self.owned)),
             generation=self.generation))
-        return JoinGroupRequest(
-            request_id=0, group_id=self.group_id, member_id=self.member_id,
+        return JoinGroupRequestV0(
+            group_id=self.group_id, member_id=self.member_id,
             protocol_type=CONSUMER_PROTOCOL_TYPE,
-            protocols=tuple((name, subscription) for name in self.assignors),
+            protocols=tuple(JoinGroupProtocol(name, subscription) for name in self.assignors),
             session_timeout_ms=self.session_timeout_ms,
             rebalance_timeout_ms=self.rebalance_timeout_ms,
             group_instance_id=self.group_instance_id, client_id=self.client_id)
 
-    def _leave_request(self) -> LeaveGroupRequest | None:
+    def _leave_request(self) -> LeaveGroupRequestV0 | None:
         """A dynamic member in the group leaves; a static one does not (KIP-345)."""
         if self.group_instance_id is not None or not self.member_id \
                 or self.phase in (Phase.IDLE, Phase.STALE, Phase.FAILED):
             return None
-        return LeaveGroupRequest(request_id=0, group_id=self.group_id,
-                                 members=((self.member_id, None),))
+        return LeaveGroupRequestV0(group_id=self.group_id,
+                                 members=(LeavingMember(self.member_id, None),))
 
 
 def _counts_of(topics: Iterable[str], partition_counts: dict[str, int]) -> dict[str, int]:

@@ -36,11 +36,13 @@ from zlog.client.retries import Next, after_control_error, definite_if_control_s
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages import (
+    Request,
+    Response,
+)
+from zlog.transport.messages.admin import (
     BrokerMetadata,
     MetadataRequestV0,
     MetadataResponseV0,
-    Request,
-    Response,
 )
 from zlog.transport.rpc import RpcClient
 

@@ -102,19 +102,23 @@ from zlog.client.retries import DefiniteError, Next, after_leader_error, retry_w
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
 from zlog.record.arrays import BatchView
-from zlog.transport.group_messages import NO_GENERATION
 from zlog.transport.messages import (
+    Request,
+    Response,
+)
+from zlog.transport.messages.admin import (
+    MetadataRequestV0,
+    MetadataResponseV0,
+)
+from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
     FetchResponseV0,
     ListOffsetsPartition,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
-    MetadataRequestV0,
-    MetadataResponseV0,
-    Request,
-    Response,
 )
+from zlog.transport.messages.groups import NO_GENERATION
 from zlog.transport.rpc import RpcResult
 from zlog.types import (
     CONSUMER_REPLICA_ID,

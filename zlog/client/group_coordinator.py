@@ -25,10 +25,10 @@ from zlog.client.cluster import Connections
 from zlog.client.retries import Next, after_coordinator_error, retry_within
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError, for_code
-from zlog.transport.group_messages import (
+from zlog.transport.messages.groups import (
     GROUP_RESPONSE_TYPES,
-    DeleteGroupsResponse,
-    DescribeGroupsResponse,
+    DeleteGroupsResponseV0,
+    DescribeGroupsResponseV0,
     FindCoordinatorRequestV0,
     FindCoordinatorResponseV0,
     GroupRequest,
@@ -50,12 +50,12 @@ def response_error(response: GroupResponse) -> ErrorCode:
     """The top-level error of a group response; for DescribeGroups and DeleteGroups, which
     answer per group, a per-group error that sends the caller elsewhere (the coordinator
     moved between FindCoordinator and the call) counts as one."""
-    if isinstance(response, DescribeGroupsResponse):
-        codes = [ErrorCode(group.error) for group in response.groups]
-    elif isinstance(response, DeleteGroupsResponse):
+    if isinstance(response, DescribeGroupsResponseV0):
+        codes = [ErrorCode(group.error_code) for group in response.groups]
+    elif isinstance(response, DeleteGroupsResponseV0):
         codes = [ErrorCode(code) for _, code in response.results]
     else:
-        return ErrorCode(response.error)
+        return ErrorCode(response.error_code)
     return next((code for code in codes if is_retried(code)), ErrorCode.NONE)
 
 

@@ -39,12 +39,12 @@ from typing import Final, Protocol
 
 from zlog.client.retries import Next, after_coordinator_error
 from zlog.errors import ErrorCode, ZlogError, for_code
-from zlog.transport.group_messages import (
+from zlog.transport.messages.groups import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
-    GroupHeartbeatRequest,
-    GroupHeartbeatResponse,
+    GroupHeartbeatRequestV0,
+    GroupHeartbeatResponseV0,
     GroupRequest,
     GroupResponse,
 )
@@ -272,7 +272,7 @@ class ServerSideMember(Reconciling):
         if self.state is MemberState.STALE and self.topics and not self._lost:
             self._start_join(now_ms)
 
-    def leave(self) -> GroupHeartbeatRequest | None:
+    def leave(self) -> GroupHeartbeatRequestV0 | None:
         """The request that leaves the group (epoch -1; -2 keeps a static member's partitions
         for its return), or None when not in it. The member is out from now on."""
         was_in = self.state in (MemberState.STABLE, MemberState.JOINING, MemberState.DROPPING)
@@ -290,7 +290,7 @@ class ServerSideMember(Reconciling):
         return self._due_ms
 
     def check_timers(self, now_ms: int, last_poll_ms: int, max_poll_interval_ms: int,
-                     ) -> GroupHeartbeatRequest | None:
+                     ) -> GroupHeartbeatRequestV0 | None:
         """Self-fence after a session without a good reply; leave when the application has
         not polled within max_poll_interval_ms (the leave request to send, if any)."""
         if self.state is MemberState.STABLE and self._heard_ms is not None \
@@ -319,8 +319,8 @@ class ServerSideMember(Reconciling):
         # A join is never held (it always has news), but asking says this member long-polls:
         # the coordinator then tells it the configured interval, not a short one.
         idle = not self._reconciling and self.owned == self.target
-        request = GroupHeartbeatRequest(
-            request_id=0, group_id=self.group_id, member_id=self.member_id,
+        request = GroupHeartbeatRequestV0(
+            group_id=self.group_id, member_id=self.member_id,
             member_epoch=JOIN_EPOCH if joining else self.member_epoch,
             group_instance_id=self.group_instance_id,
             rebalance_timeout_ms=self.rebalance_timeout_ms if full else None,
@@ -335,14 +335,14 @@ class ServerSideMember(Reconciling):
         if not self._slot.answered(sent):
             return  # sent before a fence or a leave
         request = sent.request
-        if not isinstance(response, GroupHeartbeatResponse) \
-                or not isinstance(request, GroupHeartbeatRequest):
+        if not isinstance(response, GroupHeartbeatResponseV0) \
+                or not isinstance(request, GroupHeartbeatRequestV0):
             self._on_error(ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR, "the coordinator "
                                      f"answered a heartbeat with {type(response).__name__}"),
                            now_ms)
             return
-        if response.error != ErrorCode.NONE:
-            self._on_error(for_code(response.error, response.message), now_ms)
+        if response.error_code != ErrorCode.NONE:
+            self._on_error(for_code(response.error_code, response.message), now_ms)
             return
         self._heard_ms = now_ms
         self._full = False
@@ -427,9 +427,9 @@ class ServerSideMember(Reconciling):
         self._reset(MemberState.JOINING)
         self._due_ms = now_ms
 
-    def _leave_request(self) -> GroupHeartbeatRequest:
+    def _leave_request(self) -> GroupHeartbeatRequestV0:
         epoch = LEAVE_EPOCH if self.group_instance_id is None else STATIC_LEAVE_EPOCH
-        return GroupHeartbeatRequest(request_id=0, group_id=self.group_id,
+        return GroupHeartbeatRequestV0(group_id=self.group_id,
                                      member_id=self.member_id, member_epoch=epoch,
                                      group_instance_id=self.group_instance_id,
                                      client_id=self.client_id)

@@ -40,7 +40,11 @@ from zlog.client.group_settings import SERVER_SIDE_PROTOCOL, GroupMetadata, Grou
 from zlog.client.metadata_watch import MetadataWatch, matching, partition_counts
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.group_messages import NO_GENERATION, GroupHeartbeatRequest, GroupRequest
+from zlog.transport.messages.groups import (
+    NO_GENERATION,
+    GroupHeartbeatRequestV0,
+    GroupRequest,
+)
 from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.client.group_membership")
@@ -225,7 +229,7 @@ class GroupMembership:
             return
         if sent is not None:
             timeout_ms = sent.timeout_ms or self.request_timeout_ms
-            if isinstance(sent.request, GroupHeartbeatRequest):
+            if isinstance(sent.request, GroupHeartbeatRequestV0):
                 timeout_ms += sent.request.max_wait_ms  # the coordinator may hold it that long
             try:
                 response = link.send_once(sent.request, timeout_ms,

@@ -12,12 +12,12 @@ from collections.abc import Iterable, Mapping
 
 from zlog.client.group_coordinator import CoordinatorLink
 from zlog.errors import ErrorCode, ZlogError, for_code
-from zlog.transport.group_messages import (
+from zlog.transport.messages.groups import (
     NO_GENERATION,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
+    OffsetCommitRequestV0,
+    OffsetCommitResponseV0,
+    OffsetFetchRequestV0,
+    OffsetFetchResponseV0,
     PartitionCommit,
 )
 from zlog.types import TopicPartition
@@ -34,18 +34,18 @@ def commit_offsets(link: CoordinatorLink, offsets: Mapping[TopicPartition, int],
         if offset < 0:
             raise ZlogError(ErrorCode.OFFSET_OUT_OF_RANGE,
                             f"{tp.topic}-{tp.partition}: cannot commit offset {offset}")
-    request = OffsetCommitRequest(
-        request_id=0, group_id=link.group_id,
+    request = OffsetCommitRequestV0(
+        group_id=link.group_id,
         offsets=tuple((TopicPartition(*tp), PartitionCommit(offset))
                       for tp, offset in sorted(offsets.items())),
         generation=generation, member_id=member_id, group_instance_id=group_instance_id)
-    response = link.call(request, OffsetCommitResponse)
+    response = link.call(request, OffsetCommitResponseV0)
     raise_commit_error(link.group_id, response)
 
 
-def raise_commit_error(group_id: str, response: OffsetCommitResponse) -> None:
-    if response.error != ErrorCode.NONE:
-        raise _group_error(group_id, response.error, "commit refused")
+def raise_commit_error(group_id: str, response: OffsetCommitResponseV0) -> None:
+    if response.error_code != ErrorCode.NONE:
+        raise _group_error(group_id, response.error_code, "commit refused")
     for tp, code in response.partitions:
         if code != ErrorCode.NONE:
             raise for_code(code, f"group {group_id!r}: commit of {tp.topic}-{tp.partition} "
@@ -57,12 +57,12 @@ def fetch_committed(link: CoordinatorLink, partitions: Iterable[TopicPartition] 
     """The committed offset of each partition that has one (None: every committed one)."""
     wanted = None if partitions is None else tuple(sorted(TopicPartition(*tp)
                                                           for tp in partitions))
-    response = link.call(OffsetFetchRequest(request_id=0, group_id=link.group_id,
-                                            partitions=wanted), OffsetFetchResponse)
-    if response.error != ErrorCode.NONE:
-        raise _group_error(link.group_id, response.error, "offsets not readable")
-    return {TopicPartition(*tp): fetched.offset for tp, fetched in response.offsets
-            if fetched.offset >= 0}
+    response = link.call(OffsetFetchRequestV0(group_id=link.group_id,
+                                            partitions=wanted), OffsetFetchResponseV0)
+    if response.error_code != ErrorCode.NONE:
+        raise _group_error(link.group_id, response.error_code, "offsets not readable")
+    return {TopicPartition(fetched.topic, fetched.partition): fetched.offset
+            for fetched in response.offsets if fetched.offset >= 0}
 
 
 def _group_error(group_id: str, code: int, what: str) -> ZlogError:

@@ -31,7 +31,7 @@ from pathlib import Path
 from zlog.client.cluster import PartitionLeader
 from zlog.client.local_ring import is_local_endpoint, ring_exists, ring_path_for
 from zlog.errors import ErrorCode
-from zlog.transport.messages import BrokerMetadata
+from zlog.transport.messages.admin import BrokerMetadata
 
 
 @dataclass(frozen=True, slots=True)

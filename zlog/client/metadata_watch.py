@@ -18,7 +18,10 @@ from typing import Final
 
 from zlog.client.cluster import Connections
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.messages import MetadataRequestV0, MetadataResponseV0
+from zlog.transport.messages.admin import (
+    MetadataRequestV0,
+    MetadataResponseV0,
+)
 
 METADATA_MAX_AGE_MS_DEFAULT: Final = 30_000
 """How often a member watching metadata asks for it. Kafka's `metadata.max.age.ms` is five

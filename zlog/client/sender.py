@@ -63,9 +63,11 @@ from zlog.client.retries import Next, after_leader_error
 from zlog.client.wakeable_poll import WakeablePoll
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.record.header import Compression
-from zlog.transport.messages import (
+from zlog.transport.messages.admin import (
     InitProducerIdRequestV0,
     InitProducerIdResponseV0,
+)
+from zlog.transport.messages.data import (
     ProduceEntry,
     ProduceRequestV0,
     ProduceResponseV0,

@@ -15,19 +15,20 @@ import uuid
 from zlog.errors import ErrorCode
 from zlog.groups.classic_group import ClassicGroup, ClassicMember, ClassicState
 from zlog.groups.config import GroupConfig
-from zlog.groups.messages import (
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupMember,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
 from zlog.groups.output import Effects, TimerKey, TimerKind
 from zlog.groups.records import JOIN_COMPLETE_HEADER, GroupMetadataKey, OffsetsRecord
+from zlog.transport.messages.groups import (
+    HeartbeatRequestV0,
+    HeartbeatResponseV0,
+    JoinGroupMember,
+    JoinGroupRequestV0,
+    JoinGroupResponseV0,
+    LeaveGroupRequestV0,
+    LeaveGroupResponseV0,
+    LeftMember,
+    SyncGroupRequestV0,
+    SyncGroupResponseV0,
+)
 
 PREPARING = ClassicState.PREPARING_REBALANCE
 COMPLETING = ClassicState.COMPLETING_REBALANCE
@@ -63,7 +64,7 @@ class ClassicMachine:
 
     # --- JoinGroup ----------------------------------------------------------------------
 
-    def join(self, group: ClassicGroup, req: JoinGroupRequest, now_ms: int) -> None:
+    def join(self, group: ClassicGroup, req: JoinGroupRequestV0, now_ms: int) -> None:
         if group.state is DEAD:
             self._join_error(req, ErrorCode.COORDINATOR_NOT_AVAILABLE)
             return
@@ -79,13 +80,13 @@ class ClassicMachine:
         else:
             self._join_existing(group, req, now_ms)
 
-    def _join_error(self, req: JoinGroupRequest, code: ErrorCode, member_id: str = "") -> None:
-        self.fx.reply(req.request_id, JoinGroupResponse(code, member_id or req.member_id))
+    def _join_error(self, req: JoinGroupRequestV0, code: ErrorCode, member_id: str = "") -> None:
+        self.fx.answer(JoinGroupResponseV0(code, member_id or req.member_id))
 
     def _full(self, group: ClassicGroup) -> bool:
         return len(group.members) + len(group.pending_members) >= self.config.max_group_size
 
-    def _join_new(self, group: ClassicGroup, req: JoinGroupRequest, now_ms: int) -> None:
+    def _join_new(self, group: ClassicGroup, req: JoinGroupRequestV0, now_ms: int) -> None:
         instance_id = req.group_instance_id
         if instance_id is not None and instance_id in group.static_members:
             self._replace_static(group, req, now_ms)
@@ -102,7 +103,7 @@ class ClassicMachine:
             return
         self._add_and_rebalance(group, req, member_id, now_ms)
 
-    def _add_and_rebalance(self, group: ClassicGroup, req: JoinGroupRequest, member_id: str,
+    def _add_and_rebalance(self, group: ClassicGroup, req: JoinGroupRequestV0, member_id: str,
                            now_ms: int) -> None:
         if len(group.members) >= self.config.max_group_size:
             self._join_error(req, ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
@@ -110,7 +111,7 @@ class ClassicMachine:
         member = ClassicMember(
             member_id, req.group_instance_id, req.client_id, req.client_host,
             req.session_timeout_ms, req.rebalance_timeout_ms, req.protocols,
-            join_request=req.request_id,
+            join_request=self.fx.answering,
         )
         if not group.members:
             group.protocol_type = req.protocol_type
@@ -125,7 +126,7 @@ class ClassicMachine:
                     now_ms + self.config.new_member_join_timeout_ms)
         self._rebalance_or_try_complete(group, now_ms)
 
-    def _join_existing(self, group: ClassicGroup, req: JoinGroupRequest, now_ms: int) -> None:
+    def _join_existing(self, group: ClassicGroup, req: JoinGroupRequestV0, now_ms: int) -> None:
         error = member_error(group, req.member_id, req.group_instance_id)
         if error is not ErrorCode.NONE:
             self._join_error(req, error)
@@ -139,21 +140,21 @@ class ClassicMachine:
             self._rebalance_or_try_complete(group, now_ms)
             return
         # CompletingRebalance or Stable with nothing new: the member lost our reply; resend it.
-        self._reply_join(group, member, req.request_id, with_members=(
+        self._reply_join(group, member, self.fx.answering, with_members=(
             group.state is COMPLETING and member.member_id == group.leader_id))
 
     def _update_member(self, group: ClassicGroup, member: ClassicMember,
-                       req: JoinGroupRequest) -> None:
-        if member.join_request is not None and member.join_request != req.request_id:
+                       req: JoinGroupRequestV0) -> None:
+        if member.join_request is not None and member.join_request != self.fx.answering:
             # A duplicate join replaces the parked one (Kafka answers the old one this way).
             self.fx.reply(member.join_request,
-                          JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+                          JoinGroupResponseV0(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
         member.protocols = req.protocols
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
-        member.join_request = req.request_id
+        member.join_request = self.fx.answering
 
-    def _replace_static(self, group: ClassicGroup, req: JoinGroupRequest, now_ms: int) -> None:
+    def _replace_static(self, group: ClassicGroup, req: JoinGroupRequestV0, now_ms: int) -> None:
         """KIP-345: a static member restarting under its instance id takes over its old
         member id; the old id is fenced and, in Stable, nobody rebalances."""
         assert req.group_instance_id is not None
@@ -162,11 +163,11 @@ class ClassicMachine:
         new_id = new_member_id(req.group_instance_id, self.rng)
         for kind in (TimerKind.SESSION, TimerKind.NEW_MEMBER_JOIN):
             self.fx.cancel(TimerKey(kind, group.group_id, old_id))
-        fenced = JoinGroupResponse(ErrorCode.FENCED_INSTANCE_ID, old_id)
+        fenced = JoinGroupResponseV0(ErrorCode.FENCED_INSTANCE_ID, old_id)
         if member.join_request is not None:
             self.fx.reply(member.join_request, fenced)
         if member.sync_request is not None:
-            self.fx.reply(member.sync_request, SyncGroupResponse(ErrorCode.FENCED_INSTANCE_ID))
+            self.fx.reply(member.sync_request, SyncGroupResponseV0(ErrorCode.FENCED_INSTANCE_ID))
         member.member_id, member.join_request, member.sync_request = new_id, None, None
         group.members[new_id] = member
         group.static_members[req.group_instance_id] = new_id
@@ -187,7 +188,7 @@ class ClassicMachine:
                 self._write_metadata(group)
                 self._arm_session(group, member, now_ms)
                 is_leader = new_id == group.leader_id
-                self.fx.reply(req.request_id, JoinGroupResponse(
+                self.fx.answer(JoinGroupResponseV0(
                     ErrorCode.NONE, new_id, group.generation, group.protocol_type,
                     group.protocol_name,
                     # Old clients get the old leader id so that they do not re-assign.
@@ -227,7 +228,7 @@ class ClassicMachine:
     def _fail_parked_syncs(self, group: ClassicGroup, code: ErrorCode) -> None:
         for _, member in sorted(group.members.items()):
             if member.sync_request is not None:
-                self.fx.reply(member.sync_request, SyncGroupResponse(code))
+                self.fx.reply(member.sync_request, SyncGroupResponseV0(code))
                 member.sync_request = None
 
     def _try_complete_join(self, group: ClassicGroup, now_ms: int) -> None:
@@ -290,7 +291,7 @@ class ClassicMachine:
 
     def _reply_join(self, group: ClassicGroup, member: ClassicMember, request_id: int,
                     *, with_members: bool) -> None:
-        self.fx.reply(request_id, JoinGroupResponse(
+        self.fx.reply(request_id, JoinGroupResponseV0(
             ErrorCode.NONE, member.member_id, group.generation, group.protocol_type,
             group.protocol_name, group.leader_id or "",
             members=self._member_list(group) if with_members else (),
@@ -308,9 +309,9 @@ class ClassicMachine:
 
     # --- SyncGroup, Heartbeat -----------------------------------------------------------
 
-    def sync(self, group: ClassicGroup, req: SyncGroupRequest, now_ms: int) -> None:
+    def sync(self, group: ClassicGroup, req: SyncGroupRequestV0, now_ms: int) -> None:
         def answer(code: ErrorCode) -> None:
-            self.fx.reply(req.request_id, SyncGroupResponse(code))
+            self.fx.answer(SyncGroupResponseV0(code))
 
         error = self._check_generation(group, req.member_id, req.group_instance_id,
                                        req.generation)
@@ -328,9 +329,9 @@ class ClassicMachine:
             return
         self._synced(group, member, now_ms)
         if group.state is STABLE:
-            self._reply_sync(group, member, req.request_id)
+            self._reply_sync(group, member, self.fx.answering)
             return
-        member.sync_request = req.request_id
+        member.sync_request = self.fx.answering
         if member.member_id != group.leader_id:
             return
         given = dict(req.assignments)
@@ -351,7 +352,7 @@ class ClassicMachine:
             self.fx.cancel(TimerKey(TimerKind.SYNC, group.group_id))
 
     def _reply_sync(self, group: ClassicGroup, member: ClassicMember, request_id: int) -> None:
-        self.fx.reply(request_id, SyncGroupResponse(
+        self.fx.reply(request_id, SyncGroupResponseV0(
             ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name))
 
     def _check_generation(self, group: ClassicGroup, member_id: str, instance_id: str | None,
@@ -365,14 +366,14 @@ class ClassicMachine:
             return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
-    def heartbeat(self, group: ClassicGroup, req: HeartbeatRequest, now_ms: int) -> None:
+    def heartbeat(self, group: ClassicGroup, req: HeartbeatRequestV0, now_ms: int) -> None:
         error = self._check_generation(group, req.member_id, req.group_instance_id,
                                        req.generation)
         if error is ErrorCode.NONE:
             self._arm_session(group, group.members[req.member_id], now_ms)
             if group.state is PREPARING:
                 error = ErrorCode.REBALANCE_IN_PROGRESS
-        self.fx.reply(req.request_id, HeartbeatResponse(error))
+        self.fx.answer(HeartbeatResponseV0(error))
 
     def touch(self, group: ClassicGroup, member_id: str, now_ms: int) -> None:
         """A commit from a member in Stable or PreparingRebalance keeps its session alive."""
@@ -382,12 +383,12 @@ class ClassicMachine:
 
     # --- LeaveGroup, expiry -------------------------------------------------------------
 
-    def leave(self, group: ClassicGroup, req: LeaveGroupRequest, now_ms: int) -> None:
+    def leave(self, group: ClassicGroup, req: LeaveGroupRequestV0, now_ms: int) -> None:
         if group.state is DEAD:
-            self.fx.reply(req.request_id,
-                          LeaveGroupResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            self.fx.answer(
+                          LeaveGroupResponseV0(ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
-        results = []
+        results: list[LeftMember] = []
         removed = False
         for given_id, instance_id in req.members:
             member_id = given_id
@@ -396,10 +397,10 @@ class ClassicMachine:
             if member_id in group.pending_members:
                 group.pending_members.discard(member_id)
                 self.fx.cancel(TimerKey(TimerKind.PENDING_MEMBER, group.group_id, member_id))
-                results.append((member_id, instance_id, ErrorCode.NONE))
+                results.append(LeftMember(member_id, instance_id, ErrorCode.NONE))
                 continue
             error = member_error(group, member_id, instance_id)
-            results.append((member_id, instance_id, error))
+            results.append(LeftMember(member_id, instance_id, error))
             if error is ErrorCode.NONE:
                 self._remove_member(group, member_id)
                 removed = True
@@ -408,7 +409,7 @@ class ClassicMachine:
         else:
             self._try_complete_join(group, now_ms)
         top = results[0][2] if len(results) == 1 else ErrorCode.NONE
-        self.fx.reply(req.request_id, LeaveGroupResponse(top, tuple(results)))
+        self.fx.answer(LeaveGroupResponseV0(top, tuple(results)))
 
     def _remove_member(self, group: ClassicGroup, member_id: str) -> None:
         member = group.members.pop(member_id)
@@ -416,9 +417,9 @@ class ClassicMachine:
             self.fx.cancel(TimerKey(kind, group.group_id, member_id))
         if member.join_request is not None:
             self.fx.reply(member.join_request,
-                          JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+                          JoinGroupResponseV0(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
         if member.sync_request is not None:
-            self.fx.reply(member.sync_request, SyncGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID))
+            self.fx.reply(member.sync_request, SyncGroupResponseV0(ErrorCode.UNKNOWN_MEMBER_ID))
         if member.group_instance_id is not None:
             group.static_members.pop(member.group_instance_id, None)
         group.pending_sync.discard(member_id)

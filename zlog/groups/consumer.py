@@ -25,15 +25,15 @@ from zlog.errors import ErrorCode
 from zlog.groups.assignors import MemberSubscription, range_assign, sticky_assign
 from zlog.groups.config import GroupConfig
 from zlog.groups.consumer_group import ConsumerGroup, ConsumerMember, MemberState
-from zlog.groups.messages import (
+from zlog.groups.output import Effects, TimerKey, TimerKind
+from zlog.transport.messages.groups import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
-    GroupHeartbeatRequest,
-    GroupHeartbeatResponse,
-    OffsetCommitRequest,
+    GroupHeartbeatRequestV0,
+    GroupHeartbeatResponseV0,
+    OffsetCommitRequestV0,
 )
-from zlog.groups.output import Effects, TimerKey, TimerKind
 from zlog.types import TopicPartition
 
 TARGET_ASSIGNORS = {"uniform": sticky_assign, "range": range_assign}
@@ -78,11 +78,11 @@ class ConsumerMachine:
         """Groups whose held members a heartbeat brought news to while wakes were deferred
         (`GroupCoordinator.defer_wakes`): woken once, by `wake_deferred`."""
 
-    def _error(self, req: GroupHeartbeatRequest, code: ErrorCode, message: str) -> None:
-        self.fx.reply(req.request_id, GroupHeartbeatResponse(code, message, req.member_id,
+    def _error(self, req: GroupHeartbeatRequestV0, code: ErrorCode, message: str) -> None:
+        self.fx.answer(GroupHeartbeatResponseV0(code, message, req.member_id,
                                                              req.member_epoch))
 
-    def heartbeat(self, group: ConsumerGroup, req: GroupHeartbeatRequest, now_ms: int) -> None:
+    def heartbeat(self, group: ConsumerGroup, req: GroupHeartbeatRequestV0, now_ms: int) -> None:
         """Handle one heartbeat, then answer every held heartbeat it brought news to."""
         sender = group.members.get(req.member_id)
         if sender is not None:  # a newer request of the member: its held one is answered now
@@ -101,7 +101,7 @@ class ConsumerMachine:
         or a partition was freed."""
         return group.group_epoch, group.assignment_epoch, self.released
 
-    def _beat(self, group: ConsumerGroup, req: GroupHeartbeatRequest, now_ms: int) -> None:
+    def _beat(self, group: ConsumerGroup, req: GroupHeartbeatRequestV0, now_ms: int) -> None:
         self.touched.add(req.member_id)
         if req.member_epoch == JOIN_EPOCH:
             member = self._join(group, req, now_ms)
@@ -135,15 +135,15 @@ class ConsumerMachine:
         changed = req.member_epoch == JOIN_EPOCH or set(member.assigned) != before
         if not changed and self._may_hold(member, req):
             self.held.setdefault(group.group_id, {})[member.member_id] = HeldHeartbeat(
-                req.request_id, member.epoch, frozenset(member.assigned))
+                self.fx.answering, member.epoch, frozenset(member.assigned))
             hold_ms = min(req.max_wait_ms, self.config.consumer_heartbeat_interval_ms)
             self.fx.arm(TimerKey(TimerKind.HEARTBEAT_HOLD, group.group_id, member.member_id),
                         now_ms + hold_ms)
             return
-        self._reply(member, req.request_id, changed, long_poll=req.max_wait_ms > 0)
+        self._reply(member, self.fx.answering, changed, long_poll=req.max_wait_ms > 0)
 
     @staticmethod
-    def _may_hold(member: ConsumerMember, req: GroupHeartbeatRequest) -> bool:
+    def _may_hold(member: ConsumerMember, req: GroupHeartbeatRequestV0) -> bool:
         """The member asked to be held and has nothing to do: its epoch is current, it holds
         exactly what it was given, and it revokes nothing."""
         return (req.max_wait_ms > 0 and req.member_epoch == member.epoch
@@ -155,7 +155,7 @@ class ConsumerMachine:
         interval_ms = self.config.consumer_heartbeat_interval_ms
         if member.state is MemberState.UNRELEASED and not long_poll:
             interval_ms = min(interval_ms, UNRELEASED_HEARTBEAT_INTERVAL_MS)
-        self.fx.reply(request_id, GroupHeartbeatResponse(
+        self.fx.reply(request_id, GroupHeartbeatResponseV0(
             ErrorCode.NONE, "", member.member_id, member.epoch,
             interval_ms, self.config.consumer_session_timeout_ms,
             tuple(sorted(member.assigned)) if changed else None,
@@ -200,7 +200,7 @@ class ConsumerMachine:
                     long_poll=True)
 
     @staticmethod
-    def invalid(req: GroupHeartbeatRequest) -> str | None:
+    def invalid(req: GroupHeartbeatRequestV0) -> str | None:
         """Why a heartbeat is malformed, checked before anything is looked up."""
         if req.member_epoch < STATIC_LEAVE_EPOCH:
             return f"member epoch {req.member_epoch} is below -2"
@@ -215,7 +215,7 @@ class ConsumerMachine:
                 return "a join (epoch 0) cannot own partitions"
         return None
 
-    def _join(self, group: ConsumerGroup, req: GroupHeartbeatRequest,
+    def _join(self, group: ConsumerGroup, req: GroupHeartbeatRequestV0,
               now_ms: int) -> ConsumerMember | None:
         assert req.subscribed_topics is not None and req.rebalance_timeout_ms is not None
         topics = frozenset(req.subscribed_topics)
@@ -253,7 +253,7 @@ class ConsumerMachine:
         return member
 
     def _replace_static(self, group: ConsumerGroup, holder: ConsumerMember, member_id: str,
-                        req: GroupHeartbeatRequest) -> ConsumerMember:
+                        req: GroupHeartbeatRequestV0) -> ConsumerMember:
         """A static member back within its session takes its old place: same target, same
         partitions, same epoch, and no group epoch bump (KIP-345 for KIP-848)."""
         old_id = holder.member_id
@@ -274,7 +274,7 @@ class ConsumerMachine:
         return holder
 
     def _update(self, group: ConsumerGroup, member: ConsumerMember,
-                req: GroupHeartbeatRequest) -> None:
+                req: GroupHeartbeatRequestV0) -> None:
         if req.subscribed_topics is not None and frozenset(req.subscribed_topics) != member.topics:
             member.topics = frozenset(req.subscribed_topics)
             group.group_epoch += 1
@@ -284,7 +284,7 @@ class ConsumerMachine:
         member.client_host = req.client_host or member.client_host
 
     @staticmethod
-    def _fenced(member: ConsumerMember, req: GroupHeartbeatRequest) -> str:
+    def _fenced(member: ConsumerMember, req: GroupHeartbeatRequestV0) -> str:
         if member.epoch == STATIC_LEAVE_EPOCH:
             return f"static member {member.member_id!r} left; it must rejoin with epoch 0"
         if req.member_epoch == member.epoch:
@@ -295,7 +295,7 @@ class ConsumerMachine:
         return (f"member epoch {req.member_epoch} is not the current {member.epoch}"
                 f" of member {member.member_id!r}")
 
-    def _leave(self, group: ConsumerGroup, member: ConsumerMember, req: GroupHeartbeatRequest,
+    def _leave(self, group: ConsumerGroup, member: ConsumerMember, req: GroupHeartbeatRequestV0,
                now_ms: int) -> None:
         if req.member_epoch == STATIC_LEAVE_EPOCH:
             # Keep the partitions for the instance until it returns or its session ends.
@@ -304,7 +304,7 @@ class ConsumerMachine:
                         now_ms + self.config.consumer_session_timeout_ms)
         else:
             self.remove(group, member.member_id)
-        self.fx.reply(req.request_id, GroupHeartbeatResponse(
+        self.fx.answer(GroupHeartbeatResponseV0(
             ErrorCode.NONE, "", member.member_id, req.member_epoch,
             self.config.consumer_heartbeat_interval_ms, self.config.consumer_session_timeout_ms))
 
@@ -320,7 +320,7 @@ class ConsumerMachine:
             self.fx.cancel(TimerKey(kind, group.group_id, member_id))
         waiting = self._take_held(group.group_id, member_id)
         if waiting is not None:
-            self.fx.reply(waiting.request_id, GroupHeartbeatResponse(
+            self.fx.reply(waiting.request_id, GroupHeartbeatResponseV0(
                 ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id!r} was removed from group "
                 f"{group.group_id!r}", member_id, member.epoch))
         group.group_epoch += 1
@@ -414,7 +414,7 @@ class ConsumerMachine:
         self.remove(group, key.member_id)
         self.wake(group, now_ms)
 
-    def commit_errors(self, group: ConsumerGroup, req: OffsetCommitRequest,
+    def commit_errors(self, group: ConsumerGroup, req: OffsetCommitRequestV0,
                       ) -> ErrorCode | dict[TopicPartition, ErrorCode]:
         """KIP-1251's acceptance: the committing member must hold each partition, and its
         epoch must lie between the partition's assignment epoch and its current epoch."""

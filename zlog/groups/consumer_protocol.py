@@ -22,7 +22,7 @@ from itertools import groupby
 from typing import Final
 
 from zlog.errors import ErrorCode
-from zlog.groups.kafka_codec import KafkaReader, KafkaWriter
+from zlog.transport.kafka_codec import KafkaReader, KafkaWriter
 from zlog.transport.wire import Buffer
 from zlog.types import TopicPartition
 

@@ -16,7 +16,7 @@ from itertools import groupby
 from typing import Final, TypeAlias
 
 from zlog.groups.consumer_group import ConsumerGroup, ConsumerMember, MemberState
-from zlog.groups.kafka_codec import KafkaReader, KafkaWriter
+from zlog.transport.kafka_codec import KafkaReader, KafkaWriter
 from zlog.types import TopicPartition
 
 

@@ -32,35 +32,40 @@ from zlog.groups.consumer_records import (
     member_records,
 )
 from zlog.groups.describe import describe_classic, describe_consumer
-from zlog.groups.messages import (
-    DeleteGroupsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    GroupDescription,
-    GroupHeartbeatRequest,
-    GroupHeartbeatResponse,
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    ListedGroup,
-    ListGroupsRequest,
-    ListGroupsResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-    Request,
-    Response,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
 from zlog.groups.offsets import OffsetStore
 from zlog.groups.output import Effects, Output, TimerKey, TimerKind
 from zlog.groups.records import GroupMetadataKey, OffsetCommitKey, OffsetsRecord
 from zlog.groups.replay import LoadedGroups
+from zlog.transport.messages.groups import (
+    DeletedGroup,
+    DeleteGroupsResponseV0,
+    DescribeGroupsRequestV0,
+    DescribeGroupsResponseV0,
+    GroupDescription,
+    GroupHeartbeatRequestV0,
+    GroupHeartbeatResponseV0,
+    HeartbeatRequestV0,
+    HeartbeatResponseV0,
+    JoinGroupRequestV0,
+    JoinGroupResponseV0,
+    LeaveGroupRequestV0,
+    LeaveGroupResponseV0,
+    ListedGroup,
+    ListGroupsRequestV0,
+    ListGroupsResponseV0,
+    OffsetCommitRequestV0,
+    OffsetCommitResponseV0,
+    OffsetFetchRequestV0,
+    OffsetFetchResponseV0,
+    SyncGroupRequestV0,
+    SyncGroupResponseV0,
+)
+from zlog.transport.messages.groups import (
+    GroupRequest as Request,
+)
+from zlog.transport.messages.groups import (
+    GroupResponse as Response,
+)
 from zlog.transport.wire import utf8_longer_than
 from zlog.types import TopicPartition
 
@@ -73,31 +78,31 @@ CONSUMER: Final = "consumer"
 EXPIRY_KEY: Final = TimerKey(TimerKind.OFFSETS_EXPIRY)
 
 # Requests that name a group and refuse the empty id (Kafka keeps "" for offsets and admin).
-_NEEDS_GROUP_ID = (JoinGroupRequest, SyncGroupRequest, HeartbeatRequest, LeaveGroupRequest,
-                   GroupHeartbeatRequest)
+_NEEDS_GROUP_ID = (JoinGroupRequestV0, SyncGroupRequestV0, HeartbeatRequestV0, LeaveGroupRequestV0,
+                   GroupHeartbeatRequestV0)
 
 
 def error_response(req: Request, code: ErrorCode, message: str = "") -> Response:
     """The whole-request error reply of `req`'s type."""
-    if isinstance(req, JoinGroupRequest):
-        return JoinGroupResponse(code, req.member_id)
-    if isinstance(req, SyncGroupRequest):
-        return SyncGroupResponse(code)
-    if isinstance(req, HeartbeatRequest):
-        return HeartbeatResponse(code)
-    if isinstance(req, LeaveGroupRequest):
-        return LeaveGroupResponse(code)
-    if isinstance(req, OffsetCommitRequest):
-        return OffsetCommitResponse(code, tuple((tp, code) for tp, _ in req.offsets))
-    if isinstance(req, OffsetFetchRequest):
-        return OffsetFetchResponse(code)
-    if isinstance(req, GroupHeartbeatRequest):
-        return GroupHeartbeatResponse(code, message, req.member_id, req.member_epoch)
-    if isinstance(req, DescribeGroupsRequest):
-        return DescribeGroupsResponse(tuple(GroupDescription(g, code, "") for g in req.group_ids))
-    if isinstance(req, ListGroupsRequest):
-        return ListGroupsResponse(code)
-    return DeleteGroupsResponse(tuple((g, code) for g in req.group_ids))
+    if isinstance(req, JoinGroupRequestV0):
+        return JoinGroupResponseV0(code, req.member_id)
+    if isinstance(req, SyncGroupRequestV0):
+        return SyncGroupResponseV0(code)
+    if isinstance(req, HeartbeatRequestV0):
+        return HeartbeatResponseV0(code)
+    if isinstance(req, LeaveGroupRequestV0):
+        return LeaveGroupResponseV0(code)
+    if isinstance(req, OffsetCommitRequestV0):
+        return OffsetCommitResponseV0(code, tuple((tp, code) for tp, _ in req.offsets))
+    if isinstance(req, OffsetFetchRequestV0):
+        return OffsetFetchResponseV0(code)
+    if isinstance(req, GroupHeartbeatRequestV0):
+        return GroupHeartbeatResponseV0(code, message, req.member_id, req.member_epoch)
+    if isinstance(req, DescribeGroupsRequestV0):
+        return DescribeGroupsResponseV0(tuple(GroupDescription(g, code, "") for g in req.group_ids))
+    if isinstance(req, ListGroupsRequestV0):
+        return ListGroupsResponseV0(code)
+    return DeleteGroupsResponseV0(tuple(DeletedGroup(g, code) for g in req.group_ids))
 
 
 def group_state_name(group: Group) -> str:
@@ -146,7 +151,9 @@ class GroupCoordinator:
         self.fx.arm(EXPIRY_KEY, now_ms + self.config.offsets_retention_check_interval_ms)
         return self.fx.take()
 
-    def handle(self, req: Request, now_ms: int) -> Output:
+    def handle(self, request_id: int, req: Request, now_ms: int) -> Output:
+        """Handle one request; every reply to it carries `request_id`, the driver's handle."""
+        self.fx.answering = request_id
         self._dispatch(req, now_ms)
         return self.fx.take()
 
@@ -206,39 +213,39 @@ class GroupCoordinator:
         problem = self._invalid_ids(req)
         if problem is not None:
             code, message = problem
-            self.fx.reply(req.request_id, error_response(req, code, message))
+            self.fx.answer(error_response(req, code, message))
             return
         if not self.loaded:
             self._while_loading(req)
             return
-        if isinstance(req, OffsetCommitRequest):  # first: the one at a data path's rate
+        if isinstance(req, OffsetCommitRequestV0):  # first: the one at a data path's rate
             self._commit(req, now_ms)
-        elif isinstance(req, JoinGroupRequest):
+        elif isinstance(req, JoinGroupRequestV0):
             self._join(req, now_ms)
-        elif isinstance(req, SyncGroupRequest | HeartbeatRequest | LeaveGroupRequest):
+        elif isinstance(req, SyncGroupRequestV0 | HeartbeatRequestV0 | LeaveGroupRequestV0):
             group = self.groups.get(req.group_id)
             if not isinstance(group, ClassicGroup):
-                self.fx.reply(req.request_id, error_response(req, ErrorCode.UNKNOWN_MEMBER_ID))
-            elif isinstance(req, SyncGroupRequest):
+                self.fx.answer(error_response(req, ErrorCode.UNKNOWN_MEMBER_ID))
+            elif isinstance(req, SyncGroupRequestV0):
                 self.classic.sync(group, req, now_ms)
-            elif isinstance(req, HeartbeatRequest):
+            elif isinstance(req, HeartbeatRequestV0):
                 self.classic.heartbeat(group, req, now_ms)
             else:
                 self.classic.leave(group, req, now_ms)
                 self._forget_if_unused(group)
-        elif isinstance(req, GroupHeartbeatRequest):
+        elif isinstance(req, GroupHeartbeatRequestV0):
             self._persisting(req.group_id, lambda: self._group_heartbeat(req, now_ms))
-        elif isinstance(req, OffsetFetchRequest):
-            self.fx.reply(req.request_id, OffsetFetchResponse(
+        elif isinstance(req, OffsetFetchRequestV0):
+            self.fx.answer(OffsetFetchResponseV0(
                 ErrorCode.NONE, self.offsets.fetch(req.group_id, req.partitions)))
-        elif isinstance(req, DescribeGroupsRequest):
-            self.fx.reply(req.request_id, DescribeGroupsResponse(
+        elif isinstance(req, DescribeGroupsRequestV0):
+            self.fx.answer(DescribeGroupsResponseV0(
                 tuple(self._describe(g) for g in req.group_ids)))
-        elif isinstance(req, ListGroupsRequest):
-            self.fx.reply(req.request_id, self._list(req))
+        elif isinstance(req, ListGroupsRequestV0):
+            self.fx.answer(self._list(req))
         else:
-            self.fx.reply(req.request_id, DeleteGroupsResponse(
-                tuple((g, self._delete(g)) for g in req.group_ids)))
+            self.fx.answer(DeleteGroupsResponseV0(
+                tuple(DeletedGroup(g, self._delete(g)) for g in req.group_ids)))
 
     def _invalid_ids(self, req: Request) -> tuple[ErrorCode, str] | None:
         ids = getattr(req, "group_ids", None) or (
@@ -255,27 +262,27 @@ class GroupCoordinator:
         return None
 
     def _while_loading(self, req: Request) -> None:
-        if isinstance(req, HeartbeatRequest):
+        if isinstance(req, HeartbeatRequestV0):
             # Answer blindly: the member keeps its session until the group is loaded.
-            self.fx.reply(req.request_id, HeartbeatResponse(ErrorCode.NONE))
-        elif isinstance(req, SyncGroupRequest):
-            self.fx.reply(req.request_id, SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS))
+            self.fx.answer(HeartbeatResponseV0(ErrorCode.NONE))
+        elif isinstance(req, SyncGroupRequestV0):
+            self.fx.answer(SyncGroupResponseV0(ErrorCode.REBALANCE_IN_PROGRESS))
         else:
-            self.fx.reply(req.request_id,
+            self.fx.answer(
                           error_response(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
 
     # --- classic join, server-side heartbeat --------------------------------------------
 
-    def _join(self, req: JoinGroupRequest, now_ms: int) -> None:
+    def _join(self, req: JoinGroupRequestV0, now_ms: int) -> None:
         config = self.config
         if not config.min_session_timeout_ms <= req.session_timeout_ms <= (
             config.max_session_timeout_ms
         ):
-            self.fx.reply(req.request_id, JoinGroupResponse(
+            self.fx.answer(JoinGroupResponseV0(
                 ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id))
             return
         if req.rebalance_timeout_ms < 0:
-            self.fx.reply(req.request_id, JoinGroupResponse(ErrorCode.INVALID_REQUEST,
+            self.fx.answer(JoinGroupResponseV0(ErrorCode.INVALID_REQUEST,
                                                             req.member_id))
             return
         if req.rebalance_timeout_ms > config.max_rebalance_timeout_ms:
@@ -283,7 +290,7 @@ class GroupCoordinator:
         group = self.groups.get(req.group_id)
         if isinstance(group, ConsumerGroup):
             if group.members:
-                self.fx.reply(req.request_id, JoinGroupResponse(
+                self.fx.answer(JoinGroupResponseV0(
                     ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
                 return
             self._write_consumer_changes(group.group_id, {})
@@ -291,7 +298,7 @@ class GroupCoordinator:
             group = None  # an empty group may change protocol
         if group is None:
             if req.member_id != "":
-                self.fx.reply(req.request_id, JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID,
+                self.fx.answer(JoinGroupResponseV0(ErrorCode.UNKNOWN_MEMBER_ID,
                                                                 req.member_id))
                 return
             group = ClassicGroup(req.group_id, state_timestamp_ms=now_ms)
@@ -299,15 +306,15 @@ class GroupCoordinator:
         self.classic.join(group, req, now_ms)
         self._forget_if_unused(group)
 
-    def _group_heartbeat(self, req: GroupHeartbeatRequest, now_ms: int) -> None:
+    def _group_heartbeat(self, req: GroupHeartbeatRequestV0, now_ms: int) -> None:
         problem = self.consumer.invalid(req)
         if problem is not None:
-            self.fx.reply(req.request_id, error_response(req, ErrorCode.INVALID_REQUEST, problem))
+            self.fx.answer(error_response(req, ErrorCode.INVALID_REQUEST, problem))
             return
         group = self.groups.get(req.group_id)
         if isinstance(group, ClassicGroup):
             if group.members or group.pending_members:
-                self.fx.reply(req.request_id, error_response(
+                self.fx.answer(error_response(
                     req, ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                     f"group {req.group_id!r} is a live classic group"))
                 return
@@ -316,7 +323,7 @@ class GroupCoordinator:
             group = None
         if group is None:
             if req.member_epoch != 0:
-                self.fx.reply(req.request_id, error_response(
+                self.fx.answer(error_response(
                     req, ErrorCode.UNKNOWN_MEMBER_ID, f"no group {req.group_id!r}"))
                 return
             group = ConsumerGroup(req.group_id)
@@ -337,7 +344,7 @@ class GroupCoordinator:
 
     # --- offsets ------------------------------------------------------------------------
 
-    def _commit(self, req: OffsetCommitRequest, now_ms: int) -> None:
+    def _commit(self, req: OffsetCommitRequestV0, now_ms: int) -> None:
         group = self.groups.get(req.group_id)
         refused: ErrorCode | dict[TopicPartition, ErrorCode]
         if group is None:
@@ -351,7 +358,7 @@ class GroupCoordinator:
         else:
             refused = self._classic_commit_error(group, req, now_ms)
         if isinstance(refused, ErrorCode):
-            self.fx.reply(req.request_id, error_response(req, refused))
+            self.fx.answer(error_response(req, refused))
             return
         assert group is not None
         results, records = self.offsets.commit_records(
@@ -364,9 +371,9 @@ class GroupCoordinator:
             self.offsets.apply(record)
         self.groups.setdefault(req.group_id, group)
         self._forget_if_unused(group)
-        self.fx.reply(req.request_id, OffsetCommitResponse(ErrorCode.NONE, tuple(results)))
+        self.fx.answer(OffsetCommitResponseV0(ErrorCode.NONE, tuple(results)))
 
-    def _classic_commit_error(self, group: ClassicGroup, req: OffsetCommitRequest,
+    def _classic_commit_error(self, group: ClassicGroup, req: OffsetCommitRequestV0,
                               now_ms: int) -> ErrorCode | dict[TopicPartition, ErrorCode]:
         if group.state is ClassicState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -472,7 +479,7 @@ class GroupCoordinator:
             return describe_classic(group)
         return describe_consumer(group)
 
-    def _list(self, req: ListGroupsRequest) -> ListGroupsResponse:
+    def _list(self, req: ListGroupsRequestV0) -> ListGroupsResponseV0:
         listed = []
         for group_id, group in sorted(self.groups.items()):
             if isinstance(group, ClassicGroup):
@@ -485,7 +492,7 @@ class GroupCoordinator:
                 not req.types or entry.group_type in req.types
             ):
                 listed.append(entry)
-        return ListGroupsResponse(ErrorCode.NONE, tuple(listed))
+        return ListGroupsResponseV0(ErrorCode.NONE, tuple(listed))
 
     def _delete(self, group_id: str) -> ErrorCode:
         group = self.groups.get(group_id)

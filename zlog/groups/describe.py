@@ -12,7 +12,7 @@ from zlog.groups.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from zlog.groups.messages import DescribedMember, GroupDescription
+from zlog.transport.messages.groups import DescribedMember, GroupDescription
 
 
 def describe_classic(group: ClassicGroup) -> GroupDescription:

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from zlog.errors import ErrorCode
-from zlog.groups.messages import FetchedOffset, OffsetCommitRequest
 from zlog.groups.records import OffsetCommitKey, OffsetCommitValue, OffsetsRecord
+from zlog.transport.messages.groups import FetchedOffset, OffsetCommitRequestV0
 from zlog.transport.wire import utf8_longer_than
 from zlog.types import TopicPartition
 
@@ -62,7 +62,7 @@ class OffsetStore:
 
     def commit_records(
         self,
-        req: OffsetCommitRequest,
+        req: OffsetCommitRequestV0,
         partition_counts: Mapping[str, int],
         metadata_max_bytes: int,
         now_ms: int,
@@ -91,14 +91,15 @@ class OffsetStore:
         return results, records
 
     def fetch(self, group_id: str, partitions: Iterable[TopicPartition] | None,
-              ) -> tuple[tuple[TopicPartition, FetchedOffset], ...]:
+              ) -> tuple[FetchedOffset, ...]:
         committed = self.of(group_id)
         wanted = sorted(committed) if partitions is None else list(partitions)
         found = []
         for tp in wanted:
             value = committed.get(tp)
-            found.append((tp, FetchedOffset() if value is None else FetchedOffset(
-                value.offset, value.leader_epoch, value.metadata)))
+            found.append(FetchedOffset(tp.topic, tp.partition) if value is None else
+                         FetchedOffset(tp.topic, tp.partition, value.offset,
+                                       value.leader_epoch, value.metadata))
         return tuple(found)
 
     def tombstones(self, group_id: str, partitions: Iterable[TopicPartition] | None = None,

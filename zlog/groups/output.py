@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
-from zlog.groups.messages import Response
 from zlog.groups.records import OffsetsRecord
+from zlog.transport.messages.groups import GroupResponse as Response
 
 
 class TimerKind(Enum):
@@ -58,16 +58,26 @@ class Output:
 
 class Effects:
     """The output being built by the current step, and the deadlines the coordinator believes
-    are armed (each change is echoed into the output for the driver)."""
+    are armed (each change is echoed into the output for the driver).
 
-    __slots__ = ("deadlines", "out")
+    `answering` is the driver's handle for the request the current step handles: a request
+    on the wire carries none, so the driver hands it in beside the request, and a coordinator
+    that parks the request (JoinGroup, SyncGroup, a long-polling heartbeat) keeps it to answer
+    in the output of a later step."""
+
+    __slots__ = ("answering", "deadlines", "out")
 
     def __init__(self) -> None:
         self.deadlines: dict[TimerKey, int] = {}
         self.out = Output()
+        self.answering = 0
 
     def reply(self, request_id: int, response: Response) -> None:
         self.out.replies.append((request_id, response))
+
+    def answer(self, response: Response) -> None:
+        """Reply to the request the current step handles."""
+        self.reply(self.answering, response)
 
     def write(self, record: OffsetsRecord) -> None:
         self.out.records.append(record)

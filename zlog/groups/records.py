@@ -23,7 +23,7 @@ from zlog.groups.consumer_records import (
     write_consumer_key,
     write_consumer_value,
 )
-from zlog.groups.kafka_codec import CORRUPT, KafkaReader, KafkaWriter
+from zlog.transport.kafka_codec import CORRUPT, KafkaReader, KafkaWriter
 from zlog.transport.wire import Buffer
 from zlog.types import NO_LEADER_EPOCH
 

@@ -24,19 +24,25 @@ from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.api import is_supported, supported_range_text
-from zlog.transport.cluster_messages import FetchRequestV1, FetchResponseV1
-from zlog.transport.group_messages import OffsetCommitRequest, OffsetCommitResponse
-from zlog.transport.json_bodies import decode_json_body, encode_json_body
+from zlog.transport.json_codec import decode_json_body, encode_json_body
 from zlog.transport.messages import (
     REQUEST_TYPES,
     RESPONSE_TYPES,
     ErrorBody,
-    FetchRequestV0,
-    FetchResponseV0,
-    ProduceRequestV0,
-    ProduceResponseV0,
     Request,
     Response,
+)
+from zlog.transport.messages.data import (
+    FetchRequestV0,
+    FetchRequestV1,
+    FetchResponseV0,
+    FetchResponseV1,
+    ProduceRequestV0,
+    ProduceResponseV0,
+)
+from zlog.transport.messages.groups import (
+    OffsetCommitRequestV0,
+    OffsetCommitResponseV0,
 )
 from zlog.transport.offset_commit_bodies import (
     decode_offset_commit_request,
@@ -134,7 +140,7 @@ def encode_request(correlation_id: int, msg: Request) -> list[Buffer]:
         body, frames = encode_fetch_request(msg), []
     elif isinstance(msg, FetchRequestV1):
         body, frames = encode_replica_fetch_request(msg), []
-    elif isinstance(msg, OffsetCommitRequest):
+    elif isinstance(msg, OffsetCommitRequestV0):
         body, frames = encode_offset_commit_request(msg), []
     else:
         body, frames = encode_json_body(msg), []
@@ -190,7 +196,7 @@ def _decode_request_body(
         return decode_replica_fetch_request(body, data, code)
     if data:
         raise ZlogError(code, f"{cls.__name__} takes 2 frames, the message has {len(frames)}")
-    if cls is OffsetCommitRequest:
+    if cls is OffsetCommitRequestV0:
         return decode_offset_commit_request(body, code)
     return decode_json_body(cls, body, code)
 
@@ -223,7 +229,7 @@ def encode_response(header: RequestHeader, msg: Response) -> list[Buffer]:
         body, frames = encode_fetch_response(msg)
     elif isinstance(msg, FetchResponseV1):
         body, frames = encode_replica_fetch_response(msg)
-    elif isinstance(msg, OffsetCommitResponse):
+    elif isinstance(msg, OffsetCommitResponseV0):
         body, frames = encode_offset_commit_response(msg), []
     else:
         body, frames = encode_json_body(msg), []
@@ -274,7 +280,7 @@ def decode_response(frames: Sequence[Frame]) -> tuple[ResponseHeader, Response |
         return header, decode_replica_fetch_response(body, data, code)
     if data:
         raise ZlogError(code, f"{cls.__name__} takes 2 frames, the message has {len(frames)}")
-    if cls is OffsetCommitResponse:
+    if cls is OffsetCommitResponseV0:
         return header, decode_offset_commit_response(body, code)
     return header, decode_json_body(cls, body, code)
 

@@ -20,10 +20,9 @@ import struct
 from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.group_messages import (
-    NO_REQUEST_ID,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
+from zlog.transport.messages.groups import (
+    OffsetCommitRequestV0,
+    OffsetCommitResponseV0,
     PartitionCommit,
 )
 from zlog.transport.wire import Cursor, encode_text
@@ -65,7 +64,7 @@ def _pack(layout: struct.Struct, *values: int) -> bytes:
 # ---------------------------------------------------------------------------------- request
 
 
-def encode_offset_commit_request(msg: OffsetCommitRequest) -> bytes:
+def encode_offset_commit_request(msg: OffsetCommitRequestV0) -> bytes:
     retention_ms = NO_RETENTION if msg.retention_ms is None else msg.retention_ms
     if retention_ms < NO_RETENTION:
         raise ZlogError(ErrorCode.INVALID_REQUEST, f"retention_ms {retention_ms} is negative")
@@ -84,14 +83,14 @@ def encode_offset_commit_request(msg: OffsetCommitRequest) -> bytes:
     return b"".join(parts)
 
 
-def decode_offset_commit_request(body: memoryview, code: ErrorCode) -> OffsetCommitRequest:
+def decode_offset_commit_request(body: memoryview, code: ErrorCode) -> OffsetCommitRequestV0:
     well_formed = _decode_well_formed(bytes(body))
     if well_formed is not None:
         return well_formed
     return _decode_checked(body, code)
 
 
-def _decode_well_formed(data: bytes) -> OffsetCommitRequest | None:
+def _decode_well_formed(data: bytes) -> OffsetCommitRequestV0 | None:
     """A body without an instance id in one pass of slices and unpacks (a commit's decoding
     was a fifth of a coordinator's work per commit); None for anything else or anything
     malformed, which `_decode_checked` then decodes or refuses with the reason.
@@ -126,12 +125,12 @@ def _decode_well_formed(data: bytes) -> OffsetCommitRequest | None:
         return None
     if end != len(data) or retention_ms < NO_RETENTION:
         return None
-    return OffsetCommitRequest(NO_REQUEST_ID, group_id, tuple(offsets), generation, member_id,
+    return OffsetCommitRequestV0(group_id, tuple(offsets), generation, member_id,
                                None, None if retention_ms == NO_RETENTION else retention_ms)
 
 
-def _decode_checked(body: memoryview, code: ErrorCode) -> OffsetCommitRequest:
-    cursor = Cursor(body, code, "OffsetCommitRequest")
+def _decode_checked(body: memoryview, code: ErrorCode) -> OffsetCommitRequestV0:
+    cursor = Cursor(body, code, "OffsetCommitRequestV0")
     group_id = cursor.short_text("group_id")
     generation, retention_ms = cursor.unpack(_REQUEST_FIXED)
     if retention_ms < NO_RETENTION:
@@ -152,22 +151,22 @@ def _decode_checked(body: memoryview, code: ErrorCode) -> OffsetCommitRequest:
         offsets.append((TopicPartition(topic, partition),
                         PartitionCommit(offset, leader_epoch, metadata)))
     cursor.expect_end()
-    return OffsetCommitRequest(NO_REQUEST_ID, group_id, tuple(offsets), generation, member_id,
+    return OffsetCommitRequestV0(group_id, tuple(offsets), generation, member_id,
                                instance_id, None if retention_ms == NO_RETENTION else retention_ms)
 
 
 # ---------------------------------------------------------------------------------- response
 
 
-def encode_offset_commit_response(msg: OffsetCommitResponse) -> bytes:
-    parts = [_RESPONSE_FIXED.pack(msg.error, len(msg.partitions))]
+def encode_offset_commit_response(msg: OffsetCommitResponseV0) -> bytes:
+    parts = [_RESPONSE_FIXED.pack(msg.error_code, len(msg.partitions))]
     for tp, error in msg.partitions:
         parts += (_text(tp.topic, "topic"), _pack(_RESULT_ENTRY, tp.partition, error))
     return b"".join(parts)
 
 
-def decode_offset_commit_response(body: memoryview, code: ErrorCode) -> OffsetCommitResponse:
-    cursor = Cursor(body, code, "OffsetCommitResponse")
+def decode_offset_commit_response(body: memoryview, code: ErrorCode) -> OffsetCommitResponseV0:
+    cursor = Cursor(body, code, "OffsetCommitResponseV0")
     error, claimed = cursor.unpack(_RESPONSE_FIXED)
     results = []
     for _ in range(cursor.count(claimed, _RESULT_ENTRY_BYTES_MIN, "entry_count")):
@@ -175,7 +174,7 @@ def decode_offset_commit_response(body: memoryview, code: ErrorCode) -> OffsetCo
         partition, partition_error = cursor.unpack(_RESULT_ENTRY)
         results.append((TopicPartition(topic, partition), _known(partition_error, cursor)))
     cursor.expect_end()
-    return OffsetCommitResponse(_known(error, cursor), tuple(results))
+    return OffsetCommitResponseV0(_known(error, cursor), tuple(results))
 
 
 def _known(error_code: int, cursor: Cursor) -> ErrorCode:

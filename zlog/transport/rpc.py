@@ -44,7 +44,11 @@ from zlog.transport.codec import (
     encode_request,
     expects_response,
 )
-from zlog.transport.messages import ErrorBody, Request, Response
+from zlog.transport.messages import (
+    ErrorBody,
+    Request,
+    Response,
+)
 from zlog.transport.sockets import (
     has_message,
     new_dealer,

@@ -17,21 +17,19 @@ from collections.abc import Sequence
 from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.cluster_messages import (
-    FetchRequestV1,
-    FetchResponseV1,
-    ReplicaFetchEntry,
-    ReplicaFetchResult,
-)
-from zlog.transport.messages import (
+from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
+    FetchRequestV1,
     FetchResponseV0,
+    FetchResponseV1,
     FetchResult,
     ProduceEntry,
     ProduceRequestV0,
     ProduceResponseV0,
     ProduceResult,
+    ReplicaFetchEntry,
+    ReplicaFetchResult,
 )
 from zlog.transport.wire import Buffer, Cursor, clip_message, encode_text
 from zlog.types import NO_TOPIC_ID

@@ -63,7 +63,11 @@ from zlog.broker.data.replica_sync import (
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import read_header
 from zlog.shm_segments.retention import SegmentInfo, wholly_below
-from zlog.transport.cluster_messages import NO_EPOCH, ReplicaFetchEntry, ReplicaFetchResult
+from zlog.transport.messages.data import (
+    NO_EPOCH,
+    ReplicaFetchEntry,
+    ReplicaFetchResult,
+)
 from zlog.types import ACKS_ALL, LATEST_TIMESTAMP
 
 REGISTER_RETRY_TICKS = 5

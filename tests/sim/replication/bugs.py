@@ -29,7 +29,7 @@ from zlog.broker.data.partition import Partition, ProduceOutcome
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.errors import ErrorCode
 from zlog.record.header import Buffer
-from zlog.transport.cluster_messages import NO_EPOCH
+from zlog.transport.messages.data import NO_EPOCH
 
 
 # B1: a follower truncates to its high watermark when it restarts or changes epoch (the rule

@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from zlog.broker.control.controller import IsrRequest
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.errors import ErrorCode
-from zlog.transport.cluster_messages import ReplicaFetchEntry, ReplicaFetchResult
+from zlog.transport.messages.data import (
+    ReplicaFetchEntry,
+    ReplicaFetchResult,
+)
 
 CONTROLLER = 0  # the controller's node id; brokers are 1..n, clients 100 and up
 

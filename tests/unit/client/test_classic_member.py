@@ -3,8 +3,6 @@ against hand-written replies, then whole groups against the real coordinator cor
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from tests.unit.groups.coordinator_driver import Driver
@@ -19,15 +17,15 @@ from zlog.groups.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from zlog.transport.group_messages import (
-    HeartbeatRequest,
-    HeartbeatResponse,
+from zlog.transport.messages.groups import (
+    HeartbeatRequestV0,
+    HeartbeatResponseV0,
     JoinGroupMember,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    SyncGroupRequest,
-    SyncGroupResponse,
+    JoinGroupRequestV0,
+    JoinGroupResponseV0,
+    LeaveGroupRequestV0,
+    SyncGroupRequestV0,
+    SyncGroupResponseV0,
 )
 from zlog.types import TopicPartition
 
@@ -52,8 +50,8 @@ def _started(member: ClassicMember, now_ms: int = 0) -> ClassicMember:
 
 
 def _joined_reply(member_id: str, generation: int, leader_id: str,
-                  **fields: object) -> JoinGroupResponse:
-    return JoinGroupResponse(ErrorCode.NONE, member_id=member_id, generation=generation,
+                  **fields: object) -> JoinGroupResponseV0:
+    return JoinGroupResponseV0(ErrorCode.NONE, member_id=member_id, generation=generation,
                              protocol_type="consumer", protocol_name="range",
                              leader_id=leader_id, **fields)  # type: ignore[arg-type]
 
@@ -80,7 +78,7 @@ def _stable(member: ClassicMember, *partitions: TopicPartition, generation: int 
     """Joined as a follower of generation `generation` holding `partitions`."""
     _started(member, now_ms)
     member.on_response(_send(member, now_ms), _joined_reply("m-1", generation, "m-0"), now_ms)
-    member.on_response(_send(member, now_ms), SyncGroupResponse(
+    member.on_response(_send(member, now_ms), SyncGroupResponseV0(
         ErrorCode.NONE, _assignment(*partitions)), now_ms)
     _reconcile(member, now_ms)
     assert member.owned == frozenset(partitions)
@@ -94,16 +92,16 @@ def test_a_new_member_asks_for_an_id_then_joins_with_it_at_once() -> None:
     member.coordinator_found()
     sent = _send(member, 0)
     request = sent.request
-    assert isinstance(request, JoinGroupRequest)
+    assert isinstance(request, JoinGroupRequestV0)
     assert (request.member_id, request.protocol_type) == ("", "consumer")
     assert [name for name, _ in request.protocols] == ["range", "cooperative-sticky"]
     assert decode_subscription(request.protocols[0][1]).topics == ("a", "b")
     assert request.rebalance_timeout_ms == REBALANCE_MS
     assert sent.timeout_ms is not None and sent.timeout_ms > REBALANCE_MS  # it may park
     assert member.next_heartbeat(0) is None  # one in flight at a time
-    member.on_response(sent, JoinGroupResponse(ErrorCode.MEMBER_ID_REQUIRED, member_id="c-1"), 5)
+    member.on_response(sent, JoinGroupResponseV0(ErrorCode.MEMBER_ID_REQUIRED, member_id="c-1"), 5)
     again = _send(member, 5).request
-    assert isinstance(again, JoinGroupRequest) and again.member_id == "c-1"
+    assert isinstance(again, JoinGroupRequestV0) and again.member_id == "c-1"
 
 
 def test_the_leader_runs_the_chosen_assignor_and_followers_send_nothing() -> None:
@@ -117,7 +115,7 @@ def test_the_leader_runs_the_chosen_assignor_and_followers_send_nothing() -> Non
     assert leader.assignment_topics() == frozenset({"t"})
     leader.assign({"t": 4}, 11)
     sync = _send(leader, 11).request
-    assert isinstance(sync, SyncGroupRequest)
+    assert isinstance(sync, SyncGroupRequestV0)
     assert (sync.generation, sync.member_id, sync.protocol_name) == (4, "m-a", "range")
     assert dict(sync.assignments) == {"m-a": _assignment(T0, T1), "m-b": _assignment(T2, T3)}
 
@@ -126,21 +124,21 @@ def test_the_leader_runs_the_chosen_assignor_and_followers_send_nothing() -> Non
     follower.on_response(_send(follower, 0), _joined_reply("m-b", 4, "m-a"), 10)
     assert follower.assignment_topics() is None
     follower_sync = _send(follower, 10).request
-    assert isinstance(follower_sync, SyncGroupRequest) and follower_sync.assignments == ()
+    assert isinstance(follower_sync, SyncGroupRequestV0) and follower_sync.assignments == ()
 
 
 def test_a_static_leader_told_to_skip_assignment_syncs_as_a_follower() -> None:
     member = _member(instance_id="i-1")
     _started(member)
     sent = _send(member, 0)
-    assert isinstance(sent.request, JoinGroupRequest)
+    assert isinstance(sent.request, JoinGroupRequestV0)
     assert (sent.request.member_id, sent.request.group_instance_id) == ("", "i-1")
-    member.on_response(sent, JoinGroupResponse(
+    member.on_response(sent, JoinGroupResponseV0(
         ErrorCode.NONE, member_id="m-new", generation=3, protocol_name="range",
         leader_id="m-new", skip_assignment=True,
         members=(JoinGroupMember("m-new", "i-1", b""),)), 5)
     sync = _send(member, 5).request
-    assert isinstance(sync, SyncGroupRequest) and sync.assignments == ()
+    assert isinstance(sync, SyncGroupRequestV0) and sync.assignments == ()
 
 
 def test_sync_assigns_then_heartbeats_follow_on_the_interval() -> None:
@@ -149,49 +147,49 @@ def test_sync_assigns_then_heartbeats_follow_on_the_interval() -> None:
     assert member.commit_identity() == (2, "m-1", None)
     assert member.next_heartbeat(100 + INTERVAL_MS - 1) is None
     heartbeat = _send(member, 100 + INTERVAL_MS).request
-    assert isinstance(heartbeat, HeartbeatRequest)
+    assert isinstance(heartbeat, HeartbeatRequestV0)
     assert (heartbeat.generation, heartbeat.member_id) == (2, "m-1")
 
 
 def test_eager_rebalance_revokes_everything_before_the_join_goes() -> None:
     member = _stable(_member(("range", "cooperative-sticky")), T0, T1)
     sent = _send(member, INTERVAL_MS)
-    member.on_response(sent, HeartbeatResponse(ErrorCode.REBALANCE_IN_PROGRESS), INTERVAL_MS)
+    member.on_response(sent, HeartbeatResponseV0(ErrorCode.REBALANCE_IN_PROGRESS), INTERVAL_MS)
     assert member.phase is Phase.REVOKING
     # Until the poll thread revokes, it keeps its session with heartbeats, and no join goes.
     heartbeat = _send(member, 2 * INTERVAL_MS)
-    assert isinstance(heartbeat.request, HeartbeatRequest)
-    member.on_response(heartbeat, HeartbeatResponse(ErrorCode.REBALANCE_IN_PROGRESS),
+    assert isinstance(heartbeat.request, HeartbeatRequestV0)
+    member.on_response(heartbeat, HeartbeatResponseV0(ErrorCode.REBALANCE_IN_PROGRESS),
                        2 * INTERVAL_MS)
     assert member.phase is Phase.REVOKING
     work = member.take_reconciliation()
     assert work == Reconciliation(revoke=frozenset({T0, T1}))
     member.reconciled(work, 2 * INTERVAL_MS + 5)
     join = _send(member, 2 * INTERVAL_MS + 5).request
-    assert isinstance(join, JoinGroupRequest) and join.member_id == "m-1"
+    assert isinstance(join, JoinGroupRequestV0) and join.member_id == "m-1"
     assert decode_subscription(join.protocols[0][1]).owned_partitions == ()
 
 
 def test_cooperative_rebalance_keeps_reading_and_revokes_only_what_moved_then_rejoins() -> None:
     member = _stable(_member(("cooperative-sticky",)), T0, T1, T2)
     member.on_response(_send(member, INTERVAL_MS),
-                       HeartbeatResponse(ErrorCode.REBALANCE_IN_PROGRESS), INTERVAL_MS)
+                       HeartbeatResponseV0(ErrorCode.REBALANCE_IN_PROGRESS), INTERVAL_MS)
     assert member.take_reconciliation() is None  # nothing revoked before the join
     sent = _send(member, INTERVAL_MS)
     join = sent.request
-    assert isinstance(join, JoinGroupRequest)
+    assert isinstance(join, JoinGroupRequestV0)
     subscription = decode_subscription(join.protocols[0][1])
     assert subscription.owned_partitions == (T0, T1, T2) and subscription.generation == 1
-    member.on_response(sent, JoinGroupResponse(
+    member.on_response(sent, JoinGroupResponseV0(
         ErrorCode.NONE, member_id="m-1", generation=2, protocol_name="cooperative-sticky",
         leader_id="m-0"), 600)
-    member.on_response(_send(member, 600), SyncGroupResponse(
+    member.on_response(_send(member, 600), SyncGroupResponseV0(
         ErrorCode.NONE, _assignment(T0, T1)), 610)
     work = member.take_reconciliation()
     assert work == Reconciliation(revoke=frozenset({T2}))
     member.reconciled(work, 620)
     second = _send(member, 620).request  # the follow-up rebalance places T2 (KIP-429)
-    assert isinstance(second, JoinGroupRequest)
+    assert isinstance(second, JoinGroupRequestV0)
     assert decode_subscription(second.protocols[0][1]).owned_partitions == (T0, T1)
 
 
@@ -200,21 +198,21 @@ def test_cooperative_rebalance_keeps_reading_and_revokes_only_what_moved_then_re
 def test_a_fenced_heartbeat_loses_the_partitions_without_commit_then_rejoins(
         code: ErrorCode, member_id_after: str) -> None:
     member = _stable(_member(), T0, T1)
-    member.on_response(_send(member, INTERVAL_MS), HeartbeatResponse(code), INTERVAL_MS)
+    member.on_response(_send(member, INTERVAL_MS), HeartbeatResponseV0(code), INTERVAL_MS)
     assert member.state is MemberState.DROPPING
     assert member.next_heartbeat(INTERVAL_MS + 1_000) is None
     work = member.take_reconciliation()
     assert work == Reconciliation(lost=frozenset({T0, T1}))
     member.reconciled(work, 700)
     join = _send(member, 700).request
-    assert isinstance(join, JoinGroupRequest) and join.member_id == member_id_after
+    assert isinstance(join, JoinGroupRequestV0) and join.member_id == member_id_after
     assert member.commit_identity()[0] == -1
 
 
 def test_fenced_instance_id_and_bad_config_are_fatal() -> None:
     member = _stable(_member(instance_id="i-1"), T0)
     member.on_response(_send(member, INTERVAL_MS),
-                       HeartbeatResponse(ErrorCode.FENCED_INSTANCE_ID), INTERVAL_MS)
+                       HeartbeatResponseV0(ErrorCode.FENCED_INSTANCE_ID), INTERVAL_MS)
     assert member.state is MemberState.FAILED and member.failure is not None
     assert member.failure.code == ErrorCode.FENCED_INSTANCE_ID
     with pytest.raises(ZlogError) as bad:
@@ -229,21 +227,21 @@ def test_a_moved_coordinator_is_found_again_and_a_broken_sync_restarts_the_join(
     member.on_failure(_send(member, 0), ZlogError(ErrorCode.REQUEST_TIMED_OUT, "gone"), 10)
     assert member.needs_coordinator and member.next_heartbeat(1_000) is None
     member.coordinator_found()
-    assert isinstance(_send(member, 110).request, JoinGroupRequest)
+    assert isinstance(_send(member, 110).request, JoinGroupRequestV0)
 
 
 @pytest.mark.parametrize("code", [ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.KAFKA_STORAGE_ERROR])
 def test_any_other_retriable_error_is_asked_again_never_handed_to_the_caller(
         code: ErrorCode) -> None:
     member = _stable(_member(), T0)
-    member.on_response(_send(member, INTERVAL_MS), HeartbeatResponse(code), INTERVAL_MS)
+    member.on_response(_send(member, INTERVAL_MS), HeartbeatResponseV0(code), INTERVAL_MS)
     assert member.failure is None and member.state is MemberState.STABLE
     assert member.owned == {T0} and not member.needs_coordinator
-    assert isinstance(_send(member, INTERVAL_MS + 100).request, HeartbeatRequest)
+    assert isinstance(_send(member, INTERVAL_MS + 100).request, HeartbeatRequestV0)
     joining = _started(_member())
-    joining.on_response(_send(joining, 0), JoinGroupResponse(code, member_id=""), 0)
+    joining.on_response(_send(joining, 0), JoinGroupResponseV0(code, member_id=""), 0)
     assert joining.failure is None and joining.phase is Phase.JOIN
-    assert isinstance(_send(joining, 100).request, JoinGroupRequest)
+    assert isinstance(_send(joining, 100).request, JoinGroupRequestV0)
 
 
 def test_silence_for_a_session_self_fences() -> None:
@@ -261,7 +259,7 @@ def test_a_slow_poll_loop_goes_out_and_rejoins_at_the_next_poll(instance_id: str
     member = _stable(_member(instance_id=instance_id), T0, now_ms=REBALANCE_MS)
     leave = member.check_timers(REBALANCE_MS + 1, 0, REBALANCE_MS)
     if instance_id is None:
-        assert leave == LeaveGroupRequest(0, "g", (("m-1", None),))
+        assert leave == LeaveGroupRequestV0("g", (("m-1", None),))
     else:
         assert leave is None  # a static member's place waits for it (its session decides)
     assert member.state is MemberState.STALE
@@ -271,11 +269,11 @@ def test_a_slow_poll_loop_goes_out_and_rejoins_at_the_next_poll(instance_id: str
     assert member.next_heartbeat(REBALANCE_MS + 2) is None  # not before the next poll
     member.polled(REBALANCE_MS + 3)
     join = _send(member, REBALANCE_MS + 3).request
-    assert isinstance(join, JoinGroupRequest) and join.member_id == ""
+    assert isinstance(join, JoinGroupRequestV0) and join.member_id == ""
 
 
 def test_close_leaves_a_dynamic_member_and_keeps_a_static_ones_place() -> None:
-    assert _stable(_member(), T0).leave() == LeaveGroupRequest(0, "g", (("m-1", None),))
+    assert _stable(_member(), T0).leave() == LeaveGroupRequestV0("g", (("m-1", None),))
     static = _stable(_member(instance_id="i-1"), T0)
     assert static.leave() is None
     assert static.state is MemberState.UNSUBSCRIBED
@@ -312,10 +310,7 @@ class Group:
                 member.assign(self.counts, driver.now_ms)
             sent = member.next_heartbeat(driver.now_ms)
             if sent is not None:
-                request_id = driver.rid()
-                self.parked[request_id] = (member, sent)
-                request = dataclasses.replace(sent.request, request_id=request_id)
-                driver.take(driver.coordinator.handle(request, driver.now_ms))
+                self.parked[driver.handle(sent.request)] = (member, sent)
         for request_id in sorted(self.parked):
             reply = driver.reply(request_id)
             if reply is not None:

@@ -21,18 +21,20 @@ from zlog.client import Admin, Consumer, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import BatchView, build_batch_from_values
 from zlog.transport.codec import RequestHeader, decode_request, encode_response
-from zlog.transport.messages import (
+from zlog.transport.messages.admin import (
     BrokerMetadata,
+    MetadataRequestV0,
+    MetadataResponseV0,
+    PartitionMetadata,
+    TopicMetadata,
+)
+from zlog.transport.messages.data import (
     FetchRequestV0,
     FetchResponseV0,
     FetchResult,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
     ListOffsetsResult,
-    MetadataRequestV0,
-    MetadataResponseV0,
-    PartitionMetadata,
-    TopicMetadata,
 )
 from zlog.transport.sockets import make_router, recv_routed, send_routed
 from zlog.transport.wire import Buffer

@@ -12,7 +12,7 @@ from zlog.client.group_member import (
     ServerSideMember,
 )
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.group_messages import GroupHeartbeatResponse
+from zlog.transport.messages.groups import GroupHeartbeatResponseV0
 from zlog.types import TopicPartition
 
 T0, T1, T2, T3 = (TopicPartition("t", p) for p in range(4))
@@ -27,8 +27,8 @@ def _member(instance_id: str | None = None) -> ServerSideMember:
 
 
 def _ok(member: ServerSideMember, epoch: int,
-        assignment: tuple[TopicPartition, ...] | None = None) -> GroupHeartbeatResponse:
-    return GroupHeartbeatResponse(ErrorCode.NONE, member_id=member.member_id,
+        assignment: tuple[TopicPartition, ...] | None = None) -> GroupHeartbeatResponseV0:
+    return GroupHeartbeatResponseV0(ErrorCode.NONE, member_id=member.member_id,
                                   member_epoch=epoch, heartbeat_interval_ms=INTERVAL_MS,
                                   session_timeout_ms=SESSION_MS, assignment=assignment)
 
@@ -117,7 +117,7 @@ def test_revocation_comes_first_and_the_release_is_reported_at_once() -> None:
 def test_fencing_loses_everything_then_rejoins_with_epoch_zero_under_the_same_id(
         code: ErrorCode) -> None:
     member = _joined(_member(), (T0, T1), epoch=4)
-    member.on_response(_send(member, 10), GroupHeartbeatResponse(code), 20)
+    member.on_response(_send(member, 10), GroupHeartbeatResponseV0(code), 20)
     assert member.state is MemberState.DROPPING
     assert member.next_heartbeat(10_000) is None  # not before the application dropped them
     work = member.take_reconciliation()
@@ -137,7 +137,7 @@ def test_a_fence_while_a_revocation_commits_rejoins_only_after_the_rest_is_dropp
     revocation = member.take_reconciliation()
     assert revocation == Reconciliation(revoke=frozenset({T1, T2}))
     beat = _send(member, 20 + INTERVAL_MS)  # the commit is slow: a heartbeat goes meanwhile
-    member.on_response(beat, GroupHeartbeatResponse(ErrorCode.FENCED_MEMBER_EPOCH), 530)
+    member.on_response(beat, GroupHeartbeatResponseV0(ErrorCode.FENCED_MEMBER_EPOCH), 530)
     member.reconciled(revocation, 540)  # the commit's answer arrives after the fence
     assert member.state is MemberState.DROPPING
     assert member.next_heartbeat(10_000) is None  # T0 is still the application's
@@ -174,7 +174,7 @@ def test_a_moved_coordinator_is_found_again_and_gets_a_full_heartbeat(code: Erro
 def test_a_loading_coordinator_is_asked_again_after_a_backoff() -> None:
     member = _joined(_member(), (T0,))
     member.on_response(_send(member, 10),
-                       GroupHeartbeatResponse(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), 20)
+                       GroupHeartbeatResponseV0(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), 20)
     assert not member.needs_coordinator
     assert member.due_ms() == 20 + member.retry_backoff_ms
 
@@ -186,7 +186,7 @@ def test_any_other_retriable_error_is_asked_again_never_handed_to_the_caller(
     """Kafka's retriable codes beyond the coordinator's own (its offsets partition short of
     replicas, a disk error): the member keeps its partitions and heartbeats again."""
     member = _joined(_member(), (T0,))
-    member.on_response(_send(member, 10), GroupHeartbeatResponse(code, "not now"), 20)
+    member.on_response(_send(member, 10), GroupHeartbeatResponseV0(code, "not now"), 20)
     assert member.failure is None and member.state is MemberState.STABLE
     assert member.owned == {T0} and not member.needs_coordinator
     assert _send(member, 20 + member.retry_backoff_ms).request.owned == (T0,)
@@ -198,7 +198,7 @@ def test_a_fatal_error_stops_the_member_and_is_kept_for_the_caller(code: ErrorCo
     member = _member()
     member.subscribe(["t"], 0)
     member.coordinator_found()
-    member.on_response(_send(member, 0), GroupHeartbeatResponse(code, "why"), 10)
+    member.on_response(_send(member, 0), GroupHeartbeatResponseV0(code, "why"), 10)
     assert member.state is MemberState.FAILED
     assert member.failure is not None and member.failure.code == code
     assert member.next_heartbeat(10_000) is None

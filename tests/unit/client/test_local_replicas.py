@@ -24,8 +24,11 @@ from zlog.client.local_ring import LocalRing, ring_path_for
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.ring import RingWriter
 from zlog.shm_segments.ring_header import write_writer_pid
-from zlog.transport.json_bodies import decode_json_body, encode_json_body
-from zlog.transport.messages import (
+from zlog.transport.json_codec import (
+    decode_json_body,
+    encode_json_body,
+)
+from zlog.transport.messages.admin import (
     BrokerMetadata,
     MetadataResponseV0,
     PartitionMetadata,

@@ -9,8 +9,11 @@ from zlog.client.local_ring import LocalRing, is_local_endpoint
 from zlog.errors import ErrorCode
 from zlog.record.arrays import build_batch_from_values
 from zlog.shm_segments.ring import RingWriter
-from zlog.transport.json_bodies import decode_json_body, encode_json_body
-from zlog.transport.messages import (
+from zlog.transport.json_codec import (
+    decode_json_body,
+    encode_json_body,
+)
+from zlog.transport.messages.admin import (
     BrokerMetadata,
     MetadataResponseV0,
     PartitionMetadata,

@@ -26,18 +26,20 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import validate_batch
 from zlog.record.records import read_records
 from zlog.transport.codec import RequestHeader, decode_request, encode_response
-from zlog.transport.messages import (
+from zlog.transport.messages import Request
+from zlog.transport.messages.admin import (
     BrokerMetadata,
     InitProducerIdRequestV0,
     InitProducerIdResponseV0,
     MetadataRequestV0,
     MetadataResponseV0,
     PartitionMetadata,
+    TopicMetadata,
+)
+from zlog.transport.messages.data import (
     ProduceRequestV0,
     ProduceResponseV0,
     ProduceResult,
-    Request,
-    TopicMetadata,
 )
 from zlog.transport.sockets import make_router, recv_routed, send_routed
 from zlog_testbed.waiting import wait_until

@@ -10,16 +10,22 @@ from typing import Any
 from zlog.groups.config import GroupConfig
 from zlog.groups.consumer_protocol import Subscription, encode_subscription
 from zlog.groups.coordinator import GroupCoordinator
-from zlog.groups.messages import (
-    HeartbeatRequest,
-    JoinGroupRequest,
-    Request,
-    Response,
-    SyncGroupRequest,
-)
 from zlog.groups.output import Output
 from zlog.groups.records import OffsetsRecord, decode_record, encode_record
 from zlog.groups.replay import LoadedGroups, replay
+from zlog.transport.messages.groups import (
+    GroupRequest as Request,
+)
+from zlog.transport.messages.groups import (
+    GroupResponse as Response,
+)
+from zlog.transport.messages.groups import (
+    HeartbeatRequestV0,
+    JoinGroupProtocol,
+    JoinGroupRequestV0,
+    MemberAssignment,
+    SyncGroupRequestV0,
+)
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
@@ -58,11 +64,14 @@ class Driver:
         return self.next_id
 
     def send(self, make: Any, **fields: Any) -> Response | None:
-        """Send a request built by `make(request_id=..., **fields)`; its reply, if not parked."""
+        """Send a request built by `make(**fields)`; its reply, if not parked."""
+        return self.reply(self.handle(make(**fields)))
+
+    def handle(self, req: Request) -> int:
+        """Hand the coordinator a request under a new request id, which it returns."""
         request_id = self.rid()
-        req: Request = make(request_id=request_id, **fields)
-        self.take(self.coordinator.handle(req, self.now_ms))
-        return self.replies.get(request_id)
+        self.take(self.coordinator.handle(request_id, req, self.now_ms))
+        return request_id
 
     def reply(self, request_id: int) -> Response | None:
         return self.replies.get(request_id)
@@ -82,22 +91,18 @@ class Driver:
              owned: tuple[Any, ...] = (), generation: int = -1) -> int:
         """Send a JoinGroup; returns its request id (the reply may be parked)."""
         metadata = encode_subscription(Subscription(topics, None, owned, generation))
-        request_id = self.rid()
-        req = JoinGroupRequest(request_id, group, member_id, protocol_type,
-                               tuple((p, metadata) for p in protocols), session_ms, REBALANCE_MS,
-                               instance_id, "client", "/127.0.0.1")
-        self.take(self.coordinator.handle(req, self.now_ms))
-        return request_id
+        return self.handle(JoinGroupRequestV0(
+            group, member_id, protocol_type,
+            tuple(JoinGroupProtocol(p, metadata) for p in protocols), session_ms, REBALANCE_MS,
+            instance_id, "client", "/127.0.0.1"))
 
     def sync(self, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
              group: str = "g", instance_id: str | None = None) -> int:
-        request_id = self.rid()
-        req = SyncGroupRequest(request_id, group, generation, member_id, instance_id,
-                               tuple(sorted((assignments or {}).items())))
-        self.take(self.coordinator.handle(req, self.now_ms))
-        return request_id
+        return self.handle(SyncGroupRequestV0(
+            group, generation, member_id, instance_id,
+            tuple(MemberAssignment(*item) for item in sorted((assignments or {}).items()))))
 
     def heartbeat(self, member_id: str, generation: int, group: str = "g",
                   instance_id: str | None = None) -> Response | None:
-        return self.send(HeartbeatRequest, group_id=group, generation=generation,
+        return self.send(HeartbeatRequestV0, group_id=group, generation=generation,
                          member_id=member_id, group_instance_id=instance_id)

@@ -9,20 +9,20 @@ from tests.unit.groups.test_offsets import commit
 from zlog.errors import ErrorCode
 from zlog.groups.consumer import UNRELEASED_HEARTBEAT_INTERVAL_MS
 from zlog.groups.consumer_group import ConsumerGroup, MemberState
-from zlog.groups.messages import GroupHeartbeatRequest, GroupHeartbeatResponse
 from zlog.groups.output import TimerKey, TimerKind
+from zlog.transport.messages.groups import GroupHeartbeatRequestV0, GroupHeartbeatResponseV0
 from zlog.types import TopicPartition as TP
 
 SESSION_MS = 10_000
 
 
-def hb(d: Driver, member_id: str, epoch: int, **fields: Any) -> GroupHeartbeatResponse:
+def hb(d: Driver, member_id: str, epoch: int, **fields: Any) -> GroupHeartbeatResponseV0:
     if epoch == 0:
         fields.setdefault("subscribed_topics", ("t",))
         fields.setdefault("rebalance_timeout_ms", 30_000)
-    response = d.send(GroupHeartbeatRequest, group_id="g", member_id=member_id,
+    response = d.send(GroupHeartbeatRequestV0, group_id="g", member_id=member_id,
                       member_epoch=epoch, **fields)
-    assert isinstance(response, GroupHeartbeatResponse)
+    assert isinstance(response, GroupHeartbeatResponseV0)
     return response
 
 
@@ -48,7 +48,7 @@ def owners_are_unique(group: ConsumerGroup) -> None:
 def test_the_first_member_gets_every_partition() -> None:
     d = Driver()
     response = hb(d, "a", 0)
-    assert (response.error, response.member_epoch, response.assignment) == (
+    assert (response.error_code, response.member_epoch, response.assignment) == (
         ErrorCode.NONE, 1, tps(0, 1, 2, 3, 4, 5))
     assert response.heartbeat_interval_ms == 1_000 and response.session_timeout_ms == SESSION_MS
 
@@ -89,15 +89,15 @@ def test_epoch_fencing() -> None:
     d = Driver()
     hb(d, "a", 0)
     hb(d, "b", 0)
-    assert hb(d, "a", 5).error == ErrorCode.FENCED_MEMBER_EPOCH
-    assert hb(d, "ghost", 1).error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert hb(d, "a", 5).error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    assert hb(d, "ghost", 1).error_code == ErrorCode.UNKNOWN_MEMBER_ID
     told = hb(d, "a", 1)
     hb(d, "a", 1, owned=told.assignment)  # now at epoch 2, previous 1
     # The reply carrying epoch 2 was lost: epoch 1 is accepted while nothing stale is held.
-    assert hb(d, "a", 1, owned=told.assignment).error == ErrorCode.NONE
-    assert hb(d, "a", 1, owned=tps(0, 1, 2, 3, 4, 5)).error == ErrorCode.FENCED_MEMBER_EPOCH
+    assert hb(d, "a", 1, owned=told.assignment).error_code == ErrorCode.NONE
+    assert hb(d, "a", 1, owned=tps(0, 1, 2, 3, 4, 5)).error_code == ErrorCode.FENCED_MEMBER_EPOCH
     rejoin = hb(d, "a", 0)
-    assert rejoin.error == ErrorCode.NONE and rejoin.member_epoch == 2
+    assert rejoin.error_code == ErrorCode.NONE and rejoin.member_epoch == 2
 
 
 def test_leave_and_session_expiry_free_partitions_at_once() -> None:
@@ -111,7 +111,7 @@ def test_leave_and_session_expiry_free_partitions_at_once() -> None:
     assert set(hb(d, "b", 2).assignment or ()) == set(tps(0, 1, 2, 3, 4, 5))
     c_epoch = hb(d, "c", 0).member_epoch
     d.tick(SESSION_MS - 1)
-    assert hb(d, "c", c_epoch).error == ErrorCode.NONE
+    assert hb(d, "c", c_epoch).error_code == ErrorCode.NONE
     d.tick(1)
     assert sorted(group_of(d).members) == ["c"]
     assert set(hb(d, "c", c_epoch).assignment or ()) == set(tps(0, 1, 2, 3, 4, 5))
@@ -138,11 +138,11 @@ def test_a_static_member_returns_to_its_partitions_without_a_new_epoch() -> None
     hb(d, "a1", 1, group_instance_id="i", owned=told.assignment)
     held = set(group_of(d).members["a1"].assigned)
     epoch = group_of(d).group_epoch
-    assert hb(d, "a2", 0, group_instance_id="i").error == ErrorCode.UNRELEASED_INSTANCE_ID
-    assert hb(d, "a1", 2, group_instance_id="i").error == ErrorCode.NONE
+    assert hb(d, "a2", 0, group_instance_id="i").error_code == ErrorCode.UNRELEASED_INSTANCE_ID
+    assert hb(d, "a1", 2, group_instance_id="i").error_code == ErrorCode.NONE
     assert hb(d, "a1", -2, group_instance_id="i").member_epoch == -2
     back = hb(d, "a2", 0, group_instance_id="i")
-    assert back.error == ErrorCode.NONE and set(back.assignment or ()) == held
+    assert back.error_code == ErrorCode.NONE and set(back.assignment or ()) == held
     assert group_of(d).group_epoch == epoch and "a1" not in group_of(d).members
     owners_are_unique(group_of(d))
 
@@ -167,30 +167,30 @@ def test_commits_are_accepted_per_partition_by_assignment_epoch() -> None:
     hb(d, "a", 1, owned=kept)
     stale = commit(d, {moving: 2}, member_id="a", generation=2)
     assert dict(stale.partitions) == {moving: ErrorCode.STALE_MEMBER_EPOCH}
-    assert commit(d, {kept[0]: 1}, member_id="a", generation=3).error == (
+    assert commit(d, {kept[0]: 1}, member_id="a", generation=3).error_code == (
         ErrorCode.STALE_MEMBER_EPOCH)
-    assert commit(d, {kept[0]: 1}, member_id="x", generation=1).error == (
+    assert commit(d, {kept[0]: 1}, member_id="x", generation=1).error_code == (
         ErrorCode.UNKNOWN_MEMBER_ID)
-    assert commit(d, {kept[0]: 1}).error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert commit(d, {kept[0]: 1}).error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_protocols_do_not_mix_in_a_live_group() -> None:
     d = Driver()
     hb(d, "a", 0)
-    assert d.reply(d.join()).error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # type: ignore[union-attr]
+    assert d.reply(d.join()).error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # type: ignore[union-attr]
     other = Driver()
     first = other.reply(other.join())
     assert first is not None
     other.join("g", first.member_id)  # type: ignore[union-attr]
-    assert hb(other, "a", 0).error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert hb(other, "a", 0).error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
 def test_malformed_heartbeats_are_invalid_requests() -> None:
     d = Driver()
-    assert hb(d, "a", -3).error == ErrorCode.INVALID_REQUEST
-    assert hb(d, "a", 0, subscribed_topics=()).error == ErrorCode.INVALID_REQUEST
-    assert hb(d, "a", 0, owned=tps(1)).error == ErrorCode.INVALID_REQUEST
-    assert hb(d, "a", -2).error == ErrorCode.INVALID_REQUEST
+    assert hb(d, "a", -3).error_code == ErrorCode.INVALID_REQUEST
+    assert hb(d, "a", 0, subscribed_topics=()).error_code == ErrorCode.INVALID_REQUEST
+    assert hb(d, "a", 0, owned=tps(1)).error_code == ErrorCode.INVALID_REQUEST
+    assert hb(d, "a", -2).error_code == ErrorCode.INVALID_REQUEST
     assert "g" not in d.coordinator.groups
 
 
@@ -222,8 +222,8 @@ def test_a_static_member_that_left_must_rejoin_and_keeps_its_partitions_under_it
     d = Driver()
     first = hb(d, "a", 0, group_instance_id="i")
     hb(d, "a", -2, group_instance_id="i")
-    assert hb(d, "a", 1, group_instance_id="i").error == ErrorCode.FENCED_MEMBER_EPOCH
+    assert hb(d, "a", 1, group_instance_id="i").error_code == ErrorCode.FENCED_MEMBER_EPOCH
     back = hb(d, "a", 0, group_instance_id="i")
-    assert (back.error, back.member_epoch, back.assignment) == (
+    assert (back.error_code, back.member_epoch, back.assignment) == (
         ErrorCode.NONE, first.member_epoch, first.assignment)
     assert group_of(d).group_epoch == first.member_epoch

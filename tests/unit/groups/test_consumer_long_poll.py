@@ -11,8 +11,8 @@ from zlog.errors import ErrorCode
 from zlog.groups.config import GroupConfig
 from zlog.groups.consumer_group import MemberState
 from zlog.groups.consumer_records import group_from_records
-from zlog.groups.messages import GroupHeartbeatRequest, GroupHeartbeatResponse
 from zlog.groups.output import TimerKey, TimerKind
+from zlog.transport.messages.groups import GroupHeartbeatRequestV0, GroupHeartbeatResponseV0
 
 INTERVAL_MS = 1_000
 ALL = frozenset(tps(0, 1, 2, 3, 4, 5))
@@ -20,16 +20,14 @@ ALL = frozenset(tps(0, 1, 2, 3, 4, 5))
 
 def poll(d: Driver, member_id: str, epoch: int, **fields: Any) -> int:
     """Send a long-poll heartbeat; its request id (its answer may come later)."""
-    request_id = d.rid()
-    d.take(d.coordinator.handle(GroupHeartbeatRequest(
-        request_id=request_id, group_id="g", member_id=member_id, member_epoch=epoch,
-        max_wait_ms=INTERVAL_MS, **fields), d.now_ms))
-    return request_id
+    return d.handle(GroupHeartbeatRequestV0(
+        group_id="g", member_id=member_id, member_epoch=epoch, max_wait_ms=INTERVAL_MS,
+        **fields))
 
 
-def answer(d: Driver, request_id: int) -> GroupHeartbeatResponse | None:
+def answer(d: Driver, request_id: int) -> GroupHeartbeatResponseV0 | None:
     response = d.reply(request_id)
-    assert response is None or isinstance(response, GroupHeartbeatResponse)
+    assert response is None or isinstance(response, GroupHeartbeatResponseV0)
     return response
 
 
@@ -60,7 +58,7 @@ def test_an_idle_member_is_held_until_the_interval_then_answered_with_no_news() 
     assert answer(d, request_id) is None
     d.tick(1)
     response = answer(d, request_id)
-    assert response is not None and response.error == ErrorCode.NONE
+    assert response is not None and response.error_code == ErrorCode.NONE
     assert (response.member_epoch, response.assignment) == (a_epoch, None)
     assert response.heartbeat_interval_ms == INTERVAL_MS
     deadlines = d.coordinator.fx.deadlines
@@ -174,7 +172,7 @@ def test_a_newer_request_of_the_member_answers_its_held_one_first() -> None:
     left = hb(d, "a", -1)
     assert left.member_epoch == -1
     first = answer(d, held)
-    assert first is not None and first.error == ErrorCode.NONE
+    assert first is not None and first.error_code == ErrorCode.NONE
     assert TimerKey(TimerKind.HEARTBEAT_HOLD, "g", "a") not in d.coordinator.fx.deadlines
 
 
@@ -183,24 +181,21 @@ def test_a_held_member_that_is_removed_hears_it() -> None:
                          consumer_heartbeat_interval_ms=5_000)
     d = Driver(config=config)
     hb(d, "a", 0)
-    request_id = d.rid()
-    d.take(d.coordinator.handle(GroupHeartbeatRequest(
-        request_id=request_id, group_id="g", member_id="a", member_epoch=1, owned=tps(
-            0, 1, 2, 3, 4, 5), max_wait_ms=5_000), d.now_ms))
+    request_id = d.handle(GroupHeartbeatRequestV0(
+        group_id="g", member_id="a", member_epoch=1, owned=tps(0, 1, 2, 3, 4, 5),
+        max_wait_ms=5_000))
     assert answer(d, request_id) is None
     d.tick(2_000)
     response = answer(d, request_id)
-    assert response is not None and response.error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert response is not None and response.error_code == ErrorCode.UNKNOWN_MEMBER_ID
     assert "g" not in d.coordinator.groups
 
 
 def test_no_member_is_held_longer_than_the_heartbeat_interval() -> None:
     d = Driver()
     a_epoch, _ = settled_pair(d)
-    request_id = d.rid()
-    d.take(d.coordinator.handle(GroupHeartbeatRequest(
-        request_id=request_id, group_id="g", member_id="a", member_epoch=a_epoch,
-        max_wait_ms=60_000), d.now_ms))
+    request_id = d.handle(GroupHeartbeatRequestV0(
+        group_id="g", member_id="a", member_epoch=a_epoch, max_wait_ms=60_000))
     d.tick(INTERVAL_MS)
     assert answer(d, request_id) is not None
 
@@ -211,8 +206,8 @@ def test_a_heartbeat_that_changes_nothing_leaves_the_held_members_alone() -> Non
     d = Driver()
     a_epoch, b_epoch = settled_pair(d)
     poll(d, "a", a_epoch)
-    out = d.coordinator.handle(GroupHeartbeatRequest(
-        request_id=d.rid(), group_id="g", member_id="b", member_epoch=b_epoch), d.now_ms)
+    out = d.coordinator.handle(d.rid(), GroupHeartbeatRequestV0(
+        group_id="g", member_id="b", member_epoch=b_epoch), d.now_ms)
     assert out.records == [] and len(out.replies) == 1
     assert d.coordinator.consumer.touched == {"b"}, "a's records were not even looked at"
 

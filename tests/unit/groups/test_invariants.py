@@ -23,13 +23,13 @@ from zlog.groups.classic_group import ClassicGroup, ClassicState
 from zlog.groups.consumer_group import ConsumerGroup
 from zlog.groups.consumer_protocol import decode_assignment
 from zlog.groups.consumer_records import group_from_records
-from zlog.groups.messages import (
-    GroupHeartbeatRequest,
-    GroupHeartbeatResponse,
-    HeartbeatResponse,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    SyncGroupResponse,
+from zlog.transport.messages.groups import (
+    GroupHeartbeatRequestV0,
+    GroupHeartbeatResponseV0,
+    HeartbeatResponseV0,
+    JoinGroupResponseV0,
+    LeaveGroupRequestV0,
+    SyncGroupResponseV0,
 )
 from zlog.types import TopicPartition
 
@@ -137,36 +137,36 @@ class HeartbeatClient:
             fields["subscribed_topics"] = self.topics
         return fields
 
-    def request(self, d: Driver) -> GroupHeartbeatResponse:
-        response = d.send(GroupHeartbeatRequest, group_id="g", member_id=self.member_id,
+    def request(self, d: Driver) -> GroupHeartbeatResponseV0:
+        response = d.send(GroupHeartbeatRequestV0, group_id="g", member_id=self.member_id,
                           member_epoch=self.epoch, **self.fields())
-        assert isinstance(response, GroupHeartbeatResponse)
+        assert isinstance(response, GroupHeartbeatResponseV0)
         return response
 
     def leave(self, d: Driver) -> None:
         self.holds.clear()
         self.alive = False
-        d.send(GroupHeartbeatRequest, group_id="g", member_id=self.member_id, member_epoch=-1,
+        d.send(GroupHeartbeatRequestV0, group_id="g", member_id=self.member_id, member_epoch=-1,
                group_instance_id=self.instance_id)
 
     def restart(self, d: Driver, new_member_id: str) -> None:
         """Stop consuming; a static member says it will be back (-2), then the new process
         joins under a new member id."""
         if self.instance_id is not None and self.epoch > 0:
-            d.send(GroupHeartbeatRequest, group_id="g", member_id=self.member_id,
+            d.send(GroupHeartbeatRequestV0, group_id="g", member_id=self.member_id,
                    member_epoch=-2, group_instance_id=self.instance_id)
         self.holds, self.epoch, self.member_id = set(), 0, new_member_id
 
     def act(self, d: Driver) -> None:
         self.apply(self.request(d))
 
-    def apply(self, response: GroupHeartbeatResponse) -> None:
-        if response.error in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
+    def apply(self, response: GroupHeartbeatResponseV0) -> None:
+        if response.error_code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
             self.holds, self.epoch = set(), 0  # lost: drop everything, rejoin as the same id
             return
-        if response.error == ErrorCode.UNRELEASED_INSTANCE_ID:
+        if response.error_code == ErrorCode.UNRELEASED_INSTANCE_ID:
             return  # the old process still holds the instance: retry later
-        assert response.error == ErrorCode.NONE, response
+        assert response.error_code == ErrorCode.NONE, response
         self.epoch = response.member_epoch
         if response.assignment is not None:
             self.holds = set(response.assignment)
@@ -182,15 +182,13 @@ class LongPollClient(HeartbeatClient):
 
     def act(self, d: Driver) -> None:
         if self.pending is None:
-            self.pending = d.rid()
-            d.take(d.coordinator.handle(GroupHeartbeatRequest(
-                request_id=self.pending, group_id="g", member_id=self.member_id,
-                member_epoch=self.epoch, max_wait_ms=self.max_wait_ms,
-                **self.fields()), d.now_ms))
+            self.pending = d.handle(GroupHeartbeatRequestV0(
+                group_id="g", member_id=self.member_id, member_epoch=self.epoch,
+                max_wait_ms=self.max_wait_ms, **self.fields()))
         response = d.reply(self.pending)
         if response is None:
             return  # held
-        assert isinstance(response, GroupHeartbeatResponse)
+        assert isinstance(response, GroupHeartbeatResponseV0)
         self.pending = None
         self.apply(response)
 
@@ -290,7 +288,7 @@ class ClassicClient:
     def leave(self, d: Driver) -> None:
         self.alive = False
         if self.member_id:
-            d.send(LeaveGroupRequest, group_id="g", members=((self.member_id, None),))
+            d.send(LeaveGroupRequestV0, group_id="g", members=((self.member_id, None),))
 
     def act(self, d: Driver) -> None:
         if self.topics != self.joined_topics:
@@ -308,24 +306,24 @@ class ClassicClient:
             self._joined(d, d.reply(self.join_request))
         else:
             response = d.heartbeat(self.member_id, self.generation)
-            assert isinstance(response, HeartbeatResponse)
-            if response.error == ErrorCode.REBALANCE_IN_PROGRESS:
+            assert isinstance(response, HeartbeatResponseV0)
+            if response.error_code == ErrorCode.REBALANCE_IN_PROGRESS:
                 self.rejoin = True
-            elif response.error in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID):
-                if response.error == ErrorCode.UNKNOWN_MEMBER_ID:
+            elif response.error_code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID):
+                if response.error_code == ErrorCode.UNKNOWN_MEMBER_ID:
                     self.member_id = ""
                 self.lose()
 
     def _joined(self, d: Driver, response: object) -> None:
         if response is None:
             return  # parked
-        assert isinstance(response, JoinGroupResponse)
+        assert isinstance(response, JoinGroupResponseV0)
         self.join_request = None
-        if response.error == ErrorCode.MEMBER_ID_REQUIRED:
+        if response.error_code == ErrorCode.MEMBER_ID_REQUIRED:
             self.member_id, self.rejoin = response.member_id, True
             return
-        if response.error != ErrorCode.NONE:
-            if response.error == ErrorCode.UNKNOWN_MEMBER_ID:
+        if response.error_code != ErrorCode.NONE:
+            if response.error_code == ErrorCode.UNKNOWN_MEMBER_ID:
                 self.member_id = ""
             self.lose()
             return
@@ -340,10 +338,10 @@ class ClassicClient:
     def _synced(self, response: object) -> None:
         if response is None:
             return  # parked until the leader syncs
-        assert isinstance(response, SyncGroupResponse)
+        assert isinstance(response, SyncGroupResponseV0)
         self.sync_request = None
-        if response.error != ErrorCode.NONE:
-            if response.error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+        if response.error_code != ErrorCode.NONE:
+            if response.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
                 self.lose()
             self.rejoin = True
             return

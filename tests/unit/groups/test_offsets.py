@@ -7,21 +7,6 @@ from tests.unit.groups.test_classic import group_of, join_new, joined, stable_gr
 from zlog.errors import ErrorCode
 from zlog.groups.classic_group import ClassicState
 from zlog.groups.config import GroupConfig
-from zlog.groups.messages import (
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    FetchedOffset,
-    LeaveGroupRequest,
-    ListGroupsRequest,
-    ListGroupsResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-    PartitionCommit,
-)
 from zlog.groups.offsets import latest_commits_only
 from zlog.groups.records import (
     GroupMetadataKey,
@@ -30,25 +15,40 @@ from zlog.groups.records import (
     OffsetCommitValue,
     OffsetsRecord,
 )
+from zlog.transport.messages.groups import (
+    DeleteGroupsRequestV0,
+    DeleteGroupsResponseV0,
+    DescribeGroupsRequestV0,
+    DescribeGroupsResponseV0,
+    FetchedOffset,
+    LeaveGroupRequestV0,
+    ListGroupsRequestV0,
+    ListGroupsResponseV0,
+    OffsetCommitRequestV0,
+    OffsetCommitResponseV0,
+    OffsetFetchRequestV0,
+    OffsetFetchResponseV0,
+    PartitionCommit,
+)
 from zlog.types import TopicPartition as TP
 
 DAY_MS = 86_400_000
 
 
 def commit(d: Driver, offsets: dict[TP, int | PartitionCommit], group: str = "g",
-           **identity: object) -> OffsetCommitResponse:
+           **identity: object) -> OffsetCommitResponseV0:
     given = tuple((tp, v if isinstance(v, PartitionCommit) else PartitionCommit(v))
                   for tp, v in offsets.items())
-    response = d.send(OffsetCommitRequest, group_id=group, offsets=given, **identity)
-    assert isinstance(response, OffsetCommitResponse)
+    response = d.send(OffsetCommitRequestV0, group_id=group, offsets=given, **identity)
+    assert isinstance(response, OffsetCommitResponseV0)
     return response
 
 
 def fetched(d: Driver, group: str = "g", partitions: tuple[TP, ...] | None = None,
             ) -> dict[TP, int]:
-    response = d.send(OffsetFetchRequest, group_id=group, partitions=partitions)
-    assert isinstance(response, OffsetFetchResponse) and response.error == ErrorCode.NONE
-    return {tp: f.offset for tp, f in response.offsets}
+    response = d.send(OffsetFetchRequestV0, group_id=group, partitions=partitions)
+    assert isinstance(response, OffsetFetchResponseV0) and response.error_code == ErrorCode.NONE
+    return {TP(f.topic, f.partition): f.offset for f in response.offsets}
 
 
 def test_a_simple_group_commits_without_membership() -> None:
@@ -80,24 +80,24 @@ def test_classic_commits_are_fenced_by_generation_and_state() -> None:
     a, _ = stable_group(d, 2)
     tp = {TP("t", 0): 3}
     assert commit(d, tp, member_id=a, generation=2).partitions == ((TP("t", 0), ErrorCode.NONE),)
-    assert commit(d, tp, member_id=a, generation=1).error == ErrorCode.ILLEGAL_GENERATION
-    assert commit(d, tp, member_id="ghost", generation=2).error == ErrorCode.UNKNOWN_MEMBER_ID
-    assert commit(d, tp).error == ErrorCode.UNKNOWN_MEMBER_ID  # no identity, live group
-    assert commit(d, tp, group="new", member_id=a, generation=1).error == (
+    assert commit(d, tp, member_id=a, generation=1).error_code == ErrorCode.ILLEGAL_GENERATION
+    assert commit(d, tp, member_id="ghost", generation=2).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert commit(d, tp).error_code == ErrorCode.UNKNOWN_MEMBER_ID  # no identity, live group
+    assert commit(d, tp, group="new", member_id=a, generation=1).error_code == (
         ErrorCode.ILLEGAL_GENERATION)
     _, rc = join_new(d)
     ra = d.join("g", a)
-    assert commit(d, tp, member_id=a, generation=2).error == ErrorCode.NONE  # preparing
+    assert commit(d, tp, member_id=a, generation=2).error_code == ErrorCode.NONE  # preparing
     d.tick(10_000)  # b neither rejoins nor heartbeats: its session ends the join
     assert joined(d, ra).generation == 3 and joined(d, rc).generation == 3
-    assert commit(d, tp, member_id=a, generation=3).error == ErrorCode.REBALANCE_IN_PROGRESS
+    assert commit(d, tp, member_id=a, generation=3).error_code == ErrorCode.REBALANCE_IN_PROGRESS
 
 
 def test_offsets_of_an_emptied_group_expire_after_retention() -> None:
     d = Driver()
     (a,) = stable_group(d, 1)
     commit(d, {TP("t", 0): 9}, member_id=a, generation=1)
-    d.send(LeaveGroupRequest, group_id="g", members=((a, None),))
+    d.send(LeaveGroupRequestV0, group_id="g", members=((a, None),))
     d.tick(7 * DAY_MS - 1)
     assert fetched(d) == {TP("t", 0): 9}
     d.tick(600_000)
@@ -130,8 +130,8 @@ def test_delete_groups() -> None:
     d = Driver()
     stable_group(d, 1)
     commit(d, {TP("t", 0): 1}, group="s")
-    response = d.send(DeleteGroupsRequest, group_ids=("g", "s", "none"))
-    assert response == DeleteGroupsResponse((
+    response = d.send(DeleteGroupsRequestV0, group_ids=("g", "s", "none"))
+    assert response == DeleteGroupsResponseV0((
         ("g", ErrorCode.NON_EMPTY_GROUP), ("s", ErrorCode.NONE),
         ("none", ErrorCode.GROUP_ID_NOT_FOUND)))
     assert "s" not in d.replayed().groups and fetched(d, "s") == {}
@@ -141,22 +141,22 @@ def test_list_and_describe() -> None:
     d = Driver()
     a, b = stable_group(d, 2)
     commit(d, {TP("t", 0): 1}, group="s")
-    listed = d.send(ListGroupsRequest)
-    assert isinstance(listed, ListGroupsResponse)
+    listed = d.send(ListGroupsRequestV0)
+    assert isinstance(listed, ListGroupsResponseV0)
     assert [(g.group_id, g.state, g.protocol_type) for g in listed.groups] == [
         ("g", "Stable", "consumer"), ("s", "Empty", "")]
-    only_empty = d.send(ListGroupsRequest, states=frozenset({"Empty"}))
-    assert isinstance(only_empty, ListGroupsResponse)
+    only_empty = d.send(ListGroupsRequestV0, states=frozenset({"Empty"}))
+    assert isinstance(only_empty, ListGroupsResponseV0)
     assert [g.group_id for g in only_empty.groups] == ["s"]
-    described = d.send(DescribeGroupsRequest, group_ids=("g", "none"))
-    assert isinstance(described, DescribeGroupsResponse)
+    described = d.send(DescribeGroupsRequestV0, group_ids=("g", "none"))
+    assert isinstance(described, DescribeGroupsResponseV0)
     g, none = described.groups
     assert (g.state, g.protocol_name, g.epoch) == ("Stable", "range", 2)
     assert {m.member_id: m.assignment for m in g.members} == {a: a.encode(), b: b.encode()}
-    assert none.state == "Dead" and none.error == ErrorCode.NONE
+    assert none.state == "Dead" and none.error_code == ErrorCode.NONE
     assert group_of(d).state is ClassicState.STABLE
     assert fetched(d, "s")[TP("t", 0)] == 1
-    assert FetchedOffset().offset == -1
+    assert FetchedOffset("t", 0).offset == -1
 
 
 def test_a_commit_that_writes_nothing_creates_no_group() -> None:

@@ -1,8 +1,8 @@
 """The inter-broker messages: malformed ones are refused (their round trips are among
 test_codec.py's, which takes the cases below).
 
-Spec: zlog/transport/cluster_messages.py (Fetch v1, OffsetForLeaderEpoch, BrokerRegistration,
-BrokerHeartbeat, AlterPartition; Kafka's keys 1, 23, 62, 63, 56).
+Spec: zlog/transport/messages/cluster.py and data.py (Fetch v1, OffsetForLeaderEpoch,
+BrokerRegistration, BrokerHeartbeat, AlterPartition; Kafka's keys 1, 23, 62, 63, 56).
 """
 
 from __future__ import annotations
@@ -12,7 +12,16 @@ import json
 import pytest
 
 from zlog.errors import ErrorCode
-from zlog.transport.cluster_messages import (
+from zlog.transport.codec import (
+    RequestBodyError,
+    decode_request,
+    encode_request,
+)
+from zlog.transport.messages import (
+    Request,
+    Response,
+)
+from zlog.transport.messages.cluster import (
     AddRaftLearnerRequestV0,
     AddRaftLearnerResponseV0,
     AlterPartitionRequestV0,
@@ -23,19 +32,15 @@ from zlog.transport.cluster_messages import (
     BrokerRegistrationResponseV0,
     EpochAnswer,
     EpochQuery,
-    FetchRequestV1,
-    FetchResponseV1,
     OffsetForLeaderEpochRequestV0,
     OffsetForLeaderEpochResponseV0,
+)
+from zlog.transport.messages.data import (
+    FetchRequestV1,
+    FetchResponseV1,
     ReplicaFetchEntry,
     ReplicaFetchResult,
 )
-from zlog.transport.codec import (
-    RequestBodyError,
-    decode_request,
-    encode_request,
-)
-from zlog.transport.messages import Request, Response
 
 CLUSTER_REQUESTS: list[Request] = [
     FetchRequestV1(2, 7, 250, 1, 1 << 20, (

@@ -27,10 +27,10 @@ from zlog.transport.codec import (
     encode_request,
     encode_response,
 )
-from zlog.transport.messages import (
+from zlog.transport.messages.admin import MetadataResponseV0
+from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
-    MetadataResponseV0,
     ProduceEntry,
     ProduceRequestV0,
 )

@@ -2,7 +2,7 @@
 without the request id, and malformed bodies are refused with INVALID_REQUEST and a sentence
 naming the field (their round trips are among test_codec.py's, which takes the cases below).
 
-Spec: zlog/transport/group_messages.py (Kafka's keys 8-16, 42, 68; JSON bodies but
+Spec: zlog/transport/messages/groups.py (Kafka's keys 8-16, 42, 68; JSON bodies but
 OffsetCommit's, whose struct bodies test_offset_commit_bodies.py refuses when malformed).
 """
 
@@ -21,38 +21,45 @@ from zlog.transport.codec import (
     encode_request,
     encode_response,
 )
-from zlog.transport.group_messages import (
-    NO_REQUEST_ID,
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
+from zlog.transport.messages import (
+    Request,
+    Response,
+)
+from zlog.transport.messages.groups import (
+    DeletedGroup,
+    DeleteGroupsRequestV0,
+    DeleteGroupsResponseV0,
     DescribedMember,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
+    DescribeGroupsRequestV0,
+    DescribeGroupsResponseV0,
     FetchedOffset,
     FindCoordinatorRequestV0,
     FindCoordinatorResponseV0,
     GroupDescription,
-    GroupHeartbeatRequest,
-    GroupHeartbeatResponse,
-    HeartbeatRequest,
-    HeartbeatResponse,
+    GroupHeartbeatRequestV0,
+    GroupHeartbeatResponseV0,
+    HeartbeatRequestV0,
+    HeartbeatResponseV0,
     JoinGroupMember,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
+    JoinGroupProtocol,
+    JoinGroupRequestV0,
+    JoinGroupResponseV0,
+    LeaveGroupRequestV0,
+    LeaveGroupResponseV0,
+    LeavingMember,
+    LeftMember,
     ListedGroup,
-    ListGroupsRequest,
-    ListGroupsResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
+    ListGroupsRequestV0,
+    ListGroupsResponseV0,
+    MemberAssignment,
+    OffsetCommitRequestV0,
+    OffsetCommitResponseV0,
+    OffsetFetchRequestV0,
+    OffsetFetchResponseV0,
     PartitionCommit,
-    SyncGroupRequest,
-    SyncGroupResponse,
+    SyncGroupRequestV0,
+    SyncGroupResponseV0,
 )
-from zlog.transport.messages import Request, Response
 from zlog.types import TopicPartition
 
 T0 = TopicPartition("orders", 0)
@@ -60,43 +67,47 @@ T5 = TopicPartition("orders", 5)
 SUBSCRIPTION = bytes(range(256))  # every byte value survives the base64 text
 
 GROUP_REQUESTS: list[Request] = [
-    JoinGroupRequest(NO_REQUEST_ID, "g", "", "consumer",
-                     (("cooperative-sticky", SUBSCRIPTION), ("range", b"")), 10_000, 300_000,
+    JoinGroupRequestV0("g", "", "consumer",
+                     (JoinGroupProtocol("cooperative-sticky", SUBSCRIPTION),
+                      JoinGroupProtocol("range", b"")), 10_000, 300_000,
                      "instance-1", "client-a", "10.0.0.1", require_known_member_id=False),
-    SyncGroupRequest(NO_REQUEST_ID, "g", 3, "m-1", None, (("m-1", b"\x00\x01"), ("m-2", b"")),
+    SyncGroupRequestV0("g", 3, "m-1", None, (MemberAssignment("m-1", b"\x00\x01"),
+                                         MemberAssignment("m-2", b"")),
                      "consumer", "range"),
-    HeartbeatRequest(NO_REQUEST_ID, "g", 3, "m-1", "instance-1"),
-    LeaveGroupRequest(NO_REQUEST_ID, "g", (("m-1", None), ("", "instance-2"))),
-    OffsetCommitRequest(NO_REQUEST_ID, "g", (
+    HeartbeatRequestV0("g", 3, "m-1", "instance-1"),
+    LeaveGroupRequestV0("g", (LeavingMember("m-1", None), LeavingMember("", "instance-2"))),
+    OffsetCommitRequestV0("g", (
         (T0, PartitionCommit(42, 7, "meta")), (T5, PartitionCommit(2**62))),
         3, "m-1", "instance-1", retention_ms=60_000),
-    OffsetFetchRequest(NO_REQUEST_ID, "g", (T0, T5)),
-    GroupHeartbeatRequest(NO_REQUEST_ID, "g", "m-1", 4, "instance-1", 300_000, ("orders", "x"),
+    OffsetFetchRequestV0("g", (T0, T5)),
+    GroupHeartbeatRequestV0("g", "m-1", 4, "instance-1", 300_000, ("orders", "x"),
                           (T0,), "client-a", "10.0.0.1", max_wait_ms=1_000),
-    DescribeGroupsRequest(NO_REQUEST_ID, ("g", "h")),
-    ListGroupsRequest(NO_REQUEST_ID, frozenset({"Stable", "Empty"}), frozenset({"consumer"})),
-    DeleteGroupsRequest(NO_REQUEST_ID, ("g",)),
+    DescribeGroupsRequestV0(("g", "h")),
+    ListGroupsRequestV0(frozenset({"Stable", "Empty"}), frozenset({"consumer"})),
+    DeleteGroupsRequestV0(("g",)),
     FindCoordinatorRequestV0("g"),
 ]
 
 GROUP_RESPONSES: list[Response] = [
-    JoinGroupResponse(ErrorCode.NONE, "m-1", 3, "consumer", "range", "m-1", True, (
+    JoinGroupResponseV0(ErrorCode.NONE, "m-1", 3, "consumer", "range", "m-1", True, (
         JoinGroupMember("m-1", "instance-1", SUBSCRIPTION), JoinGroupMember("m-2", None, b""))),
-    SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS, b"\xff", "consumer", None),
-    HeartbeatResponse(ErrorCode.ILLEGAL_GENERATION),
-    LeaveGroupResponse(ErrorCode.NONE, (("m-1", None, ErrorCode.NONE),
-                                        ("", "instance-2", ErrorCode.UNKNOWN_MEMBER_ID))),
-    OffsetCommitResponse(ErrorCode.NONE, ((T0, ErrorCode.NONE),
+    SyncGroupResponseV0(ErrorCode.REBALANCE_IN_PROGRESS, b"\xff", "consumer", None),
+    HeartbeatResponseV0(ErrorCode.ILLEGAL_GENERATION),
+    LeaveGroupResponseV0(ErrorCode.NONE, (
+        LeftMember("m-1", None, ErrorCode.NONE),
+        LeftMember("", "instance-2", ErrorCode.UNKNOWN_MEMBER_ID))),
+    OffsetCommitResponseV0(ErrorCode.NONE, ((T0, ErrorCode.NONE),
                                           (T5, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))),
-    OffsetFetchResponse(ErrorCode.NONE, ((T0, FetchedOffset(42, 7, "meta")),
-                                         (T5, FetchedOffset()))),
-    GroupHeartbeatResponse(ErrorCode.NONE, "", "m-1", 5, 1_000, 10_000, (T0, T5)),
-    DescribeGroupsResponse((
+    OffsetFetchResponseV0(ErrorCode.NONE, (FetchedOffset(*T0, 42, 7, "meta"),
+                                           FetchedOffset(*T5))),
+    GroupHeartbeatResponseV0(ErrorCode.NONE, "", "m-1", 5, 1_000, 10_000, (T0, T5)),
+    DescribeGroupsResponseV0((
         GroupDescription("g", ErrorCode.NONE, "Stable", "consumer", "range", "classic", 3, (
             DescribedMember("m-1", None, "client-a", "10.0.0.1", b"sub", b"assign", 3),)),
         GroupDescription("h", ErrorCode.NONE, "Dead"))),
-    ListGroupsResponse(ErrorCode.NONE, (ListedGroup("g", "consumer", "Stable", "consumer"),)),
-    DeleteGroupsResponse((("g", ErrorCode.NONE), ("h", ErrorCode.GROUP_ID_NOT_FOUND))),
+    ListGroupsResponseV0(ErrorCode.NONE, (ListedGroup("g", "consumer", "Stable", "consumer"),)),
+    DeleteGroupsResponseV0((DeletedGroup("g", ErrorCode.NONE),
+                            DeletedGroup("h", ErrorCode.GROUP_ID_NOT_FOUND))),
     FindCoordinatorResponseV0(0, "", 2, "tcp://127.0.0.1:7411"),
 ]
 
@@ -114,25 +125,27 @@ def _refusal(msg: Request, body: object) -> RequestBodyError:
 
 
 def test_the_request_id_is_the_receivers_own() -> None:
-    """A client's request id stays with the client: the worker gets NO_REQUEST_ID and sets
-    its own handle, so no peer can pick which parked request a reply goes to."""
-    sent = HeartbeatRequest(99, "g", 1, "m")
+    """A request carries no handle for its reply: the worker picks its own beside the decoded
+    request, so no peer can pick which parked request a reply goes to (one named in a body is
+    ignored as any unknown field)."""
+    sent = HeartbeatRequestV0("g", 1, "m")
     assert "request_id" not in _request_body(sent)
-    _, decoded = decode_request(encode_request(1, sent))
-    assert decoded == HeartbeatRequest(NO_REQUEST_ID, "g", 1, "m")
+    header = encode_request(1, sent)[0]
+    body = json.dumps({**_request_body(sent), "request_id": 99}).encode()
+    assert decode_request([header, body])[1] == sent
 
 
 def test_unset_optional_fields_stay_unset() -> None:
     """None means "unchanged" (owned, topics) or "every partition" (OffsetFetch): it must not
     come back as an empty list, which means something else."""
-    for msg in (GroupHeartbeatRequest(NO_REQUEST_ID, "g", "m", 5),
-                OffsetFetchRequest(NO_REQUEST_ID, "g")):
+    for msg in (GroupHeartbeatRequestV0("g", "m", 5),
+                OffsetFetchRequestV0("g")):
         _, decoded = decode_request(encode_request(1, msg))
         assert decoded == msg
     minimal = {"group_id": "g", "member_epoch": 0}
     _, decoded = decode_request([encode_request(1, GROUP_REQUESTS[6])[0],
                                  json.dumps(minimal).encode()])
-    assert decoded == GroupHeartbeatRequest(NO_REQUEST_ID, "g", "", 0)
+    assert decoded == GroupHeartbeatRequestV0("g", "", 0)
 
 
 @pytest.mark.parametrize(("msg", "change", "field"), [
@@ -164,7 +177,7 @@ def test_a_malformed_group_request_is_refused(msg: Request, change: dict[str, ob
     assert field in refused.message, refused.message
 
 
-JSON_GROUP_REQUESTS = [m for m in GROUP_REQUESTS if not isinstance(m, OffsetCommitRequest)]
+JSON_GROUP_REQUESTS = [m for m in GROUP_REQUESTS if not isinstance(m, OffsetCommitRequestV0)]
 """OffsetCommit's body is a struct: test_offset_commit_bodies.py refuses its malformed ones."""
 
 
@@ -176,7 +189,7 @@ def test_a_body_that_is_not_an_object_is_refused(body: object) -> None:
 
 def test_a_response_with_an_unknown_error_code_is_a_decode_error() -> None:
     """A client must not turn a number it does not know into a code it acts on."""
-    frames = encode_response(RequestHeader(12, 0, 1), HeartbeatResponse(ErrorCode.NONE))
+    frames = encode_response(RequestHeader(12, 0, 1), HeartbeatResponseV0(ErrorCode.NONE))
     with pytest.raises(ZlogError) as refused:
         decode_response([frames[0], b'{"error_code": 31999}'])
     assert "error_code" in refused.value.message

@@ -16,20 +16,19 @@ import pytest
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport import codec, offset_commit_bodies
 from zlog.transport.codec import RESPONSE_DECODE_ERROR, RequestBodyError, RequestHeader
-from zlog.transport.group_messages import (
-    NO_REQUEST_ID,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
+from zlog.transport.messages.groups import (
+    OffsetCommitRequestV0,
+    OffsetCommitResponseV0,
     PartitionCommit,
 )
 from zlog.types import TopicPartition
 
 T0 = TopicPartition("orders", 0)
-COMMIT = OffsetCommitRequest(NO_REQUEST_ID, "g", ((T0, PartitionCommit(42, 7, "meta")),),
+COMMIT = OffsetCommitRequestV0("g", ((T0, PartitionCommit(42, 7, "meta")),),
                              3, "m-1", None, retention_ms=None)
 
 
-def _body(msg: OffsetCommitRequest) -> bytes:
+def _body(msg: OffsetCommitRequestV0) -> bytes:
     return bytes(codec.encode_request(1, msg)[1])
 
 
@@ -45,7 +44,7 @@ def test_unset_retention_and_instance_id_stay_unset() -> None:
     """None is "the broker's default retention" and "a dynamic member": neither may come back
     as a value (0 ms retention would expire the offset at once)."""
     assert codec.decode_request(codec.encode_request(1, COMMIT))[1] == COMMIT
-    explicit = OffsetCommitRequest(NO_REQUEST_ID, "g", (), -1, "", "instance-1", 0)
+    explicit = OffsetCommitRequestV0("g", (), -1, "", "instance-1", 0)
     assert codec.decode_request(codec.encode_request(1, explicit))[1] == explicit
 
 
@@ -65,7 +64,7 @@ def test_a_negative_partition_or_retention_is_refused() -> None:
 
 
 def test_a_count_larger_than_the_body_is_refused_before_anything_is_built() -> None:
-    body = _body(OffsetCommitRequest(NO_REQUEST_ID, "g", (), 3, "m-1"))
+    body = _body(OffsetCommitRequestV0("g", (), 3, "m-1"))
     assert body.endswith(struct.pack(">I", 0))
     assert "entry_count" in _refusal(body[:-4] + struct.pack(">I", 2**32 - 1)).message
 
@@ -77,9 +76,9 @@ def test_text_that_is_not_utf8_and_a_bad_flag_are_refused() -> None:
 
 
 def test_unencodable_fields_are_refused_at_the_sender() -> None:
-    for msg in (OffsetCommitRequest(NO_REQUEST_ID, "g", ((T0, PartitionCommit(2**63)),)),
-                OffsetCommitRequest(NO_REQUEST_ID, "g", (), retention_ms=-5),
-                OffsetCommitRequest(NO_REQUEST_ID, "g" * 70_000, ())):
+    for msg in (OffsetCommitRequestV0("g", ((T0, PartitionCommit(2**63)),)),
+                OffsetCommitRequestV0("g", (), retention_ms=-5),
+                OffsetCommitRequestV0("g" * 70_000, ())):
         with pytest.raises(ZlogError) as refused:
             codec.encode_request(1, msg)
         assert refused.value.code == ErrorCode.INVALID_REQUEST
@@ -88,7 +87,7 @@ def test_unencodable_fields_are_refused_at_the_sender() -> None:
 def test_a_response_with_an_unknown_error_code_or_truncated_is_a_decode_error() -> None:
     """A client must not turn a number it does not know into a code it acts on."""
     header = RequestHeader(8, 0, 1)
-    response = OffsetCommitResponse(ErrorCode.NONE, ((T0, ErrorCode.OFFSET_METADATA_TOO_LARGE),))
+    response = OffsetCommitResponseV0(ErrorCode.NONE, ((T0, ErrorCode.OFFSET_METADATA_TOO_LARGE),))
     frames = codec.encode_response(header, response)
     assert codec.decode_response(frames)[1] == response
     body = bytes(frames[1])
@@ -99,17 +98,17 @@ def test_a_response_with_an_unknown_error_code_or_truncated_is_a_decode_error() 
         assert refused.value.code == RESPONSE_DECODE_ERROR
 
 
-def _decoded_or_refusal(body: bytes) -> OffsetCommitRequest | str:
+def _decoded_or_refusal(body: bytes) -> OffsetCommitRequestV0 | str:
     header = codec.encode_request(1, COMMIT)[0]
     try:
         request = codec.decode_request([header, body])[1]
     except RequestBodyError as error:
         return error.message
-    assert isinstance(request, OffsetCommitRequest)
+    assert isinstance(request, OffsetCommitRequestV0)
     return request
 
 
-def _checked(body: bytes) -> OffsetCommitRequest | str:
+def _checked(body: bytes) -> OffsetCommitRequestV0 | str:
     """What the field-by-field decoder alone makes of `body`."""
     try:
         return offset_commit_bodies._decode_checked(memoryview(body), ErrorCode.INVALID_REQUEST)
@@ -122,7 +121,7 @@ def test_the_one_pass_decoder_accepts_and_refuses_what_the_checked_one_does() ->
     anything unusual: over seeded random mutations of valid bodies (bytes flipped, cut,
     added), both must give the same request or the checked decoder's own refusal."""
     rng = random.Random(20)
-    two = OffsetCommitRequest(NO_REQUEST_ID, "group-é", (
+    two = OffsetCommitRequestV0("group-é", (
         (T0, PartitionCommit(1)), (TopicPartition("t", 3), PartitionCommit(9, 2, "x"))),
         -1, "", None, retention_ms=60_000)
     bodies = [_body(COMMIT), _body(two), _body(replace(COMMIT, group_instance_id="i"))]
@@ -140,5 +139,5 @@ def test_the_one_pass_decoder_accepts_and_refuses_what_the_checked_one_does() ->
                 body.insert(position, rng.randrange(256))
         checked = _checked(bytes(body))
         assert _decoded_or_refusal(bytes(body)) == checked
-        mutated += isinstance(checked, OffsetCommitRequest)
+        mutated += isinstance(checked, OffsetCommitRequestV0)
     assert mutated > 100  # accepted mutations (offsets, epochs...) were compared field by field

@@ -15,7 +15,7 @@ import pytest
 
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport import struct_bodies
-from zlog.transport.messages import (
+from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
     ProduceEntry,

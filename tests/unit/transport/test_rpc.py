@@ -23,13 +23,15 @@ from zlog.transport.codec import (
     encode_error_response,
     encode_response,
 )
-from zlog.transport.messages import (
+from zlog.transport.messages.admin import (
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
     DescribeClusterRequestV0,
-    FetchRequestV0,
     MetadataRequestV0,
     MetadataResponseV0,
+)
+from zlog.transport.messages.data import (
+    FetchRequestV0,
     ProduceRequestV0,
 )
 from zlog.transport.rpc import RpcClient, RpcResult

@@ -23,7 +23,8 @@ from typing import Final
 
 from zlog.broker.control.controller_link import ControllerLink
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.cluster_messages import (
+from zlog.transport.messages import Request
+from zlog.transport.messages.cluster import (
     AlterPartitionRequestV0,
     AlterPartitionResponseV0,
     BrokerHeartbeatRequestV0,
@@ -31,7 +32,6 @@ from zlog.transport.cluster_messages import (
     BrokerRegistrationRequestV0,
     BrokerRegistrationResponseV0,
 )
-from zlog.transport.messages import Request
 from zlog.transport.rpc import RpcResult
 
 log = logging.getLogger(__name__)

@@ -55,9 +55,21 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.messages import DIR_ID_BYTES
 from zlog.raft.status import NodeStatus
 from zlog.shm_segments.durable_files import replace_durably
-from zlog.transport import messages as wire
-from zlog.transport import reassignment_messages
-from zlog.transport.cluster_messages import (
+from zlog.transport.messages import (
+    Request,
+    Response,
+)
+from zlog.transport.messages.admin import (
+    CreatePartitionsRequestV0,
+    CreateTopicsRequestV0,
+    DeleteTopicsRequestV0,
+    DescribeClusterRequestV0,
+    ElectLeadersRequestV0,
+    ElectLeadersResponseV0,
+    IncrementalAlterConfigsRequestV0,
+    InitProducerIdRequestV0,
+)
+from zlog.transport.messages.cluster import (
     AddRaftLearnerRequestV0,
     AddRaftLearnerResponseV0,
     AlterPartitionRequestV0,
@@ -67,7 +79,11 @@ from zlog.transport.cluster_messages import (
     BrokerRegistrationRequestV0,
     BrokerRegistrationResponseV0,
 )
-from zlog.transport.messages import Request, Response
+from zlog.transport.messages.reassignment import (
+    AlterPartitionReassignmentsRequestV0,
+    ListPartitionReassignmentsRequestV0,
+    UnregisterBrokerRequestV0,
+)
 from zlog.transport.rpc import RpcResult
 from zlog.types import TopicPartition
 
@@ -76,13 +92,13 @@ log = logging.getLogger(__name__)
 META_FILE: Final = "meta.json"  # the data directory's identity: its node and its own id
 CONTROLLER_APIS: Final = (BrokerRegistrationRequestV0, BrokerHeartbeatRequestV0,
                           AlterPartitionRequestV0)
-FORWARDED_APIS: Final = (wire.CreateTopicsRequestV0, wire.DeleteTopicsRequestV0,
-                         wire.CreatePartitionsRequestV0, wire.ElectLeadersRequestV0,
-                         wire.IncrementalAlterConfigsRequestV0, wire.InitProducerIdRequestV0,
-                         reassignment_messages.AlterPartitionReassignmentsRequestV0,
-                         reassignment_messages.ListPartitionReassignmentsRequestV0,
-                         reassignment_messages.UnregisterBrokerRequestV0,
-                         wire.DescribeClusterRequestV0,  # for the voters' progress
+FORWARDED_APIS: Final = (CreateTopicsRequestV0, DeleteTopicsRequestV0,
+                         CreatePartitionsRequestV0, ElectLeadersRequestV0,
+                         IncrementalAlterConfigsRequestV0, InitProducerIdRequestV0,
+                         AlterPartitionReassignmentsRequestV0,
+                         ListPartitionReassignmentsRequestV0,
+                         UnregisterBrokerRequestV0,
+                         DescribeClusterRequestV0,  # for the voters' progress
                          AddRaftLearnerRequestV0)  # only the metadata log's leader adds one
 FORWARD_TIMEOUT_MS: Final = 30_000  # as long as the controller may take to settle one
 
@@ -255,7 +271,7 @@ class ClusterNode:
     def elect_leaders(self, answer: Answer) -> None:
         """ElectLeaders reaching the controller (forwarded here by any other broker)."""
         if not self.controller.active:
-            answer(wire.ElectLeadersResponseV0(int(ErrorCode.NOT_CONTROLLER),
+            answer(ElectLeadersResponseV0(int(ErrorCode.NOT_CONTROLLER),
                                                "this node is not the controller"))
             return
         self.controller.elect_preferred(answer)

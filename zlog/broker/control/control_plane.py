@@ -68,14 +68,58 @@ from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
 from zlog.raft.status import NodeStatus
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX
 from zlog.shm_segments.ring_header import file_size_bytes as ring_file_size_bytes
-from zlog.transport import messages as wire
-from zlog.transport import reassignment_messages
 from zlog.transport.api import CONTROL_APIS, SUPPORTED_VERSIONS, ApiKey
 from zlog.transport.codec import RequestHeader
-from zlog.transport.group_messages import (
+from zlog.transport.messages import (
+    Request,
+    Response,
+)
+from zlog.transport.messages.admin import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsResourceResult,
+    ApiVersionRange,
+    ApiVersionsRequestV0,
+    ApiVersionsResponseV0,
+    BrokerMetadata,
+    BrokerState,
+    ConfigResourceType,
+    ConfigSource,
+    CreatePartitionsRequestV0,
+    CreatePartitionsResponseV0,
+    CreateTopicsRequestV0,
+    CreateTopicsResponseV0,
+    DeleteTopicsRequestV0,
+    DeleteTopicsResponseV0,
+    DescribeClusterRequestV0,
+    DescribeClusterResponseV0,
+    DescribeConfigsRequestV0,
+    DescribeConfigsResource,
+    DescribeConfigsResponseV0,
+    DescribeConfigsResult,
+    DescribedConfig,
+    IncrementalAlterConfigsRequestV0,
+    IncrementalAlterConfigsResponseV0,
+    InitProducerIdRequestV0,
+    MetadataRequestV0,
+    MetadataResponseV0,
+    PartitionMetadata,
+    PartitionsSpec,
+    RaftStatus,
+    TopicMetadata,
+    TopicResult,
+    TopicSpec,
+    VoterStatus,
+)
+from zlog.transport.messages.groups import (
     GROUP_KEY_TYPE,
     FindCoordinatorRequestV0,
     FindCoordinatorResponseV0,
+)
+from zlog.transport.messages.reassignment import (
+    AlterPartitionReassignmentsRequestV0,
+    ListPartitionReassignmentsRequestV0,
+    UnregisterBrokerRequestV0,
 )
 from zlog.types import TopicPartition
 
@@ -96,8 +140,8 @@ def _gib(size_bytes: int) -> str:
     return f"{size_bytes / 2**30:.2f} GiB"
 
 
-Reply = Callable[[bytes, RequestHeader, wire.Response], None]
-CreateAtController = Callable[[wire.TopicSpec, Done], bool]
+Reply = Callable[[bytes, RequestHeader, Response], None]
+CreateAtController = Callable[[TopicSpec, Done], bool]
 """Have the controller create a topic (`Done` hears how it went); False where this node is
 the controller, or alone, and proposes it itself."""
 
@@ -110,11 +154,11 @@ class _Waiting:
     identity: bytes
     header: RequestHeader
     api_key: ApiKey
-    results: dict[str, wire.TopicResult | None]  # in request order; None while undecided
+    results: dict[str, TopicResult | None]  # in request order; None while undecided
     committed: set[str]  # names whose command committed; now waiting on the workers
     deadline_ms: int
     # IncrementalAlterConfigs: the resources that are not topics, answered as they came.
-    others: list[wire.AlterConfigsResourceResult] = field(default_factory=list)
+    others: list[AlterConfigsResourceResult] = field(default_factory=list)
 
 
 class ControlPlane:
@@ -182,51 +226,51 @@ class ControlPlane:
             self._finish(waiting, ErrorCode.BROKER_NOT_AVAILABLE, "the broker is stopping")
         self._producer_ids.shut_down()
 
-    def handle(self, identity: bytes, header: RequestHeader, request: wire.Request) -> None:
+    def handle(self, identity: bytes, header: RequestHeader, request: Request) -> None:
         """Answer `request` now, or park it until the metadata log and the workers finish."""
         assert header.api_key in CONTROL_APIS, "the supervisor routes only control requests"
         match request:
-            case wire.ApiVersionsRequestV0():
+            case ApiVersionsRequestV0():
                 self._reply(identity, header, self._api_versions())
-            case wire.MetadataRequestV0():
+            case MetadataRequestV0():
                 self._reply(identity, header, self._metadata(request))
-            case wire.CreateTopicsRequestV0():
+            case CreateTopicsRequestV0():
                 self._create_topics(identity, header, request)
-            case wire.DeleteTopicsRequestV0():
+            case DeleteTopicsRequestV0():
                 self._delete_topics(identity, header, request)
-            case wire.CreatePartitionsRequestV0():
+            case CreatePartitionsRequestV0():
                 self._create_partitions(identity, header, request)
-            case wire.InitProducerIdRequestV0():
+            case InitProducerIdRequestV0():
                 self._producer_ids.init_producer_id(identity, header, request)
-            case wire.DescribeConfigsRequestV0():
+            case DescribeConfigsRequestV0():
                 self._reply(identity, header, self._describe_configs(request))
-            case wire.IncrementalAlterConfigsRequestV0():
+            case IncrementalAlterConfigsRequestV0():
                 self._alter_configs(identity, header, request)
-            case wire.DescribeClusterRequestV0():
+            case DescribeClusterRequestV0():
                 self._reply(identity, header, self._describe_cluster())
-            case reassignment_messages.AlterPartitionReassignmentsRequestV0():
+            case AlterPartitionReassignmentsRequestV0():
                 self._reassignments.alter(identity, header, request)
-            case reassignment_messages.ListPartitionReassignmentsRequestV0():
+            case ListPartitionReassignmentsRequestV0():
                 self._reply(identity, header, self._reassignments.ongoing())
-            case reassignment_messages.UnregisterBrokerRequestV0():
+            case UnregisterBrokerRequestV0():
                 self._reassignments.unregister(identity, header, request)
             case FindCoordinatorRequestV0():
                 self._reply(identity, header, self._find_coordinator(request))
             case _:
                 raise ZlogError(ErrorCode.UNSUPPORTED_VERSION, "not a control request")
 
-    def _api_versions(self) -> wire.ApiVersionsResponseV0:
+    def _api_versions(self) -> ApiVersionsResponseV0:
         versions = tuple(
-            wire.ApiVersionRange(int(key), *SUPPORTED_VERSIONS[key])
+            ApiVersionRange(int(key), *SUPPORTED_VERSIONS[key])
             for key in sorted(CONTROL_APIS)
         )
-        return wire.ApiVersionsResponseV0(versions, f"zlog {zlog.__version__}")
+        return ApiVersionsResponseV0(versions, f"zlog {zlog.__version__}")
 
-    def _brokers(self, state: ClusterState) -> tuple[wire.BrokerMetadata, ...]:
+    def _brokers(self, state: ClusterState) -> tuple[BrokerMetadata, ...]:
         """Every registered broker; this one also says where its rings are, for consumers on
         its host that read a replica's ring (another broker's ring directory is not known)."""
         return tuple(
-            wire.BrokerMetadata(
+            BrokerMetadata(
                 broker.node_id, broker.host, broker.control_endpoint, rack=broker.rack,
                 ring_dir=self._ring_dir if broker.node_id == self.config.node_id else "")
             for broker in state.brokers.values())
@@ -235,7 +279,7 @@ class ControlPlane:
         status = self._raft_status()
         return -1 if status is None or status.leader is None else status.leader
 
-    def _metadata(self, request: wire.MetadataRequestV0) -> wire.MetadataResponseV0:
+    def _metadata(self, request: MetadataRequestV0) -> MetadataResponseV0:
         state = self._state()
         names = list(state.topics) if request.topics is None else list(request.topics)
         topics = []
@@ -245,11 +289,11 @@ class ControlPlane:
                 topics.append(self._topic_metadata(state, topic))
             else:
                 topics.append(self._missing_topic(name, state.topics))
-        return wire.MetadataResponseV0(
+        return MetadataResponseV0(
             state.cluster_id, self._controller_id(), self._brokers(state), tuple(topics)
         )
 
-    def _topic_metadata(self, state: ClusterState, topic: TopicInfo) -> wire.TopicMetadata:
+    def _topic_metadata(self, state: ClusterState, topic: TopicInfo) -> TopicMetadata:
         """Each partition's leader and where its worker listens: this host's workers as they
         answered, another broker's as its heartbeats told the controller."""
         partitions = []
@@ -265,11 +309,11 @@ class ControlPlane:
             if not endpoint and key in self._open_errors:
                 # A worker could not open it (e.g. KAFKA_STORAGE_ERROR): say so, not "wait".
                 code = ErrorCode(self._open_errors[key][0])
-            partitions.append(wire.PartitionMetadata(
+            partitions.append(PartitionMetadata(
                 partition.partition, partition.leader, partition.leader_epoch,
                 partition.replicas, partition.isr, endpoint or "", int(code), ring_path,
             ))
-        return wire.TopicMetadata(topic.name, 0, "", dict(topic.configs), tuple(partitions),
+        return TopicMetadata(topic.name, 0, "", dict(topic.configs), tuple(partitions),
                                   topic.topic_id)
 
     def _leader_endpoint(self, state: ClusterState, key: TopicPartition,
@@ -310,7 +354,7 @@ class ControlPlane:
         brokers there are) once; say "not available" meanwhile."""
         factor = min(self.config.offsets_topic_replication_factor,
                      max(len(placeable(state)), 1))
-        spec = wire.TopicSpec(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
+        spec = TopicSpec(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
                               factor, {"cleanup.policy": "compact"})
         refusal = self._auto_create(spec, state)
         if refusal is not None:
@@ -318,25 +362,25 @@ class ControlPlane:
         return FindCoordinatorResponseV0(int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                                          f"{OFFSETS_TOPIC} is being created")
 
-    def _missing_topic(self, name: str, state_topics: Iterable[str]) -> wire.TopicMetadata:
+    def _missing_topic(self, name: str, state_topics: Iterable[str]) -> TopicMetadata:
         """UNKNOWN_TOPIC_OR_PARTITION, or (auto_create_topics) create it and say "soon"."""
         if not self.config.auto_create_topics:
-            return wire.TopicMetadata(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            return TopicMetadata(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                       f"no topic {name!r}")
         try:
             validate_client_topic_name(name)
             check_no_collision(name, state_topics)
         except ZlogError as error:
-            return wire.TopicMetadata(name, int(error.code), error.message)
-        spec = wire.TopicSpec(name, self.config.default_partitions,
+            return TopicMetadata(name, int(error.code), error.message)
+        spec = TopicSpec(name, self.config.default_partitions,
                               self.config.default_replication_factor)
         refusal = self._auto_create(spec, self._state())
         if refusal is not None:  # e.g. a default replication factor above the live brokers
-            return wire.TopicMetadata(name, int(refusal.code), refusal.message)
-        return wire.TopicMetadata(name, int(ErrorCode.LEADER_NOT_AVAILABLE),
+            return TopicMetadata(name, int(refusal.code), refusal.message)
+        return TopicMetadata(name, int(ErrorCode.LEADER_NOT_AVAILABLE),
                                   f"topic {name!r} is being created")
 
-    def _auto_create(self, spec: wire.TopicSpec, state: ClusterState) -> ZlogError | None:
+    def _auto_create(self, spec: TopicSpec, state: ClusterState) -> ZlogError | None:
         """Have the topic created, once at a time: proposed here when this node may propose,
         else by the controller (as a client's CreateTopics is forwarded to it). The error that
         refuses it now, or None (being created)."""
@@ -362,45 +406,45 @@ class ControlPlane:
         if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
             log.warning("auto-creating topic %r failed: %s", name, error)
 
-    def _describe_cluster(self) -> wire.DescribeClusterResponseV0:
+    def _describe_cluster(self) -> DescribeClusterResponseV0:
         """The brokers with their state, and (from the metadata log's leader, where clustered
         brokers forward this request) how far each voter's copy of the log reaches."""
         state = self._state()
         status = self._raft_status()
-        voters: list[wire.VoterStatus] = []
+        voters: list[VoterStatus] = []
         if status is None:
-            raft = wire.RaftStatus(None, 0, (0, 0))
+            raft = RaftStatus(None, 0, (0, 0))
         else:
             commit = (status.commit.term, status.commit.height)
-            raft = wire.RaftStatus(status.leader, status.term, commit)
+            raft = RaftStatus(status.leader, status.term, commit)
             if status.leader == status.node_id:
-                voters.append(wire.VoterStatus(status.node_id, status.head.height, 0))
-            voters += [wire.VoterStatus(peer, match,
+                voters.append(VoterStatus(status.node_id, status.head.height, 0))
+            voters += [VoterStatus(peer, match,
                                         max(status.head.height - match, 0) if match >= 0 else -1)
                        for peer, match in status.voter_match]
         states = tuple(
-            wire.BrokerState(broker.node_id, broker.broker_epoch,
+            BrokerState(broker.node_id, broker.broker_epoch,
                              "fenced" if broker.fenced
                              else "draining" if broker.shutting_down or broker.draining
                              else "live", broker.rack)
             for broker in state.brokers.values())
-        return wire.DescribeClusterResponseV0(
+        return DescribeClusterResponseV0(
             state.cluster_id, self._controller_id(), self._brokers(state), raft, states,
             tuple(sorted(voters, key=lambda voter: voter.node_id)))
 
     # -- CreateTopics / DeleteTopics -------------------------------------------------------------
 
     def _create_topics(self, identity: bytes, header: RequestHeader,
-                       request: wire.CreateTopicsRequestV0) -> None:
+                       request: CreateTopicsRequestV0) -> None:
         state = self._state()
         waiting = _Waiting(identity, header, ApiKey.CREATE_TOPICS, {}, set(),
                            self._clock_ms() + CONTROL_REQUEST_TIMEOUT_MS)
-        specs: list[tuple[wire.TopicSpec, CreateTopic]] = []
-        accepted: list[wire.TopicSpec] = []  # valid so far, validate_only or not
+        specs: list[tuple[TopicSpec, CreateTopic]] = []
+        accepted: list[TopicSpec] = []  # valid so far, validate_only or not
         name_counts = Counter(spec.name for spec in request.topics)
         for spec in request.topics:
             if name_counts[spec.name] > 1:  # as Kafka: neither copy is created
-                waiting.results[spec.name] = wire.TopicResult(
+                waiting.results[spec.name] = TopicResult(
                     spec.name, int(ErrorCode.INVALID_REQUEST), "named twice in one request")
                 continue
             waiting.results[spec.name] = None
@@ -416,12 +460,12 @@ class ControlPlane:
                 check_no_collision(spec.name, [*state.topics, *(s.name for s in accepted)])
                 command = self._create_command(spec, state)
             except ZlogError as error:
-                waiting.results[spec.name] = wire.TopicResult(spec.name, int(error.code),
+                waiting.results[spec.name] = TopicResult(spec.name, int(error.code),
                                                               error.message)
                 continue
             accepted.append(spec)
             if request.validate_only:
-                waiting.results[spec.name] = wire.TopicResult(spec.name, 0, "")
+                waiting.results[spec.name] = TopicResult(spec.name, 0, "")
             else:
                 specs.append((spec, command))
         self._waiting.append(waiting)
@@ -429,7 +473,7 @@ class ControlPlane:
             self._propose(command, functools.partial(self._committed, waiting, spec.name))
         self._settle_waiting(state)
 
-    def _create_command(self, spec: wire.TopicSpec, state: ClusterState) -> CreateTopic:
+    def _create_command(self, spec: TopicSpec, state: ClusterState) -> CreateTopic:
         """The CreateTopic command for a valid spec, once this host can hold the topic.
 
         Refused up front, with the reason: partition directory names longer than the data
@@ -481,7 +525,7 @@ class ControlPlane:
             )
 
     def _create_partitions(self, identity: bytes, header: RequestHeader,
-                           request: wire.CreatePartitionsRequestV0) -> None:
+                           request: CreatePartitionsRequestV0) -> None:
         """Grow topics (Kafka's CreatePartitions): each to `count` partitions in all, never
         fewer; the new ones placed round-robin where the topic's placement leaves off."""
         state = self._state()
@@ -491,17 +535,17 @@ class ControlPlane:
         name_counts = Counter(spec.name for spec in request.topics)
         for spec in request.topics:
             if name_counts[spec.name] > 1:
-                waiting.results[spec.name] = wire.TopicResult(
+                waiting.results[spec.name] = TopicResult(
                     spec.name, int(ErrorCode.INVALID_REQUEST), "named twice in one request")
                 continue
             try:
                 command = self._add_partitions_command(spec, state)
             except ZlogError as error:
-                waiting.results[spec.name] = wire.TopicResult(spec.name, int(error.code),
+                waiting.results[spec.name] = TopicResult(spec.name, int(error.code),
                                                               error.message)
                 continue
             if request.validate_only:
-                waiting.results[spec.name] = wire.TopicResult(spec.name, 0, "")
+                waiting.results[spec.name] = TopicResult(spec.name, 0, "")
             else:
                 waiting.results[spec.name] = None
                 commands.append((spec.name, command))
@@ -510,7 +554,7 @@ class ControlPlane:
             self._propose(command, functools.partial(self._committed, waiting, name))
         self._settle_waiting(state)
 
-    def _add_partitions_command(self, spec: wire.PartitionsSpec,
+    def _add_partitions_command(self, spec: PartitionsSpec,
                                 state: ClusterState) -> AddPartitions:
         topic = state.topics.get(spec.name)
         if topic is None:
@@ -533,7 +577,7 @@ class ControlPlane:
         return command
 
     def _delete_topics(self, identity: bytes, header: RequestHeader,
-                       request: wire.DeleteTopicsRequestV0) -> None:
+                       request: DeleteTopicsRequestV0) -> None:
         state = self._state()
         waiting = _Waiting(identity, header, ApiKey.DELETE_TOPICS, {}, set(),
                            self._clock_ms() + CONTROL_REQUEST_TIMEOUT_MS)
@@ -542,7 +586,7 @@ class ControlPlane:
             if name in waiting.results:
                 continue  # named twice: one deletion, one answer
             if name not in state.topics:
-                waiting.results[name] = wire.TopicResult(
+                waiting.results[name] = TopicResult(
                     name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"no topic {name!r}")
                 continue
             waiting.results[name] = None
@@ -558,7 +602,7 @@ class ControlPlane:
         if waiting not in self._waiting:
             return  # already answered (timed out)
         if error is not None:
-            waiting.results[name] = wire.TopicResult(name, int(error.code), error.message)
+            waiting.results[name] = TopicResult(name, int(error.code), error.message)
         else:
             waiting.committed.add(name)
         self._settle_waiting(self._state())
@@ -575,15 +619,15 @@ class ControlPlane:
                 self._finish(waiting, ErrorCode.NONE, "")
 
     def _settled_result(self, api_key: ApiKey, state: ClusterState,
-                        name: str) -> wire.TopicResult | None:
+                        name: str) -> TopicResult | None:
         if api_key == ApiKey.DELETE_TOPICS:
             gone = name not in state.topics and name not in state.deleting
-            return wire.TopicResult(name, 0, "") if gone else None
+            return TopicResult(name, 0, "") if gone else None
         topic = state.topics.get(name)
         altering = api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
         if topic is None:
             happening = "its configs changed" if altering else "being created"
-            return wire.TopicResult(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            return TopicResult(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                     f"topic {name!r} was deleted while {happening}")
         local = [TopicPartition(name, p.partition) for p in topic.partitions
                  if self.config.node_id in p.replicas]
@@ -591,13 +635,13 @@ class ControlPlane:
             if tp in self._open_errors:
                 code, text = self._open_errors[tp]
                 failed = "did not take the new configs" if altering else "failed to open"
-                return wire.TopicResult(name, code, f"partition {tp[1]} {failed}: {text}")
+                return TopicResult(name, code, f"partition {tp[1]} {failed}: {text}")
         if altering:
             wanted = effective_topic_configs(self.config.topic_defaults_map, topic.configs)
             done = all(self._applied_configs(tp) == wanted for tp in local)
         else:
             done = all(self._endpoint_for(tp) is not None for tp in local)
-        return wire.TopicResult(name, 0, "") if done else None
+        return TopicResult(name, 0, "") if done else None
 
     def _expire_waiting(self, now_ms: int) -> None:
         for waiting in list(self._waiting):
@@ -609,20 +653,20 @@ class ControlPlane:
     def _finish(self, waiting: _Waiting, code: ErrorCode, message: str) -> None:
         """Answer `waiting`; undecided topics get `code`."""
         results = tuple(
-            result or wire.TopicResult(name, int(code), message)
+            result or TopicResult(name, int(code), message)
             for name, result in waiting.results.items()
         )
-        response: wire.Response
+        response: Response
         if waiting.api_key == ApiKey.CREATE_TOPICS:
-            response = wire.CreateTopicsResponseV0(results)
+            response = CreateTopicsResponseV0(results)
         elif waiting.api_key == ApiKey.CREATE_PARTITIONS:
-            response = wire.CreatePartitionsResponseV0(results)
+            response = CreatePartitionsResponseV0(results)
         elif waiting.api_key == ApiKey.DELETE_TOPICS:
-            response = wire.DeleteTopicsResponseV0(results)
+            response = DeleteTopicsResponseV0(results)
         else:
-            response = wire.IncrementalAlterConfigsResponseV0((
-                *(wire.AlterConfigsResourceResult(result.error_code, result.error_message,
-                                                  wire.ConfigResourceType.TOPIC, result.name)
+            response = IncrementalAlterConfigsResponseV0((
+                *(AlterConfigsResourceResult(result.error_code, result.error_message,
+                                                  ConfigResourceType.TOPIC, result.name)
                   for result in results),
                 *waiting.others,
             ))
@@ -633,15 +677,15 @@ class ControlPlane:
     # -- DescribeConfigs / IncrementalAlterConfigs ------------------------------------------------
 
     def _describe_configs(
-        self, request: wire.DescribeConfigsRequestV0
-    ) -> wire.DescribeConfigsResponseV0:
+        self, request: DescribeConfigsRequestV0
+    ) -> DescribeConfigsResponseV0:
         state = self._state()
-        return wire.DescribeConfigsResponseV0(
+        return DescribeConfigsResponseV0(
             tuple(self._describe_resource(state, resource) for resource in request.resources))
 
     def _describe_resource(
-        self, state: ClusterState, resource: wire.DescribeConfigsResource
-    ) -> wire.DescribeConfigsResult:
+        self, state: ClusterState, resource: DescribeConfigsResource
+    ) -> DescribeConfigsResult:
         """Every topic config (or those named) with its value and the layer it comes from."""
         kind, name = resource.resource_type, resource.resource_name
         try:
@@ -654,21 +698,21 @@ class ControlPlane:
             if unknown:
                 raise ZlogError(ErrorCode.INVALID_CONFIG, f"unknown topic config {unknown[0]!r}")
         except ZlogError as error:
-            return wire.DescribeConfigsResult(int(error.code), error.message, kind, name)
+            return DescribeConfigsResult(int(error.code), error.message, kind, name)
         broker_defaults = self.config.topic_defaults_map
         configs = []
         for key in sorted(TOPIC_CONFIG_DEFAULTS if keys is None else set(keys)):
             if key in topic.configs:
-                value, source = topic.configs[key], wire.ConfigSource.TOPIC
+                value, source = topic.configs[key], ConfigSource.TOPIC
             elif key in broker_defaults:
-                value, source = broker_defaults[key], wire.ConfigSource.BROKER
+                value, source = broker_defaults[key], ConfigSource.BROKER
             else:
-                value, source = TOPIC_CONFIG_DEFAULTS[key], wire.ConfigSource.DEFAULT
-            configs.append(wire.DescribedConfig(key, value, int(source)))
-        return wire.DescribeConfigsResult(0, "", kind, name, tuple(configs))
+                value, source = TOPIC_CONFIG_DEFAULTS[key], ConfigSource.DEFAULT
+            configs.append(DescribedConfig(key, value, int(source)))
+        return DescribeConfigsResult(0, "", kind, name, tuple(configs))
 
     def _alter_configs(self, identity: bytes, header: RequestHeader,
-                       request: wire.IncrementalAlterConfigsRequestV0) -> None:
+                       request: IncrementalAlterConfigsRequestV0) -> None:
         """Check every topic's change against its current configs, then propose the valid ones
         (all of them, or none with validate_only); a refused change alters nothing."""
         state = self._state()
@@ -676,17 +720,17 @@ class ControlPlane:
                            self._clock_ms() + CONTROL_REQUEST_TIMEOUT_MS)
         changes: list[tuple[str, dict[str, str], list[str]]] = []
         topic_counts = Counter(resource.resource_name for resource in request.resources
-                               if resource.resource_type == wire.ConfigResourceType.TOPIC)
+                               if resource.resource_type == ConfigResourceType.TOPIC)
         for resource in request.resources:
             name = resource.resource_name
             try:
                 _check_topic_resource(resource.resource_type)
             except ZlogError as error:
-                waiting.others.append(wire.AlterConfigsResourceResult(
+                waiting.others.append(AlterConfigsResourceResult(
                     int(error.code), error.message, resource.resource_type, name))
                 continue
             if topic_counts[name] > 1:  # as Kafka: neither change is made
-                waiting.results[name] = wire.TopicResult(
+                waiting.results[name] = TopicResult(
                     name, int(ErrorCode.INVALID_REQUEST), f"topic {name!r} is named twice")
                 continue
             waiting.results[name] = None
@@ -698,30 +742,30 @@ class ControlPlane:
                 altered_topic_configs(topic.configs, set_configs, deleted,
                                       self.config.default_log_config)
             except ZlogError as error:
-                waiting.results[name] = wire.TopicResult(name, int(error.code), error.message)
+                waiting.results[name] = TopicResult(name, int(error.code), error.message)
                 continue
             if request.validate_only:
-                waiting.results[name] = wire.TopicResult(name, 0, "")
+                waiting.results[name] = TopicResult(name, 0, "")
             else:
                 changes.append((name, set_configs, deleted))
         self._waiting.append(waiting)
         for name, set_configs, deleted in changes:
-            self._propose(AlterTopicConfigs(name, set_configs, tuple(deleted)),
+            self._propose(AlterTopicConfigs(name, set_configs, frozenset(deleted)),
                           functools.partial(self._committed, waiting, name))
         self._settle_waiting(state)
 
 
 def _check_topic_resource(resource_type: int) -> None:
-    if resource_type != wire.ConfigResourceType.TOPIC:
+    if resource_type != ConfigResourceType.TOPIC:
         raise ZlogError(
             ErrorCode.INVALID_REQUEST,
             f"zlog keeps configs for topics only (resource type "
-            f"{int(wire.ConfigResourceType.TOPIC)}), not for resource type {resource_type}",
+            f"{int(ConfigResourceType.TOPIC)}), not for resource type {resource_type}",
         )
 
 
 def _config_changes(
-    configs: Iterable[wire.AlterableConfig],
+    configs: Iterable[AlterableConfig],
 ) -> tuple[dict[str, str], list[str]]:
     """(configs to set, configs to delete) from one resource's operations."""
     set_configs: dict[str, str] = {}
@@ -731,15 +775,15 @@ def _config_changes(
         if config.name in seen:
             raise ZlogError(ErrorCode.INVALID_REQUEST, f"{config.name} is named twice")
         seen.add(config.name)
-        if config.config_operation == wire.AlterConfigOp.SET:
+        if config.config_operation == AlterConfigOp.SET:
             if config.value is None:
                 raise ZlogError(ErrorCode.INVALID_CONFIG,
                                 f"{config.name}: SET needs a value (DELETE resets to the default)")
             set_configs[config.name] = config.value
-        elif config.config_operation == wire.AlterConfigOp.DELETE:
+        elif config.config_operation == AlterConfigOp.DELETE:
             deleted.append(config.name)
-        elif config.config_operation in (wire.AlterConfigOp.APPEND, wire.AlterConfigOp.SUBTRACT):
-            operation = wire.AlterConfigOp(config.config_operation).name
+        elif config.config_operation in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            operation = AlterConfigOp(config.config_operation).name
             raise ZlogError(ErrorCode.INVALID_CONFIG,
                             f"{config.name}: {operation} applies to list configs; use SET (0)")
         else:

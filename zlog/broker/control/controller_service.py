@@ -51,7 +51,9 @@ from zlog.broker.control.metadata_commands import (
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.broker.topic_configs import effective_topic_configs, unclean_election_enabled
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.cluster_messages import (
+from zlog.transport.messages import Response
+from zlog.transport.messages.admin import ElectLeadersResponseV0
+from zlog.transport.messages.cluster import (
     AlterPartitionRequestV0,
     AlterPartitionResponseV0,
     BrokerHeartbeatRequestV0,
@@ -59,7 +61,6 @@ from zlog.transport.cluster_messages import (
     BrokerRegistrationRequestV0,
     BrokerRegistrationResponseV0,
 )
-from zlog.transport.messages import ElectLeadersResponseV0, Response
 
 log = logging.getLogger(__name__)
 

@@ -16,18 +16,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Final, TypeAlias, TypeVar
+from dataclasses import dataclass
+from typing import Annotated, ClassVar, Final, TypeAlias, TypeVar
 
 from zlog import limits
 from zlog.broker.control.placement import InitialPartition
 from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.json_codec import from_annotations, from_fields, to_json
 from zlog.transport.json_fields import Fields, parse_json_object
+from zlog.transport.wire_types import AtLeast, Check, Code, Local, Range, Sparse
 from zlog.types import NO_TOPIC_ID, valid_topic_id
 
 BROKER_ID_MAX: Final = 2**31 - 1
 COMMAND_CODE: Final = ErrorCode.INVALID_REQUEST  # a malformed command's result code
 _JSON_SEPARATORS: Final = (",", ":")
+
+BrokerId = Annotated[int, Range(0, BROKER_ID_MAX)]
+BrokerIdOrNone = Annotated[int, Range(-1, BROKER_ID_MAX)]
+BrokerIds = tuple[BrokerId, ...]
+Count = Annotated[int, AtLeast(0)]
+"""An epoch, an index or a sequence number: never negative."""
+Name = Annotated[str, Check(bool, "must be a non-empty string")]
 
 
 # -- results -----------------------------------------------------------------------------------
@@ -37,48 +46,27 @@ _JSON_SEPARATORS: Final = (",", ":")
 class Applied:
     """The result of a command that returns nothing but success."""
 
-    @classmethod
-    def from_fields(cls, f: Fields) -> Applied:
-        del f
-        return cls()
-
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistered:
     cluster_id: str
-    broker_epoch: int  # bumped at each registration: tells a restarted broker from its past
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> BrokerRegistered:
-        return cls(f.text("cluster_id"), f.integer("broker_epoch", low=0))
+    broker_epoch: Count  # bumped at each registration: tells a restarted broker from its past
 
 
 @dataclass(frozen=True, slots=True)
 class TopicCreated:
-    topic_seq: int
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> TopicCreated:
-        return cls(f.integer("topic_seq", low=0))
+    topic_seq: Count
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionStateSet:
-    partition_epoch: int
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> PartitionStateSet:
-        return cls(f.integer("partition_epoch", low=0))
+    partition_epoch: Count
 
 
 @dataclass(frozen=True, slots=True)
 class ProducerIdsAllocated:
-    first_id: int
-    count: int
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> ProducerIdsAllocated:
-        return cls(f.integer("first_id", low=0), f.integer("count", low=1))
+    first_id: Count
+    count: Annotated[int, AtLeast(1)]
 
 
 Result: TypeAlias = (
@@ -101,22 +89,15 @@ class RegisterBroker:
 
     TYPE: ClassVar[str] = "RegisterBroker"
     RESULT: ClassVar[type[Result]] = BrokerRegistered
-    node_id: int
-    host: str  # where clients reach this broker's workers
-    control_endpoint: str  # the supervisor's control ROUTER, e.g. tcp://10.0.0.5:7400
+    node_id: BrokerId
+    host: Name  # where clients reach this broker's workers
+    control_endpoint: Name  # the supervisor's control ROUTER, e.g. tcp://10.0.0.5:7400
     cluster_id: str | None = None
     incarnation_id: str = ""  # new at every start of the supervisor process
-    workers: int = 0  # how many partition workers it runs (0: unknown, placed as 1)
+    # how many partition workers it runs (0: unknown, placed as 1)
+    workers: Annotated[int, Range(0, limits.WORKERS_MAX)] = 0
     rack: str = ""  # for rack-aware placement; "" for none
     dir_id: str = ""  # the data directory's id: a new one means a wiped disk
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> RegisterBroker:
-        return cls(f.integer("node_id", low=0, high=BROKER_ID_MAX), _name(f, "host"),
-                   _name(f, "control_endpoint"), f.optional_text("cluster_id"),
-                   f.text("incarnation_id", default=""),
-                   f.integer("workers", low=0, high=limits.WORKERS_MAX, default=0),
-                   f.text("rack", default=""), f.text("dir_id", default=""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +107,8 @@ class CreateTopic:
     A new partition's state follows from its replicas (leader: the first, epoch 0, ISR: all),
     so only they are written: a topic of tens of thousands of partitions still fits one
     command. Commands written before this form carried an `assignment` list of
-    {partition, replicas, leader, leader_epoch, isr}; those decode into `initial`.
+    {partition, replicas, leader, leader_epoch, isr}; those decode into `initial`, which is
+    never written.
     """
 
     TYPE: ClassVar[str] = "CreateTopic"
@@ -136,8 +118,8 @@ class CreateTopic:
     replication_factor: int
     configs: Mapping[str, str]
     replicas: tuple[tuple[int, ...], ...]
-    initial: tuple[InitialPartition, ...] | None = None  # the earlier form's explicit states
-    topic_id: str = NO_TOPIC_ID  # made by the proposer; none in commands from before ids
+    initial: Annotated[tuple[InitialPartition, ...] | None, Local] = None
+    topic_id: Annotated[str, Sparse] = NO_TOPIC_ID  # none in commands from before ids
 
     def initial_partitions(self) -> tuple[InitialPartition, ...]:
         if self.initial is not None:
@@ -145,18 +127,9 @@ class CreateTopic:
         return tuple(InitialPartition(index, replicas, replicas[0] if replicas else -1, 0,
                                       replicas) for index, replicas in enumerate(self.replicas))
 
-    def to_json(self) -> dict[str, Any]:
-        assert self.initial is None, "only the compact form is written"
-        body: dict[str, Any] = {
-            "name": self.name, "partitions": self.partitions,
-            "replication_factor": self.replication_factor, "configs": dict(self.configs),
-            "replicas": [list(replica_ids) for replica_ids in self.replicas]}
-        if self.topic_id != NO_TOPIC_ID:
-            body["topic_id"] = self.topic_id
-        return body
-
     @classmethod
     def from_fields(cls, f: Fields) -> CreateTopic:
+        """Either form; the replica lists must name every partition once."""
         # The name is checked against the topic rules when applied, with their own code.
         name = f.text("name")
         count = f.integer("partitions", low=1)
@@ -185,17 +158,9 @@ class AlterTopicConfigs:
 
     TYPE: ClassVar[str] = "AlterTopicConfigs"
     RESULT: ClassVar[type[Result]] = Applied
-    name: str
-    set: Mapping[str, str]  # overrides to set, {name: value}
-    delete: tuple[str, ...]  # overrides to drop
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "set": dict(self.set), "delete": sorted(self.delete)}
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> AlterTopicConfigs:
-        configs = f.recode(ErrorCode.INVALID_CONFIG)
-        return cls(_name(f, "name"), configs.text_map("set"), configs.texts("delete"))
+    name: Name
+    set: Annotated[Mapping[str, str], Code(ErrorCode.INVALID_CONFIG)]  # overrides to set
+    delete: Annotated[frozenset[str], Code(ErrorCode.INVALID_CONFIG)]  # overrides to drop
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,21 +172,17 @@ class AddPartitions:
 
     TYPE: ClassVar[str] = "AddPartitions"
     RESULT: ClassVar[type[Result]] = Applied
-    name: str
-    first: int
-    replicas: tuple[tuple[int, ...], ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "first": self.first,
-                "replicas": [list(replica_ids) for replica_ids in self.replicas]}
+    name: Name
+    first: Annotated[int, AtLeast(1)]
+    replicas: Annotated[tuple[BrokerIds, ...], Code(ErrorCode.INVALID_REPLICA_ASSIGNMENT)]
 
     @classmethod
     def from_fields(cls, f: Fields) -> AddPartitions:
-        replicas = f.recode(ErrorCode.INVALID_REPLICA_ASSIGNMENT).integer_lists(
-            "replicas", low=0, high=BROKER_ID_MAX)
-        if not replicas:
+        """The fields' shapes, and at least one partition (INVALID_PARTITIONS)."""
+        added = from_annotations(cls, f)
+        if not added.replicas:
             raise ZlogError(ErrorCode.INVALID_PARTITIONS, "no partitions to add")
-        return cls(_name(f, "name"), f.integer("first", low=1), replicas)
+        return added
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,11 +191,7 @@ class DeleteTopic:
 
     TYPE: ClassVar[str] = "DeleteTopic"
     RESULT: ClassVar[type[Result]] = Applied
-    name: str
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> DeleteTopic:
-        return cls(_name(f, "name"))
+    name: Name
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,11 +200,7 @@ class TopicDeleted:
 
     TYPE: ClassVar[str] = "TopicDeleted"
     RESULT: ClassVar[type[Result]] = Applied
-    name: str
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> TopicDeleted:
-        return cls(_name(f, "name"))
+    name: Name
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,51 +209,25 @@ class SetPartitionState:
 
     TYPE: ClassVar[str] = "SetPartitionState"
     RESULT: ClassVar[type[Result]] = PartitionStateSet
-    topic: str
-    partition: int
-    leader: int  # broker id, -1 for none
-    leader_epoch: int
-    isr: tuple[int, ...]
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> SetPartitionState:
-        return cls(_name(f, "topic"), f.integer("partition", low=0),
-                   f.integer("leader", low=-1, high=BROKER_ID_MAX),
-                   f.integer("leader_epoch", low=0), _broker_id_list(f, "isr"))
+    topic: Name
+    partition: Count
+    leader: BrokerIdOrNone  # broker id, -1 for none
+    leader_epoch: Count
+    isr: BrokerIds
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerChange:
-    """The controller's change to one broker's registration, fenced by its broker epoch."""
+    """The controller's change to one broker's registration, fenced by its broker epoch.
+    What does not change is not written."""
 
-    node_id: int
-    broker_epoch: int  # the registration this change was decided for
-    fenced: bool | None = None  # None: unchanged
-    shutting_down: bool | None = None
-    worker_endpoints: tuple[str, ...] | None = None
-    unregister: bool = False  # a drained broker leaves the cluster (the rest is ignored)
-
-    def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"node_id": self.node_id, "broker_epoch": self.broker_epoch}
-        if self.unregister:
-            body["unregister"] = True
-        if self.fenced is not None:
-            body["fenced"] = self.fenced
-        if self.shutting_down is not None:
-            body["shutting_down"] = self.shutting_down
-        if self.worker_endpoints is not None:
-            body["worker_endpoints"] = list(self.worker_endpoints)
-        return body
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> BrokerChange:
-        return cls(
-            f.integer("node_id", low=0, high=BROKER_ID_MAX), f.integer("broker_epoch", low=0),
-            f.boolean("fenced") if f.has("fenced") else None,
-            f.boolean("shutting_down") if f.has("shutting_down") else None,
-            f.texts("worker_endpoints") if f.has("worker_endpoints") else None,
-            f.boolean("unregister", default=False),
-        )
+    node_id: BrokerId
+    broker_epoch: Count  # the registration this change was decided for
+    fenced: Annotated[bool | None, Sparse] = None  # None: unchanged
+    shutting_down: Annotated[bool | None, Sparse] = None
+    worker_endpoints: Annotated[tuple[str, ...] | None, Sparse] = None
+    # a drained broker leaves the cluster (the rest is ignored)
+    unregister: Annotated[bool, Sparse] = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,30 +237,14 @@ class PartitionChange:
     (INVALID_UPDATE_VERSION), so two decisions made from one state cannot both apply.
     `replicas`, when set, ends a reassignment: the replica set becomes that target."""
 
-    topic: str
-    partition: int
-    partition_epoch: int  # the record's epoch this change was computed from
-    leader: int  # broker id, -1 for none
-    leader_epoch: int
-    isr: tuple[int, ...]
-    replicas: tuple[int, ...] | None = None  # a completed reassignment's final replica set
-
-    def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "topic": self.topic, "partition": self.partition,
-            "partition_epoch": self.partition_epoch, "leader": self.leader,
-            "leader_epoch": self.leader_epoch, "isr": list(self.isr)}
-        if self.replicas is not None:
-            body["replicas"] = list(self.replicas)
-        return body
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> PartitionChange:
-        return cls(_name(f, "topic"), f.integer("partition", low=0),
-                   f.integer("partition_epoch", low=0),
-                   f.integer("leader", low=-1, high=BROKER_ID_MAX),
-                   f.integer("leader_epoch", low=0), _broker_id_list(f, "isr"),
-                   _broker_id_list(f, "replicas") if f.has("replicas") else None)
+    topic: Name
+    partition: Count
+    partition_epoch: Count  # the record's epoch this change was computed from
+    leader: BrokerIdOrNone  # broker id, -1 for none
+    leader_epoch: Count
+    isr: BrokerIds
+    # a completed reassignment's final replica set
+    replicas: Annotated[BrokerIds | None, Sparse] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,34 +257,15 @@ class ClusterChange:
     brokers: tuple[BrokerChange, ...] = ()
     partitions: tuple[PartitionChange, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
-        return {"brokers": [change.to_json() for change in self.brokers],
-                "partitions": [change.to_json() for change in self.partitions]}
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> ClusterChange:
-        return cls(f.nested_list("brokers", BrokerChange.from_fields, default=[]),
-                   f.nested_list("partitions", PartitionChange.from_fields, default=[]))
-
 
 @dataclass(frozen=True, slots=True)
 class Reassignment:
     """One partition's new replica set (the preferred leader first); None cancels the
     reassignment in progress (Kafka's null target)."""
 
-    topic: str
-    partition: int
-    replicas: tuple[int, ...] | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition,
-                "replicas": None if self.replicas is None else list(self.replicas)}
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> Reassignment:
-        replicas = f.recode(ErrorCode.INVALID_REPLICA_ASSIGNMENT).optional_integers(
-            "replicas", low=0, high=BROKER_ID_MAX)
-        return cls(_name(f, "topic"), f.integer("partition", low=0), replicas)
+    topic: Name
+    partition: Count
+    replicas: Annotated[BrokerIds | None, Code(ErrorCode.INVALID_REPLICA_ASSIGNMENT)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,16 +277,7 @@ class ReassignPartitions:
     TYPE: ClassVar[str] = "ReassignPartitions"
     RESULT: ClassVar[type[Result]] = Applied
     reassignments: tuple[Reassignment, ...]
-    drain: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"reassignments": [item.to_json() for item in self.reassignments],
-                "drain": self.drain}
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> ReassignPartitions:
-        return cls(f.nested_list("reassignments", Reassignment.from_fields),
-                   f.optional_integer("drain", low=0, high=BROKER_ID_MAX))
+    drain: BrokerId | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,11 +286,7 @@ class AllocateProducerIds:
 
     TYPE: ClassVar[str] = "AllocateProducerIds"
     RESULT: ClassVar[type[Result]] = ProducerIdsAllocated
-    count: int = field(default=1)
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> AllocateProducerIds:
-        return cls(f.integer("count", low=1, high=limits.PRODUCER_IDS_PER_COMMAND_MAX))
+    count: Annotated[int, Range(1, limits.PRODUCER_IDS_PER_COMMAND_MAX)] = 1
 
 
 Command: TypeAlias = (
@@ -426,42 +305,24 @@ Done = Callable[[Result | None, ZlogError | None], None]
 Propose = Callable[[Command, Done], None]
 
 
-# -- field helpers -------------------------------------------------------------------------------
-
-
-def _name(f: Fields, key: str) -> str:
-    value = f.text(key)
-    if not value:
-        raise f.fail(f"{key} must be a non-empty string")
-    return value
-
-
-def _broker_id_list(f: Fields, key: str) -> tuple[int, ...]:
-    return f.integers(key, low=0, high=BROKER_ID_MAX)
-
-
 def _initial_partition(f: Fields) -> InitialPartition:
     return InitialPartition(
-        f.integer("partition", low=0), _broker_id_list(f, "replicas"),
+        f.integer("partition", low=0), f.integers("replicas", low=0, high=BROKER_ID_MAX),
         f.integer("leader", low=-1, high=BROKER_ID_MAX),
-        f.integer("leader_epoch", low=0), _broker_id_list(f, "isr"),
+        f.integer("leader_epoch", low=0), f.integers("isr", low=0, high=BROKER_ID_MAX),
     )
 
 
 # -- the codec ---------------------------------------------------------------------------------
 
 
-def _encode(body: Mapping[str, Any]) -> bytes:
+def _encode(body: Mapping[str, object]) -> bytes:
     return json.dumps(body, sort_keys=True, separators=_JSON_SEPARATORS).encode()
 
 
 def encode_command(command: Command) -> bytes:
     """The command as the log stores it: sorted keys, so equal commands are equal bytes."""
-    to_json = getattr(command, "to_json", None)
-    body = to_json() if to_json is not None else {
-        item.name: _json_value(getattr(command, item.name)) for item in fields(command)
-    }
-    return _encode({"type": command.TYPE, **body})
+    return _encode({"type": command.TYPE, **to_json(command)})
 
 
 def decode_command(data: bytes | memoryview) -> Command:
@@ -471,12 +332,11 @@ def decode_command(data: bytes | memoryview) -> Command:
     kind = COMMANDS.get(kind_name)
     if kind is None:
         raise ZlogError(COMMAND_CODE, f"unknown command type {kind_name!r}")
-    return kind.from_fields(f)
+    return from_fields(kind, f)
 
 
 def encode_result(result: Result) -> bytes:
-    body = {item.name: _json_value(getattr(result, item.name)) for item in fields(result)}
-    return _encode({"error_code": 0, "error_message": "", **body})
+    return _encode({"error_code": 0, "error_message": "", **to_json(result)})
 
 
 def encode_error_result(code: ErrorCode, message: str) -> bytes:
@@ -489,12 +349,4 @@ def decode_result(result_type: type[R], data: bytes | memoryview) -> R:
     code = f.integer("error_code", default=0)
     if code != 0:
         raise ZlogError(ErrorCode(code), f.text("error_message", default=""))
-    return result_type.from_fields(f)  # type: ignore[return-value]
-
-
-def _json_value(value: object) -> object:
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, tuple):
-        return [_json_value(item) for item in value]
-    return value
+    return from_fields(result_type, f)

@@ -21,8 +21,14 @@ from zlog.broker.control.metadata_commands import (
     Result,
 )
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport import messages as wire
 from zlog.transport.codec import RequestHeader
+from zlog.transport.messages import (
+    Response,
+)
+from zlog.transport.messages.admin import (
+    InitProducerIdRequestV0,
+    InitProducerIdResponseV0,
+)
 
 PRODUCER_ID_BLOCK_SIZE: Final = 1_000  # ids taken from the metadata log per proposal
 assert PRODUCER_ID_BLOCK_SIZE <= limits.PRODUCER_IDS_PER_COMMAND_MAX
@@ -33,7 +39,7 @@ class ProducerIdBlocks:
     """The current block of ids and the InitProducerId requests waiting for one."""
 
     def __init__(self, propose: Propose,
-                 reply: Callable[[bytes, RequestHeader, wire.Response], None]) -> None:
+                 reply: Callable[[bytes, RequestHeader, Response], None]) -> None:
         self._propose = propose  # commit a command; Done runs later on the loop thread
         self._reply = reply  # send a response to a client
         self._producer_ids = range(0)
@@ -45,13 +51,13 @@ class ProducerIdBlocks:
         return len(self._waiters)
 
     def init_producer_id(self, identity: bytes, header: RequestHeader,
-                         request: wire.InitProducerIdRequestV0) -> None:
+                         request: InitProducerIdRequestV0) -> None:
         if request.transactional_id is not None:
-            self._reply(identity, header, wire.InitProducerIdResponseV0(
+            self._reply(identity, header, InitProducerIdResponseV0(
                 int(ErrorCode.INVALID_REQUEST), -1, -1))
             return
         if len(self._waiters) >= limits.PRODUCER_ID_WAITERS_MAX:
-            self._reply(identity, header, wire.InitProducerIdResponseV0(
+            self._reply(identity, header, InitProducerIdResponseV0(
                 int(ErrorCode.THROTTLING_QUOTA_EXCEEDED), -1, -1))
             return
         self._waiters.append((identity, header))
@@ -61,7 +67,7 @@ class ProducerIdBlocks:
         """Answer every waiting request: the broker is going away."""
         while self._waiters:
             identity, header = self._waiters.popleft()
-            self._reply(identity, header, wire.InitProducerIdResponseV0(
+            self._reply(identity, header, InitProducerIdResponseV0(
                 int(ErrorCode.BROKER_NOT_AVAILABLE), -1, -1))
 
     def _hand_out(self) -> None:
@@ -70,7 +76,7 @@ class ProducerIdBlocks:
             identity, header = self._waiters.popleft()
             producer_id = self._producer_ids[0]
             self._producer_ids = self._producer_ids[1:]
-            self._reply(identity, header, wire.InitProducerIdResponseV0(0, producer_id, 0))
+            self._reply(identity, header, InitProducerIdResponseV0(0, producer_id, 0))
         if self._waiters and not self._allocating:
             self._allocating = True
             self._propose(AllocateProducerIds(PRODUCER_ID_BLOCK_SIZE), self._allocated)
@@ -82,7 +88,7 @@ class ProducerIdBlocks:
             while self._waiters:
                 identity, header = self._waiters.popleft()
                 self._reply(identity, header,
-                            wire.InitProducerIdResponseV0(int(error.code), -1, -1))
+                            InitProducerIdResponseV0(int(error.code), -1, -1))
             return
         assert isinstance(result, ProducerIdsAllocated)
         self._producer_ids = range(result.first_id, result.first_id + result.count)

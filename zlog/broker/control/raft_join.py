@@ -22,7 +22,10 @@ from zlog.broker.config import raft_endpoint
 from zlog.broker.control.controller_link import ControllerLink
 from zlog.errors import ErrorCode
 from zlog.raft.status import NodeStatus
-from zlog.transport.cluster_messages import AddRaftLearnerRequestV0, AddRaftLearnerResponseV0
+from zlog.transport.messages.cluster import (
+    AddRaftLearnerRequestV0,
+    AddRaftLearnerResponseV0,
+)
 from zlog.transport.rpc import RpcResult
 
 log = logging.getLogger(__name__)

@@ -25,9 +25,11 @@ from zlog.broker.control.metadata_commands import (
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.broker.control.replica_moves import drain_moves
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport import messages as wire
 from zlog.transport.codec import RequestHeader
-from zlog.transport.reassignment_messages import (
+from zlog.transport.messages import (
+    Response,
+)
+from zlog.transport.messages.reassignment import (
     AlterPartitionReassignmentsRequestV0,
     AlterPartitionReassignmentsResponseV0,
     ListPartitionReassignmentsResponseV0,
@@ -37,7 +39,7 @@ from zlog.transport.reassignment_messages import (
 )
 from zlog.types import TopicPartition
 
-Reply = Callable[[bytes, RequestHeader, wire.Response], None]
+Reply = Callable[[bytes, RequestHeader, Response], None]
 
 
 class ReassignmentRequests:

@@ -74,15 +74,25 @@ from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.groups.partitioning import OFFSETS_TOPIC
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
 from zlog.shm_segments.partition_metadata import read_topic_id
-from zlog.transport import messages as wire
 from zlog.transport.api import CONTROL_APIS
-from zlog.transport.cluster_messages import AddRaftLearnerRequestV0
 from zlog.transport.codec import (
     RequestHeader,
     encode_error_response,
     encode_response,
 )
-from zlog.transport.group_messages import FindCoordinatorRequestV0
+from zlog.transport.messages import (
+    Request,
+    Response,
+)
+from zlog.transport.messages.admin import (
+    ApiVersionsRequestV0,
+    CreateTopicsRequestV0,
+    CreateTopicsResponseV0,
+    ElectLeadersRequestV0,
+    TopicSpec,
+)
+from zlog.transport.messages.cluster import AddRaftLearnerRequestV0
+from zlog.transport.messages.groups import FindCoordinatorRequestV0
 from zlog.transport.server import Reply, RequestPath, ServerStats
 from zlog.transport.sockets import make_router, recv_routed, send_routed, sync_polled
 from zlog.transport.wire import Buffer
@@ -114,7 +124,7 @@ class _Held:
 
     identity: bytes
     header: RequestHeader
-    request: wire.Request
+    request: Request
     deadline_ms: int
 
 
@@ -580,22 +590,22 @@ class Supervisor:
         assert self._metadata_log is not None
         self._metadata_log.propose(command, done)
 
-    def _create_at_controller(self, spec: wire.TopicSpec, done: Done) -> bool:
+    def _create_at_controller(self, spec: TopicSpec, done: Done) -> bool:
         """A topic this broker creates by itself, when another node is the controller: the
         controller creates it. An auto-created topic goes as a client's CreateTopics would
         (KIP-590's forwarding); `__consumer_offsets`, whose name CreateTopics refuses to
         clients, as the FindCoordinator that asked for it, which the controller answers by
         creating it. False: this node proposes it itself."""
         cluster = self._cluster
-        request: wire.Request = (
+        request: Request = (
             FindCoordinatorRequestV0(OFFSETS_TOPIC) if spec.name == OFFSETS_TOPIC
-            else wire.CreateTopicsRequestV0((spec,)))
+            else CreateTopicsRequestV0((spec,)))
         if (cluster is None or not self.config.clustered
                 or cluster.controller_id() in (-1, self.config.node_id)):
             return False
 
-        def answered(response: wire.Response | None, error: ZlogError | None) -> None:
-            if error is None and isinstance(response, wire.CreateTopicsResponseV0):
+        def answered(response: Response | None, error: ZlogError | None) -> None:
+            if error is None and isinstance(response, CreateTopicsResponseV0):
                 refused = next((t for t in response.topics if t.error_code), None)
                 if refused is not None:
                     error = for_code(refused.error_code, refused.error_message)
@@ -621,14 +631,14 @@ class Supervisor:
                 self._send(peer, reply)
 
     def _dispatch(
-        self, identity: bytes, header: RequestHeader, request: wire.Request
+        self, identity: bytes, header: RequestHeader, request: Request
     ) -> list[Reply]:
         """The control plane answers through `_reply`, now or once a request settles; the
         cluster node answers the brokers' requests, and forwards clients' metadata changes
         when another node is the controller."""
         cluster = self._cluster
         if (cluster is None or not cluster.serves_clients()) and not isinstance(
-                request, (*CONTROLLER_APIS, wire.ApiVersionsRequestV0)):
+                request, (*CONTROLLER_APIS, ApiVersionsRequestV0)):
             self._hold(identity, header, request)
             return []
         if cluster is not None and isinstance(request, CONTROLLER_APIS):
@@ -636,7 +646,7 @@ class Supervisor:
                            monotonic_ms())
         elif cluster is not None and self.config.clustered and cluster.forwards(request):
             cluster.forward(request, functools.partial(self._forwarded, identity, header))
-        elif cluster is not None and isinstance(request, wire.ElectLeadersRequestV0):
+        elif cluster is not None and isinstance(request, ElectLeadersRequestV0):
             cluster.elect_leaders(functools.partial(self._reply, identity, header))
         elif cluster is not None and isinstance(request, AddRaftLearnerRequestV0):
             cluster.add_learner(request, functools.partial(self._reply, identity, header))
@@ -644,7 +654,7 @@ class Supervisor:
             self.control.handle(identity, header, request)
         return []
 
-    def _hold(self, identity: bytes, header: RequestHeader, request: wire.Request) -> None:
+    def _hold(self, identity: bytes, header: RequestHeader, request: Request) -> None:
         """Keep a client's request until this broker registered: its metadata may be behind the
         cluster's until then, so it answers nothing from it (as a Kafka broker opens its client
         listener only once registered)."""
@@ -675,7 +685,7 @@ class Supervisor:
                 self._send(peer, reply)
 
     def _forwarded(self, identity: bytes, header: RequestHeader,
-                   response: wire.Response | None, error: ZlogError | None) -> None:
+                   response: Response | None, error: ZlogError | None) -> None:
         if response is not None:
             self._reply(identity, header, response)
         else:
@@ -687,6 +697,6 @@ class Supervisor:
         if sock is not None and not send_routed(sock, identity, frames):
             log.debug("reply to a client that is gone or not reading: dropped")
 
-    def _reply(self, identity: bytes, header: RequestHeader, response: wire.Response) -> None:
+    def _reply(self, identity: bytes, header: RequestHeader, response: Response) -> None:
         self._send(identity, encode_response(header, response))
 

@@ -44,20 +44,23 @@ from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.coordinator import error_response
 from zlog.transport.api import DATA_APIS, SUPPORTED_VERSIONS
-from zlog.transport.cluster_messages import (
-    FetchRequestV1,
-    FetchResponseV1,
-    OffsetForLeaderEpochRequestV0,
-)
 from zlog.transport.codec import Frame, RequestHeader, encode_response
-from zlog.transport.group_messages import GROUP_REQUEST_TYPES, GroupRequest
 from zlog.transport.messages import (
+    Request,
+    Response,
+)
+from zlog.transport.messages.admin import (
     ApiVersionRange,
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
+)
+from zlog.transport.messages.cluster import OffsetForLeaderEpochRequestV0
+from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
+    FetchRequestV1,
     FetchResponseV0,
+    FetchResponseV1,
     FetchResult,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
@@ -66,8 +69,10 @@ from zlog.transport.messages import (
     ProduceRequestV0,
     ProduceResponseV0,
     ProduceResult,
-    Request,
-    Response,
+)
+from zlog.transport.messages.groups import (
+    GROUP_REQUEST_TYPES,
+    GroupRequest,
 )
 from zlog.transport.server import Reply, RequestPath, ServerStats
 from zlog.types import ACKS_ALL, TopicPartition

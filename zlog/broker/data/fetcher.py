@@ -37,7 +37,7 @@ from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.broker.data.replica_sync import apply_replica_fetch, reset_out_of_range
 from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
-from zlog.transport.cluster_messages import (
+from zlog.transport.messages.data import (
     FetchRequestV1,
     FetchResponseV1,
     ReplicaFetchEntry,

@@ -60,17 +60,18 @@ from zlog.groups.replay import LoadedGroups, replay_encoded
 from zlog.record.header import read_header
 from zlog.record.records import NewRecord, build_batch, read_records
 from zlog.transport.codec import RequestHeader, encode_error_response, encode_response
-from zlog.transport.group_messages import (
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
+from zlog.transport.messages.groups import (
+    DeletedGroup,
+    DeleteGroupsRequestV0,
+    DeleteGroupsResponseV0,
+    DescribeGroupsRequestV0,
+    DescribeGroupsResponseV0,
     GroupDescription,
     GroupRequest,
     GroupResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
-    OffsetCommitRequest,
+    ListGroupsRequestV0,
+    ListGroupsResponseV0,
+    OffsetCommitRequestV0,
 )
 from zlog.transport.server import Reply
 from zlog.transport.wire import Buffer
@@ -88,6 +89,9 @@ LOAD_RETRY_BACKOFF_MAX_MS: Final = 10_000
 UNFLUSHED: Final = 2**63
 """The offset a reply waits for while the records before it wait for `flush`: no high
 watermark reaches it, and `flush` replaces it with the end of what it appended."""
+_UNPARKED: Final = 0
+"""The handle of a request its coordinator answers in the step it arrives in (a commit, a
+list, describe or delete): parked requests get handles from 1 up."""
 
 Append = Callable[[TopicPartition, bytes], tuple[ProduceOutcome, list[Reply]]]
 """Appends one batch to a partition as its leader (the produce path) and returns the outcome
@@ -308,9 +312,9 @@ class GroupHost:
     def _handle(self, identity: bytes, header: RequestHeader,
                 request: GroupRequest) -> list[Reply]:
         wall_ms = self._wall_ms()
-        if isinstance(request, ListGroupsRequest):
+        if isinstance(request, ListGroupsRequestV0):
             return self._fan_out(identity, header, request, sorted(self._led), wall_ms)
-        if isinstance(request, DescribeGroupsRequest | DeleteGroupsRequest):
+        if isinstance(request, DescribeGroupsRequestV0 | DeleteGroupsRequestV0):
             # Routed by the partitions of the ids it names, never by a group id of its own
             # (it has none): every part answers at once, and one part needs no merging.
             indexes = sorted({self._partition_of(group_id) for group_id in request.group_ids})
@@ -326,23 +330,23 @@ class GroupHost:
                     request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                     "the group's offsets partition is being loaded")))]
             return [_not_coordinator(identity, header, request)]
-        if isinstance(request, OffsetCommitRequest):
+        if isinstance(request, OffsetCommitRequestV0):
             return self._commit(identity, header, request, index, wall_ms)
         request_id = next(self._request_ids)
         led.parked[request_id] = (identity, header)
         if self._deferring and index not in self._deferred_wakes:
             led.coordinator.defer_wakes()
             self._deferred_wakes.add(index)
-        return self._carry_out(index, led.coordinator.handle(
-            replace(request, request_id=request_id), wall_ms), wall_ms)
+        return self._carry_out(index, led.coordinator.handle(request_id, request, wall_ms),
+                               wall_ms)
 
-    def _commit(self, identity: bytes, header: RequestHeader, request: OffsetCommitRequest,
+    def _commit(self, identity: bytes, header: RequestHeader, request: OffsetCommitRequestV0,
                 index: int, wall_ms: int) -> list[Reply]:
         """An OffsetCommit, the one group request at a data path's rate: the coordinator
         answers it in the step it arrives in (never parks it), so it needs no request id and
         no parking, only its wait for the high watermark."""
         led = self._led[index]
-        out = led.coordinator.handle(request, wall_ms)
+        out = led.coordinator.handle(_UNPARKED, request, wall_ms)
         replies = self._append_records(index, out, wall_ms)
         if self._led.get(index) is not led:  # the append failed: the coordinator reloaded
             return [*replies, _not_coordinator(identity, header)]
@@ -357,7 +361,7 @@ class GroupHost:
         return -1 if count is None else partition_for(group_id, count)
 
     def _fan_out(self, identity: bytes, header: RequestHeader,
-                 request: ListGroupsRequest | DescribeGroupsRequest | DeleteGroupsRequest,
+                 request: ListGroupsRequestV0 | DescribeGroupsRequestV0 | DeleteGroupsRequestV0,
                  indexes: list[int], wall_ms: int) -> list[Reply]:
         """A request over several offsets partitions: each coordinator answers its part at
         once (these are never parked) and the merged answer waits for every part's HW."""
@@ -366,7 +370,7 @@ class GroupHost:
         replies: list[Reply] = []
         for index in indexes:
             led = self._led.get(index)
-            if isinstance(request, ListGroupsRequest):
+            if isinstance(request, ListGroupsRequestV0):
                 part: GroupRequest = request
             else:
                 ids = tuple(g for g in request.group_ids if self._partition_of(g) == index)
@@ -374,7 +378,7 @@ class GroupHost:
             if led is None:
                 parts.append(error_response(part, ErrorCode.NOT_COORDINATOR))
                 continue
-            out = led.coordinator.handle(replace(part, request_id=0), wall_ms)
+            out = led.coordinator.handle(_UNPARKED, part, wall_ms)
             replies += self._append_records(index, out, wall_ms)
             assert len(out.replies) == 1, "list, describe and delete are never parked"
             parts.append(out.replies[0][1])
@@ -535,20 +539,21 @@ def _log_records(partition: Partition, offset: int,
                 offset = header.last_offset + 1
 
 
-def _merged(request: ListGroupsRequest | DescribeGroupsRequest | DeleteGroupsRequest,
+def _merged(request: ListGroupsRequestV0 | DescribeGroupsRequestV0 | DeleteGroupsRequestV0,
             parts: list[GroupResponse]) -> GroupResponse:
-    if isinstance(request, ListGroupsRequest):
-        lists = [p for p in parts if isinstance(p, ListGroupsResponse)]
-        error = next((p.error for p in lists if p.error != ErrorCode.NONE), ErrorCode.NONE)
-        return ListGroupsResponse(error, tuple(g for p in lists for g in p.groups))
-    if isinstance(request, DescribeGroupsRequest):
+    if isinstance(request, ListGroupsRequestV0):
+        lists = [p for p in parts if isinstance(p, ListGroupsResponseV0)]
+        error = next((p.error_code for p in lists if p.error_code != ErrorCode.NONE),
+                     ErrorCode.NONE)
+        return ListGroupsResponseV0(error, tuple(g for p in lists for g in p.groups))
+    if isinstance(request, DescribeGroupsRequestV0):
         found: dict[str, GroupDescription] = {
-            g.group_id: g for p in parts if isinstance(p, DescribeGroupsResponse)
+            g.group_id: g for p in parts if isinstance(p, DescribeGroupsResponseV0)
             for g in p.groups}
-        return DescribeGroupsResponse(tuple(found[g] for g in request.group_ids))
-    results = {g: code for p in parts if isinstance(p, DeleteGroupsResponse)
+        return DescribeGroupsResponseV0(tuple(found[g] for g in request.group_ids))
+    results = {g: code for p in parts if isinstance(p, DeleteGroupsResponseV0)
                for g, code in p.results}
-    return DeleteGroupsResponse(tuple((g, results[g]) for g in request.group_ids))
+    return DeleteGroupsResponseV0(tuple(DeletedGroup(g, results[g]) for g in request.group_ids))
 
 
 def _not_coordinator(identity: bytes, header: RequestHeader,

@@ -14,13 +14,15 @@ from collections.abc import Mapping
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.replica_sync import ReplicaRead, serve_replica_fetch
 from zlog.errors import ErrorCode
-from zlog.transport.cluster_messages import (
-    NO_EPOCH,
+from zlog.transport.messages.cluster import (
     EpochAnswer,
     EpochQuery,
-    FetchRequestV1,
     OffsetForLeaderEpochRequestV0,
     OffsetForLeaderEpochResponseV0,
+)
+from zlog.transport.messages.data import (
+    NO_EPOCH,
+    FetchRequestV1,
     ReplicaFetchResult,
 )
 from zlog.types import TopicPartition

@@ -39,7 +39,11 @@ from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import read_header
-from zlog.transport.cluster_messages import NO_EPOCH, ReplicaFetchEntry, ReplicaFetchResult
+from zlog.transport.messages.data import (
+    NO_EPOCH,
+    ReplicaFetchEntry,
+    ReplicaFetchResult,
+)
 from zlog.transport.wire import Buffer
 from zlog.types import NO_TOPIC_ID
 

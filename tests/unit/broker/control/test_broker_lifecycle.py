@@ -14,13 +14,16 @@ import pytest
 
 from zlog.broker.control.broker_lifecycle import BrokerLifecycle, Identity
 from zlog.errors import ErrorCode
-from zlog.transport.cluster_messages import (
+from zlog.transport.messages import (
+    Request,
+    Response,
+)
+from zlog.transport.messages.cluster import (
     BrokerHeartbeatRequestV0,
     BrokerHeartbeatResponseV0,
     BrokerRegistrationRequestV0,
     BrokerRegistrationResponseV0,
 )
-from zlog.transport.messages import Request, Response
 from zlog.transport.rpc import RpcResult
 
 SESSION_MS = 1_500

@@ -32,10 +32,48 @@ from zlog.broker.topic_configs import TOPIC_CONFIG_DEFAULTS
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.messages import BlockId
 from zlog.raft.status import NodeStatus
-from zlog.transport import messages as wire
-from zlog.transport import reassignment_messages
 from zlog.transport.api import ApiKey
 from zlog.transport.codec import RequestHeader
+from zlog.transport.messages import (
+    Request,
+    Response,
+)
+from zlog.transport.messages.admin import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsResource,
+    ApiVersionsRequestV0,
+    ApiVersionsResponseV0,
+    BrokerMetadata,
+    BrokerState,
+    ConfigResourceType,
+    ConfigSource,
+    CreateTopicsRequestV0,
+    CreateTopicsResponseV0,
+    DeleteTopicsRequestV0,
+    DeleteTopicsResponseV0,
+    DescribeClusterRequestV0,
+    DescribeClusterResponseV0,
+    DescribeConfigsRequestV0,
+    DescribeConfigsResource,
+    DescribeConfigsResponseV0,
+    DescribeConfigsResult,
+    IncrementalAlterConfigsRequestV0,
+    IncrementalAlterConfigsResponseV0,
+    InitProducerIdRequestV0,
+    InitProducerIdResponseV0,
+    MetadataRequestV0,
+    MetadataResponseV0,
+    RaftStatus,
+    TopicResult,
+    TopicSpec,
+)
+from zlog.transport.messages.reassignment import (
+    ListPartitionReassignmentsRequestV0,
+    ListPartitionReassignmentsResponseV0,
+    UnregisterBrokerRequestV0,
+    UnregisterBrokerResponseV0,
+)
 from zlog.types import TopicPartition
 
 
@@ -53,7 +91,7 @@ class FakeBroker:
         self.fsm = MetadataStateMachine()
         self.fsm.apply(encode_command(RegisterBroker(1, "127.0.0.1", "tcp://127.0.0.1:7400", "c1")))
         self.proposed: list[tuple[Command, Done]] = []
-        self.replies: list[tuple[bytes, RequestHeader, wire.Response]] = []
+        self.replies: list[tuple[bytes, RequestHeader, Response]] = []
         self.endpoints: dict[TopicPartition, str] = {}
         self.applied: dict[TopicPartition, Mapping[str, str]] = {}  # configs workers confirmed
         self.now_ms = 1_000
@@ -72,7 +110,7 @@ class FakeBroker:
         )
         self._correlation_ids: Iterator[int] = iter(range(1, 1_000_000))
 
-    def request(self, request: wire.Request) -> RequestHeader:
+    def request(self, request: Request) -> RequestHeader:
         header = RequestHeader(int(request.API_KEY), 0, next(self._correlation_ids))
         self.control.handle(b"client", header, request)
         return header
@@ -99,7 +137,7 @@ class FakeBroker:
                 self.control.partition_assigned((topic.name, partition.partition), 0, "")
         self.control.settle()
 
-    def reply_to(self, header: RequestHeader) -> wire.Response:
+    def reply_to(self, header: RequestHeader) -> Response:
         found = [response for _, h, response in self.replies
                  if h.correlation_id == header.correlation_id]
         assert len(found) == 1, f"{len(found)} replies to {header}"
@@ -114,13 +152,13 @@ def broker() -> FakeBroker:
     return FakeBroker()
 
 
-def _codes(response: wire.Response) -> list[tuple[str, int]]:
-    assert isinstance(response, wire.CreateTopicsResponseV0 | wire.DeleteTopicsResponseV0)
+def _codes(response: Response) -> list[tuple[str, int]]:
+    assert isinstance(response, CreateTopicsResponseV0 | DeleteTopicsResponseV0)
     return [(topic.name, topic.error_code) for topic in response.topics]
 
 
 def test_create_topics_answers_after_commit_and_open(broker: FakeBroker) -> None:
-    header = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 2),)))
+    header = broker.request(CreateTopicsRequestV0((TopicSpec("t", 2),)))
     assert not broker.answered(header) and len(broker.proposed) == 1
     broker.commit()
     broker.control.settle()
@@ -133,13 +171,13 @@ def test_create_topics_answers_after_commit_and_open(broker: FakeBroker) -> None
 
 
 def test_create_topics_checks_before_proposing(broker: FakeBroker) -> None:
-    broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 1),)))
+    broker.request(CreateTopicsRequestV0((TopicSpec("t", 1),)))
     broker.commit()
     broker.open_all()
-    header = broker.request(wire.CreateTopicsRequestV0((
-        wire.TopicSpec("t", 1), wire.TopicSpec("..", 1), wire.TopicSpec("n", -1),
-        wire.TopicSpec("rf", 1, 2), wire.TopicSpec("c", 1, 1, {"flush.ms": "soon"}),
-        wire.TopicSpec("d", 1), wire.TopicSpec("d", 2),
+    header = broker.request(CreateTopicsRequestV0((
+        TopicSpec("t", 1), TopicSpec("..", 1), TopicSpec("n", -1),
+        TopicSpec("rf", 1, 2), TopicSpec("c", 1, 1, {"flush.ms": "soon"}),
+        TopicSpec("d", 1), TopicSpec("d", 2),
     )))
     assert broker.proposed == []  # nothing here needed the log
     assert _codes(broker.reply_to(header)) == [
@@ -151,15 +189,15 @@ def test_create_topics_checks_before_proposing(broker: FakeBroker) -> None:
 
 def test_validate_only_proposes_nothing(broker: FakeBroker) -> None:
     header = broker.request(
-        wire.CreateTopicsRequestV0((wire.TopicSpec("t", 3),), validate_only=True))
+        CreateTopicsRequestV0((TopicSpec("t", 3),), validate_only=True))
     assert broker.proposed == []
     assert _codes(broker.reply_to(header)) == [("t", 0)]
     assert broker.fsm.state.topics == {}
 
 
 def test_a_race_to_create_is_decided_by_the_log(broker: FakeBroker) -> None:
-    first = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 1),)))
-    second = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 1),)))
+    first = broker.request(CreateTopicsRequestV0((TopicSpec("t", 1),)))
+    second = broker.request(CreateTopicsRequestV0((TopicSpec("t", 1),)))
     broker.commit()
     broker.open_all()
     assert _codes(broker.reply_to(first)) == [("t", 0)]
@@ -167,7 +205,7 @@ def test_a_race_to_create_is_decided_by_the_log(broker: FakeBroker) -> None:
 
 
 def test_a_partition_that_fails_to_open_fails_the_topic(broker: FakeBroker) -> None:
-    header = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 1),)))
+    header = broker.request(CreateTopicsRequestV0((TopicSpec("t", 1),)))
     broker.commit()
     broker.control.partition_assigned(("t", 0), int(ErrorCode.KAFKA_STORAGE_ERROR), "disk full")
     broker.control.settle()
@@ -178,15 +216,15 @@ def test_a_partition_that_fails_to_open_fails_the_topic(broker: FakeBroker) -> N
 
 def test_a_partition_that_failed_to_open_is_reported_in_metadata(broker: FakeBroker) -> None:
     """Clients see the worker's reason (a retriable storage error), not an endless "wait"."""
-    broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 2),)))
+    broker.request(CreateTopicsRequestV0((TopicSpec("t", 2),)))
     broker.commit()
     broker.endpoints[("t", 1)] = "tcp://127.0.0.1:9"
     broker.control.partition_assigned(("t", 0), int(ErrorCode.KAFKA_STORAGE_ERROR), "disk full")
-    response = broker.control._metadata(wire.MetadataRequestV0(("t",)))
+    response = broker.control._metadata(MetadataRequestV0(("t",)))
     codes = {p.partition: p.error_code for p in response.topics[0].partitions}
     assert codes == {0: ErrorCode.KAFKA_STORAGE_ERROR, 1: ErrorCode.NONE}
     broker.control.partition_assigned(("t", 0), 0, "")
-    response = broker.control._metadata(wire.MetadataRequestV0(("t",)))
+    response = broker.control._metadata(MetadataRequestV0(("t",)))
     assert response.topics[0].partitions[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
 
 
@@ -194,8 +232,8 @@ def test_a_name_the_file_system_cannot_hold_is_refused_before_proposing() -> Non
     """Partition directories are named `<topic>-<partition>`: checked against NAME_MAX."""
     broker = FakeBroker(HostStorage(name_bytes_max=143))
     fits, too_long = "a" * 138, "b" * 142
-    header = broker.request(wire.CreateTopicsRequestV0(
-        (wire.TopicSpec(fits, 10), wire.TopicSpec(too_long, 1))))
+    header = broker.request(CreateTopicsRequestV0(
+        (TopicSpec(fits, 10), TopicSpec(too_long, 1))))
     assert len(broker.proposed) == 1
     broker.commit()
     broker.open_all()
@@ -209,8 +247,8 @@ def test_rings_that_do_not_fit_shared_memory_are_refused_up_front() -> None:
     """Each partition reserves its ring in full; a topic that cannot fit says why at once."""
     ring_bytes = 1 << 20
     broker = FakeBroker(HostStorage(ring_free_bytes=10 * ring_bytes + 65536), ring_bytes=ring_bytes)
-    header = broker.request(wire.CreateTopicsRequestV0(
-        (wire.TopicSpec("big", 20000), wire.TopicSpec("small", 5))))
+    header = broker.request(CreateTopicsRequestV0(
+        (TopicSpec("big", 20000), TopicSpec("small", 5))))
     assert len(broker.proposed) == 1
     broker.commit()
     broker.open_all()
@@ -221,7 +259,7 @@ def test_rings_that_do_not_fit_shared_memory_are_refused_up_front() -> None:
 
 def test_twenty_thousand_partitions_fit_one_command(broker: FakeBroker) -> None:
     """A big topic is one metadata command (replica lists only), not an assertion failure."""
-    header = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("wide", 20000),)))
+    header = broker.request(CreateTopicsRequestV0((TopicSpec("wide", 20000),)))
     ((command, _done),) = broker.proposed
     assert len(encode_command(command)) < 200_000
     broker.commit()
@@ -231,30 +269,30 @@ def test_twenty_thousand_partitions_fit_one_command(broker: FakeBroker) -> None:
 
 
 def test_requests_time_out_and_shutdown_answers_the_rest(broker: FakeBroker) -> None:
-    late = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 1),)))
+    late = broker.request(CreateTopicsRequestV0((TopicSpec("t", 1),)))
     broker.commit()
     broker.now_ms += CONTROL_REQUEST_TIMEOUT_MS
     broker.control.expire(broker.now_ms)
     assert _codes(broker.reply_to(late)) == [("t", ErrorCode.REQUEST_TIMED_OUT)]
-    parked = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("u", 1),)))
-    ids = broker.request(wire.InitProducerIdRequestV0())
+    parked = broker.request(CreateTopicsRequestV0((TopicSpec("u", 1),)))
+    ids = broker.request(InitProducerIdRequestV0())
     broker.control.shut_down()
     assert _codes(broker.reply_to(parked)) == [("u", ErrorCode.BROKER_NOT_AVAILABLE)]
-    assert broker.reply_to(ids) == wire.InitProducerIdResponseV0(
+    assert broker.reply_to(ids) == InitProducerIdResponseV0(
         int(ErrorCode.BROKER_NOT_AVAILABLE), -1, -1)
 
 
 def test_a_failed_proposal_is_the_topics_error(broker: FakeBroker) -> None:
-    header = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 1),)))
+    header = broker.request(CreateTopicsRequestV0((TopicSpec("t", 1),)))
     broker.commit(error=ZlogError(ErrorCode.NOT_CONTROLLER, "not the leader"))
     assert _codes(broker.reply_to(header)) == [("t", ErrorCode.NOT_CONTROLLER)]
 
 
 def test_delete_topics_answers_once_the_data_is_gone(broker: FakeBroker) -> None:
-    broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 2),)))
+    broker.request(CreateTopicsRequestV0((TopicSpec("t", 2),)))
     broker.commit()
     broker.open_all()
-    header = broker.request(wire.DeleteTopicsRequestV0(("t", "missing", "t")))
+    header = broker.request(DeleteTopicsRequestV0(("t", "missing", "t")))
     broker.commit()
     broker.control.settle()
     assert not broker.answered(header)  # committed; the workers still have to delete
@@ -266,30 +304,30 @@ def test_delete_topics_answers_once_the_data_is_gone(broker: FakeBroker) -> None
 
 
 def test_producer_ids_come_in_blocks_from_the_log(broker: FakeBroker) -> None:
-    headers = [broker.request(wire.InitProducerIdRequestV0()) for _ in range(3)]
+    headers = [broker.request(InitProducerIdRequestV0()) for _ in range(3)]
     assert len(broker.proposed) == 1  # one block for all three
     broker.commit()
     assert [broker.reply_to(h) for h in headers] == [
-        wire.InitProducerIdResponseV0(0, producer_id, 0) for producer_id in (0, 1, 2)]
-    more = [broker.request(wire.InitProducerIdRequestV0()) for _ in range(997)]
+        InitProducerIdResponseV0(0, producer_id, 0) for producer_id in (0, 1, 2)]
+    more = [broker.request(InitProducerIdRequestV0()) for _ in range(997)]
     answered = {h.correlation_id for _, h, _ in broker.replies}
     assert broker.proposed == [] and all(h.correlation_id in answered for h in more)
-    last = broker.request(wire.InitProducerIdRequestV0())
+    last = broker.request(InitProducerIdRequestV0())
     assert not broker.answered(last) and len(broker.proposed) == 1  # the block ran out
     broker.commit()
-    assert broker.reply_to(last) == wire.InitProducerIdResponseV0(0, 1000, 0)
-    transactional = broker.request(wire.InitProducerIdRequestV0("tx"))
+    assert broker.reply_to(last) == InitProducerIdResponseV0(0, 1000, 0)
+    transactional = broker.request(InitProducerIdRequestV0("tx"))
     assert broker.reply_to(transactional).error_code == ErrorCode.INVALID_REQUEST  # type: ignore[union-attr]
 
 
 def test_metadata_reports_endpoints_only_for_open_partitions(broker: FakeBroker) -> None:
-    broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 2),)))
+    broker.request(CreateTopicsRequestV0((TopicSpec("t", 2),)))
     broker.commit()
     broker.endpoints[("t", 1)] = "tcp://127.0.0.1:9"
-    response = broker.reply_to(broker.request(wire.MetadataRequestV0(("t", "nope"))))
-    assert isinstance(response, wire.MetadataResponseV0)
+    response = broker.reply_to(broker.request(MetadataRequestV0(("t", "nope"))))
+    assert isinstance(response, MetadataResponseV0)
     assert (response.cluster_id, response.controller_id) == ("c1", 1)
-    assert response.brokers == (wire.BrokerMetadata(1, "127.0.0.1", "tcp://127.0.0.1:7400"),)
+    assert response.brokers == (BrokerMetadata(1, "127.0.0.1", "tcp://127.0.0.1:7400"),)
     topic, missing = response.topics
     assert [(p.partition, p.error_code, p.endpoint, p.leader, p.isr) for p in topic.partitions] \
         == [(0, ErrorCode.LEADER_NOT_AVAILABLE, "", 1, (1,)), (1, 0, "tcp://127.0.0.1:9", 1, (1,))]
@@ -299,21 +337,21 @@ def test_metadata_reports_endpoints_only_for_open_partitions(broker: FakeBroker)
 
 def test_auto_create_topics_creates_on_first_metadata_request() -> None:
     broker = FakeBroker(auto_create_topics=True, default_partitions=3)
-    first = broker.reply_to(broker.request(wire.MetadataRequestV0(("auto",))))
+    first = broker.reply_to(broker.request(MetadataRequestV0(("auto",))))
     assert first.topics[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE  # type: ignore[union-attr]
-    broker.request(wire.MetadataRequestV0(("auto",)))
+    broker.request(MetadataRequestV0(("auto",)))
     assert len(broker.proposed) == 1  # asked twice, created once
-    bad = broker.reply_to(broker.request(wire.MetadataRequestV0(("bad name",))))
+    bad = broker.reply_to(broker.request(MetadataRequestV0(("bad name",))))
     assert bad.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION  # type: ignore[union-attr]
     broker.commit()
     broker.open_all()
-    created = broker.reply_to(broker.request(wire.MetadataRequestV0(("auto",))))
+    created = broker.reply_to(broker.request(MetadataRequestV0(("auto",))))
     assert [p.error_code for p in created.topics[0].partitions] == [0, 0, 0]  # type: ignore[union-attr]
 
 
 def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
-    versions = broker.reply_to(broker.request(wire.ApiVersionsRequestV0()))
-    assert isinstance(versions, wire.ApiVersionsResponseV0)
+    versions = broker.reply_to(broker.request(ApiVersionsRequestV0()))
+    assert isinstance(versions, ApiVersionsResponseV0)
     assert sorted(v.api_key for v in versions.api_versions) == sorted(
         int(key) for key in (ApiKey.METADATA, ApiKey.API_VERSIONS, ApiKey.CREATE_TOPICS,
                              ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
@@ -327,67 +365,67 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
                              ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
                              ApiKey.ADD_RAFT_LEARNER))
     broker.leader = None
-    described = broker.reply_to(broker.request(wire.DescribeClusterRequestV0()))
-    assert described == wire.DescribeClusterResponseV0(
-        "c1", -1, (wire.BrokerMetadata(1, "127.0.0.1", "tcp://127.0.0.1:7400"),),
-        wire.RaftStatus(None, 3, (3, 9)), (wire.BrokerState(1, 0, "live"),),
+    described = broker.reply_to(broker.request(DescribeClusterRequestV0()))
+    assert described == DescribeClusterResponseV0(
+        "c1", -1, (BrokerMetadata(1, "127.0.0.1", "tcp://127.0.0.1:7400"),),
+        RaftStatus(None, 3, (3, 9)), (BrokerState(1, 0, "live"),),
         ())  # no voter progress: this node does not lead the metadata log
 
 
 # -- DescribeConfigs / IncrementalAlterConfigs --------------------------------------------------
 
-TOPIC = wire.ConfigResourceType.TOPIC
-SET, DELETE = wire.AlterConfigOp.SET, wire.AlterConfigOp.DELETE
+TOPIC = ConfigResourceType.TOPIC
+SET, DELETE = AlterConfigOp.SET, AlterConfigOp.DELETE
 
 
 def _with_topic(**config: Any) -> FakeBroker:
     broker = FakeBroker(**config)
-    broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 2, 1, {"segment.ms": "9"}),)))
+    broker.request(CreateTopicsRequestV0((TopicSpec("t", 2, 1, {"segment.ms": "9"}),)))
     broker.commit()
     broker.open_all()
     return broker
 
 
-def _alter(broker: FakeBroker, *configs: wire.AlterableConfig, name: str = "t",
+def _alter(broker: FakeBroker, *configs: AlterableConfig, name: str = "t",
            validate_only: bool = False) -> RequestHeader:
-    return broker.request(wire.IncrementalAlterConfigsRequestV0(
-        (wire.AlterConfigsResource(TOPIC, name, configs),), validate_only))
+    return broker.request(IncrementalAlterConfigsRequestV0(
+        (AlterConfigsResource(TOPIC, name, configs),), validate_only))
 
 
-def _alter_results(response: wire.Response) -> list[tuple[str, int]]:
-    assert isinstance(response, wire.IncrementalAlterConfigsResponseV0)
+def _alter_results(response: Response) -> list[tuple[str, int]]:
+    assert isinstance(response, IncrementalAlterConfigsResponseV0)
     return [(result.resource_name, result.error_code) for result in response.responses]
 
 
-def _described(broker: FakeBroker, *resources: wire.DescribeConfigsResource) -> (
-    tuple[wire.DescribeConfigsResult, ...]
+def _described(broker: FakeBroker, *resources: DescribeConfigsResource) -> (
+    tuple[DescribeConfigsResult, ...]
 ):
-    response = broker.reply_to(broker.request(wire.DescribeConfigsRequestV0(resources)))
-    assert isinstance(response, wire.DescribeConfigsResponseV0)
+    response = broker.reply_to(broker.request(DescribeConfigsRequestV0(resources)))
+    assert isinstance(response, DescribeConfigsResponseV0)
     return response.results
 
 
 def test_describe_configs_gives_every_config_with_its_source() -> None:
     broker = _with_topic(topic_defaults=(("retention.ms", "5000"),))
-    (result,) = _described(broker, wire.DescribeConfigsResource(TOPIC, "t"))
+    (result,) = _described(broker, DescribeConfigsResource(TOPIC, "t"))
     assert result.error_code == 0
-    configs = {c.name: (c.value, wire.ConfigSource(c.config_source)) for c in result.configs}
+    configs = {c.name: (c.value, ConfigSource(c.config_source)) for c in result.configs}
     assert set(configs) == set(TOPIC_CONFIG_DEFAULTS)
     assert [c.name for c in result.configs] == sorted(configs)
-    assert configs["segment.ms"] == ("9", wire.ConfigSource.TOPIC)
-    assert configs["retention.ms"] == ("5000", wire.ConfigSource.BROKER)
-    assert configs["max.message.bytes"] == ("1048588", wire.ConfigSource.DEFAULT)
-    assert configs["compression.type"] == ("producer", wire.ConfigSource.DEFAULT)
-    (named,) = _described(broker, wire.DescribeConfigsResource(TOPIC, "t", ("segment.ms",)))
+    assert configs["segment.ms"] == ("9", ConfigSource.TOPIC)
+    assert configs["retention.ms"] == ("5000", ConfigSource.BROKER)
+    assert configs["max.message.bytes"] == ("1048588", ConfigSource.DEFAULT)
+    assert configs["compression.type"] == ("producer", ConfigSource.DEFAULT)
+    (named,) = _described(broker, DescribeConfigsResource(TOPIC, "t", ("segment.ms",)))
     assert [(c.name, c.value) for c in named.configs] == [("segment.ms", "9")]
 
 
 def test_describe_configs_errors_are_per_resource() -> None:
     results = _described(
-        _with_topic(), wire.DescribeConfigsResource(TOPIC, "nosuch"),
-        wire.DescribeConfigsResource(TOPIC, "t", ("retention.mss",)),
-        wire.DescribeConfigsResource(wire.ConfigResourceType.BROKER, "1"),
-        wire.DescribeConfigsResource(TOPIC, "t"),
+        _with_topic(), DescribeConfigsResource(TOPIC, "nosuch"),
+        DescribeConfigsResource(TOPIC, "t", ("retention.mss",)),
+        DescribeConfigsResource(ConfigResourceType.BROKER, "1"),
+        DescribeConfigsResource(TOPIC, "t"),
     )
     assert [(r.resource_name, r.error_code) for r in results] == [
         ("nosuch", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), ("t", ErrorCode.INVALID_CONFIG),
@@ -397,8 +435,8 @@ def test_describe_configs_errors_are_per_resource() -> None:
 
 def test_alter_configs_answers_once_committed_and_every_partition_runs_them() -> None:
     broker = _with_topic(topic_defaults=(("retention.ms", "5000"),))
-    header = _alter(broker, wire.AlterableConfig("max.message.bytes", SET, "2000"),
-                    wire.AlterableConfig("segment.ms", DELETE))
+    header = _alter(broker, AlterableConfig("max.message.bytes", SET, "2000"),
+                    AlterableConfig("segment.ms", DELETE))
     assert not broker.answered(header) and len(broker.proposed) == 1
     broker.commit()
     broker.control.settle()
@@ -416,14 +454,14 @@ def test_alter_configs_answers_once_committed_and_every_partition_runs_them() ->
 def test_a_refused_alteration_proposes_nothing_and_changes_nothing() -> None:
     broker = _with_topic()
     before = dict(broker.fsm.state.topics["t"].configs)
-    config = wire.AlterableConfig
+    config = AlterableConfig
     cases = [
         ((config("segment.bytes", SET, "1"),), "t", ErrorCode.INVALID_CONFIG),
         ((config("compression.type", SET, "zstd"),), "t", ErrorCode.INVALID_CONFIG),
         ((config("retention.mss", SET, "1"),), "t", ErrorCode.INVALID_CONFIG),
         ((config("retention.mss", DELETE),), "t", ErrorCode.INVALID_CONFIG),
         ((config("retention.ms", SET, None),), "t", ErrorCode.INVALID_CONFIG),
-        ((config("cleanup.policy", wire.AlterConfigOp.APPEND, "compact"),), "t",
+        ((config("cleanup.policy", AlterConfigOp.APPEND, "compact"),), "t",
          ErrorCode.INVALID_CONFIG),
         ((config("retention.ms", 9, "1"),), "t", ErrorCode.INVALID_REQUEST),
         ((config("retention.ms", SET, "1"), config("retention.ms", DELETE)), "t",
@@ -433,10 +471,10 @@ def test_a_refused_alteration_proposes_nothing_and_changes_nothing() -> None:
     for configs, name, code in cases:
         response = broker.reply_to(_alter(broker, *configs, name=name))
         assert _alter_results(response) == [(name, code)], (configs, name)
-    header = broker.request(wire.IncrementalAlterConfigsRequestV0((
-        wire.AlterConfigsResource(TOPIC, "t", (config("retention.ms", SET, "1"),)),
-        wire.AlterConfigsResource(TOPIC, "t", (config("segment.ms", SET, "1"),)),
-        wire.AlterConfigsResource(wire.ConfigResourceType.BROKER, "1", ()),
+    header = broker.request(IncrementalAlterConfigsRequestV0((
+        AlterConfigsResource(TOPIC, "t", (config("retention.ms", SET, "1"),)),
+        AlterConfigsResource(TOPIC, "t", (config("segment.ms", SET, "1"),)),
+        AlterConfigsResource(ConfigResourceType.BROKER, "1", ()),
     )))
     assert sorted(_alter_results(broker.reply_to(header))) == [
         ("1", ErrorCode.INVALID_REQUEST), ("t", ErrorCode.INVALID_REQUEST)]
@@ -446,14 +484,14 @@ def test_a_refused_alteration_proposes_nothing_and_changes_nothing() -> None:
 
 def test_alter_configs_validate_only_proposes_nothing() -> None:
     broker = _with_topic()
-    header = _alter(broker, wire.AlterableConfig("retention.ms", SET, "1"), validate_only=True)
+    header = _alter(broker, AlterableConfig("retention.ms", SET, "1"), validate_only=True)
     assert _alter_results(broker.reply_to(header)) == [("t", 0)]
     assert broker.proposed == [] and "retention.ms" not in broker.fsm.state.topics["t"].configs
 
 
 def test_a_topic_deleted_before_its_alteration_committed_is_unknown() -> None:
     broker = _with_topic()
-    header = _alter(broker, wire.AlterableConfig("retention.ms", SET, "1"))
+    header = _alter(broker, AlterableConfig("retention.ms", SET, "1"))
     broker.fsm.apply(encode_command(DeleteTopic("t")))  # committed first
     broker.commit()
     assert _alter_results(broker.reply_to(header)) == [
@@ -465,29 +503,29 @@ def test_a_broker_being_removed_shows_draining_and_its_moves_are_listed() -> Non
     for node in (2, 3):
         broker.fsm.apply(encode_command(RegisterBroker(
             node, f"127.0.0.{node}", f"tcp://127.0.0.{node}:7400", "c1")))
-    header = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("t", 3, 2),)))
+    header = broker.request(CreateTopicsRequestV0((TopicSpec("t", 3, 2),)))
     broker.commit()
     broker.open_all()
-    assert broker.reply_to(header) == wire.CreateTopicsResponseV0((wire.TopicResult("t", 0),))
-    refused = broker.request(reassignment_messages.UnregisterBrokerRequestV0(9))
-    assert broker.reply_to(refused) == reassignment_messages.UnregisterBrokerResponseV0(
+    assert broker.reply_to(header) == CreateTopicsResponseV0((TopicResult("t", 0),))
+    refused = broker.request(UnregisterBrokerRequestV0(9))
+    assert broker.reply_to(refused) == UnregisterBrokerResponseV0(
         int(ErrorCode.BROKER_ID_NOT_REGISTERED), "broker 9 is not registered")
-    drain = broker.request(reassignment_messages.UnregisterBrokerRequestV0(3))
+    drain = broker.request(UnregisterBrokerRequestV0(3))
     broker.commit()
     holding = sum(3 in p.original for p in broker.fsm.state.topics["t"].partitions)
-    assert broker.reply_to(drain) == reassignment_messages.UnregisterBrokerResponseV0(
+    assert broker.reply_to(drain) == UnregisterBrokerResponseV0(
         0, "", holding)
-    described = broker.reply_to(broker.request(wire.DescribeClusterRequestV0()))
-    assert isinstance(described, wire.DescribeClusterResponseV0)
+    described = broker.reply_to(broker.request(DescribeClusterRequestV0()))
+    assert isinstance(described, DescribeClusterResponseV0)
     assert {s.node_id: s.state for s in described.broker_states} == {
         1: "live", 2: "live", 3: "draining"}
     listed = broker.reply_to(broker.request(
-        reassignment_messages.ListPartitionReassignmentsRequestV0()))
-    assert isinstance(listed, reassignment_messages.ListPartitionReassignmentsResponseV0)
+        ListPartitionReassignmentsRequestV0()))
+    assert isinstance(listed, ListPartitionReassignmentsResponseV0)
     assert len(listed.reassignments) == holding > 0
     assert all(r.removing == (3,) and 3 not in r.adding for r in listed.reassignments)
     # No new replica goes to a draining broker: two brokers are left for a new topic.
-    grow = broker.request(wire.CreateTopicsRequestV0((wire.TopicSpec("u", 1, 3),)))
+    grow = broker.request(CreateTopicsRequestV0((TopicSpec("u", 1, 3),)))
     reply = broker.reply_to(grow)
-    assert isinstance(reply, wire.CreateTopicsResponseV0)
+    assert isinstance(reply, CreateTopicsResponseV0)
     assert reply.topics[0].error_code == ErrorCode.INVALID_REPLICATION_FACTOR

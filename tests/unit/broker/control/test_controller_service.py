@@ -22,7 +22,10 @@ from zlog.broker.control.metadata_commands import (
     Done,
     RegisterBroker,
 )
-from zlog.transport.cluster_messages import BrokerHeartbeatRequestV0, BrokerHeartbeatResponseV0
+from zlog.transport.messages.cluster import (
+    BrokerHeartbeatRequestV0,
+    BrokerHeartbeatResponseV0,
+)
 
 HEARTBEAT_MS = 250
 SESSION_MS = 1_500

@@ -7,7 +7,10 @@ from __future__ import annotations
 from tests.unit.broker.control.test_control_plane import FakeBroker
 from zlog.errors import ErrorCode
 from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
-from zlog.transport.group_messages import FindCoordinatorRequestV0, FindCoordinatorResponseV0
+from zlog.transport.messages.groups import (
+    FindCoordinatorRequestV0,
+    FindCoordinatorResponseV0,
+)
 
 
 def _find(broker: FakeBroker, group_id: str, key_type: int = 0) -> FindCoordinatorResponseV0:

@@ -20,21 +20,25 @@ from zlog.record.records import NewRecord, build_batch
 from zlog.shm_segments.log_config import LogConfig
 from zlog.transport.codec import REQUEST_HEADER, decode_response, encode_request
 from zlog.transport.messages import (
+    ErrorBody,
+    Request,
+    Response,
+)
+from zlog.transport.messages.admin import (
     ApiVersionsRequestV0,
     ApiVersionsResponseV0,
-    ErrorBody,
+    MetadataRequestV0,
+)
+from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
     FetchResponseV0,
     ListOffsetsPartition,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
-    MetadataRequestV0,
     ProduceEntry,
     ProduceRequestV0,
     ProduceResponseV0,
-    Request,
-    Response,
 )
 from zlog.transport.server import Reply
 

@@ -22,26 +22,29 @@ from zlog.groups.consumer_protocol import Subscription, encode_subscription
 from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
 from zlog.record.header import validate_batch
 from zlog.transport.codec import RequestHeader, decode_response
-from zlog.transport.group_messages import (
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
+from zlog.transport.messages import (
+    ErrorBody,
+    Response,
+)
+from zlog.transport.messages.groups import (
+    DeleteGroupsRequestV0,
+    DeleteGroupsResponseV0,
+    DescribeGroupsRequestV0,
+    DescribeGroupsResponseV0,
     FetchedOffset,
-    GroupHeartbeatRequest,
-    GroupHeartbeatResponse,
+    GroupHeartbeatRequestV0,
+    GroupHeartbeatResponseV0,
     GroupRequest,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
+    JoinGroupRequestV0,
+    JoinGroupResponseV0,
+    ListGroupsRequestV0,
+    ListGroupsResponseV0,
+    OffsetCommitRequestV0,
+    OffsetCommitResponseV0,
+    OffsetFetchRequestV0,
+    OffsetFetchResponseV0,
     PartitionCommit,
 )
-from zlog.transport.messages import ErrorBody, Response
 from zlog.transport.server import Reply
 from zlog.types import TopicPartition
 
@@ -123,14 +126,14 @@ class Host:
 
     def fetched(self, group_id: str) -> dict[int, int]:
         """The group's committed offsets by partition of TOPIC, as OffsetFetch answers."""
-        response = self.call(OffsetFetchRequest(0, group_id))
-        assert isinstance(response, OffsetFetchResponse), response
-        assert response.error == ErrorCode.NONE, response
-        return {tp.partition: f.offset for tp, f in response.offsets if tp.topic == TOPIC}
+        response = self.call(OffsetFetchRequestV0(group_id))
+        assert isinstance(response, OffsetFetchResponseV0), response
+        assert response.error_code == ErrorCode.NONE, response
+        return {f.partition: f.offset for f in response.offsets if f.topic == TOPIC}
 
 
-def commit_request(group_id: str, *offsets: tuple[int, int]) -> OffsetCommitRequest:
-    return OffsetCommitRequest(0, group_id, tuple(
+def commit_request(group_id: str, *offsets: tuple[int, int]) -> OffsetCommitRequestV0:
+    return OffsetCommitRequestV0(group_id, tuple(
         (TopicPartition(TOPIC, p), PartitionCommit(o)) for p, o in offsets))
 
 
@@ -147,21 +150,21 @@ def test_describe_and_delete_of_one_group_go_to_its_partition_not_partition_zero
     host = Host()
     host.lead(2)
     group = group_on(2)
-    assert host.commit(group, (0, 5)) == OffsetCommitResponse(
+    assert host.commit(group, (0, 5)) == OffsetCommitResponseV0(
         ErrorCode.NONE, ((TopicPartition(TOPIC, 0), ErrorCode.NONE),))
-    described = host.call(DescribeGroupsRequest(0, (group,)))
-    assert isinstance(described, DescribeGroupsResponse)
+    described = host.call(DescribeGroupsRequestV0((group,)))
+    assert isinstance(described, DescribeGroupsResponseV0)
     [description] = described.groups
-    assert (description.group_id, description.error, description.state) == (
+    assert (description.group_id, description.error_code, description.state) == (
         group, ErrorCode.NONE, "Empty")
-    deleted = host.call(DeleteGroupsRequest(0, (group,)))
-    assert deleted == DeleteGroupsResponse(((group, ErrorCode.NONE),))
+    deleted = host.call(DeleteGroupsRequestV0((group,)))
+    assert deleted == DeleteGroupsResponseV0(((group, ErrorCode.NONE),))
     assert host.fetched(group) == {}
 
 
-def join_request(group_id: str, member_id: str = "") -> JoinGroupRequest:
+def join_request(group_id: str, member_id: str = "") -> JoinGroupRequestV0:
     subscription = encode_subscription(Subscription((TOPIC,)))
-    return JoinGroupRequest(0, group_id, member_id, "consumer", (("range", subscription),),
+    return JoinGroupRequestV0(group_id, member_id, "consumer", (("range", subscription),),
                             session_timeout_ms=10_000, rebalance_timeout_ms=30_000)
 
 
@@ -175,8 +178,8 @@ def test_a_new_leader_loads_the_groups_its_log_holds() -> None:
     group = group_on(1)
     first.commit(group, (0, 5), (2, 9))
     successor = Host()
-    before = successor.call(OffsetFetchRequest(0, group))
-    assert before == OffsetFetchResponse(ErrorCode.NOT_COORDINATOR), "it does not lead yet"
+    before = successor.call(OffsetFetchRequestV0(group))
+    assert before == OffsetFetchResponseV0(ErrorCode.NOT_COORDINATOR), "it does not lead yet"
     successor.lead(1, log=first.offsets_log(1), leader_epoch=2)
     assert successor.fetched(group) == {0: 5, 2: 9}
 
@@ -191,7 +194,7 @@ def test_requests_go_to_the_coordinator_of_their_groups_partition() -> None:
     host.commit(on_2, (0, 2))
     assert (host.offsets_log(1).log_end_offset, host.offsets_log(2).log_end_offset) == (1, 1)
     refused = host.commit(elsewhere, (0, 3))
-    assert refused == OffsetCommitResponse(
+    assert refused == OffsetCommitResponseV0(
         ErrorCode.NOT_COORDINATOR, ((TopicPartition(TOPIC, 0), ErrorCode.NOT_COORDINATOR),))
     assert (host.offsets_log(1).log_end_offset, host.offsets_log(2).log_end_offset) == (1, 1)
     assert (host.fetched(on_1), host.fetched(on_2)) == ({0: 1}, {0: 2})
@@ -214,13 +217,13 @@ def test_replies_wait_until_the_high_watermark_covers_what_was_written_before_th
     host.lead(1, WITH_FOLLOWERS)
     group = group_on(1)
     assert host.send(commit_request(group, (0, 5))) == [], "the follower does not have it"
-    assert host.send(OffsetFetchRequest(0, group)) == [], "it would reveal the commit"
+    assert host.send(OffsetFetchRequestV0(group)) == [], "it would reveal the commit"
     assert host.offsets(1).high_watermark == 0
     commit_reply, fetch_reply = host.follower_catches_up(1)
-    assert decode(commit_reply) == OffsetCommitResponse(
+    assert decode(commit_reply) == OffsetCommitResponseV0(
         ErrorCode.NONE, ((TopicPartition(TOPIC, 0), ErrorCode.NONE),))
-    assert decode(fetch_reply) == OffsetFetchResponse(
-        ErrorCode.NONE, ((TopicPartition(TOPIC, 0), FetchedOffset(5)),))
+    assert decode(fetch_reply) == OffsetFetchResponseV0(
+        ErrorCode.NONE, (FetchedOffset(TOPIC, 0, 5),))
     assert host.groups.release() == [], "each reply is released once"
     assert host.fetched(group) == {0: 5}, "nothing unwritten before it: answered at once"
 
@@ -230,8 +233,8 @@ def test_losing_the_leadership_answers_parked_and_unreleased_requests_not_coordi
     host.lead(1, WITH_FOLLOWERS)
     group = group_on(1)
     required = host.call(join_request(group))
-    assert isinstance(required, JoinGroupResponse)
-    assert required.error == ErrorCode.MEMBER_ID_REQUIRED
+    assert isinstance(required, JoinGroupResponseV0)
+    assert required.error_code == ErrorCode.MEMBER_ID_REQUIRED
     joining = join_request(group, required.member_id)
     assert host.send(joining, b"joiner") == [], "parked: the initial delay"
     committing = commit_request(group_on(1, 1), (0, 5))
@@ -242,7 +245,7 @@ def test_losing_the_leadership_answers_parked_and_unreleased_requests_not_coordi
     codes = {identity: _error_code(decode((identity, frames))) for identity, frames in answers}
     assert codes == {b"joiner": ErrorCode.NOT_COORDINATOR,
                      b"committer": ErrorCode.NOT_COORDINATOR}
-    assert host.commit(group, (0, 1)) == OffsetCommitResponse(
+    assert host.commit(group, (0, 1)) == OffsetCommitResponseV0(
         ErrorCode.NOT_COORDINATOR, ((TopicPartition(TOPIC, 0), ErrorCode.NOT_COORDINATOR),))
     assert host.groups.ms_to_next_timer() is None, "no coordinator, no timers"
 
@@ -275,22 +278,22 @@ def test_describe_and_delete_over_several_partitions_are_merged_in_request_order
     host.commit(on_1, (0, 1))
     host.send(commit_request(on_2, (0, 2)))
     host.follower_catches_up(2)
-    described = host.call(DescribeGroupsRequest(0, (elsewhere, on_2, unknown, on_1)))
-    assert isinstance(described, DescribeGroupsResponse)
-    assert [(g.group_id, g.error, g.state) for g in described.groups] == [
+    described = host.call(DescribeGroupsRequestV0((elsewhere, on_2, unknown, on_1)))
+    assert isinstance(described, DescribeGroupsResponseV0)
+    assert [(g.group_id, g.error_code, g.state) for g in described.groups] == [
         (elsewhere, ErrorCode.NOT_COORDINATOR, ""), (on_2, ErrorCode.NONE, "Empty"),
         (unknown, ErrorCode.NONE, "Dead"), (on_1, ErrorCode.NONE, "Empty")]
-    listed = host.call(ListGroupsRequest(0))
-    assert isinstance(listed, ListGroupsResponse)
+    listed = host.call(ListGroupsRequestV0())
+    assert isinstance(listed, ListGroupsResponseV0)
     assert sorted(g.group_id for g in listed.groups) == sorted([on_1, on_2])
-    assert host.send(DeleteGroupsRequest(0, (on_2, elsewhere, on_1, unknown))) == [], (
+    assert host.send(DeleteGroupsRequestV0((on_2, elsewhere, on_1, unknown))) == [], (
         "partition 2's tombstones are not on its follower yet")
     [deleted] = host.follower_catches_up(2)
-    assert decode(deleted) == DeleteGroupsResponse((
+    assert decode(deleted) == DeleteGroupsResponseV0((
         (on_2, ErrorCode.NONE), (elsewhere, ErrorCode.NOT_COORDINATOR), (on_1, ErrorCode.NONE),
         (unknown, ErrorCode.GROUP_ID_NOT_FOUND)))
     assert (host.fetched(on_1), host.fetched(on_2)) == ({}, {})
-    assert host.call(DescribeGroupsRequest(0, ())) == DescribeGroupsResponse(())
+    assert host.call(DescribeGroupsRequestV0(())) == DescribeGroupsResponseV0(())
 
 
 class FailingReads(MemoryLog):
@@ -322,8 +325,8 @@ def test_a_load_that_fails_is_tried_again_with_a_doubling_backoff_while_leading(
     tp = host.hold(1, log=log, leader_epoch=2)
     log.failures = 3
     host.groups.partition_changed(tp)
-    refused = host.call(OffsetFetchRequest(0, group))
-    assert refused == OffsetFetchResponse(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), \
+    refused = host.call(OffsetFetchRequestV0(group))
+    assert refused == OffsetFetchResponseV0(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), \
         "a retriable answer, so the client asks this worker again"
     waits = []
     for _ in range(2):
@@ -359,7 +362,7 @@ def test_load_retries_stop_with_the_leadership_and_their_backoff_is_bounded() ->
     del host.partitions[tp]
     host.groups.partition_changed(tp)
     assert host.groups.ms_to_next_timer() is None, "no leadership, nothing to retry"
-    assert host.call(OffsetFetchRequest(0, group_on(1))) == OffsetFetchResponse(
+    assert host.call(OffsetFetchRequestV0(group_on(1))) == OffsetFetchResponseV0(
         ErrorCode.NOT_COORDINATOR)
 
 
@@ -395,19 +398,19 @@ def test_the_outputs_of_one_turn_are_one_batch_and_answered_after_it() -> None:
     host.groups.defer_appends()
     assert host.send(commit_request(group, (0, 1), (1, 2))) == []
     assert host.send(commit_request(group, (0, 3))) == []
-    assert host.send(OffsetFetchRequest(0, group)) == [], "computed after unflushed commits"
+    assert host.send(OffsetFetchRequestV0(group)) == [], "computed after unflushed commits"
     assert host.send(commit_request(other, (0, 9))) == []
     assert host.offsets_log(1).log_end_offset == 0, "nothing appended before the flush"
     first, second, fetch, elsewhere = (decode(r) for r in host.groups.flush())
     assert [records_in(b) for b in host.offsets_log(1).batches] == [2], (
         "partition 0's commit of 1 is overwritten by its commit of 3 in the same batch")
     assert [records_in(b) for b in host.offsets_log(2).batches] == [1]
-    assert first == OffsetCommitResponse(ErrorCode.NONE, (
+    assert first == OffsetCommitResponseV0(ErrorCode.NONE, (
         (TopicPartition(TOPIC, 0), ErrorCode.NONE), (TopicPartition(TOPIC, 1), ErrorCode.NONE)))
-    assert second == elsewhere == OffsetCommitResponse(
+    assert second == elsewhere == OffsetCommitResponseV0(
         ErrorCode.NONE, ((TopicPartition(TOPIC, 0), ErrorCode.NONE),))
-    assert fetch == OffsetFetchResponse(ErrorCode.NONE, (
-        (TopicPartition(TOPIC, 0), FetchedOffset(3)), (TopicPartition(TOPIC, 1), FetchedOffset(2))))
+    assert fetch == OffsetFetchResponseV0(ErrorCode.NONE, (
+        FetchedOffset(TOPIC, 0, 3), FetchedOffset(TOPIC, 1, 2)))
     assert host.groups.flush() == [], "each reply is released once"
     successor = Host()
     successor.lead(1, log=host.offsets_log(1), leader_epoch=2)
@@ -441,12 +444,12 @@ def test_a_lapsed_lease_stops_the_coordinators_until_it_is_renewed() -> None:
     host.plane.lease_until_ms = host.clock.now_ms + 500
     host.lead(1)
     group, classic, simple = group_on(1), group_on(1, 1), group_on(1, 2)
-    joined = host.call(GroupHeartbeatRequest(0, group, "m1", 0, rebalance_timeout_ms=60_000,
+    joined = host.call(GroupHeartbeatRequestV0(group, "m1", 0, rebalance_timeout_ms=60_000,
                                              subscribed_topics=(TOPIC,), owned=()))
-    assert isinstance(joined, GroupHeartbeatResponse) and joined.error == ErrorCode.NONE
+    assert isinstance(joined, GroupHeartbeatResponseV0) and joined.error_code == ErrorCode.NONE
     host.commit(simple, (0, 5))
     required = host.call(join_request(classic))
-    assert isinstance(required, JoinGroupResponse)
+    assert isinstance(required, JoinGroupResponseV0)
     assert host.send(join_request(classic, required.member_id), b"joiner") == [], "parked"
     assert host.groups.ms_to_next_timer() == 500, "wakes when the lease runs out"
     host.clock.advance(500)
@@ -454,22 +457,22 @@ def test_a_lapsed_lease_stops_the_coordinators_until_it_is_renewed() -> None:
     assert [(identity, _error_code(decode((identity, frames))))
             for identity, frames in answers] == [(b"joiner", ErrorCode.NOT_COORDINATOR)]
     end = host.offsets_log(1).log_end_offset
-    assert host.call(OffsetFetchRequest(0, simple)) == OffsetFetchResponse(
+    assert host.call(OffsetFetchRequestV0(simple)) == OffsetFetchResponseV0(
         ErrorCode.NOT_COORDINATOR)
-    assert host.commit(simple, (0, 9)) == OffsetCommitResponse(
+    assert host.commit(simple, (0, 9)) == OffsetCommitResponseV0(
         ErrorCode.NOT_COORDINATOR, ((TopicPartition(TOPIC, 0), ErrorCode.NOT_COORDINATOR),))
-    assert host.call(ListGroupsRequest(0)) == ListGroupsResponse(ErrorCode.NOT_COORDINATOR)
-    described = host.call(DescribeGroupsRequest(0, (group,)))
-    assert isinstance(described, DescribeGroupsResponse)
-    assert described.groups[0].error == ErrorCode.NOT_COORDINATOR
+    assert host.call(ListGroupsRequestV0()) == ListGroupsResponseV0(ErrorCode.NOT_COORDINATOR)
+    described = host.call(DescribeGroupsRequestV0((group,)))
+    assert isinstance(described, DescribeGroupsResponseV0)
+    assert described.groups[0].error_code == ErrorCode.NOT_COORDINATOR
     host.clock.advance(60_000)  # far past the member's session
     assert host.groups.on_timer() == [] and host.groups.ms_to_next_timer() is None
     assert host.offsets_log(1).log_end_offset == end, "a stale coordinator writes nothing"
     host.plane.lease_until_ms = host.clock.now_ms + 5_000
     assert host.groups.check_lease() == []
     assert host.fetched(simple) == {0: 5}
-    described = host.call(DescribeGroupsRequest(0, (group,)))
-    assert isinstance(described, DescribeGroupsResponse)
+    described = host.call(DescribeGroupsRequestV0((group,)))
+    assert isinstance(described, DescribeGroupsResponseV0)
     assert [m.member_id for m in described.groups[0].members] == ["m1"], \
         "the member's session was not run out while the coordinator was stopped"
 
@@ -502,7 +505,7 @@ def test_a_renewed_lease_replays_only_what_was_written_since_the_last_load() -> 
     def lapse_and_renew() -> None:
         host.clock.advance(host.plane.lease_until_ms - host.clock.now_ms)
         host.groups.on_timer()
-        assert host.call(OffsetFetchRequest(0, group)) == OffsetFetchResponse(
+        assert host.call(OffsetFetchRequestV0(group)) == OffsetFetchResponseV0(
             ErrorCode.NOT_COORDINATOR)
         host.plane.lease_until_ms = host.clock.now_ms + 500
         host.groups.check_lease()
@@ -534,17 +537,17 @@ def test_a_held_heartbeat_is_answered_at_its_hold_timer_or_not_coordinator() -> 
     host = Host()
     host.lead(1)
     group = group_on(1)
-    joined = host.call(GroupHeartbeatRequest(0, group, "m", 0, rebalance_timeout_ms=30_000,
+    joined = host.call(GroupHeartbeatRequestV0(group, "m", 0, rebalance_timeout_ms=30_000,
                                              subscribed_topics=(TOPIC,)))
-    assert isinstance(joined, GroupHeartbeatResponse) and joined.assignment is not None
-    idle = GroupHeartbeatRequest(0, group, "m", joined.member_epoch, owned=joined.assignment,
+    assert isinstance(joined, GroupHeartbeatResponseV0) and joined.assignment is not None
+    idle = GroupHeartbeatRequestV0(group, "m", joined.member_epoch, owned=joined.assignment,
                                  max_wait_ms=1_000)
     assert host.send(idle, b"held") == [], "nothing changed for it: held"
     assert host.groups.ms_to_next_timer() == 1_000
     host.clock.advance(1_000)
     (answered,) = host.groups.on_timer()
     assert answered[0] == b"held"
-    assert decode(answered) == GroupHeartbeatResponse(
+    assert decode(answered) == GroupHeartbeatResponseV0(
         ErrorCode.NONE, "", "m", joined.member_epoch, 1_000, 10_000, None)
     assert host.send(replace(idle, owned=None), b"held") == []
     host.offsets(1).become(leader_epoch=2, is_leader=False)
@@ -565,21 +568,21 @@ def test_held_members_are_woken_once_per_turn_with_everything_the_turn_released(
     epochs: dict[str, int] = {}
 
     def beat(member_id: str, owned: tuple[TopicPartition, ...] | None = None,
-             ) -> dict[bytes, GroupHeartbeatResponse]:
+             ) -> dict[bytes, GroupHeartbeatResponseV0]:
         """A long-poll heartbeat (a join without an epoch); the answers it released."""
         epoch = epochs.get(member_id, 0)
         join = {"rebalance_timeout_ms": 30_000, "subscribed_topics": (TOPIC,)} if not epoch else {}
-        replies = host.send(GroupHeartbeatRequest(0, group, member_id, epoch, owned=owned,
+        replies = host.send(GroupHeartbeatRequestV0(group, member_id, epoch, owned=owned,
                                                   max_wait_ms=1_000, **join),  # type: ignore[arg-type]
                             member_id.encode())
         return {identity: answered for identity, answered in
                 ((identity, decode((identity, frames))) for identity, frames in replies)
-                if isinstance(answered, GroupHeartbeatResponse)}
+                if isinstance(answered, GroupHeartbeatResponseV0)}
 
-    def given(answers: dict[bytes, GroupHeartbeatResponse], member_id: str,
+    def given(answers: dict[bytes, GroupHeartbeatResponseV0], member_id: str,
               ) -> tuple[TopicPartition, ...]:
         answer = answers[member_id.encode()]
-        assert answer.error == ErrorCode.NONE and answer.assignment is not None, answer
+        assert answer.error_code == ErrorCode.NONE and answer.assignment is not None, answer
         epochs[member_id] = answer.member_epoch
         return answer.assignment
 
@@ -603,6 +606,6 @@ def test_held_members_are_woken_once_per_turn_with_everything_the_turn_released(
     answers = {identity: decode((identity, frames)) for identity, frames in host.groups.flush()}
     assert set(answers) == {b"a", b"b", b"c"}
     gained = answers[b"c"]
-    assert isinstance(gained, GroupHeartbeatResponse) and gained.assignment is not None
+    assert isinstance(gained, GroupHeartbeatResponseV0) and gained.assignment is not None
     assert len(gained.assignment) == 2, "both releases in one answer, not one per round trip"
     assert not set(gained.assignment) & (set(a) | set(b))

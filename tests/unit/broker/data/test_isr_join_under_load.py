@@ -26,7 +26,7 @@ from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.broker.data.replica_sync import apply_replica_fetch, serve_replica_fetch
 from zlog.errors import ErrorCode
-from zlog.transport.cluster_messages import ReplicaFetchEntry
+from zlog.transport.messages.data import ReplicaFetchEntry
 
 LAG_MS = 10_000
 ISR_CHECK_MS = 250

@@ -20,7 +20,10 @@ from zlog.broker.data.replica_sync import (
     serve_replica_fetch,
 )
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.cluster_messages import ReplicaFetchEntry, ReplicaFetchResult
+from zlog.transport.messages.data import (
+    ReplicaFetchEntry,
+    ReplicaFetchResult,
+)
 
 BROKERS = (1, 2, 3)
 

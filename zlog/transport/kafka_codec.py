@@ -1,8 +1,9 @@
-"""Kafka's non-flexible primitive encoding, used by the offsets-log records and ConsumerProtocol.
+"""Kafka's non-flexible primitive encoding, used by the offsets-log records and ConsumerProtocol
+(zlog.groups), and what a listener speaking Kafka's own protocol would read and write.
 
 Big-endian integers; a string is an int16 length and UTF-8 (-1 = null); bytes are an int32
-length (-1 = null); an array is an int32 count. Reading goes through the transport's bounded
-`Cursor`, so a malformed record raises a ZlogError (CORRUPT_MESSAGE) naming the field and the
+length (-1 = null); an array is an int32 count. Reading goes through the bounded `Cursor`
+(wire.py), so a malformed record raises a ZlogError (CORRUPT_MESSAGE) naming the field and the
 byte, never a struct.error or an IndexError.
 """
 

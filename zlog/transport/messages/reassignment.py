@@ -16,16 +16,17 @@ them there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 from zlog.transport.api import ApiKey
+from zlog.transport.wire_types import AtLeast, ErrorCode16, Index32
 
 
 @dataclass(frozen=True, slots=True)
 class ReassignmentSpec:
     topic: str
-    partition: int
-    replicas: tuple[int, ...] | None  # the target, preferred leader first; None: cancel
+    partition: Index32
+    replicas: tuple[Index32, ...] | None  # the target, preferred leader first; None: cancel
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,7 @@ class AlterPartitionReassignmentsResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.ALTER_PARTITION_REASSIGNMENTS
     API_VERSION: ClassVar[int] = 0
 
-    error_code: int
+    error_code: ErrorCode16
     error_message: str = ""
 
 
@@ -54,10 +55,10 @@ class ListPartitionReassignmentsRequestV0:
 @dataclass(frozen=True, slots=True)
 class OngoingReassignment:
     topic: str
-    partition: int
-    replicas: tuple[int, ...]  # the target, then the replicas leaving
-    adding: tuple[int, ...]
-    removing: tuple[int, ...]
+    partition: Index32
+    replicas: tuple[Index32, ...]  # the target, then the replicas leaving
+    adding: tuple[Index32, ...]
+    removing: tuple[Index32, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +66,7 @@ class ListPartitionReassignmentsResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.LIST_PARTITION_REASSIGNMENTS
     API_VERSION: ClassVar[int] = 0
 
-    error_code: int
+    error_code: ErrorCode16
     error_message: str = ""
     reassignments: tuple[OngoingReassignment, ...] = ()
 
@@ -75,7 +76,7 @@ class UnregisterBrokerRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.UNREGISTER_BROKER
     API_VERSION: ClassVar[int] = 0
 
-    broker_id: int
+    broker_id: Index32
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,13 +84,6 @@ class UnregisterBrokerResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.UNREGISTER_BROKER
     API_VERSION: ClassVar[int] = 0
 
-    error_code: int
+    error_code: ErrorCode16
     error_message: str = ""
-    moved: int = 0  # partitions that started moving off the broker
-
-
-ReassignmentMessage = (
-    AlterPartitionReassignmentsRequestV0 | AlterPartitionReassignmentsResponseV0
-    | ListPartitionReassignmentsRequestV0 | ListPartitionReassignmentsResponseV0
-    | UnregisterBrokerRequestV0 | UnregisterBrokerResponseV0
-)
+    moved: Annotated[int, AtLeast(0)] = 0  # partitions that started moving off the broker

@@ -1,12 +1,11 @@
-"""The consumer-group requests and their responses, as plain values (JSON bodies on the wire,
-but OffsetCommit's, which are structs: offset_commit_bodies.py).
+"""The consumer-group requests and their responses, as plain values: JSON bodies on the wire
+(json_codec.py), but OffsetCommit's, which are structs (offset_commit_bodies.py).
 
 Field names follow Kafka's request schemas and the api keys are Kafka's (OffsetCommit 8 to
-ListGroups 16, DeleteGroups 42, ConsumerGroupHeartbeat 68 as `GroupHeartbeatRequest`). The same
-values are what the pure coordinator (`zlog.groups`) takes and returns, so the worker hands a
-decoded request to it as it is. Every request carries `request_id`, the driver's handle for the
-reply: a coordinator may park a request (JoinGroup, SyncGroup) and answer it in the output of a
-later event. It is not on the wire; a decoded request has 0 until its worker sets its own.
+ListGroups 16, DeleteGroups 42, ConsumerGroupHeartbeat 68 as `GroupHeartbeatRequestV0`). The
+same values are what the pure coordinator (`zlog.groups`) takes and returns, so the worker
+hands a decoded request to it as it is. Bytes (subscriptions, assignments) travel as base64
+text, a partition as {"topic", "partition"}, an error as its Kafka number.
 
 FindCoordinator (key 10) goes to any broker's control endpoint and names the data endpoint of
 the worker that leads the group's `__consumer_offsets` partition.
@@ -15,34 +14,46 @@ the worker that leads the group's `__consumer_offsets` partition.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Final, TypeAlias, get_args
+from typing import Annotated, ClassVar, Final, NamedTuple, TypeAlias, get_args
 
-from zlog.errors import ErrorCode
 from zlog.transport.api import ApiKey
+from zlog.transport.wire import INT32_MAX
+from zlog.transport.wire_types import (
+    Absent,
+    ErrorCode16,
+    Int8,
+    Int32,
+    KnownErrorCode,
+    Range,
+)
 from zlog.types import NO_LEADER_EPOCH, TopicPartition
 
 NO_GENERATION: Final = -1
 UNKNOWN_OFFSET: Final = -1
-NO_REQUEST_ID: Final = 0
-"""The request id of a request just decoded: its worker sets its own handle."""
 
 
 # --- classic protocol ---------------------------------------------------------------------
 
 
+class JoinGroupProtocol(NamedTuple):
+    """One assignor a member offers, with its subscription bytes."""
+
+    name: str
+    metadata: bytes
+
+
 @dataclass(frozen=True, slots=True)
-class JoinGroupRequest:
+class JoinGroupRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.JOIN_GROUP
     API_VERSION: ClassVar[int] = 0
 
-    request_id: int
     group_id: str
-    member_id: str
+    member_id: Annotated[str, Absent("")]
     protocol_type: str
-    protocols: tuple[tuple[str, bytes], ...]
-    """(assignor name, subscription bytes) in the member's order of preference."""
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
+    protocols: tuple[JoinGroupProtocol, ...]
+    """In the member's order of preference."""
+    session_timeout_ms: Int32
+    rebalance_timeout_ms: Int32
     group_instance_id: str | None = None
     client_id: str = ""
     client_host: str = ""
@@ -58,13 +69,13 @@ class JoinGroupMember:
 
 
 @dataclass(frozen=True, slots=True)
-class JoinGroupResponse:
+class JoinGroupResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.JOIN_GROUP
     API_VERSION: ClassVar[int] = 0
 
-    error: ErrorCode
+    error_code: KnownErrorCode
     member_id: str = ""
-    generation: int = NO_GENERATION
+    generation: Int32 = NO_GENERATION
     protocol_type: str | None = None
     protocol_name: str | None = None
     leader_id: str = ""
@@ -73,72 +84,86 @@ class JoinGroupResponse:
     members: tuple[JoinGroupMember, ...] = ()
 
 
+class MemberAssignment(NamedTuple):
+    member_id: str
+    assignment: bytes
+
+
 @dataclass(frozen=True, slots=True)
-class SyncGroupRequest:
+class SyncGroupRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.SYNC_GROUP
     API_VERSION: ClassVar[int] = 0
 
-    request_id: int
     group_id: str
-    generation: int
+    generation: Int32
     member_id: str
     group_instance_id: str | None = None
-    assignments: tuple[tuple[str, bytes], ...] = ()
-    """(member id, assignment bytes): only the leader sends them."""
+    assignments: tuple[MemberAssignment, ...] = ()
+    """Only the leader sends them."""
     protocol_type: str | None = None
     protocol_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class SyncGroupResponse:
+class SyncGroupResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.SYNC_GROUP
     API_VERSION: ClassVar[int] = 0
 
-    error: ErrorCode
+    error_code: KnownErrorCode
     assignment: bytes = b""
     protocol_type: str | None = None
     protocol_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatRequest:
+class HeartbeatRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.HEARTBEAT
     API_VERSION: ClassVar[int] = 0
 
-    request_id: int
     group_id: str
-    generation: int
+    generation: Int32
     member_id: str
     group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatResponse:
+class HeartbeatResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.HEARTBEAT
     API_VERSION: ClassVar[int] = 0
 
-    error: ErrorCode
+    error_code: KnownErrorCode
+
+
+class LeavingMember(NamedTuple):
+    """An empty member id with an instance id removes that static member (admin removal,
+    LeaveGroup v3+)."""
+
+    member_id: str
+    group_instance_id: str | None
+
+
+class LeftMember(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    error_code: KnownErrorCode
 
 
 @dataclass(frozen=True, slots=True)
-class LeaveGroupRequest:
+class LeaveGroupRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.LEAVE_GROUP
     API_VERSION: ClassVar[int] = 0
 
-    request_id: int
     group_id: str
-    members: tuple[tuple[str, str | None], ...]
-    """(member id, group instance id); an empty member id with an instance id removes that
-    static member (admin removal, LeaveGroup v3+)."""
+    members: tuple[LeavingMember, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class LeaveGroupResponse:
+class LeaveGroupResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.LEAVE_GROUP
     API_VERSION: ClassVar[int] = 0
 
-    error: ErrorCode
-    members: tuple[tuple[str, str | None, ErrorCode], ...] = ()
+    error_code: KnownErrorCode
+    members: tuple[LeftMember, ...] = ()
 
 
 # --- offsets ------------------------------------------------------------------------------
@@ -147,19 +172,18 @@ class LeaveGroupResponse:
 @dataclass(frozen=True, slots=True)
 class PartitionCommit:
     offset: int
-    leader_epoch: int = NO_LEADER_EPOCH
+    leader_epoch: Int32 = NO_LEADER_EPOCH
     metadata: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetCommitRequest:
+class OffsetCommitRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.OFFSET_COMMIT
     API_VERSION: ClassVar[int] = 0
 
-    request_id: int
     group_id: str
     offsets: tuple[tuple[TopicPartition, PartitionCommit], ...]
-    generation: int = NO_GENERATION
+    generation: Int32 = NO_GENERATION
     """The classic generation, or the member epoch for a server-side group; -1 = none."""
     member_id: str = ""
     group_instance_id: str | None = None
@@ -168,40 +192,42 @@ class OffsetCommitRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetCommitResponse:
+class OffsetCommitResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.OFFSET_COMMIT
     API_VERSION: ClassVar[int] = 0
 
-    error: ErrorCode
+    error_code: ErrorCode16
     """Top-level: NONE when the partitions carry their own codes."""
-    partitions: tuple[tuple[TopicPartition, ErrorCode], ...] = ()
+    partitions: tuple[tuple[TopicPartition, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetFetchRequest:
+class OffsetFetchRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.OFFSET_FETCH
     API_VERSION: ClassVar[int] = 0
 
-    request_id: int
     group_id: str
     partitions: tuple[TopicPartition, ...] | None = None
     """None = every committed partition of the group."""
 
 
-@dataclass(frozen=True, slots=True)
-class FetchedOffset:
+class FetchedOffset(NamedTuple):
+    """One partition's committed offset; -1 and no epoch where the group committed none."""
+
+    topic: str
+    partition: Annotated[int, Range(0, INT32_MAX)]
     offset: int = UNKNOWN_OFFSET
-    leader_epoch: int = NO_LEADER_EPOCH
+    leader_epoch: Int32 = NO_LEADER_EPOCH
     metadata: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetFetchResponse:
+class OffsetFetchResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.OFFSET_FETCH
     API_VERSION: ClassVar[int] = 0
 
-    error: ErrorCode
-    offsets: tuple[tuple[TopicPartition, FetchedOffset], ...] = ()
+    error_code: KnownErrorCode
+    offsets: tuple[FetchedOffset, ...] = ()
 
 
 # --- server-side protocol (ConsumerGroupHeartbeat shape) ---------------------------------
@@ -212,39 +238,38 @@ STATIC_LEAVE_EPOCH: Final = -2
 
 
 @dataclass(frozen=True, slots=True)
-class GroupHeartbeatRequest:
+class GroupHeartbeatRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.CONSUMER_GROUP_HEARTBEAT
     API_VERSION: ClassVar[int] = 0
 
-    request_id: int
     group_id: str
-    member_id: str
-    member_epoch: int
+    member_id: Annotated[str, Absent("")]
+    member_epoch: Int32
     """0 = join (or rejoin after fencing), > 0 = heartbeat, -1 = leave, -2 = static leave."""
     group_instance_id: str | None = None
-    rebalance_timeout_ms: int | None = None
+    rebalance_timeout_ms: Int32 | None = None
     subscribed_topics: tuple[str, ...] | None = None
     """None = unchanged since the last heartbeat."""
     owned: tuple[TopicPartition, ...] | None = None
     """The partitions the member still holds; None = unchanged."""
     client_id: str = ""
     client_host: str = ""
-    max_wait_ms: int = 0
+    max_wait_ms: Annotated[int, Range(0, INT32_MAX)] = 0
     """How long the coordinator may hold the answer while nothing changes for the member (a
     long poll, docs/groups.md §7); 0 = answer at once, as Kafka's coordinator does."""
 
 
 @dataclass(frozen=True, slots=True)
-class GroupHeartbeatResponse:
+class GroupHeartbeatResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.CONSUMER_GROUP_HEARTBEAT
     API_VERSION: ClassVar[int] = 0
 
-    error: ErrorCode
+    error_code: KnownErrorCode
     message: str = ""
     member_id: str = ""
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    session_timeout_ms: int = 0
+    member_epoch: Int32 = 0
+    heartbeat_interval_ms: Int32 = 0
+    session_timeout_ms: Int32 = 0
     assignment: tuple[TopicPartition, ...] | None = None
     """The member's full assignment when it changed (or on a join); None = unchanged."""
 
@@ -253,11 +278,10 @@ class GroupHeartbeatResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class DescribeGroupsRequest:
+class DescribeGroupsRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_GROUPS
     API_VERSION: ClassVar[int] = 0
 
-    request_id: int
     group_ids: tuple[str, ...]
 
 
@@ -269,24 +293,24 @@ class DescribedMember:
     client_host: str
     metadata: bytes = b""
     assignment: bytes = b""
-    member_epoch: int = NO_GENERATION
+    member_epoch: Int32 = NO_GENERATION
 
 
 @dataclass(frozen=True, slots=True)
 class GroupDescription:
     group_id: str
-    error: ErrorCode
+    error_code: KnownErrorCode
     state: str
     protocol_type: str = ""
     protocol_name: str = ""
     group_type: str = "classic"
-    epoch: int = NO_GENERATION
+    epoch: Int32 = NO_GENERATION
     """Generation (classic) or group epoch (server-side)."""
     members: tuple[DescribedMember, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class DescribeGroupsResponse:
+class DescribeGroupsResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_GROUPS
     API_VERSION: ClassVar[int] = 0
 
@@ -294,11 +318,10 @@ class DescribeGroupsResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class ListGroupsRequest:
+class ListGroupsRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.LIST_GROUPS
     API_VERSION: ClassVar[int] = 0
 
-    request_id: int
     states: frozenset[str] = field(default_factory=frozenset)
     """Empty = every state (KIP-518)."""
     types: frozenset[str] = field(default_factory=frozenset)
@@ -314,29 +337,33 @@ class ListedGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class ListGroupsResponse:
+class ListGroupsResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.LIST_GROUPS
     API_VERSION: ClassVar[int] = 0
 
-    error: ErrorCode
+    error_code: KnownErrorCode
     groups: tuple[ListedGroup, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteGroupsRequest:
+class DeleteGroupsRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.DELETE_GROUPS
     API_VERSION: ClassVar[int] = 0
 
-    request_id: int
     group_ids: tuple[str, ...]
 
 
+class DeletedGroup(NamedTuple):
+    group_id: str
+    error_code: KnownErrorCode
+
+
 @dataclass(frozen=True, slots=True)
-class DeleteGroupsResponse:
+class DeleteGroupsResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.DELETE_GROUPS
     API_VERSION: ClassVar[int] = 0
 
-    results: tuple[tuple[str, ErrorCode], ...]
+    results: tuple[DeletedGroup, ...]
 
 
 # --- discovery ----------------------------------------------------------------------------
@@ -351,7 +378,7 @@ class FindCoordinatorRequestV0:
     API_VERSION: ClassVar[int] = 0
 
     key: str
-    key_type: int = GROUP_KEY_TYPE
+    key_type: Int8 = GROUP_KEY_TYPE
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,26 +386,23 @@ class FindCoordinatorResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.FIND_COORDINATOR
     API_VERSION: ClassVar[int] = 0
 
-    error_code: int
+    error_code: ErrorCode16
     error_message: str = ""
-    node_id: int = -1
+    node_id: Int32 = -1
     endpoint: str = ""
     """The data endpoint of the worker leading the group's offsets partition."""
 
 
 GroupRequest: TypeAlias = (
-    JoinGroupRequest | SyncGroupRequest | HeartbeatRequest | LeaveGroupRequest
-    | OffsetCommitRequest | OffsetFetchRequest | GroupHeartbeatRequest
-    | DescribeGroupsRequest | ListGroupsRequest | DeleteGroupsRequest
+    JoinGroupRequestV0 | SyncGroupRequestV0 | HeartbeatRequestV0 | LeaveGroupRequestV0
+    | OffsetCommitRequestV0 | OffsetFetchRequestV0 | GroupHeartbeatRequestV0
+    | DescribeGroupsRequestV0 | ListGroupsRequestV0 | DeleteGroupsRequestV0
 )
 """What a coordinator answers: the requests a worker leading an offsets partition serves."""
 GroupResponse: TypeAlias = (
-    JoinGroupResponse | SyncGroupResponse | HeartbeatResponse | LeaveGroupResponse
-    | OffsetCommitResponse | OffsetFetchResponse | GroupHeartbeatResponse
-    | DescribeGroupsResponse | ListGroupsResponse | DeleteGroupsResponse
-)
-GroupMessage: TypeAlias = (
-    GroupRequest | GroupResponse | FindCoordinatorRequestV0 | FindCoordinatorResponseV0
+    JoinGroupResponseV0 | SyncGroupResponseV0 | HeartbeatResponseV0 | LeaveGroupResponseV0
+    | OffsetCommitResponseV0 | OffsetFetchResponseV0 | GroupHeartbeatResponseV0
+    | DescribeGroupsResponseV0 | ListGroupsResponseV0 | DeleteGroupsResponseV0
 )
 GROUP_REQUEST_TYPES: Final = get_args(GroupRequest)
 GROUP_RESPONSE_TYPES: Final = get_args(GroupResponse)
