@@ -36,7 +36,7 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.config import GroupConfig
 from zlog.transport.json_fields import Fields, parse_json_object
 from zlog.transport.wire import INT16_MAX, INT16_MIN, INT32_MAX
-from zlog.types import NO_TOPIC_ID, valid_topic_id
+from zlog.types import BROKER_ID_MAX, NO_TOPIC_ID, valid_topic_id
 
 HEARTBEAT_INTERVAL_MS: Final = 500
 """How often a worker says it is alive; the supervisor restarts one silent for its
@@ -46,7 +46,6 @@ PARTITION_INDEX_MAX: Final = INT32_MAX
 LEADER_EPOCH_MAX: Final = INT32_MAX
 WORKER_ID_MAX: Final = 65_535
 PID_MAX: Final = 2**22  # Linux's pid_max ceiling
-BROKER_ID_MAX: Final = INT32_MAX
 GROUP_DEFAULTS: Final = GroupConfig()
 
 

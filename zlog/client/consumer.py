@@ -102,7 +102,6 @@ from zlog.client.retries import DefiniteError, Next, after_leader_error, retry_w
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
 from zlog.record.arrays import BatchView
-from zlog.transport.group_messages import NO_GENERATION
 from zlog.transport.messages import (
     FetchEntry,
     FetchRequestV0,
@@ -121,6 +120,7 @@ from zlog.types import (
     DEFAULT_BOOTSTRAP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    NO_GENERATION,
     TopicPartition,
 )
 

@@ -40,8 +40,8 @@ from zlog.client.group_settings import SERVER_SIDE_PROTOCOL, GroupMetadata, Grou
 from zlog.client.metadata_watch import MetadataWatch, matching, partition_counts
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
-from zlog.transport.group_messages import NO_GENERATION, GroupHeartbeatRequest, GroupRequest
-from zlog.types import TopicPartition
+from zlog.transport.group_messages import GroupHeartbeatRequest, GroupRequest
+from zlog.types import NO_GENERATION, TopicPartition
 
 log = logging.getLogger("zlog.client.group_membership")
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from zlog.transport.group_messages import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
-    NO_GENERATION,
     STATIC_LEAVE_EPOCH,
     UNKNOWN_OFFSET,
     DeleteGroupsRequest,
@@ -46,7 +45,7 @@ from zlog.transport.group_messages import GroupRequest as Request
 from zlog.transport.group_messages import GroupResponse as Response
 
 __all__ = [
-    "JOIN_EPOCH", "LEAVE_EPOCH", "NO_GENERATION", "STATIC_LEAVE_EPOCH", "UNKNOWN_OFFSET",
+    "JOIN_EPOCH", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "UNKNOWN_OFFSET",
     "DeleteGroupsRequest", "DeleteGroupsResponse", "DescribeGroupsRequest",
     "DescribeGroupsResponse", "DescribedMember", "FetchedOffset", "GroupDescription",
     "GroupHeartbeatRequest", "GroupHeartbeatResponse", "HeartbeatRequest", "HeartbeatResponse",

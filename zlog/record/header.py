@@ -80,7 +80,6 @@ _BATCH_LENGTH_MIN: Final = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES
 
 CODEC_MASK: Final = 0x07
 TIMESTAMP_TYPE_BIT: Final = 0x08
-NO_TIMESTAMP: Final = -1  # a record without a timestamp (Kafka's RecordBatch.NO_TIMESTAMP)
 _TRANSACTIONAL_BIT: Final = 0x10
 _CONTROL_BIT: Final = 0x20
 

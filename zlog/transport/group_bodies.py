@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from zlog.transport.group_messages import (
-    NO_GENERATION,
     NO_REQUEST_ID,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -44,7 +43,7 @@ from zlog.transport.group_messages import (
 )
 from zlog.transport.json_fields import Fields
 from zlog.transport.wire import INT8_MAX, INT8_MIN, INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN
-from zlog.types import TopicPartition
+from zlog.types import NO_GENERATION, TopicPartition
 
 # ---------------------------------------------------------------------------------------------
 # Encoding.

@@ -19,9 +19,8 @@ from typing import ClassVar, Final, TypeAlias, get_args
 
 from zlog.errors import ErrorCode
 from zlog.transport.api import ApiKey
-from zlog.types import NO_LEADER_EPOCH, TopicPartition
+from zlog.types import NO_GENERATION, NO_LEADER_EPOCH, TopicPartition
 
-NO_GENERATION: Final = -1
 UNKNOWN_OFFSET: Final = -1
 NO_REQUEST_ID: Final = 0
 """The request id of a request just decoded: its worker sets its own handle."""

@@ -23,9 +23,8 @@ from zlog import limits
 from zlog.broker.control.placement import InitialPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.json_fields import Fields, parse_json_object
-from zlog.types import NO_TOPIC_ID, valid_topic_id
+from zlog.types import BROKER_ID_MAX, NO_TOPIC_ID, valid_topic_id
 
-BROKER_ID_MAX: Final = 2**31 - 1
 COMMAND_CODE: Final = ErrorCode.INVALID_REQUEST  # a malformed command's result code
 _JSON_SEPARATORS: Final = (",", ":")
 

@@ -37,7 +37,6 @@ from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
 from zlog.record.arrays import WALK_BELOW_RECORDS, parse_batch
 from zlog.record.compression import recompress, uncompressed_records
 from zlog.record.header import (
-    NO_TIMESTAMP,
     BatchHeader,
     Buffer,
     Compression,
@@ -46,7 +45,7 @@ from zlog.record.header import (
     verify_crc,
 )
 from zlog.record.small import walk_records
-from zlog.types import ACKS_ALL, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TOPIC_ID
+from zlog.types import ACKS_ALL, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TIMESTAMP, NO_TOPIC_ID
 
 VALID_ACKS: Final = frozenset({0, 1, ACKS_ALL})
 _READ_ALL_BYTES: Final = 2**31 - 1
