@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from zlog import limits
 from zlog.broker.control.controller import IsrRequest, RoundInput, decide, shutdown_ready
 from zlog.broker.control.metadata_apply import retired_message
 from zlog.broker.control.metadata_commands import (
@@ -67,7 +68,6 @@ from zlog.transport.messages import ElectLeadersResponseV0, Response
 log = logging.getLogger(__name__)
 
 CONTROLLER_ROUND_MS: Final = 50  # how often the controller looks for something to decide
-ISR_REQUESTS_MAX: Final = 10_000  # queued AlterPartition requests; beyond, refused at once
 TURN_GAP_MS_MAX: Final = 500
 """A tick this long after the last one means the supervisor's loop stalled: whatever time it
 took beyond this is not counted against anyone's session (the heartbeats of that time wait
@@ -194,7 +194,7 @@ class ControllerService:
         return BrokerHeartbeatResponseV0(0, "", fenced, ready, self.node_id)
 
     def alter_partition(self, request: AlterPartitionRequestV0, answer: Answer) -> None:
-        if len(self._isr_requests) >= ISR_REQUESTS_MAX:
+        if len(self._isr_requests) >= limits.ISR_REQUESTS_MAX:
             answer(_alter_answer(ErrorCode.THROTTLING_QUOTA_EXCEEDED, "too many ISR "
                                  "changes are waiting", self.node_id))
             return
