@@ -56,6 +56,7 @@ if str(REPO_ROOT) not in sys.path:
 from bench.suite.common import precise_sleeps  # noqa: E402
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition  # noqa: E402
 from zlog.errors import ZlogError  # noqa: E402
+from zlog.record.header import BATCH_HEADER_BYTES  # noqa: E402
 from zlog.transport.messages.admin import ApiVersionsRequestV0  # noqa: E402
 from zlog.transport.rpc import RpcClient  # noqa: E402
 from zlog_testbed.free_ports import free_port  # noqa: E402
@@ -67,7 +68,6 @@ CALL_TIMEOUT_MS: Final = 10_000
 MB: Final = 1_000_000
 DD_RUNS: Final = 3
 LARGE_BATCH_BYTES: Final = 1024 * 1024
-LARGE_BATCH_HEADER_BYTES: Final = 61
 RECORD_FRAMING_BYTES_MAX: Final = 16  # length, attributes, deltas, key and value lengths, headers
 
 
@@ -195,7 +195,7 @@ def phase_produce_large(args: argparse.Namespace) -> dict[str, Any]:
     MB/s of values. With `--warm-dir`, pages are recycled first (`recycle_pages`)."""
     # As many rows as fill one batch of at most 1 MiB with their record framing (Kafka's
     # max.message.bytes is 1 MiB + 12), so each send_many call is one batch.
-    rows = (LARGE_BATCH_BYTES - LARGE_BATCH_HEADER_BYTES) // (args.large_value_bytes
+    rows = (LARGE_BATCH_BYTES - BATCH_HEADER_BYTES) // (args.large_value_bytes
                                                               + RECORD_FRAMING_BYTES_MAX)
     rng = np.random.default_rng(2)
     chunk = rng.integers(0, 256, size=(rows, args.large_value_bytes), dtype=np.uint8)

@@ -42,7 +42,7 @@ from bench.raft_kv import KvStateMachine
 from zlog import limits
 from zlog.errors import ZlogError
 from zlog.raft.codec import CodecError
-from zlog.raft.proposals import NotLeaderOrFollowerError
+from zlog.raft.errors import NotLeaderError
 from zlog.raft.runner import RaftRunner, RunnerConfig
 from zlog.transport.raft_peers import PeerTransport
 
@@ -213,7 +213,7 @@ class ClientServer:
         if error is None:
             return ClientReply(request_id, 0, -1, future.result())
         assert isinstance(error, ZlogError), error
-        hint = error.leader_hint if isinstance(error, NotLeaderOrFollowerError) else None
+        hint = error.leader_hint if isinstance(error, NotLeaderError) else None
         if hint is None:
             hint = self.runner.status().leader
         return ClientReply(

@@ -42,14 +42,13 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from zlog.client.local_ring import Backoff, LocalRing  # noqa: E402
+from zlog.record.header import CRC_AT, CRC_COVERS_FROM  # noqa: E402
 from zlog.record.records import NewRecord, build_batch  # noqa: E402
 from zlog.shm_segments.ring import RingWriter  # noqa: E402
 
 VALUE_BYTES: Final = 100
 RING_BYTES: Final = 64 * 1024 * 1024
 START_TIMEOUT_S: Final = 30.0
-_CRC_AT: Final = 17
-_CRC_COVERS_FROM: Final = 21
 _STAMP: Final = struct.Struct("<q")
 
 
@@ -82,7 +81,7 @@ def run_writer(args: argparse.Namespace) -> dict[str, Any]:
                 time.sleep(remaining / 1e9)
             struct.pack_into(">q", batch, 0, offset)  # baseOffset
             _STAMP.pack_into(batch, value_at, time.perf_counter_ns())
-            struct.pack_into(">I", batch, _CRC_AT, crc32c.crc32c(batch[_CRC_COVERS_FROM:]))
+            struct.pack_into(">I", batch, CRC_AT, crc32c.crc32c(batch[CRC_COVERS_FROM:]))
             writer.append(batch, offset + 1)
         _wait_for(Path(args.scratch, "reader-done"))
     return {"records": args.records}

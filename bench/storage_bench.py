@@ -31,13 +31,18 @@ import crc32c
 import numpy as np
 
 from zlog.record.arrays import build_batch_from_values, parse_batch
+from zlog.record.header import (
+    CRC_COVERS_FROM,
+    LAST_OFFSET_DELTA_AT,
+    LOG_OVERHEAD,
+    LOG_OVERHEAD_BYTES,
+)
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 
 RECORDS_PER_BATCH = 1000
 VALUE_BYTES = 100
 DISTINCT_BATCHES = 256  # ~28 MB of source batches: far more than the CPU caches hold
-_PREFIX = struct.Struct(">qi")  # base offset, batch length
 _LAST_DELTA = struct.Struct(">i")
 
 
@@ -89,10 +94,11 @@ def log_read(directory: Path, ring_dir: Path, batches: list[bytes], batch_count:
         for view in views:
             position = 0
             while position < len(view):
-                base, length = _PREFIX.unpack_from(view, position)
-                (last_delta,) = _LAST_DELTA.unpack_from(view, position + 23)
-                crc32c.crc32c(view[position + 21 : position + 12 + length])
-                position += 12 + length
+                base, length = LOG_OVERHEAD.unpack_from(view, position)
+                (last_delta,) = _LAST_DELTA.unpack_from(view, position + LAST_OFFSET_DELTA_AT)
+                end = position + LOG_OVERHEAD_BYTES + length
+                crc32c.crc32c(view[position + CRC_COVERS_FROM : end])
+                position = end
                 offset = base + last_delta + 1
             total_bytes += len(view)
         del views

@@ -67,6 +67,12 @@ WORKER_CHANNEL_BATCH_MESSAGES_MAX = 1024  # per supervisor turn, so workers cann
 CONTROL_BATCH_MESSAGES_MAX = 256  # client requests per supervisor turn; the rest wait one turn
 PRODUCER_ID_WAITERS_MAX = 10_000  # InitProducerId requests waiting for ids; then throttled
 PRODUCER_IDS_PER_COMMAND_MAX = 1_000_000  # ids one metadata command may allocate
+# A broker's ISR changes sent to the controller and not answered yet; past it, answered
+# NOT_CONTROLLER at once (the worker proposes again later).
+ALTER_ISR_IN_FLIGHT_MAX = 1_000
+ISR_REQUESTS_MAX = 10_000  # AlterPartition requests queued at the controller; beyond, refused
+# One message on the fork server's channel, either way: a start request carries an environment.
+FORK_SERVER_MESSAGE_BYTES_MAX = 1024 * 1024
 
 # The data plane (zlog/broker/data), per worker and per partition.
 DELAYED_PRODUCES_MAX = 10_000  # acks=all requests waiting for the HW; beyond it they time out

@@ -37,6 +37,22 @@ Every real timestamp is >= 0, and anything below this sentinel is an invalid req
 NO_LEADER_EPOCH: Final = -1
 """A committed offset, or a record, that names no leader epoch (Kafka's -1)."""
 
+NO_TIMESTAMP: Final = -1
+"""A record without a timestamp (Kafka's RecordBatch.NO_TIMESTAMP): the only negative
+CreateTime a broker accepts."""
+
+NO_GENERATION: Final = -1
+"""A group member that has no generation yet, or a commit made outside any (Kafka's -1): the
+group requests, the consumer protocol's subscription and the client's member all start here."""
+
+NO_LEADER: Final = -1
+"""A partition that no replica leads (Kafka's LeaderAndIsr.NoLeader): what the controller
+writes into the metadata, and what every reader of a partition's leader compares against."""
+
+BROKER_ID_MAX: Final = 2**31 - 1
+"""The largest broker id: an int32 on the wire (Kafka's), so the metadata commands and the
+worker protocol refuse anything larger."""
+
 ACKS_ALL: Final = -1
 """Produce acks meaning "every in-sync replica": the producer's setting, the Produce request's
 field and the broker's rule for when to answer all use this one number (Kafka's)."""

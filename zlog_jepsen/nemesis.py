@@ -46,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from zlog.types import NO_LEADER
 from zlog_jepsen.cluster import HarnessCluster
 from zlog_jepsen.disk_wipe import WIPE_DISK, wipe
 from zlog_jepsen.history import NEMESIS_PROCESS, FaultPhase, HistoryWriter, nemesis_value
@@ -72,7 +73,6 @@ FAULT_KINDS: Final = (KILL_WORKER, KILL_BROKER, PAUSE_BROKER, ISOLATE_LEADER,
                       ISOLATE_CONTROLLER, ONE_WAY, POWER_LOSS, DAMAGED_TAIL, MINORITY, BRIDGE,
                       CLIENTS_CUT, DISK_FULL, CORRUPT_FOLLOWER, *MEMBERSHIP_KINDS, WIPE_DISK,
                       RETENTION_PRESSURE)
-NO_LEADER: Final = -1
 
 
 @dataclass(frozen=True)

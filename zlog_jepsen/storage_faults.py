@@ -33,12 +33,11 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import struct
 from pathlib import Path
 from typing import Final
 
 from zlog.broker.control.cluster_node import META_FILE
-from zlog.record.header import LOG_OVERHEAD_BYTES
+from zlog.record.header import LOG_OVERHEAD_BYTES, size_bytes_at
 
 SEGMENT_SUFFIX: Final = ".log"
 INDEX_SUFFIXES: Final = (".index", ".timeindex")
@@ -47,8 +46,6 @@ TRUNCATE: Final = "truncate"
 BIT_FLIP: Final = "bit-flip"
 DROP_INDEXES: Final = "drop-indexes"
 DAMAGES: Final = (TRUNCATE, BIT_FLIP, DROP_INDEXES)
-_BATCH_LENGTH: Final = struct.Struct(">i")
-_BATCH_LENGTH_AT: Final = 8
 
 
 def partition_dirs(data_dir: Path) -> list[Path]:
@@ -106,9 +103,8 @@ def batch_ends(segment: bytes) -> list[int]:
     ends: list[int] = []
     position = 0
     while position + LOG_OVERHEAD_BYTES <= len(segment):
-        (length,) = _BATCH_LENGTH.unpack_from(segment, position + _BATCH_LENGTH_AT)
-        end = position + LOG_OVERHEAD_BYTES + length
-        if length <= 0 or end > len(segment):
+        end = position + size_bytes_at(segment, position)
+        if end <= position + LOG_OVERHEAD_BYTES or end > len(segment):
             break
         ends.append(end)
         position = end

@@ -40,7 +40,7 @@ from zlog.transport.json_fields import Fields, parse_json_object
 from zlog.transport.messages.cluster import MemberEpochs
 from zlog.transport.wire import INT32_MAX
 from zlog.transport.wire_types import AtLeast, Check, ErrorCode16, Range, Sentence
-from zlog.types import NO_TOPIC_ID, valid_topic_id
+from zlog.types import BROKER_ID_MAX, NO_TOPIC_ID, valid_topic_id
 
 HEARTBEAT_INTERVAL_MS: Final = 500
 """How often a worker says it is alive; the supervisor restarts one silent for its
@@ -50,7 +50,6 @@ PARTITION_INDEX_MAX: Final = INT32_MAX
 LEADER_EPOCH_MAX: Final = INT32_MAX
 WORKER_ID_MAX: Final = 65_535
 PID_MAX: Final = 2**22  # Linux's pid_max ceiling
-BROKER_ID_MAX: Final = INT32_MAX
 GROUP_DEFAULTS: Final = GroupConfig()
 
 

@@ -50,7 +50,6 @@ from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.groups.assignors import ASSIGNORS, assign_classic_group
 from zlog.groups.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
-    NO_GENERATION,
     Subscription,
     decode_assignment,
     decode_subscription,
@@ -71,7 +70,7 @@ from zlog.transport.messages.groups import (
     SyncGroupRequestV0,
     SyncGroupResponseV0,
 )
-from zlog.types import TopicPartition
+from zlog.types import NO_GENERATION, TopicPartition
 
 COOPERATIVE_ASSIGNORS: Final = frozenset({"cooperative-sticky"})
 """Assignors that never hand out a partition another member still claims (KIP-429)."""

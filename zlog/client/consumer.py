@@ -118,13 +118,13 @@ from zlog.transport.messages.data import (
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
 )
-from zlog.transport.messages.groups import NO_GENERATION
 from zlog.transport.rpc import RpcResult
 from zlog.types import (
     CONSUMER_REPLICA_ID,
     DEFAULT_BOOTSTRAP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    NO_GENERATION,
     TopicPartition,
 )
 

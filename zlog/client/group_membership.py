@@ -41,11 +41,10 @@ from zlog.client.metadata_watch import MetadataWatch, matching, partition_counts
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages.groups import (
-    NO_GENERATION,
     GroupHeartbeatRequestV0,
     GroupRequest,
 )
-from zlog.types import TopicPartition
+from zlog.types import NO_GENERATION, TopicPartition
 
 log = logging.getLogger("zlog.client.group_membership")
 

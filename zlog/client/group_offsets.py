@@ -13,14 +13,13 @@ from collections.abc import Iterable, Mapping
 from zlog.client.group_coordinator import CoordinatorLink
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.transport.messages.groups import (
-    NO_GENERATION,
     OffsetCommitRequestV0,
     OffsetCommitResponseV0,
     OffsetFetchRequestV0,
     OffsetFetchResponseV0,
     PartitionCommit,
 )
-from zlog.types import TopicPartition
+from zlog.types import NO_GENERATION, TopicPartition
 
 
 def commit_offsets(link: CoordinatorLink, offsets: Mapping[TopicPartition, int], *,

@@ -71,7 +71,6 @@ BytesLike = bytes | bytearray | memoryview
 
 RETRIES_DEFAULT: Final = 2**31 - 1  # Kafka's: in practice bounded by delivery_timeout_ms
 ATEXIT_CLOSE_TIMEOUT_MS: Final = 5_000  # how long exit waits for a producer left open
-NO_TIMESTAMP: Final = -1
 
 log = logging.getLogger("zlog.client.producer")
 _OPEN_PRODUCERS: weakref.WeakSet[Producer] = weakref.WeakSet()

@@ -15,14 +15,13 @@ from typing import Final, TypeAlias
 
 from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.consumer_protocol import (
-    NO_GENERATION,
     Assignment,
     Subscription,
     decode_subscription,
     encode_assignment,
 )
 from zlog.transport.wire import Buffer
-from zlog.types import TopicPartition
+from zlog.types import NO_GENERATION, TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

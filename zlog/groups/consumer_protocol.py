@@ -24,12 +24,11 @@ from typing import Final
 from zlog.errors import ErrorCode
 from zlog.transport.kafka_codec import KafkaReader, KafkaWriter
 from zlog.transport.wire import Buffer
-from zlog.types import TopicPartition
+from zlog.types import NO_GENERATION, TopicPartition
 
 CONSUMER_PROTOCOL_TYPE: Final = "consumer"
 SUBSCRIPTION_VERSION: Final = 3
 ASSIGNMENT_VERSION: Final = 3
-NO_GENERATION: Final = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,7 @@
 """Operating errors of the Raft core: what a caller of `RawNode` can get back and act on.
 
 Each carries a Kafka error code (zlog.errors) so the runner can turn it into a wire reply
-unchanged. The metadata leader is the cluster controller, hence NOT_CONTROLLER.
-Broken invariants are not errors here: they are assertions and crash the process.
+unchanged. Broken invariants are not errors here: they are assertions and crash the process.
 """
 
 from __future__ import annotations
@@ -15,11 +14,21 @@ class RaftError(ZlogError):
 
 
 class NotLeaderError(RaftError):
-    """The request needs the leader and this node is not it (or is handing leadership off)."""
+    """The request needs the leader and this node is not it (or is handing leadership off):
+    not applied, safe to retry at `leader_hint`, the leader this node knows of (None: none).
 
-    def __init__(self, leader_hint: int | None, message: str = "") -> None:
+    The one "not the leader" of Raft, from the core to the runner's callers: NOT_LEADER_OR_FOLLOWER,
+    as KRaft answers it. A host whose Raft leader plays another part names that part's code once,
+    keeping the hint (`code`): the metadata log's leader is the controller, so the broker's
+    metadata log turns it into NOT_CONTROLLER (broker/control/metadata_log.py).
+    """
+
+    def __init__(
+        self, leader_hint: int | None, message: str = "",
+        code: ErrorCode = ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ) -> None:
         hint = "unknown" if leader_hint is None else str(leader_hint)
-        super().__init__(ErrorCode.NOT_CONTROLLER, message or f"not the leader (leader: {hint})")
+        super().__init__(code, message or f"not the leader (leader: {hint})")
         self.leader_hint = leader_hint
 
 

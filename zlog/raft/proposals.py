@@ -27,32 +27,27 @@ from dataclasses import dataclass
 
 from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
+from zlog.raft.errors import NotLeaderError
 from zlog.raft.messages import Block, BlockId
 
 Outcome = bytes | ZlogError
 Waiter = Callable[[Outcome], None]
 
 
-class ProposalSupersededError(ZlogError):
-    """A different block committed at the height of this proposal: it will never apply."""
+class ProposalSupersededError(NotLeaderError):
+    """A different block committed at the height of this proposal: it will never apply. The
+    node that proposed it led no longer when that height committed, so this is its "not the
+    leader" (the leader unnamed: the runner's status knows it)."""
 
     def __init__(self, proposed: BlockId, committed: BlockId) -> None:
         super().__init__(
-            ErrorCode.NOT_LEADER_OR_FOLLOWER,
-            f"proposal {tuple(proposed)} lost to {tuple(committed)}; it was not applied",
+            None, f"proposal {tuple(proposed)} lost to {tuple(committed)}; it was not applied"
         )
         self.proposed = proposed
         self.committed = committed
 
 
-class NotLeaderOrFollowerError(ZlogError):
-    """This node cannot order the request; `leader_hint` names the node to try (or None)."""
-
-    def __init__(self, leader_hint: int | None) -> None:
-        super().__init__(
-            ErrorCode.NOT_LEADER_OR_FOLLOWER, f"not the leader; the leader is {leader_hint}"
-        )
-        self.leader_hint = leader_hint
+NotLeaderOrFollowerError = NotLeaderError  # the name the trackers' callers also know it by
 
 
 def timed_out(what: str) -> ZlogError:

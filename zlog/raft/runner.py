@@ -69,7 +69,6 @@ from zlog.raft.fsm import StateMachine
 from zlog.raft.links import PeerLinks, PeerLinksFactory
 from zlog.raft.messages import GENESIS, NO_DIR_ID, Append, Block, BlockKind, ConfigState, Ready
 from zlog.raft.proposals import (
-    NotLeaderOrFollowerError,
     Outcome,
     ProposalTracker,
     ReadTracker,
@@ -241,7 +240,7 @@ class RaftRunner:
     def propose(self, command: bytes) -> Future[bytes]:
         """Commit and apply `command`; the future holds its result from the state machine.
 
-        It fails with NotLeaderOrFollowerError (not applied; retry at `leader_hint`),
+        It fails with NotLeaderError (not applied; retry at `leader_hint`), including
         ProposalSupersededError (not applied; retry), or REQUEST_TIMED_OUT (unknown).
         """
         assert len(command) <= limits.RAFT_COMMAND_BYTES_MAX, "command over its bound"
@@ -442,7 +441,7 @@ class RaftRunner:
 
     def _add_learner(self, node_id: int, endpoint: str, waiter: Waiter) -> None:
         if not self._is_leader():
-            waiter(NotLeaderOrFollowerError(self.node.leader_id))
+            waiter(NotLeaderError(self.node.leader_id))
             return
         config = self.node.config
         if node_id not in config.members or dict(config.endpoints).get(node_id) != endpoint:
@@ -460,7 +459,7 @@ class RaftRunner:
 
     def _queue(self, kind: RequestKind, body: bytes, waiter: Waiter) -> None:
         if not self._is_leader():
-            waiter(NotLeaderOrFollowerError(self.node.leader_id))
+            waiter(NotLeaderError(self.node.leader_id))
             return
         now_ms = monotonic_ms()
         if kind == RequestKind.PROPOSE:
@@ -496,7 +495,7 @@ class RaftRunner:
         if self.proposals.queued_count == 0:
             return
         if not self._is_leader():
-            self.proposals.fail_queued(NotLeaderOrFollowerError(self.node.leader_id))
+            self.proposals.fail_queued(NotLeaderError(self.node.leader_id))
             return
         while self.proposals.queued_count:
             batch = self.proposals.take_batch()
@@ -505,7 +504,7 @@ class RaftRunner:
                 block_id = self.node.propose(payload)
             except NotLeaderError as error:
                 self.proposals.requeue_front(batch)
-                self.proposals.fail_queued(NotLeaderOrFollowerError(error.leader_hint))
+                self.proposals.fail_queued(error)
                 return
             except CoreRefusedError:
                 self.proposals.requeue_front(batch)  # back-pressure: retry after a Ready
@@ -521,7 +520,7 @@ class RaftRunner:
         try:
             self.node.read_index(ctx)
         except NotLeaderError as error:
-            self.reads.fail_all(NotLeaderOrFollowerError(error.leader_hint))
+            self.reads.fail_all(error)
         except CoreRefusedError as error:  # a transfer is under way, or too many reads
             self.reads.fail_all(ZlogError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, error.message))
 
@@ -529,7 +528,7 @@ class RaftRunner:
         """On losing leadership, fail what can no longer be ordered here (safe retries)."""
         leader = self._is_leader()
         if self._was_leader and not leader:
-            error = NotLeaderOrFollowerError(self.node.leader_id)
+            error = NotLeaderError(self.node.leader_id)
             self.proposals.fail_queued(error)
             self.reads.fail_all(error)
         self._was_leader = leader

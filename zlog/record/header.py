@@ -46,7 +46,11 @@ from zlog.record.varint import INT32_MAX, INT64_MAX, INT64_MIN
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
 BATCH_HEADER_BYTES: Final = 61
-LOG_OVERHEAD_BYTES: Final = 12  # baseOffset + batchLength: bytes before the length-counted part
+# baseOffset and batchLength: the log overhead (Kafka's name), the prefix that frames a batch
+# wherever batches lie back to back (a segment, a ring, a fetch answer); a PAD in the ring is
+# this prefix alone. batchLength counts the bytes after it.
+LOG_OVERHEAD: Final = struct.Struct(">qi")
+LOG_OVERHEAD_BYTES: Final = 12
 MAGIC: Final = 2
 # The smallest record: a 1-byte length and six 1-byte fields (attributes, timestamp delta,
 # offset delta, key length, value length, headers count). Bounds a claimed record count.
@@ -71,20 +75,29 @@ _HEADER: Final = struct.Struct(
 _BASE_OFFSET: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
 _CRC: Final = struct.Struct(">I")
-_BATCH_LENGTH_AT: Final = 8
-_PARTITION_LEADER_EPOCH_AT: Final = 12
-_MAGIC_AT: Final = 16
-_CRC_AT: Final = 17
-_CRC_COVERS_FROM: Final = 21  # the attributes field
+# Where the fields that code outside this module reads or writes in place lie (the table above).
+BATCH_LENGTH_AT: Final = 8
+PARTITION_LEADER_EPOCH_AT: Final = 12
+MAGIC_AT: Final = 16
+CRC_AT: Final = 17
+CRC_COVERS_FROM: Final = 21  # the attributes field
+LAST_OFFSET_DELTA_AT: Final = 23
+MAX_TIMESTAMP_AT: Final = 35
 _BATCH_LENGTH_MIN: Final = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES
+# What placing a batch in the log needs, in one unpack: baseOffset, batchLength,
+# lastOffsetDelta and maxTimestamp (the bytes between them skipped).
+_PLACEMENT: Final = struct.Struct(">qi11xi8xq")
 
 CODEC_MASK: Final = 0x07
 TIMESTAMP_TYPE_BIT: Final = 0x08
-NO_TIMESTAMP: Final = -1  # a record without a timestamp (Kafka's RecordBatch.NO_TIMESTAMP)
 _TRANSACTIONAL_BIT: Final = 0x10
 _CONTROL_BIT: Final = 0x20
 
 assert _HEADER.size == BATCH_HEADER_BYTES
+assert LOG_OVERHEAD.size == LOG_OVERHEAD_BYTES == PARTITION_LEADER_EPOCH_AT
+assert _PLACEMENT.size == MAX_TIMESTAMP_AT + 8
+# baseOffset, batchLength, lastOffsetDelta and maxTimestamp, as the whole header lays them out.
+assert _PLACEMENT.unpack_from(_HEADER.pack(*range(1, 14))) == (1, 2, 7, 9)
 
 
 class Compression(IntEnum):
@@ -216,7 +229,7 @@ def _validate(view: memoryview, *, strict: bool, check_crc: bool) -> BatchHeader
     if header.size_bytes != size_bytes:
         raise _corrupt(f"batchLength says {header.size_bytes} bytes, the batch has {size_bytes}")
     if check_crc:
-        crc = crc32c.crc32c(view[_CRC_COVERS_FROM:])
+        crc = crc32c.crc32c(view[CRC_COVERS_FROM:])
         if crc != header.crc:
             raise _corrupt(f"CRC-32C is {crc:#010x}, the header says {header.crc:#010x}")
     _check_header_fields(header, strict=strict)
@@ -230,8 +243,8 @@ def verify_crc(buf: Buffer) -> None:
     bytes are still in the CPU cache: the CRC then costs a fraction of a read from memory.
     """
     view = as_byte_view(buf)
-    (stored,) = _CRC.unpack_from(view, _CRC_AT)
-    crc = crc32c.crc32c(view[_CRC_COVERS_FROM:])
+    (stored,) = _CRC.unpack_from(view, CRC_AT)
+    crc = crc32c.crc32c(view[CRC_COVERS_FROM:])
     if crc != stored:
         raise _corrupt(f"CRC-32C is {crc:#010x}, the header says {stored:#010x}")
 
@@ -267,12 +280,27 @@ def stamp(
     """Write the broker-assigned fields in place; both lie outside the CRC, which stays valid."""
     view = as_byte_view(buf)
     assert not view.readonly, "stamp needs a writable buffer"
-    assert view.nbytes >= BATCH_HEADER_BYTES and view[_MAGIC_AT] == MAGIC
+    assert view.nbytes >= BATCH_HEADER_BYTES and view[MAGIC_AT] == MAGIC
     assert 0 <= base_offset <= INT64_MAX - INT32_MAX, base_offset
     _BASE_OFFSET.pack_into(view, 0, base_offset)
     if partition_leader_epoch is not None:
         assert -1 <= partition_leader_epoch <= INT32_MAX, partition_leader_epoch
-        _INT32.pack_into(view, _PARTITION_LEADER_EPOCH_AT, partition_leader_epoch)
+        _INT32.pack_into(view, PARTITION_LEADER_EPOCH_AT, partition_leader_epoch)
+
+
+def size_bytes_at(buf: Buffer, pos: int = 0) -> int:
+    """The size of the batch at `pos` as its batchLength says, unchecked: for walking batches
+    that were validated when they entered the log, such as what a read of it returns."""
+    return int(_INT32.unpack_from(buf, pos + BATCH_LENGTH_AT)[0]) + LOG_OVERHEAD_BYTES
+
+
+def read_placement(buf: Buffer, pos: int = 0) -> tuple[int, int, int, int]:
+    """(base offset, next offset, max timestamp, size in bytes) of the batch at `pos`,
+    unchecked: what the log needs to place and index a batch validated on its way in."""
+    base_offset, batch_length, last_offset_delta, max_timestamp_ms = _PLACEMENT.unpack_from(
+        buf, pos)
+    return (base_offset, base_offset + last_offset_delta + 1, max_timestamp_ms,
+            batch_length + LOG_OVERHEAD_BYTES)
 
 
 def scan_batches(
@@ -292,7 +320,7 @@ def scan_batches(
     pos = start
     # Each pass consumes at least a header, so the loop is bounded by the buffer size.
     while end_bytes - pos >= BATCH_HEADER_BYTES and pos < stop:
-        size_bytes = _INT32.unpack_from(view, pos + _BATCH_LENGTH_AT)[0] + LOG_OVERHEAD_BYTES
+        size_bytes = size_bytes_at(view, pos)
         if size_bytes < BATCH_HEADER_BYTES or size_bytes > end_bytes - pos:
             break
         try:
@@ -345,7 +373,7 @@ def write_header(
         base_sequence,
         record_count,
     )
-    _CRC.pack_into(view, _CRC_AT, crc32c.crc32c(view[_CRC_COVERS_FROM:]))
+    _CRC.pack_into(view, CRC_AT, crc32c.crc32c(view[CRC_COVERS_FROM:]))
 
 
 def attributes_for(compression: Compression, *, is_transactional: bool = False) -> int:

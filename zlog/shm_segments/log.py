@@ -1,8 +1,9 @@
 """PartitionLog: one partition's ordered segments, fed through its shared-memory ring.
 
-Write path: `append` validates the batch header and CRC (never the records one by one),
-copies the batch into the ring with its base offset stamped, and then flushes ring ->
-active segment (after every append by default, or once `ring_flush_bytes` are pending).
+Write path: `append` validates the batch header (unless the caller hands it the header it
+validated already) and the CRC (never the records one by one), copies the batch into the ring
+with its base offset stamped, and then flushes ring -> active segment (after every append by
+default, or once `ring_flush_bytes` are pending).
 Because the ring lives in shared memory, an append that returned survives a SIGKILL of this
 process: the next `PartitionLog` opened on the partition replays the ring into the segment.
 
@@ -214,9 +215,18 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ appending
 
-    def append(self, batch: memoryview | bytes | bytearray, *, leader_epoch: int = -1) -> int:
-        """Assign offsets to a producer's batch and store it; returns its base offset."""
-        header = batch_header.validate_batch(batch, strict=True, check_crc=False)
+    def append(
+        self, batch: memoryview | bytes | bytearray, *, leader_epoch: int = -1,
+        header: batch_header.BatchHeader | None = None,
+    ) -> int:
+        """Assign offsets to a producer's batch and store it; returns its base offset.
+
+        `header` is what `validate_batch(batch, strict=True, check_crc=False)` returned for
+        exactly these bytes (the partition's rules check every batch before they append it):
+        the header is then not validated a second time. The CRC is checked here either way.
+        """
+        if header is None or header.size_bytes != len(batch):
+            header = batch_header.validate_batch(batch, strict=True, check_crc=False)
         return self._append(batch, header, self.log_end_offset, leader_epoch)
 
     def append_replicated(

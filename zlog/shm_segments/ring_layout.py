@@ -12,9 +12,13 @@ holds batches back to back exactly as they will lie in the segment file: a batch
 itself through its batchLength (bytes 8-11), so there is no per-entry header and a flush is one
 `os.write` per contiguous span. A batch never straddles the end of the data area: when it does
 not fit, the writer leaves a filler and puts the batch at the next lap's start. The filler is a
-PAD marker (a 12-byte batch header with baseOffset -1 and a batchLength that runs to the end of
-the area), or nothing when fewer than 12 bytes remain; either way it always ends at the lap's
-end, so skipping one costs a single header read.
+PAD marker (a batch's 12-byte log overhead alone: baseOffset -1 and a batchLength that runs to
+the end of the area), or nothing when fewer than 12 bytes remain; either way it always ends at
+the lap's end, so skipping one costs a single read of that prefix.
+
+The ring reads a batch only through the fields the batch header's layout places
+(`zlog.record.header`): its framing, its leader epoch and its lastOffsetDelta. It never decodes
+a batch; checking one is the `check` its writer is handed.
 """
 
 from __future__ import annotations
@@ -24,6 +28,12 @@ from collections.abc import Callable, Iterator
 from typing import Final, TypeAlias
 
 from zlog.errors import ZlogError
+from zlog.record.header import (
+    LAST_OFFSET_DELTA_AT,
+    LOG_OVERHEAD,
+    LOG_OVERHEAD_BYTES,
+    PARTITION_LEADER_EPOCH_AT,
+)
 from zlog.shm_segments.ring_header import (
     HEADER_BYTES,
     RingState,
@@ -41,7 +51,6 @@ from zlog.shm_segments.ring_header import (
 
 BatchBytes: TypeAlias = bytes | bytearray | memoryview
 
-BATCH_HEADER_BYTES: Final = 12  # baseOffset int64 + batchLength int32, both big-endian
 PAD_BASE_OFFSET: Final = -1
 # Reclaiming frees at least 1/RECLAIM_SHARE of the ring at a time, so the walk over old headers
 # and the extra commit are paid once per many appends, while readers keep nearly a whole ring
@@ -51,9 +60,6 @@ RECLAIM_SHARE: Final = 32
 # restarts it reports the offset as not in the ring and the caller reads the segment files.
 FIND_RESTARTS_MAX: Final = 16
 
-_PARTITION_LEADER_EPOCH_AT: Final = 12  # in a batch; outside the CRC, like baseOffset
-_LAST_OFFSET_DELTA_AT: Final = 23  # RecordBatch v2's lastOffsetDelta (zlog.record.header)
-_BATCH_HEADER: Final = struct.Struct(">qi")
 _BASE_OFFSET: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
 
@@ -87,12 +93,12 @@ def _filler_end(data: memoryview, capacity_bytes: int, position: int) -> int:
     """
     physical = position % capacity_bytes
     remaining_bytes = capacity_bytes - physical
-    if remaining_bytes < BATCH_HEADER_BYTES:
+    if remaining_bytes < LOG_OVERHEAD_BYTES:
         return position + remaining_bytes
-    base_offset, batch_length = _BATCH_HEADER.unpack_from(data, physical)
+    base_offset, batch_length = LOG_OVERHEAD.unpack_from(data, physical)
     if base_offset != PAD_BASE_OFFSET:
         return position
-    if batch_length != remaining_bytes - BATCH_HEADER_BYTES:
+    if batch_length != remaining_bytes - LOG_OVERHEAD_BYTES:
         raise corrupt(f"PAD at position {position} claims {batch_length} bytes")
     return position + remaining_bytes
 
@@ -102,10 +108,10 @@ def _batch_at(
 ) -> tuple[int, int]:
     """(base offset, size in bytes) of the batch at `position`, whole within its lap and head."""
     physical = position % capacity_bytes
-    if capacity_bytes - physical < BATCH_HEADER_BYTES:
+    if capacity_bytes - physical < LOG_OVERHEAD_BYTES:
         raise corrupt(f"no room for a batch header at position {position}")
-    base_offset, batch_length = _BATCH_HEADER.unpack_from(data, physical)
-    size_bytes = batch_length + BATCH_HEADER_BYTES
+    base_offset, batch_length = LOG_OVERHEAD.unpack_from(data, physical)
+    size_bytes = batch_length + LOG_OVERHEAD_BYTES
     if base_offset < 0 or batch_length < 0:
         raise corrupt(f"batch at position {position}: baseOffset {base_offset}, "
                        f"batchLength {batch_length}")
@@ -248,15 +254,15 @@ class LayoutWriter:
         make room.
         """
         size_bytes = len(batch)
-        if not BATCH_HEADER_BYTES <= size_bytes <= self.max_batch_bytes:
+        if not LOG_OVERHEAD_BYTES <= size_bytes <= self.max_batch_bytes:
             raise ValueError(
                 f"a {size_bytes}-byte batch does not fit a ring that takes up to "
                 f"{self.max_batch_bytes} bytes; write it to the segment directly"
             )
-        batch_base_offset, batch_length = _BATCH_HEADER.unpack_from(batch)
+        batch_base_offset, batch_length = LOG_OVERHEAD.unpack_from(batch)
         if base_offset is None:
             base_offset = batch_base_offset
-        assert batch_length + BATCH_HEADER_BYTES == size_bytes, "batchLength must span the batch"
+        assert batch_length + LOG_OVERHEAD_BYTES == size_bytes, "batchLength must span the batch"
         assert self._next_offset <= base_offset < next_offset, (base_offset, next_offset)
         capacity_bytes = self.capacity_bytes
         head = self._head
@@ -273,9 +279,9 @@ class LayoutWriter:
             self._reclaim(min(self._flushed, end - capacity_bytes + self.reclaim_bytes_min))
         data = self._data
         if start != head:
-            if remaining_bytes >= BATCH_HEADER_BYTES:
-                _BATCH_HEADER.pack_into(
-                    data, physical, PAD_BASE_OFFSET, remaining_bytes - BATCH_HEADER_BYTES
+            if remaining_bytes >= LOG_OVERHEAD_BYTES:
+                LOG_OVERHEAD.pack_into(
+                    data, physical, PAD_BASE_OFFSET, remaining_bytes - LOG_OVERHEAD_BYTES
                 )
             physical = 0
         data[physical : physical + size_bytes] = batch
@@ -288,8 +294,8 @@ class LayoutWriter:
         if base_offset != batch_base_offset:
             _BASE_OFFSET.pack_into(data, physical, base_offset)
         if partition_leader_epoch is not None:
-            assert size_bytes >= _PARTITION_LEADER_EPOCH_AT + _INT32.size
-            _INT32.pack_into(data, physical + _PARTITION_LEADER_EPOCH_AT, partition_leader_epoch)
+            assert size_bytes >= PARTITION_LEADER_EPOCH_AT + _INT32.size
+            _INT32.pack_into(data, physical + PARTITION_LEADER_EPOCH_AT, partition_leader_epoch)
         if self._tail == head:
             self._tail_offset = base_offset
         self._head = end
@@ -308,15 +314,15 @@ class LayoutWriter:
         while tail < tail_position_min:  # bounded: every entry is at least one byte long
             physical = tail % capacity_bytes
             remaining_bytes = capacity_bytes - physical
-            if remaining_bytes < BATCH_HEADER_BYTES:
+            if remaining_bytes < LOG_OVERHEAD_BYTES:
                 tail += remaining_bytes
                 continue
-            base_offset, batch_length = _BATCH_HEADER.unpack_from(data, physical)
+            base_offset, batch_length = LOG_OVERHEAD.unpack_from(data, physical)
             assert batch_length >= 0 and (base_offset >= 0 or base_offset == PAD_BASE_OFFSET)
             if base_offset == PAD_BASE_OFFSET:
                 tail += remaining_bytes
             else:
-                tail += batch_length + BATCH_HEADER_BYTES
+                tail += batch_length + LOG_OVERHEAD_BYTES
         assert tail <= self._flushed, "the tail never passes unflushed data"
         if tail < head:
             batch_position = _filler_end(data, capacity_bytes, tail)
@@ -520,8 +526,8 @@ class LayoutReader:
             if batches and taken_bytes + size_bytes > max_bytes:
                 return batches, batch_position
             physical = batch_position % capacity_bytes
-            if end_offset is not None and size_bytes >= _LAST_OFFSET_DELTA_AT + _INT32.size:
-                (last_offset_delta,) = _INT32.unpack_from(data, physical + _LAST_OFFSET_DELTA_AT)
+            if end_offset is not None and size_bytes >= LAST_OFFSET_DELTA_AT + _INT32.size:
+                (last_offset_delta,) = _INT32.unpack_from(data, physical + LAST_OFFSET_DELTA_AT)
                 if base_offset + last_offset_delta + 1 > end_offset:
                     return batches, batch_position
             batches.append(data[physical : physical + size_bytes])

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import mmap
 import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,9 +33,6 @@ log = logging.getLogger(__name__)
 
 RELATIVE_OFFSET_MAX = 2**32 - 1  # offsets in a segment's index are u4, relative to its base
 
-# Batch header fields the log needs, in one unpack: base offset, batch length, leader epoch,
-# magic, crc, attributes, last offset delta, base timestamp, max timestamp.
-_HEADER = struct.Struct(">qiibIhiqq")
 _ZERO_CHUNK_BYTES = 1 << 20
 # How many buffers one pwritev takes (POSIX guarantees at least 16; Linux allows 1024).
 IOV_MAX = max(16, os.sysconf("SC_IOV_MAX")) if "SC_IOV_MAX" in os.sysconf_names else 16
@@ -58,18 +54,9 @@ class BatchMeta:
     size_bytes: int
 
 
-def batch_meta(buf: memoryview | bytes | bytearray | mmap.mmap, position: int = 0) -> BatchMeta:
+def batch_meta(buf: memoryview | bytes | bytearray, position: int = 0) -> BatchMeta:
     """Read the placement fields of the batch at `position` (the caller validated it)."""
-    fields = _HEADER.unpack_from(buf, position)
-    base_offset, batch_length, last_offset_delta, max_timestamp_ms = (
-        fields[0], fields[1], fields[6], fields[8],
-    )
-    return BatchMeta(
-        base_offset=base_offset,
-        next_offset=base_offset + last_offset_delta + 1,
-        max_timestamp_ms=max_timestamp_ms,
-        size_bytes=batch_length + batch_header.LOG_OVERHEAD_BYTES,
-    )
+    return BatchMeta(*batch_header.read_placement(buf, position))
 
 
 def _in_order(header: batch_header.BatchHeader, next_offset: int, end_offset: int) -> bool:

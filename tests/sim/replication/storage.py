@@ -23,7 +23,7 @@ from typing import Protocol
 from tests.memory_log import MemoryLog
 from zlog.broker.data.isr import IsrChange
 from zlog.errors import ErrorCode, ZlogError
-from zlog.record.header import read_header
+from zlog.record.header import BatchHeader, read_header
 
 BATCH_ID_BASE_MS = 1_700_000_000_000  # a batch's id is its first timestamp minus this
 
@@ -102,8 +102,9 @@ class SimLog(MemoryLog):
 
     # -- LogLike -------------------------------------------------------------------------------
 
-    def append(self, batch: bytes | memoryview | bytearray, *, leader_epoch: int = -1) -> int:
-        base = super().append(batch, leader_epoch=leader_epoch)
+    def append(self, batch: bytes | memoryview | bytearray, *, leader_epoch: int = -1,
+               header: BatchHeader | None = None) -> int:
+        base = super().append(batch, leader_epoch=leader_epoch, header=header)
         self._note(self.batches[-1])
         if self.observer is not None:
             self.observer.leader_appended(self, len(self.batches) - 1)

@@ -444,6 +444,32 @@ def test_bad_batches_are_rejected_and_change_nothing(tmp_path: Path, shm_dir: Pa
             assert (_all_batches(log), log.log_end_offset) == before
 
 
+def test_a_header_the_caller_validated_still_leaves_the_crc_to_the_log(
+    tmp_path: Path, shm_dir: Path
+) -> None:
+    """The partition hands `append` the header it validated, so the log does not validate it
+    again; the CRC is still checked on the log's copy, whichever way the batch goes (the ring,
+    or straight to the segment when larger than the ring takes), and a header that does not
+    describe the bytes is not trusted."""
+    with _open(tmp_path, shm_dir, ring_bytes=64 * 1024) as log:
+        good = make_batch(0)
+        assert log.append(good, header=validate_batch(good, check_crc=False)) == 0
+        before = (_all_batches(log), log.log_end_offset)
+        through_ring, direct = bytearray(make_batch(1)), bytearray(make_batch(2, 200, 400))
+        assert len(through_ring) < 32 * 1024 < len(direct)  # half the ring: the most it takes
+        for bad in (through_ring, direct):
+            bad[-1] ^= 0xFF
+            with pytest.raises(ZlogError) as caught:
+                log.append(bytes(bad), header=validate_batch(bad, check_crc=False))
+            assert caught.value.code == ErrorCode.CORRUPT_MESSAGE
+            assert (_all_batches(log), log.log_end_offset) == before
+        with pytest.raises(ZlogError) as caught:
+            log.append(b"\x00" * 10, header=validate_batch(good, check_crc=False))
+        assert caught.value.code == ErrorCode.CORRUPT_MESSAGE
+        assert log.append(make_batch(3), header=validate_batch(make_batch(3))) == 3
+        assert [batch_tags(batch) for batch in _all_batches(log)] == [[0] * 3, [3] * 3]
+
+
 def test_a_second_writer_is_refused(tmp_path: Path, shm_dir: Path) -> None:
     with _open(tmp_path, shm_dir), pytest.raises(RingLockedError) as caught:
         _open(tmp_path, shm_dir)

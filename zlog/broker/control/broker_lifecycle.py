@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
+from zlog import limits
 from zlog.broker.control.controller_link import ControllerLink
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages import Request
@@ -38,7 +39,6 @@ log = logging.getLogger(__name__)
 
 REGISTRATION_RETRY_MS: Final = 200  # between registration attempts while none succeeds
 REQUEST_TIMEOUT_MS: Final = 5_000
-ALTER_ISR_IN_FLIGHT_MAX: Final = 1_000  # workers' ISR changes waiting for the controller
 
 
 class Registration(Enum):
@@ -207,7 +207,8 @@ class BrokerLifecycle:
                 error = result.error or ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer")
                 done(int(error.code), error.message)
 
-        if self._isr_in_flight >= ALTER_ISR_IN_FLIGHT_MAX or not self._send(request, answered):
+        if (self._isr_in_flight >= limits.ALTER_ISR_IN_FLIGHT_MAX
+                or not self._send(request, answered)):
             done(int(ErrorCode.NOT_CONTROLLER), "no controller to take the change to yet")
             return
         self._isr_in_flight += 1

@@ -55,8 +55,7 @@ from zlog.broker.control.metadata_commands import BrokerChange, ClusterChange, P
 from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
 from zlog.broker.control.reassignment import completed
 from zlog.errors import ErrorCode, ZlogError
-
-NO_LEADER = -1
+from zlog.types import NO_LEADER
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,9 @@ its workers' lifeline makes safe (`zlog/broker/supervisor_lifeline.py`). A conne
 that merely dropped, the broker silent since, proves nothing about its workers (a network
 that resets connections, a middlebox) and fences nobody before the session ends.
 
-Another supervisor asked any of these answers NOT_CONTROLLER, naming the controller it knows.
+Another supervisor asked any of these answers NOT_CONTROLLER, naming the controller it knows;
+so does this one when its metadata log stopped leading before a proposal committed (the answer
+names the leader the metadata log knew of: `raft.errors.NotLeaderError`).
 Pure but for the clock it is handed; the supervisor routes requests to it and proposes for it.
 """
 
@@ -39,6 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from zlog import limits
 from zlog.broker.control.controller import IsrRequest, RoundInput, decide, shutdown_ready
 from zlog.broker.control.metadata_apply import retired_message
 from zlog.broker.control.metadata_commands import (
@@ -51,6 +54,7 @@ from zlog.broker.control.metadata_commands import (
 from zlog.broker.control.metadata_state import ClusterState
 from zlog.broker.topic_configs import effective_topic_configs, unclean_election_enabled
 from zlog.errors import ErrorCode, ZlogError
+from zlog.raft.errors import NotLeaderError
 from zlog.transport.messages import Response
 from zlog.transport.messages.admin import ElectLeadersResponseV0
 from zlog.transport.messages.cluster import (
@@ -65,7 +69,6 @@ from zlog.transport.messages.cluster import (
 log = logging.getLogger(__name__)
 
 CONTROLLER_ROUND_MS: Final = 50  # how often the controller looks for something to decide
-ISR_REQUESTS_MAX: Final = 10_000  # queued AlterPartition requests; beyond, refused at once
 TURN_GAP_MS_MAX: Final = 500
 """A tick this long after the last one means the supervisor's loop stalled: whatever time it
 took beyond this is not counted against anyone's session (the heartbeats of that time wait
@@ -170,7 +173,7 @@ class ControllerService:
             if error is not None or not isinstance(result, BrokerRegistered):
                 code = error.code if error is not None else ErrorCode.UNKNOWN_SERVER_ERROR
                 answer(BrokerRegistrationResponseV0(int(code), str(error), "", -1,
-                                                    self.node_id))
+                                                    self._controller_named(error)))
                 return
             self._sessions[request.node_id] = _Session(result.broker_epoch, self._now_ms)
             answer(BrokerRegistrationResponseV0(0, "", result.cluster_id, result.broker_epoch,
@@ -192,7 +195,7 @@ class ControllerService:
         return BrokerHeartbeatResponseV0(0, "", fenced, ready, self.node_id)
 
     def alter_partition(self, request: AlterPartitionRequestV0, answer: Answer) -> None:
-        if len(self._isr_requests) >= ISR_REQUESTS_MAX:
+        if len(self._isr_requests) >= limits.ISR_REQUESTS_MAX:
             answer(_alter_answer(ErrorCode.THROTTLING_QUOTA_EXCEEDED, "too many ISR "
                                  "changes are waiting", self.node_id))
             return
@@ -273,7 +276,7 @@ class ControllerService:
             code = ErrorCode.NONE if error is None else error.code
             for item in accepted:
                 item.answer(_alter_answer(code, "" if error is None else str(error),
-                                          self.node_id))
+                                          self._controller_named(error)))
             for answer in elections:
                 answer(ElectLeadersResponseV0(int(code), "" if error is None else str(error),
                                               moved if error is None else 0))
@@ -281,6 +284,14 @@ class ControllerService:
                 log.warning("controller round not committed: %s", error)
 
         self.propose(outcome.change, done)
+
+    def _controller_named(self, error: ZlogError | None) -> int:
+        """The controller an answer names: this node, unless its metadata log refused the
+        proposal because another node leads it (NOT_CONTROLLER): then that node, or -1 when
+        the metadata log knew of no leader."""
+        if isinstance(error, NotLeaderError):
+            return -1 if error.leader_hint is None else error.leader_hint
+        return self.node_id
 
     def _expired(self, state: ClusterState, now_ms: int) -> frozenset[int]:
         """Brokers silent past their session. A registration this controller has no session

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from zlog import limits
 from zlog.clock import monotonic_ms
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,6 @@ longer). Replacing it stops its workers too, so it is not judged on less."""
 FIRST_ANSWER_TIMEOUT_MS: Final = 60_000
 """The same for a new server's first answer, which waits for its imports (an interpreter's
 start: seconds on a starved host)."""
-MESSAGE_BYTES_MAX: Final = 1 << 20
-"""The largest message on the channel, both ways: a start request carries an environment."""
 
 
 class ForkServerError(Exception):
@@ -208,7 +207,7 @@ class WorkerForkServer:
                 return
             wait_s = 0.0
             try:
-                data = self._channel.recv(MESSAGE_BYTES_MAX)
+                data = self._channel.recv(limits.FORK_SERVER_MESSAGE_BYTES_MAX)
             except OSError:
                 data = b""
             if not data:

@@ -25,9 +25,8 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.json_codec import from_annotations, from_fields, to_json
 from zlog.transport.json_fields import Fields, parse_json_object
 from zlog.transport.wire_types import AtLeast, Check, Code, Local, Range, Sparse
-from zlog.types import NO_TOPIC_ID, valid_topic_id
+from zlog.types import BROKER_ID_MAX, NO_TOPIC_ID, valid_topic_id
 
-BROKER_ID_MAX: Final = 2**31 - 1
 COMMAND_CODE: Final = ErrorCode.INVALID_REQUEST  # a malformed command's result code
 _JSON_SEPARATORS: Final = (",", ":")
 

@@ -5,6 +5,10 @@ loop thread: the Raft runner settles a proposal on its thread, and `MetadataLog`
 completion and wakes the supervisor (`wake`), which runs `run_completions()` at its next turn.
 So nothing the control plane holds is ever touched by two threads.
 
+The metadata log's leader is the controller: Raft's "not the leader" (`raft.errors.NotLeaderError`,
+NOT_LEADER_OR_FOLLOWER) reaches every proposer here as NOT_CONTROLLER, with the leader the Raft
+node knows of, so an answer can name the controller to try (`as_controller_error`).
+
 With `voters`, the node is one of several, over TCP on the port after each voter's control
 port; alone, it talks to nobody (inproc) and elects itself at once.
 """
@@ -30,6 +34,7 @@ from zlog.broker.control.metadata_commands import (
     encode_command,
 )
 from zlog.errors import ErrorCode, ZlogError
+from zlog.raft.errors import NotLeaderError
 from zlog.raft.messages import NO_DIR_ID
 from zlog.raft.runner import RaftRunner, RunnerConfig
 from zlog.raft.status import NodeStatus
@@ -131,11 +136,19 @@ class MetadataLog:
 LearnerAdded = Callable[[tuple[str, ...] | None, ZlogError | None], None]
 
 
+def as_controller_error(error: ZlogError) -> ZlogError:
+    """The error a proposer of the metadata log hears: NOT_CONTROLLER, naming the leader the
+    Raft node knew of, where Raft answered that this node does not lead; any other as it is."""
+    if isinstance(error, NotLeaderError):
+        return NotLeaderError(error.leader_hint, error.message, ErrorCode.NOT_CONTROLLER)
+    return error
+
+
 def _learner_added(future: Future[bytes], done: LearnerAdded) -> None:
     try:
         members = future.result().decode()
     except ZlogError as error:
-        done(None, error)
+        done(None, as_controller_error(error))
         return
     done(tuple(line for line in members.split("\n") if line), None)
 
@@ -144,9 +157,7 @@ def _complete(future: Future[bytes], result_type: Any, done: Done) -> None:
     try:
         result = decode_result(result_type, future.result())
     except ZlogError as error:
-        if error.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-            error = ZlogError(ErrorCode.NOT_CONTROLLER, error.message)
-        done(None, error)
+        done(None, as_controller_error(error))
         return
     except Exception as error:
         done(None, ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"metadata log: {error}"))

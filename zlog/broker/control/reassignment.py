@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from zlog.broker.control.metadata_commands import PartitionChange
 from zlog.broker.control.metadata_state import PartitionInfo
 from zlog.errors import ErrorCode, ZlogError
-
-NO_LEADER = -1
+from zlog.types import NO_LEADER
 
 
 @dataclass(frozen=True, slots=True)

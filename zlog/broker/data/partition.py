@@ -37,16 +37,16 @@ from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
 from zlog.record.arrays import WALK_BELOW_RECORDS, parse_batch
 from zlog.record.compression import recompress, uncompressed_records
 from zlog.record.header import (
-    NO_TIMESTAMP,
     BatchHeader,
     Buffer,
     Compression,
+    size_bytes_at,
     stamp,
     validate_batch,
     verify_crc,
 )
 from zlog.record.small import walk_records
-from zlog.types import ACKS_ALL, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TOPIC_ID
+from zlog.types import ACKS_ALL, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TIMESTAMP, NO_TOPIC_ID
 
 VALID_ACKS: Final = frozenset({0, 1, ACKS_ALL})
 _READ_ALL_BYTES: Final = 2**31 - 1
@@ -64,7 +64,9 @@ class LogLike(Protocol):
     @property
     def segment_count(self) -> int: ...
 
-    def append(self, batch: Buffer, *, leader_epoch: int = -1) -> int: ...
+    def append(
+        self, batch: Buffer, *, leader_epoch: int = -1, header: BatchHeader | None = None
+    ) -> int: ...
 
     def append_replicated(self, batch: Buffer, *, defer_flush: bool = False) -> int: ...
 
@@ -462,13 +464,15 @@ class Partition:
             if duplicate_offset is not None:
                 return duplicate_offset, duplicate_offset + header.last_offset_delta + 1, 0
         size_bytes = header.size_bytes
+        checked: BatchHeader | None = header  # the log's append does not validate it again
         if self.compression is not None and header.compression != self.compression:
             verify_crc(batch)  # the new batch gets a new CRC: check the one that came in
             batch = recompress(batch, header, self.compression)
             size_bytes = len(batch)
+            checked = None  # other bytes: the log validates their header
         segment_count = self.log.segment_count
         try:
-            base_offset = self.log.append(batch, leader_epoch=self.leader_epoch)
+            base_offset = self.log.append(batch, leader_epoch=self.leader_epoch, header=checked)
         except BaseException:
             if self._recent is not None:
                 self._recent.clear()  # whatever the log holds now, it is not what was noted
@@ -506,8 +510,9 @@ class Partition:
         a good batch is checked once, later, on the ring's cache-hot copy.
 
         Small batches (the low-rate latency path) are walked record by record straight from
-        the header validated above, as `parse_batch` would walk them, minus its second header
-        validation and the numpy arrays that only the two rules below would read.
+        the header validated above, as `parse_batch` would walk them, minus the numpy arrays
+        that only the two rules below would read; larger ones are parsed with that header, so
+        no batch's header is validated twice here.
         """
         try:
             if header.record_count < WALK_BELOW_RECORDS:
@@ -520,7 +525,7 @@ class Partition:
                 if self.compacted:
                     self._check_keys(min(walked.key_lengths))
                 return
-            parsed = parse_batch(batch, check_crc=False)
+            parsed = parse_batch(batch, check_crc=False, header=header)
         except ZlogError:
             verify_crc(batch)
             raise
@@ -678,7 +683,7 @@ class Partition:
     def _timestamp_at(self, offset: int) -> int:
         chunks = self.log.read(offset, 1, self._hw.value)
         assert chunks, f"offset {offset} is below the HW and must be readable"
-        parsed = parse_batch(chunks[0][: _first_batch_bytes(chunks[0])], check_crc=False)
+        parsed = parse_batch(chunks[0][: size_bytes_at(chunks[0])], check_crc=False)
         for found, timestamp_ms in zip(
             parsed.offsets.tolist(), parsed.timestamps_ms.tolist(), strict=True
         ):
@@ -695,8 +700,3 @@ def _check_not_negative(earliest_timestamp_ms: int) -> None:
             f"record timestamp {earliest_timestamp_ms} is negative: a timestamp is "
             "milliseconds since the epoch (>= 0), or -1 for none",
         )
-
-
-def _first_batch_bytes(chunk: memoryview) -> int:
-    """A chunk may hold several batches; the first one's size from its batchLength field."""
-    return int.from_bytes(chunk[8:12], "big") + 12

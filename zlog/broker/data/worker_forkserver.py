@@ -38,7 +38,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, Final
 
-from zlog.broker.control.forked_workers import MESSAGE_BYTES_MAX
+from zlog import limits
 from zlog.broker.data import worker
 
 _PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
@@ -134,7 +134,7 @@ def serve(channel: socket.socket) -> None:
         _reap(channel)
         if channel.fileno() in readable:
             try:
-                data = channel.recv(MESSAGE_BYTES_MAX)
+                data = channel.recv(limits.FORK_SERVER_MESSAGE_BYTES_MAX)
             except OSError:
                 data = b""
             if not data:

@@ -26,9 +26,8 @@ from zlog.transport.wire_types import (
     KnownErrorCode,
     Range,
 )
-from zlog.types import NO_LEADER_EPOCH, TopicPartition
+from zlog.types import NO_GENERATION, NO_LEADER_EPOCH, TopicPartition
 
-NO_GENERATION: Final = -1
 UNKNOWN_OFFSET: Final = -1
 
 

@@ -16,6 +16,7 @@ from zlog.broker.data.isr_proposals import IsrProposals
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
+from zlog.record.header import BatchHeader
 from zlog.types import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -33,10 +34,11 @@ class FullDiskLog(MemoryLog):
             raise CorruptSegmentError(self.corrupt_from, "fails its CRC check")
         return super().read(offset, max_bytes, upto_offset)
 
-    def append(self, batch: bytes | memoryview | bytearray, *, leader_epoch: int = -1) -> int:
+    def append(self, batch: bytes | memoryview | bytearray, *, leader_epoch: int = -1,
+               header: BatchHeader | None = None) -> int:
         if self.full:
             raise ZlogError(ErrorCode.KAFKA_STORAGE_ERROR, "cannot write: No space left")
-        return super().append(batch, leader_epoch=leader_epoch)
+        return super().append(batch, leader_epoch=leader_epoch, header=header)
 
 
 def _leader(isr: set[int]) -> tuple[Partition, FullDiskLog]:
