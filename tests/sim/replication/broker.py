@@ -465,6 +465,7 @@ class SimBroker:
                 return rebuilt_producers(log)
             return old_producers
 
+        start_before = log.log_start_offset
         try:
             progress = apply_replica_fetch(partition, result, fetch_offset, rebuild)
         except ZlogError as error:
@@ -475,7 +476,9 @@ class SimBroker:
             self.observer.log(f"b{self.node_id} p{p} diverged (epoch {result.diverging_epoch} "
                               f"ends {result.diverging_end_offset}): cut at "
                               f"{progress.truncated_to}")
-            self.observer.follower_truncated(self, p, progress.truncated_to,
+            # A cut below the log's own start (retention moved it) drops everything, as a cut
+            # at that start does: the common prefix is only known from where both hold data.
+            self.observer.follower_truncated(self, p, max(progress.truncated_to, start_before),
                                              answer.ghost_common_prefix)
         elif progress.appended_bytes == 0:
             fetch.backoff_until = now + self.profile.fetch_idle_ticks  # the long poll
