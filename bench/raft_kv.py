@@ -1,9 +1,10 @@
 """A small key-value state machine for Chained Raft: what the tests and the benchmark replicate.
 
-zlog's own state machine is the cluster metadata (zlog/broker/control/metadata.py); this one
-exists to drive a runner from outside, where counters show a lost or doubled increment at a
-glance. It implements zlog.raft.fsm.StateMachine and reads commands with the Raft codec's
-bounded Reader, so a malformed command is refused the way a peer's frame is.
+zlog's own state machine is the cluster metadata
+(zlog/broker/control/metadata/state_machine.py); this one exists to drive a runner from outside,
+where counters show a lost or doubled increment at a glance. It implements
+zlog.raft.fsm.StateMachine and reads commands with the Raft codec's bounded Reader, so a
+malformed command is refused the way a peer's frame is.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def remove_broker(args: argparse.Namespace) -> int:
 
 
 def add_broker(args: argparse.Namespace) -> int:
-    from zlog.broker.control.replica_moves import join_moves  # noqa: PLC0415
+    from zlog.broker.control.controller.replica_moves import join_moves  # noqa: PLC0415
 
     with _admin(args) as admin:
         brokers = admin.describe_cluster().brokers

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from zlog.broker.control.forked_workers import FORKSERVER_MODULE
+from zlog.broker.control.workers.fork_server import FORKSERVER_MODULE
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages.admin import (
     ApiVersionsRequestV0,

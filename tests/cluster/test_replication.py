@@ -138,7 +138,7 @@ def test_a_killed_broker_is_fenced_when_its_connection_drops_not_a_session_later
         tmp_path: Path) -> None:
     """With a session of a minute, the killed leader is still replaced within seconds: the
     controller's own connection to it dropped with the process, and its control port refuses
-    connections or nothing was heard since (zlog/broker/control/broker_probes.py)."""
+    connections or nothing was heard since (zlog/broker/control/controller/broker_probes.py)."""
     with cluster_processes(3, tmp_path, extra_args=(
             "--broker-session-timeout-ms", "60000")) as cluster:
         with Admin(cluster.bootstrap) as admin:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import zmq
 
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import RegisterBroker, Result
-from zlog.broker.control.metadata_log import MetadataLog
+from zlog.broker.control.metadata.commands import RegisterBroker, Result
+from zlog.broker.control.metadata.log import MetadataLog
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.errors import NotLeaderError
 from zlog_testbed.free_ports import free_port_pair

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from tests.cluster_fixtures import produce_to_worker
-from zlog.broker.control.forked_workers import FORKSERVER_MODULE
+from zlog.broker.control.workers.fork_server import FORKSERVER_MODULE
 from zlog.client import Admin, NewTopic
 from zlog.errors import ErrorCode, ZlogError
 from zlog_testbed.broker_process import BrokerProcess, broker_process

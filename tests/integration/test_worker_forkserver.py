@@ -1,5 +1,5 @@
 """Workers are forked from a fork server that imported the worker once
-(zlog/broker/control/forked_workers.py): a killed worker is replaced without an interpreter's
+(zlog/broker/control/workers/fork_server.py): a killed worker is replaced without an interpreter's
 start, on its predecessor's port, and a fork server that dies costs a slower start, never the
 broker.
 
@@ -15,14 +15,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from zlog.broker.control.forked_workers import (
+from zlog.broker.control.workers.fork_server import (
     ANSWER_TIMEOUT_MS,
     FORKSERVER_MODULE,
     ForkedWorker,
     ForkServerError,
     WorkerForkServer,
 )
-from zlog.broker.control.worker_pool import worker_environ
+from zlog.broker.control.workers.pool import worker_environ
 from zlog.client import Admin, NewTopic, Producer
 from zlog.clock import monotonic_ms
 from zlog_testbed.broker_process import BrokerProcess, broker_process

@@ -20,7 +20,7 @@ class NotLeaderError(RaftError):
     The one "not the leader" of Raft, from the core to the runner's callers: NOT_LEADER_OR_FOLLOWER,
     as KRaft answers it. A host whose Raft leader plays another part names that part's code once,
     keeping the hint (`code`): the metadata log's leader is the controller, so the broker's
-    metadata log turns it into NOT_CONTROLLER (broker/control/metadata_log.py).
+    metadata log turns it into NOT_CONTROLLER (broker/control/metadata/log.py).
     """
 
     def __init__(

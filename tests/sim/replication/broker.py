@@ -49,8 +49,8 @@ from tests.sim.replication.messages import (
 from tests.sim.replication.profile import Profile
 from tests.sim.replication.storage import BATCH_ID_BASE_MS, SimDisk, SimLog
 from tests.sim.replication.wiring import Wiring, rebuilt_producers
-from zlog.broker.control.controller import NO_LEADER, IsrRequest, liveness
-from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
+from zlog.broker.control.controller.decisions import NO_LEADER, IsrRequest, liveness
+from zlog.broker.control.metadata.state import ClusterState, PartitionInfo
 from zlog.broker.data.epoch_cache import LeaderEpochCache
 from zlog.broker.data.isr import IsrChange, IsrErrorAction, ReplicaSet
 from zlog.broker.data.partition import Partition, ProduceOutcome

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from tests.sim.replication.storage import SimDisk, SimLog
 from tests.sim.replication.wiring import REAL, Wiring, fenced_early
-from zlog.broker.control.controller import (
+from zlog.broker.control.controller.decisions import (
     NO_LEADER,
     IsrRequest,
     RoundInput,
@@ -21,8 +21,8 @@ from zlog.broker.control.controller import (
     decide,
     liveness,
 )
-from zlog.broker.control.metadata_commands import ClusterChange, PartitionChange
-from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.control.metadata.commands import ClusterChange, PartitionChange
+from zlog.broker.control.metadata.state import ClusterState
 from zlog.broker.data.epoch_cache import UNDEFINED, LeaderEpochCache
 from zlog.broker.data.isr import HighWatermark, IsrErrorAction, ReplicaSet
 from zlog.broker.data.partition import Partition, ProduceOutcome

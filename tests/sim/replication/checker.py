@@ -58,9 +58,9 @@ from tests.sim.replication.controller import TOPIC
 from tests.sim.replication.ghost import Ghost
 from tests.sim.replication.messages import ReplicaFetchAnswer
 from tests.sim.replication.storage import BatchInfo, SimDisk, SimLog
-from zlog.broker.control.controller import NO_LEADER, liveness
-from zlog.broker.control.metadata_commands import Command
-from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
+from zlog.broker.control.controller.decisions import NO_LEADER, liveness
+from zlog.broker.control.metadata.commands import Command
+from zlog.broker.control.metadata.state import ClusterState, PartitionInfo
 from zlog.broker.data.partition import Partition, ProduceOutcome
 from zlog.errors import ErrorCode, ZlogError
 from zlog.types import ACKS_ALL

@@ -1,6 +1,6 @@
 """The controller: zlog's `decide` rounds over a ClusterState, with a commit delay and failover.
 
-It plays `ControllerService` (controller_service.py) over the simulated network: registrations
+It plays `ControllerService` (controller/service.py) over the simulated network: registrations
 and round changes are proposals that commit after a random delay (the metadata log's
 replication), in order; a round runs only when none is committing; AlterPartition requests
 wait for the next round and are answered once its change committed. Sessions expire after
@@ -42,15 +42,15 @@ from tests.sim.replication.messages import (
 )
 from tests.sim.replication.profile import Profile
 from tests.sim.replication.wiring import Wiring
-from zlog.broker.control.controller import IsrRequest, RoundInput
-from zlog.broker.control.metadata_apply import apply_command
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.controller.decisions import IsrRequest, RoundInput
+from zlog.broker.control.metadata.apply import apply_command
+from zlog.broker.control.metadata.commands import (
     BrokerRegistered,
     Command,
     CreateTopic,
     RegisterBroker,
 )
-from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.control.metadata.state import ClusterState
 from zlog.errors import ErrorCode, ZlogError
 
 TOPIC = "t"
@@ -205,7 +205,7 @@ class SimController:
 
         self._propose(outcome.change, done)
 
-    # -- probes (broker_probes.py, controller_service.set_unreachable) ---------------------
+    # -- probes (broker_probes.py, ControllerService.set_unreachable) ---------------------
 
     def _probe(self, now: int) -> None:
         """Note whose connection went down, and when; a broker whose port newly refuses
@@ -224,7 +224,7 @@ class SimController:
         self.refused = frozenset(refused)
 
     def _fenced_early(self, now: int) -> frozenset[int]:
-        """Brokers fenced before their session ends (controller_service._gone)."""
+        """Brokers fenced before their session ends (ControllerService._gone)."""
         last_heard = {b: s[1] for b, s in self.sessions.items()}
         return self.wiring.fenced_early(self.down_since, self.refused, last_heard, now,
                                         self.profile.heartbeat_ticks)

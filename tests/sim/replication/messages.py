@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zlog.broker.control.controller import IsrRequest
-from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.control.controller.decisions import IsrRequest
+from zlog.broker.control.metadata.state import ClusterState
 from zlog.errors import ErrorCode
 from zlog.transport.messages.data import (
     ReplicaFetchEntry,

@@ -36,8 +36,8 @@ from tests.sim.replication.profile import Profile
 from tests.sim.replication.sim import ReplicationSim
 from tests.sim.replication.storage import SimLog
 from tests.sim.replication.wiring import REAL, Wiring
-from zlog.broker.control.controller import NO_LEADER, liveness
-from zlog.broker.control.metadata_state import PartitionInfo
+from zlog.broker.control.controller.decisions import NO_LEADER, liveness
+from zlog.broker.control.metadata.state import PartitionInfo
 from zlog.errors import ErrorCode
 from zlog.types import ACKS_ALL
 

@@ -32,9 +32,9 @@ from tests.sim.replication.network import NetworkProfile, SimNetwork
 from tests.sim.replication.profile import Profile
 from tests.sim.replication.storage import BATCH_ID_BASE_MS, SimDisk, SimLog
 from tests.sim.replication.wiring import REAL, Wiring
-from zlog.broker.control.controller import NO_LEADER, liveness
-from zlog.broker.control.metadata_commands import Command
-from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.control.controller.decisions import NO_LEADER, liveness
+from zlog.broker.control.metadata.commands import Command
+from zlog.broker.control.metadata.state import ClusterState
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import build_batch_from_values
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tests.sim.replication.storage import SimDisk, SimLog
-from zlog.broker.control.controller import IsrRequest, RoundInput, RoundOutcome, decide
-from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.control.controller.decisions import IsrRequest, RoundInput, RoundOutcome, decide
+from zlog.broker.control.metadata.state import ClusterState
 from zlog.broker.data.epoch_cache import LeaderEpochCache
 from zlog.broker.data.isr import HighWatermark, IsrErrorAction, ReplicaSet, isr_error_action
 from zlog.broker.data.partition import Partition
@@ -77,7 +77,7 @@ def fenced_early(down_since: Mapping[int, int], refused: frozenset[int],
                  last_heard: Mapping[int, int], now: int, heartbeat_ticks: int
                  ) -> frozenset[int]:
     """Brokers fenced before their session ends: those whose port refuses connections (their
-    processes are gone), silent since their connection went down (controller_service._gone).
+    processes are gone), silent since their connection went down (ControllerService._gone).
     A connection that merely dropped proves nothing: the broker may lead on its lease."""
     del now, heartbeat_ticks
     return frozenset(b for b in refused if last_heard.get(b, -1) <= down_since[b])

@@ -19,7 +19,7 @@ from tests.unit.transport.wire_samples import (
     samples,
 )
 from zlog.broker import worker_protocol
-from zlog.broker.control import metadata_commands
+from zlog.broker.control.metadata import commands as metadata_commands
 from zlog.transport.codec import (
     RequestHeader,
     decode_request,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Literal, TypeAlias
 
 from zlog.broker import worker_protocol as wp
-from zlog.broker.control import metadata_commands as mc
+from zlog.broker.control.metadata import commands as mc
 from zlog.broker.control.placement import InitialPartition
 from zlog.errors import ErrorCode
 from zlog.transport.messages.admin import (

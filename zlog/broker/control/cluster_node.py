@@ -5,7 +5,7 @@
   its workers should hold, derived from the metadata (`desired_partitions`): each replica's
   worker, role, leader epoch, ISR, and, for a follower, where its leader's worker listens.
 * As the controller (the supervisor whose metadata-log node leads, caught up):
-  `controller_service.py`, which answers the brokers' registration, heartbeat and
+  `controller/service.py`, which answers the brokers' registration, heartbeat and
   AlterPartition requests that reach this control endpoint. Another supervisor answers them
   NOT_CONTROLLER with the controller it knows of.
 * For brokers started with `--join` (`raft_join.py`): their AddRaftLearner request, which the
@@ -35,20 +35,20 @@ import zmq
 
 from zlog.broker.config import BrokerConfig
 from zlog.broker.control.broker_lifecycle import BrokerLifecycle, Identity
-from zlog.broker.control.broker_probes import BrokerProbes
-from zlog.broker.control.controller import liveness
-from zlog.broker.control.controller_link import ControllerLink
-from zlog.broker.control.controller_service import (
+from zlog.broker.control.controller.broker_probes import BrokerProbes
+from zlog.broker.control.controller.decisions import liveness
+from zlog.broker.control.controller.service import (
     Answer,
     ControllerService,
     ControllerSettings,
 )
+from zlog.broker.control.controller_link import ControllerLink
 from zlog.broker.control.disk_budget import NO_SHARE, broker_shares_bytes
-from zlog.broker.control.metadata_commands import Propose
-from zlog.broker.control.metadata_log import LearnerAdded
-from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.control.metadata.commands import Propose
+from zlog.broker.control.metadata.log import LearnerAdded
+from zlog.broker.control.metadata.state import ClusterState
 from zlog.broker.control.raft_join import RaftJoin
-from zlog.broker.control.worker_pool import DesiredPartition
+from zlog.broker.control.workers.pool import DesiredPartition
 from zlog.broker.topic_configs import effective_topic_configs
 from zlog.broker.worker_protocol import AlterIsr
 from zlog.errors import ErrorCode, ZlogError

@@ -1,6 +1,7 @@
 """The control endpoint's requests: ApiVersions, Metadata, CreateTopics, DeleteTopics,
 CreatePartitions, InitProducerId, DescribeConfigs, IncrementalAlterConfigs, DescribeCluster,
-and the reassignment requests (`reassignment_requests.py`) (docs/protocol.md, "Control plane").
+and the reassignment requests (`controller/reassignment_requests.py`) (docs/protocol.md,
+"Control plane").
 
 No sockets, threads or clocks here: the supervisor hands in what this needs as callables (the
 current metadata, a way to propose a command, a way to reply, the data endpoint of a
@@ -37,9 +38,9 @@ from typing import Final
 import zlog
 from zlog import limits
 from zlog.broker.config import BrokerConfig
-from zlog.broker.control.controller import placeable
-from zlog.broker.control.metadata import ClusterState, TopicInfo
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.controller.decisions import placeable
+from zlog.broker.control.controller.reassignment_requests import ReassignmentRequests
+from zlog.broker.control.metadata.commands import (
     AddPartitions,
     AlterTopicConfigs,
     Command,
@@ -50,10 +51,9 @@ from zlog.broker.control.metadata_commands import (
     Result,
     encode_command,
 )
-from zlog.broker.control.metadata_state import PartitionInfo
+from zlog.broker.control.metadata.state import ClusterState, PartitionInfo, TopicInfo
 from zlog.broker.control.placement import place_replicas
 from zlog.broker.control.producer_ids import ProducerIdBlocks
-from zlog.broker.control.reassignment_requests import ReassignmentRequests
 from zlog.broker.topic_configs import (
     TOPIC_CONFIG_DEFAULTS,
     altered_topic_configs,

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from zlog.broker.control.metadata_state import TopicInfo
+from zlog.broker.control.metadata.state import TopicInfo
 from zlog.broker.topic_configs import (
     RETENTION_DISK_PERCENT,
     effective_topic_configs,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Final
 
 from zlog import limits
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.metadata.commands import (
     AllocateProducerIds,
     ProducerIdsAllocated,
     Propose,

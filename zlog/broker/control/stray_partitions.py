@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.control.metadata.state import ClusterState
 from zlog.broker.topic_configs import validate_topic_name
 from zlog.errors import ZlogError
 from zlog.types import TopicPartition

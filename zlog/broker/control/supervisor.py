@@ -2,14 +2,14 @@
 
 DESIGN.md §1: the supervisor runs the control plane and never sits on the data path. It
 
-* runs a Chained-Raft node (`metadata_log.py`: this node alone, or one of the `voters`) whose
-  state machine is `metadata.py`; every topic and cluster change is a committed command
-  (`metadata_commands.py`), so the metadata survives restarts (`<data_dir>/__raft/`);
+* runs a Chained-Raft node (`metadata/log.py`: this node alone, or one of the `voters`) whose
+  state machine is `metadata/state_machine.py`; every topic and cluster change is a committed
+  command (`metadata/commands.py`), so the metadata survives restarts (`<data_dir>/__raft/`);
 * takes its part in the cluster (`cluster_node.py`): registers with the controller and
   heartbeats, and, while its Raft node leads, is the controller; until it registered and its
   metadata holds that registration it holds no partitions and keeps clients' requests waiting
   (its metadata may be behind until then);
-* forks the partition workers (`worker_pool.py`), restarts those that die, and keeps each of this
+* forks the partition workers (`workers/pool.py`), restarts those that die, and keeps each of this
   host's replicas open on the worker the metadata placed it on, as leader or follower;
 * answers the control ROUTER (docs/protocol.md, "Control plane"): ApiVersions, Metadata,
   CreateTopics, DeleteTopics, InitProducerId, DescribeConfigs, IncrementalAlterConfigs,
@@ -55,17 +55,18 @@ from zlog.broker.control.cluster_node import (
 )
 from zlog.broker.control.control_plane import ControlPlane, HostStorage
 from zlog.broker.control.loop_watch import LoopWatch
-from zlog.broker.control.metadata import ClusterState, MetadataStateMachine
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.metadata.commands import (
     Command,
     Done,
     Result,
     TopicDeleted,
 )
-from zlog.broker.control.metadata_log import MetadataLog
-from zlog.broker.control.offline_leaderships import resignations
+from zlog.broker.control.metadata.log import MetadataLog
+from zlog.broker.control.metadata.state import ClusterState
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.broker.control.stray_partitions import stray_partitions
-from zlog.broker.control.worker_pool import WorkerPool, WorkerSettings
+from zlog.broker.control.workers.offline_leaderships import resignations
+from zlog.broker.control.workers.pool import WorkerPool, WorkerSettings
 from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.supervisor_lifeline import Lifeline
 from zlog.broker.worker_protocol import AlterIsr, GroupSettings
@@ -525,7 +526,7 @@ class Supervisor:
 
     def _resign_offline(self, state: ClusterState, now_ms: int) -> None:
         """Hand the leaderships of partitions no worker here can serve to their other in-sync
-        replicas (offline_leaderships.py); each once per partition record."""
+        replicas (workers/offline_leaderships.py); each once per partition record."""
         assert self._pool is not None and self._cluster is not None
         offline = self._pool.offline(now_ms)
         if not offline:

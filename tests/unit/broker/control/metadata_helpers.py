@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.metadata.commands import (
     Command,
     Result,
     decode_result,
     encode_command,
 )
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 
 
 def apply_command(fsm: MetadataStateMachine, command: Command) -> Result:

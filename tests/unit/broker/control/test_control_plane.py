@@ -18,8 +18,7 @@ from zlog.broker.control.control_plane import (
     ControlPlane,
     HostStorage,
 )
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.metadata.commands import (
     Command,
     DeleteTopic,
     Done,
@@ -28,6 +27,7 @@ from zlog.broker.control.metadata_commands import (
     decode_result,
     encode_command,
 )
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.broker.topic_configs import TOPIC_CONFIG_DEFAULTS
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.messages import BlockId

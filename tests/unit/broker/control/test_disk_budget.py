@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.unit.broker.control.controller.test_reassignment import _join_isr, _reassign, _round
 from tests.unit.broker.control.metadata_helpers import apply_command
-from tests.unit.broker.control.test_reassignment import _join_isr, _reassign, _round
 from zlog.broker.control.disk_budget import (
     NO_SHARE,
     broker_shares_bytes,
@@ -17,13 +17,13 @@ from zlog.broker.control.disk_budget import (
     partition_shares_bytes,
     topic_budgets_bytes,
 )
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.metadata.commands import (
     AddPartitions,
     AlterTopicConfigs,
     CreateTopic,
     RegisterBroker,
 )
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 
 DISK_BYTES = 1_000_000
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zlog.broker.control.metadata_state import ClusterState, PartitionInfo, TopicInfo
+from zlog.broker.control.metadata.state import ClusterState, PartitionInfo, TopicInfo
 from zlog.broker.control.stray_partitions import partition_of_dir_name, stray_partitions
 from zlog.shm_segments.partition_metadata import read_topic_id, write_topic_id
 from zlog.types import TopicPartition

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from zlog.broker.control import metadata_state
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.metadata import state as metadata_state
+from zlog.broker.control.metadata.commands import (
     AddPartitions,
     AllocateProducerIds,
     AlterTopicConfigs,
@@ -30,6 +29,7 @@ from zlog.broker.control.metadata_commands import (
     decode_result,
     encode_command,
 )
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.broker.control.placement import place_replicas
 from zlog.errors import ErrorCode, ZlogError
 

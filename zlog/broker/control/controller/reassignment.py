@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zlog.broker.control.metadata_commands import PartitionChange
-from zlog.broker.control.metadata_state import PartitionInfo
+from zlog.broker.control.metadata.commands import PartitionChange
+from zlog.broker.control.metadata.state import PartitionInfo
 from zlog.errors import ErrorCode, ZlogError
 from zlog.types import NO_LEADER
 

@@ -1,13 +1,13 @@
 """Handing off the leaderships of partitions no worker here can serve
-(zlog/broker/control/offline_leaderships.py), as the controller then decides them."""
+(zlog/broker/control/workers/offline_leaderships.py), as the controller then decides them."""
 
 from __future__ import annotations
 
 from tests.unit.broker.control.metadata_helpers import apply_command
-from zlog.broker.control.controller import IsrRequest, RoundInput, decide
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import CreateTopic, RegisterBroker
-from zlog.broker.control.offline_leaderships import resignations
+from zlog.broker.control.controller.decisions import IsrRequest, RoundInput, decide
+from zlog.broker.control.metadata.commands import CreateTopic, RegisterBroker
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
+from zlog.broker.control.workers.offline_leaderships import resignations
 from zlog.types import TopicPartition
 
 

@@ -1,4 +1,4 @@
-"""The controller's sessions (zlog/broker/control/controller_service.py): which brokers a round
+"""The controller's sessions (zlog/broker/control/controller/service.py): which brokers a round
 fences, by session timeout or because their process is gone, and never before the lease its
 heartbeat answers gave them certainly ran out.
 
@@ -10,18 +10,18 @@ them back to look at what the controller answers while one commits.
 from __future__ import annotations
 
 from tests.unit.broker.control.metadata_helpers import apply_command
-from zlog.broker.control.controller_service import (
+from zlog.broker.control.controller.service import (
     CONTROLLER_ROUND_MS,
     ControllerService,
     ControllerSettings,
 )
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.metadata.commands import (
     Command,
     CreateTopic,
     Done,
     RegisterBroker,
 )
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.transport.messages.cluster import (
     BrokerHeartbeatRequestV0,
     BrokerHeartbeatResponseV0,

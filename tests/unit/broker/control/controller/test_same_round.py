@@ -1,5 +1,6 @@
 """An ISR request decided in the round that fences one of its new members
-(zlog/broker/control/controller.py; docs/replication.md §3.3: a new member must be usable).
+(zlog/broker/control/controller/decisions.py; docs/replication.md §3.3: a new member must be
+usable).
 
 Found by the replication simulator (tests/sim/replication, seed 46 before the fix): the round
 fenced a broker whose session had expired and, in the same ClusterChange, let a leader's
@@ -10,12 +11,12 @@ before the round's own fencing.
 from __future__ import annotations
 
 from tests.unit.broker.control.metadata_helpers import apply_command
-from zlog.broker.control.controller import IsrRequest, RoundInput, decide
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.controller.decisions import IsrRequest, RoundInput, decide
+from zlog.broker.control.metadata.commands import (
     CreateTopic,
     RegisterBroker,
 )
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.errors import ErrorCode
 
 

@@ -1,6 +1,6 @@
 """The worker pool's side of the supervisor <-> worker contract, over a real in-process channel.
 
-Spec: the contract at the top of zlog/broker/control/worker_pool.py (hello, assign/assigned,
+Spec: the contract at the top of zlog/broker/control/workers/pool.py (hello, assign/assigned,
 unassign/unassigned, heartbeats, restart with backoff). The workers here are DEALER sockets
 driven by the test, and their "processes" are stand-ins, so no process is started.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import zmq
 
-from zlog.broker.control.worker_pool import (
+from zlog.broker.control.workers.pool import (
     KILLED_EXIT_TIMEOUT_MS,
     WORKER_RESTART_LIMIT,
     WORKER_START_TIMEOUT_MS,

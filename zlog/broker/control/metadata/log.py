@@ -1,6 +1,6 @@
 """The broker's end of the metadata log: a Chained-Raft node, typed commands in, results out.
 
-The supervisor proposes `metadata_commands` through here and hears each outcome on its own
+The supervisor proposes `commands` through here and hears each outcome on its own
 loop thread: the Raft runner settles a proposal on its thread, and `MetadataLog` only queues the
 completion and wakes the supervisor (`wake`), which runs `run_completions()` at its next turn.
 So nothing the control plane holds is ever touched by two threads.
@@ -26,13 +26,13 @@ from typing import Any, Final
 import zmq
 
 from zlog.broker.config import METADATA_ELECTION_TICKS, raft_endpoint
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.metadata.commands import (
     Command,
     Done,
     decode_result,
     encode_command,
 )
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.errors import NotLeaderError
 from zlog.raft.messages import NO_DIR_ID

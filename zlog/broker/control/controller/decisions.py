@@ -4,7 +4,7 @@ The supervisor whose Raft node leads is the controller. Each round it collects w
 since the last one (brokers whose session expired, brokers heard from again, brokers asking
 to shut down, workers' new data endpoints, leaders asking to change their ISR) and `decide`
 turns that into one `ClusterChange` for the metadata log, plus an answer for every ISR request.
-Nothing here has a clock or a socket (`controller_service.py` has both), so every rule is a
+Nothing here has a clock or a socket (`service.py` has both), so every rule is a
 unit test and the replication simulator drives the same code.
 
 The rules (docs/replication.md §4):
@@ -51,9 +51,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from zlog.broker.control.metadata_commands import BrokerChange, ClusterChange, PartitionChange
-from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
-from zlog.broker.control.reassignment import completed
+from zlog.broker.control.controller.reassignment import completed
+from zlog.broker.control.metadata.commands import BrokerChange, ClusterChange, PartitionChange
+from zlog.broker.control.metadata.state import ClusterState, PartitionInfo
 from zlog.errors import ErrorCode, ZlogError
 from zlog.types import NO_LEADER
 

@@ -8,11 +8,11 @@ controller the answering node knows of (zlog/transport/cluster_messages.py).
 
 from __future__ import annotations
 
-from tests.unit.broker.control.test_controller_service import _service
-from zlog.broker.control.controller_service import CONTROLLER_ROUND_MS, ControllerService
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import Command, Done
-from zlog.broker.control.metadata_log import as_controller_error
+from tests.unit.broker.control.controller.test_service import _service
+from zlog.broker.control.controller.service import CONTROLLER_ROUND_MS, ControllerService
+from zlog.broker.control.metadata.commands import Command, Done
+from zlog.broker.control.metadata.log import as_controller_error
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.errors import ErrorCode
 from zlog.raft.errors import NotLeaderError
 from zlog.transport.messages import Response

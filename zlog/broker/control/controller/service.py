@@ -42,16 +42,16 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from zlog import limits
-from zlog.broker.control.controller import IsrRequest, RoundInput, decide, shutdown_ready
-from zlog.broker.control.metadata_apply import retired_message
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.controller.decisions import IsrRequest, RoundInput, decide, shutdown_ready
+from zlog.broker.control.metadata.apply import retired_message
+from zlog.broker.control.metadata.commands import (
     BrokerRegistered,
     ClusterChange,
     Propose,
     RegisterBroker,
     Result,
 )
-from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.control.metadata.state import ClusterState
 from zlog.broker.topic_configs import effective_topic_configs, unclean_election_enabled
 from zlog.errors import ErrorCode, ZlogError
 from zlog.raft.errors import NotLeaderError

@@ -1,4 +1,5 @@
-"""Drain and add-broker planning (zlog/broker/control/replica_moves.py): pure and deterministic.
+"""Drain and add-broker planning (zlog/broker/control/controller/replica_moves.py): pure and
+deterministic.
 
 Spec: docs/replication.md, "Reassignment, drain and add-broker": a drain keeps every
 replication factor and spreads the moved replicas evenly, or refuses with
@@ -12,8 +13,8 @@ from collections import Counter
 
 import pytest
 
+from zlog.broker.control.controller.replica_moves import Assignment, drain_moves, join_moves
 from zlog.broker.control.placement import place_replicas
-from zlog.broker.control.replica_moves import Assignment, drain_moves, join_moves
 from zlog.errors import ErrorCode, ZlogError
 from zlog.types import TopicPartition
 

@@ -20,15 +20,21 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.broker.control.metadata_helpers import apply_command
-from zlog.broker.control.controller import NO_LEADER, IsrRequest, RoundInput, decide, restarted
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.controller.decisions import (
+    NO_LEADER,
+    IsrRequest,
+    RoundInput,
+    decide,
+    restarted,
+)
+from zlog.broker.control.metadata.commands import (
     ClusterChange,
     CreateTopic,
     PartitionChange,
     RegisterBroker,
 )
-from zlog.broker.control.metadata_state import PartitionInfo
+from zlog.broker.control.metadata.state import PartitionInfo
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.broker.data.epoch_cache import LeaderEpochCache
 from zlog.errors import ErrorCode, ZlogError
 

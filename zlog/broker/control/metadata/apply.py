@@ -1,8 +1,8 @@
 """How each metadata command changes the cluster state: pure, deterministic functions.
 
 `apply_command(state, command)` returns the new state and the command's result, or raises
-ZlogError for a command the state refuses; `metadata.MetadataStateMachine` turns that into the
-same error result on every node. Nothing here reads a clock or a random number: every node
+ZlogError for a command the state refuses; `state_machine.MetadataStateMachine` turns that into
+the same error result on every node. Nothing here reads a clock or a random number: every node
 that applies the same commands in the same order reaches the same state.
 
 Placement onto workers is decided here too, so that every broker can tell which worker of
@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from zlog.broker.control.controller import restarted
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.controller.decisions import restarted
+from zlog.broker.control.controller.reassignment import cancelled, started
+from zlog.broker.control.metadata.commands import (
     AddPartitions,
     AllocateProducerIds,
     AlterTopicConfigs,
@@ -38,7 +39,7 @@ from zlog.broker.control.metadata_commands import (
     TopicCreated,
     TopicDeleted,
 )
-from zlog.broker.control.metadata_state import (
+from zlog.broker.control.metadata.state import (
     BrokerRegistration,
     ClusterState,
     PartitionInfo,
@@ -46,7 +47,6 @@ from zlog.broker.control.metadata_state import (
     legacy_topic_id,
 )
 from zlog.broker.control.placement import InitialPartition
-from zlog.broker.control.reassignment import cancelled, started
 from zlog.broker.topic_configs import colliding_topic, validate_topic_name
 from zlog.errors import ErrorCode, ZlogError
 

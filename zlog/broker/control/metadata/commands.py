@@ -1,12 +1,13 @@
 """The metadata log's commands and their results, typed: one class each, one codec for all.
 
 Every change to cluster state is one of these, proposed by a supervisor, committed in the
-Chained-Raft log, and applied in log order by `metadata.MetadataStateMachine` on every node. A
-command travels and is stored as one JSON object whose `type` names its class; the result of
-applying it goes back to the proposer as a JSON object `{"error_code", "error_message", ...}`
-with the fields of the command's `Result`. The JSON forms are what the log holds, so they only
-ever grow: a new command is a new class in `COMMANDS`, a new field has a default, and a form an
-earlier version wrote keeps decoding (CreateTopic's `assignment`, below).
+Chained-Raft log, and applied in log order by `state_machine.MetadataStateMachine` on every
+node. A command travels and is stored as one JSON object whose `type` names its class; the
+result of applying it goes back to the proposer as a JSON object
+`{"error_code", "error_message", ...}` with the fields of the command's `Result`. The JSON forms
+are what the log holds, so they only ever grow: a new command is a new class in `COMMANDS`, a
+new field has a default, and a form an earlier version wrote keeps decoding (CreateTopic's
+`assignment`, below).
 
 Decoding checks shape only (types, ranges, the codes below); what a command means against the
 current state (a topic that exists, an epoch that is stale) is checked when it is applied.

@@ -1,4 +1,4 @@
-"""The controller's probes (zlog/broker/control/broker_probes.py), on real sockets: which
+"""The controller's probes (zlog/broker/control/controller/broker_probes.py), on real sockets: which
 brokers they report down, and whose port refuses connections, for the rule that fences a
 broker whose processes are gone without waiting out its session.
 
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import zmq
 
-from zlog.broker.control.broker_probes import BrokerProbes
+from zlog.broker.control.controller.broker_probes import BrokerProbes
 from zlog.clock import monotonic_ms
 from zlog.transport.sockets import make_router
 from zlog_testbed.waiting import wait_until

@@ -1,13 +1,12 @@
 """The cluster's metadata: a deterministic state machine fed by the Chained-Raft log.
 
-Every change to cluster state is a command (`metadata_commands`: one typed class each)
+Every change to cluster state is a command (`commands.py`: one typed class each)
 committed in the metadata log and applied here, in log order, on every supervisor
 (zlog.raft.fsm.StateMachine). Apply is deterministic and never raises: a malformed or refused
 command becomes the same error result on every node, and the proposer learns the outcome from
 that result.
 
-The state's records are `metadata_state.py`'s; what each command does to them,
-`metadata_apply.py`'s.
+The state's records are `state.py`'s; what each command does to them, `apply.py`'s.
 
 Apply never mutates published state: it builds a new frozen ClusterState and swaps it in with
 one attribute store, so another thread may read `state` at any time and sees one consistent
@@ -21,24 +20,14 @@ import json
 from dataclasses import replace
 from typing import Final
 
-from zlog.broker.control.metadata_apply import apply_command
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.metadata.apply import apply_command
+from zlog.broker.control.metadata.commands import (
     decode_command,
     encode_error_result,
     encode_result,
 )
-from zlog.broker.control.metadata_state import (
-    BrokerRegistration,
-    ClusterState,
-    PartitionInfo,
-    TopicInfo,
-    state_from_json,
-    state_to_json,
-)
+from zlog.broker.control.metadata.state import ClusterState, state_from_json, state_to_json
 from zlog.errors import ZlogError
-
-__all__ = ["BrokerRegistration", "ClusterState", "MetadataStateMachine", "PartitionInfo",
-           "TopicInfo"]
 
 _JSON_SEPARATORS: Final = (",", ":")
 

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from zlog.broker.control.controller import placeable
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.controller.decisions import placeable
+from zlog.broker.control.controller.replica_moves import drain_moves
+from zlog.broker.control.metadata.commands import (
     Propose,
     Reassignment,
     ReassignPartitions,
     Result,
 )
-from zlog.broker.control.metadata_state import ClusterState
-from zlog.broker.control.replica_moves import drain_moves
+from zlog.broker.control.metadata.state import ClusterState
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.codec import RequestHeader
 from zlog.transport.messages import (

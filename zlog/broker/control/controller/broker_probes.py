@@ -8,7 +8,7 @@ the controller, holding a ZeroMQ connection to every broker's control endpoint, 
 drop within milliseconds. A drop alone proves nothing, though: a network that resets
 connections, or a middlebox, drops it too while the broker runs on and its workers lead on the
 lease its last answered heartbeat gave them. So the controller fences before the session only
-a broker whose processes are certainly gone (`controller_service.py`).
+a broker whose processes are certainly gone (`service.py`).
 
 That is told apart without waiting: while a probe is down, a plain TCP connect to the
 broker's control port (`port_check.py`) is refused at once when nothing listens there any

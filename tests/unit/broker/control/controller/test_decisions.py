@@ -1,4 +1,5 @@
-"""The controller's decisions (zlog/broker/control/controller.py), applied by the metadata log.
+"""The controller's decisions (zlog/broker/control/controller/decisions.py), applied by the
+metadata log.
 
 Spec: docs/replication.md §4 (fencing, elections from the ISR only, the last ISR member kept,
 controlled shutdown, AlterPartition's checks in Kafka's order).
@@ -11,7 +12,7 @@ import dataclasses
 import pytest
 
 from tests.unit.broker.control.metadata_helpers import apply_command
-from zlog.broker.control.controller import (
+from zlog.broker.control.controller.decisions import (
     IsrRequest,
     Liveness,
     RoundInput,
@@ -19,12 +20,12 @@ from zlog.broker.control.controller import (
     decide,
     shutdown_ready,
 )
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.metadata.commands import (
     CreateTopic,
     RegisterBroker,
 )
-from zlog.broker.control.metadata_state import ClusterState, PartitionInfo
+from zlog.broker.control.metadata.state import ClusterState, PartitionInfo
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.errors import ErrorCode, ZlogError
 
 

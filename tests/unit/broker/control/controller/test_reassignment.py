@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.broker.control.metadata_helpers import apply_command
-from zlog.broker.control.controller import RoundInput, decide, placeable
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.controller.decisions import RoundInput, decide, placeable
+from zlog.broker.control.controller.reassignment_requests import drain_command
+from zlog.broker.control.metadata.commands import (
     BrokerChange,
     ClusterChange,
     CreateTopic,
@@ -23,8 +23,8 @@ from zlog.broker.control.metadata_commands import (
     decode_command,
     encode_command,
 )
-from zlog.broker.control.metadata_state import PartitionInfo, state_from_json, state_to_json
-from zlog.broker.control.reassignment_requests import drain_command
+from zlog.broker.control.metadata.state import PartitionInfo, state_from_json, state_to_json
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.errors import ErrorCode, ZlogError
 
 

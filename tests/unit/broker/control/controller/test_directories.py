@@ -11,16 +11,16 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.broker.control.metadata_helpers import apply_command
-from zlog.broker.control.controller import IsrRequest, RoundInput, decide
-from zlog.broker.control.metadata import MetadataStateMachine
-from zlog.broker.control.metadata_commands import (
+from zlog.broker.control.controller.decisions import IsrRequest, RoundInput, decide
+from zlog.broker.control.metadata.commands import (
     AddPartitions,
     CreateTopic,
     Reassignment,
     ReassignPartitions,
     RegisterBroker,
 )
-from zlog.broker.control.metadata_state import PartitionInfo, state_from_json, state_to_json
+from zlog.broker.control.metadata.state import PartitionInfo, state_from_json, state_to_json
+from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.errors import ErrorCode, ZlogError
 
 

@@ -1,7 +1,7 @@
 """The cluster state the metadata log builds: frozen records, and their snapshot form.
 
 A ClusterState is never mutated once published: applying a command builds a new one
-(`metadata_apply.py`), so another thread may read the current one at any time. The snapshot
+(`apply.py`), so another thread may read the current one at any time. The snapshot
 JSON is what the Raft log's compaction stores; fields added since an older snapshot was written
 decode with their defaults.
 """

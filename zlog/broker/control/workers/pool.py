@@ -3,7 +3,7 @@
 The supervisor owns one WorkerPool. It starts `workers` processes, each of which binds its
 own data endpoint and talks to the supervisor over one internal ROUTER; the messages, both
 directions, are `zlog.broker.worker_protocol`'s. Workers are forked from a fork server that
-imported the worker once (`forked_workers.py`), so a killed worker is replaced in
+imported the worker once (`fork_server.py`), so a killed worker is replaced in
 milliseconds instead of an interpreter's start; without one they start as
 `python -m zlog.broker.data.worker`.
 
@@ -47,20 +47,20 @@ import zmq
 import zlog
 from zlog import limits
 from zlog.broker import worker_protocol as protocol
-from zlog.broker.control.forked_workers import (
+from zlog.broker.control.placement import place_on_workers
+from zlog.broker.control.workers.fork_server import (
     ForkedWorker,
     ForkServerError,
     PendingStart,
     WorkerForkServer,
 )
-from zlog.broker.control.placement import place_on_workers
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
 from zlog.broker.supervisor_lifeline import NO_FDS
 from zlog.clock import monotonic_ms
 from zlog.transport.sockets import make_channel_router
 from zlog.types import NO_TOPIC_ID, TopicPartition
 
-log = logging.getLogger("zlog.broker.control.worker_pool")
+log = logging.getLogger("zlog.broker.control.workers.pool")
 
 REQUEST_TIMEOUT_MS: Final = 60_000  # an unanswered assign/unassign is sent again after this
 STABLE_UPTIME_MS: Final = 60_000  # a worker up this long has its crash backoff reset

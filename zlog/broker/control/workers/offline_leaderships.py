@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from zlog.broker.control.metadata_state import ClusterState
+from zlog.broker.control.metadata.state import ClusterState
 from zlog.broker.worker_protocol import AlterIsr
 from zlog.types import TopicPartition
 
