@@ -15,7 +15,7 @@ from typing import Final, cast
 
 from zlog.client.group_coordinator import response_error
 from zlog.errors import ErrorCode, ZlogError
-from zlog.groups.consumer_protocol import Subscription, encode_subscription
+from zlog.groups.classic.consumer_protocol import Subscription, encode_subscription
 from zlog.transport.messages import Response
 from zlog.transport.messages.groups import (
     GROUP_RESPONSE_TYPES,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tests.group_calls import GROUP_TOPIC, collect, find_coordinator, join_request, new_member_id
 from zlog.errors import ErrorCode
-from zlog.groups.consumer_protocol import Assignment, decode_assignment, encode_assignment
+from zlog.groups.classic.consumer_protocol import Assignment, decode_assignment, encode_assignment
 from zlog.transport.messages.groups import (
     DescribeGroupsRequestV0,
     DescribeGroupsResponseV0,

@@ -16,7 +16,7 @@ from zlog.client.group_offsets import commit_offsets, fetch_committed
 from zlog.client.records import GroupDescription, GroupListing, GroupMemberDescription
 from zlog.client.retries import after_coordinator_error, retry_within
 from zlog.errors import ErrorCode, ZlogError, for_code
-from zlog.groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
+from zlog.groups.classic.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
 from zlog.groups.partitioning import OFFSETS_TOPIC
 from zlog.transport.messages.groups import (
     DeleteGroupsRequestV0,

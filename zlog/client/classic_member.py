@@ -48,7 +48,7 @@ from zlog.client.group_member import (
 from zlog.client.retries import Next, after_coordinator_error
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.groups.assignors import ASSIGNORS, assign_classic_group
-from zlog.groups.consumer_protocol import (
+from zlog.groups.classic.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     Subscription,
     decode_assignment,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final, TypeAlias
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.groups.consumer_protocol import (
+from zlog.groups.classic.consumer_protocol import (
     Assignment,
     Subscription,
     decode_subscription,

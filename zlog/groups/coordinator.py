@@ -16,13 +16,18 @@ from functools import partial
 from typing import Final, TypeAlias
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.groups.classic import ClassicMachine, member_error
-from zlog.groups.classic_group import ClassicGroup, ClassicState
+from zlog.groups.classic.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
+from zlog.groups.classic.group import ClassicGroup, ClassicState
+from zlog.groups.classic.machine import ClassicMachine, member_error
 from zlog.groups.config import GroupConfig
-from zlog.groups.consumer import ConsumerMachine
-from zlog.groups.consumer_group import ConsumerGroup
-from zlog.groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
-from zlog.groups.consumer_records import (
+from zlog.groups.describe import describe_classic, describe_consumer
+from zlog.groups.offsets import OffsetStore
+from zlog.groups.output import Effects, Output, TimerKey, TimerKind
+from zlog.groups.records import GroupMetadataKey, OffsetCommitKey, OffsetsRecord
+from zlog.groups.replay import LoadedGroups
+from zlog.groups.server_side.group import ConsumerGroup
+from zlog.groups.server_side.machine import ConsumerMachine
+from zlog.groups.server_side.records import (
     ConsumerKey,
     ConsumerMemberKey,
     ConsumerValue,
@@ -31,11 +36,6 @@ from zlog.groups.consumer_records import (
     group_level_records,
     member_records,
 )
-from zlog.groups.describe import describe_classic, describe_consumer
-from zlog.groups.offsets import OffsetStore
-from zlog.groups.output import Effects, Output, TimerKey, TimerKind
-from zlog.groups.records import GroupMetadataKey, OffsetCommitKey, OffsetsRecord
-from zlog.groups.replay import LoadedGroups
 from zlog.transport.messages.groups import (
     DeletedGroup,
     DeleteGroupsResponseV0,

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from zlog.errors import ErrorCode
-from zlog.groups.classic_group import ClassicGroup, ClassicState
-from zlog.groups.consumer_group import ConsumerGroup
-from zlog.groups.consumer_protocol import (
+from zlog.groups.classic.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     Assignment,
     Subscription,
     encode_assignment,
     encode_subscription,
 )
+from zlog.groups.classic.group import ClassicGroup, ClassicState
+from zlog.groups.server_side.group import ConsumerGroup
 from zlog.transport.messages.groups import DescribedMember, GroupDescription
 
 

@@ -14,7 +14,7 @@ from enum import IntEnum
 from typing import Final, TypeAlias
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.groups.consumer_records import (
+from zlog.groups.server_side.records import (
     ConsumerKey,
     ConsumerRecordType,
     ConsumerValue,
@@ -30,7 +30,7 @@ from zlog.types import NO_LEADER_EPOCH
 
 class RecordType(IntEnum):
     """The int16 at the front of every key (Kafka's key versions double as record kinds);
-    types 3-8 are the server-side groups' (`consumer_records.py`)."""
+    types 3-8 are the server-side groups' (`server_side/records.py`)."""
 
     OFFSET_COMMIT_LEGACY = 0
     OFFSET_COMMIT = 1

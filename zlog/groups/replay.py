@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from zlog.groups.consumer_records import ConsumerKey, ConsumerValue
 from zlog.groups.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -20,6 +19,7 @@ from zlog.groups.records import (
     UnknownRecordTypeError,
     decode_record,
 )
+from zlog.groups.server_side.records import ConsumerKey, ConsumerValue
 from zlog.transport.wire import Buffer
 from zlog.types import TopicPartition
 

@@ -9,14 +9,14 @@ from tests.unit.groups.coordinator_driver import Driver
 from zlog.client.classic_member import ClassicMember, Phase
 from zlog.client.group_member import MemberState, Reconciliation, SentRequest
 from zlog.errors import ErrorCode, ZlogError
-from zlog.groups.config import GroupConfig
-from zlog.groups.consumer_protocol import (
+from zlog.groups.classic.consumer_protocol import (
     Assignment,
     Subscription,
     decode_subscription,
     encode_assignment,
     encode_subscription,
 )
+from zlog.groups.config import GroupConfig
 from zlog.transport.messages.groups import (
     HeartbeatRequestV0,
     HeartbeatResponseV0,

@@ -7,8 +7,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from zlog.groups.classic.consumer_protocol import Subscription, encode_subscription
 from zlog.groups.config import GroupConfig
-from zlog.groups.consumer_protocol import Subscription, encode_subscription
 from zlog.groups.coordinator import GroupCoordinator
 from zlog.groups.output import Output
 from zlog.groups.records import OffsetsRecord, decode_record, encode_record

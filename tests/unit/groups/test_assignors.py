@@ -18,7 +18,7 @@ from zlog.groups.assignors import (
     roundrobin_assign,
     sticky_assign,
 )
-from zlog.groups.consumer_protocol import (
+from zlog.groups.classic.consumer_protocol import (
     Assignment,
     Subscription,
     decode_assignment,

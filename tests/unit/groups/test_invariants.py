@@ -19,10 +19,10 @@ import pytest
 from tests.unit.groups.coordinator_driver import Driver
 from zlog.errors import ErrorCode
 from zlog.groups.assignors import assign_classic_group
-from zlog.groups.classic_group import ClassicGroup, ClassicState
-from zlog.groups.consumer_group import ConsumerGroup
-from zlog.groups.consumer_protocol import decode_assignment
-from zlog.groups.consumer_records import group_from_records
+from zlog.groups.classic.consumer_protocol import decode_assignment
+from zlog.groups.classic.group import ClassicGroup, ClassicState
+from zlog.groups.server_side.group import ConsumerGroup
+from zlog.groups.server_side.records import group_from_records
 from zlog.transport.messages.groups import (
     GroupHeartbeatRequestV0,
     GroupHeartbeatResponseV0,

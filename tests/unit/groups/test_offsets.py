@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from tests.unit.groups.classic.test_machine import group_of, join_new, joined, stable_group
 from tests.unit.groups.coordinator_driver import Driver
-from tests.unit.groups.test_classic import group_of, join_new, joined, stable_group
 from zlog.errors import ErrorCode
-from zlog.groups.classic_group import ClassicState
+from zlog.groups.classic.group import ClassicState
 from zlog.groups.config import GroupConfig
 from zlog.groups.offsets import latest_commits_only
 from zlog.groups.records import (

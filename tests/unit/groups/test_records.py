@@ -9,17 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.groups.consumer_group import MemberState
-from zlog.groups.consumer_records import (
-    ConsumerGroupKey,
-    ConsumerMemberKey,
-    ConsumerRecordType,
-    CurrentAssignmentValue,
-    EpochValue,
-    MemberValue,
-    SubscribedPartitionsValue,
-    TargetValue,
-)
 from zlog.groups.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -36,6 +25,17 @@ from zlog.groups.records import (
     encode_key,
     encode_record,
     encode_value,
+)
+from zlog.groups.server_side.group import MemberState
+from zlog.groups.server_side.records import (
+    ConsumerGroupKey,
+    ConsumerMemberKey,
+    ConsumerRecordType,
+    CurrentAssignmentValue,
+    EpochValue,
+    MemberValue,
+    SubscribedPartitionsValue,
+    TargetValue,
 )
 from zlog.types import TopicPartition
 

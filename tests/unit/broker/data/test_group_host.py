@@ -17,8 +17,8 @@ from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.broker.worker_protocol import GroupSettings
 from zlog.errors import ErrorCode
+from zlog.groups.classic.consumer_protocol import Subscription, encode_subscription
 from zlog.groups.config import GroupConfig
-from zlog.groups.consumer_protocol import Subscription, encode_subscription
 from zlog.groups.partitioning import OFFSETS_TOPIC, partition_for
 from zlog.record.header import validate_batch
 from zlog.transport.codec import RequestHeader, decode_response

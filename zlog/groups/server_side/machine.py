@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from zlog.errors import ErrorCode
 from zlog.groups.assignors import MemberSubscription, range_assign, sticky_assign
 from zlog.groups.config import GroupConfig
-from zlog.groups.consumer_group import ConsumerGroup, ConsumerMember, MemberState
 from zlog.groups.output import Effects, TimerKey, TimerKind
+from zlog.groups.server_side.group import ConsumerGroup, ConsumerMember, MemberState
 from zlog.transport.messages.groups import (
     JOIN_EPOCH,
     LEAVE_EPOCH,

@@ -6,12 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from tests.unit.groups.coordinator_driver import Driver
-from tests.unit.groups.test_consumer import SESSION_MS, group_of, hb, owners_are_unique, tps
+from tests.unit.groups.server_side.test_machine import (
+    SESSION_MS,
+    group_of,
+    hb,
+    owners_are_unique,
+    tps,
+)
 from zlog.errors import ErrorCode
 from zlog.groups.config import GroupConfig
-from zlog.groups.consumer_group import MemberState
-from zlog.groups.consumer_records import group_from_records
 from zlog.groups.output import TimerKey, TimerKind
+from zlog.groups.server_side.group import MemberState
+from zlog.groups.server_side.records import group_from_records
 from zlog.transport.messages.groups import GroupHeartbeatRequestV0, GroupHeartbeatResponseV0
 
 INTERVAL_MS = 1_000

@@ -13,7 +13,7 @@ import random
 import uuid
 
 from zlog.errors import ErrorCode
-from zlog.groups.classic_group import ClassicGroup, ClassicMember, ClassicState
+from zlog.groups.classic.group import ClassicGroup, ClassicMember, ClassicState
 from zlog.groups.config import GroupConfig
 from zlog.groups.output import Effects, TimerKey, TimerKind
 from zlog.groups.records import JOIN_COMPLETE_HEADER, GroupMetadataKey, OffsetsRecord

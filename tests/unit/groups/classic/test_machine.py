@@ -8,7 +8,7 @@ import pytest
 
 from tests.unit.groups.coordinator_driver import REBALANCE_MS, SESSION_MS, Driver
 from zlog.errors import ErrorCode
-from zlog.groups.classic_group import ClassicGroup, ClassicState
+from zlog.groups.classic.group import ClassicGroup, ClassicState
 from zlog.groups.config import GroupConfig
 from zlog.groups.coordinator import GroupCoordinator
 from zlog.groups.output import TimerKey, TimerKind

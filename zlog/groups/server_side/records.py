@@ -15,7 +15,7 @@ from enum import IntEnum
 from itertools import groupby
 from typing import Final, TypeAlias
 
-from zlog.groups.consumer_group import ConsumerGroup, ConsumerMember, MemberState
+from zlog.groups.server_side.group import ConsumerGroup, ConsumerMember, MemberState
 from zlog.transport.kafka_codec import KafkaReader, KafkaWriter
 from zlog.types import TopicPartition
 

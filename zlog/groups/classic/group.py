@@ -1,6 +1,6 @@
 """A classic group's state (Kafka's ClassicGroup): its members, generation and chosen protocol.
 
-Only data and the questions asked of it; the transitions live in `classic.py`.
+Only data and the questions asked of it; the transitions live in `machine.py`.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ from typing import Any
 from tests.unit.groups.coordinator_driver import Driver
 from tests.unit.groups.test_offsets import commit
 from zlog.errors import ErrorCode
-from zlog.groups.consumer import UNRELEASED_HEARTBEAT_INTERVAL_MS
-from zlog.groups.consumer_group import ConsumerGroup, MemberState
 from zlog.groups.output import TimerKey, TimerKind
+from zlog.groups.server_side.group import ConsumerGroup, MemberState
+from zlog.groups.server_side.machine import UNRELEASED_HEARTBEAT_INTERVAL_MS
 from zlog.transport.messages.groups import GroupHeartbeatRequestV0, GroupHeartbeatResponseV0
 from zlog.types import TopicPartition as TP
 

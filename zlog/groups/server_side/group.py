@@ -1,6 +1,6 @@
 """A server-side group's state (KIP-848's ConsumerGroup): members, epochs, target, owners.
 
-Only data and the questions asked of it; the transitions live in `consumer.py`.
+Only data and the questions asked of it; the transitions live in `machine.py`.
 """
 
 from __future__ import annotations
