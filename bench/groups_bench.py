@@ -66,7 +66,7 @@ if str(REPO_ROOT) not in sys.path:
 from bench.broker_bench import Broker, machine_load, write_json  # noqa: E402
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition  # noqa: E402
 from zlog.client.cluster import Connections  # noqa: E402
-from zlog.client.group_coordinator import CoordinatorLink  # noqa: E402
+from zlog.client.group.coordinator import CoordinatorLink  # noqa: E402
 from zlog.errors import ErrorCode  # noqa: E402
 from zlog.transport.messages.groups import (  # noqa: E402
     OffsetCommitRequestV0,

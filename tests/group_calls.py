@@ -5,7 +5,7 @@ requests a coordinator parks (JoinGroup, SyncGroup) while the test sends others.
 Raw, but a client all the same: a coordinator just named may not serve the group yet, and
 one whose lease lapsed on a busy host refuses it for a moment, so these helpers find a
 coordinator that serves and send a request again while the answer says the coordinator is
-not ready (COORDINATOR_NOT_READY), as zlog's client does (zlog/client/group_coordinator.py);
+not ready (COORDINATOR_NOT_READY), as zlog's client does (zlog/client/group/coordinator.py);
 every other answer is left to the test to check."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, cast
 
-from zlog.client.group_coordinator import response_error
+from zlog.client.group.coordinator import response_error
 from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.classic.consumer_protocol import Subscription, encode_subscription
 from zlog.transport.messages import Response

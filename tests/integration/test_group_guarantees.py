@@ -17,8 +17,8 @@ import pytest
 from tests.group_members import Members
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.client.cluster import Connections
-from zlog.client.group_coordinator import CoordinatorLink
-from zlog.client.group_offsets import commit_offsets
+from zlog.client.group.coordinator import CoordinatorLink
+from zlog.client.group.offsets import commit_offsets
 from zlog.errors import ErrorCode, ZlogError
 from zlog_testbed.broker_process import BrokerProcess, broker_process
 

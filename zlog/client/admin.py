@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, TypeVar
 
-from zlog.client.admin_groups import GroupAdmin
 from zlog.client.cluster import Connections
+from zlog.client.group.admin import GroupAdmin
 from zlog.client.records import (
     BrokerDescription,
     ClusterDescription,
@@ -387,7 +387,7 @@ class Admin:
             self._connections.metadata.invalidate(topic)
         failures.append(error)
 
-    # -- consumer groups (admin_groups.py) ----------------------------------------------
+    # -- consumer groups (group/admin.py) -----------------------------------------------
 
     def list_groups(self) -> list[GroupListing]:
         """Every consumer group, sorted by id."""

@@ -38,7 +38,7 @@ is asked again, and `poll` keeps trying within its own timeout (an empty answer 
 Consumer groups (`group_id` and `subscribe`): the group's coordinator hands out the partitions
 (the server-side protocol), or with `group_protocol="classic"` the members' leader runs one of
 `partition_assignment_strategy` (docs/groups.md "Client"); a background thread heartbeats
-(zlog.client.group_membership) and `poll` applies each change on the caller's thread: revoked
+(zlog.client.group.membership) and `poll` applies each change on the caller's thread: revoked
 partitions stop at once and go to `on_revoke`, then are committed (with auto commit), and
 gained ones are fetched from their committed offsets (`auto_offset_reset` where there is
 none), `on_assign` first. Those round trips go from the membership's coordinator thread, so
@@ -69,11 +69,18 @@ import zmq
 
 from zlog.client.cluster import Connections
 from zlog.client.fetch_buffer import PartitionBuffer, batches_from_chunk
-from zlog.client.group_coordinator import CoordinatorLink
-from zlog.client.group_member import Reconciliation
-from zlog.client.group_membership import GroupMembership, commit_from_elsewhere, new_member
-from zlog.client.group_offsets import commit_offsets, fetch_committed
-from zlog.client.group_settings import (
+from zlog.client.group.coordinator import CoordinatorLink
+from zlog.client.group.member import Reconciliation
+from zlog.client.group.membership import GroupMembership, commit_from_elsewhere, new_member
+from zlog.client.group.metadata_watch import (
+    METADATA_MAX_AGE_MS_DEFAULT,
+    MetadataWatch,
+    compile_pattern,
+    matching,
+    partition_counts,
+)
+from zlog.client.group.offsets import commit_offsets, fetch_committed
+from zlog.client.group.settings import (
     ASSIGNMENT_STRATEGY_DEFAULT,
     HEARTBEAT_INTERVAL_MS_CLASSIC_DEFAULT,
     GroupMetadata,
@@ -81,7 +88,7 @@ from zlog.client.group_settings import (
     PartitionsCallback,
     RebalanceCallbacks,
 )
-from zlog.client.group_wake import GroupWake
+from zlog.client.group.wake import GroupWake
 from zlog.client.local_replicas import (
     LocalReplicaPolicy,
     RingChoice,
@@ -90,13 +97,6 @@ from zlog.client.local_replicas import (
     local_ring_dirs,
 )
 from zlog.client.local_ring import Backoff, LocalRing, ring_exists
-from zlog.client.metadata_watch import (
-    METADATA_MAX_AGE_MS_DEFAULT,
-    MetadataWatch,
-    compile_pattern,
-    matching,
-    partition_counts,
-)
 from zlog.client.records import ConsumerRecord
 from zlog.client.retries import DefiniteError, Next, after_leader_error, retry_within
 from zlog.clock import Clock, SystemClock
@@ -255,7 +255,7 @@ class Consumer:
         self._gaining: GainedPartitions | None = None
         """Gained partitions waiting for their committed offsets (at most one set)."""
         self._group_wake: GroupWake | None = None
-        """Wakes a waiting poll when the group has work for it (group_wake.py)."""
+        """Wakes a waiting poll when the group has work for it (group/wake.py)."""
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_bytes = fetch_max_bytes

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from zlog.client.group_coordinator import after_call_error, is_retried
+from zlog.client.group.coordinator import after_call_error, is_retried
 from zlog.client.retries import (
     DefiniteError,
     Next,

@@ -30,14 +30,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Final
 
-from zlog.client.classic_member import ClassicMember
 from zlog.client.cluster import Connections
-from zlog.client.coordinator_thread import CoordinatorThread
-from zlog.client.group_coordinator import CoordinatorLink
-from zlog.client.group_member import GroupMember, MemberState, Reconciliation, ServerSideMember
-from zlog.client.group_offsets import commit_offsets, fetch_committed
-from zlog.client.group_settings import SERVER_SIDE_PROTOCOL, GroupMetadata, GroupSettings
-from zlog.client.metadata_watch import MetadataWatch, matching, partition_counts
+from zlog.client.group.classic_member import ClassicMember
+from zlog.client.group.coordinator import CoordinatorLink
+from zlog.client.group.coordinator_thread import CoordinatorThread
+from zlog.client.group.member import GroupMember, MemberState, Reconciliation
+from zlog.client.group.metadata_watch import MetadataWatch, matching, partition_counts
+from zlog.client.group.offsets import commit_offsets, fetch_committed
+from zlog.client.group.server_side_member import ServerSideMember
+from zlog.client.group.settings import SERVER_SIDE_PROTOCOL, GroupMetadata, GroupSettings
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages.groups import (
@@ -46,7 +47,7 @@ from zlog.transport.messages.groups import (
 )
 from zlog.types import NO_GENERATION, TopicPartition
 
-log = logging.getLogger("zlog.client.group_membership")
+log = logging.getLogger("zlog.client.group.membership")
 
 TIMER_CHECK_MS: Final = 100
 """The heartbeat thread wakes at least this often to check the poll interval and session."""

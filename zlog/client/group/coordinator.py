@@ -35,7 +35,7 @@ from zlog.transport.messages.groups import (
     GroupResponse,
 )
 
-log = logging.getLogger("zlog.client.group_coordinator")
+log = logging.getLogger("zlog.client.group.coordinator")
 
 R = TypeVar("R", bound=GroupResponse)
 

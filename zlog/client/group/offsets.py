@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from zlog.client.group_coordinator import CoordinatorLink
+from zlog.client.group.coordinator import CoordinatorLink
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.transport.messages.groups import (
     OffsetCommitRequestV0,

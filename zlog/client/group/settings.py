@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from zlog.client.classic_member import check_assignors
+from zlog.client.group.classic_member import check_assignors
 from zlog.errors import ErrorCode, ZlogError
 from zlog.types import TopicPartition
 

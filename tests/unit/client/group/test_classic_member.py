@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.groups.coordinator_driver import Driver
-from zlog.client.classic_member import ClassicMember, Phase
-from zlog.client.group_member import MemberState, Reconciliation, SentRequest
+from zlog.client.group.classic_member import ClassicMember, Phase
+from zlog.client.group.member import MemberState, Reconciliation, SentRequest
 from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.classic.consumer_protocol import (
     Assignment,

@@ -38,7 +38,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from zlog.client.group_member import (
+from zlog.client.group.member import (
     MemberState,
     Reconciliation,
     Reconciling,

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from zlog.client.group_member import (
-    HEARTBEAT_INTERVAL_MS_DEFAULT,
-    MemberState,
-    Reconciliation,
-    SentRequest,
-    ServerSideMember,
-)
+from zlog.client.group.member import MemberState, Reconciliation, SentRequest
+from zlog.client.group.server_side_member import HEARTBEAT_INTERVAL_MS_DEFAULT, ServerSideMember
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages.groups import GroupHeartbeatResponseV0
 from zlog.types import TopicPartition

@@ -2,7 +2,7 @@
 
 Every group lives with the coordinator of its `__consumer_offsets` partition, so a call about
 named groups goes to each one's coordinator (found with FindCoordinator, retried while it
-moves: group_coordinator.py). ListGroups is answered per coordinator for the offsets
+moves: coordinator.py). ListGroups is answered per coordinator for the offsets
 partitions it leads, so it goes to every distinct leader of `__consumer_offsets`.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from zlog.client.cluster import Connections
-from zlog.client.group_coordinator import CoordinatorLink, is_retried
-from zlog.client.group_offsets import commit_offsets, fetch_committed
+from zlog.client.group.coordinator import CoordinatorLink, is_retried
+from zlog.client.group.offsets import commit_offsets, fetch_committed
 from zlog.client.records import GroupDescription, GroupListing, GroupMemberDescription
 from zlog.client.retries import after_coordinator_error, retry_within
 from zlog.errors import ErrorCode, ZlogError, for_code

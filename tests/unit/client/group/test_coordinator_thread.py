@@ -8,8 +8,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from zlog.client.consumer import report_after
-from zlog.client.coordinator_thread import CoordinatorThread
-from zlog.client.group_coordinator import CoordinatorLink
+from zlog.client.group.coordinator import CoordinatorLink
+from zlog.client.group.coordinator_thread import CoordinatorThread
 from zlog.errors import ErrorCode, ZlogError
 
 NOWHERE = "tcp://127.0.0.1:9"  # never dialled: the calls below do not touch the link

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zlog.client.metadata_watch import MetadataWatch, compile_pattern, matching
+from zlog.client.group.metadata_watch import MetadataWatch, compile_pattern, matching
 from zlog.errors import ErrorCode, ZlogError
 
 

@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from zlog.client.cluster import Connections
-from zlog.client.group_coordinator import CoordinatorLink
+from zlog.client.group.coordinator import CoordinatorLink
 
 T = TypeVar("T")
 
