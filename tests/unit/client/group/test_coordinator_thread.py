@@ -7,9 +7,9 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from zlog.client.consumer import report_after
 from zlog.client.group.coordinator import CoordinatorLink
 from zlog.client.group.coordinator_thread import CoordinatorThread
+from zlog.client.group.poll_thread import report_after
 from zlog.errors import ErrorCode, ZlogError
 
 NOWHERE = "tcp://127.0.0.1:9"  # never dialled: the calls below do not touch the link
