@@ -21,6 +21,7 @@ from zlog.broker.control.controller.decisions import (
     decide,
     liveness,
 )
+from zlog.broker.control.controller.sessions import Session
 from zlog.broker.control.metadata.commands import ClusterChange, PartitionChange
 from zlog.broker.control.metadata.state import ClusterState
 from zlog.broker.data.epoch_cache import UNDEFINED, LeaderEpochCache
@@ -304,9 +305,31 @@ def _no_directory(disk: SimDisk) -> str:
 B18 = replace(REAL, name="B18", directory_id=_no_directory)
 
 
+# B27: a controller that takes over counts the fresh session it gives every registered broker
+# as a heartbeat: a fenced broker whose process still answers (one back on a wiped disk, not
+# registered again yet) is unfenced under its registration from before, and elected where it
+# was the last member of the ISR, its log empty.
+def _heard_at_takeover(state: ClusterState, now: int) -> dict[int, Session]:
+    return {b: Session(r.broker_epoch, now, True) for b, r in state.brokers.items()}
+
+
+B27 = replace(REAL, name="B27", taken_over=_heard_at_takeover)
+
+
+# B28: a fence keeps what was heard before it: a broker fenced because its process died is
+# unfenced by the heartbeats that process sent before dying, or, restarted within its session,
+# under its registration from before (on a wiped disk: elected with an empty log).
+def _fence_forgets_nothing(sessions: Mapping[int, Session], fenced: frozenset[int],
+                           gone: frozenset[int]) -> None:
+    del sessions, fenced, gone
+
+
+B28 = replace(REAL, name="B28", fencing=_fence_forgets_nothing)
+
+
 BUGS: dict[str, Wiring] = {w.name: w for w in (B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11,
                                                 B12, B13, B14, B15, B16, B17, B18, B19, B20,
-                                                B21, B22, B23)}
+                                                B21, B22, B23, B27, B28)}
 
 CAUGHT_BY: dict[str, frozenset[str]] = {
     "B1": frozenset({"S4", "S5", "S6", "S9", "S13"}),
@@ -353,4 +376,7 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     # The fenced leader, cut off from the controller but not from its clients, takes writes on
     # its lease beside its successor (S2).
     "B23": frozenset({"S2"}),
+    # The wiped broker, elected, lacks what the others committed (S5, as B18).
+    "B27": frozenset({"S5", "S4", "S9"}),
+    "B28": frozenset({"S5", "S4", "S9"}),
 }

@@ -9,7 +9,8 @@ wait for the next round and are answered once its change committed. Sessions exp
 Failover models the Raft leader of the metadata log dying: for a few ticks nobody answers;
 a proposal in flight either committed already (it reached a majority) or is lost, and its
 answers are lost either way; queued requests are lost. The new controller gives every
-registered broker a fresh session (`ControllerService.set_active`).
+registered broker a fresh session (`ControllerService.set_active`), which unfences nobody
+until that broker heartbeats (`controller/sessions.py`).
 
 A heartbeat is answered fenced while the broker's registration is fenced or the round being
 committed fences it: only an unfenced answer renews the broker's lease (broker.py), so no lease
@@ -43,6 +44,13 @@ from tests.sim.replication.messages import (
 from tests.sim.replication.profile import Profile
 from tests.sim.replication.wiring import Wiring
 from zlog.broker.control.controller.decisions import IsrRequest, RoundInput
+from zlog.broker.control.controller.sessions import (
+    Session,
+    expired,
+    heard_from,
+    heartbeat,
+    replaced,
+)
 from zlog.broker.control.metadata.apply import apply_command
 from zlog.broker.control.metadata.commands import (
     BrokerRegistered,
@@ -91,7 +99,7 @@ class SimController:
         self.listener = listener
         self.state = ClusterState()
         self.version = 0
-        self.sessions: dict[int, tuple[int, int]] = {}  # broker -> (epoch, last heartbeat)
+        self.sessions: dict[int, Session] = {}
         self.fencing: frozenset[int] = frozenset()  # brokers the round in flight fences
         self.down_since: dict[int, int] = {}  # broker -> since when its connection is down
         self.refused: frozenset[int] = frozenset()  # brokers whose port refuses connections
@@ -111,7 +119,7 @@ class SimController:
                   directories: dict[int, str]) -> None:
         for broker in brokers:
             self._commit(self._register_command(broker, f"{broker}.1", directories[broker]))
-            self.sessions[broker] = (self.state.brokers[broker].broker_epoch, 0)
+            self.sessions[broker] = Session(self.state.brokers[broker].broker_epoch, 0, True)
         self._commit(CreateTopic(TOPIC, len(assignment), len(assignment[0]),
                                  {"min.insync.replicas": str(self.profile.min_insync)},
                                  assignment))
@@ -155,7 +163,7 @@ class SimController:
         if not self.active:
             return
         if now == self.down_until:
-            self.sessions = {b: (r.broker_epoch, now) for b, r in self.state.brokers.items()}
+            self.sessions = self.wiring.taken_over(self.state, now)
             self.listener.log("controller active again: fresh sessions for every broker")
         while self.pipeline and self.pipeline[0].commit_at <= now:
             proposal = self.pipeline.pop(0)
@@ -176,13 +184,11 @@ class SimController:
         queued, self.queued = self.queued, []
         requests = self.wiring.isr_requests(state, tuple(q[2] for q in queued))
         timeout = self.profile.session_ticks
-        expired = frozenset(b for b in state.brokers if (s := self.sessions.get(b)) is None
-                            or now - s[1] > timeout) | self._fenced_early(now)
-        heard = frozenset(b for b, r in state.brokers.items()
-                          if (s := self.sessions.get(b)) is not None
-                          and s[0] == r.broker_epoch and now - s[1] <= timeout)
+        gone = self._fenced_early(now)
+        lapsed = expired(state, self.sessions, now, timeout) | gone
+        heard = heard_from(state, self.sessions, now, timeout)
         outcome = self.wiring.decide(state, RoundInput(
-            expired=expired, heard_from=heard, isr_requests=requests,
+            expired=lapsed, heard_from=heard, isr_requests=requests,
             preferred_elections=preferred, unclean_topics=self.unclean_topics))
         accepted: list[tuple[int, int]] = []
         for (broker, request_id, _), answer in zip(queued, outcome.answers, strict=True):
@@ -194,6 +200,7 @@ class SimController:
             return
         self.round_in_flight = True
         self.fencing = frozenset(b.node_id for b in outcome.change.brokers if b.fenced)
+        self.wiring.fencing(self.sessions, self.fencing, gone & self.fencing)
 
         def done(result: object, error: ZlogError | None) -> None:
             del result
@@ -225,7 +232,7 @@ class SimController:
 
     def _fenced_early(self, now: int) -> frozenset[int]:
         """Brokers fenced before their session ends (ControllerService._gone)."""
-        last_heard = {b: s[1] for b, s in self.sessions.items()}
+        last_heard = {b: s.last_heartbeat_ms for b, s in self.sessions.items()}
         return self.wiring.fenced_early(self.down_since, self.refused, last_heard, now,
                                         self.profile.heartbeat_ticks)
 
@@ -262,7 +269,10 @@ class SimController:
                 self.send(CONTROLLER, broker, HeartbeatAnswer(
                     ErrorCode.STALE_BROKER_EPOCH, body.broker_epoch, self.state, self.version))
                 return
-            self.sessions[broker] = (body.broker_epoch, self.now)
+            if not heartbeat(self.sessions, broker, body.broker_epoch, self.now):
+                self.send(CONTROLLER, broker, HeartbeatAnswer(
+                    ErrorCode.STALE_BROKER_EPOCH, body.broker_epoch, self.state, self.version))
+                return
             fenced = registration.fenced or broker in self.fencing
             self.send(CONTROLLER, broker, HeartbeatAnswer(
                 ErrorCode.NONE, body.broker_epoch, self.state, self.version, fenced,
@@ -271,10 +281,16 @@ class SimController:
             self.queued.append((broker, body.request_id, body.request))
 
     def _register(self, broker: int, body: Register) -> None:
+        arrived = self.now  # heard from then (ControllerService.register)
+        registered = self.state.brokers.get(broker)
+        if registered is not None and registered.incarnation_id != body.incarnation:
+            replaced(self.sessions, broker, registered.broker_epoch)
+            self.next_round = min(self.next_round, self.now)
+
         def done(result: object, error: ZlogError | None) -> None:
             if error is not None or not isinstance(result, BrokerRegistered):
                 return
-            self.sessions[broker] = (result.broker_epoch, self.now)
+            self.sessions[broker] = Session(result.broker_epoch, arrived, True)
             self.send(CONTROLLER, broker, Registered(body.incarnation, result.broker_epoch,
                                                      self.state, self.version))
 

@@ -29,6 +29,7 @@ from tests.sim.replication.messages import (
     AlterIsr,
     ConsumerFetch,
     Envelope,
+    Register,
     ReplicaFetchAnswer,
 )
 from tests.sim.replication.network import NetworkProfile
@@ -145,6 +146,17 @@ class Script:
 
     def lose_power(self, b: int) -> None:
         self.sim.lose_power(b, FOREVER)
+
+    def wipe(self, b: int) -> None:
+        """kill -9, and b's disk comes back empty under a new directory id."""
+        self.sim.crash(b, FOREVER)
+        self.sim.disks[b].wipe()
+        self.sim.checker.power_lost(b, wiped=True)
+        self.sim.log(f"scenario: b{b}'s disk wiped")
+
+    def fail_over(self, down_ticks: int) -> None:
+        """The metadata log's leader dies; another controller takes over `down_ticks` later."""
+        self.sim.controller.fail_over(self.sim.clock.now, down_ticks)
 
     def restart(self, b: int) -> None:
         """A crashed broker starts again at the next tick."""
@@ -413,6 +425,46 @@ def unanswered_isr_change(s: Script) -> None:
     s.ticks(10)
 
 
+def wiped_sole_isr_takeover(s: Script) -> None:
+    """A controller takes over while the last member of an ISR is back on a wiped disk and
+    not registered again (B27). x reaches every replica; B and C die and leave the ISR, A alone
+    in it; A is killed, fenced, and its disk wiped. It starts again, empty, but its registration
+    is held up on the way, so the metadata still holds its registration from before the wipe.
+    The controller fails over: its successor starts a session for every registered broker, and
+    must not take that for a heartbeat from A: unfenced under its old registration (B27), A
+    is elected with an empty log, without x."""
+    s.until("A leads", lambda: s.leads(A))
+    _write(s, A)
+    _holds(s, B, 1)
+    _holds(s, C, 1)
+    s.crash(B)
+    s.crash(C)
+    s.until("A alone in the ISR", lambda: s.isr() == (A,) and not s.usable(B)
+            and not s.usable(C))
+    s.wipe(A)
+    s.until("A fenced, the partition without a leader",
+            lambda: not s.usable(A) and s.record().leader == NO_LEADER)
+    s.hold("A's registration", lambda e: e.src == A and isinstance(e.body, Register))
+    s.restart(A)
+    s.until("A back, its registration held up", lambda: s.held() > 0)
+    _not_led_by_wiped(s, A)
+    s.fail_over(2)
+    s.until("the new controller active", lambda: s.sim.controller.active)
+    for _ in range(2 * s.sim.profile.session_ticks):
+        s.ticks(1)
+        _not_led_by_wiped(s, A)
+    s.release()
+
+
+def _not_led_by_wiped(s: Script, b: int) -> None:
+    """The partition's record names no leader b, back on a wiped disk without what was
+    committed (it could lead nothing before registering again, but the others would follow
+    it, and clients be sent to it)."""
+    if s.record().leader == b:
+        raise InvariantViolation("S5", f"p0: broker {b}, back on a wiped disk, elected in "
+                                       f"epoch {s.record().leader_epoch} without x")
+
+
 @dataclass(frozen=True, slots=True)
 class Scenario:
     name: str
@@ -431,6 +483,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("divergent-follower-elected", divergent_follower_elected, ("B15",)),
     Scenario("stale-isr-request", stale_isr_request, ("B17",)),
     Scenario("unanswered-isr-change", unanswered_isr_change, ()),
+    Scenario("wiped-sole-isr-takeover", wiped_sole_isr_takeover, ("B27", "B28")),
 )}
 
 

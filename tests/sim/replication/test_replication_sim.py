@@ -63,7 +63,10 @@ def bug_number(name: str) -> int:
 
 
 FAST_BUGS: list[str] = sorted(BUG_SEED_BOUND, key=bug_number)
-ALL_BUGS: list[str] = sorted(BUGS, key=bug_number)
+SCENARIO_ONLY: frozenset[str] = frozenset({"B27", "B28"})
+"""Bugs that need a wiped broker restarted while its registration is held up on the way, which
+the random schedule does not make (none in the first 2,000 seeds): their scenario shows them."""
+ALL_BUGS: list[str] = sorted(set(BUGS) - SCENARIO_ONLY, key=bug_number)
 
 
 @pytest.mark.parametrize("chunk", range(DEFAULT_SEEDS // CHUNK_SEEDS))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from tests.sim.replication.storage import SimDisk, SimLog
 from zlog.broker.control.controller.decisions import IsrRequest, RoundInput, RoundOutcome, decide
+from zlog.broker.control.controller.sessions import Session, fencing, taken_over
 from zlog.broker.control.metadata.state import ClusterState
 from zlog.broker.data.epoch_cache import LeaderEpochCache
 from zlog.broker.data.isr import HighWatermark, IsrErrorAction, ReplicaSet, isr_error_action
@@ -105,6 +106,8 @@ class Wiring:
                            tuple[IsrRequest, ...]] = checked_requests
     fenced_early: Callable[[Mapping[int, int], frozenset[int], Mapping[int, int], int, int],
                            frozenset[int]] = fenced_early
+    taken_over: Callable[[ClusterState, int], dict[int, Session]] = taken_over
+    fencing: Callable[[Mapping[int, Session], frozenset[int], frozenset[int]], None] = fencing
     # leader
     lease_holds: Callable[[int, int], bool] = lease_holds
     retention_upto: Callable[[SimLog], int] = retention_upto

@@ -16,7 +16,9 @@ Every CONTROLLER_ROUND_MS it runs one round (`controller.decide`): sessions that
 fenced, brokers heard from again unfenced, shutdowns and ISR requests applied, and every
 partition those touch given a leader from its ISR; the result is one ClusterChange, and the next
 round waits until it committed. A controller that just took over gives every registered broker
-a fresh session first (it cannot know when they last heard from the old one).
+a fresh session first (it cannot know when they last heard from the old one); a fresh session
+is time before fencing, not a sign of life, so a fenced broker stays fenced until it heartbeats
+to this controller.
 
 **Fencing never outruns a lease.** A broker leads while its lease runs: until a session after
 it sent the last heartbeat answered unfenced, less a margin (`broker_lifecycle.py`). The
@@ -43,6 +45,15 @@ from typing import Final
 
 from zlog import limits
 from zlog.broker.control.controller.decisions import IsrRequest, RoundInput, decide, shutdown_ready
+from zlog.broker.control.controller.sessions import (
+    Session,
+    expired,
+    fencing,
+    heard_from,
+    heartbeat,
+    replaced,
+    taken_over,
+)
 from zlog.broker.control.metadata.apply import retired_message
 from zlog.broker.control.metadata.commands import (
     BrokerRegistered,
@@ -88,14 +99,6 @@ class ControllerSettings:
 
 
 @dataclass(slots=True)
-class _Session:
-    broker_epoch: int
-    last_heartbeat_ms: int
-    want_shutdown: bool = False
-    worker_endpoints: tuple[str, ...] | None = None
-
-
-@dataclass(slots=True)
 class _Queued:
     request: IsrRequest
     answer: Answer
@@ -108,7 +111,7 @@ class ControllerService:
     state: Callable[[], ClusterState]
     propose: Propose
     active: bool = False
-    _sessions: dict[int, _Session] = field(default_factory=dict)
+    _sessions: dict[int, Session] = field(default_factory=dict)
     _isr_requests: list[_Queued] = field(default_factory=list)
     _in_flight: bool = False  # a round's ClusterChange is being committed
     _next_round_ms: int = 0
@@ -128,10 +131,7 @@ class ControllerService:
         if active:
             log.info("node %d is the controller", self.node_id)
             self._now_ms = now_ms  # a stall is counted from here, not from an older turn
-            self._sessions = {
-                node_id: _Session(broker.broker_epoch, now_ms)
-                for node_id, broker in self.state().brokers.items()
-            }
+            self._sessions = taken_over(self.state(), now_ms)
             self._next_preferred_ms = now_ms + self.settings.leader_imbalance_check_interval_ms
         else:
             for queued in self._isr_requests:
@@ -168,6 +168,13 @@ class ControllerService:
         command = RegisterBroker(request.node_id, request.host, request.control_endpoint,
                                  cluster_id, request.incarnation_id,
                                  request.workers, request.rack, request.dir_id)
+        registered = state.brokers.get(request.node_id)
+        if registered is not None and registered.incarnation_id != request.incarnation_id:
+            replaced(self._sessions, request.node_id, registered.broker_epoch)
+            self._next_round_ms = min(self._next_round_ms, self._now_ms)
+        # Heard from when the request came, not when it committed: the process may have died
+        # meanwhile, its port refusing since (which only a later sign of life outweighs).
+        arrived_ms = self._now_ms
 
         def done(result: Result | None, error: ZlogError | None) -> None:
             if error is not None or not isinstance(result, BrokerRegistered):
@@ -175,7 +182,8 @@ class ControllerService:
                 answer(BrokerRegistrationResponseV0(int(code), str(error), "", -1,
                                                     self._controller_named(error)))
                 return
-            self._sessions[request.node_id] = _Session(result.broker_epoch, self._now_ms)
+            self._sessions[request.node_id] = Session(result.broker_epoch, arrived_ms,
+                                                      heard=True)
             answer(BrokerRegistrationResponseV0(0, "", result.cluster_id, result.broker_epoch,
                                                 self.node_id))
 
@@ -188,8 +196,13 @@ class ControllerService:
                 int(ErrorCode.STALE_BROKER_EPOCH),
                 f"broker {request.node_id} epoch {request.broker_epoch} is not registered",
                 True, False, self.node_id)
-        self._sessions[request.node_id] = _Session(
-            request.broker_epoch, now_ms, request.want_shutdown, request.worker_endpoints)
+        if not heartbeat(self._sessions, request.node_id, request.broker_epoch, now_ms,
+                         want_shutdown=request.want_shutdown,
+                         worker_endpoints=request.worker_endpoints):
+            return BrokerHeartbeatResponseV0(
+                int(ErrorCode.STALE_BROKER_EPOCH),
+                f"broker {request.node_id} epoch {request.broker_epoch} was fenced when its "
+                "process was seen gone: register again", True, False, self.node_id)
         ready = broker.shutting_down and shutdown_ready(self.state(), request.node_id)
         fenced = broker.fenced or request.node_id in self._fencing
         return BrokerHeartbeatResponseV0(0, "", fenced, ready, self.node_id)
@@ -268,6 +281,9 @@ class ControllerService:
         self._in_flight = True
         self._fencing = frozenset(broker.node_id for broker in outcome.change.brokers
                                   if broker.fenced)
+        fencing(self._sessions, self._fencing, frozenset(
+            node_id for node_id in self._fencing
+            if node_id in self._sessions and self._gone(node_id, self._sessions[node_id])))
 
         def done(result: Result | None, error: ZlogError | None) -> None:
             del result
@@ -294,28 +310,24 @@ class ControllerService:
         return self.node_id
 
     def _expired(self, state: ClusterState, now_ms: int) -> frozenset[int]:
-        """Brokers silent past their session. A registration this controller has no session
-        for yet (applied here before its answer went out) starts one now: it is not silent."""
-        timeout = self.settings.session_timeout_ms
+        """Brokers silent past their session, or gone. A registration this controller has no
+        session for yet (applied here before its answer went out) starts one now: it is not
+        silent."""
         for node_id, broker in state.brokers.items():
             session = self._sessions.get(node_id)
             if session is None or session.broker_epoch < broker.broker_epoch:
-                self._sessions[node_id] = _Session(broker.broker_epoch, now_ms)
-        return frozenset(
+                self._sessions[node_id] = Session(broker.broker_epoch, now_ms)
+        return expired(state, self._sessions, now_ms, self.settings.session_timeout_ms) | {
             node_id for node_id in state.brokers
-            if now_ms - self._sessions[node_id].last_heartbeat_ms > timeout
-            or self._gone(node_id, self._sessions[node_id]))
+            if self._gone(node_id, self._sessions[node_id])}
 
     def _heard_from(self, state: ClusterState, now_ms: int) -> frozenset[int]:
-        timeout = self.settings.session_timeout_ms
         return frozenset(
-            node_id for node_id, broker in state.brokers.items()
-            if (session := self._sessions.get(node_id)) is not None
-            and session.broker_epoch == broker.broker_epoch
-            and now_ms - session.last_heartbeat_ms <= timeout
-            and not self._gone(node_id, session))
+            node_id for node_id in heard_from(state, self._sessions, now_ms,
+                                              self.settings.session_timeout_ms)
+            if not self._gone(node_id, self._sessions[node_id]))
 
-    def _gone(self, node_id: int, session: _Session) -> bool:
+    def _gone(self, node_id: int, session: Session) -> bool:
         """Its processes are gone: unreachable, nothing listening at its control port, and
         silent since it became unreachable (a heartbeat since means it came back)."""
         down_since_ms = self._unreachable.get(node_id)

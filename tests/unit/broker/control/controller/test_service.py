@@ -22,9 +22,13 @@ from zlog.broker.control.metadata.commands import (
     RegisterBroker,
 )
 from zlog.broker.control.metadata.state_machine import MetadataStateMachine
+from zlog.errors import ErrorCode
+from zlog.transport.messages import Response
 from zlog.transport.messages.cluster import (
     BrokerHeartbeatRequestV0,
     BrokerHeartbeatResponseV0,
+    BrokerRegistrationRequestV0,
+    BrokerRegistrationResponseV0,
 )
 
 HEARTBEAT_MS = 250
@@ -228,3 +232,63 @@ def test_a_controller_taking_over_long_after_its_last_turn_counts_sessions_from_
     _run(service, start_ms, start_ms + SESSION_MS + 2 * CONTROLLER_ROUND_MS,
          heartbeats_from=(1, 2))
     assert _fenced(fsm) == {3}
+
+
+def test_a_new_controller_unfences_a_fenced_broker_only_once_it_heard_from_it() -> None:
+    """The fresh session a takeover gives every broker is not a heartbeat: a broker fenced
+    before it (here silent, its process perhaps restarted on an empty disk and not registered
+    again yet) stays fenced, and leads nothing, until it heartbeats to this controller at its
+    registered epoch."""
+    service, fsm = _service()
+    _run(service, 0, 1_000)
+    _run(service, 1_050, 2_600, heartbeats_from=(1, 2))
+    assert _fenced(fsm) == {3} and _leader(fsm) == 1
+    service.set_active(False, 2_600)
+    service.set_active(True, 2_650)
+    _run(service, 2_650, 2_650 + SESSION_MS // 2, heartbeats_from=(1, 2))
+    assert _fenced(fsm) == {3}
+    _run(service, 2_650 + SESSION_MS // 2 + CONTROLLER_ROUND_MS, 2_650 + SESSION_MS)
+    assert _fenced(fsm) == set()
+
+
+def test_a_broker_fenced_as_gone_is_unfenced_only_by_registering_again() -> None:
+    """Broker 3's port refused connections: its process died, and it is fenced. A heartbeat
+    the dead process sent still arrives, and its port accepts again (a process started since,
+    on a wiped disk perhaps, not registered yet): neither unfences it under its old
+    registration. The heartbeat is answered STALE_BROKER_EPOCH, so a live broker registers
+    again; the registration answered unfences it."""
+    service, fsm = _service()
+    _run(service, 0, 1_000)
+    service.set_unreachable({3: 1_010}, refused=frozenset({3}))
+    service.tick(1_011)
+    assert _fenced(fsm) == {3} and _leader(fsm) == 1
+    late = _heartbeat(service, 3, 1_020)
+    assert late.error_code == ErrorCode.STALE_BROKER_EPOCH and late.fenced
+    service.set_unreachable({})
+    _run(service, 1_050, 1_800, heartbeats_from=(1, 2))
+    assert _fenced(fsm) == {3}
+    answers: list[Response] = []
+    service.register(BrokerRegistrationRequestV0(3, "i3-again", "c", "h3", "tcp://h3:7400", 1),
+                     answers.append)
+    assert isinstance(answers[0], BrokerRegistrationResponseV0)
+    assert answers[0].error_code == 0
+    _run(service, 1_850, 2_000)
+    assert _fenced(fsm) == set()
+
+
+def test_a_registration_from_a_new_incarnation_fences_the_old_one_at_once() -> None:
+    """Broker 3's process was replaced (its last heartbeat still fresh): the process that held
+    the registration is gone, so its leaderships move in the round that runs now, before the
+    new registration commits."""
+    held: list[tuple[Command, Done]] = []
+    service, fsm = _service(held)
+    _run(service, 0, 1_000)
+    _commit(fsm, held)
+    service.register(BrokerRegistrationRequestV0(3, "i3-new", "c", "h3", "tcp://h3:7400", 1),
+                     lambda response: None)
+    service.tick(1_010)
+    assert [type(command).__name__ for command, _ in held] == ["RegisterBroker",
+                                                               "ClusterChange"]
+    del held[0]  # the registration is still on its way
+    _commit(fsm, held)
+    assert _fenced(fsm) == {3} and _leader(fsm) == 1
