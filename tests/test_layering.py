@@ -14,8 +14,9 @@ the benchmarks `zlog` and the testbed. Only `tests/` imports `tests` or a test f
 that everything else runs without the test suite, and the wheel, which holds `zlog` alone,
 imports (tests/integration/test_wheel.py installs it).
 
-The rules are the data below, in one place. A path a rule names must exist: a rule about a
-file that moved would otherwise pass without checking anything.
+The rules are the data below, in one place: tests/test_architecture_doc.py holds the tables of
+docs/architecture.md §4.2 to them. A path a rule names must exist: a rule about a file that
+moved would otherwise pass without checking anything.
 """
 
 from __future__ import annotations
