@@ -3,7 +3,7 @@
     python -m tests.sim.replication --seed 42              # one seed, zlog's own rules
     python -m tests.sim.replication --seed 42 --bug B3     # the same with a planted bug
     python -m tests.sim.replication --seed 0 --count 500   # a range; prints failing seeds
-    python -m tests.sim.replication --seed 371 --spec-loss-bound  # the spec's loss bound
+    python -m tests.sim.replication --seed 371 --spec-loss-bound  # the stricter loss bound
     python -m tests.sim.replication --scenario kip279 --bug B3   # a scripted scenario
 
 A failure prints the same report the tests print: the check, the replay command, the profile

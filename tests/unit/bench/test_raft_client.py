@@ -1,7 +1,8 @@
 """The standalone Raft node's client frames: every value round-trips, garbage is CodecError.
 
 The node answers whatever arrives on its client port, so a malformed frame has to become an
-error reply (STYLE.md (b) 10), never an IndexError or struct.error in the client thread.
+error reply, never an IndexError or struct.error in the client thread (docs/benchmarks.md,
+"Chained Raft"; docs/reliability.md §2.1).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The KV state machine that the process tests and the Raft benchmark replicate.
 
-Spec: design/chained-raft.md §4 Apply (deterministic, in committed order) and §4 Snapshot
-(restore replaces the state): what zlog.raft.fsm.StateMachine asks of every state machine.
+Spec: docs/raft.md §4.8 Apply (deterministic, in committed order) and §4.10 Snapshot
+(restore replaces the state): what zlog.raft.fsm.StateMachine asks of every state machine, and
+what docs/benchmarks.md ("Chained Raft") says the benchmark's state machine keeps.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ commands = st.one_of(
 
 @given(st.lists(commands, max_size=40))
 def test_same_commands_give_same_state_and_results(batch: list[bytes]) -> None:
-    """§4 Apply: determinism is what lets every replica reach the same state."""
+    """§4.8 Apply: determinism is what lets every replica reach the same state."""
     first, second = KvStateMachine(), KvStateMachine()
     assert [first.apply(c) for c in batch] == [second.apply(c) for c in batch]
     assert first.snapshot() == second.snapshot()
@@ -31,7 +32,7 @@ def test_same_commands_give_same_state_and_results(batch: list[bytes]) -> None:
 
 @given(st.lists(commands, max_size=40), st.lists(commands, max_size=10))
 def test_restore_then_apply_equals_apply_all(head: list[bytes], tail: list[bytes]) -> None:
-    """§4 Snapshot: a node restored from a snapshot continues exactly like one that applied."""
+    """§4.10 Snapshot: a node restored from a snapshot goes on exactly like one that applied."""
     original = KvStateMachine()
     for command in head:
         original.apply(command)

@@ -5,7 +5,7 @@ worker, and no replacement may open its partitions' files while it lives; a work
 again and again serves nothing either (`WorkerPool.offline`). Its followers cost little (their
 leaders take them out of the ISR after `replica_lag_time_max_ms`), but its leaderships would
 hold their partitions while this broker, alive and heartbeating, is never fenced. So the
-supervisor resigns each of them as a leader that cannot write does (docs/replication.md §4.9):
+supervisor resigns each of them as a leader that cannot write does (docs/replication.md §3):
 an AlterPartition proposing the ISR without this broker, which the controller answers by
 electing an in-sync follower in a new leader epoch. With no other in-sync replica the partition
 waits for this one: nothing it alone holds is given up.

@@ -3,7 +3,7 @@ waiting on them NOT_CONTROLLER, naming the controller its metadata log knows of.
 
 Spec: docs/raft.md §7 (Raft's NotLeaderError reaches the metadata log's proposers as
 NOT_CONTROLLER with its leader hint); the `controller_id` of an answer is who answered, or the
-controller the answering node knows of (zlog/transport/cluster_messages.py).
+controller the answering node knows of (zlog/transport/messages/cluster.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """An ISR request decided in the round that fences one of its new members
-(zlog/broker/control/controller/decisions.py; docs/replication.md §3.3: a new member must be
+(zlog/broker/control/controller/decisions.py; docs/replication.md §3: a new member must be
 usable).
 
 Found by the replication simulator (tests/sim/replication, seed 46 before the fix): the round
