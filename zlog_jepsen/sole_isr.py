@@ -23,9 +23,10 @@ rule, zlog_jepsen.checker.wiped_replicas):
 
 1. `wiped-back`: L running again on its empty disk. The metadata log has no quorum (V down,
    L not counted), so nothing may change; OBSERVE_S of answers.
-2. `last-in-sync-back`: V started. Once the controller shows L and V registered again and
-   every sole partition decided since the wipe (a leader epoch after the wipe's), OBSERVE_S
-   more: zlog must leave each without a leader, unclean election being off.
+2. `last-in-sync-back`: V starting, watched from its start (a new controller takes over as
+   the quorum forms, and decides at once): until the controller shows L and V registered
+   again and every sole partition decided since the wipe (a leader epoch after the wipe's),
+   then OBSERVE_S more. zlog must leave each without a leader, unclean election being off.
 3. The operator turns `unclean.leader.election.enable` on for exactly the topics that have a
    sole partition still without a leader (the workload's, and `__consumer_offsets` when group
    offsets partitions are among them), recorded as an "operator" event, and
@@ -51,6 +52,7 @@ from zlog.client import Admin, ClusterDescription
 from zlog.client.records import BrokerDescription
 from zlog.errors import ZlogError
 from zlog.transport.messages import PartitionMetadata, TopicMetadata
+from zlog_jepsen.broker_watch import BrokerWatch
 from zlog_jepsen.checker.wiped_replicas import (
     ACTION,
     NO_LEADER,
@@ -81,7 +83,6 @@ two-core machine."""
 OBSERVE_S: Final = 2.0
 """How long a step's answers are watched once its outcome is there: some 40 rounds of the
 controller (one every 50 ms), where a wrong election would come in the next one."""
-METADATA_TIMEOUT_MS: Final = 1_000
 
 Record = Callable[["FaultPhase", dict[str, Any]], None]
 ControllerView = tuple[ClusterDescription, tuple[TopicMetadata, ...]]
@@ -222,14 +223,17 @@ class SoleIsr:
         (step 4 waits for the cluster to be whole, then `restore`)."""
         cluster = self.nemesis.cluster
         *first, last = self.killed
-        with Admin(cluster.bootstrap, request_timeout_ms=ADMIN_TIMEOUT_MS) as admin:
-            self._watch(admin, WIPED_BACK, None)
-            cluster.broker(last).start()
-            cluster.broker(self.node).wait_ready()
-            self._watch(admin, LAST_IN_SYNC_BACK,
+        with (Admin(cluster.bootstrap, request_timeout_ms=ADMIN_TIMEOUT_MS) as admin,
+              BrokerWatch(cluster, lambda node, topics: sightings(topics, self.sole, node))
+              as answers):
+            self._watch(admin, answers, WIPED_BACK, None)
+            cluster.broker(last).start(wait=False)
+            self._watch(admin, answers, LAST_IN_SYNC_BACK,
                         lambda described, topics: registered_again(described.brokers,
                                                                    self.epochs)
                         and decided(topics, self.sole))
+            cluster.broker(last).wait_ready()
+            cluster.broker(self.node).wait_ready()
             _, topics = self._view(admin, "the controller after the restarts")
             waiting = leaderless(topics, self.sole, self.node)
             if waiting:
@@ -240,7 +244,7 @@ class SoleIsr:
                     "target": self.node, ACTION: UNCLEAN_ELECTION_ON,
                     "topics": self.unclean_topics,
                     "partitions": [f"{s.topic}-{s.partition}" for s in waiting]})
-                self._watch(admin, UNCLEAN_ELECTION,
+                self._watch(admin, answers, UNCLEAN_ELECTION,
                             lambda _, topics: served(topics, waiting))
         for other in first:
             cluster.broker(other).start()
@@ -258,26 +262,13 @@ class SoleIsr:
         self.record("operator", {"target": self.node, ACTION: UNCLEAN_ELECTION_OFF,
                                  "topics": self.unclean_topics})
 
-    def _watch(self, admin: Admin, stage: str,
+    def _watch(self, admin: Admin, answers: BrokerWatch[Sighting], stage: str,
                until: Callable[[ClusterDescription, tuple[TopicMetadata, ...]], bool] | None
                ) -> None:
-        """Every running broker's answers about the sole partitions, until `until` holds for
-        the controller's view (AssertionError at STAGE_TIMEOUT_S), then OBSERVE_S more; the
-        distinct ones are recorded as an "observed" event, also when the wait times out."""
-        seen: dict[Sighting, None] = {}
-
-        def sample() -> None:
-            for node, broker in sorted(self.nemesis.cluster.brokers.items()):
-                if broker.process is None or broker.process.poll() is not None:
-                    continue
-                try:
-                    answer = broker.metadata(None, timeout_ms=METADATA_TIMEOUT_MS)
-                except (ZlogError, AssertionError):
-                    continue  # not answering yet (a restarted broker catching up)
-                seen.update(dict.fromkeys(sightings(answer.topics, self.sole, node)))
-
+        """Until `until` holds for the controller's view (AssertionError at STAGE_TIMEOUT_S),
+        then OBSERVE_S more; what every running broker answered about the sole partitions
+        meanwhile is recorded as an "observed" event, also when the wait times out."""
         def holds() -> bool:
-            sample()
             if until is None:
                 return True
             try:
@@ -288,10 +279,7 @@ class SoleIsr:
 
         try:
             wait_until(holds, STAGE_TIMEOUT_S, POLL_INTERVAL_S, f"the sole partitions {stage}")
-            watched_until = time.monotonic() + OBSERVE_S
-            while time.monotonic() < watched_until:
-                time.sleep(POLL_INTERVAL_S)
-                sample()
+            time.sleep(OBSERVE_S)  # the answers keep coming in on the watch's threads
         finally:
             self.record("observed", {"target": self.node, "stage": stage,
-                                     SEEN: [s.to_json() for s in seen]})
+                                     SEEN: [s.to_json() for s in answers.take()]})

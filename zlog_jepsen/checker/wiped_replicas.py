@@ -19,6 +19,11 @@ frozen (the metadata log has no quorum until a killed voter is back) still names
 leader, which is no election. From F on the wiped broker may lead again legitimately: it
 caught up from the replica that led in F before it rejoined the ISR.
 
+The wiped broker may be elected under its registration from before the wipe too: a
+controller that takes it for alive without having heard from it, before its new registration
+is in, still has its old directory on record. The only process of that broker then runs on the
+empty disk, and clients are sent to it: that is reported all the same.
+
 Epochs, not times, order the answers: each came from whichever broker answered, and a broker
 whose copy of the metadata lags shows an older record; a partition's leader epoch orders its
 records whatever answered. The rule relies on the harness seeing the first leader after E:
