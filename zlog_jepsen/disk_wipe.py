@@ -30,8 +30,8 @@ votes): for a key whose leader is a voter and whose other replicas are the spare
 voter, those two are killed (their data stays: kill -9) and the leader, now the partition's
 only in-sync replica, is wiped. zlog must not elect it on its empty disk: its partitions stay
 without a leader until an operator turns unclean election on, which the end does, as one
-would (zlog_jepsen.sole_isr). The metadata log has no quorum meanwhile (one voter down, one
-wiped), which is unavailability, not loss.
+would (zlog_jepsen.sole_isr). The metadata log usually has no quorum meanwhile (one voter
+down, one wiped), which is unavailability, not loss.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def wipe(nemesis: Nemesis) -> tuple[dict[str, Any], Heal]:
     broker.kill_all()
     details.update(wipe_disk(broker.data_dir, broker.ring_dir))
     started: list[float] = []
-    if restart == AT_ONCE:  # with a voter killed there is no quorum: ready only once it is back
+    if restart == AT_ONCE:  # with a voter killed, usually no quorum: ready once it is back
         broker.start(wait=sole is None)
         started.append(time.monotonic())
 

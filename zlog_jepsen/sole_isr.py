@@ -14,15 +14,19 @@ directory (docs/replication.md §4.2), which is S as often as V when both are ba
 would truncate what it lacks from V. So the operator lets only V back before turning unclean
 election on, as a Kafka operator brings back the replica that left the ISR last: V is then
 the only usable replica with its data, and it is elected in every sole partition. V, not S,
-is the one kept: V votes, and the metadata log has no quorum without it (L's new directory
-counts only once the leader has swapped it in, docs/raft.md §4.15).
+is the one kept: V votes, and the metadata log usually has no quorum without it (L's new
+directory counts only once a leader has swapped it in, docs/raft.md §4.15).
 
-The fault's end, step by step, each step's Metadata answers about the sole partitions from
-every running broker recorded as an "observed" event (the checker's wiped-replica-elected
-rule, zlog_jepsen.checker.wiped_replicas):
+From the moment L is alone in sync, every running broker's Metadata answers about the sole
+partitions are watched (zlog_jepsen.broker_watch), and recorded at the end of each step of
+the fault's end as an "observed" event (the checker's wiped-replica-elected rule,
+zlog_jepsen.checker.wiped_replicas):
 
-1. `wiped-back`: L running again on its empty disk. The metadata log has no quorum (V down,
-   L not counted), so nothing may change; OBSERVE_S of answers.
+1. `wiped-back`: L wiped and running again on its empty disk (at once, or after the hold),
+   then OBSERVE_S more. The metadata log usually has no quorum (V down, L's new directory not
+   counted); it has one again if the surviving voter still led it when L came back and
+   swapped L's new directory in (docs/raft.md §4.15), and then the controller takes in L's
+   registration. Either way L must not lead.
 2. `last-in-sync-back`: V starting, watched from its start (a new controller takes over as
    the quorum forms, and decides at once): until the controller shows L and V registered
    again and every sole partition decided since the wipe (a leader epoch after the wipe's),
@@ -158,6 +162,7 @@ class SoleIsr:
         self.sole: list[SolePartition] = []
         self.epochs: dict[int, int] = {}  # the wiped broker's and the last killed one's
         self.unclean_topics: list[str] = []
+        self.answers: BrokerWatch[Sighting] | None = None
 
     # -- the start: the others killed, the leader left alone in sync ------------------------
 
@@ -175,6 +180,9 @@ class SoleIsr:
                 in_sync.discard(other)
                 topics = self._wait_isr(admin, sorted(in_sync))
         self.sole = sole_partitions(topics, self.node)
+        sole = self.sole
+        self.answers = BrokerWatch(cluster,
+                                   lambda node, topics: sightings(topics, sole, node))
         return {"killed": list(self.killed), "isr_at_wipe": [self.node],
                 SOLE_PARTITIONS: [s.to_json() for s in self.sole]}
 
@@ -223,9 +231,9 @@ class SoleIsr:
         (step 4 waits for the cluster to be whole, then `restore`)."""
         cluster = self.nemesis.cluster
         *first, last = self.killed
+        assert self.answers is not None, "leave_alone started watching"
         with (Admin(cluster.bootstrap, request_timeout_ms=ADMIN_TIMEOUT_MS) as admin,
-              BrokerWatch(cluster, lambda node, topics: sightings(topics, self.sole, node))
-              as answers):
+              self.answers as answers):
             self._watch(admin, answers, WIPED_BACK, None)
             cluster.broker(last).start(wait=False)
             self._watch(admin, answers, LAST_IN_SYNC_BACK,
