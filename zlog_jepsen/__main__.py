@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from zlog.broker.data.planted_bug import PLANTED_BUGS
+from zlog_jepsen.disk_wipe import SHAPES, SOLE_ISR
 from zlog_jepsen.nemesis import FAULT_KINDS, ISOLATE_LEADER, KILL_BROKER, KILL_WORKER, Schedule
 from zlog_jepsen.netns_cluster import NETWORKS, choose_network
 from zlog_jepsen.report import summary_table
@@ -66,6 +67,9 @@ def parser() -> argparse.ArgumentParser:
                    help=f"comma-separated fault kinds (default all: {','.join(FAULT_KINDS)})")
     p.add_argument("--hold-s", type=_span, default=None, help="LOW,HIGH each fault is held")
     p.add_argument("--rest-s", type=_span, default=None, help="LOW,HIGH between faults")
+    p.add_argument("--wipe-shape", choices=SHAPES, default=None,
+                   help="the shape every wipe-disk takes (default: drawn at each wipe, "
+                        f"{SOLE_ISR} half the time)")
     p.add_argument("--warmup-s", type=float, default=10.0)
     p.add_argument("--out-dir", type=Path, default=None,
                    help="where the runs' directories go (default jepsen-runs/<time>)")
@@ -89,7 +93,8 @@ def first_config(args: argparse.Namespace) -> RunConfig:
     schedule = Schedule(
         kinds=args.faults or (SHORT_FAULTS if short else FAULT_KINDS),
         hold_s=args.hold_s or ((3.0, 8.0) if short else (5.0, 20.0)),
-        rest_s=args.rest_s or ((3.0, 6.0) if short else (5.0, 15.0)))
+        rest_s=args.rest_s or ((3.0, 6.0) if short else (5.0, 15.0)),
+        wipe_shapes=(args.wipe_shape,) if args.wipe_shape else SHAPES)
     seed = args.seed if args.seed is not None else (SHORT_SEED if short else time.time_ns())
     workload = WorkloadConfig(keys=args.keys, concurrency=args.concurrency, mode=args.mode,
                               seed=seed % 2**31)

@@ -17,7 +17,10 @@ Format (docs/reliability.md §8.1), one object per line:
 - assign, subscribe: [k, ...]; assign may carry "seek_to_beginning": true
 - commit, committed: {"k": offset} (committed: what an OffsetFetch answered)
 - crash:     null
-- nemesis:   {"fault": kind, "phase": "start" | "end", ...anything else the nemesis adds}
+- nemesis:   {"fault": kind, "phase": "start" | "observed" | "operator" | "end", ...anything
+             else the nemesis adds}; between a fault's start and end, "observed" records
+             what the cluster answered while it healed and "operator" an operator's action
+             (zlog_jepsen.sole_isr)
 
 Optional fields: "rebalance_log" [{"keys": [k, ...]}, ...] (partitions reassigned while a poll
 ran), "error" (a Kafka error name or a client exception), "seek_to_beginning", "group".
@@ -38,7 +41,7 @@ EventType = Literal["invoke", "ok", "fail", "info"]
 Function = Literal[
     "send", "poll", "assign", "subscribe", "commit", "committed", "crash", "nemesis"
 ]
-FaultPhase = Literal["start", "end"]
+FaultPhase = Literal["start", "observed", "operator", "end"]
 
 EVENT_TYPES: Final[tuple[EventType, ...]] = get_args(EventType)
 FUNCTIONS: Final[tuple[Function, ...]] = get_args(Function)
@@ -71,7 +74,8 @@ class SendRecord(NamedTuple):
 
 
 class Fault(NamedTuple):
-    """What a nemesis event says: which kind of fault, and whether it starts or ends."""
+    """What a nemesis event says: which kind of fault, and whether it starts, ends, or
+    records something in between."""
 
     kind: str
     phase: FaultPhase

@@ -32,7 +32,8 @@ The kinds (docs/reliability.md, the harness's fault kinds):
 - wipe-disk (SC5): kill -9 of a leader's broker, everything it stored deleted (its directory
   id too), started again as the same node, at once or after the hold; it starts only while
   every replica is in sync and every voter counts, and its end waits until that holds again
-  (zlog_jepsen.disk_wipe).
+  (zlog_jepsen.disk_wipe). In its sole-ISR shape the wiped broker was alone in sync, and the
+  end brings its partitions back with the operator's unclean election (zlog_jepsen.sole_isr).
 - retention-pressure (S8): the topic's segments and retention made tiny while a follower of
   a key's partition is paused or cut off from its leader (zlog_jepsen.retention_pressure).
 """
@@ -48,7 +49,7 @@ from typing import Any, Final
 
 from zlog.types import NO_LEADER
 from zlog_jepsen.cluster import HarnessCluster
-from zlog_jepsen.disk_wipe import WIPE_DISK, wipe
+from zlog_jepsen.disk_wipe import SHAPES, WIPE_DISK, wipe
 from zlog_jepsen.history import NEMESIS_PROCESS, FaultPhase, HistoryWriter, nemesis_value
 from zlog_jepsen.membership_faults import MEMBERSHIP_KINDS, MEMBERSHIP_STARTS
 from zlog_jepsen.retention_pressure import RETENTION_PRESSURE, retention_pressure
@@ -77,17 +78,23 @@ FAULT_KINDS: Final = (KILL_WORKER, KILL_BROKER, PAUSE_BROKER, ISOLATE_LEADER,
 
 @dataclass(frozen=True)
 class Schedule:
-    """Which faults, how long each is held and how long the cluster rests between them."""
+    """Which faults, how long each is held and how long the cluster rests between them; the
+    shapes a wipe may take (zlog_jepsen.disk_wipe), one drawn at random, or one forced."""
 
     kinds: tuple[str, ...] = FAULT_KINDS
     hold_s: tuple[float, float] = (5.0, 20.0)
     rest_s: tuple[float, float] = (5.0, 15.0)
+    wipe_shapes: tuple[str, ...] = SHAPES
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.kinds) - set(FAULT_KINDS))
         if unknown or not self.kinds:
             raise ValueError(f"fault kinds are some of {', '.join(FAULT_KINDS)}, "
                              f"not {', '.join(unknown) or 'none'}")
+        strange = sorted(set(self.wipe_shapes) - set(SHAPES))
+        if strange or not self.wipe_shapes:
+            raise ValueError(f"wipe shapes are some of {', '.join(SHAPES)}, "
+                             f"not {', '.join(strange) or 'none'}")
 
 
 Heal = Callable[[], None]
@@ -103,11 +110,13 @@ class Nemesis:
         self.keys = keys
         self.writer = writer
         self.random = random.Random(seed)
+        self.schedule = Schedule()
         self._heal: tuple[str, dict[str, Any], Heal] | None = None
         self.injected: dict[str, int] = {}
 
     def run(self, schedule: Schedule, duration_s: float, stop: threading.Event) -> None:
         """Faults one after another for `duration_s` (or until `stop`); healed at the end."""
+        self.schedule = schedule
         deadline = time.monotonic() + duration_s
         try:
             while not stop.is_set():
@@ -124,7 +133,7 @@ class Nemesis:
     def start(self, kind: str) -> None:
         assert self._heal is None, "one fault at a time"
         details, heal = _STARTS[kind](self)
-        self._record(kind, "start", details)
+        self.record(kind, "start", details)
         self._heal = (kind, details, heal)
         self.injected[kind] = self.injected.get(kind, 0) + 1
 
@@ -136,9 +145,11 @@ class Nemesis:
         kind, details, heal = self._heal
         self._heal = None
         heal()
-        self._record(kind, "end", details)
+        self.record(kind, "end", details)
 
-    def _record(self, kind: str, phase: FaultPhase, details: dict[str, Any]) -> None:
+    def record(self, kind: str, phase: FaultPhase, details: dict[str, Any]) -> None:
+        """A nemesis event; a heal records what it observed and did on the way ("observed",
+        "operator") with this too."""
         self.writer.append(NEMESIS_PROCESS, "info", "nemesis",
                            nemesis_value(kind, phase, **details))
 

@@ -39,7 +39,7 @@ def fault_windows(history: list[Event]) -> list[tuple[float, float, str]]:
         at = (event.time_ns - origin) / NS_PER_S
         if phase == "start":
             open_since[kind] = at
-        elif kind in open_since:
+        elif phase == "end" and kind in open_since:
             windows.append((open_since.pop(kind), at, kind))
     windows += [(start, end, kind) for kind, start in open_since.items()]
     return sorted(windows)

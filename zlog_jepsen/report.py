@@ -7,7 +7,9 @@ completions, or from the history's first event to the first one, or from the las
 end. After a fault it is measured per key, since a fault stops only some partitions while the
 others go on: the wait from the fault's start until the slowest key has an ok send again (a
 key with none before the end waits until the end). Per fault kind the figures keep every
-wait, so a soak can give percentiles across runs, and the longest.
+wait, so a soak can give percentiles across runs, and the longest. An operator's actions
+during a fault's heal (unclean election turned on and off after a sole-ISR wipe) are counted
+by action.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from itertools import pairwise
 from typing import Any
 
 from zlog_jepsen.checker import Anomaly, CheckResult
+from zlog_jepsen.checker.wiped_replicas import ACTION
 from zlog_jepsen.history import EVENT_TYPES, NS_PER_MS, Event, fault, sends
 
 
@@ -27,6 +30,8 @@ def figures(history: list[Event], result: CheckResult, *, final_read: bool) -> d
     acked = [e for e in completions if e.f == "send" and e.type == "ok"]
     starts = [(e.time_ns, fault(e).kind) for e in history
               if not e.is_client and e.type != "invoke" and fault(e).phase == "start"]
+    operator = Counter(str(e.value.get(ACTION)) for e in history
+                       if not e.is_client and fault(e).phase == "operator")
     lost = Anomaly.LOST_ACKED_FINAL if final_read else Anomaly.LOST_WRITE
     waits = waits_after_faults_ms(history, starts)
     return {
@@ -45,6 +50,7 @@ def figures(history: list[Event], result: CheckResult, *, final_read: bool) -> d
         "failed_by": [str(a) for a in result.failed_by],
         "faults_injected": len(starts),
         "faults_by_kind": dict(sorted(Counter(kind for _, kind in starts).items())),
+        "operator_actions": dict(sorted(operator.items())),
         "max_unavailability_ms": _longest_gap_ms(history, [e.time_ns for e in acked]),
         "unavailability_after_fault_ms": {kind: max(waits) for kind, waits in waits.items()},
         "unavailability_after_fault_samples_ms": waits,
@@ -64,6 +70,8 @@ def summary_table(numbers: dict[str, Any]) -> str:
         *((f"  {name}", count) for name, count in numbers.get("allowed", {}).items()),
         ("faults injected", numbers["faults_injected"]),
         *((f"  {kind}", n) for kind, n in numbers["faults_by_kind"].items()),
+        ("operator actions", "" if numbers.get("operator_actions") else "none"),
+        *((f"  {action}", n) for action, n in numbers.get("operator_actions", {}).items()),
         ("max unavailability (ms)", numbers["max_unavailability_ms"]),
         *((f"  after {kind} (ms)", ms)
           for kind, ms in numbers["unavailability_after_fault_ms"].items()),

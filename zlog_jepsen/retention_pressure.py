@@ -8,13 +8,11 @@ partition's leader both ways, so that the HW stops until the leader drops it fro
 the log grows above the HW: a leader must not delete what its HW does not cover yet. When
 the follower comes back its fetch position may lie below the leader's log start, and it must
 start again from there. Retention itself is the cluster's own, through the operator's path
-(IncrementalAlterConfigs).
+(IncrementalAlterConfigs, zlog_jepsen.topic_alter).
 
 The end lets the follower go first, under the tiny settings, so that it catches up while
 retention still deletes right behind the log end, then gives the topic back the settings it
 was created with (`retention.bytes`, which it did not set, is deleted: back to the default).
-They are not read back from the cluster: a broker whose metadata still lags would answer
-with the tiny ones, and the topic would keep them.
 
 What the checker makes of the deleted records is zlog_jepsen.checker.retention's.
 """
@@ -26,11 +24,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from zlog.client import Admin
-from zlog.errors import ZlogError
 from zlog.transport.messages.admin import PartitionMetadata
 from zlog_jepsen.cluster import SEGMENT_BYTES_CONFIG, TOPIC_CONFIGS
-from zlog_testbed.waiting import wait_until
+from zlog_jepsen.topic_alter import alter_configs, restoring
 
 if TYPE_CHECKING:
     from zlog_jepsen.nemesis import Heal, Nemesis
@@ -46,9 +42,6 @@ one of about five."""
 TINY_RETENTION_BYTES: Final = (1, 200)
 """Keep only the active segment, or about two batches more (a segment goes only while what
 stays is still at least `retention.bytes`, docs/storage.md)."""
-ALTER_TIMEOUT_S: Final = 60.0
-ADMIN_TIMEOUT_MS: Final = 5_000
-POLL_INTERVAL_S: Final = 0.2
 
 
 @dataclass(frozen=True)
@@ -86,33 +79,6 @@ def plan_pressure(rng: random.Random, partitions: Mapping[int, PartitionMetadata
                         rng.choice(TINY_SEGMENT_BYTES), rng.choice(TINY_RETENTION_BYTES))
 
 
-def restoring(configs: Collection[str], created: Mapping[str, str]) -> dict[str, str | None]:
-    """The changes that give a topic back the `configs` it was `created` with: the value it
-    was created with, or none (deleted, back to the broker's default)."""
-    return {name: created.get(name) for name in configs}
-
-
-def _alter(nemesis: Nemesis, configs: Mapping[str, str | None]) -> None:
-    """Set `configs` on the topic, asked again (the change is idempotent) while the
-    controller does not answer, until ALTER_TIMEOUT_S."""
-    last: list[str] = []
-
-    def altered() -> bool:
-        try:
-            admin.incremental_alter_configs({nemesis.topic: configs})
-        except ZlogError as error:
-            last[:] = [str(error)]
-            return False
-        return True
-
-    with Admin(nemesis.cluster.bootstrap, request_timeout_ms=ADMIN_TIMEOUT_MS) as admin:
-        try:
-            wait_until(altered, ALTER_TIMEOUT_S, POLL_INTERVAL_S,
-                       f"{nemesis.topic}'s configs set to {dict(configs)}")
-        except AssertionError as error:
-            raise AssertionError(f"{error}: {''.join(last)}") from None
-
-
 def retention_pressure(nemesis: Nemesis) -> tuple[dict[str, Any], Heal]:
     metadata = nemesis.cluster.metadata([nemesis.topic])
     (topic,) = metadata.topics
@@ -120,7 +86,7 @@ def retention_pressure(nemesis: Nemesis) -> tuple[dict[str, Any], Heal]:
                          metadata.controller_id, nemesis.cluster.brokers)
     tiny = {SEGMENT_BYTES_CONFIG: str(plan.segment_bytes),
             RETENTION_BYTES_CONFIG: str(plan.retention_bytes)}
-    _alter(nemesis, tiny)
+    alter_configs(nemesis.cluster.bootstrap, {nemesis.topic: tiny})
     follower = nemesis.cluster.broker(plan.follower)
     if plan.lag == PAUSE:
         follower.pause()
@@ -132,6 +98,7 @@ def retention_pressure(nemesis: Nemesis) -> tuple[dict[str, Any], Heal]:
             follower.resume()
         else:
             nemesis.cluster.heal()
-        _alter(nemesis, restoring(tiny, TOPIC_CONFIGS))
+        alter_configs(nemesis.cluster.bootstrap,
+                      {nemesis.topic: restoring(tiny, TOPIC_CONFIGS)})
 
     return {**asdict(plan), "target": plan.follower}, released

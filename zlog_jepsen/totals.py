@@ -13,7 +13,7 @@ from typing import Any, Final
 
 SUMMED: Final = ("operations", "ok", "fail", "info", "acked_writes", "acked_lost", "duplicates",
                  "inconsistent_offsets", "aborted_reads", "faults_injected")
-SUMMED_BY_NAME: Final = ("anomalies", "allowed", "faults_by_kind")
+SUMMED_BY_NAME: Final = ("anomalies", "allowed", "faults_by_kind", "operator_actions")
 LONGEST_BY_NAME: Final = ("unavailability_after_fault_ms",)
 SAMPLES: Final = "unavailability_after_fault_samples_ms"
 

@@ -1,16 +1,34 @@
 """The wipe-disk fault's own choices, on seeded inputs and real files: when a wipe may start,
-and what it deletes."""
+what it deletes, and how the sole-ISR shape is killed, watched and brought back."""
 
 from __future__ import annotations
 
 import json
 import random
 import socket
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from tests.jepsen.histories import partition
-from zlog_jepsen.disk_wipe import sole_isr_candidates, wipe_blockers
+from zlog.client.records import BrokerDescription
+from zlog.transport.messages.admin import TopicMetadata
+from zlog_jepsen.__main__ import first_config, parser
+from zlog_jepsen.checker.wiped_replicas import Sighting, SolePartition
+from zlog_jepsen.cluster_view import wipe_blockers
+from zlog_jepsen.disk_wipe import SHAPES, SOLE_ISR, sole_isr_candidates
 from zlog_jepsen.membership_faults import needs_spare
+from zlog_jepsen.nemesis import Schedule
+from zlog_jepsen.sole_isr import (
+    decided,
+    kill_order,
+    leaderless,
+    registered_again,
+    served,
+    sightings,
+    sole_partitions,
+)
 from zlog_jepsen.storage_faults import dir_id, wipe_disk
 
 VOTERS = (1, 2, 3)
@@ -93,3 +111,64 @@ def test_a_wiped_disk_keeps_nothing_but_its_directories(tmp_path: Path) -> None:
                                                   "rings_lost": 0}
 
 
+
+
+def test_the_spare_is_killed_first_and_the_voter_last() -> None:
+    """The voter is the last in sync besides the wiped leader: it holds everything
+    acknowledged, and the metadata log needs it back first."""
+    assert kill_order((2, 4), spares=(4,)) == (4, 2)
+    assert kill_order((4, 3), spares=(4,)) == (4, 3)
+    assert kill_order((1, 5, 4), spares=(4, 5)) == (4, 5, 1)
+
+
+def _topics(leader_epoch: int = 4, leader: int = 1, **partitions: tuple[tuple[int, ...], ...]
+            ) -> tuple[TopicMetadata, ...]:
+    """Topic name -> the ISRs of its partitions 0, 1, ...; every partition on brokers 1, 2, 4,
+    led by `leader` (-1: none) in `leader_epoch`."""
+    return tuple(
+        TopicMetadata(name, 0, "", partitions=tuple(
+            replace(partition(number, isr, replicas=(1, 2, 4), leader=leader,
+                              endpoint="" if leader < 0 else "x"), leader_epoch=leader_epoch)
+            for number, isr in enumerate(isrs)))
+        for name, isrs in partitions.items())
+
+
+def test_the_sole_partitions_are_those_the_wiped_broker_alone_holds_in_sync() -> None:
+    topics = _topics(jepsen=((1,), (1, 2), (2,)), __consumer_offsets=((1,),))
+    sole = sole_partitions(topics, 1)
+    assert sole == [SolePartition("jepsen", 0, 4), SolePartition("__consumer_offsets", 0, 4)]
+    assert sightings(topics, sole, broker=3) == [
+        Sighting("jepsen", 0, 1, 4, (1,), 3), Sighting("__consumer_offsets", 0, 1, 4, (1,), 3)]
+
+
+def test_the_controller_decides_again_then_the_operator_has_the_leaderless_ones() -> None:
+    sole = [SolePartition("jepsen", 0, 4), SolePartition("__consumer_offsets", 0, 4)]
+    frozen = _topics(jepsen=((1,),), __consumer_offsets=((1,),))
+    assert not decided(frozen, sole)
+    waiting = _topics(leader_epoch=5, leader=-1, jepsen=((1,),), __consumer_offsets=((1,),))
+    assert decided(waiting, sole) and not decided(waiting[:1], sole)
+    assert leaderless(waiting, sole, 1) == sole
+    assert leaderless(_topics(leader_epoch=6, leader=2, jepsen=((2,),)), sole, 1) == []
+    assert not served(waiting, sole)
+    back = _topics(leader_epoch=6, leader=2, jepsen=((2,),), __consumer_offsets=((2,),))
+    assert served(back, sole) and not served(back[:1], sole)
+
+
+def test_a_restart_counts_once_the_controller_has_a_newer_registration_live() -> None:
+    def brokers(*states: tuple[int, str, int]) -> list[BrokerDescription]:
+        return [BrokerDescription(node, "h", "tcp://h:1", state, epoch)
+                for node, state, epoch in states]
+
+    before = {1: 7, 2: 5}
+    assert not registered_again(brokers((1, "live", 7), (2, "fenced", 5)), before)
+    assert not registered_again(brokers((1, "live", 9), (2, "fenced", 5)), before)
+    assert not registered_again(brokers((1, "live", 9)), before)
+    assert registered_again(brokers((1, "live", 9), (2, "live", 10), (3, "live", 2)), before)
+
+
+def test_a_wipe_shape_may_be_forced() -> None:
+    assert Schedule().wipe_shapes == SHAPES
+    assert first_config(parser().parse_args(["--wipe-shape", SOLE_ISR])).schedule.wipe_shapes \
+        == (SOLE_ISR,)
+    with pytest.raises(ValueError, match="not lonely"):
+        Schedule(wipe_shapes=("lonely",))

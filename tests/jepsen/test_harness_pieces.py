@@ -55,6 +55,7 @@ def _run_figures(ops: int, lost: int, unavailable_ms: float, *, valid: bool) -> 
             "acked_lost": lost, "duplicates": 0, "inconsistent_offsets": 0, "aborted_reads": 0,
             "faults_injected": 2, "anomalies": {"lost-write": lost},
             "faults_by_kind": {"kill-worker": 2},
+            "operator_actions": {"unclean-election-on": 1},
             "unavailability_after_fault_ms": {"kill-worker": unavailable_ms},
             "unavailability_after_fault_samples_ms": {"kill-worker": [unavailable_ms, 1.0]},
             "max_unavailability_ms": unavailable_ms, "valid": valid,
@@ -66,6 +67,7 @@ def test_totals_add_counts_and_keep_the_longest_unavailability() -> None:
                       _run_figures(5, 1, 300.0, valid=False)], minutes=20.0)
     assert (numbers["operations"], numbers["acked_lost"], numbers["runs"]) == (15, 1, 2)
     assert numbers["faults_by_kind"] == {"kill-worker": 4}
+    assert numbers["operator_actions"] == {"unclean-election-on": 2}
     assert numbers["anomalies"] == {"lost-write": 1}
     assert numbers["max_unavailability_ms"] == 900.0
     assert numbers["unavailability_after_fault_ms"] == {"kill-worker": 900.0}
@@ -90,9 +92,14 @@ def test_fault_windows_and_latencies_are_seconds_from_the_first_event() -> None:
         _event(0, 100.0, 0, "invoke", "poll", value=[["poll"]]),
         _event(1, 101.0, "nemesis", "info", "nemesis", value=nemesis_value("kill-broker", "start")),
         _event(2, 100.5, 0, "ok", "poll", value=[["poll", {}]]),
-        _event(3, 104.0, "nemesis", "info", "nemesis", value=nemesis_value("kill-broker", "end")),
-        _event(4, 105.0, "nemesis", "info", "nemesis", value=nemesis_value("one-way", "start")),
-        _event(5, 106.0, 1, "invoke", "poll", value=[["poll"]]),
+        # what a heal observed and an operator did in between end no fault
+        _event(3, 102.0, "nemesis", "info", "nemesis",
+               value=nemesis_value("kill-broker", "observed", seen=[])),
+        _event(4, 103.0, "nemesis", "info", "nemesis",
+               value=nemesis_value("kill-broker", "operator", action="x")),
+        _event(5, 104.0, "nemesis", "info", "nemesis", value=nemesis_value("kill-broker", "end")),
+        _event(6, 105.0, "nemesis", "info", "nemesis", value=nemesis_value("one-way", "start")),
+        _event(7, 106.0, 1, "invoke", "poll", value=[["poll"]]),
     ]
     assert fault_windows(history) == [(1.0, 4.0, "kill-broker"), (5.0, 6.0, "one-way")]
     assert completions(history) == [(0.5, 500.0, "ok", "poll")]

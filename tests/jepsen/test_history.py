@@ -46,6 +46,10 @@ def _write_sample(path: Path) -> list[Event]:
                           error="REQUEST_TIMED_OUT"),
             writer.append("nemesis", "info", "nemesis", nemesis_value("kill", "start", node=2)),
             writer.append(3, "info", "crash"),
+            writer.append("nemesis", "info", "nemesis",
+                          nemesis_value("kill", "observed", seen=[{"leader": -1}])),
+            writer.append("nemesis", "info", "nemesis",
+                          nemesis_value("kill", "operator", action="unclean-election-on")),
         ]
 
 
@@ -63,6 +67,7 @@ def test_a_history_reads_back_as_written(tmp_path: Path) -> None:
     assert offsets(read[7]) == {1: 1} and read[7].error == "REQUEST_TIMED_OUT"
     assert read[7].group == "g"
     assert fault(read[8]) == ("kill", "start") and not read[8].is_client
+    assert [fault(e).phase for e in read[10:]] == ["observed", "operator"]
 
 
 def test_each_line_is_on_disk_before_the_writer_closes(tmp_path: Path) -> None:

@@ -82,3 +82,22 @@ def test_the_figures_name_what_failed_a_run() -> None:
     assert numbers["acked_lost"] == 1 and not numbers["valid"]
     assert numbers["failed_by"] == ["lost-acked-final"]
     assert "INVALID: lost-acked-final" in summary_table(numbers)
+
+
+def test_an_operators_actions_are_counted_and_are_no_faults() -> None:
+    """A sole-ISR wipe's heal turns unclean election on and off (zlog_jepsen.sole_isr): the
+    figures count each action; the fault count and its wait see only the wipe."""
+    h = History().send(0, 1, [(0, 10)])
+    h.event("nemesis", "info", "nemesis", nemesis_value("wipe-disk", "start", target=1))
+    h.event("nemesis", "info", "nemesis", nemesis_value("wipe-disk", "observed", seen=[]))
+    for action in ("unclean-election-on", "unclean-election-off"):
+        h.event("nemesis", "info", "nemesis", nemesis_value("wipe-disk", "operator",
+                                                            action=action, topics=["jepsen"]))
+    h.event("nemesis", "info", "nemesis", nemesis_value("wipe-disk", "end", target=1))
+    h.assign(1, [1]).poll(1, {1: [(0, 10)]})
+    numbers = figures(h.events, check(h.events, {1: [(0, 10)]}), final_read=True)
+    assert numbers["faults_injected"] == 1 and numbers["faults_by_kind"] == {"wipe-disk": 1}
+    assert numbers["operator_actions"] == {"unclean-election-off": 1, "unclean-election-on": 1}
+    assert "  unclean-election-on" in summary_table(numbers)
+    assert figures(h.events[:2], check(h.events[:2]), final_read=False)[
+        "operator_actions"] == {}

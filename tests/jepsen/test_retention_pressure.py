@@ -12,8 +12,8 @@ from zlog_jepsen.retention_pressure import (
     TINY_RETENTION_BYTES,
     TINY_SEGMENT_BYTES,
     plan_pressure,
-    restoring,
 )
+from zlog_jepsen.topic_alter import restoring
 
 
 def _keys(*leaders: int) -> dict[int, PartitionMetadata]:

@@ -27,6 +27,7 @@ class Anomaly(StrEnum):
     GROUP_SKIP = "group-skip"
     ACKED_UNDER_MIN_ISR = "acked-under-min-isr"
     LOG_START_PAST_HW = "log-start-past-hw"
+    WIPED_REPLICA_ELECTED = "wiped-replica-elected"
     UNSEEN = "unseen"
 
 

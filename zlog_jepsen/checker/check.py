@@ -21,6 +21,7 @@ from zlog_jepsen.checker.polls import find_poll_anomalies
 from zlog_jepsen.checker.retention import NO_LOG_STARTS, LogStarts, find_log_start_past_hw
 from zlog_jepsen.checker.sends import find_send_anomalies
 from zlog_jepsen.checker.verdict import CheckConfig, errors
+from zlog_jepsen.checker.wiped_replicas import find_wiped_replica_elected
 from zlog_jepsen.history import Event, FinalRead
 
 CHECKS = (
@@ -74,6 +75,7 @@ def check(history: list[Event], final: FinalRead | None = None,
     if isr is not None:
         find_acked_under_min_isr(derived.ops, isr, findings)
     find_log_start_past_hw(derived.ops, log_starts, findings)
+    find_wiped_replica_elected(history, findings)
     judged = errors(config, final_read=final is not None)
     failed_by = tuple(a for a in Anomaly if a in judged and findings.counts[a])
     return CheckResult(

@@ -2,7 +2,8 @@
 
 Some anomalies are bugs under any setting: two values at one offset, a read of a failed
 write, a torn batch, a committed offset going back, a consumer skipping records, a leader
-deleting records its HW does not cover yet. Others are
+deleting records its HW does not cover yet, a replica back on an empty disk elected where it
+was the only one in sync. Others are
 what the settings allow: without idempotence a retry may append twice, and with acks=1 a
 leader failover may lose acknowledged writes (except when the only faults are worker kills,
 which the shared-memory ring survives: the run says so with `loss_is_error`). Those are still
@@ -31,6 +32,7 @@ ALWAYS_ERRORS: Final = frozenset(
         Anomaly.COMMITTED_OFFSET_REGRESSION,
         Anomaly.GROUP_SKIP,
         Anomaly.LOG_START_PAST_HW,
+        Anomaly.WIPED_REPLICA_ELECTED,
     }
 )
 """Errors under any producer settings (excused poll jumps are never counted as these)."""
