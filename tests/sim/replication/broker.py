@@ -49,7 +49,7 @@ from tests.sim.replication.messages import (
 from tests.sim.replication.profile import Profile
 from tests.sim.replication.storage import BATCH_ID_BASE_MS, SimDisk, SimLog
 from tests.sim.replication.wiring import Wiring, rebuilt_producers
-from zlog.broker.control.controller.decisions import NO_LEADER, IsrRequest, liveness
+from zlog.broker.control.controller.decisions import IsrRequest, liveness
 from zlog.broker.control.metadata.state import ClusterState, PartitionInfo
 from zlog.broker.data.epoch_cache import LeaderEpochCache
 from zlog.broker.data.isr import IsrChange, IsrErrorAction, ReplicaSet
@@ -68,7 +68,7 @@ from zlog.transport.messages.data import (
     ReplicaFetchEntry,
     ReplicaFetchResult,
 )
-from zlog.types import ACKS_ALL, LATEST_TIMESTAMP
+from zlog.types import ACKS_ALL, LATEST_TIMESTAMP, NO_LEADER
 
 REGISTER_RETRY_TICKS = 5
 # zlog's lease is a session less an election timeout of the metadata log, for a controller

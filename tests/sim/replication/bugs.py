@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from tests.sim.replication.storage import SimDisk, SimLog
 from tests.sim.replication.wiring import REAL, Wiring, fenced_early
 from zlog.broker.control.controller.decisions import (
-    NO_LEADER,
     IsrRequest,
     RoundInput,
     RoundOutcome,
@@ -31,6 +30,7 @@ from zlog.broker.data.producer_state import ProducerStateTable
 from zlog.errors import ErrorCode
 from zlog.record.header import Buffer
 from zlog.transport.messages.data import NO_EPOCH
+from zlog.types import NO_LEADER
 
 
 # B1: a follower truncates to its high watermark when it restarts or changes epoch (the rule

@@ -58,12 +58,12 @@ from tests.sim.replication.controller import TOPIC
 from tests.sim.replication.ghost import Ghost
 from tests.sim.replication.messages import ReplicaFetchAnswer
 from tests.sim.replication.storage import BatchInfo, SimDisk, SimLog
-from zlog.broker.control.controller.decisions import NO_LEADER, liveness
+from zlog.broker.control.controller.decisions import liveness
 from zlog.broker.control.metadata.commands import Command
 from zlog.broker.control.metadata.state import ClusterState, PartitionInfo
 from zlog.broker.data.partition import Partition, ProduceOutcome
 from zlog.errors import ErrorCode, ZlogError
-from zlog.types import ACKS_ALL
+from zlog.types import ACKS_ALL, NO_LEADER
 
 _UNKNOWN = (-1, -1)  # a predecessor no log holding the batch knows (see batch_added)
 

@@ -37,10 +37,10 @@ from tests.sim.replication.profile import Profile
 from tests.sim.replication.sim import ReplicationSim
 from tests.sim.replication.storage import SimLog
 from tests.sim.replication.wiring import REAL, Wiring
-from zlog.broker.control.controller.decisions import NO_LEADER, liveness
+from zlog.broker.control.controller.decisions import liveness
 from zlog.broker.control.metadata.state import PartitionInfo
 from zlog.errors import ErrorCode
-from zlog.types import ACKS_ALL
+from zlog.types import ACKS_ALL, NO_LEADER
 
 A, B, C = 1, 2, 3
 PRODUCER = PRODUCER_BASE  # partition 0's producer

@@ -32,11 +32,12 @@ from tests.sim.replication.network import NetworkProfile, SimNetwork
 from tests.sim.replication.profile import Profile
 from tests.sim.replication.storage import BATCH_ID_BASE_MS, SimDisk, SimLog
 from tests.sim.replication.wiring import REAL, Wiring
-from zlog.broker.control.controller.decisions import NO_LEADER, liveness
+from zlog.broker.control.controller.decisions import liveness
 from zlog.broker.control.metadata.commands import Command
 from zlog.broker.control.metadata.state import ClusterState
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import build_batch_from_values
+from zlog.types import NO_LEADER
 
 TRACE_TAIL = 200
 SWEEP_EVERY_TICKS = 25

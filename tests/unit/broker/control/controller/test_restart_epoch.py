@@ -21,7 +21,6 @@ import pytest
 
 from tests.unit.broker.control.metadata_helpers import apply_command
 from zlog.broker.control.controller.decisions import (
-    NO_LEADER,
     IsrRequest,
     RoundInput,
     decide,
@@ -37,6 +36,7 @@ from zlog.broker.control.metadata.state import PartitionInfo
 from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.broker.data.epoch_cache import LeaderEpochCache
 from zlog.errors import ErrorCode, ZlogError
+from zlog.types import NO_LEADER
 
 
 def _register(fsm: MetadataStateMachine, node: int, incarnation: str) -> None:
