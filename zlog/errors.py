@@ -192,6 +192,32 @@ _INVALID_METADATA: frozenset[ErrorCode] = frozenset(
 assert _INVALID_METADATA <= _RETRIABLE
 
 
+# The codes a broker answers a produce with before it appends anything: a send that got one
+# certainly did not happen (that attempt; an earlier attempt of the same batch may have).
+# Everything else (a timeout, a lost connection, NOT_LEADER_OR_FOLLOWER, which Kafka has been
+# seen to answer for a send it had appended, NOT_ENOUGH_REPLICAS_AFTER_APPEND) leaves the
+# outcome open. docs/reliability.md §8.2.
+_NOT_APPENDED: frozenset[ErrorCode] = frozenset(
+    {
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.INVALID_TOPIC_EXCEPTION,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.INVALID_REQUIRED_ACKS,
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.INVALID_RECORD,
+    }
+)
+
+
+def proves_not_appended(code: ErrorCode) -> bool:
+    """Whether a produce answered `code` certainly appended nothing."""
+    return code in _NOT_APPENDED
+
+
 def is_retriable(code: ErrorCode) -> bool:
     """Whether Kafka clients may retry a request that failed with `code`."""
     return code in _RETRIABLE

@@ -2,35 +2,20 @@
 
 The checker trusts a `fail` completely: a value whose send failed and is read later is an
 aborted read, a broker bug. So a client may record `fail` only when the broker has proved
-that nothing was appended, that is for the codes a broker gives before it appends anything.
-Everything else (a timeout, a lost connection, NOT_LEADER_OR_FOLLOWER, which Kafka has been
-seen to answer for a send it had appended, NOT_ENOUGH_REPLICAS_AFTER_APPEND, an error nobody
-knows) is `info`: indefinite, possibly applied. docs/reliability.md §8.2.
+that nothing was appended, that is for the codes a broker gives before it appends anything
+(`zlog.errors.proves_not_appended`; the producer reports one only when no earlier attempt of
+the batch may have appended it). Everything else is `info`: indefinite, possibly applied.
+docs/reliability.md §8.2.
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Literal
 
-from zlog.errors import ErrorCode, ZlogError
+from zlog.errors import ErrorCode, ZlogError, proves_not_appended
 
 Outcome = Literal["fail", "info"]
 
-DEFINITE_FAILURES: Final[frozenset[ErrorCode]] = frozenset(
-    {
-        ErrorCode.CORRUPT_MESSAGE,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.MESSAGE_TOO_LARGE,
-        ErrorCode.INVALID_TOPIC_EXCEPTION,
-        ErrorCode.RECORD_LIST_TOO_LARGE,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.INVALID_REQUIRED_ACKS,
-        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-        ErrorCode.INVALID_PRODUCER_EPOCH,
-        ErrorCode.INVALID_RECORD,
-    }
-)
-"""The codes a broker answers before appending anything: the send certainly did not happen."""
 
 
 def outcome_of(error: ErrorCode | BaseException) -> Outcome:
@@ -38,7 +23,7 @@ def outcome_of(error: ErrorCode | BaseException) -> Outcome:
     if isinstance(error, ZlogError):
         error = error.code
     if isinstance(error, ErrorCode):
-        return "fail" if error in DEFINITE_FAILURES else "info"
+        return "fail" if proves_not_appended(error) else "info"
     return "info"  # a timeout, a disconnect, anything unexpected: the outcome is unknown
 
 

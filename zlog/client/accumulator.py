@@ -93,6 +93,9 @@ class PendingBatch:
     retry_at_ms: int = 0
     finished: bool = False  # completed or failed; flush waits for this
     last_error: ZlogError | None = None  # why the last attempt failed (named if it expires)
+    # The first failed attempt whose records the broker may still have appended (a timeout,
+    # a lost connection): a later definite refusal no longer proves the batch was not written.
+    maybe_appended: ZlogError | None = None
     failed: bool = False  # finished with an error
 
     def first_timestamp_ms(self) -> int:

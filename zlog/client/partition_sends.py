@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from zlog.client.accumulator import PendingBatch
-from zlog.errors import ErrorCode, ZlogError
+from zlog.errors import ErrorCode, ZlogError, proves_not_appended
 from zlog.types import SEQUENCE_MODULUS, TopicPartition
 
 log = logging.getLogger("zlog.client.producer")
@@ -88,6 +88,7 @@ class SendBook:
             return False
         batch.retry_at_ms = now_ms + self._retry_backoff_ms
         batch.last_error = error
+        note_attempt(batch, error)
         self._log_retry_cause(batch.tp, error)
         self.add_retry(state, batch)
         return True
@@ -166,14 +167,35 @@ class SendBook:
 
 def expiry_error(batch: PendingBatch, timeout_ms: int) -> ZlogError:
     """Kafka's rule: a batch that kept failing gives up with its last cause, not a bare
-    timeout (NOT_ENOUGH_REPLICAS says what to fix; REQUEST_TIMED_OUT would hide it)."""
+    timeout (NOT_ENOUGH_REPLICAS says what to fix; REQUEST_TIMED_OUT would hide it), unless
+    that cause would claim more than is known (`give_up_error`)."""
     where = f"{batch.record_count} records for {batch.tp.topic}-{batch.tp.partition}"
     last = batch.last_error
     if last is None:
         return ZlogError(ErrorCode.REQUEST_TIMED_OUT,
                          f"{where} were not acknowledged within delivery_timeout_ms={timeout_ms}")
-    return ZlogError(last.code, f"{last.message} ({where} gave up after {batch.attempts} "
-                                f"attempts within delivery_timeout_ms={timeout_ms})")
+    return give_up_error(batch, ZlogError(
+        last.code, f"{last.message} ({where} gave up after {batch.attempts} attempts within "
+                   f"delivery_timeout_ms={timeout_ms})"))
+
+
+def note_attempt(batch: PendingBatch, error: ZlogError) -> None:
+    """Remember the first failed attempt that may have appended the batch anyway."""
+    if batch.maybe_appended is None and not proves_not_appended(error.code):
+        batch.maybe_appended = error
+
+
+def give_up_error(batch: PendingBatch, error: ZlogError) -> ZlogError:
+    """The error a batch fails with for good. A code that proves nothing was appended (say
+    NOT_ENOUGH_REPLICAS) proves it only for its own attempt: when an earlier attempt timed out
+    or lost its connection, the records may be in the log (the broker refuses a retry for the
+    ISR before it looks for the duplicate), so the caller gets that earlier, indefinite code,
+    with both causes named, never a definite failure for records that may have been written."""
+    maybe = batch.maybe_appended
+    if maybe is None or not proves_not_appended(error.code):
+        return error
+    return ZlogError(maybe.code, f"{error}; an earlier attempt may have appended these "
+                                 f"records: {maybe}")
 
 
 def _sequence_before(first: int, second: int) -> bool:

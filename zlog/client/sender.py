@@ -58,7 +58,7 @@ from zlog.client.deferred_sends import (
     place_deferred,
     take_deferred,
 )
-from zlog.client.partition_sends import PartitionSends, SendBook, expiry_error
+from zlog.client.partition_sends import PartitionSends, SendBook, expiry_error, give_up_error
 from zlog.client.retries import Next, after_leader_error
 from zlog.client.wakeable_poll import WakeablePoll
 from zlog.errors import ErrorCode, ZlogError, for_code
@@ -536,7 +536,7 @@ class Sender:
             self._stale_topics.add(batch.tp.topic)
             self._refused_topics.add(batch.tp.topic)
         if not self._book.retry_later(batch, error, now_ms, reset_pending=self._reset_pending):
-            self._finish(batch, error)
+            self._finish(batch, give_up_error(batch, error))
 
     # -- completion -----------------------------------------------------------------------
 
