@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from zlog import limits
+from zlog.broker.log_lines import LOG_FORMATS, LOG_LEVELS, parse_module_levels
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
 from zlog.broker.topic_configs import TOPIC_CONFIG_KEYS, validate_topic_configs
 from zlog.errors import ZlogError
@@ -37,7 +38,6 @@ from zlog.shm_segments.log_config import LogConfig
 ENV_PREFIX: Final = "ZLOG_"
 ENV_TOPIC_PREFIX: Final = "ZLOG_TOPIC_"
 ENV_CONFIG_FILE: Final = "ZLOG_CONFIG"
-LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 # A clustered metadata log's election timeout, in ticks: with 50 ms ticks a new leader
 # within 0.5 to 1 s.
 METADATA_ELECTION_TICKS: Final = 10
@@ -161,6 +161,12 @@ class BrokerConfig:
     """How long a graceful stop waits for the workers before killing them (rings survive)."""
     log_level: str = "info"
     """debug, info, warning or error."""
+    log_format: str = "logfmt"
+    """How each log line is written: "logfmt" (key=value pairs) or "json" (one object a line);
+    under systemd both begin with the journald priority."""
+    log_levels: tuple[tuple[str, str], ...] = ()
+    """Levels per logger, over log_level: "zlog.raft=debug,zlog.broker.data=warning" (a
+    logger's name is its module's, so a package prefix covers its modules). Empty: none."""
     topic_defaults: tuple[tuple[str, str], ...] = ()
     """Topic config defaults for this broker (Kafka names -> values) over LogConfig's own."""
 
@@ -366,6 +372,17 @@ def raft_endpoint(control_endpoint: str) -> str:
     return f"{host}:{int(port) + 1}"
 
 
+def _to_log_format(value: object) -> str:
+    text = _to_str(value).lower()
+    if text not in LOG_FORMATS:
+        raise ValueError(f"must be one of {', '.join(LOG_FORMATS)}, not {value!r}")
+    return text
+
+
+def _to_log_levels(value: object) -> tuple[tuple[str, str], ...]:
+    return parse_module_levels(_to_optional_str(value))
+
+
 def _to_log_level(value: object) -> str:
     text = _to_str(value).lower()
     if text not in LOG_LEVELS:
@@ -418,6 +435,8 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "controller_stall_timeout_ms": _to_int(0, 3_600_000),
     "shutdown_timeout_ms": _to_int(0, 3_600_000),
     "log_level": _to_log_level,
+    "log_format": _to_log_format,
+    "log_levels": _to_log_levels,
 }
 assert set(_PARSERS) | {"topic_defaults"} == {f.name for f in fields(BrokerConfig)}
 

@@ -4,16 +4,14 @@ The CLI's `zlog serve` calls `add_arguments(parser)` and `run(args)`; `python -m
 and `python -m zlog.broker.serve` call `main()`. Exit status: 0 after a graceful stop, 1 when
 the broker cannot start (data dir locked, address in use), 2 for a bad configuration.
 
-Logs go to stderr, one line per event. Under systemd (JOURNAL_STREAM names our stderr) each
-line starts with a `<N>` syslog priority, which journald turns into the entry's priority, and
-drops the timestamp that journald records anyway.
+Logs go to stderr, one line per event, as log_lines.py writes them (logfmt or JSON, with
+journald priorities under systemd).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -30,13 +28,11 @@ from zlog.broker.config import (
     load_config,
 )
 from zlog.broker.control.supervisor import StartupError, Supervisor
+from zlog.broker.log_lines import setup_logging
 from zlog.broker.sdnotify import SystemdNotifier
 from zlog.errors import ZlogError
 
 log = logging.getLogger("zlog.broker.serve")
-
-_SYSLOG_PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3,
-                    logging.CRITICAL: 2}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"zlog serve: configuration error: {error}", file=sys.stderr)
         return 2
-    setup_logging(config.log_level)
+    setup_logging(config.log_level, config.log_format, config.log_levels)
     for warning in warnings:
         log.warning("%s", warning)
     return serve(config)
@@ -94,38 +90,6 @@ def serve(config: BrokerConfig, *, worker_module: str = "zlog.broker.data.worker
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-
-
-class _JournalFormatter(logging.Formatter):
-    """`<priority>name: message`: journald reads the priority and stamps the time itself."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        priority = _SYSLOG_PRIORITY.get(record.levelno, 6)
-        return f"<{priority}>{record.name}: {super().format(record)}"
-
-
-def _stderr_is_journal() -> bool:
-    """systemd sets JOURNAL_STREAM=dev:inode of the stream it connected to our stderr."""
-    device, _, inode = os.environ.get("JOURNAL_STREAM", "").partition(":")
-    if not device.isdigit() or not inode.isdigit():
-        return False
-    try:
-        status = os.fstat(sys.stderr.fileno())
-    except (OSError, ValueError):
-        return False
-    return (status.st_dev, status.st_ino) == (int(device), int(inode))
-
-
-def setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if _stderr_is_journal():
-        handler.setFormatter(_JournalFormatter("%(message)s"))
-    else:
-        handler.setFormatter(logging.Formatter(
-            "%(asctime)s supervisor %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,6 +26,7 @@ outlives it, and the next worker to open the partition replays it.
                                  --host H [--port-range A-B] [--ring-bytes B]
                                  [--ring-flush-bytes B] [--supervisor-silence-ms MS]
                                  [--supervisor-fd FD ...] [--log-level L]
+                                 [--log-format logfmt|json] [--log-levels LOGGER=L,...]
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from zlog.broker.data.group_host import GroupHost
 from zlog.broker.data.isr_change_file import IsrChangeFiles
 from zlog.broker.data.isr_proposals import ISR_CHECK_INTERVAL_MS, IsrProposals
 from zlog.broker.data.partition_host import PartitionHost
+from zlog.broker.log_lines import LOG_FORMATS, LogSettings, parse_module_levels, setup_logging
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings, flag_names
 from zlog.broker.supervisor_lifeline import NO_FDS, LifelineWatch
 from zlog.broker.topic_configs import validate_topic_name
@@ -474,7 +476,7 @@ def _port_range(text: str) -> tuple[int, int]:
     return first, last
 
 
-def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, str]:
+def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, LogSettings]:
     parser = argparse.ArgumentParser(prog="python -m zlog.broker.data.worker", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker-id", type=int, required=True)
@@ -496,6 +498,8 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
     parser.add_argument("--supervisor-fd", type=int, action="append", dest="supervisor_fds",
                         default=[], help="a read end of the supervisor's lifeline (repeated)")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default=LOG_FORMATS[0])
+    parser.add_argument("--log-levels", default="", help="levels per logger, logger=level,...")
     for name, flag in flag_names().items():
         default = getattr(REPLICA_DEFAULTS, name)
         parser.add_argument(flag, dest="replica_" + name, type=int, default=default,
@@ -522,7 +526,11 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
         ReplicaSettings(**{name: getattr(args, "replica_" + name) for name in flag_names()}),
         args.bind_host, args.preferred_port, tuple(args.supervisor_fds),
     )
-    return options, str(args.log_level).upper()
+    try:
+        module_levels = parse_module_levels(args.log_levels)
+    except ValueError as error:
+        parser.error(f"--log-levels {error}")
+    return options, LogSettings(str(args.log_level), args.log_format, module_levels)
 
 
 
@@ -545,11 +553,8 @@ def stop_with_parent() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    options, log_level = parse_arguments(argv)
-    logging.basicConfig(
-        level=log_level, stream=sys.stderr,
-        format=f"%(asctime)s worker-{options.worker_id} %(levelname)s %(name)s: %(message)s",
-    )
+    options, logs = parse_arguments(argv)
+    setup_logging(logs.level, logs.log_format, logs.module_levels, f"worker-{options.worker_id}")
     stop_with_parent()
     try:
         options.data_dir.mkdir(parents=True, exist_ok=True)

@@ -54,6 +54,7 @@ from zlog.broker.control.workers.fork_server import (
     PendingStart,
     WorkerForkServer,
 )
+from zlog.broker.log_lines import format_module_levels
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
 from zlog.broker.supervisor_lifeline import NO_FDS
 from zlog.clock import monotonic_ms
@@ -186,6 +187,8 @@ class WorkerSettings:
     replica: ReplicaSettings = REPLICA_DEFAULTS
     bind_host: str = ""  # where the data endpoints bind; empty: `host`
     lifeline_fds: tuple[int, ...] = NO_FDS  # the supervisor's lifeline: every worker gets it
+    log_format: str = "logfmt"  # the worker's lines look like the supervisor's (log_lines.py)
+    log_levels: tuple[tuple[str, str], ...] = ()
 
 
 def supervisor_endpoint(data_dir: Path) -> str:
@@ -293,6 +296,8 @@ class WorkerPool:
             "--ring-dir", str(settings.ring_dir),
             "--host", settings.host,
             "--log-level", settings.log_level,
+            "--log-format", settings.log_format,
+            "--log-levels", format_module_levels(settings.log_levels),
             "--ring-bytes", str(settings.ring_bytes),
             "--ring-flush-bytes", str(settings.ring_flush_bytes),
             *settings.replica.as_flags(),
