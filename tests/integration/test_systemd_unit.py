@@ -1,8 +1,8 @@
 """systemd/'s units as systemd reads them: `systemd-analyze verify` finds nothing to say.
 
 systemd/zlog.service runs the one broker of a host; the template beside it, zlog@.service,
-the brokers of a staging host (zlog@NAME). Both are checked the same way, and the template may differ from the
-single unit only where an instance must: its name, its config file and its data dir.
+the brokers of a staging host (zlog@NAME). Both are checked the same way, and the template
+may differ from the single unit only where an instance must: its name, config file, data dir.
 """
 
 from __future__ import annotations
