@@ -19,6 +19,7 @@ lines all look alike; `proc` says which process wrote one.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -26,6 +27,8 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final, NamedTuple, TextIO
+
+from zlog.errors import ZlogError
 
 LOG_FORMATS: Final = ("logfmt", "json")
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
@@ -115,6 +118,32 @@ def parse_module_levels(text: str) -> tuple[tuple[str, str], ...]:
 def format_module_levels(levels: Sequence[tuple[str, str]]) -> str:
     """The inverse of parse_module_levels, for passing the setting on to a worker."""
     return ",".join(f"{name}={level}" for name, level in levels)
+
+
+def log_failure(logger: logging.Logger, error: BaseException, message: str,
+                *args: object) -> None:
+    """`message: <why>` at error level, one line when the failure is an expected one.
+
+    Expected: a refusal carrying a Kafka error code (ZlogError), or the operating system's
+    (OSError: a full disk, an I/O error, a file gone), which an operator reads and acts on; a
+    traceback would only bury the sentence. Anything else is a bug in zlog, logged with its
+    traceback for whoever fixes it.
+    """
+    if isinstance(error, ZlogError):
+        logger.error(f"{message}: %s (%d): %s", *args, error.code.name, int(error.code),
+                     error.message)
+    elif isinstance(error, OSError):
+        logger.error(f"{message}: %s", *args, _os_error_text(error))
+    else:
+        logger.error(message, *args, exc_info=error)
+
+
+def _os_error_text(error: OSError) -> str:
+    """"ENOSPC: No space left on device (/data/t-0/0.log.cleaned)"."""
+    name = errno.errorcode.get(error.errno or 0, "")
+    where = f" ({error.filename})" if error.filename else ""
+    text = error.strerror or str(error)
+    return f"{name}: {text}{where}" if name else f"{text}{where}"
 
 
 class LogSettings(NamedTuple):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import re
@@ -10,7 +11,13 @@ import sys
 import pytest
 
 from zlog.broker.config import ConfigError, load_config
-from zlog.broker.log_lines import EventFormatter, format_module_levels, parse_module_levels
+from zlog.broker.log_lines import (
+    EventFormatter,
+    format_module_levels,
+    log_failure,
+    parse_module_levels,
+)
+from zlog.errors import ErrorCode, ZlogError
 
 LOGFMT_PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^ "]+)(?: |$)')
 
@@ -89,3 +96,21 @@ def test_log_format_and_levels_are_settings_in_every_spelling() -> None:
         load_config({}, environ={"ZLOG_LOG_FORMAT": "xml"})
     with pytest.raises(ConfigError, match="--log-levels must be logger=level"):
         load_config({"log_levels": "zlog.raft:debug"}, environ={})
+
+
+def test_an_expected_failure_is_one_line_with_its_code_a_bug_keeps_its_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("zlog.test.failures")
+    full = OSError(errno.ENOSPC, "No space left on device", "/data/t-0/0.log")
+    refused = ZlogError(ErrorCode.KAFKA_STORAGE_ERROR, "t-0: the disk is gone")
+    with caplog.at_level(logging.ERROR, logger.name):
+        log_failure(logger, full, "tick of %s-%d failed", "t", 0)
+        log_failure(logger, refused, "tick of %s-%d failed", "t", 0)
+        log_failure(logger, KeyError("x"), "tick of %s-%d failed", "t", 0)
+    first, second, bug = caplog.records
+    assert first.getMessage() == ("tick of t-0 failed: ENOSPC: No space left on device "
+                                  "(/data/t-0/0.log)")
+    assert second.getMessage() == ("tick of t-0 failed: KAFKA_STORAGE_ERROR (56): "
+                                   "t-0: the disk is gone")
+    assert first.exc_info is None and second.exc_info is None
+    assert bug.getMessage() == "tick of t-0 failed" and bug.exc_info is not None

@@ -67,6 +67,7 @@ from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.broker.control.stray_partitions import stray_partitions
 from zlog.broker.control.workers.offline_leaderships import resignations
 from zlog.broker.control.workers.pool import WorkerPool, WorkerSettings
+from zlog.broker.log_lines import log_failure
 from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.supervisor_lifeline import Lifeline
 from zlog.broker.worker_protocol import AlterIsr, GroupSettings
@@ -322,8 +323,8 @@ class Supervisor:
                 self._sync_poller(poller)
                 poller.poll(self._poll_timeout_ms())
                 self._turn()
-            except Exception:  # a bug, not input: log it loudly and keep serving
-                log.exception("supervisor loop turn failed")
+            except Exception as error:  # a bug or a disk, not input: log it, keep serving
+                log_failure(log, error, "supervisor loop turn failed")
         self._shut_down()
         return 0 if self._startup_failure is None else 1
 

@@ -40,6 +40,7 @@ from zlog.broker.data.replica_requests import (
     replica_fetch_is_complete,
     replica_fetch_reads,
 )
+from zlog.broker.log_lines import log_failure
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.coordinator import error_response
@@ -289,8 +290,8 @@ class DataPlane:
             return ProduceOutcome(error.code, -1, partition.log.log_start_offset, error.message)
         except AssertionError:
             raise
-        except Exception:
-            log.exception("produce to %s-%d failed", entry.topic, entry.partition)
+        except Exception as error:
+            log_failure(log, error, "produce to %s-%d failed", entry.topic, entry.partition)
             self.stats.internal_errors += 1
             return ProduceOutcome(ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, _INTERNAL_ERROR)
 
@@ -375,8 +376,8 @@ class DataPlane:
                     entry.fetch_offset, limit_bytes, replica_id=request.replica_id,
                     at_least_one=at_least_one,
                 )
-            except Exception:
-                log.exception("fetch from %s-%d failed", entry.topic, entry.partition)
+            except Exception as error:
+                log_failure(log, error, "fetch from %s-%d failed", entry.topic, entry.partition)
                 self.stats.internal_errors += 1
                 return EntryRead(ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, (), _INTERNAL_ERROR)
 

@@ -21,6 +21,7 @@ while its compaction runs.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import resource
@@ -39,6 +40,7 @@ from zlog.broker.data.isr_change_file import load_isr_change, remove_isr_change
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.producer_snapshots import ProducerSnapshots, load_producer_state
 from zlog.broker.data.producer_state import ProducerStateTable
+from zlog.broker.log_lines import log_failure
 from zlog.broker.topic_configs import (
     COMPRESSION_TYPE,
     MIN_INSYNC_REPLICAS,
@@ -308,8 +310,8 @@ class PartitionHost:
         for tp in list(self.hosted):
             try:
                 self.unassign(tp, delete=False)
-            except Exception:
-                log.exception("closing %s-%d failed", tp[0], tp[1])
+            except Exception as error:
+                log_failure(log, error, "closing %s-%d failed", tp[0], tp[1])
         self._compactor.shutdown(wait=True, cancel_futures=True)
 
     # ------------------------------------------------------------------ upkeep
@@ -332,16 +334,16 @@ class PartitionHost:
                     hosted.sealed_verified = hosted.log.verify_sealed(VERIFY_BYTES_PER_TICK)
             except CorruptSegmentError as error:
                 hosted.partition.note_corrupt(error)
-            except Exception:
-                log.exception("tick of %s-%d failed", tp[0], tp[1])
+            except Exception as error:
+                log_failure(log, error, "tick of %s-%d failed", tp[0], tp[1])
         while self._rolled:
             tp = self._rolled.pop()
             rolled = self.hosted.get(tp)
             try:
                 if rolled is not None:
                     _snapshot_or_log(rolled, tp)
-            except Exception:
-                log.exception("producer snapshot of %s-%d failed", tp[0], tp[1])
+            except Exception as error:
+                log_failure(log, error, "producer snapshot of %s-%d failed", tp[0], tp[1])
 
     def save_producer_states(self) -> None:
         """Snapshot each partition's producer table that changed since its last snapshot."""
@@ -355,8 +357,8 @@ class PartitionHost:
                     log.warning("producer snapshot of %s-%d failed: %s", *tp, error)
                 hosted.snapshot_failing = True
                 continue
-            except Exception:
-                log.exception("producer snapshot of %s-%d failed", tp[0], tp[1])
+            except Exception as error:
+                log_failure(log, error, "producer snapshot of %s-%d failed", tp[0], tp[1])
                 continue
             hosted.snapshot_failing = False
 
@@ -394,8 +396,8 @@ class PartitionHost:
                                       partition_log.log_end_offset)
                 if deleted:
                     hosted.partition.log_start_moved()
-            except Exception:
-                log.exception("retention of %s-%d failed", tp[0], tp[1])
+            except Exception as error:
+                log_failure(log, error, "retention of %s-%d failed", tp[0], tp[1])
                 continue
             if deleted:
                 log.info("retention deleted %d segments of %s-%d", deleted, tp[0], tp[1])
@@ -411,7 +413,8 @@ class PartitionHost:
             if hosted.log.segment_count < 2:
                 continue  # only sealed segments are compacted
             hosted.compaction = self._compactor.submit(compact, hosted.log)
-            hosted.compaction.add_done_callback(_report_compaction)
+            hosted.compaction.add_done_callback(
+                functools.partial(_report_compaction, hosted.log.topic, hosted.log.partition))
             started += 1
         return started
 
@@ -455,13 +458,13 @@ def check_open_files_headroom() -> None:
         )
 
 
-def _report_compaction(future: Future[CompactionStats]) -> None:
+def _report_compaction(topic: str, partition: int, future: Future[CompactionStats]) -> None:
     """Runs on the compaction thread: a failure is logged, and the next round tries again."""
     if future.cancelled():
         return
     error = future.exception()
     if error is not None:
-        log.error("compaction failed", exc_info=error)
+        log_failure(log, error, "compaction of %s-%d failed", topic, partition)
 
 
 def save_producer_state(hosted: HostedPartition) -> None:

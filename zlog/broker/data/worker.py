@@ -53,7 +53,13 @@ from zlog.broker.data.group_host import GroupHost
 from zlog.broker.data.isr_change_file import IsrChangeFiles
 from zlog.broker.data.isr_proposals import ISR_CHECK_INTERVAL_MS, IsrProposals
 from zlog.broker.data.partition_host import PartitionHost
-from zlog.broker.log_lines import LOG_FORMATS, LogSettings, parse_module_levels, setup_logging
+from zlog.broker.log_lines import (
+    LOG_FORMATS,
+    LogSettings,
+    log_failure,
+    parse_module_levels,
+    setup_logging,
+)
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings, flag_names
 from zlog.broker.supervisor_lifeline import NO_FDS, LifelineWatch
 from zlog.broker.topic_configs import validate_topic_name
@@ -279,8 +285,8 @@ class Worker:
             self.fetchers.run(self.clock.monotonic_ms())
         except AssertionError:
             raise
-        except Exception:
-            log.exception("follower fetch failed")
+        except Exception as error:
+            log_failure(log, error, "follower fetch failed")
 
     def _serve_data(self) -> None:
         """Up to DRAIN_MESSAGES_MAX requests, so the supervisor and timers are never starved;
@@ -308,8 +314,8 @@ class Worker:
             self._send_replies(self.groups.on_timer())
         except AssertionError:
             raise
-        except Exception:
-            log.exception("answering expired requests failed")
+        except Exception as error:
+            log_failure(log, error, "answering expired requests failed")
         if now_ms >= self._next_heartbeat_ms:
             self._send_control(protocol.Heartbeat(self.options.worker_id))
             self._next_heartbeat_ms = now_ms + protocol.HEARTBEAT_INTERVAL_MS
@@ -418,7 +424,7 @@ class Worker:
             code, text = error.code, error.message
             log.warning("assign %s-%d refused: %s", message.topic, message.partition, error)
         except Exception as error:
-            log.exception("assign %s-%d failed", message.topic, message.partition)
+            log_failure(log, error, "assign %s-%d failed", message.topic, message.partition)
             code, text = ErrorCode.UNKNOWN_SERVER_ERROR, f"assign failed: {error!r}"
         self._send_control(protocol.Assigned(message.request_id, int(code), text))
 
@@ -443,7 +449,7 @@ class Worker:
         except ZlogError as error:
             code, text = error.code, error.message
         except Exception as error:
-            log.exception("unassign %s-%d failed", message.topic, message.partition)
+            log_failure(log, error, "unassign %s-%d failed", message.topic, message.partition)
             code, text = ErrorCode.UNKNOWN_SERVER_ERROR, f"unassign failed: {error!r}"
         self._send_control(protocol.Unassigned(message.request_id, int(code), text))
 
