@@ -36,7 +36,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
 import zlog
-from zlog import cli_cluster, cli_groups
+from zlog import cli_cluster, cli_groups, cli_rings
 from zlog.cli_records import (
     FORMAT_TOKENS,
     NULL_TEXT_DEFAULT,
@@ -234,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "--ring-dir) are this host's")
 
     cli_groups.add_parsers(commands, _command)
+    cli_rings.add_parsers(commands)
 
     offsets = _command(commands, "offsets", "log start and high watermark per partition",
                        _offsets)

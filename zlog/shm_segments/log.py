@@ -36,12 +36,12 @@ from zlog.shm_segments.ring import (
     RingLockedError,
     RingWriter,
 )
+from zlog.shm_segments.ring_dirs import RING_SUFFIX, claim
 from zlog.shm_segments.segment import BatchMeta, Segment, batch_meta
 
 log = logging.getLogger(__name__)
 
 _LOG_START_FILE = "log-start-offset"
-RING_SUFFIX = ".ring"
 FILE_NAME_BYTES_MAX = 255  # NAME_MAX of ext4, xfs, btrfs and tmpfs
 
 
@@ -107,6 +107,7 @@ class PartitionLog:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             ring_base.mkdir(parents=True, exist_ok=True)
+            claim(ring_base, Path(data_dir))  # whose rings these are, for `zlog rings`
             self._segments = LogSegments(self.directory, lambda: self.config, self.clock,
                                          self._read_log_start, on_roll=on_roll)
             self.recovered_bytes_dropped = self._segments.recovered_bytes_dropped
