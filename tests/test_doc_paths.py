@@ -21,7 +21,8 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parents[1]
 TOP_LEVEL = ("zlog", "zlog_testbed", "zlog_jepsen", "tests", "bench", "docs", "systemd",
              "examples")
-PATH = re.compile(rf"(?<![\w/.\-])((?:{'|'.join(TOP_LEVEL)})/[\w./\-]*\w)")
+# "@" for systemd's template units (systemd/zlog@.service).
+PATH = re.compile(rf"(?<![\w/.\-])((?:{'|'.join(TOP_LEVEL)})/[\w./\-@]*\w)")
 SECTION_CITED = re.compile(r"\b((?:docs/)?[\w-]+\.md)[,:]?\s+§\s?(\d+(?:\.\d+)*)")
 SECTION_HEADING = re.compile(r"^(?:#+\s+|\*\*)(\d+(?:\.\d+)*)[.\s]", re.MULTILINE)
 OUTPUT = ("bench/results",)  # written by `make bench`, ignored by git

@@ -71,11 +71,11 @@ class BrokerConfig:
     next port; its workers then bind on listen's host and are advertised on advertised_host.
     Empty: `listen` itself (a wildcard host replaced by advertised_host)."""
     data_port_range: tuple[int, int] | None = None
-    """Ports for the workers' data endpoints, "a-b" inclusive; None: the OS picks free ports."""
+    """Ports for the workers' data endpoints, "a-b" inclusive; empty: the OS picks free ports."""
     workers: int = field(default_factory=_cpu_count)
     """Partition worker processes (default: the CPU count); partitions are spread over them."""
     ring_dir: Path | None = None
-    """Where the shared-memory rings live; None: /dev/shm/zlog-<hash of the data dir>."""
+    """Where the shared-memory rings live; empty: /dev/shm/zlog-<hash of the data dir>."""
     ring_bytes: int = limits.RING_SIZE_BYTES_DEFAULT
     """Capacity of each partition's shared-memory ring (bytes)."""
     ring_flush_bytes: int = 0
