@@ -6,6 +6,7 @@ Spec: DESIGN.md section 6 (READY=1 once serving) and docs/reliability.md ("Failu
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,30 @@ def test_workers_that_cannot_start_stop_the_broker_without_ready(tmp_path: Path)
     assert "serving:" not in result.stdout
     assert "cannot start" in result.stderr
     assert "before it could serve" in result.stderr
+
+
+def test_a_taken_metadata_log_port_stops_the_broker_with_one_line(tmp_path: Path) -> None:
+    """A voter whose Raft port (its control port + 1) another process holds cannot take part
+    in the metadata log: it says so in one line and exits 1, instead of serving without a
+    metadata log (no controller, ever) after a traceback."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    raft_port = holder.getsockname()[1]
+    listen = f"tcp://127.0.0.1:{raft_port - 1}"
+    other = f"tcp://127.0.0.2:{free_port()}"
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "zlog.cli", "serve", "--data-dir", str(tmp_path / "data"),
+             "--listen", listen, "--workers", "1", "--node-id", "1",
+             "--voters", f"1@{listen},2@{other}"],
+            capture_output=True, text=True, timeout=60, check=False,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the broker kept running without its metadata log")
+    finally:
+        holder.close()
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "cannot start the metadata log: Address already in use" in result.stderr

@@ -76,8 +76,9 @@ def notified_broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, NotifyListe
 def test_ready_watchdog_while_the_loop_turns_and_stopping(
         notified_broker: tuple[BrokerProcess, NotifyListener]) -> None:
     broker, listener = notified_broker
-    broker.start()
+    broker.start(wait=False)  # reading the notifications meanwhile, as systemd does
     before_ready = listener.wait_for(b"READY=1")
+    broker.wait_ready()
     assert any(b"STATUS=serving on " + broker.endpoint.encode() in m for m in before_ready)
     for _ in range(3):
         listener.wait_for(b"WATCHDOG=1", timeout_s=5.0)

@@ -6,7 +6,8 @@ means Linux's abstract namespace, spelled with a NUL byte). The service sends ne
 WATCHDOG_USEC, STOPPING=1 when shutting down, STATUS=... for `systemctl status`. Outside
 systemd (no NOTIFY_SOCKET) every call does nothing, so the broker runs the same either way.
 
-Notifications are best effort: a failed send is logged once and never stops the broker.
+Notifications are best effort: a failed send is logged once and never stops the broker, nor
+waits for a service manager that does not read.
 """
 
 from __future__ import annotations
@@ -41,7 +42,11 @@ class SystemdNotifier:
         if self._socket is None or self.address is None:
             return False
         try:
-            self._socket.sendto("\n".join(assignments).encode(), self.address)
+            # Never waiting: a datagram socket's queue is short (net.unix.max_dgram_qlen), and
+            # a service manager slow to read it must not stop the supervisor's loop, whose
+            # turns the keep-alives vouch for. A dropped one is followed by the next.
+            self._socket.sendto("\n".join(assignments).encode(), socket.MSG_DONTWAIT,
+                                self.address)
         except OSError as error:
             if not self._warned:
                 log.warning("sd_notify to %r failed: %s", self.address, error)

@@ -215,6 +215,7 @@ class RaftRunner:
         )
         self.reads = ReadTracker()
         self._links = links
+        self._bound_links: PeerLinks | None = None  # made by start(), on the caller's thread
         self._inbox: deque[tuple[RequestKind, bytes, Waiter]] = deque()
         self._unreachable_leaders: deque[int] = deque()  # reported by other threads
         self._wake_pending = False  # a wake-up is on its way to the loop (see _drain_inbox)
@@ -232,8 +233,15 @@ class RaftRunner:
     # -- API for other threads ------------------------------------------------------------------
 
     def start(self) -> None:
-        """Run the loop on a daemon thread (embedded use)."""
+        """Run the loop on a daemon thread (embedded use).
+
+        The peer sockets are made (and bound) here, so that a port another process holds fails
+        the caller, which can say so and stop, instead of killing the thread after a start
+        that looked fine. The thread then owns them (starting it is the memory barrier a
+        ZeroMQ socket needs to change threads).
+        """
         assert self._thread is None, "started twice"
+        self._bound_links = self._links(self.node_id, self.peers)
         self._thread = threading.Thread(target=self.run, name=f"raft-{self.node_id}", daemon=True)
         self._thread.start()
 
@@ -331,7 +339,8 @@ class RaftRunner:
 
     def run(self) -> None:
         """The loop; returns after stop. Creates and closes its own sockets."""
-        transport = self._links(self.node_id, self.peers)
+        transport = self._bound_links or self._links(self.node_id, self.peers)
+        self._bound_links = None
         poller = zmq.Poller()
         poller.register(transport.pollable, zmq.POLLIN)
         poller.register(self._wake_read_fd, zmq.POLLIN)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,3 +75,20 @@ def test_watchdog_interval_is_half_of_watchdog_usec_and_only_for_us() -> None:
     other = {"WATCHDOG_USEC": "20000000", "WATCHDOG_PID": str(os.getpid() + 1)}
     assert SystemdNotifier(other).watchdog_interval_ms is None
     assert SystemdNotifier({"WATCHDOG_USEC": "0"}).watchdog_interval_ms is None
+
+
+def test_a_service_manager_not_reading_never_blocks_the_sender(
+        listener: tuple[socket.socket, str]) -> None:
+    """The queue of a unix datagram socket is short (net.unix.max_dgram_qlen, often 10): once
+    it is full, a blocking send waits for the reader, and the supervisor's loop with it. A
+    notification that does not fit is dropped instead (the next keep-alive follows)."""
+    _sock, path = listener
+    notifier = SystemdNotifier({"NOTIFY_SOCKET": path})
+    sent: list[bool] = []
+    sender = threading.Thread(target=lambda: sent.extend(notifier.watchdog()
+                                                         for _ in range(1_000)), daemon=True)
+    sender.start()
+    sender.join(10)
+    assert not sender.is_alive(), f"blocked after {len(sent)} notifications"
+    assert sent[0] and not sent[-1], "the first fit, the last were dropped"
+    notifier.close()
