@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final, NamedTuple, TextIO
@@ -165,3 +166,14 @@ def setup_logging(level: str, log_format: str = "logfmt",
     root.setLevel(level.upper())
     for name, module_level in module_levels:
         logging.getLogger(name).setLevel(module_level.upper())
+    threading.excepthook = _log_thread_death
+
+
+def _log_thread_death(args: threading.ExceptHookArgs) -> None:
+    """A thread's uncaught exception, which Python would print over many lines: one event."""
+    if args.exc_type is SystemExit:
+        return  # as Python's own hook: a thread may end itself so
+    name = args.thread.name if args.thread is not None else "?"
+    error = args.exc_value if args.exc_value is not None else args.exc_type()
+    logging.getLogger(__name__).critical(
+        "thread %s died", name, exc_info=(args.exc_type, error, args.exc_traceback))

@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import sys
+import threading
 
 import pytest
 
@@ -16,6 +17,7 @@ from zlog.broker.log_lines import (
     format_module_levels,
     log_failure,
     parse_module_levels,
+    setup_logging,
 )
 from zlog.errors import ErrorCode, ZlogError
 
@@ -114,3 +116,28 @@ def test_an_expected_failure_is_one_line_with_its_code_a_bug_keeps_its_traceback
                                    "t-0: the disk is gone")
     assert first.exc_info is None and second.exc_info is None
     assert bug.getMessage() == "tick of t-0 failed" and bug.exc_info is not None
+
+
+def test_a_thread_that_dies_is_one_line_like_any_event(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python prints an uncaught exception of a thread on stderr over many lines; once the
+    broker's logging is set up, it is one event like the others (at critical level)."""
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)
+    monkeypatch.delenv("JOURNAL_STREAM", raising=False)
+    setup_logging("info", "json", (), "supervisor")
+
+    def die() -> None:
+        raise RuntimeError("the raft loop fell over")
+
+    thread = threading.Thread(target=die, name="raft-1")
+    thread.start()
+    thread.join()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    event = json.loads(lines[0])
+    assert event["level"] == "critical"
+    assert event["msg"] == "thread raft-1 died"
+    assert event["error"] == "RuntimeError: the raft loop fell over"
