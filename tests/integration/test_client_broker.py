@@ -7,6 +7,8 @@ module, on a free port of 127.0.0.1; each test uses its own topics.
 
 from __future__ import annotations
 
+import os
+import signal
 import struct
 import time
 from collections.abc import Iterator
@@ -242,6 +244,35 @@ def test_produce_with_each_acks_and_read_back(broker: BrokerProcess, admin: Admi
     else:
         assert offsets == list(range(len(values)))
     assert read_all(broker, topic, 0, len(values)) == list(enumerate(values))
+
+
+def batch_sizes(broker: BrokerProcess, topic: str, count: int) -> list[int]:
+    """The record counts of partition 0's batches, from the beginning, until `count` records."""
+    with Consumer(broker.endpoint, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
+        c.assign([TopicPartition(topic, 0)])
+        sizes: list[int] = []
+        deadline = time.monotonic() + 20
+        while sum(sizes) < count and time.monotonic() < deadline:
+            sizes.extend(len(view) for _tp, view in c.poll_batches(500))
+        return sizes
+
+
+def test_records_sent_while_a_batch_awaits_its_answer_leave_together_with_it(
+        broker: BrokerProcess, admin: Admin) -> None:
+    """linger_ms 0 (the default): a record to an idle partition leaves at once; the records
+    sent while its batch awaits the answer gather in one batch that leaves with the answer,
+    instead of one request each (zlog/client/producer.py, "Batching without a timer")."""
+    topic = new_topic(admin)
+    worker = broker.worker_pid_for(leader_endpoint(broker, topic, 0))
+    with Producer(broker.endpoint, acks=1) as producer:
+        producer.send(topic, b"warm", partition=0).result(30)  # metadata, id, connection
+        os.kill(worker, signal.SIGSTOP)  # the next batch's answer cannot come
+        try:
+            futures = [producer.send(topic, b"%d" % i, partition=0) for i in range(20)]
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        assert [f.result(30).offset for f in futures] == list(range(1, 21))
+    assert batch_sizes(broker, topic, 21) == [1, 1, 19]
 
 
 def test_keyed_records_land_where_kafka_would_put_them(broker: BrokerProcess,
