@@ -79,6 +79,7 @@ from zlog.client.group.settings import (
     GroupSettings,
     PartitionsCallback,
 )
+from zlog.client.group.wake import GroupWake
 from zlog.client.local_reads import LOCAL_METADATA_MAX_AGE_MS_DEFAULT, LocalReads, local_policy
 from zlog.client.records import ConsumerRecord
 from zlog.client.retries import DefiniteError, Next, after_leader_error, retry_within
@@ -191,6 +192,9 @@ class Consumer:
         self._buffers: dict[TopicPartition, PartitionBuffer] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._fetching: dict[tuple[str, int], dict[TopicPartition, int]] = {}  # asked offsets
+        # The poll set `_receive` waits on, kept while the endpoints and connections are those
+        # it was built for: building one costs more than a small fetch's answer.
+        self._wait_poller: tuple[tuple[object, ...], zmq.Poller] | None = None
         self._backoff_until_ms: dict[TopicPartition, int] = {}
         self._next_start = 0  # round-robin over partitions between polls
         self.local = local
@@ -579,16 +583,24 @@ class Consumer:
                 self._group.idle_wait(min(wait_ms, self.retry_backoff_ms) / 1000)
                 self._send_fetches()  # a backoff may have ended
                 continue
-            poller = zmq.Poller()
-            for endpoint in endpoints:
-                for sock in self._connections.client(endpoint).sockets:
-                    poller.register(sock, zmq.POLLIN)
             wake = self._group.wake
-            if wake is not None:
-                poller.register(wake.reader, zmq.POLLIN)
-            ready = poller.poll(wait_ms)
+            ready = self._poller_for(endpoints, wake).poll(wait_ms)
             if wake is not None and any(fd == wake.fileno for fd, _ in ready):
                 wake.drain()  # only when woken: a receive on an empty socket raises
+
+    def _poller_for(self, endpoints: list[str], wake: GroupWake | None) -> zmq.Poller:
+        """The poll set over these endpoints' sockets and the group's wake-up pipe."""
+        key = (*endpoints, self._connections.generation, wake)
+        if self._wait_poller is not None and self._wait_poller[0] == key:
+            return self._wait_poller[1]
+        poller = zmq.Poller()
+        for endpoint in endpoints:
+            for sock in self._connections.client(endpoint).sockets:
+                poller.register(sock, zmq.POLLIN)
+        if wake is not None:
+            poller.register(wake.reader, zmq.POLLIN)
+        self._wait_poller = (key, poller)
+        return poller
 
     def _on_fetch_result(self, endpoint: str, result: RpcResult) -> None:
         asked = self._fetching.pop((endpoint, result.correlation_id), None)
