@@ -77,6 +77,9 @@ FORK_SERVER_MESSAGE_BYTES_MAX = 1024 * 1024
 # The data plane (zlog/broker/data), per worker and per partition.
 DELAYED_PRODUCES_MAX = 10_000  # acks=all requests waiting for the HW; beyond it they time out
 PARKED_FETCHES_MAX = 10_000  # long polls per worker; beyond it a fetch is answered at once
+# A consumer's subscription (Fetch v2) ends this long after it began; its consumer subscribes
+# again. A consumer that vanished without a word costs its worker no more than this.
+SUBSCRIPTION_LIFETIME_MS = 30_000
 # Batches remembered per producer for deduplication: Kafka's number, which is why clients keep
 # max.in.flight <= 5 (KAFKA-17926).
 CACHED_BATCHES_PER_PRODUCER = 5

@@ -414,12 +414,15 @@ def test_a_topic_stores_batches_in_its_compression_type(
 
 
 def test_an_altered_compression_type_applies_to_the_next_batch(broker: BrokerProcess) -> None:
+    # Records big enough to be compressed: a producer sends batches under
+    # compression_policy.SMALL_BATCH_BYTES_MAX plain whatever its codec.
+    one, two = b"one" * 200, b"two" * 200
     ok(zlog(broker, "topic", "create", "cli-codec-alter", "--partitions", "1"))
-    ok(zlog(broker, "produce", "cli-codec-alter", "--compression", "lz4", stdin=b"one\n"))
+    ok(zlog(broker, "produce", "cli-codec-alter", "--compression", "lz4", stdin=one + b"\n"))
     ok(zlog(broker, "topic", "alter", "cli-codec-alter", "--config", "compression.type=none"))
-    ok(zlog(broker, "produce", "cli-codec-alter", "--compression", "lz4", stdin=b"two\n"))
+    ok(zlog(broker, "produce", "cli-codec-alter", "--compression", "lz4", stdin=two + b"\n"))
     assert _stored_codecs(broker, "cli-codec-alter") == [
-        (Compression.LZ4, [b"one"]), (Compression.NONE, [b"two"])]
+        (Compression.LZ4, [one]), (Compression.NONE, [two])]
 
 
 def test_a_produce_that_cannot_succeed_names_its_cause_within_the_timeout(

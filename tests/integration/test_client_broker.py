@@ -7,6 +7,8 @@ module, on a free port of 127.0.0.1; each test uses its own topics.
 
 from __future__ import annotations
 
+import os
+import signal
 import struct
 import time
 from collections.abc import Iterator
@@ -242,6 +244,106 @@ def test_produce_with_each_acks_and_read_back(broker: BrokerProcess, admin: Admi
     else:
         assert offsets == list(range(len(values)))
     assert read_all(broker, topic, 0, len(values)) == list(enumerate(values))
+
+
+def batch_sizes(broker: BrokerProcess, topic: str, count: int) -> list[int]:
+    """The record counts of partition 0's batches, from the beginning, until `count` records."""
+    with Consumer(broker.endpoint, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
+        c.assign([TopicPartition(topic, 0)])
+        sizes: list[int] = []
+        deadline = time.monotonic() + 20
+        while sum(sizes) < count and time.monotonic() < deadline:
+            sizes.extend(len(view) for _tp, view in c.poll_batches(500))
+        return sizes
+
+
+def test_records_sent_while_a_batch_awaits_its_answer_leave_together_with_it(
+        broker: BrokerProcess, admin: Admin) -> None:
+    """linger_ms 0 (the default): a record to an idle partition leaves at once; the records
+    sent while its batch awaits the answer gather in one batch that leaves with the answer,
+    instead of one request each (zlog/client/producer.py, "Batching without a timer")."""
+    topic = new_topic(admin)
+    worker = broker.worker_pid_for(leader_endpoint(broker, topic, 0))
+    with Producer(broker.endpoint, acks=1) as producer:
+        producer.send(topic, b"warm", partition=0).result(30)  # metadata, id, connection
+        os.kill(worker, signal.SIGSTOP)  # the next batch's answer cannot come
+        try:
+            futures = [producer.send(topic, b"%d" % i, partition=0) for i in range(20)]
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        assert [f.result(30).offset for f in futures] == list(range(1, 21))
+    assert batch_sizes(broker, topic, 21) == [1, 1, 19]
+
+
+def test_a_consumer_at_the_tail_gets_each_new_batch_without_asking_again(
+        broker: BrokerProcess, admin: Admin) -> None:
+    """Fetch v2: the consumer's one fetch stays at the worker, which sends every new batch
+    as it is appended (docs/protocol.md, "Fetch v2")."""
+    topic = new_topic(admin)
+    tp = TopicPartition(topic, 0)
+    with Consumer(broker.endpoint, auto_offset_reset="latest") as consumer, \
+            Producer(broker.endpoint, acks=1) as producer:
+        consumer.assign([tp])
+        consumer.position(tp)
+        assert consumer.poll(0) == []  # the subscription leaves
+        for index in range(30):
+            producer.send(topic, b"%d" % index, partition=0).result(30)
+            got: list[bytes | None] = []
+            deadline = time.monotonic() + 20
+            while not got and time.monotonic() < deadline:
+                got = [r.value for r in consumer.poll(200)]
+            assert got == [b"%d" % index]
+        counts = consumer.metrics()
+    assert counts["fetch_answers"] >= 30
+    assert counts["fetch_requests"] <= 2, counts
+
+
+def test_a_seek_while_subscribed_reads_from_the_new_offset(broker: BrokerProcess,
+                                                           admin: Admin) -> None:
+    topic = new_topic(admin)
+    tp = TopicPartition(topic, 0)
+    with Producer(broker.endpoint, acks=1) as producer:
+        for index in range(10):
+            producer.send(topic, b"%d" % index, partition=0)
+        producer.flush()
+        with Consumer(broker.endpoint, auto_offset_reset="latest",
+                      fetch_max_wait_ms=30_000) as consumer:
+            consumer.assign([tp])
+            assert consumer.poll(100) == []  # subscribed at the end, nothing comes
+            consumer.seek(tp, 3)
+            got: list[tuple[int, bytes | None]] = []
+            deadline = time.monotonic() + 20
+            while len(got) < 7 and time.monotonic() < deadline:
+                got.extend((r.offset, r.value) for r in consumer.poll(200))
+            assert got == [(o, b"%d" % o) for o in range(3, 10)]
+            producer.send(topic, b"10", partition=0).result(30)
+            more: list[tuple[int, bytes | None]] = []
+            while not more and time.monotonic() < deadline:
+                more = [(r.offset, r.value) for r in consumer.poll(200)]
+            assert more == [(10, b"10")]
+
+
+def test_subscriptions_that_reach_their_max_bytes_end_and_start_again(
+        broker: BrokerProcess, admin: Admin) -> None:
+    """A subscription sends at most fetch_max_bytes; the consumer then subscribes again, so
+    each record arrives once, in order, however many subscriptions it takes."""
+    topic = new_topic(admin)
+    tp = TopicPartition(topic, 0)
+    values = [b"%04d" % index + bytes(200) for index in range(300)]
+    with Consumer(broker.endpoint, auto_offset_reset="earliest", fetch_max_bytes=2048,
+                  max_partition_fetch_bytes=1024) as consumer, \
+            Producer(broker.endpoint, acks=1, batch_size=600) as producer:
+        consumer.assign([tp])
+        consumer.position(tp)
+        futures = [producer.send(topic, value, partition=0) for value in values]
+        producer.flush()
+        assert [f.result().offset for f in futures] == list(range(300))
+        got: list[tuple[int, bytes | None]] = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(values) and time.monotonic() < deadline:
+            got.extend((r.offset, r.value) for r in consumer.poll(200))
+        assert got == list(enumerate(values))
+        assert consumer.metrics()["fetch_requests"] > 5  # many subscriptions ended and began
 
 
 def test_keyed_records_land_where_kafka_would_put_them(broker: BrokerProcess,

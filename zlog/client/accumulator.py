@@ -323,6 +323,11 @@ class RecordAccumulator:
     def _is_ready(self, batch: PendingBatch, now_ms: int, flushing: bool) -> bool:
         return flushing or not batch.is_open or now_ms - batch.created_ms >= self.linger_ms
 
+    def first_is_open(self, tp: TopicPartition) -> bool:
+        """Whether the partition's oldest batch still takes records (not full, not closed)."""
+        queue = self._queues.get(tp)
+        return bool(queue) and queue[0].is_open  # type: ignore[index]
+
     def next_ready_ms(self, now_ms: int) -> int | None:
         """The first moment after now_ms when a lingering batch becomes ready (None: none)."""
         times = [

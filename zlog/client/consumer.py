@@ -5,6 +5,15 @@ so a Consumer belongs to one thread (as Kafka's does). To keep the network busy 
 caller works, `poll` sends the next fetch for every partition before it returns records
 (pipelining); the answer waits in the socket for the next `poll`.
 
+Subscriptions (`fetch_push=True`, the default): the fetch a consumer sends is a Fetch v2, which
+the leader's worker answers as a fetch and then keeps: each time more becomes readable it sends
+the next batches on the same request, with no request per batch (docs/protocol.md, "Fetch v2").
+Flow control is the fetch's own bound: a subscription sends at most `fetch_max_bytes` in all
+and then ends, and the consumer subscribes again once it has handed out what it holds, so what
+it buffers stays bounded as with one fetch at a time. A seek, a reset or an unassigned partition
+cancels the subscriptions to that worker (a Fetch v2 with no entries); what they still send is
+dropped, and the partitions they covered are subscribed again from their positions.
+
 Positions: each assigned partition has a position, the offset of the next record `poll` will
 return. A partition without one (just assigned, or after seek_to_beginning/seek_to_end, or
 after OFFSET_OUT_OF_RANGE) gets it from ListOffsets per `auto_offset_reset` ("earliest": log
@@ -59,6 +68,7 @@ assignment and positions through what the group's work was given.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -79,12 +89,14 @@ from zlog.client.group.settings import (
     GroupSettings,
     PartitionsCallback,
 )
+from zlog.client.group.wake import GroupWake
 from zlog.client.local_reads import LOCAL_METADATA_MAX_AGE_MS_DEFAULT, LocalReads, local_policy
 from zlog.client.records import ConsumerRecord
 from zlog.client.retries import DefiniteError, Next, after_leader_error, retry_within
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError, for_code, prefixed_once
 from zlog.record.arrays import BatchView
+from zlog.record.header import next_offset_after
 from zlog.transport.messages import (
     Request,
     Response,
@@ -92,7 +104,9 @@ from zlog.transport.messages import (
 from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
+    FetchRequestV2,
     FetchResponseV0,
+    FetchResponseV2,
     ListOffsetsPartition,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
@@ -141,6 +155,7 @@ class Consumer:
         local_zero_copy: bool = False,
         local_spin_us: int = 50,
         local_metadata_max_age_ms: int = LOCAL_METADATA_MAX_AGE_MS_DEFAULT,
+        fetch_push: bool = True,
         ring_dir: str | Path | None = None,
         client_rack: str | None = None,
         prefer_local_replica: bool = False,
@@ -191,6 +206,13 @@ class Consumer:
         self._buffers: dict[TopicPartition, PartitionBuffer] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._fetching: dict[tuple[str, int], dict[TopicPartition, int]] = {}  # asked offsets
+        self.fetch_push = fetch_push
+        self._subscriptions: set[tuple[str, int]] = set()  # the keys of _fetching that stay
+        self._fetch_requests = 0
+        self._fetch_answers = 0
+        # The poll set `_receive` waits on, kept while the endpoints and connections are those
+        # it was built for: building one costs more than a small fetch's answer.
+        self._wait_poller: tuple[tuple[object, ...], zmq.Poller] | None = None
         self._backoff_until_ms: dict[TopicPartition, int] = {}
         self._next_start = 0  # round-robin over partitions between polls
         self.local = local
@@ -255,6 +277,7 @@ class Consumer:
         self._positions[key] = offset
         self._pending_resets.pop(key, None)
         self._buffers[key].clear()
+        self._stop_fetching(key)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None
                           = None) -> None:
@@ -272,6 +295,13 @@ class Consumer:
             self._positions[tp] = None
             self._pending_resets[tp] = timestamp
             self._buffers[tp].clear()
+            self._stop_fetching(tp)
+
+    def metrics(self) -> dict[str, int]:
+        """Counters since this consumer was made, as Kafka's consumers keep them:
+        `fetch_requests` sent and `fetch_answers` taken in (a subscription's many answers
+        come for one request)."""
+        return {"fetch_requests": self._fetch_requests, "fetch_answers": self._fetch_answers}
 
     def position(self, tp: TopicPartition | tuple[str, int]) -> int:
         """The offset of the next record poll will return for `tp`."""
@@ -539,7 +569,8 @@ class Consumer:
             by_endpoint.setdefault(endpoint, []).append(tp)
         for endpoint, tps in by_endpoint.items():
             asked = {tp: self._position_of(tp) for tp in tps}
-            request = FetchRequestV0(
+            fetch = FetchRequestV2 if self.fetch_push else FetchRequestV0
+            request = fetch(
                 CONSUMER_REPLICA_ID, self.fetch_max_wait_ms, self.fetch_min_bytes,
                 self.fetch_max_bytes,
                 tuple(FetchEntry(tp.topic, tp.partition, offset, self._partition_fetch_bytes)
@@ -551,11 +582,14 @@ class Consumer:
             timeout_ms = self.request_timeout_ms + self.fetch_max_wait_ms
             try:
                 correlation_id = rpc.send(request, timeout_ms)
+                self._fetch_requests += 1
             except ZlogError as error:  # its connection failed: those partitions back off
                 for tp in asked:
                     self._on_partition_error(tp, error, now_ms)
                 continue
             self._fetching[(endpoint, correlation_id)] = asked
+            if self.fetch_push:
+                self._subscriptions.add((endpoint, correlation_id))
 
     def _receive(self, timeout_ms: int) -> None:
         """Take in fetch answers, waiting up to timeout_ms for the first one.
@@ -579,31 +613,52 @@ class Consumer:
                 self._group.idle_wait(min(wait_ms, self.retry_backoff_ms) / 1000)
                 self._send_fetches()  # a backoff may have ended
                 continue
-            poller = zmq.Poller()
-            for endpoint in endpoints:
-                for sock in self._connections.client(endpoint).sockets:
-                    poller.register(sock, zmq.POLLIN)
             wake = self._group.wake
-            if wake is not None:
-                poller.register(wake.reader, zmq.POLLIN)
-            ready = poller.poll(wait_ms)
+            ready = self._poller_for(endpoints, wake).poll(wait_ms)
             if wake is not None and any(fd == wake.fileno for fd, _ in ready):
                 wake.drain()  # only when woken: a receive on an empty socket raises
 
+    def _poller_for(self, endpoints: list[str], wake: GroupWake | None) -> zmq.Poller:
+        """The poll set over these endpoints' sockets and the group's wake-up pipe."""
+        key = (*endpoints, self._connections.generation, wake)
+        if self._wait_poller is not None and self._wait_poller[0] == key:
+            return self._wait_poller[1]
+        poller = zmq.Poller()
+        for endpoint in endpoints:
+            for sock in self._connections.client(endpoint).sockets:
+                poller.register(sock, zmq.POLLIN)
+        if wake is not None:
+            poller.register(wake.reader, zmq.POLLIN)
+        self._wait_poller = (key, poller)
+        return poller
+
     def _on_fetch_result(self, endpoint: str, result: RpcResult) -> None:
-        asked = self._fetching.pop((endpoint, result.correlation_id), None)
+        key = (endpoint, result.correlation_id)
+        asked = self._fetching.get(key)
         if asked is None:
             return
+        self._fetch_answers += 1
+        response = result.response
+        staying = isinstance(response, FetchResponseV2) and response.more
+        if not staying:
+            del self._fetching[key]
+            self._subscriptions.discard(key)
         now_ms = self._clock.monotonic_ms()
         if result.error is not None:
             for tp in asked:
                 self._on_partition_error(tp, result.error, now_ms)
             return
-        response = result.response
-        assert isinstance(response, FetchResponseV0)
+        assert isinstance(response, FetchResponseV0 | FetchResponseV2)
+        subscribed = isinstance(result.request, FetchRequestV2)
         for entry in response.entries:
             tp = TopicPartition(entry.topic, entry.partition)
-            if tp not in asked or self._positions.get(tp) != asked[tp]:
+            if tp not in asked:
+                continue
+            # A subscription's answers continue where its last one ended (a seek cancels it);
+            # a single fetch's answer is used only if the position is still the one asked.
+            stale = (tp not in self._buffers) if subscribed else (
+                self._positions.get(tp) != asked[tp])
+            if stale:
                 continue  # unassigned or sought elsewhere since this fetch left
             if entry.error_code != ErrorCode.NONE:
                 self._on_partition_error(tp, for_code(entry.error_code, entry.error_message),
@@ -617,6 +672,26 @@ class Consumer:
                 if views:
                     self._buffers[tp].add(views)
                     position = views[-1].header.next_offset
+            if staying:
+                asked[tp] = next_offset_after(entry.chunks, asked[tp])
+
+    def _stop_fetching(self, tp: TopicPartition) -> None:
+        """`tp` moved or left: the subscriptions covering it stop. One request cancels every
+        subscription to a worker, so all of those are forgotten and their other partitions
+        are subscribed again by the next fetches."""
+        endpoints = {endpoint for (endpoint, cid) in self._subscriptions
+                     if tp in self._fetching[(endpoint, cid)]}
+        for endpoint in endpoints:
+            self._cancel_subscriptions(endpoint)
+
+    def _cancel_subscriptions(self, endpoint: str) -> None:
+        rpc = self._connections.client(endpoint)
+        for key in [key for key in self._subscriptions if key[0] == endpoint]:
+            self._subscriptions.discard(key)
+            del self._fetching[key]
+            rpc.forget(key[1])
+        with contextlib.suppress(ZlogError):  # a lost connection took them with it anyway
+            rpc.send(FetchRequestV2(CONSUMER_REPLICA_ID, 0, 0, 0, ()), self.request_timeout_ms)
 
     def _on_partition_error(self, tp: TopicPartition, error: ZlogError, now_ms: int) -> None:
         if error.code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -796,6 +871,7 @@ class Consumer:
         return key
 
     def _forget(self, tp: TopicPartition) -> None:
+        self._stop_fetching(tp)
         self._positions.pop(tp, None)
         self._pending_resets.pop(tp, None)
         self._buffers.pop(tp, None)
@@ -813,6 +889,8 @@ class Consumer:
 
     def _close_connections(self) -> None:
         if not self._closed:
+            for endpoint in {endpoint for endpoint, _ in self._subscriptions}:
+                self._cancel_subscriptions(endpoint)  # the worker need not wait out their time
             self._closed = True
             self._group.close()
             self._local_reads.close()

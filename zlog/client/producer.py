@@ -9,6 +9,14 @@ thread is using the sockets, which saves a thread hand-over per request at low r
 always complete on the I/O thread, so a callback added with `add_done_callback` must be quick
 and must not call back into the producer in a blocking way.
 
+Batching without a timer: `linger_ms` defaults to 0, and a batch that is not full never leaves
+while an earlier batch of its partition waits for its answer; it gathers the records sent in
+the meantime and leaves with that answer (a full batch leaves at once). So a record sent to an
+idle partition goes at once, with no linger to wait out, and under load batches grow to what
+arrives in one round trip, which is where a timer's batching would have put them (Nagle's
+algorithm, per partition). A `linger_ms` above 0 still holds a batch that long at most, to
+gather more when the partition is idle, as Kafka's linger.ms does.
+
 Delivery: a future resolves once the broker acknowledged the record per `acks` (0: when it was
 sent, offset -1; 1: the leader appended it; "all"/-1, the default as in Kafka 3: every in-sync
 replica has it, which on a partition of one replica costs nothing over 1). Retriable
@@ -138,9 +146,10 @@ def _estimated_bytes(
 
 
 BULK_BATCH_SIZE_DEFAULT: Final = 1_000_000
-"""send_many's batch size: librdkafka's batch.size default. `send` keeps Kafka's 16 KiB with a
-short linger, which suits records that come one at a time; a bulk call already holds its
-records, so the bigger its batches the less the producer and the broker spend per record."""
+"""send_many's batch size: librdkafka's batch.size default. `send` keeps Kafka's 16 KiB, batched
+by round trip (`linger_ms` 0), which suits records that come one at a time; a bulk call
+already holds its records, so the bigger its batches the less the producer and the broker spend
+per record."""
 
 
 class Producer:
@@ -151,7 +160,7 @@ class Producer:
         bootstrap: str | Sequence[str] = DEFAULT_BOOTSTRAP,
         *,
         acks: Acks | int | str = "all",
-        linger_ms: int = 5,
+        linger_ms: int = 0,
         batch_size: int = 16384,
         bulk_batch_size: int = BULK_BATCH_SIZE_DEFAULT,
         compression: str | None = "lz4",

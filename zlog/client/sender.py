@@ -406,6 +406,7 @@ class Sender:
                     not state.retries
                     and self._can_take(tp, state)
                     and accumulator.first_is_ready(tp, now_ms, flushing=flushing)
+                    and not (state.in_flight and accumulator.first_is_open(tp))
                 ):
                     batch = accumulator.pop_first(tp)
                     state.in_flight.append(batch)
@@ -418,7 +419,7 @@ class Sender:
             return True
         state = self._book.partition(batch.tp)
         sequence = state.next_sequence if self.config.idempotent else -1
-        codec = self._compression.codec_for(batch.tp.topic)
+        codec = self._compression.codec_for(batch.tp.topic, batch.size_bytes)
         try:
             batch.encoded = batch.encode(codec, self._producer_id, self._producer_epoch, sequence)
         except ZlogError as error:

@@ -33,6 +33,7 @@ UNSUPPORTED_COMPRESSION_TYPE or MESSAGE_TOO_LARGE; no other exception escapes on
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final, TypeAlias
@@ -301,6 +302,20 @@ def read_placement(buf: Buffer, pos: int = 0) -> tuple[int, int, int, int]:
         buf, pos)
     return (base_offset, base_offset + last_offset_delta + 1, max_timestamp_ms,
             batch_length + LOG_OVERHEAD_BYTES)
+
+
+def next_offset_after(chunks: Sequence[Buffer], offset: int) -> int:
+    """The offset after the last batch of `chunks` (whole batches as a log read returns them,
+    validated on their way in), or `offset` when they hold none: where a read that asked for
+    `offset` leaves off."""
+    next_offset = offset
+    for chunk in chunks:
+        view = as_byte_view(chunk)
+        position = 0
+        while position < view.nbytes:
+            _base, next_offset, _stamp, size_bytes = read_placement(view, position)
+            position += size_bytes
+    return next_offset
 
 
 def scan_batches(

@@ -52,7 +52,9 @@ class ApiKey(IntEnum):
 # (min_version, max_version), both inclusive.
 SUPPORTED_VERSIONS: Final[dict[ApiKey, tuple[int, int]]] = {
     **dict.fromkeys(ApiKey, (0, 0)),
-    ApiKey.FETCH: (0, 1),  # v1: a follower's fetch (replica id, broker epoch, leader epochs)
+    # v1: a follower's fetch (replica id, broker epoch, leader epochs); v2: a consumer's
+    # subscription, answered again as data arrives
+    ApiKey.FETCH: (0, 2),
 }
 
 # The requests a group's coordinator answers: the worker leading the group's offsets partition.

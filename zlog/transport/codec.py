@@ -35,8 +35,10 @@ from zlog.transport.messages import (
 from zlog.transport.messages.data import (
     FetchRequestV0,
     FetchRequestV1,
+    FetchRequestV2,
     FetchResponseV0,
     FetchResponseV1,
+    FetchResponseV2,
     ProduceRequestV0,
     ProduceResponseV0,
 )
@@ -57,12 +59,14 @@ from zlog.transport.struct_bodies import (
     decode_produce_response,
     decode_replica_fetch_request,
     decode_replica_fetch_response,
+    decode_subscription_response,
     encode_fetch_request,
     encode_fetch_response,
     encode_produce_request,
     encode_produce_response,
     encode_replica_fetch_request,
     encode_replica_fetch_response,
+    encode_subscription_response,
 )
 from zlog.transport.wire import (
     INT32_MAX,
@@ -136,7 +140,7 @@ def encode_request(correlation_id: int, msg: Request) -> list[Buffer]:
     frames: list[Buffer]
     if isinstance(msg, ProduceRequestV0):
         body, frames = encode_produce_request(msg)
-    elif isinstance(msg, FetchRequestV0):
+    elif isinstance(msg, FetchRequestV0 | FetchRequestV2):
         body, frames = encode_fetch_request(msg), []
     elif isinstance(msg, FetchRequestV1):
         body, frames = encode_replica_fetch_request(msg), []
@@ -191,9 +195,11 @@ def _decode_request_body(
     if cls is ProduceRequestV0:
         return decode_produce_request(body, data, code)
     if cls is FetchRequestV0:
-        return decode_fetch_request(body, data, code)
+        return decode_fetch_request(body, data, code, FetchRequestV0)
     if cls is FetchRequestV1:
         return decode_replica_fetch_request(body, data, code)
+    if cls is FetchRequestV2:
+        return decode_fetch_request(body, data, code, FetchRequestV2)
     if data:
         raise ZlogError(code, f"{cls.__name__} takes 2 frames, the message has {len(frames)}")
     if cls is OffsetCommitRequestV0:
@@ -202,8 +208,11 @@ def _decode_request_body(
 
 
 def expects_response(msg: Request) -> bool:
-    """False only for acks=0 produce requests, which the server never answers."""
-    return not (isinstance(msg, ProduceRequestV0) and msg.acks == 0)
+    """False for acks=0 produce requests and for the cancel of subscriptions (a Fetch v2 with
+    no entries), which the server never answers."""
+    if isinstance(msg, ProduceRequestV0):
+        return msg.acks != 0
+    return not (isinstance(msg, FetchRequestV2) and not msg.entries)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,6 +238,8 @@ def encode_response(header: RequestHeader, msg: Response) -> list[Buffer]:
         body, frames = encode_fetch_response(msg)
     elif isinstance(msg, FetchResponseV1):
         body, frames = encode_replica_fetch_response(msg)
+    elif isinstance(msg, FetchResponseV2):
+        body, frames = encode_subscription_response(msg)
     elif isinstance(msg, OffsetCommitResponseV0):
         body, frames = encode_offset_commit_response(msg), []
     else:
@@ -278,6 +289,8 @@ def decode_response(frames: Sequence[Frame]) -> tuple[ResponseHeader, Response |
         return header, decode_fetch_response(body, data, code)
     if cls is FetchResponseV1:
         return header, decode_replica_fetch_response(body, data, code)
+    if cls is FetchResponseV2:
+        return header, decode_subscription_response(body, data, code)
     if data:
         raise ZlogError(code, f"{cls.__name__} takes 2 frames, the message has {len(frames)}")
     if cls is OffsetCommitResponseV0:

@@ -49,6 +49,7 @@ from zlog.transport.messages import (
     Request,
     Response,
 )
+from zlog.transport.messages.data import FetchResponseV2
 from zlog.transport.sockets import (
     has_message,
     new_dealer,
@@ -89,6 +90,7 @@ class RpcResult:
 class _Pending:
     request: Request
     deadline_ms: int
+    timeout_ms: int  # a subscription's deadline moves this far past each of its answers
 
 
 class RpcClient:
@@ -190,7 +192,7 @@ class RpcClient:
                 ErrorCode.NETWORK_EXCEPTION, f"the send queue to {self.endpoint} is full"
             )
         if expects_response(msg):
-            self._pending[correlation_id] = _Pending(msg, deadline_ms)
+            self._pending[correlation_id] = _Pending(msg, deadline_ms, timeout_ms)
         assert len(self._pending) <= self.max_in_flight
         return correlation_id
 
@@ -330,7 +332,11 @@ class RpcClient:
         return received
 
     def _drain_socket(self) -> bool:
+        """Take the answers waiting (bounded). ZMQ_EVENTS is asked first: a receive that finds
+        nothing raises, and building that exception costs several times the question."""
         received = False
+        if not has_message(self._socket):
+            return received
         for _ in range(limits.DRAIN_MESSAGES_MAX):
             frames = recv_frames(self._socket, block=False)
             if frames is None:
@@ -393,8 +399,22 @@ class RpcClient:
         else:
             self._resolve(header.correlation_id, body, None)
 
+    def forget(self, correlation_id: int) -> None:
+        """Stop waiting for a request's answers (a subscription its caller cancelled): any
+        that still come are dropped as late."""
+        self._pending.pop(correlation_id, None)
+
     def _resolve(self, correlation_id: int, response: Response | None,
                  error: ZlogError | None) -> None:
+        if isinstance(response, FetchResponseV2) and response.more:
+            # One answer of a subscription: it stays in flight, its deadline renewed.
+            waiting = self._pending.get(correlation_id)
+            if waiting is None:
+                self.late_responses_count += 1
+                return
+            waiting.deadline_ms = monotonic_ms() + waiting.timeout_ms
+            self._ready.append(RpcResult(correlation_id, waiting.request, response, None))
+            return
         pending = self._pending.pop(correlation_id, None)
         if pending is None:
             self.late_responses_count += 1

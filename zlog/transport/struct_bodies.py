@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, TypeVar
 
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
     FetchRequestV1,
+    FetchRequestV2,
     FetchResponseV0,
     FetchResponseV1,
+    FetchResponseV2,
     FetchResult,
     ProduceEntry,
     ProduceRequestV0,
@@ -33,6 +35,8 @@ from zlog.transport.messages.data import (
 )
 from zlog.transport.wire import Buffer, Cursor, clip_message, encode_text
 from zlog.types import NO_TOPIC_ID
+
+ConsumerFetch = TypeVar("ConsumerFetch", FetchRequestV0, FetchRequestV2)
 
 _PRODUCE_REQUEST: Final = struct.Struct(">hiI")  # acks, timeout_ms, entry_count
 _PRODUCE_REQUEST_ENTRY: Final = struct.Struct(">iIH")  # partition, batch_count, topic_length
@@ -237,7 +241,7 @@ def decode_produce_response(
 # ---------------------------------------------------------------------------------------------
 
 
-def encode_fetch_request(msg: FetchRequestV0) -> bytes:
+def encode_fetch_request(msg: FetchRequestV0 | FetchRequestV2) -> bytes:
     fields = (msg.replica_id, msg.max_wait_ms, msg.min_bytes, msg.max_bytes, len(msg.entries))
     parts = [_pack(_FETCH_REQUEST, fields, "fetch")]
     for entry in msg.entries:
@@ -249,13 +253,17 @@ def encode_fetch_request(msg: FetchRequestV0) -> bytes:
 
 
 def decode_fetch_request(
-    body: memoryview, frames: Sequence[memoryview], code: ErrorCode
-) -> FetchRequestV0:
-    """Also refuses negative waits and sizes: they have no meaning a worker could act on."""
-    one = _one_partition_fetch_request(body, frames)
+    body: memoryview, frames: Sequence[memoryview], code: ErrorCode,
+    cls: type[ConsumerFetch],
+) -> ConsumerFetch:
+    """Also refuses negative waits and sizes: they have no meaning a worker could act on.
+
+    Fetch v2 (a subscription) has v0's body; `cls` says which of the two it is.
+    """
+    one = _one_partition_fetch_request(body, frames, cls)
     if one is not None:
         return one
-    cursor = Cursor(body, code, "Fetch v0 request")
+    cursor = Cursor(body, code, f"Fetch v{cls.API_VERSION} request")
     replica_id, max_wait_ms, min_bytes, max_bytes, claimed = cursor.unpack(_FETCH_REQUEST)
     for name, value in (("max_wait_ms", max_wait_ms), ("min_bytes", min_bytes),
                         ("max_bytes", max_bytes)):
@@ -273,12 +281,12 @@ def decode_fetch_request(
         entries.append(FetchEntry(topic, partition, fetch_offset, partition_max_bytes))
     cursor.expect_end()
     _expect_all_frames_used(frames, 0, cursor)
-    return FetchRequestV0(replica_id, max_wait_ms, min_bytes, max_bytes, tuple(entries))
+    return cls(replica_id, max_wait_ms, min_bytes, max_bytes, tuple(entries))
 
 
 def _one_partition_fetch_request(
-    body: memoryview, frames: Sequence[memoryview]
-) -> FetchRequestV0 | None:
+    body: memoryview, frames: Sequence[memoryview], cls: type[ConsumerFetch]
+) -> ConsumerFetch | None:
     """A fetch of one partition with no negative wait or size; None for any other body."""
     fixed_bytes = _FETCH_REQUEST_ONE.size
     if frames or body.nbytes < fixed_bytes:
@@ -293,10 +301,25 @@ def _one_partition_fetch_request(
     if topic is None:
         return None
     entry = FetchEntry(topic, partition, fetch_offset, partition_max_bytes)
-    return FetchRequestV0(replica_id, max_wait_ms, min_bytes, max_bytes, (entry,))
+    return cls(replica_id, max_wait_ms, min_bytes, max_bytes, (entry,))
 
 
-def encode_fetch_response(msg: FetchResponseV0) -> tuple[bytes, list[Buffer]]:
+def encode_subscription_response(msg: FetchResponseV2) -> tuple[bytes, list[Buffer]]:
+    """v0's body and one byte more: 1 when further answers follow, else 0."""
+    body, frames = encode_fetch_response(msg)
+    return body + (b"\x01" if msg.more else b"\x00"), frames
+
+
+def decode_subscription_response(
+    body: memoryview, frames: Sequence[memoryview], code: ErrorCode
+) -> FetchResponseV2:
+    if body.nbytes < 1 or body[-1] > 1:
+        raise ZlogError(code, "a Fetch v2 response ends with its more flag, 0 or 1")
+    answer = decode_fetch_response(body[:-1], frames, code)
+    return FetchResponseV2(answer.entries, more=bool(body[-1]))
+
+
+def encode_fetch_response(msg: FetchResponseV0 | FetchResponseV2) -> tuple[bytes, list[Buffer]]:
     parts = [_pack(_COUNT, (len(msg.entries),), "fetch response")]
     frames: list[Buffer] = []
     for entry in msg.entries:

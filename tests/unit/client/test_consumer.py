@@ -2,10 +2,12 @@
 
 The fake serves one partition holding batches of 5 records (offsets 0..19), answers
 ListOffsets (-2: 0, -1: 20) and Fetch with every stored batch that ends past the offset asked
-for, whole, as a real worker does (docs/protocol.md, Fetch v0). It can hold fetch answers back
-to let a test seek while a fetch is in flight, and play a new leader whose high watermark has
-not reached its epoch start yet (ListOffsets(LATEST) OFFSET_NOT_AVAILABLE, fetches with no high
-watermark: -1) for its next `unsettled_answers` answers.
+for, whole, as a real worker does (docs/protocol.md, Fetch v0); a subscription (Fetch v2) gets
+that one answer, saying no more follow, as a real worker's does once it has sent its max. It
+can hold fetch answers back to let a test seek while a fetch is in flight, and play a new
+leader whose high watermark has not reached its epoch start yet (ListOffsets(LATEST)
+OFFSET_NOT_AVAILABLE, fetches with no high watermark: -1) for its next `unsettled_answers`
+answers.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from zlog.transport.messages.admin import (
 )
 from zlog.transport.messages.data import (
     FetchRequestV0,
+    FetchRequestV2,
     FetchResponseV0,
+    FetchResponseV2,
     FetchResult,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
@@ -57,7 +61,7 @@ class FakeLeader:
         self.metadata_topics: list[tuple[str, ...] | None] = []  # each Metadata request's
         self.hold = threading.Event()  # set: fetch answers wait until it is cleared
         self.unsettled_answers = 0  # ListOffsets and Fetch answers still to give unsettled
-        self._held: list[tuple[bytes, RequestHeader, FetchRequestV0]] = []
+        self._held: list[tuple[bytes, RequestHeader, FetchRequestV0 | FetchRequestV2]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -75,7 +79,9 @@ class FakeLeader:
             assert received is not None
             identity, frames = received
             header, request = decode_request(frames)
-            if isinstance(request, FetchRequestV0):
+            if isinstance(request, FetchRequestV2) and not request.entries:
+                continue  # a cancel: this fake's subscriptions end with their one answer
+            if isinstance(request, FetchRequestV0 | FetchRequestV2):
                 self.fetch_offsets.extend(e.fetch_offset for e in request.entries)
                 if self.hold.is_set():
                     self._held.append((identity, header, request))
@@ -105,7 +111,8 @@ class FakeLeader:
         self.unsettled_answers -= 1
         return True
 
-    def _fetch(self, header: RequestHeader, request: FetchRequestV0) -> list[Buffer]:
+    def _fetch(self, header: RequestHeader,
+               request: FetchRequestV0 | FetchRequestV2) -> list[Buffer]:
         (entry,) = request.entries
         shown = -1 if self._unsettled() else HIGH_WATERMARK
         if not 0 <= entry.fetch_offset <= HIGH_WATERMARK:
@@ -115,6 +122,8 @@ class FakeLeader:
             chunks = tuple(b for i, b in enumerate(BATCHES) if 5 * i + 5 > entry.fetch_offset)
             result = FetchResult(TOPIC, 0, 0, shown, shown, 0,
                                  (b"".join(chunks),) if chunks else ())
+        if isinstance(request, FetchRequestV2):
+            return encode_response(header, FetchResponseV2((result,), more=False))
         return encode_response(header, FetchResponseV0((result,)))
 
     def close(self) -> None:

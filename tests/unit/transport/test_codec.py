@@ -71,7 +71,9 @@ from zlog.transport.messages.admin import (
 from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
+    FetchRequestV2,
     FetchResponseV0,
+    FetchResponseV2,
     FetchResult,
     ListOffsetsPartition,
     ListOffsetsRequestV0,
@@ -109,6 +111,9 @@ REQUESTS: list[Request] = [
     ProduceRequestV0(acks=0, timeout_ms=0, entries=()),
     FetchRequestV0(-1, 500, 1, 50 << 20, (FetchEntry("orders", 0, 12345678901, 1 << 20),)),
     FetchRequestV0(3, 0, 0, 0, ()),
+    FetchRequestV2(-1, 500, 1, 50 << 20, (FetchEntry("orders", 0, 12345678901, 1 << 20),
+                                          FetchEntry("payments", 3, 0, 4096))),
+    FetchRequestV2(-1, 500, 1, 1 << 20, ()),
     ListOffsetsRequestV0("orders", (ListOffsetsPartition(0, -1), ListOffsetsPartition(1, -2),
                                     ListOffsetsPartition(2, 1_700_000_000_000))),
     MetadataRequestV0(None),
@@ -149,6 +154,8 @@ RESPONSES: list[Response] = [
         FetchResult("orders", 1, 1, 5, 5, 2, (), "offset 9 is out of range"),
         FetchResult("orders", 2, 0, 0, 0, 0, (BATCH_B,)),
     )),
+    FetchResponseV2((FetchResult("orders", 0, 0, 100, 100, 0, (BATCH_A,)),), more=True),
+    FetchResponseV2((FetchResult("orders", 1, 6, -1, -1, -1, (), "moved"),), more=False),
     ListOffsetsResponseV0("orders", (ListOffsetsResult(0, 0, "", 17, -1),
                                      ListOffsetsResult(9, 3, "no such partition", -1, -1))),
     MetadataResponseV0(

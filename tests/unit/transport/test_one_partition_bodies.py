@@ -7,6 +7,7 @@ must decline, so that the general decoder gives its usual answer or error.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -30,7 +31,7 @@ TOPICS = ("t", "orders", "événements-ü", "x" * 300)
 
 def _general(monkeypatch: pytest.MonkeyPatch, fast_name: str) -> None:
     """Turn the fast decoder off: what remains is the general decoder alone."""
-    monkeypatch.setattr(struct_bodies, fast_name, lambda body, frames: None)
+    monkeypatch.setattr(struct_bodies, fast_name, lambda body, frames, *cls: None)
 
 
 def _outcome(decode: Callable[[], Any]) -> Any:
@@ -81,8 +82,8 @@ def test_produce_requests_decode_the_same(monkeypatch: pytest.MonkeyPatch) -> No
 def test_fetch_requests_and_produce_responses_decode_the_same() -> None:
     for request in _fetch_requests(random.Random(2)):
         body = memoryview(struct_bodies.encode_fetch_request(request))
-        assert struct_bodies._one_partition_fetch_request(body, []) == request
-        assert struct_bodies.decode_fetch_request(body, [], CODE) == request
+        assert struct_bodies._one_partition_fetch_request(body, [], FetchRequestV0) == request
+        assert struct_bodies.decode_fetch_request(body, [], CODE, FetchRequestV0) == request
     for response in _produce_responses(random.Random(3)):
         body = memoryview(struct_bodies.encode_produce_response(response))
         assert struct_bodies._one_partition_produce_response(body, []) == response
@@ -104,7 +105,8 @@ def _mangled(body: bytes, rng: random.Random) -> Iterator[bytes]:
     [
         ("_one_partition_produce_request", struct_bodies.decode_produce_request,
          lambda rng: struct_bodies.encode_produce_request(next(_produce_requests(rng)))),
-        ("_one_partition_fetch_request", struct_bodies.decode_fetch_request,
+        ("_one_partition_fetch_request",
+         functools.partial(struct_bodies.decode_fetch_request, cls=FetchRequestV0),
          lambda rng: (struct_bodies.encode_fetch_request(next(_fetch_requests(rng))), [])),
         ("_one_partition_produce_response", struct_bodies.decode_produce_response,
          lambda rng: (struct_bodies.encode_produce_response(next(_produce_responses(rng))), [])),

@@ -31,8 +31,10 @@ from zlog.transport.messages import REQUEST_TYPES, RESPONSE_TYPES
 from zlog.transport.messages.data import (
     FetchRequestV0,
     FetchRequestV1,
+    FetchRequestV2,
     FetchResponseV0,
     FetchResponseV1,
+    FetchResponseV2,
     ProduceRequestV0,
     ProduceResponseV0,
 )
@@ -80,7 +82,8 @@ def test_every_sample_has_its_golden_bytes() -> None:
 def test_every_json_message_has_a_sample() -> None:
     """A new message (or a new command) gets its sample and golden bytes here too."""
     struct_bodies = {ProduceRequestV0, ProduceResponseV0, FetchRequestV0, FetchResponseV0,
-                     FetchRequestV1, FetchResponseV1, OffsetCommitRequestV0,
+                     FetchRequestV1, FetchResponseV1, FetchRequestV2, FetchResponseV2,
+                     OffsetCommitRequestV0,
                      OffsetCommitResponseV0}
     json_classes = {*REQUEST_TYPES.values(), *RESPONSE_TYPES.values(),
                     *worker_protocol.TO_WORKER.values(), *worker_protocol.FROM_WORKER.values(),

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from zlog import __version__, limits
@@ -44,6 +44,7 @@ from zlog.broker.log_lines import log_failure
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.coordinator import error_response
+from zlog.record.header import next_offset_after
 from zlog.transport.api import DATA_APIS, SUPPORTED_VERSIONS
 from zlog.transport.codec import Frame, RequestHeader, encode_response
 from zlog.transport.messages import (
@@ -60,8 +61,10 @@ from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
     FetchRequestV1,
+    FetchRequestV2,
     FetchResponseV0,
     FetchResponseV1,
+    FetchResponseV2,
     FetchResult,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
@@ -93,11 +96,16 @@ _INTERNAL_ERROR: Final = REQUEST_PATH.internal_error_message
 GroupHandler = Callable[[bytes, RequestHeader, GroupRequest, int], list[Reply]]
 
 
+ConsumerFetch = FetchRequestV0 | FetchRequestV2
+
+
 @dataclass(frozen=True, slots=True)
 class _ParkedFetch:
     identity: bytes
     header: RequestHeader
-    request: FetchRequestV0 | FetchRequestV1
+    request: FetchRequestV0 | FetchRequestV1 | FetchRequestV2
+    sent_bytes: int = 0  # a subscription's: what its answers carried so far
+    ends_ms: int = 0  # a subscription's: when its lifetime ends
 
 
 @dataclass(slots=True)
@@ -127,6 +135,10 @@ class DataPlane:
     lease_until_ms: int | None = None  # leaderships stand until then (worker_protocol.Lease)
     supervisor_gone: Callable[[], bool] = lambda: False  # then none stands (supervisor_lifeline)
     group_requests: GroupHandler | None = None  # the worker's coordinators (group_host.py)
+    # Subscriptions with more to read than their last answer held: answered again on the
+    # next turn of the worker's loop, so one consumer catching up never holds the others up.
+    push_now: list[_ParkedFetch] = field(default_factory=list)
+    stopping: bool = False  # drain(): subscriptions end with their next answer
 
     # ------------------------------------------------------------------ entry points
 
@@ -139,8 +151,12 @@ class DataPlane:
         return REQUEST_PATH.serve(identity, frames, dispatch, self.stats)
 
     def on_timer(self, now_ms: int) -> list[Reply]:
-        """Answer the long polls and acks=all waits whose time is up."""
-        replies = [self._answer_fetch(token) for token in self.waiters.expire(now_ms)]
+        """Answer the long polls and acks=all waits whose time is up, and the subscriptions
+        left with more to read."""
+        replies = self._answer_fetches(self.waiters.expire(now_ms), now_ms)
+        if self.push_now:
+            tokens, self.push_now = self.push_now, []
+            replies.extend(self._answer_fetches(tokens, now_ms))
         if self.delayed:
             for delayed in [d for d in self.delayed if d.deadline_ms <= now_ms]:
                 replies.append(self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT))
@@ -163,7 +179,10 @@ class DataPlane:
         return self.lease_until_ms - self.clock.monotonic_ms()
 
     def next_deadline_ms(self) -> int | None:
-        """The earliest deadline of a parked fetch or acks=all wait (None: nothing waits)."""
+        """The earliest deadline of a parked fetch or acks=all wait (None: nothing waits);
+        0, long past, while a subscription has more to send at once."""
+        if self.push_now:
+            return 0
         fetch_deadline_ms = self.waiters.next_deadline_ms()
         if not self.delayed:
             return fetch_deadline_ms
@@ -175,14 +194,16 @@ class DataPlane:
     def partition_removed(self, tp: TopicPartition) -> list[Reply]:
         """A partition left this worker: its waiters hear NOT_LEADER_OR_FOLLOWER now."""
         assert tp not in self.partitions
-        replies = [self._answer_fetch(token) for token in self.waiters.wake_partition(tp)]
+        replies = self._answer_fetches(self.waiters.wake_partition(tp))
         for delayed in [d for d in self.delayed if any(w[0] == tp for w in d.waiting.values())]:
             replies.append(self._finish_delayed(delayed, ErrorCode.NOT_LEADER_OR_FOLLOWER))
         return replies
 
     def drain(self) -> list[Reply]:
         """Shutdown: answer every parked request with what there is now."""
-        replies = [self._answer_fetch(token) for token in self.waiters.drain()]
+        self.stopping = True
+        tokens, self.push_now = [*self.waiters.drain(), *self.push_now], []
+        replies = self._answer_fetches(tokens)
         for delayed in list(self.delayed):
             replies.append(self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT))
         return replies
@@ -194,7 +215,7 @@ class DataPlane:
     ) -> list[Reply]:
         if isinstance(request, ProduceRequestV0):
             return self._produce(identity, header, request, now_ms)
-        if isinstance(request, FetchRequestV0):
+        if isinstance(request, FetchRequestV0 | FetchRequestV2):
             return self._fetch(identity, header, request, now_ms)
         if isinstance(request, FetchRequestV1):
             return self._replica_fetch(identity, header, request, now_ms)
@@ -238,7 +259,8 @@ class DataPlane:
             outcome = self._produce_entry(entry, request.acks, now_ms)
             if outcome.appended_bytes or outcome.committed_bytes:
                 replies.extend(
-                    self._on_progress(tp, outcome.appended_bytes, outcome.committed_bytes)
+                    self._on_progress(tp, outcome.appended_bytes, outcome.committed_bytes,
+                                      now_ms)
                 )
             results.append(
                 ProduceResult(entry.topic, entry.partition, outcome.error_code,
@@ -296,16 +318,17 @@ class DataPlane:
             return ProduceOutcome(ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, _INTERNAL_ERROR)
 
     def _on_progress(
-        self, tp: TopicPartition, appended_bytes: int, committed_bytes: int
+        self, tp: TopicPartition, appended_bytes: int, committed_bytes: int,
+        now_ms: int | None = None,
     ) -> list[Reply]:
         """Bytes were appended to `tp` and/or the HW moved: wake who waited for that."""
         replies: list[Reply] = []
         if appended_bytes:
-            tokens = self.waiters.on_appended(tp, appended_bytes)
-            replies.extend(self._answer_fetch(token) for token in tokens)
+            replies.extend(self._answer_fetches(self.waiters.on_appended(tp, appended_bytes),
+                                                now_ms))
         if committed_bytes:
-            tokens = self.waiters.on_committed(tp, committed_bytes)
-            replies.extend(self._answer_fetch(token) for token in tokens)
+            replies.extend(self._answer_fetches(self.waiters.on_committed(tp, committed_bytes),
+                                                now_ms))
             if self.delayed:
                 replies.extend(self._settle_delayed(tp))
         return replies
@@ -341,16 +364,18 @@ class DataPlane:
     # ------------------------------------------------------------------ fetch
 
     def _fetch(
-        self, identity: bytes, header: RequestHeader, request: FetchRequestV0, now_ms: int
+        self, identity: bytes, header: RequestHeader, request: ConsumerFetch, now_ms: int
     ) -> list[Reply]:
-        token = _ParkedFetch(identity, header, request)
+        token = _ParkedFetch(identity, header, request,
+                             ends_ms=now_ms + limits.SUBSCRIPTION_LIFETIME_MS)
         if request.replica_id >= 0:
-            return [_fetch_reply(token, _replica_id_refused(request))]
-        replies: list[Reply] = []
+            return [_fetch_reply(token, _replica_id_refused(request), more=False)]
+        if isinstance(request, FetchRequestV2) and not request.entries:
+            self._cancel_subscriptions(identity)
+            return []
         results = self._read_fetch(request)
         if fetch_is_complete(results, request.min_bytes, request.max_wait_ms):
-            replies.append(_fetch_reply(token, results))
-            return replies
+            return self._answer(token, results, now_ms)
         parked = self.waiters.park(
             token,
             [(TopicPartition(e.topic, e.partition), e.partition_max_bytes)
@@ -362,10 +387,55 @@ class DataPlane:
             reads_log_end=False,
         )
         if not parked:
-            replies.append(_fetch_reply(token, results))
-        return replies
+            return [_fetch_reply(token, results, more=False)]
+        return []
 
-    def _read_fetch(self, request: FetchRequestV0) -> list[EntryRead]:
+    def _answer(self, token: _ParkedFetch, results: list[EntryRead], now_ms: int) -> list[Reply]:
+        """Answer a consumer's fetch; a subscription stays, at the offsets after this answer.
+
+        It is parked again when this answer took all there was, or answered again on the next
+        turn when there is more (`push_now`). It ends (its last answer says no more follow)
+        when a partition failed, when its answers reached its max_bytes, at the end of its
+        lifetime, when the worker stops, or when it cannot be parked (the table is full).
+        """
+        request = token.request
+        if not isinstance(request, FetchRequestV2):
+            return [_fetch_reply(token, results)]
+        sent_bytes = token.sent_bytes + sum(result.size_bytes for result in results)
+        if (self.stopping or request.max_wait_ms <= 0 or sent_bytes >= request.max_bytes
+                or now_ms >= token.ends_ms
+                or any(result.error_code != ErrorCode.NONE for result in results)):
+            return [_fetch_reply(token, results, more=False)]
+        entries: list[FetchEntry] = []
+        caught_up = True
+        for entry, result in zip(request.entries, results, strict=True):
+            next_offset = next_offset_after(result.chunks, entry.fetch_offset)
+            caught_up = caught_up and next_offset >= result.high_watermark
+            entries.append(replace(entry, fetch_offset=next_offset))
+        following = replace(token, request=replace(request, entries=tuple(entries)),
+                            sent_bytes=sent_bytes)
+        if not caught_up:
+            self.push_now.append(following)
+        elif not self.waiters.park(
+            following,
+            [(TopicPartition(e.topic, e.partition), e.partition_max_bytes) for e in entries],
+            min_bytes=max(request.min_bytes, 1), available_bytes=0, now_ms=now_ms,
+            max_wait_ms=request.max_wait_ms, reads_log_end=False,
+        ):
+            return [_fetch_reply(token, results, more=False)]
+        return [_fetch_reply(token, results, more=True)]
+
+    def _cancel_subscriptions(self, identity: bytes) -> None:
+        """A consumer ends its subscriptions (it sought elsewhere, paused, closed): they are
+        dropped without a word, since it has already forgotten them."""
+        self.waiters.remove_where(
+            lambda token: token.identity == identity and isinstance(token.request,
+                                                                    FetchRequestV2))
+        self.push_now = [token for token in self.push_now if token.identity != identity]
+
+    def _read_fetch(self, request: ConsumerFetch, sent_bytes: int = 0) -> list[EntryRead]:
+        """Read for a fetch, within its max_bytes less what its earlier answers sent (a
+        subscription's max_bytes bounds all its answers together)."""
         def read(entry: FetchEntry, limit_bytes: int, at_least_one: bool) -> EntryRead:
             partition = self.partitions.get(TopicPartition(entry.topic, entry.partition))
             if partition is None:
@@ -382,16 +452,28 @@ class DataPlane:
                 return EntryRead(ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, (), _INTERNAL_ERROR)
 
         return collect_fetch(
-            request.entries, request.max_bytes, lambda entry: entry.partition_max_bytes, read
+            request.entries, max(request.max_bytes - sent_bytes, 0),
+            lambda entry: entry.partition_max_bytes, read,
         )
 
-    def _answer_fetch(self, token: _ParkedFetch) -> Reply:
-        request = token.request
-        if isinstance(request, FetchRequestV1):
-            reads = replica_fetch_reads(self.partitions, request, self.clock.monotonic_ms())
-            return _reply(token.identity, token.header,
-                          FetchResponseV1(tuple(read.result for read in reads)))
-        return _fetch_reply(token, self._read_fetch(request))
+    def _answer_fetches(self, tokens: list[_ParkedFetch], now_ms: int | None = None,
+                        ) -> list[Reply]:
+        """Answer parked fetches (woken, timed out, or subscriptions with more to read)."""
+        if not tokens:
+            return []
+        if now_ms is None:
+            now_ms = self.clock.monotonic_ms()
+        replies: list[Reply] = []
+        for token in tokens:
+            request = token.request
+            if isinstance(request, FetchRequestV1):
+                reads = replica_fetch_reads(self.partitions, request, now_ms)
+                replies.append(_reply(token.identity, token.header,
+                                      FetchResponseV1(tuple(read.result for read in reads))))
+            else:
+                results = self._read_fetch(request, token.sent_bytes)
+                replies.extend(self._answer(token, results, now_ms))
+        return replies
 
     # ------------------------------------------------------------------ followers
 
@@ -434,7 +516,7 @@ class DataPlane:
         that stops leading answers every wait on the partition now (NOT_LEADER_OR_FOLLOWER)."""
         replies = self._on_progress(tp, 0, committed_bytes) if committed_bytes else []
         if role_changed:
-            replies.extend(self._answer_fetch(token) for token in self.waiters.wake_partition(tp))
+            replies.extend(self._answer_fetches(self.waiters.wake_partition(tp)))
             if self.delayed:
                 replies.extend(self._settle_delayed(tp))
         return replies
@@ -469,8 +551,10 @@ def _reply(identity: bytes, header: RequestHeader, response: Response) -> Reply:
     return identity, encode_response(header, response)
 
 
-def _fetch_reply(token: _ParkedFetch, results: Sequence[EntryRead]) -> Reply:
-    assert isinstance(token.request, FetchRequestV0)
+def _fetch_reply(token: _ParkedFetch, results: Sequence[EntryRead], *, more: bool = False,
+                 ) -> Reply:
+    """A consumer's fetch answered: Fetch v0's response, or one answer of a subscription."""
+    assert isinstance(token.request, FetchRequestV0 | FetchRequestV2)
     entries = tuple(
         FetchResult(
             entry.topic, entry.partition, result.error_code, result.high_watermark,
@@ -478,10 +562,13 @@ def _fetch_reply(token: _ParkedFetch, results: Sequence[EntryRead]) -> Reply:
         )
         for entry, result in zip(token.request.entries, results, strict=True)
     )
+    if isinstance(token.request, FetchRequestV2):
+        return _reply(token.identity, token.header, FetchResponseV2(entries, more))
     return _reply(token.identity, token.header, FetchResponseV0(entries))
 
 
-def _replica_id_refused(request: FetchRequestV0) -> list[EntryRead]:
+
+def _replica_id_refused(request: ConsumerFetch) -> list[EntryRead]:
     """A consumer's fetch that names a replica: a follower's position moves the HW, so it
     comes only with the epochs that fence a stale or wiped follower (Fetch v1, KIP-320 and
     KIP-903), never from a fetch anyone may send."""

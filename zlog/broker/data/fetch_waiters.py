@@ -195,6 +195,13 @@ class FetchWaiters(Generic[T]):
             heapq.heappop(self._deadlines)  # answered early; its heap slot is stale
         return self._deadlines[0][0] if self._deadlines else None
 
+    def remove_where(self, unwanted: Callable[[T], bool]) -> int:
+        """Forget the parked fetches whose token is `unwanted`, unanswered; how many."""
+        ids = [fetch_id for fetch_id, parked in self._by_id.items() if unwanted(parked.token)]
+        for fetch_id in ids:
+            self._remove(fetch_id)
+        return len(ids)
+
     def drain(self) -> list[T]:
         """Every parked fetch, in arrival order (shutdown answers them all)."""
         return [self._remove(fetch_id) for fetch_id in list(self._by_id)]

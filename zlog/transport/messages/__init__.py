@@ -57,8 +57,10 @@ from zlog.transport.messages.cluster import (
 from zlog.transport.messages.data import (
     FetchRequestV0,
     FetchRequestV1,
+    FetchRequestV2,
     FetchResponseV0,
     FetchResponseV1,
+    FetchResponseV2,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
     ProduceRequestV0,
@@ -94,6 +96,7 @@ Request: TypeAlias = (
     ProduceRequestV0
     | FetchRequestV0
     | FetchRequestV1
+    | FetchRequestV2
     | OffsetForLeaderEpochRequestV0
     | BrokerRegistrationRequestV0
     | AddRaftLearnerRequestV0
@@ -120,6 +123,7 @@ Response: TypeAlias = (
     ProduceResponseV0
     | FetchResponseV0
     | FetchResponseV1
+    | FetchResponseV2
     | OffsetForLeaderEpochResponseV0
     | BrokerRegistrationResponseV0
     | AddRaftLearnerResponseV0
@@ -149,6 +153,7 @@ REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
         ProduceRequestV0,
         FetchRequestV0,
         FetchRequestV1,
+        FetchRequestV2,
         OffsetForLeaderEpochRequestV0,
         BrokerRegistrationRequestV0,
         AddRaftLearnerRequestV0,
@@ -178,6 +183,7 @@ RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
         ProduceResponseV0,
         FetchResponseV0,
         FetchResponseV1,
+        FetchResponseV2,
         OffsetForLeaderEpochResponseV0,
         BrokerRegistrationResponseV0,
         AddRaftLearnerResponseV0,

@@ -112,6 +112,40 @@ class FetchResponseV0:
 
 
 # ---------------------------------------------------------------------------------------------
+# Fetch v2: a consumer's subscription (docs/protocol.md, "Fetch v2").
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestV2:
+    """A consumer's fetch that stays: answered as a v0 fetch is, then kept parked at the
+    offsets after what it sent and answered again each time more becomes readable (or its
+    max_wait_ms passes), until it has sent `max_bytes` in all, a partition fails, its lifetime
+    ends or its sender cancels it. A v2 request with no entries is that cancel: it ends every
+    subscription of its sender's connection, and nothing answers it."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.FETCH
+    API_VERSION: ClassVar[int] = 2
+
+    replica_id: Int32  # -1: only consumers subscribe
+    max_wait_ms: Int32  # an answer (empty if need be) at least this often
+    min_bytes: Int32
+    max_bytes: Int32  # the most the whole subscription sends, over all its answers
+    entries: tuple[FetchEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponseV2:
+    """One answer of a subscription; `more`: further answers follow on its correlation id."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.FETCH
+    API_VERSION: ClassVar[int] = 2
+
+    entries: tuple[FetchResult, ...]
+    more: bool
+
+
+# ---------------------------------------------------------------------------------------------
 # Fetch v1: a follower's.
 # ---------------------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests.clock import ManualClock
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
+from zlog import limits
 from zlog.broker.data.data_plane import DataPlane
 from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.worker_protocol import Assign, decode_to_worker
@@ -32,7 +33,9 @@ from zlog.transport.messages.admin import (
 from zlog.transport.messages.data import (
     FetchEntry,
     FetchRequestV0,
+    FetchRequestV2,
     FetchResponseV0,
+    FetchResponseV2,
     ListOffsetsPartition,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
@@ -42,7 +45,7 @@ from zlog.transport.messages.data import (
 )
 from zlog.transport.server import Reply
 
-CLIENT, OTHER = b"client", b"other"
+CLIENT, OTHER, THIRD = b"client", b"other", b"third"
 
 
 class Harness:
@@ -76,6 +79,30 @@ class Harness:
         request = FetchRequestV0(-1, max_wait_ms, min_bytes, 1 << 20,
                                  (FetchEntry("t", 0, offset, 1 << 20),))
         return self.send(request, identity)
+
+
+    def subscribe(self, offset: int, *, max_bytes: int = 1 << 20, max_wait_ms: int = 500,
+                  identity: bytes = CLIENT) -> list[Reply]:
+        request = FetchRequestV2(-1, max_wait_ms, 1, max_bytes,
+                                 (FetchEntry("t", 0, offset, 1 << 20),))
+        return self.send(request, identity)
+
+    def produce_one(self, tag: int) -> list[Reply]:
+        """Produce one batch of 3 records; every reply it causes (its own and woken fetches)."""
+        return self.send(ProduceRequestV0(1, 1000, (ProduceEntry("t", 0, (make_batch(tag),)),)))
+
+
+def _pushed(replies: list[Reply], identity: bytes = OTHER) -> list[FetchResponseV2]:
+    """The subscription answers among `replies` that went to `identity`."""
+    answers = [_decode(reply) for reply in replies if reply[0] == identity]
+    assert all(isinstance(answer, FetchResponseV2) for answer in answers), answers
+    return answers  # type: ignore[return-value]
+
+
+def _tags(answer: FetchResponseV2) -> list[int]:
+    return [tag for chunk in answer.entries[0].chunks
+            for batch in split_batches([memoryview(bytes(chunk))])
+            for tag in batch_tags(batch)[:1]]
 
 
 def _decode(reply: Reply) -> Response | ErrorBody:
@@ -437,3 +464,69 @@ def test_a_consumer_fetch_naming_a_replica_moves_no_high_watermark(
         assert latest.partitions[0].offset == 0, "replica 2 never fetched"
     finally:
         host.close_all()
+
+
+def test_a_subscription_is_answered_again_at_each_append_without_another_request(
+        harness: Harness) -> None:
+    harness.produce_one(0)
+    (first,) = _pushed(harness.subscribe(0, identity=OTHER))
+    assert (_tags(first), first.more) == ([0], True)
+    for tag in (1, 2, 3):
+        (pushed,) = _pushed(harness.produce_one(tag))
+        assert (_tags(pushed), pushed.more) == ([tag], True)  # only the new batch
+
+
+def test_a_quiet_subscription_is_answered_empty_at_max_wait_ms_and_stays(
+        harness: Harness) -> None:
+    assert harness.subscribe(0, max_wait_ms=300, identity=OTHER) == []
+    harness.clock.advance(300)
+    (empty,) = _pushed(harness.plane.on_timer(harness.clock.now_ms))
+    assert (empty.entries[0].chunks, empty.more) == ((), True)
+    (pushed,) = _pushed(harness.produce_one(5))
+    assert _tags(pushed) == [5]
+
+
+def test_a_subscription_ends_once_its_answers_reach_max_bytes(harness: Harness) -> None:
+    size = len(make_batch(0))
+    assert harness.subscribe(0, max_bytes=2 * size, identity=OTHER) == []
+    (one,) = _pushed(harness.produce_one(0))
+    (two,) = _pushed(harness.produce_one(1))
+    assert (one.more, two.more) == (True, False)
+    assert _pushed(harness.produce_one(2)) == []  # ended: nothing more is sent
+    assert harness.plane.next_deadline_ms() is None
+
+
+def test_a_subscription_behind_sends_the_rest_on_the_next_turns(harness: Harness) -> None:
+    for tag in range(3):
+        harness.produce_one(tag)
+    request = FetchRequestV2(-1, 500, 1, 1 << 20, (FetchEntry("t", 0, 0, 1),))  # a batch each
+    (first,) = _pushed(harness.send(request, OTHER))
+    assert harness.plane.next_deadline_ms() == 0  # more to send at once
+    (second,) = _pushed(harness.plane.on_timer(harness.clock.now_ms))
+    (third,) = _pushed(harness.plane.on_timer(harness.clock.now_ms))
+    assert [_tags(a) for a in (first, second, third)] == [[0], [1], [2]]
+    assert _pushed(harness.plane.on_timer(harness.clock.now_ms)) == []  # caught up: parked
+
+
+def test_a_cancel_ends_the_senders_subscriptions_without_an_answer(harness: Harness) -> None:
+    assert harness.subscribe(0, identity=OTHER) == []
+    assert harness.subscribe(0, identity=THIRD) == []
+    assert harness.send(FetchRequestV2(-1, 0, 0, 0, ()), OTHER) == []
+    replies = harness.produce_one(0)
+    assert _pushed(replies, OTHER) == []
+    (pushed,) = _pushed(replies, THIRD)  # another consumer's subscription stays
+    assert _tags(pushed) == [0]
+
+
+def test_a_subscription_ends_when_its_partition_leaves_or_its_lifetime_ends(
+        harness: Harness) -> None:
+    assert harness.subscribe(0, identity=OTHER) == []
+    assert harness.host.unassign(("t", 0), delete=False)
+    (gone,) = _pushed(harness.plane.partition_removed(("t", 0)))
+    assert (gone.entries[0].error_code, gone.more) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, False)
+    harness.assign()
+    assert harness.subscribe(0, identity=OTHER) == []
+    harness.clock.advance(limits.SUBSCRIPTION_LIFETIME_MS)
+    (last,) = _pushed(harness.produce_one(0))
+    assert (_tags(last), last.more) == ([0], False)
+    assert harness.plane.next_deadline_ms() is None
