@@ -163,6 +163,9 @@ class BrokerConfig:
     """debug, info, warning or error."""
     topic_defaults: tuple[tuple[str, str], ...] = ()
     """Topic config defaults for this broker (Kafka names -> values) over LogConfig's own."""
+    metrics_listen: str = "127.0.0.1:9644"
+    """HOST:PORT of the HTTP endpoint serving /metrics (Prometheus), /healthz and /readyz;
+    empty: none. Port 0 takes a free one (the log says which)."""
 
     def __post_init__(self) -> None:
         assert self.node_id >= 0
@@ -373,6 +376,17 @@ def _to_log_level(value: object) -> str:
     return text
 
 
+def _to_http_listen(value: object) -> str:
+    """HOST:PORT, or empty for none."""
+    text = value.strip() if isinstance(value, str) else _to_str(value)
+    if not text:
+        return ""
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"must be HOST:PORT with a port in 0..65535, or empty, not {text!r}")
+    return text
+
+
 _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "node_id": _to_int(0, 2**31 - 1),
     "data_dir": _to_path,
@@ -418,6 +432,7 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "controller_stall_timeout_ms": _to_int(0, 3_600_000),
     "shutdown_timeout_ms": _to_int(0, 3_600_000),
     "log_level": _to_log_level,
+    "metrics_listen": _to_http_listen,
 }
 assert set(_PARSERS) | {"topic_defaults"} == {f.name for f in fields(BrokerConfig)}
 

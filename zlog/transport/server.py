@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.codec import (
@@ -31,6 +32,7 @@ from zlog.transport.codec import (
     HeaderError,
     RequestBodyError,
     RequestHeader,
+    api_key_of,
     decode_request,
     encode_error_response,
     expects_response,
@@ -44,15 +46,26 @@ Dispatch = Callable[[bytes, RequestHeader, Request], list[Reply]]
 """A service: (peer identity, header, request) -> the replies it causes now (maybe none)."""
 
 
+class RequestObserver(Protocol):
+    """The metrics' hook (zlog/broker/worker_metrics.py): told of each request that had a
+    header, with the time spent on it by its own clock (this module reads none)."""
+
+    def clock_ns(self) -> int: ...
+
+    def request(self, api_key: int, error: bool, elapsed_ns: int) -> None:
+        """`error`: answered with a whole-request error."""
+
+
 @dataclass(slots=True)
 class ServerStats:
-    """Counts of what a server's request path saw. Tests read them; nothing exports them yet
-    (a metrics endpoint is to come, DESIGN.md §6)."""
+    """Counts of what a server's request path saw, and who is told of each request (the
+    metrics, when the broker serves them)."""
 
     requests: int = 0
     dropped_messages: int = 0  # too short to hold a header: nobody to answer
     request_errors: int = 0  # answered with a whole-request error
     internal_errors: int = 0  # bugs: logged with a traceback
+    observe: RequestObserver | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +82,21 @@ class RequestPath:
         self, identity: bytes, frames: Sequence[Frame], dispatch: Dispatch, stats: ServerStats
     ) -> list[Reply]:
         """Decode one request and run it; never raises but for a worker's failed assertion."""
+        observer = stats.observe
+        if observer is None:
+            return self._serve(identity, frames, dispatch, stats)
+        started_ns = observer.clock_ns()
+        errors_before = stats.request_errors + stats.internal_errors
+        dropped_before = stats.dropped_messages
+        replies = self._serve(identity, frames, dispatch, stats)
+        if stats.dropped_messages == dropped_before:
+            observer.request(api_key_of(frames), stats.request_errors + stats.internal_errors
+                             > errors_before, observer.clock_ns() - started_ns)
+        return replies
+
+    def _serve(
+        self, identity: bytes, frames: Sequence[Frame], dispatch: Dispatch, stats: ServerStats
+    ) -> list[Reply]:
         stats.requests += 1
         try:
             header, request = decode_request(frames)

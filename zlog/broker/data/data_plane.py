@@ -40,6 +40,7 @@ from zlog.broker.data.replica_requests import (
     replica_fetch_is_complete,
     replica_fetch_reads,
 )
+from zlog.broker.worker_metrics import PartitionField, WorkerMetrics
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.coordinator import error_response
@@ -126,6 +127,7 @@ class DataPlane:
     lease_until_ms: int | None = None  # leaderships stand until then (worker_protocol.Lease)
     supervisor_gone: Callable[[], bool] = lambda: False  # then none stands (supervisor_lifeline)
     group_requests: GroupHandler | None = None  # the worker's coordinators (group_host.py)
+    metrics: WorkerMetrics | None = None  # bytes in and out per partition (worker_metrics.py)
 
     # ------------------------------------------------------------------ entry points
 
@@ -235,6 +237,9 @@ class DataPlane:
         for index, entry in enumerate(request.entries):
             tp = TopicPartition(entry.topic, entry.partition)
             outcome = self._produce_entry(entry, request.acks, now_ms)
+            if outcome.appended_bytes and self.metrics is not None:
+                self.metrics.add(entry.topic, entry.partition, PartitionField.BYTES_IN,
+                                 outcome.appended_bytes)
             if outcome.appended_bytes or outcome.committed_bytes:
                 replies.extend(
                     self._on_progress(tp, outcome.appended_bytes, outcome.committed_bytes)
@@ -348,7 +353,7 @@ class DataPlane:
         replies: list[Reply] = []
         results = self._read_fetch(request)
         if fetch_is_complete(results, request.min_bytes, request.max_wait_ms):
-            replies.append(_fetch_reply(token, results))
+            replies.append(self._fetch_reply(token, results))
             return replies
         parked = self.waiters.park(
             token,
@@ -361,7 +366,7 @@ class DataPlane:
             reads_log_end=False,
         )
         if not parked:
-            replies.append(_fetch_reply(token, results))
+            replies.append(self._fetch_reply(token, results))
         return replies
 
     def _read_fetch(self, request: FetchRequestV0) -> list[EntryRead]:
@@ -390,7 +395,17 @@ class DataPlane:
             reads = replica_fetch_reads(self.partitions, request, self.clock.monotonic_ms())
             return _reply(token.identity, token.header,
                           FetchResponseV1(tuple(read.result for read in reads)))
-        return _fetch_reply(token, self._read_fetch(request))
+        return self._fetch_reply(token, self._read_fetch(request))
+
+    def _fetch_reply(self, token: _ParkedFetch, results: Sequence[EntryRead]) -> Reply:
+        """A consumer's fetch answered: its bytes counted out of each partition."""
+        if self.metrics is not None:
+            assert isinstance(token.request, FetchRequestV0)
+            for entry, result in zip(token.request.entries, results, strict=True):
+                if result.size_bytes:
+                    self.metrics.add(entry.topic, entry.partition, PartitionField.BYTES_OUT,
+                                     result.size_bytes)
+        return _fetch_reply(token, results)
 
     # ------------------------------------------------------------------ followers
 
