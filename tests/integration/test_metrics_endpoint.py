@@ -27,7 +27,7 @@ from zlog.errors import ErrorCode
 from zlog.transport.api import ApiKey
 from zlog.transport.codec import REQUEST_HEADER, RESPONSE_HEADER
 from zlog_testbed.broker_process import BrokerProcess, broker_process
-from zlog_testbed.free_ports import free_port
+from zlog_testbed.free_ports import free_port, free_port_pair
 from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -269,3 +269,35 @@ def test_zlog_top_without_any_endpoint_is_an_error_line() -> None:
     assert shown.returncode == 1
     assert shown.stderr.startswith("error: NETWORK_EXCEPTION"), shown.stderr
     assert "Traceback" not in shown.stderr
+
+
+def test_a_broker_without_a_controller_is_healthy_but_not_ready() -> None:
+    """A voter of a two-voter metadata log whose other voter never comes: no quorum, no
+    controller, never registered. Its process serves (/healthz 200); it is not ready (/readyz
+    503, saying why) and counts no active controller."""
+    port, other = free_port_pair(["127.0.0.1"]), free_port_pair(["127.0.0.1"])
+    address = f"127.0.0.1:{free_port()}"
+    voters = f"1@tcp://127.0.0.1:{port},2@tcp://127.0.0.1:{other}"
+    broker = BrokerProcess(1, ["--metrics-listen", address, "--node-id", "1", "--voters", voters],
+                           endpoint=f"tcp://127.0.0.1:{port}")
+    try:
+        broker.start(wait=False)
+        url = f"http://{address}"
+
+        def serving() -> bool:
+            try:
+                return _get(url + "/healthz")[0] == 200
+            except OSError:
+                return False
+
+        wait_until(serving, timeout_s=20, what="/healthz answers")
+        # "starting" until the loop's first view is published; then why it is not ready.
+        wait_until(lambda: _get(url + "/readyz") == (
+            503, "not ready: not registered with the controller (none elected yet?), or its "
+            "metadata not caught up\n"), timeout_s=20, what="/readyz says why")
+        result = scrape(url)
+        assert result.value("zlog_broker_ready") == 0
+        assert result.value("zlog_controller_active") == 0
+        assert result.value("zlog_raft_leader") == -1
+    finally:
+        broker.close(None)

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import mmap
 import os
+from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -54,7 +55,6 @@ REQUEST_LATENCY_BUCKETS_S: Final = (
 _BUCKET_BOUNDS_NS: Final = tuple(int(bound * 1e9) for bound in REQUEST_LATENCY_BUCKETS_S)
 
 API_KEYS: Final = tuple(ApiKey)
-_API_INDEX: Final = {int(key): index for index, key in enumerate(API_KEYS)}
 
 
 class _Header(IntEnum):
@@ -73,6 +73,9 @@ class SlotKind(IntEnum):
     PARTITION = 1  # a replica this worker holds: PartitionField
     GROUP = 2  # a group this worker coordinates: GroupField (number -1)
     GROUP_OFFSET = 3  # a group's committed offset: name "group\0topic", number the partition
+
+
+_PARTITION: Final = int(SlotKind.PARTITION)
 
 
 class GroupField(IntEnum):
@@ -95,8 +98,8 @@ class PartitionField(IntEnum):
     ISR = 9
     MIN_INSYNC_REPLICAS = 10
     SEGMENTS = 11
-    SIZE_BYTES = 12
-    PRODUCERS = 13  # producer ids in the partition's idempotence table
+    PRODUCERS = 12  # producer ids in the partition's idempotence table
+    SIZE_BYTES = 13
     RING_UNFLUSHED_BYTES = 14
     RING_CAPACITY_BYTES = 15
     FLUSHES = 16
@@ -105,14 +108,27 @@ class PartitionField(IntEnum):
     FSYNC_NS = 19
 
 
-_API_WORDS: Final = 3 + len(REQUEST_LATENCY_BUCKETS_S) + 1  # requests, errors, ns, buckets+Inf
-_API_REQUESTS, _API_ERRORS, _API_NS, _API_BUCKETS = 0, 1, 2, 3
+BYTES_IN: Final = int(PartitionField.BYTES_IN)  # the hot path's two fields, as plain ints
+BYTES_OUT: Final = int(PartitionField.BYTES_OUT)
+_API_WORDS: Final = 2 + len(REQUEST_LATENCY_BUCKETS_S) + 1  # errors, ns, buckets and +Inf
+_API_ERRORS, _API_NS, _API_BUCKETS = 0, 1, 2  # the requests are the buckets' sum
 _NAME_WORDS: Final = TOPIC_NAME_BYTES // 8
 _SLOT_GENERATION, _SLOT_KIND, _SLOT_NUMBER, _SLOT_NAME = 0, 1, 2, 3
 _SLOT_VALUES: Final = _SLOT_NAME + _NAME_WORDS
 _SLOT_WORDS: Final = _SLOT_VALUES + len(PartitionField)
+GAUGES: Final = {
+    SlotKind.PARTITION: tuple(PartitionField)[PartitionField.LOG_START_OFFSET:],
+    SlotKind.GROUP: (GroupField.MEMBERS,),
+    SlotKind.GROUP_OFFSET: (GroupField.COMMITTED_OFFSET,),
+}
+"""What `publish` takes of each kind, in this order: the fields from the first on."""
+_FIRST_GAUGE: Final = {int(kind): int(fields[0]) for kind, fields in GAUGES.items()}
+_LOG_END_INDEX: Final = PartitionField.LOG_END_OFFSET - PartitionField.LOG_START_OFFSET
+_LOG_END_AT: Final = _SLOT_VALUES + PartitionField.LOG_END_OFFSET
+_RECORDS_IN_AT: Final = _SLOT_VALUES + PartitionField.RECORDS_IN
 _API_BASE: Final = _Header.WORDS
 _SLOT_BASE: Final = _API_BASE + len(API_KEYS) * _API_WORDS
+_API_BASES: Final = {int(key): _API_BASE + index * _API_WORDS for index, key in enumerate(API_KEYS)}
 FILE_BYTES: Final = (_SLOT_BASE + PARTITION_SLOTS * _SLOT_WORDS) * 8
 
 
@@ -178,8 +194,10 @@ class WorkerMetrics:
     def __init__(self, metrics_file: MetricsFile) -> None:
         self._file = metrics_file
         self._words = metrics_file.words
+        self.clock_ns: Callable[[], int] = perf_counter_ns  # the request path's clock
         self._words[_Header.PID] = os.getpid()
         self._slots: dict[tuple[int, str, int], int] = {}  # (kind, name, number) -> word
+        self._partition_values: dict[tuple[str, int], int] = {}  # where its values start
         self._free: list[int] = []
         # What an earlier process of this worker reported, hidden until this one reports the
         # same thing again, which then goes on counting from there (a restarted worker is
@@ -197,38 +215,36 @@ class WorkerMetrics:
             self._dormant[_slot_key(self._words, base)] = base
         self._generation = 1 + max(generations)
 
-    @staticmethod
-    def clock_ns() -> int:
-        return perf_counter_ns()
-
     def request(self, api_key: int, error: bool, elapsed_ns: int) -> None:
         """One request answered: counted under its API, with its time in the histogram."""
-        index = _API_INDEX.get(api_key)
-        if index is None:
+        base = _API_BASES.get(api_key)
+        if base is None:
             return
         words = self._words
-        base = _API_BASE + index * _API_WORDS
-        words[base + _API_REQUESTS] += 1
-        if error:
-            words[base + _API_ERRORS] += 1
         words[base + _API_NS] += elapsed_ns
         words[base + _API_BUCKETS + bisect_left(_BUCKET_BOUNDS_NS, elapsed_ns)] += 1
+        if error:
+            words[base + _API_ERRORS] += 1
 
-    def add(self, topic: str, partition: int, field: PartitionField, amount: int) -> None:
-        """Count traffic of a partition (bytes in, bytes out) on the hot path."""
-        base = self._slots.get((SlotKind.PARTITION, topic, partition))
+    def add(self, topic: str, partition: int, field: int, amount: int) -> None:
+        """Count traffic of a partition (a PartitionField: bytes in, bytes out) on the hot
+        path: one dictionary look-up and one add."""
+        base = self._partition_values.get((topic, partition))
         if base is None:
-            base = self._take_slot((SlotKind.PARTITION, topic, partition))
+            base = self._take_slot((_PARTITION, topic, partition))
             if base is None:
                 return
-        self._words[base + _SLOT_VALUES + field] += amount
+            base += _SLOT_VALUES
+        self._words[base + field] += amount
 
     def publish(self, kind: SlotKind, entries: Iterable[SlotValues]) -> None:
-        """Everything of one kind this worker reports now, each with its values; a slot of
-        that kind not among them is freed. A partition's records in are counted here, as the
-        advances of its log end."""
+        """Everything of one kind this worker reports now, each with its gauges (`GAUGES`
+        gives their order); a slot of that kind not among them is freed. A partition's
+        records in are counted here, as the advances of its log end."""
         held: set[tuple[int, str, int]] = set()
         words = self._words
+        first = _SLOT_VALUES + _FIRST_GAUGE[kind]
+        is_partition = kind == _PARTITION
         for name, number, values in entries:
             key = (int(kind), name, number)
             held.add(key)
@@ -237,15 +253,14 @@ class WorkerMetrics:
                 base = self._take_slot(key)
                 if base is None:
                     continue
-            for field, value in values:
-                at = base + _SLOT_VALUES + field
-                if kind == SlotKind.PARTITION and field == PartitionField.LOG_END_OFFSET:
-                    grown = value - words[at]
-                    if grown > 0 and words[at] >= 0:
-                        words[base + _SLOT_VALUES + PartitionField.RECORDS_IN] += grown
-                words[at] = value
+            if is_partition:
+                before, after = words[base + _LOG_END_AT], values[_LOG_END_INDEX]
+                if after > before >= 0:
+                    words[base + _RECORDS_IN_AT] += after - before
+            words[base + first: base + first + len(values)] = values
         for key in [key for key in self._slots if key[0] == kind and key not in held]:
             base = self._slots.pop(key)
+            self._partition_values.pop((key[1], key[2]), None)
             words[base + _SLOT_GENERATION] = 0
             self._free.append((base - _SLOT_BASE) // _SLOT_WORDS)
 
@@ -259,6 +274,8 @@ class WorkerMetrics:
         words[base + _SLOT_GENERATION] = self._generation  # last: the slot is whole now
         self._generation += 1
         self._slots[key] = base
+        if key[0] == _PARTITION:
+            self._partition_values[(key[1], key[2])] = base + _SLOT_VALUES
         return base
 
     def _fresh_slot(self, key: tuple[int, str, int]) -> int | None:
@@ -294,8 +311,9 @@ class ApiSample:
     bucket_counts: tuple[int, ...]  # per bucket of REQUEST_LATENCY_BUCKETS_S, then +Inf
 
 
-SlotValues = tuple[str, int, Iterable[tuple[int, int]]]
-"""(name, number, [(field, value), ...]): one thing a worker reports, as `publish` takes it."""
+SlotValues = tuple[str, int, "array[int]"]
+"""(name, number, its gauges in `GAUGES` order, as an array('q')): one thing a worker
+reports, as `publish` takes it (one copy into the slot)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,11 +342,11 @@ def read_sample(metrics_file: MetricsFile) -> WorkerSample:
     apis: list[ApiSample] = []
     for index, key in enumerate(API_KEYS):
         base = _API_BASE + index * _API_WORDS
-        requests = words[base + _API_REQUESTS]
-        if not requests:
-            continue
         buckets = tuple(words[base + _API_BUCKETS: base + _API_BUCKETS
                               + len(REQUEST_LATENCY_BUCKETS_S) + 1])
+        requests = sum(buckets)
+        if not requests:
+            continue
         apis.append(ApiSample(key, requests, words[base + _API_ERRORS],
                               words[base + _API_NS] / 1e9, buckets))
     return WorkerSample(words[_Header.PID], tuple(apis), tuple(_read_slots(words)),

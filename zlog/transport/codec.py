@@ -78,7 +78,6 @@ from zlog.transport.wire import (
 REQUEST_HEADER: Final = struct.Struct(">hhiH")  # api_key, api_version, correlation_id, flags
 RESPONSE_HEADER: Final = struct.Struct(">hhih")  # api_key, api_version, correlation_id, error
 _ERROR_MESSAGE_LENGTH: Final = struct.Struct(">H")
-_API_KEY: Final = struct.Struct(">h")  # the first field of both headers
 
 # What a client reports when a response cannot be decoded: the server misbehaved, and
 # retrying the same request would most likely meet the same answer.
@@ -155,11 +154,6 @@ def _request_header(view: memoryview) -> RequestHeader:
             f"a request header is {REQUEST_HEADER.size} bytes, frame 0 has {view.nbytes}",
         )
     return RequestHeader(*REQUEST_HEADER.unpack_from(view, 0))
-
-
-def api_key_of(frames: Sequence[Frame]) -> int:
-    """The api key of a request whose header decodes (`decode_request` did not drop it)."""
-    return int(_API_KEY.unpack_from(frame_view(frames[0]), 0)[0])
 
 
 def decode_request(frames: Sequence[Frame]) -> tuple[RequestHeader, Request]:

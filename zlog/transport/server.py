@@ -32,7 +32,6 @@ from zlog.transport.codec import (
     HeaderError,
     RequestBodyError,
     RequestHeader,
-    api_key_of,
     decode_request,
     encode_error_response,
     expects_response,
@@ -84,34 +83,35 @@ class RequestPath:
         """Decode one request and run it; never raises but for a worker's failed assertion."""
         observer = stats.observe
         if observer is None:
-            return self._serve(identity, frames, dispatch, stats)
+            return self._serve(identity, frames, dispatch, stats)[1]
         started_ns = observer.clock_ns()
         errors_before = stats.request_errors + stats.internal_errors
-        dropped_before = stats.dropped_messages
-        replies = self._serve(identity, frames, dispatch, stats)
-        if stats.dropped_messages == dropped_before:
-            observer.request(api_key_of(frames), stats.request_errors + stats.internal_errors
+        api_key, replies = self._serve(identity, frames, dispatch, stats)
+        if api_key is not None:
+            observer.request(api_key, stats.request_errors + stats.internal_errors
                              > errors_before, observer.clock_ns() - started_ns)
         return replies
 
     def _serve(
         self, identity: bytes, frames: Sequence[Frame], dispatch: Dispatch, stats: ServerStats
-    ) -> list[Reply]:
+    ) -> tuple[int | None, list[Reply]]:
+        """(the request's api key, None when it had no header; its replies)."""
         stats.requests += 1
         try:
             header, request = decode_request(frames)
         except HeaderError:
             stats.dropped_messages += 1
-            return []
+            return None, []
         except RequestBodyError as error:
             stats.request_errors += 1
-            return [(identity, encode_error_response(error.header, error.code, error.message))]
+            return error.header.api_key, [
+                (identity, encode_error_response(error.header, error.code, error.message))]
         if header.api_key not in self.apis:
             stats.request_errors += 1
             message = f"api key {header.api_key} is served by {self.served_elsewhere}"
-            return [(identity, encode_error_response(header, ErrorCode.UNSUPPORTED_VERSION,
-                                                     message))]
-        return self.call(identity, header, request, dispatch, stats)
+            return header.api_key, [(identity, encode_error_response(
+                header, ErrorCode.UNSUPPORTED_VERSION, message))]
+        return header.api_key, self.call(identity, header, request, dispatch, stats)
 
     def call(self, identity: bytes, header: RequestHeader, request: Request, dispatch: Dispatch,
              stats: ServerStats) -> list[Reply]:

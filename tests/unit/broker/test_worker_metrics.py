@@ -3,11 +3,13 @@ supervisor reads, through a real file mapped twice, as the two processes map it.
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
 import pytest
 
 from zlog.broker.worker_metrics import (
+    GAUGES,
     PARTITION_SLOTS,
     REQUEST_LATENCY_BUCKETS_S,
     GroupField,
@@ -26,8 +28,13 @@ def _partitions(metrics_file: MetricsFile) -> dict[tuple[str, int], SlotSample]:
             for slot in read_sample(metrics_file).of_kind(SlotKind.PARTITION)}
 
 
-def _offsets(log_end: int) -> list[tuple[int, int]]:
-    return [(PartitionField.LOG_END_OFFSET, log_end), (PartitionField.ISR, 2)]
+def _offsets(log_end: int) -> array[int]:
+    """A partition's gauges, as a worker publishes them: its log end, two in-sync replicas."""
+    fields = GAUGES[SlotKind.PARTITION]
+    gauges = array("q", [0] * len(fields))
+    gauges[fields.index(PartitionField.LOG_END_OFFSET)] = log_end
+    gauges[fields.index(PartitionField.ISR)] = 2
+    return gauges
 
 
 def test_requests_are_counted_per_api_into_their_latency_bucket(tmp_path: Path) -> None:
@@ -68,7 +75,7 @@ def test_a_partition_no_longer_held_is_no_longer_reported(tmp_path: Path) -> Non
     metrics_file = MetricsFile.create(tmp_path / "worker-0")
     writer = WorkerMetrics(metrics_file)
     writer.publish(SlotKind.PARTITION, [("a", 0, _offsets(1)), ("a", 1, _offsets(2))])
-    writer.publish(SlotKind.GROUP, [("readers", -1, [(GroupField.MEMBERS, 3)])])
+    writer.publish(SlotKind.GROUP, [("readers", -1, array("q", [3]))])
     writer.publish(SlotKind.PARTITION, [("a", 1, _offsets(2))])
     assert set(_partitions(metrics_file)) == {("a", 1)}
     (group,) = read_sample(metrics_file).of_kind(SlotKind.GROUP)  # another kind: untouched
@@ -95,7 +102,8 @@ def test_a_restarted_worker_counts_on_from_where_its_predecessor_stopped(
 def test_a_full_table_reuses_what_a_predecessor_left_then_says_it_is_full(
         tmp_path: Path) -> None:
     path = tmp_path / "worker-0"
-    WorkerMetrics(MetricsFile.create(path)).publish(SlotKind.PARTITION, [("old", 0, [])])
+    WorkerMetrics(MetricsFile.create(path)).publish(SlotKind.PARTITION,
+                                                    [("old", 0, _offsets(0))])
     writer = WorkerMetrics(MetricsFile.create(path))
     many = [(f"t{index}", 0, _offsets(index)) for index in range(PARTITION_SLOTS)]
     writer.publish(SlotKind.PARTITION, many)

@@ -428,10 +428,10 @@ class Supervisor:
         changes.observe(state, raft)
         registration = state.brokers.get(self.config.node_id)
         cluster = self._cluster
-        why = ("starting: the workers are not all serving yet" if not self._serving
-               else "not registered with the controller, or the metadata not caught up"
-               if cluster is None or not cluster.ready()
+        why = ("not registered with the controller (none elected yet?), or its metadata "
+               "not caught up" if cluster is None or not cluster.ready()
                else "fenced by the controller" if registration is None or registration.fenced
+               else "starting: the workers are not all serving yet" if not self._serving
                else "stopping" if self._stop_requested else "")
         ports = [listen_port(self.control_endpoint)]
         ports += [listen_port(worker.endpoint) for worker in self._pool.workers]

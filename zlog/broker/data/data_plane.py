@@ -40,7 +40,7 @@ from zlog.broker.data.replica_requests import (
     replica_fetch_is_complete,
     replica_fetch_reads,
 )
-from zlog.broker.worker_metrics import PartitionField, WorkerMetrics
+from zlog.broker.worker_metrics import BYTES_IN, BYTES_OUT, WorkerMetrics
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.coordinator import error_response
@@ -238,7 +238,7 @@ class DataPlane:
             tp = TopicPartition(entry.topic, entry.partition)
             outcome = self._produce_entry(entry, request.acks, now_ms)
             if outcome.appended_bytes and self.metrics is not None:
-                self.metrics.add(entry.topic, entry.partition, PartitionField.BYTES_IN,
+                self.metrics.add(entry.topic, entry.partition, BYTES_IN,
                                  outcome.appended_bytes)
             if outcome.appended_bytes or outcome.committed_bytes:
                 replies.extend(
@@ -402,9 +402,9 @@ class DataPlane:
         if self.metrics is not None:
             assert isinstance(token.request, FetchRequestV0)
             for entry, result in zip(token.request.entries, results, strict=True):
-                if result.size_bytes:
-                    self.metrics.add(entry.topic, entry.partition, PartitionField.BYTES_OUT,
-                                     result.size_bytes)
+                size_bytes = result.size_bytes
+                if size_bytes:
+                    self.metrics.add(entry.topic, entry.partition, BYTES_OUT, size_bytes)
         return _fetch_reply(token, results)
 
     # ------------------------------------------------------------------ followers

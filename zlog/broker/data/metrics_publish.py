@@ -5,13 +5,15 @@ counted where the traffic happens: data_plane.py, transport/server.py)."""
 from __future__ import annotations
 
 import logging
+from array import array
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Final
 
 from zlog.broker.data.group_host import GroupHost
 from zlog.broker.data.partition import Partition
 from zlog.broker.worker_metrics import (
-    GroupField,
+    GAUGES,
     MetricsFile,
     PartitionField,
     SlotKind,
@@ -40,39 +42,32 @@ def open_worker_metrics(path: Path | None) -> WorkerMetrics | None:
 def publish(metrics: WorkerMetrics, partitions: Mapping[TopicPartition, Partition],
             groups: GroupHost) -> None:
     metrics.publish(SlotKind.PARTITION, partition_values(partitions))
-    metrics.publish(SlotKind.GROUP, ((group_id, -1, [(GroupField.MEMBERS, members)])
+    metrics.publish(SlotKind.GROUP, ((group_id, -1, array("q", (members,)))
                                      for group_id, members in groups.group_sizes()))
     metrics.publish(SlotKind.GROUP_OFFSET, (
-        (f"{group_id}\0{tp.topic}", tp.partition, [(GroupField.COMMITTED_OFFSET, offset)])
+        (f"{group_id}\0{tp.topic}", tp.partition, array("q", (offset,)))
         for group_id, tp, offset in groups.committed_offsets()))
 
 
 def partition_values(partitions: Mapping[TopicPartition, Partition]) -> Iterator[SlotValues]:
-    """Each partition's gauges, as `WorkerMetrics.publish` takes them."""
-    for tp, partition in partitions.items():
+    """Each partition's gauges, in the order of GAUGES[SlotKind.PARTITION]."""
+    for (topic, number), partition in partitions.items():
+        log = partition.log
         replicas = partition.replicas
-        values: list[tuple[int, int]] = [
-            (PartitionField.LOG_START_OFFSET, partition.log.log_start_offset),
-            (PartitionField.LOG_END_OFFSET, partition.log.log_end_offset),
-            (PartitionField.HIGH_WATERMARK, partition.high_watermark),
-            (PartitionField.LEADER_EPOCH, partition.leader_epoch),
-            (PartitionField.IS_LEADER, int(partition.is_leader)),
-            (PartitionField.REPLICAS, len(replicas.replicas)),
-            (PartitionField.ISR, len(replicas.isr)),
-            (PartitionField.MIN_INSYNC_REPLICAS, replicas.min_insync_replicas),
-            (PartitionField.SEGMENTS, partition.log.segment_count),
-            (PartitionField.PRODUCERS, len(partition.producers)),
-        ]
-        if isinstance(partition.log, PartitionLog):
-            storage = partition.log
-            unflushed_bytes, capacity_bytes = storage.ring_fill_bytes
-            values += [
-                (PartitionField.SIZE_BYTES, storage.size_bytes),
-                (PartitionField.RING_UNFLUSHED_BYTES, unflushed_bytes),
-                (PartitionField.RING_CAPACITY_BYTES, capacity_bytes),
-                (PartitionField.FLUSHES, storage.io.flushes),
-                (PartitionField.FLUSH_NS, storage.io.flush_ns),
-                (PartitionField.FSYNCS, storage.io.fsyncs),
-                (PartitionField.FSYNC_NS, storage.io.fsync_ns),
-            ]
-        yield tp.topic, tp.partition, values
+        if isinstance(log, PartitionLog):
+            unflushed_bytes, capacity_bytes = log.ring_fill_bytes
+            io = log.io
+            storage = (log.size_bytes, unflushed_bytes, capacity_bytes, io.flushes, io.flush_ns,
+                       io.fsyncs, io.fsync_ns)
+        else:
+            storage = _NO_STORAGE
+        yield topic, number, array("q", (
+            log.log_start_offset, log.log_end_offset, partition.high_watermark,
+            partition.leader_epoch, partition.is_leader, len(replicas.replicas),
+            len(replicas.isr), replicas.min_insync_replicas, log.segment_count,
+            len(partition.producers), *storage))
+
+
+_NO_STORAGE: Final = (0,) * 7  # a log that is not a PartitionLog (tests): sizes unknown
+assert (len(GAUGES[SlotKind.PARTITION])
+        == PartitionField.PRODUCERS - PartitionField.LOG_START_OFFSET + 1 + len(_NO_STORAGE))
