@@ -20,8 +20,7 @@ from __future__ import annotations
 import platform
 import shutil
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -35,7 +34,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 import zlog
-from zlog.broker.control.metadata.state import ClusterState
+from zlog.broker.control.loop_view import LoopView
 from zlog.broker.worker_metrics import (
     REQUEST_LATENCY_BUCKETS_S,
     ApiSample,
@@ -46,103 +45,30 @@ from zlog.broker.worker_metrics import (
     WorkerSample,
     read_sample,
 )
-from zlog.raft.status import NodeStatus
 
 DISK_FREE_ALERT_RATIO: Final = 0.15
 """The share of the data directory's disk below which operators are paged (the alert rules
 compare with `zlog_disk_free_alert_ratio`, so the level is stated once, here)."""
-CONTROL_METRICS_FILE: Final = "zlog-metrics-control"
 NATIVE_LISTENER: Final = "native"  # the Kafka-protocol listener will add "kafka"
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerView:
-    worker_id: int
-    state: str
-    restarts: int
-    endpoint: str
-
-
-@dataclass(frozen=True, slots=True)
-class LoopView:
-    """What the supervisor's loop last published for the metrics (and /readyz)."""
-
-    node_id: int
-    serving: bool = False
-    ready: bool = False
-    not_ready_why: str = "starting"
-    state: ClusterState = field(default_factory=ClusterState)
-    raft: NodeStatus | None = None
-    workers: tuple[WorkerView, ...] = ()
-    ports: tuple[int, ...] = ()  # the TCP ports clients connect to: control and data
-    raft_leader_changes: int = 0
-    leader_elections: int = 0
-    isr_shrinks: int = 0
-    isr_expands: int = 0
-
-
-class MetadataChanges:
-    """Counts leader elections and ISR changes between the metadata versions the loop sees
-    (every broker applies the same log, so each counts them all; take the max over brokers)."""
-
-    def __init__(self) -> None:
-        self._seen: dict[tuple[str, int], tuple[int, int]] = {}  # -> (leader epoch, ISR size)
-        self._seen_state: ClusterState | None = None
-        self._raft_leader: int | None = None
-        self.raft_leader_changes = 0
-        self.leader_elections = 0
-        self.isr_shrinks = 0
-        self.isr_expands = 0
-
-    def observe(self, state: ClusterState, raft: NodeStatus | None) -> None:
-        if raft is not None and raft.leader is not None and raft.leader != self._raft_leader:
-            if self._raft_leader is not None:
-                self.raft_leader_changes += 1
-            self._raft_leader = raft.leader
-        if state is self._seen_state:
-            return
-        first = self._seen_state is None
-        self._seen_state = state
-        seen: dict[tuple[str, int], tuple[int, int]] = {}
-        for topic in state.topics.values():
-            for info in topic.partitions:
-                key = (topic.name, info.partition)
-                now = (info.leader_epoch, len(info.isr))
-                seen[key] = now
-                before = self._seen.get(key)
-                if before is None or first:
-                    continue
-                self.leader_elections += max(0, now[0] - before[0])
-                if now[1] < before[1]:
-                    self.isr_shrinks += 1
-                elif now[1] > before[1]:
-                    self.isr_expands += 1
-        self._seen = seen
-
-
 class HostMetrics(Collector):
-    """Owns the metrics files of a broker's workers and control endpoint, and turns them and
-    the loop's view into families at each scrape."""
+    """Turns the metrics files of a broker's workers and control endpoint, and the loop's
+    view, into families at each scrape."""
 
-    def __init__(self, ring_dir: Path, worker_files: Mapping[int, Path], data_dir: Path) -> None:
-        ring_dir.mkdir(parents=True, exist_ok=True)
-        self._files = {worker_id: MetricsFile.create(path)
-                       for worker_id, path in worker_files.items()}
-        self.control_file = MetricsFile.create(ring_dir / CONTROL_METRICS_FILE)
+    def __init__(self, worker_files: Mapping[int, MetricsFile], control_file: MetricsFile,
+                 data_dir: Path, view: Callable[[], LoopView]) -> None:
+        self._files = worker_files
+        self._control_file = control_file
         self._data_dir = data_dir
-        self._started_s = time.time()
-        self.view = LoopView(node_id=-1)  # swapped whole by the loop
-
-    def close(self) -> None:
-        for metrics_file in (*self._files.values(), self.control_file):
-            metrics_file.close()
-            metrics_file.path.unlink(missing_ok=True)
+        self._view = view
+        self._started_s = psutil.Process().create_time()  # the supervisor's own start
 
     def collect(self) -> Iterator[Metric]:
-        view = self.view
+        view = self._view()
         samples = {worker_id: read_sample(f) for worker_id, f in self._files.items()}
         yield from _process_families(self._started_s)
-        yield from _request_families(read_sample(self.control_file), samples)
+        yield from _request_families(read_sample(self._control_file), samples)
         yield from _partition_families(samples)
         yield from _group_families(samples)
         yield from _worker_families(view, samples)
@@ -170,7 +96,7 @@ class HostMetrics(Collector):
         connections = GaugeMetricFamily("zlog_open_connections",
                                         "Established TCP connections to this broker's ports",
                                         labels=["listener"])
-        connections.add_metric([NATIVE_LISTENER], _established(self.view.ports))
+        connections.add_metric([NATIVE_LISTENER], _established(self._view().ports))
         yield connections
 
 
@@ -411,12 +337,3 @@ def _raft_families(view: LoopView) -> Iterator[Metric]:
                               value=raft.fsyncs)
     yield CounterMetricFamily("zlog_raft_fsync_seconds", "Time in the metadata log's fsyncs",
                               value=raft.fsync_ms_total / 1000)
-
-
-def listen_port(endpoint: str) -> int | None:
-    """The TCP port of `tcp://host:port` (None for ipc or an unbound wildcard)."""
-    if not endpoint.startswith("tcp://"):
-        return None
-    port = endpoint.rpartition(":")[2]
-    return int(port) if port.isdigit() else None
-

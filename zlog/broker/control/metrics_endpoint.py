@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Final
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from zlog.broker.control.host_metrics import HostMetrics
+from zlog.broker.control.loop_view import LoopView
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +29,9 @@ TEXT: Final = "text/plain; charset=utf-8"
 class MetricsEndpoint:
     """Serves until `close()`; `address` is where it listens (the port chosen when 0)."""
 
-    def __init__(self, listen: str, metrics: HostMetrics) -> None:
+    def __init__(self, listen: str, metrics: HostMetrics, view: Callable[[], LoopView]) -> None:
         host, _, port = listen.rpartition(":")
-        self.metrics = metrics
+        self._view = view
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(metrics)
         endpoint = self
@@ -60,7 +62,7 @@ class MetricsEndpoint:
         elif path == "/healthz":
             body, status, kind = b"ok\n", 200, TEXT
         elif path == "/readyz":
-            view = self.metrics.view
+            view = self._view()
             if view.ready:
                 body, status = b"ready\n", 200
             else:

@@ -54,7 +54,7 @@ from zlog.broker.control.cluster_node import (
     data_dir_identity,
 )
 from zlog.broker.control.control_plane import ControlPlane, HostStorage
-from zlog.broker.control.host_metrics import LoopView, MetadataChanges, WorkerView, listen_port
+from zlog.broker.control.loop_view import LoopView, MetadataChanges, WorkerView, listen_port
 from zlog.broker.control.loop_watch import LoopWatch
 from zlog.broker.control.metadata.commands import (
     Command,
@@ -233,7 +233,8 @@ class Supervisor:
             raise StartupError(f"cannot listen on {config.listen}: {error}") from None
         self._lifeline.bracket()
         self._metrics = SupervisorMetrics.start(config.metrics_listen, ring_dir=self.ring_dir,
-                                                data_dir=self.data_dir, workers=config.workers)
+                                                data_dir=self.data_dir, workers=config.workers,
+                                                now_ms=monotonic_ms())
         if self._metrics is not None:
             self.request_stats.observe = self._metrics.observe_control
         self._pool = WorkerPool(
@@ -418,7 +419,7 @@ class Supervisor:
             self.notifier.watchdog()
             self._next_watchdog_ms = now_ms + self.notifier.watchdog_interval_ms
         if self._metrics is not None:
-            self._metrics.publish(now_ms, self._loop_view)
+            self._metrics.publish(now_ms, self._loop_view, serving=self._serving)
 
     def _loop_view(self, changes: MetadataChanges) -> LoopView:
         """What the metrics endpoint shows of this loop (supervisor_metrics.py)."""
