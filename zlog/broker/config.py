@@ -38,6 +38,7 @@ ENV_PREFIX: Final = "ZLOG_"
 ENV_TOPIC_PREFIX: Final = "ZLOG_TOPIC_"
 ENV_CONFIG_FILE: Final = "ZLOG_CONFIG"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+METRICS_PORT_DEFAULT: Final = 9644  # the metrics endpoint's (docs/operations-metrics.md)
 # A clustered metadata log's election timeout, in ticks: with 50 ms ticks a new leader
 # within 0.5 to 1 s.
 METADATA_ELECTION_TICKS: Final = 10
@@ -163,7 +164,7 @@ class BrokerConfig:
     """debug, info, warning or error."""
     topic_defaults: tuple[tuple[str, str], ...] = ()
     """Topic config defaults for this broker (Kafka names -> values) over LogConfig's own."""
-    metrics_listen: str = "127.0.0.1:9644"
+    metrics_listen: str = f"127.0.0.1:{METRICS_PORT_DEFAULT}"
     """HOST:PORT of the HTTP endpoint serving /metrics (Prometheus), /healthz and /readyz;
     empty: none. Port 0 takes a free one (the log says which)."""
 
