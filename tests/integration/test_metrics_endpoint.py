@@ -41,7 +41,17 @@ VALUE_BYTES = 100
 def metered() -> Iterator[tuple[BrokerProcess, str]]:
     address = f"127.0.0.1:{free_port()}"
     with broker_process(extra_args=["--metrics-listen", address]) as broker:
-        yield broker, f"http://{address}"
+        url = f"http://{address}"
+        # The endpoint opens once the broker serves, a loop turn after clients may call it.
+        wait_until(lambda: _answers(url + "/healthz"), timeout_s=20, what="the endpoint opens")
+        yield broker, url
+
+
+def _answers(url: str) -> bool:
+    try:
+        return _get(url)[0] == 200
+    except OSError:
+        return False
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -284,13 +294,7 @@ def test_a_broker_without_a_controller_is_healthy_but_not_ready() -> None:
         broker.start(wait=False)
         url = f"http://{address}"
 
-        def serving() -> bool:
-            try:
-                return _get(url + "/healthz")[0] == 200
-            except OSError:
-                return False
-
-        wait_until(serving, timeout_s=20, what="/healthz answers")
+        wait_until(lambda: _answers(url + "/healthz"), timeout_s=20, what="/healthz answers")
         # "starting" until the loop's first view is published; then why it is not ready.
         wait_until(lambda: _get(url + "/readyz") == (
             503, "not ready: not registered with the controller (none elected yet?), or its "

@@ -52,7 +52,7 @@ class RequestObserver(Protocol):
     def clock_ns(self) -> int: ...
 
     def request(self, api_key: int, error: bool, elapsed_ns: int) -> None:
-        """`error`: answered with a whole-request error."""
+        """`error`: answered with an error, whole or for some partition."""
 
 
 @dataclass(slots=True)
@@ -64,7 +64,14 @@ class ServerStats:
     dropped_messages: int = 0  # too short to hold a header: nobody to answer
     request_errors: int = 0  # answered with a whole-request error
     internal_errors: int = 0  # bugs: logged with a traceback
+    entry_errors: int = 0  # answered, with an error code for some of its partitions
     observe: RequestObserver | None = None
+
+    @property
+    def errors(self) -> int:
+        """Requests answered with any error: whole, or for a partition (as Kafka's
+        ErrorsPerSec counts them)."""
+        return self.request_errors + self.internal_errors + self.entry_errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +92,11 @@ class RequestPath:
         if observer is None:
             return self._serve(identity, frames, dispatch, stats)[1]
         started_ns = observer.clock_ns()
-        errors_before = stats.request_errors + stats.internal_errors
+        errors_before = stats.errors
         api_key, replies = self._serve(identity, frames, dispatch, stats)
         if api_key is not None:
-            observer.request(api_key, stats.request_errors + stats.internal_errors
-                             > errors_before, observer.clock_ns() - started_ns)
+            observer.request(api_key, stats.errors > errors_before,
+                             observer.clock_ns() - started_ns)
         return replies
 
     def _serve(

@@ -258,6 +258,8 @@ class DataPlane:
                     waiting[index] = (tp, outcome.required_offset)
                 else:
                     _set_entry_error(results, index, status)
+        if any(result.error_code for result in results):
+            self.stats.entry_errors += 1
         if request.acks == 0:
             return replies
         if not waiting:  # acks=1, or acks=all already covered by the HW: answer now
@@ -398,7 +400,10 @@ class DataPlane:
         return self._fetch_reply(token, self._read_fetch(request))
 
     def _fetch_reply(self, token: _ParkedFetch, results: Sequence[EntryRead]) -> Reply:
-        """A consumer's fetch answered: its bytes counted out of each partition."""
+        """A consumer's fetch answered: counted as an error if any partition failed, and its
+        bytes out of each partition."""
+        if any(result.error_code for result in results):
+            self.stats.entry_errors += 1
         if self.metrics is not None:
             assert isinstance(token.request, FetchRequestV0)
             for entry, result in zip(token.request.entries, results, strict=True):
