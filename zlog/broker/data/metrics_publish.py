@@ -41,6 +41,24 @@ def open_worker_metrics(path: Path | None) -> WorkerMetrics | None:
 
 def publish(metrics: WorkerMetrics, partitions: Mapping[TopicPartition, Partition],
             groups: GroupHost) -> None:
+    """The gauges, from the worker's loop. A failure here costs the metrics, never the
+    worker: it is logged once (a bug to report) and the next heartbeat tries again."""
+    global _failure_logged
+    try:
+        _publish(metrics, partitions, groups)
+    except AssertionError:
+        raise
+    except Exception:
+        if not _failure_logged:
+            log.exception("publishing this worker's metrics failed")
+            _failure_logged = True
+
+
+_failure_logged = False
+
+
+def _publish(metrics: WorkerMetrics, partitions: Mapping[TopicPartition, Partition],
+             groups: GroupHost) -> None:
     metrics.publish(SlotKind.PARTITION, partition_values(partitions))
     metrics.publish(SlotKind.GROUP, ((group_id, -1, array("q", (members,)))
                                      for group_id, members in groups.group_sizes()))
