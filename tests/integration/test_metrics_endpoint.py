@@ -126,6 +126,27 @@ def test_produced_and_consumed_records_are_counted(metered: tuple[BrokerProcess,
     assert [labels["version"] for labels, _ in result.series("zlog_build_info")]
 
 
+def test_a_topic_that_fsyncs_each_batch_counts_its_fsyncs(
+        metered: tuple[BrokerProcess, str]) -> None:
+    broker, url = metered
+    topic = "metered-fsync"
+    with Admin(broker.endpoint) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1, {"flush.messages": "1"})])
+    with Producer(broker.endpoint, linger_ms=0) as producer:
+        for _ in range(5):
+            producer.send(topic, b"durable").result(timeout=10)
+
+    def synced() -> bool:
+        result = scrape(url)
+        return (_partition_sum(result, "zlog_partition_log_end_offset", topic) == 5
+                and _partition_sum(result, "zlog_partition_fsyncs_total", topic) >= 5)
+
+    wait_until(synced, timeout_s=10, what="an fsync per batch counted")
+    result = scrape(url)
+    assert _partition_sum(result, "zlog_partition_fsync_seconds_total", topic) > 0
+    assert _partition_sum(result, "zlog_partition_flush_seconds_total", topic) > 0
+
+
 def test_a_request_refused_is_an_error_of_its_api(metered: tuple[BrokerProcess, str]) -> None:
     """A Metadata request of a version nobody speaks: answered UNSUPPORTED_VERSION, and
     counted as one request and one error of the metadata API."""
