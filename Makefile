@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 JEPSEN_ARGS ?=
 
 .PHONY: all setup run cluster test test-unit test-sim test-integration lint fmt typecheck soak bench clean \
-        bench-peers bench-suite java bench-spark jepsen nftables
+        bench-peers bench-suite java bench-spark jepsen nftables promtool
 
 all: test
 
@@ -117,12 +117,29 @@ systemd-tools:
 	    echo "systemd-tools: systemd-analyze is missing (sudo apt-get install -y systemd); the unit files' test skips"; \
 	fi
 
+# tests/test_deploy_promql.py checks deploy/'s alert rules and dashboards with Prometheus' own
+# promtool, taken out of Debian's prometheus package into $(VENV)/bin (the one binary: nothing
+# installed, no service started). Never fails: without it that test skips and says so.
+promtool: setup
+	@if command -v promtool >/dev/null || [ -x $(VENV)/bin/promtool ]; then \
+	    true; \
+	elif command -v apt-get >/dev/null && command -v dpkg >/dev/null; then \
+	    dir=$$(mktemp -d) && \
+	    ( (cd $$dir && (apt-get download prometheus || (apt-get update && apt-get download prometheus)) \
+	       && dpkg -x prometheus_*.deb unpacked) >/dev/null 2>&1 \
+	      && cp $$dir/unpacked/usr/bin/promtool $(VENV)/bin/promtool ) || \
+	        echo "promtool: not available; the PromQL check of deploy/ skips"; \
+	    rm -rf $$dir; \
+	else \
+	    echo "promtool: not available; the PromQL check of deploy/ skips"; \
+	fi
+
 # The pure tests (no broker, no process of their own) run in two processes, one per core of
 # the 2-core machine the suite must finish on within 15 minutes; the tests of real processes
 # run one at a time, as their timing assumes.
 PURE_TESTS := tests/unit tests/sim tests/scenarios
 
-test: setup lint java nftables systemd-tools
+test: setup lint java nftables systemd-tools promtool
 	$(PY) -m pytest -m 'not soak' -n 2 $(PURE_TESTS) $(PYTEST_ARGS)
 	$(PY) -m pytest -m 'not soak' $(addprefix --ignore=,$(PURE_TESTS)) $(PYTEST_ARGS)
 

@@ -140,8 +140,8 @@ class Broker:
 
 
 @contextlib.contextmanager
-def running_broker(workers: int) -> Iterator[Broker]:
-    broker = Broker(workers)
+def running_broker(workers: int, extra_args: Sequence[str] = ()) -> Iterator[Broker]:
+    broker = Broker(workers, extra_args=extra_args)
     try:
         broker.wait_ready()
         yield broker
@@ -518,7 +518,10 @@ def machine_load() -> dict[str, float]:
 def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
     """Every phase once against a fresh broker."""
     figures: dict[str, Any] = {"machine_before": machine_load()}
-    with running_broker(args.workers) as broker, tempfile.TemporaryDirectory() as scratch:
+    metrics = (["--metrics-listen", f"127.0.0.1:{free_port()}"] if args.metrics == "on"
+               else ["--metrics-listen", ""])
+    with (running_broker(args.workers, metrics) as broker,
+          tempfile.TemporaryDirectory() as scratch):
         endpoint = broker.endpoint
         for topic in ("latency", "latency-local"):
             create_topic(endpoint, f"{topic}-{run}")
@@ -685,6 +688,10 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--repeat", type=int, default=3, help="runs, each on a fresh broker")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--metrics", choices=("on", "off"), default="on",
+                        help="the broker's metrics endpoint and its workers' counters "
+                             "(docs/operations-metrics.md): on (as deployed) or off, for the "
+                             "A/B of their cost")
     parser.add_argument("--duration-s", type=float, default=5.0, help="per phase")
     parser.add_argument("--warmup-s", type=float, default=1.0, help="latency phase warm-up")
     parser.add_argument("--rate", type=float, default=5000.0, help="latency phase records/s")

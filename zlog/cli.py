@@ -36,7 +36,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
 import zlog
-from zlog import cli_cluster, cli_groups, cli_health, cli_rings
+from zlog import cli_cluster, cli_groups, cli_health, cli_rings, cli_top
 from zlog.cli_records import (
     FORMAT_TOKENS,
     NULL_TEXT_DEFAULT,
@@ -246,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     _command(cluster_commands, "status", "brokers and the metadata log (Raft)", _cluster_status)
     cli_cluster.add_parsers(commands, cluster_commands, _command)
     cli_health.add_parsers(cluster_commands, _command)
+    cli_top.add_parser(commands)
 
     leader = commands.add_parser("leader", help="partition leadership",
                                  description="partition leadership")

@@ -24,6 +24,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Final
 
+from zlog.broker.config import METRICS_PORT_DEFAULT
+
 BROKERS_MAX: Final = 9  # 127.0.0.1 .. 127.0.0.9
 READY_TIMEOUT_S: Final = 60.0
 STOP_TIMEOUT_S: Final = 40.0  # a controlled shutdown may take its timeout (30 s) and more
@@ -112,7 +114,7 @@ def _start(args: argparse.Namespace) -> list[_Broker]:
         command = [sys.executable, "-P", "-m", "zlog.cli", "serve", "--node-id", str(node),
                    "--listen", endpoint, "--advertised-host", f"127.0.0.{node}",
                    "--voters", voters, "--data-dir", str(data_dir),
-                   "--workers", str(args.workers)]
+                   "--workers", str(args.workers), "--metrics-listen", _metrics_of(node)]
         environ = {key: value for key, value in os.environ.items()
                    if key != "NOTIFY_SOCKET" and not key.startswith("ZLOG_")}
         with (data_dir / LOG_FILE).open("ab") as log:
@@ -142,6 +144,11 @@ def _wait_ready(brokers: Sequence[_Broker], stopping: Callable[[], bool]) -> _Br
     return None
 
 
+def _metrics_of(node: int) -> str:
+    """Broker `node`'s metrics endpoint: the default port, on its own loopback address."""
+    return f"127.0.0.{node}:{METRICS_PORT_DEFAULT}"
+
+
 def _print_banner(args: argparse.Namespace, brokers: Sequence[_Broker]) -> None:
     bootstrap = bootstrap_of(args.brokers, args.port)
     lines = [f"zlog dev-cluster: {len(brokers)} brokers serving"]
@@ -152,6 +159,8 @@ def _print_banner(args: argparse.Namespace, brokers: Sequence[_Broker]) -> None:
               f"  zlog topic create events --partitions 3 --replication-factor "
               f"{min(3, len(brokers))}",
               "  zlog cluster status",
+              "  zlog top " + " ".join(f"--metrics http://{_metrics_of(b.node_id)}"
+                                       for b in brokers),
               "Ctrl-C stops every broker"]
     print("\n".join(lines), flush=True)
 

@@ -38,6 +38,7 @@ from zlog.shm_segments.log_config import LogConfig
 ENV_PREFIX: Final = "ZLOG_"
 ENV_TOPIC_PREFIX: Final = "ZLOG_TOPIC_"
 ENV_CONFIG_FILE: Final = "ZLOG_CONFIG"
+METRICS_PORT_DEFAULT: Final = 9644  # the metrics endpoint's (docs/operations-metrics.md)
 # A clustered metadata log's election timeout, in ticks: with 50 ms ticks a new leader
 # within 0.5 to 1 s.
 METADATA_ELECTION_TICKS: Final = 10
@@ -169,6 +170,9 @@ class BrokerConfig:
     logger's name is its module's, so a package prefix covers its modules). Empty: none."""
     topic_defaults: tuple[tuple[str, str], ...] = ()
     """Topic config defaults for this broker (Kafka names -> values) over LogConfig's own."""
+    metrics_listen: str = f"127.0.0.1:{METRICS_PORT_DEFAULT}"
+    """HOST:PORT of the HTTP endpoint serving /metrics (Prometheus), /healthz and /readyz;
+    empty: none. Port 0 takes a free one (the log says which)."""
 
     def __post_init__(self) -> None:
         assert self.node_id >= 0
@@ -390,6 +394,17 @@ def _to_log_level(value: object) -> str:
     return text
 
 
+def _to_http_listen(value: object) -> str:
+    """HOST:PORT, or empty for none."""
+    text = value.strip() if isinstance(value, str) else _to_str(value)
+    if not text:
+        return ""
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"must be HOST:PORT with a port in 0..65535, or empty, not {text!r}")
+    return text
+
+
 _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "node_id": _to_int(0, 2**31 - 1),
     "data_dir": _to_path,
@@ -437,6 +452,7 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "log_level": _to_log_level,
     "log_format": _to_log_format,
     "log_levels": _to_log_levels,
+    "metrics_listen": _to_http_listen,
 }
 assert set(_PARSERS) | {"topic_defaults"} == {f.name for f in fields(BrokerConfig)}
 

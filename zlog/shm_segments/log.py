@@ -21,6 +21,7 @@ import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from time import perf_counter_ns
 
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
@@ -28,6 +29,7 @@ from zlog.record import header as batch_header
 from zlog.record.arrays import parse_batch
 from zlog.shm_segments.durable_files import replace_atomically
 from zlog.shm_segments.log_config import LogConfig
+from zlog.shm_segments.log_io_stats import LogIoStats
 from zlog.shm_segments.log_segments import LogSegments
 from zlog.shm_segments.retention import SegmentInfo, segments_due, wholly_below
 from zlog.shm_segments.ring import (
@@ -104,6 +106,7 @@ class PartitionLog:
         self._closed = False
         self._last_sync_ms = self.clock.monotonic_ms()
         self.flush_error: ZlogError | None = None  # why the ring cannot be flushed right now
+        self.io = LogIoStats()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             ring_base.mkdir(parents=True, exist_ok=True)
@@ -284,6 +287,7 @@ class PartitionLog:
                 pass  # the caller's tick moves it; a full ring flushes in _ring_append
             elif self.config.ring_flush_bytes == 0 and ring.flushed_position == position:
                 # Write-through, the common case: exactly this batch is pending.
+                started_ns = perf_counter_ns()
                 try:
                     self._segments.write(ring.unflushed_views(), [meta])
                 except ZlogError:
@@ -292,6 +296,7 @@ class PartitionLog:
                     ring.reset(self._active.next_offset)
                     raise
                 ring.mark_flushed(position + size_bytes)
+                self.io.flushed(perf_counter_ns() - started_ns)
                 self.flush_error = None
             elif ring.unflushed_bytes() > self.config.ring_flush_bytes:
                 self._flush_if_possible()
@@ -347,6 +352,7 @@ class PartitionLog:
             metas.append(batch_meta(view))
             end = position + len(view)
         if views:
+            started_ns = perf_counter_ns()
             try:
                 self._segments.write(views, metas)
             except ZlogError as error:
@@ -354,6 +360,7 @@ class PartitionLog:
                 self._note_flush_failure(error)
                 raise
             self._ring.mark_flushed(end)
+            self.io.flushed(perf_counter_ns() - started_ns)
         if self.flush_error is not None:
             log.info("%s-%d: the ring flushes into %s again", self.topic, self.partition,
                      self.directory)
@@ -410,7 +417,9 @@ class PartitionLog:
     def sync(self) -> None:
         """Flush the ring and fsync the active segment."""
         self.flush()
+        started_ns = perf_counter_ns()
         self._active.sync()
+        self.io.synced(perf_counter_ns() - started_ns)
         self._last_sync_ms = self.clock.monotonic_ms()
 
     def tick(self) -> None:
@@ -589,6 +598,11 @@ class PartitionLog:
     @property
     def size_bytes(self) -> int:
         return self._segments.size_bytes
+
+    @property
+    def ring_fill_bytes(self) -> tuple[int, int]:
+        """(bytes in the ring not yet in a segment, the ring's capacity)."""
+        return self._ring.unflushed_bytes(), self._ring.capacity_bytes
 
     @property
     def segment_count(self) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.codec import (
@@ -44,15 +45,33 @@ Dispatch = Callable[[bytes, RequestHeader, Request], list[Reply]]
 """A service: (peer identity, header, request) -> the replies it causes now (maybe none)."""
 
 
+class RequestObserver(Protocol):
+    """The metrics' hook (zlog/broker/worker_metrics.py): told of each request that had a
+    header, with the time spent on it by its own clock (this module reads none)."""
+
+    def clock_ns(self) -> int: ...
+
+    def request(self, api_key: int, error: bool, elapsed_ns: int) -> None:
+        """`error`: answered with an error, whole or for some partition."""
+
+
 @dataclass(slots=True)
 class ServerStats:
-    """Counts of what a server's request path saw. Tests read them; nothing exports them yet
-    (a metrics endpoint is to come, DESIGN.md §6)."""
+    """Counts of what a server's request path saw, and who is told of each request (the
+    metrics, when the broker serves them)."""
 
     requests: int = 0
     dropped_messages: int = 0  # too short to hold a header: nobody to answer
     request_errors: int = 0  # answered with a whole-request error
     internal_errors: int = 0  # bugs: logged with a traceback
+    entry_errors: int = 0  # answered, with an error code for some of its partitions
+    observe: RequestObserver | None = None
+
+    @property
+    def errors(self) -> int:
+        """Requests answered with any error: whole, or for a partition (as Kafka's
+        ErrorsPerSec counts them)."""
+        return self.request_errors + self.internal_errors + self.entry_errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,21 +88,37 @@ class RequestPath:
         self, identity: bytes, frames: Sequence[Frame], dispatch: Dispatch, stats: ServerStats
     ) -> list[Reply]:
         """Decode one request and run it; never raises but for a worker's failed assertion."""
+        observer = stats.observe
+        if observer is None:
+            return self._serve(identity, frames, dispatch, stats)[1]
+        started_ns = observer.clock_ns()
+        errors_before = stats.errors
+        api_key, replies = self._serve(identity, frames, dispatch, stats)
+        if api_key is not None:
+            observer.request(api_key, stats.errors > errors_before,
+                             observer.clock_ns() - started_ns)
+        return replies
+
+    def _serve(
+        self, identity: bytes, frames: Sequence[Frame], dispatch: Dispatch, stats: ServerStats
+    ) -> tuple[int | None, list[Reply]]:
+        """(the request's api key, None when it had no header; its replies)."""
         stats.requests += 1
         try:
             header, request = decode_request(frames)
         except HeaderError:
             stats.dropped_messages += 1
-            return []
+            return None, []
         except RequestBodyError as error:
             stats.request_errors += 1
-            return [(identity, encode_error_response(error.header, error.code, error.message))]
+            return error.header.api_key, [
+                (identity, encode_error_response(error.header, error.code, error.message))]
         if header.api_key not in self.apis:
             stats.request_errors += 1
             message = f"api key {header.api_key} is served by {self.served_elsewhere}"
-            return [(identity, encode_error_response(header, ErrorCode.UNSUPPORTED_VERSION,
-                                                     message))]
-        return self.call(identity, header, request, dispatch, stats)
+            return header.api_key, [(identity, encode_error_response(
+                header, ErrorCode.UNSUPPORTED_VERSION, message))]
+        return header.api_key, self.call(identity, header, request, dispatch, stats)
 
     def call(self, identity: bytes, header: RequestHeader, request: Request, dispatch: Dispatch,
              stats: ServerStats) -> list[Reply]:

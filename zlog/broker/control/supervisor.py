@@ -54,6 +54,7 @@ from zlog.broker.control.cluster_node import (
     data_dir_identity,
 )
 from zlog.broker.control.control_plane import ControlPlane, HostStorage
+from zlog.broker.control.loop_view import LoopView, MetadataChanges, WorkerView, listen_port
 from zlog.broker.control.loop_watch import LoopWatch
 from zlog.broker.control.metadata.commands import (
     Command,
@@ -65,6 +66,7 @@ from zlog.broker.control.metadata.log import MetadataLog
 from zlog.broker.control.metadata.state import ClusterState
 from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.broker.control.stray_partitions import stray_partitions
+from zlog.broker.control.supervisor_metrics import SupervisorMetrics
 from zlog.broker.control.workers.offline_leaderships import resignations
 from zlog.broker.control.workers.pool import WorkerPool, WorkerSettings
 from zlog.broker.log_lines import log_failure
@@ -179,6 +181,7 @@ class Supervisor:
         self._metadata_log: MetadataLog | None = None
         self._pool: WorkerPool | None = None
         self._cluster: ClusterNode | None = None
+        self._metrics: SupervisorMetrics | None = None
         self._polled_cluster_sockets: set[zmq.Socket[bytes]] = set()
         self._polled_exit_fd: int | None = None
         self._stop_deadline_ms: int | None = None  # a controlled shutdown's end
@@ -230,6 +233,11 @@ class Supervisor:
         except zmq.ZMQError as error:
             raise StartupError(f"cannot listen on {config.listen}: {error}") from None
         self._lifeline.bracket()
+        self._metrics = SupervisorMetrics.start(config.metrics_listen, ring_dir=self.ring_dir,
+                                                data_dir=self.data_dir, workers=config.workers,
+                                                now_ms=monotonic_ms())
+        if self._metrics is not None:
+            self.request_stats.observe = self._metrics.observe_control
         self._pool = WorkerPool(
             WorkerSettings(
                 count=config.workers, data_dir=self.data_dir, ring_dir=self.ring_dir,
@@ -243,6 +251,7 @@ class Supervisor:
                 worker_module=self.worker_module,
                 ring_bytes=config.ring_bytes, ring_flush_bytes=config.ring_flush_bytes,
                 replica=config.replica_settings, lifeline_fds=self._lifeline.read_fds,
+                metrics=self._metrics is not None,
             ),
             self._context,
             on_assigned=self.control.partition_assigned,
@@ -411,6 +420,34 @@ class Supervisor:
         if self.notifier.watchdog_interval_ms is not None and now_ms >= self._next_watchdog_ms:
             self.notifier.watchdog()
             self._next_watchdog_ms = now_ms + self.notifier.watchdog_interval_ms
+        if self._metrics is not None:
+            self._metrics.publish(now_ms, self._loop_view, serving=self._serving)
+
+    def _loop_view(self, changes: MetadataChanges) -> LoopView:
+        """What the metrics endpoint shows of this loop (supervisor_metrics.py)."""
+        assert self._pool is not None
+        state = self.fsm.state
+        raft = None if self._metadata_log is None else self._metadata_log.status()
+        changes.observe(state, raft)
+        registration = state.brokers.get(self.config.node_id)
+        cluster = self._cluster
+        why = ("not registered with the controller (none elected yet?), or its metadata "
+               "not caught up" if cluster is None or not cluster.ready()
+               else "fenced by the controller" if registration is None or registration.fenced
+               else "starting: the workers are not all serving yet" if not self._serving
+               else "stopping" if self._stop_requested else "")
+        ports = [listen_port(self.control_endpoint)]
+        ports += [listen_port(worker.endpoint) for worker in self._pool.workers]
+        return LoopView(
+            node_id=self.config.node_id, serving=self._serving, ready=not why,
+            not_ready_why=why, state=state, raft=raft,
+            workers=tuple(WorkerView(worker.worker_id, worker.state.value, worker.restarts,
+                                     worker.endpoint) for worker in self._pool.workers),
+            ports=tuple(port for port in ports if port is not None),
+            raft_leader_changes=changes.raft_leader_changes,
+            leader_elections=changes.leader_elections, isr_shrinks=changes.isr_shrinks,
+            isr_expands=changes.isr_expands,
+        )
 
     def _maybe_ready(self, now_ms: int) -> None:
         """READY=1, with a banner, once the workers serve: every one said hello and answered
@@ -476,6 +513,9 @@ class Supervisor:
             self._pool.stop_all(self.config.shutdown_timeout_ms)
             self._pool.close()
             self._pool = None
+        if self._metrics is not None:
+            self._metrics.close()
+            self._metrics = None
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None

@@ -41,6 +41,7 @@ from zlog.broker.data.replica_requests import (
     replica_fetch_reads,
 )
 from zlog.broker.log_lines import log_failure
+from zlog.broker.worker_metrics import BYTES_IN, BYTES_OUT, WorkerMetrics
 from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.coordinator import error_response
@@ -139,6 +140,7 @@ class DataPlane:
     # next turn of the worker's loop, so one consumer catching up never holds the others up.
     push_now: list[_ParkedFetch] = field(default_factory=list)
     stopping: bool = False  # drain(): subscriptions end with their next answer
+    metrics: WorkerMetrics | None = None  # bytes in and out per partition (worker_metrics.py)
 
     # ------------------------------------------------------------------ entry points
 
@@ -257,6 +259,9 @@ class DataPlane:
         for index, entry in enumerate(request.entries):
             tp = TopicPartition(entry.topic, entry.partition)
             outcome = self._produce_entry(entry, request.acks, now_ms)
+            if outcome.appended_bytes and self.metrics is not None:
+                self.metrics.add(entry.topic, entry.partition, BYTES_IN,
+                                 outcome.appended_bytes)
             if outcome.appended_bytes or outcome.committed_bytes:
                 replies.extend(
                     self._on_progress(tp, outcome.appended_bytes, outcome.committed_bytes,
@@ -276,6 +281,8 @@ class DataPlane:
                     waiting[index] = (tp, outcome.required_offset)
                 else:
                     _set_entry_error(results, index, status)
+        if any(result.error_code for result in results):
+            self.stats.entry_errors += 1
         if request.acks == 0:
             return replies
         if not waiting:  # acks=1, or acks=all already covered by the HW: answer now
@@ -369,7 +376,7 @@ class DataPlane:
         token = _ParkedFetch(identity, header, request,
                              ends_ms=now_ms + limits.SUBSCRIPTION_LIFETIME_MS)
         if request.replica_id >= 0:
-            return [_fetch_reply(token, _replica_id_refused(request), more=False)]
+            return [self._fetch_reply(token, _replica_id_refused(request), more=False)]
         if isinstance(request, FetchRequestV2) and not request.entries:
             self._cancel_subscriptions(identity)
             return []
@@ -387,7 +394,7 @@ class DataPlane:
             reads_log_end=False,
         )
         if not parked:
-            return [_fetch_reply(token, results, more=False)]
+            return [self._fetch_reply(token, results, more=False)]
         return []
 
     def _answer(self, token: _ParkedFetch, results: list[EntryRead], now_ms: int) -> list[Reply]:
@@ -400,12 +407,12 @@ class DataPlane:
         """
         request = token.request
         if not isinstance(request, FetchRequestV2):
-            return [_fetch_reply(token, results)]
+            return [self._fetch_reply(token, results)]
         sent_bytes = token.sent_bytes + sum(result.size_bytes for result in results)
         if (self.stopping or request.max_wait_ms <= 0 or sent_bytes >= request.max_bytes
                 or now_ms >= token.ends_ms
                 or any(result.error_code != ErrorCode.NONE for result in results)):
-            return [_fetch_reply(token, results, more=False)]
+            return [self._fetch_reply(token, results, more=False)]
         entries: list[FetchEntry] = []
         caught_up = True
         for entry, result in zip(request.entries, results, strict=True):
@@ -422,8 +429,22 @@ class DataPlane:
             min_bytes=max(request.min_bytes, 1), available_bytes=0, now_ms=now_ms,
             max_wait_ms=request.max_wait_ms, reads_log_end=False,
         ):
-            return [_fetch_reply(token, results, more=False)]
-        return [_fetch_reply(token, results, more=True)]
+            return [self._fetch_reply(token, results, more=False)]
+        return [self._fetch_reply(token, results, more=True)]
+
+    def _fetch_reply(self, token: _ParkedFetch, results: Sequence[EntryRead], *,
+                     more: bool = False) -> Reply:
+        """A consumer's fetch answered: counted as an error if any partition failed, and its
+        bytes out of each partition."""
+        if any(result.error_code for result in results):
+            self.stats.entry_errors += 1
+        if self.metrics is not None:
+            assert isinstance(token.request, FetchRequestV0 | FetchRequestV2)
+            for entry, result in zip(token.request.entries, results, strict=True):
+                size_bytes = result.size_bytes
+                if size_bytes:
+                    self.metrics.add(entry.topic, entry.partition, BYTES_OUT, size_bytes)
+        return _fetch_reply(token, results, more=more)
 
     def _cancel_subscriptions(self, identity: bytes) -> None:
         """A consumer ends its subscriptions (it sought elsewhere, paused, closed): they are

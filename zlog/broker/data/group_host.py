@@ -505,6 +505,19 @@ class GroupHost:
                 replies += self._carry_out(index, led.coordinator.advance(wall_ms), wall_ms)
         return replies + self.release()
 
+    def group_sizes(self) -> Iterator[tuple[str, int]]:
+        """Each group coordinated here, with its members (the worker's metrics)."""
+        for led in self._led.values():
+            for group_id, group in led.coordinator.groups.items():
+                yield group_id, len(group.members)
+
+    def committed_offsets(self) -> Iterator[tuple[str, TopicPartition, int]]:
+        """Each committed offset of the groups coordinated here (the worker's metrics)."""
+        for led in self._led.values():
+            for group_id, offsets in led.coordinator.offsets.committed.items():
+                for tp, value in offsets.items():
+                    yield group_id, tp, value.offset
+
     def ms_to_next_timer(self) -> int | None:
         deadlines = [d for led in self._led.values()
                      if (d := led.coordinator.next_deadline_ms()) is not None]

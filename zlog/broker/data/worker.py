@@ -25,7 +25,7 @@ outlives it, and the next worker to open the partition replays it.
     python -m zlog.broker.data.worker --worker-id N --supervisor ENDPOINT --data-dir D --ring-dir R
                                  --host H [--port-range A-B] [--ring-bytes B]
                                  [--ring-flush-bytes B] [--supervisor-silence-ms MS]
-                                 [--supervisor-fd FD ...] [--log-level L]
+                                 [--supervisor-fd FD ...] [--metrics-file F] [--log-level L]
                                  [--log-format logfmt|json] [--log-levels LOGGER=L,...]
 """
 
@@ -52,6 +52,7 @@ from zlog.broker.data.fetcher import Fetchers, FetcherSettings
 from zlog.broker.data.group_host import GroupHost
 from zlog.broker.data.isr_change_file import IsrChangeFiles
 from zlog.broker.data.isr_proposals import ISR_CHECK_INTERVAL_MS, IsrProposals
+from zlog.broker.data.metrics_publish import open_worker_metrics, publish
 from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.log_lines import (
     LOG_FORMATS,
@@ -116,6 +117,7 @@ class WorkerOptions:
     """The port of the worker this one replaces (0: none), tried first: clients and followers
     then reconnect to the address they knew, with no metadata change to wait for."""
     supervisor_fds: tuple[int, ...] = NO_FDS  # the read ends of the supervisor's lifeline
+    metrics_file: Path | None = None  # where its metrics go (worker_metrics.py); None: off
 
 
 class Worker:
@@ -134,6 +136,10 @@ class Worker:
         self.data_plane = DataPlane(self.host.partitions, clock=self.clock)
         if self.lifeline is not None:
             self.data_plane.supervisor_gone = self.lifeline.cut
+        self.metrics = open_worker_metrics(options.metrics_file)
+        if self.metrics is not None:
+            self.data_plane.metrics = self.metrics
+            self.data_plane.stats.observe = self.metrics
         self.groups = GroupHost(self.host.partitions, self.data_plane.append_batch,
                                 self.clock.wall_ms,
                                 lease_remaining_ms=self.data_plane.lease_remaining_ms)
@@ -320,6 +326,8 @@ class Worker:
             self._send_control(protocol.Heartbeat(self.options.worker_id))
             self._next_heartbeat_ms = now_ms + protocol.HEARTBEAT_INTERVAL_MS
             self._check_supervisor(now_ms)
+            if self.metrics is not None:
+                publish(self.metrics, self.host.partitions, self.groups)
         if now_ms >= self._next_tick_ms:
             self.host.tick()
             self._next_tick_ms = now_ms + self.host.tick_interval_ms()
@@ -503,6 +511,8 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, L
                         help="stop after this much silence once the parent process is gone")
     parser.add_argument("--supervisor-fd", type=int, action="append", dest="supervisor_fds",
                         default=[], help="a read end of the supervisor's lifeline (repeated)")
+    parser.add_argument("--metrics-file", type=Path, default=None,
+                        help="the file its supervisor reads its metrics from (none: off)")
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--log-format", choices=LOG_FORMATS, default=LOG_FORMATS[0])
     parser.add_argument("--log-levels", default="", help="levels per logger, logger=level,...")
@@ -530,7 +540,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, L
         args.worker_id, args.supervisor, args.data_dir, args.ring_dir, args.host,
         args.port_range, args.ring_bytes, args.ring_flush_bytes, args.supervisor_silence_ms,
         ReplicaSettings(**{name: getattr(args, "replica_" + name) for name in flag_names()}),
-        args.bind_host, args.preferred_port, tuple(args.supervisor_fds),
+        args.bind_host, args.preferred_port, tuple(args.supervisor_fds), args.metrics_file,
     )
     try:
         module_levels = parse_module_levels(args.log_levels)

@@ -13,12 +13,20 @@ from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_
 from zlog import limits
 from zlog.broker.data.data_plane import DataPlane
 from zlog.broker.data.partition_host import PartitionHost
+from zlog.broker.worker_metrics import (
+    MetricsFile,
+    PartitionField,
+    SlotKind,
+    WorkerMetrics,
+    read_sample,
+)
 from zlog.broker.worker_protocol import Assign, decode_to_worker
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import build_batch_from_values
 from zlog.record.header import Compression, read_header
 from zlog.record.records import NewRecord, build_batch
 from zlog.shm_segments.log_config import LogConfig
+from zlog.transport.api import ApiKey
 from zlog.transport.codec import REQUEST_HEADER, decode_response, encode_request
 from zlog.transport.messages import (
     ErrorBody,
@@ -530,3 +538,27 @@ def test_a_subscription_ends_when_its_partition_leaves_or_its_lifetime_ends(
     (last,) = _pushed(harness.produce_one(0))
     assert (_tags(last), last.more) == ([0], False)
     assert harness.plane.next_deadline_ms() is None
+def test_metrics_count_each_request_its_errors_and_each_partitions_bytes(
+        harness: Harness, shm_dir: Path) -> None:
+    """With a metrics file (worker_metrics.py): every request under its API, an answer with
+    an error code for any partition as an error of that API (as Kafka's ErrorsPerSec), and
+    the bytes a partition took in and sent to consumers."""
+    metrics_file = MetricsFile.create(shm_dir / "metrics")
+    metrics = WorkerMetrics(metrics_file)
+    harness.plane.metrics = metrics
+    harness.plane.stats.observe = metrics
+    batch = make_batch(0)
+    harness.produce(batch)
+    refused = harness.call(ProduceRequestV0(1, 1000, (ProduceEntry("t", 9, (batch,)),)))
+    assert isinstance(refused, ProduceResponseV0)
+    assert refused.entries[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    harness.fetch(0)
+    harness.call(FetchRequestV0(-1, 0, 0, 1 << 20, (FetchEntry("t", 9, 0, 1 << 20),)))
+    sample = read_sample(metrics_file)
+    by_api = {api.api_key: (api.requests, api.errors) for api in sample.apis}
+    assert by_api == {ApiKey.PRODUCE: (2, 1), ApiKey.FETCH: (2, 1)}
+    (partition,) = sample.of_kind(SlotKind.PARTITION)
+    assert (partition.name, partition.number) == ("t", 0)
+    assert partition.values[PartitionField.BYTES_IN] == len(batch)
+    assert partition.values[PartitionField.BYTES_OUT] == len(batch)
+    assert harness.plane.stats.entry_errors == 2

@@ -57,6 +57,7 @@ from zlog.broker.control.workers.fork_server import (
 from zlog.broker.log_lines import format_module_levels
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
 from zlog.broker.supervisor_lifeline import NO_FDS
+from zlog.broker.worker_metrics import metrics_path
 from zlog.clock import monotonic_ms
 from zlog.transport.sockets import make_channel_router
 from zlog.types import NO_TOPIC_ID, TopicPartition
@@ -189,6 +190,7 @@ class WorkerSettings:
     lifeline_fds: tuple[int, ...] = NO_FDS  # the supervisor's lifeline: every worker gets it
     log_format: str = "logfmt"  # the worker's lines look like the supervisor's (log_lines.py)
     log_levels: tuple[tuple[str, str], ...] = ()
+    metrics: bool = False  # each worker writes its metrics_path under ring_dir
 
 
 def supervisor_endpoint(data_dir: Path) -> str:
@@ -310,6 +312,8 @@ class WorkerPool:
             command += ["--preferred-port", str(worker.last_port)]
         for fd in settings.lifeline_fds:
             command += ["--supervisor-fd", str(fd)]
+        if settings.metrics:
+            command += ["--metrics-file", str(metrics_path(settings.ring_dir, worker.worker_id))]
         return command
 
     def _spawn(self, worker: WorkerHandle, now_ms: int) -> None:
