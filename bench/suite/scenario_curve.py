@@ -13,7 +13,10 @@ a fresh topic, stepping up until the system falls over. A step falls over when
 - its p99 is above `P99_LIMIT_US` (1 s);
 - or the run failed.
 
-The step that fell over is kept (marked, with the reason) and no higher rate is tried.
+A step that falls over is run once more, and the system falls over only if it does so twice:
+on a shared host one stall of a second or two (another process holding both cores) would
+otherwise end a short step's curve by itself. The step that fell over is kept (both tries,
+marked, with the reasons) and no higher rate is tried.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ P99_LIMIT_US: Final = 1_000_000
 DELIVERED_MIN: Final = 0.999
 BEHIND_LIMIT_S: Final = 1.0
 GRACE_S: Final = 3.0
+TRIES: Final = 2
 
 Attempt = Callable[[str, Callable[[], dict[str, Any]]], dict[str, Any]]
 
@@ -57,22 +61,28 @@ def run(system: str, server: Any, *, rates: list[int], step_s: float, warmup_s: 
     steps: dict[str, Any] = {}
     sustained = None
     for rate in rates:
-        topic = f"curve-{rate}"
-        server.create(topic, 1)
+        tries = []
+        for attempt_index in range(TRIES):
+            topic = f"curve-{rate}-{attempt_index}"
+            server.create(topic, 1)
 
-        def one_step(r: int = rate, t: str = topic) -> dict[str, Any]:
-            return scenario_latency.run(
-                system, server, t, rate=r, value_bytes=value_bytes, duration_s=step_s,
-                warmup_s=warmup_s, scratch=scratch,
-                send_limit_s=warmup_s + step_s + BEHIND_LIMIT_S, grace_s=GRACE_S)
+            def one_step(r: int = rate, t: str = topic) -> dict[str, Any]:
+                return scenario_latency.run(
+                    system, server, t, rate=r, value_bytes=value_bytes, duration_s=step_s,
+                    warmup_s=warmup_s, scratch=scratch,
+                    send_limit_s=warmup_s + step_s + BEHIND_LIMIT_S, grace_s=GRACE_S)
 
-        step = attempt(f"{system} curve {rate}/s", one_step)
-        server.delete(topic, 1)
-        step.pop("histogram", None)
-        step.pop("traceback", None)
-        why = fell_over(step)
-        steps[f"{rate}/s"] = {"rate": rate, **step, "fell_over": why}
-        if why is not None:
+            step = attempt(f"{system} curve {rate}/s", one_step)
+            server.delete(topic, 1)
+            step.pop("histogram", None)
+            step.pop("traceback", None)
+            step["fell_over"] = fell_over(step)
+            tries.append(step)
+            if step["fell_over"] is None:
+                break
+        steps[f"{rate}/s"] = {"rate": rate, **tries[-1], "tries": len(tries)}
+        if tries[-1]["fell_over"] is not None:
+            steps[f"{rate}/s"]["fell_over"] = "; ".join(t["fell_over"] for t in tries)
             break
         sustained = rate
     return {"steps": steps, "sustained_rate": sustained}
