@@ -10,7 +10,7 @@ reported beside the wall time (the rest is the client's I/O thread and the broke
 `--flame-dir` also samples each phase with py-spy (SVG flame graphs) to show where a call's
 time goes; `--top` prints the functions py-spy saw most, inclusive.
 
-    python bench/call_size_bench.py --json bench/results/call_size.json [--flame-dir DIR] [--repeat N]
+    python bench/call_size_bench.py --json bench/results/call_size.json [--flame-dir DIR]
 """
 
 from __future__ import annotations

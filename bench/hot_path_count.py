@@ -1,9 +1,10 @@
 """Where a record's CPU goes on the hot path: counts per record, and flame graphs.
 
 The hot case: one `Producer.send` with linger 0 (acks=1) and one parked fetch answered by it
-(`Consumer.poll_batches` at the tail). Records are sent at a low steady rate (default 250/s, one
-record per batch and per fetch answer, which the consumer's batch count checks), so each record
-makes the whole trip alone. For each process (producer, consumer, and the broker's supervisor,
+(`Consumer.poll_batches` at the tail). Records are sent at a low steady rate (default 250/s, and
+100/s in the passes whose instruments slow the processes down), one record per batch and per
+fetch answer (the consumer's batch count, in the JSON, says how nearly), so each record makes the
+whole trip alone. For each process (producer, consumer, and the broker's supervisor,
 fork server and partition worker) the tool counts, over a window of `--records` records after a
 warm-up, divided by the records:
 
@@ -60,7 +61,8 @@ VALUE_BYTES: Final = 100
 START_TIMEOUT_S: Final = 60.0
 STEP_TIMEOUT_S: Final = 120.0
 POLL_SYSCALLS: Final = ("epoll_wait", "epoll_pwait", "poll", "ppoll", "select", "pselect6")
-STRACE_RATE_MAX: Final = 100  # strace slows every call: a wider gap keeps one record per batch
+# strace and the call counter slow every call: a wider gap keeps one record per batch
+INSTRUMENTED_RATE_MAX: Final = 100
 PASSES: Final = ("plain", "calls", "syscalls", "flame")
 
 
@@ -327,13 +329,20 @@ def pass_plain(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def instrumented(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` at a rate an instrumented (slowed) process still sends one record per batch at."""
+    slower = argparse.Namespace(**vars(args))
+    slower.rate = min(args.rate, INSTRUMENTED_RATE_MAX)
+    return slower
+
+
 def pass_calls(args: argparse.Namespace) -> dict[str, Any]:
     """Python calls per record per thread, counted by the sitecustomize hook."""
     with tempfile.TemporaryDirectory(prefix="zlog-hot-path-calls-") as results:
         env = {"ZLOG_HOT_PATH_DIR": results,
                "PYTHONPATH": os.pathsep.join(filter(None, (str(HOOK_DIR),
                                                            os.environ.get("PYTHONPATH"))))}
-        with running(args, env) as run:
+        with running(instrumented(args), env) as run:
             pids = run.processes()
             for pid in pids.values():
                 os.kill(pid, signal.SIGUSR2)
@@ -348,7 +357,8 @@ def pass_calls(args: argparse.Namespace) -> dict[str, Any]:
                     raise RuntimeError(f"no call counts from {missing}")
                 time.sleep(0.05)
             counted = {role: json.loads(path.read_text()) for role, path in files.items()}
-    out: dict[str, Any] = {"consumer": consumer, "processes": {}}
+    out: dict[str, Any] = {"rate": instrumented(args).rate, "consumer": consumer,
+                           "processes": {}}
     for role, data in counted.items():
         threads = {name: {"python": per_record(c["call"], args.records),
                           "c": per_record(c["c_call"], args.records)}
@@ -379,8 +389,7 @@ def pass_syscalls(args: argparse.Namespace) -> dict[str, Any]:
     strace = shutil.which("strace")
     if strace is None:
         return {"skipped": "strace is not installed (apt-get install strace)"}
-    traced_args = argparse.Namespace(**vars(args))
-    traced_args.rate = min(args.rate, STRACE_RATE_MAX)
+    traced_args = instrumented(args)
     with (running(traced_args) as run,
           tempfile.TemporaryDirectory(prefix="zlog-hot-path-st-") as out_dir):
         pids = run.processes()
