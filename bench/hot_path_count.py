@@ -1,12 +1,12 @@
 """Where a record's CPU goes on the hot path: counts per record, and flame graphs.
 
 The hot case: one `Producer.send` with linger 0 (acks=1) and one parked fetch answered by it
-(`Consumer.poll_batches` at the tail). Records are sent at a low steady rate (default 250/s, and
-100/s in the passes whose instruments slow the processes down), one record per batch and per
-fetch answer (the consumer's batch count, in the JSON, says how nearly), so each record makes the
-whole trip alone. For each process (producer, consumer, and the broker's supervisor,
-fork server and partition worker) the tool counts, over a window of `--records` records after a
-warm-up, divided by the records:
+(`Consumer.poll_batches` at the tail). Records are sent at a low steady rate (100/s, at most
+that in the passes whose instruments slow the processes down), one record per batch and per
+fetch answer (the consumer's batch count, in the JSON, says how nearly: on a busy host a late
+process sends or reads two at once), so each record makes the whole trip alone. For each
+process (producer, consumer, and the broker's supervisor, fork server and partition worker) the
+tool counts, over a window of `--records` records after a warm-up, divided by the records:
 
 - Python calls: Python functions entered ("call") and C functions called ("c_call"), per
   thread, and the changes of running Python thread (GIL hand-offs) the profiler saw
@@ -483,7 +483,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", type=Path, default=None, help="write the counts here")
-    parser.add_argument("--rate", type=int, default=250, help="records/s of the counted window")
+    parser.add_argument("--rate", type=int, default=100, help="records/s of the counted window")
     parser.add_argument("--records", type=int, default=1000, help="records counted")
     parser.add_argument("--warmup", type=int, default=200, help="records before the window")
     parser.add_argument("--passes", default=",".join(PASSES),
