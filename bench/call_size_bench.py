@@ -36,6 +36,8 @@ REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.hot_path_count import scrub_paths  # noqa: E402
+
 VALUE_BYTES: Final = 100
 START_TIMEOUT_S: Final = 60.0
 ALL_SAMPLES: Final = "(all samples)"
@@ -162,8 +164,10 @@ def run_phase(args: argparse.Namespace, phase: str, endpoint: str, topic: str, r
     process.stdin.write("go\n")
     process.stdin.flush()
     stdout, _ = process.communicate(timeout=600)
-    for _path, sampler in samplers:
+    for path, sampler in samplers:
         sampler.wait(60)
+        if path.exists() and path.suffix == ".svg":
+            scrub_paths(path)
     top: dict[str, int] = {}
     if flame is not None and flame.with_suffix(".txt").exists():
         top = inclusive_counts(flame.with_suffix(".txt").read_text())

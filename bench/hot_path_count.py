@@ -446,10 +446,21 @@ def pass_flame(args: argparse.Namespace) -> dict[str, Any]:
         for role, (path, sampler) in samplers.items():
             _, error = sampler.communicate(timeout=STEP_TIMEOUT_S)
             if sampler.returncode == 0 and path.exists():
+                scrub_paths(path)
                 out["svg"][role] = str(path)
             else:
                 out["svg"][role] = f"failed: {error.strip()[-500:]}"
     return out
+
+
+def scrub_paths(svg: Path) -> None:
+    """Make a flame graph name files as the repository does: py-spy's title line holds its
+    command with the machine's paths (the tool's, the checkout's)."""
+    text = svg.read_text()
+    for prefix in sorted({str(REPO_ROOT), str(Path(sys.executable).parent),
+                          str(Path(sys.prefix))}, key=len, reverse=True):
+        text = text.replace(prefix + "/", "")
+    svg.write_text(text)
 
 
 # -------------------------------------------------------------------------------- report
