@@ -23,7 +23,9 @@ Then (pass `flame`) py-spy samples the producer, the worker and the consumer at 
 (5,000/s) for `--flame-s` seconds into SVG flame graphs.
 
 Self-contained: it needs zlog's public client, `python -m zlog serve`, psutil, and for its
-passes strace and py-spy (a pass whose tool is missing is reported as skipped).
+passes strace and py-spy (a pass whose tool is missing is reported as skipped). It measures the
+checkout it sits in: to measure another (the code before a change), copy this file and
+bench/hot_path_hook/ into that checkout and run it there.
 
     python bench/hot_path_count.py --json bench/results/hot_path.json --flame-dir docs/img
     python bench/hot_path_count.py --role producer|consumer ...   (how it starts its clients)
@@ -233,10 +235,16 @@ class Run:
         assert self.broker is not None
         out = {role: child.process.pid for role, child in self.children.items()}
         out["broker supervisor"] = self.broker.pid
+        workers: list[int] = []
         for child in psutil.Process(self.broker.pid).children():
-            out["broker fork server"] = child.pid
-            for index, worker in enumerate(child.children()):
-                out["broker worker" + (f" {index}" if index else "")] = worker.pid
+            forked = child.children()
+            if forked:  # a fork server: the workers are its children
+                out["broker fork server"] = child.pid
+                workers.extend(worker.pid for worker in forked)
+            else:  # a worker started by the supervisor itself
+                workers.append(child.pid)
+        for index, pid in enumerate(workers):
+            out["broker worker" + (f" {index}" if index else "")] = pid
         return out
 
     def warm_up(self) -> None:
@@ -424,8 +432,6 @@ def pass_flame(args: argparse.Namespace) -> dict[str, Any]:
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(py_spy).exists():
         return {"skipped": "py-spy is not installed (pip install py-spy)"}
-    if args.flame_dir is None:
-        return {"skipped": "no --flame-dir"}
     args.flame_dir.mkdir(parents=True, exist_ok=True)
     flame_args = argparse.Namespace(**vars(args))
     flame_args.rate = args.flame_rate
@@ -499,8 +505,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=200, help="records before the window")
     parser.add_argument("--passes", default=",".join(PASSES),
                         help=f"comma-separated subset of {','.join(PASSES)}")
-    parser.add_argument("--flame-dir", type=Path, default=None,
-                        help="write hot-path-{producer,worker,consumer}.svg here (docs/img)")
+    parser.add_argument("--flame-dir", type=Path, default=REPO_ROOT / "bench/results/hot_path",
+                        help="write hot-path-{producer,worker,consumer}.svg here (docs: docs/img)")
     parser.add_argument("--flame-rate", type=int, default=5000, help="records/s while sampled")
     parser.add_argument("--flame-s", type=float, default=5.0, help="seconds sampled")
     parser.add_argument("--role", choices=("producer", "consumer"), help=argparse.SUPPRESS)
