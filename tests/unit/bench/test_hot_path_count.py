@@ -29,10 +29,10 @@ def test_parse_strace_summary_of_nothing_traced_is_empty() -> None:
 
 def test_scrub_paths_leaves_paths_as_the_repository_names_them(tmp_path: Path) -> None:
     svg = tmp_path / "flame.svg"
-    svg.write_text(f"<text>{sys.executable} record --output {REPO_ROOT}/docs/img/x.svg</text>"
+    svg.write_text(f"<text>{sys.executable} record --output {REPO_ROOT}/flame.svg</text>"
                    f"<title>run ({REPO_ROOT}/zlog/client/sender.py:1)</title>")
     scrub_paths(svg)
-    assert svg.read_text() == ("<text>python record --output docs/img/x.svg</text>"
+    assert svg.read_text() == ("<text>python record --output flame.svg</text>"
                                "<title>run (zlog/client/sender.py:1)</title>").replace(
         "python", Path(sys.executable).name)
 
