@@ -30,6 +30,7 @@ from bench.suite.common import (
     free_port,
     latency_padding,
     make_values,
+    send_stop_ns,
     stamped,
     version_of,
 )
@@ -230,9 +231,13 @@ async def _latency_send(spec: Spec) -> dict[str, Any]:
     await js.publish(name, bytes(spec["value_bytes"]))
     late_max = 0
     t0 = child_ready_and_wait(spec) + 2_000_000
+    stop_ns = send_stop_ns(spec, t0)
     sent = 0
     while sent < total:
         now = time.monotonic_ns()
+        if stop_ns is not None and now > stop_ns:
+            late_max = max(late_max, now - (t0 + sent * interval_ns))
+            break
         due = due_count(now, t0, interval_ns, total)
         if due > sent:
             late_max = max(late_max, now - (t0 + sent * interval_ns))

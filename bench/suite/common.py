@@ -249,25 +249,35 @@ def due_count(now_ns: int, t0_ns: int, interval_ns: int, total: int) -> int:
     return min(total, (now_ns - t0_ns) // interval_ns + 1)
 
 
+def send_stop_ns(spec: Spec, t0_ns: int) -> int | None:
+    """When a latency sender stops sending, if spec["send_limit_s"] says (None: never)."""
+    limit_s = spec.get("send_limit_s")
+    return None if limit_s is None else t0_ns + int(limit_s * 1e9)
+
+
 @dataclass
 class Schedule:
     """A latency sender's open-loop schedule: record i is due at t0 + i * interval.
 
     `due()` hands out the records due each time some are, all at once when the sender woke
     late, and sleeps until the next one in between; the latest any send left is kept, for the
-    report (`sender_late_us_max`).
+    report (`sender_late_us_max`). With `stop_ns` (spec["send_limit_s"] after t0) it hands out
+    nothing more once that time passed: a sender that cannot keep the rate stops there instead
+    of sending its backlog for as long as that takes (the latency curve's steps).
     """
 
     t0_ns: int
     interval_ns: int
     total: int
     late_ns_max: int = 0
+    stop_ns: int | None = None
 
     @classmethod
     def after_go(cls, spec: Spec) -> Schedule:
         """`spec`'s schedule, starting 2 ms after the parent's go (after `child_ready_and_wait`)."""
-        go_ns = child_ready_and_wait(spec)
-        return cls(go_ns + 2_000_000, round(1e9 / spec["rate"]), spec["total"])
+        t0_ns = child_ready_and_wait(spec) + 2_000_000
+        return cls(t0_ns, round(1e9 / spec["rate"]), spec["total"],
+                   stop_ns=send_stop_ns(spec, t0_ns))
 
     def scheduled_ns(self, index: int) -> int:
         return self.t0_ns + index * self.interval_ns
@@ -276,6 +286,9 @@ class Schedule:
         sent = 0
         while sent < self.total:
             now = time.monotonic_ns()
+            if self.stop_ns is not None and now > self.stop_ns:
+                self.late_ns_max = max(self.late_ns_max, now - self.scheduled_ns(sent))
+                return
             due = due_count(now, self.t0_ns, self.interval_ns, self.total)
             if due > sent:
                 self.late_ns_max = max(self.late_ns_max, now - self.scheduled_ns(sent))

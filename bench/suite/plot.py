@@ -1,5 +1,6 @@
-"""PNG plots: latency percentile curves (one line per system, one panel per rate) and
-throughput bars per scenario (median, with the min-max of the repeats as the error bar)."""
+"""PNG plots: latency percentile curves (one line per system, one panel per rate), throughput
+bars per scenario (median, with the min-max of the repeats as the error bar), and the latency
+curve against offered rate (suite-curve.png)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def plots(results: dict[str, Any], systems: list[str], directory: Path) -> list[
     directory.mkdir(parents=True, exist_ok=True)
     return [path for path in (_latency(results, systems, directory),
                               _bars(results, systems, directory, "produce"),
-                              _bars(results, systems, directory, "consume")) if path]
+                              _bars(results, systems, directory, "consume"),
+                              _curve(results, systems, directory)) if path]
 
 
 def _latency(results: dict[str, Any], systems: list[str], directory: Path) -> Path | None:
@@ -89,6 +91,46 @@ def _bars(results: dict[str, Any], systems: list[str], directory: Path, scenario
     axis.legend()
     figure.tight_layout()
     path = directory / f"suite-{scenario}.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+PERCENTILE_STYLES: Final = (("p50_us", "p50", "-"), ("p99_us", "p99", "--"),
+                            ("p999_us", "p99.9", ":"))
+
+
+def _curve(results: dict[str, Any], systems: list[str], directory: Path) -> Path | None:
+    """Latency against offered rate: a colour per system, a line style per percentile; a cross
+    at the step where a system fell over (its percentiles when it has them)."""
+    import matplotlib.pyplot as plt
+
+    curves = {s: results["curve"][s] for s in systems if s in results.get("curve", {})}
+    if not curves:
+        return None
+    figure, axis = plt.subplots(figsize=(9, 5.5))
+    for system, curve in curves.items():
+        steps = sorted(curve["steps"].values(), key=lambda step: step["rate"])
+        held = [step for step in steps if step["fell_over"] is None]
+        for key, label, style in PERCENTILE_STYLES:
+            points = [(step["rate"], step[key] / 1000) for step in held if step.get(key)]
+            if points:
+                axis.plot(*zip(*points, strict=True), linestyle=style, marker="o",
+                          markersize=3, color=COLORS.get(system), label=f"{system} {label}")
+        for step in steps:
+            if step["fell_over"] is not None:
+                y = (step.get("p99_us") or 0) / 1000 or None
+                axis.plot([step["rate"]], [y or 1000], marker="x", markersize=10,
+                          color=COLORS.get(system), linestyle="none")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("offered rate, records/s (log); x: fell over (p99, or 1 s when none)")
+    axis.set_ylabel("end-to-end latency, ms (log)")
+    axis.set_title("latency against offered rate (100 B, acks=1, one partition)")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize=7, ncol=len(curves))
+    figure.tight_layout()
+    path = directory / "suite-curve.png"
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path

@@ -124,3 +124,29 @@ def table(results: dict[str, Any], systems: list[str]) -> str:
                      f"{whole['cpu_busy']:.0%}, load average {whole['loadavg_before'][0]:.1f} "
                      f"before and {whole['loadavg_after'][0]:.1f} after")
     return "\n".join(lines) + "\n\n" + "\n".join(f"- {n}" for n in notes)
+
+
+def curve_table(results: dict[str, Any], systems: list[str]) -> str:
+    """p50 / p99 / p99.9 per system (rows) and offered rate (columns); where a system fell over,
+    why; and the highest rate it held."""
+    curves = {system: results["curve"][system] for system in systems
+              if system in results.get("curve", {})}
+    rates = sorted({step["rate"] for curve in curves.values() for step in curve["steps"].values()})
+    lines = ["| p50 / p99 / p99.9 at offered rate | " + " | ".join(
+                 f"{_rate(rate)}/s" for rate in rates) + " | held up to |",
+             "|---|" + "---|" * (len(rates) + 1)]
+    for system, curve in curves.items():
+        cells = []
+        for rate in rates:
+            step = curve["steps"].get(f"{rate}/s")
+            if step is None:
+                cells.append("")
+            elif step["fell_over"] is not None:
+                cells.append(f"fell over: {step['fell_over']}")
+            else:
+                cells.append(" / ".join(_us(step.get(key)) for key in
+                                        ("p50_us", "p99_us", "p999_us")))
+        held = curve["sustained_rate"]
+        lines.append(f"| {system} | " + " | ".join(cells)
+                     + f" | {_rate(held) + '/s' if held else 'none'} |")
+    return "\n".join(lines)

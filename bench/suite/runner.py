@@ -1,10 +1,11 @@
 """`python -m bench`: zlog side by side with Redis Streams, NATS JetStream and raw ZeroMQ.
 
 Per system: start its server (loopback, free port, temp dir), run the produce cases, the consume
-cases on the data the headline produce case left, the latency rates, each `--repeat` times, then
-stop the server by its PID. Each scenario writes its JSON into --out-dir; --json writes one object
-per system with the headline figures; the table goes to stdout (and table.md), the plots to
---plots-dir.
+cases on the data the headline produce case left, the latency rates, each `--repeat` times, the
+latency curve (scenario_curve.py: short steps of rising offered rate until the system falls
+over, once), then stop the server by its PID; `--scenarios` runs a subset. Each scenario writes
+its JSON into --out-dir; --json writes one object per system with the headline figures; the
+table goes to stdout (and table.md), the plots to --plots-dir.
 """
 
 from __future__ import annotations
@@ -20,12 +21,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from bench.suite import machine, plot, report, scenario_consume, scenario_latency, scenario_produce
+from bench.suite import (
+    machine,
+    plot,
+    report,
+    scenario_consume,
+    scenario_curve,
+    scenario_latency,
+    scenario_produce,
+)
 from bench.suite.adapters import ALL_SYSTEMS, PEERS, ZLOG_SYSTEMS, server_for
 from bench.suite.histogram import curve, encode, merged, spread, summary
 
 HEADLINE_SIZE: Final = 100
 HEADLINE_RATE: Final = 5000
+SCENARIOS: Final = (scenario_produce.NAME, scenario_consume.NAME, scenario_latency.NAME,
+                    scenario_curve.NAME)
 
 
 class Progress:
@@ -94,13 +105,16 @@ def plan(args: argparse.Namespace, systems: list[str]) -> tuple[dict[str, Any], 
     steps = 0
     for system in systems:
         produce = [(c, scenario_produce.skip_reason(system, c))
-                   for c in scenario_produce.all_cases(args.value_sizes)]
+                   for c in scenario_produce.all_cases(args.value_sizes)
+                   if scenario_produce.NAME in args.scenarios]
         consume = [(size, mode, scenario_consume.skip_reason(system, mode))
-                   for size in args.value_sizes for mode in scenario_consume.MODES]
+                   for size in args.value_sizes for mode in scenario_consume.MODES
+                   if scenario_consume.NAME in args.scenarios]
         cases[system] = {"produce": produce, "consume": consume}
         steps += args.repeat * (sum(1 for _, why in produce if why is None)
                                 + sum(1 for *_, why in consume if why is None)
-                                + len(args.rates))
+                                + len(args.latency_rates))
+        steps += len(args.curve_rates)
     return cases, steps
 
 
@@ -150,7 +164,7 @@ def run_system(system: str, plan_for: dict[str, Any], args: argparse.Namespace,
             consume_out[key] = {"runs": runs, **stats_of(runs, ("records_per_s", "mb_per_s"))}
         for topic, _stored in kept.values():
             server.delete(topic, 1)
-        for rate in args.rates:
+        for rate in args.latency_rates:
             runs = []
             for repeat in range(args.repeat):
                 serial += 1
@@ -170,6 +184,14 @@ def run_system(system: str, plan_for: dict[str, Any], args: argparse.Namespace,
                                   "sender_late_us_max")),
                 "all_repeats": summary(total), "curve": curve(total),
                 "histogram": encode(total)}
+        if args.curve_rates:
+            curve_out = scenario_curve.run(
+                system, server, rates=args.curve_rates, step_s=args.curve_s,
+                warmup_s=args.warmup_s, value_bytes=HEADLINE_SIZE, scratch=Path(tmp),
+                attempt=lambda label, function: attempt(progress, label, function))
+            for _ in range(scenario_curve.skipped_steps(args.curve_rates, curve_out)):
+                progress.step(f"{system} curve: fell over below this rate")
+            results["curve"][system] = curve_out
     results["machine_per_system"][system] = machine.between(before, machine.snapshot())
 
 
@@ -208,10 +230,24 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--latency-s", type=float, default=3.0, help="seconds per latency run")
     parser.add_argument("--warmup-s", type=float, default=0.5, help="latency warm-up, not counted")
     parser.add_argument("--rates", default="1000,5000,50000", help="latency rates, records/s")
+    parser.add_argument("--curve-rates", default=",".join(map(str, scenario_curve.RATES)),
+                        help="the latency curve's offered rates, records/s, rising")
+    parser.add_argument("--curve-s", type=float, default=2.0,
+                        help="seconds per curve step (after --warmup-s)")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
+                        help=f"comma-separated subset of {','.join(SCENARIOS)}")
     parser.add_argument("--value-sizes", default="100,1024", help="value bytes")
     parser.add_argument("--consume-max-records", type=int, default=2_000_000)
     args = parser.parse_args(argv)
     args.rates = [int(r) for r in args.rates.split(",")]
+    args.curve_rates = sorted(int(r) for r in args.curve_rates.split(","))
+    args.scenarios = [s.strip() for s in args.scenarios.split(",")]
+    unknown_scenarios = set(args.scenarios) - set(SCENARIOS)
+    if unknown_scenarios:
+        parser.error(f"unknown scenarios: {', '.join(sorted(unknown_scenarios))}")
+    args.latency_rates = args.rates if scenario_latency.NAME in args.scenarios else []
+    if scenario_curve.NAME not in args.scenarios:
+        args.curve_rates = []
     args.value_sizes = [int(s) for s in args.value_sizes.split(",")]
     if HEADLINE_SIZE not in args.value_sizes:
         parser.error(f"--value-sizes must include {HEADLINE_SIZE} (the headline case)")
@@ -253,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "machine": machine.notes(), "versions": {}, "machine_per_system": {},
-        "produce": {}, "consume": {}, "latency": {}}
+        "produce": {}, "consume": {}, "latency": {}, "curve": {}}
     before = machine.snapshot()
     started = time.monotonic()
     progress = Progress(steps)
@@ -270,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     results["wall_s"] = time.monotonic() - started
     results["headline"] = headline(results, systems)
     out = args.out_dir
-    for scenario in (scenario_produce.NAME, scenario_consume.NAME, scenario_latency.NAME):
+    for scenario in SCENARIOS:
         write_json(out / f"{scenario}.json", {"scenario": scenario, "settings":
                                                results["settings"],
                                                "machine": results["machine_whole_run"],
@@ -280,9 +316,10 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.json, results["headline"] | {"machine": results["machine"],
                                                      "machine_run": results["machine_whole_run"],
                                                      "versions": results["versions"],
-                                                     "cases": {k: results[k] for k in (
-                                                         "produce", "consume", "latency")}})
+                                                     "cases": {k: results[k] for k in SCENARIOS}})
     table = report.table(results, systems)
+    if results["curve"]:
+        table += "\n\n" + report.curve_table(results, systems)
     (out / "table.md").write_text(table + "\n")
     print(table)
     for path in plot.plots(results, systems, args.plots_dir):

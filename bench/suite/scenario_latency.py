@@ -17,18 +17,22 @@ NAME: Final = "latency"
 
 
 def run(system: str, server: Any, topic: str, *, rate: int, value_bytes: int,
-        duration_s: float, warmup_s: float, scratch: Any) -> dict[str, Any]:
+        duration_s: float, warmup_s: float, scratch: Any, send_limit_s: float | None = None,
+        grace_s: float = 30.0) -> dict[str, Any]:
+    """One run; with `send_limit_s` the sender stops sending then (what is unsent is lost), and
+    the receiver waits `grace_s` past the schedule's end for what is still on its way."""
     total = round(rate * (duration_s + warmup_s))
     spec = {"endpoint": server.endpoint, "topic": topic, "rate": rate, "total": total,
             "warmup_records": round(rate * warmup_s), "value_bytes": value_bytes,
-            "acks": 1, "deadline_s": duration_s + warmup_s + 30}
+            "acks": 1, "deadline_s": duration_s + warmup_s + grace_s,
+            "send_limit_s": send_limit_s}
     children = Children(scratch)
     try:
         children.start(system, "latency_receive", spec)
         children.start(system, "latency_send", spec)
         children.wait_ready(START_TIMEOUT_S)
         children.go()
-        receiver, sender = children.results(timeout_s=duration_s + warmup_s + 90)
+        receiver, sender = children.results(timeout_s=duration_s + warmup_s + grace_s + 60)
     finally:
         children.kill()
     return {**receiver, "expected": total, "lost": total - receiver["records"],

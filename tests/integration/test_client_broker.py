@@ -13,6 +13,7 @@ import struct
 import time
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 from zlog.client import (
@@ -377,6 +378,33 @@ def test_send_many_fast_path(broker: BrokerProcess, admin: Admin) -> None:
             for tp, view in consumer.poll_batches(1000):
                 got[tp.partition].extend(view.values())
     assert got == expected
+
+
+def test_send_many_calls_in_a_row_each_learn_where_their_rows_landed(broker: BrokerProcess,
+                                                                    admin: Admin) -> None:
+    """Calls that queue behind a busy sender travel as one RecordBatch; each call's
+    BatchMetadata still names the offsets of its own rows, and every row is stored once, in
+    call order."""
+    topic = new_topic(admin)
+    calls, rows = 200, 300
+    stamps = np.arange(calls * rows, dtype=">u4").view(np.uint8).reshape(calls, rows, 4)
+    with Producer(broker.endpoint) as producer:
+        futures = [producer.send_many(topic, stamps[call], partition=0) for call in range(calls)]
+        results = [future.result(timeout=30) for future in futures]
+    stored: list[bytes] = []
+    batches = 0
+    with Consumer(broker.endpoint, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        deadline = time.monotonic() + 30
+        while len(stored) < calls * rows and time.monotonic() < deadline:
+            for _tp, view in consumer.poll_batches(500):
+                stored.extend(value or b"" for value in view.values())
+                batches += 1
+    assert stored == [bytes(row) for row in stamps.reshape(-1, 4)]
+    for call, metadata in enumerate(results):
+        assert [(m.base_offset, m.record_count) for m in metadata] == [(call * rows, rows)]
+    # The calls came faster than one round trip each: queued ones joined (200 batches before).
+    assert batches < calls
 
 
 def test_idempotent_retry_is_appended_once(broker: BrokerProcess, admin: Admin) -> None:

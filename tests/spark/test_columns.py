@@ -46,3 +46,28 @@ def test_schema_checks_name_the_column() -> None:
         sink_columns(schema)
     assert caught.value.code == ErrorCode.INVALID_REQUEST
     assert caught.value.message == ("column 'key' is int; the zlog sink takes binary or string")
+
+
+def test_row_cells_are_taken_without_a_python_call_per_row(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark's `Row.__getitem__` is Python (it also looks cells up by name), and every row of a
+    foreachPartition sink passes through `columns`: the cells are taken as the tuple items a
+    Row is, in one C loop per column."""
+    looked_up: list[object] = []
+    by_row = Row.__getitem__
+
+    def counted(row: Row, item: object) -> object:
+        looked_up.append(item)
+        return by_row(row, item)
+
+    monkeypatch.setattr(Row, "__getitem__", counted)
+    rows = [Row(value=bytearray(b"v%d" % i), key=None) for i in range(100)]
+    columns = RowLayout.of(["value", "key"]).columns(rows)
+    assert columns.values == [b"v%d" % i for i in range(100)]
+    assert columns.keys == [None] * 100
+    assert looked_up == []
+
+
+def test_cells_of_rows_that_are_not_tuples_are_taken_too() -> None:
+    columns = RowLayout.of(["key", "value"]).columns([["k", b"a"], ["j", b"b"]])
+    assert (columns.values, columns.keys) == ([b"a", b"b"], [b"k", b"j"])

@@ -4,7 +4,10 @@ Kafka's design (RecordAccumulator): `send` appends a record to the open batch of
 a batch is ready when it reaches `batch_size_bytes`, when it has waited `linger_ms`, or on
 flush. The sender thread takes ready batches, oldest first per partition, so records of one
 partition leave in the order they were sent. `send_many` appends whole pre-cut batches after
-closing the open one, so its values never pass through Python one record at a time.
+closing the open one, so its values never pass through Python one record at a time; a 2-D
+array chunk that finds the partition's last queued batch to be an unsent, unkeyed chunk of the
+same row width joins it (up to the bulk batch size), so calls that queue while the sender is
+busy travel as one RecordBatch and a 1,000-row call costs per row what a 10,000-row one does.
 
 Memory is bounded: every queued record reserves its estimated size out of
 `buffer_memory_bytes` until its batch completes; the producer blocks senders when full.
@@ -71,6 +74,16 @@ class BulkCompletion:
 
 
 @dataclass(slots=True, eq=False)
+class JoinedChunk:
+    """A later `send_many` chunk that travels in an earlier chunk's batch, after its records."""
+
+    values: UInt8Rows
+    timestamp_ms: int
+    completion: BulkCompletion
+    completion_index: int
+
+
+@dataclass(slots=True, eq=False)
 class PendingBatch:
     """Records bound for one partition that will travel as one RecordBatch."""
 
@@ -97,6 +110,7 @@ class PendingBatch:
     # a lost connection): a later definite refusal no longer proves the batch was not written.
     maybe_appended: ZlogError | None = None
     failed: bool = False  # finished with an error
+    joined: list[JoinedChunk] | None = None  # chunks of later send_many calls, in order
 
     def first_timestamp_ms(self) -> int:
         stamps = self.timestamps_ms
@@ -105,6 +119,8 @@ class PendingBatch:
     def encode(self, compression: Compression, producer_id: int, producer_epoch: int,
                base_sequence: int) -> bytes:
         """The RecordBatch v2 bytes; array codec when the records allow it and are many."""
+        if self.joined:
+            return self._encode_joined(compression, producer_id, producer_epoch, base_sequence)
         if self.record_count >= ARRAY_CODEC_RECORDS_MIN and (
             isinstance(self.values, np.ndarray)
             or (self.headers is None and all(v is not None for v in self.values))
@@ -156,6 +172,29 @@ class PendingBatch:
             base_sequence=base_sequence,
         )
 
+    def can_join(self, values: list[bytes | None] | UInt8Rows,
+                 keys: list[bytes | None] | None) -> bool:
+        """Whether a chunk of `values` may travel in this batch: both unkeyed 2-D uint8 arrays of
+        one row width, this one a queued `send_many` chunk (never a batch the sender took)."""
+        own = self.values
+        return (self.completion is not None and self.encoded is None and keys is None
+                and self.keys is None and isinstance(own, np.ndarray)
+                and isinstance(values, np.ndarray) and own.ndim == values.ndim == 2
+                and own.dtype == values.dtype == np.uint8 and own.shape[1] == values.shape[1])
+
+    def _encode_joined(self, compression: Compression, producer_id: int, producer_epoch: int,
+                       base_sequence: int) -> bytes:
+        assert self.joined and isinstance(self.values, np.ndarray)
+        assert isinstance(self.timestamps_ms, int)
+        parts = [self.values, *(chunk.values for chunk in self.joined)]
+        stamps = [self.timestamps_ms, *(chunk.timestamp_ms for chunk in self.joined)]
+        timestamp_ms: int | npt.NDArray[np.int64] = stamps[0]
+        if len(set(stamps)) > 1:
+            timestamp_ms = np.repeat(np.array(stamps, np.int64), [len(p) for p in parts])
+        return build_batch_from_values(
+            np.concatenate(parts), timestamp_ms=timestamp_ms, compression=compression,
+            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence)
+
     def _is_plain(self, stamps_ms: list[int]) -> bool:
         """Whether `build_plain_batch` may write this batch: small, no headers, usual timestamps."""
         return (
@@ -179,10 +218,18 @@ class PendingBatch:
                     future.set_result(RecordMetadata(topic, partition, offset, stamp_ms))
         if self.completion is not None:
             stamp_ms = self.first_timestamp_ms() if log_append_time_ms < 0 else log_append_time_ms
+            own_count = len(self.values) if self.joined else self.record_count
             self.completion.batch_done(
                 self.completion_index,
-                BatchMetadata(topic, partition, base_offset, self.record_count, stamp_ms),
+                BatchMetadata(topic, partition, base_offset, own_count, stamp_ms),
             )
+            start = base_offset + own_count
+            for chunk in self.joined or ():
+                stamp_ms = chunk.timestamp_ms if log_append_time_ms < 0 else log_append_time_ms
+                chunk.completion.batch_done(chunk.completion_index, BatchMetadata(
+                    topic, partition, -1 if base_offset < 0 else start, len(chunk.values),
+                    stamp_ms))
+                start += len(chunk.values)
 
     def fail(self, error: ZlogError) -> None:
         self.failed = True
@@ -192,6 +239,8 @@ class PendingBatch:
                     future.set_exception(error)
         if self.completion is not None:
             self.completion.batch_failed(error)
+        for chunk in self.joined or ():
+            chunk.completion.batch_failed(error)
 
 
 def record_size_bytes(value: bytes | None, key: bytes | None, headers: RecordHeaders) -> int:
@@ -293,11 +342,28 @@ class RecordAccumulator:
         completion_index: int,
         size_bytes: int,
         now_ms: int,
+        join_bytes_max: int = 0,
     ) -> None:
-        """Queue one pre-cut batch of `send_many` (see `cut_points`), closed and ready."""
+        """Queue one pre-cut batch of `send_many` (see `cut_points`), closed and ready.
+
+        An array chunk joins the partition's last queued batch when `PendingBatch.can_join`
+        and both fit in `join_bytes_max` (0: never): it is still queued, so its bytes are not
+        encoded yet, and the records stay in call order behind it.
+        """
         queue = self._queues.setdefault(tp, deque())
         if queue and queue[-1].is_open:
             queue[-1].is_open = False  # what was sent before goes first
+        last = queue[-1] if queue else None
+        if (last is not None and isinstance(values, np.ndarray)
+                and last.size_bytes + size_bytes - BATCH_OVERHEAD_BYTES <= join_bytes_max
+                and last.can_join(values, keys)):
+            if last.joined is None:
+                last.joined = []
+            last.joined.append(JoinedChunk(values, timestamp_ms, completion, completion_index))
+            last.record_count += len(values)
+            last.size_bytes += size_bytes
+            self.used_bytes += size_bytes
+            return
         batch = PendingBatch(
             tp, now_ms, values, keys, timestamp_ms, None, None, completion, completion_index,
             size_bytes, len(values), is_open=False,

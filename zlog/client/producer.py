@@ -303,8 +303,11 @@ class Producer:
         Values are cut into batches of about `bulk_batch_size` (1 MB by default, librdkafka's
         batch.size: big batches are what make bulk sending cheap) by numpy and encoded by the
         array codec: no Python call per record. Keyed values are spread by Kafka's partitioner
-        (hashed by numpy too); keyless ones go to one sticky partition. The future resolves to
-        one BatchMetadata per batch once all are acknowledged, or to the first error.
+        (hashed by numpy too); keyless ones go to one sticky partition. Keyless 2-D arrays of
+        calls that queue while the I/O thread is busy travel together, up to `bulk_batch_size`,
+        so small calls cost per row what large ones do. The future resolves to one
+        BatchMetadata per batch the call was cut into (its own rows' offsets) once all are
+        acknowledged, or to the first error.
         """
         count = len(values)
         future: Future[list[BatchMetadata]] = Future()
@@ -366,6 +369,7 @@ class Producer:
                 keys=None if group_keys is None else list(group_keys[start:stop]),
                 timestamp_ms=stamp_ms, completion=completion, completion_index=index,
                 size_bytes=size_bytes, now_ms=self._clock.monotonic_ms(),
+                join_bytes_max=self.bulk_batch_size_bytes,
             )
             self._sender.wake()
         if keys is None and partition is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
@@ -165,7 +166,12 @@ class RowLayout:
 
     def columns(self, rows: Sequence[Sequence[Any]]) -> RowColumns:
         def column(index: int) -> list[Any]:
-            return list(map(itemgetter(index), rows))
+            # Spark's Rows are tuples whose own __getitem__ is Python (it also takes names):
+            # their items taken as a tuple's are one C loop, not a Python call per row.
+            try:
+                return list(map(tuple.__getitem__, rows, repeat(index)))  # type: ignore[arg-type]
+            except TypeError:  # rows that are not tuples
+                return list(map(itemgetter(index), rows))
 
         headers: list[Headers] | None = None
         if self.headers is not None:

@@ -9,6 +9,7 @@ import pytest
 
 from bench.suite.common import Schedule, due_count, stamped
 from bench.suite.machine import cpu_share
+from bench.suite.scenario_curve import fell_over
 
 
 def test_due_count_follows_the_clock_not_the_sender() -> None:
@@ -56,3 +57,22 @@ def test_spread_and_percentiles() -> None:
     assert summary["samples"] == 1000
     assert summary["p50_us"] == pytest.approx(500, rel=0.01)
     assert summary["max_us"] == pytest.approx(1000, rel=0.01)
+
+
+def test_a_curve_step_falls_over_on_backlog_loss_or_a_slow_p99() -> None:
+    held = {"expected": 10_000, "lost": 0, "sender_late_us_max": 900_000.0, "p99_us": 999_999.0}
+    assert fell_over(held) is None
+    assert "behind" in str(fell_over(held | {"sender_late_us_max": 1_000_001.0}))
+    assert "arrived" in str(fell_over(held | {"lost": 11}))
+    assert fell_over(held | {"lost": 10}) is None  # 99.9% delivered is enough
+    assert "p99" in str(fell_over(held | {"p99_us": 1_000_001.0}))
+    assert "failed" in str(fell_over({"error": "RuntimeError: no server"}))
+
+
+def test_a_schedule_with_a_stop_hands_out_nothing_after_it() -> None:
+    """A sender that cannot keep its rate stops at `stop_ns` and notes how far behind it was."""
+    start_ns = time.monotonic_ns()
+    schedule = Schedule(t0_ns=start_ns - 50_000_000, interval_ns=1_000_000, total=1_000,
+                        stop_ns=start_ns - 1)
+    assert [list(due) for due in schedule.due()] == []
+    assert schedule.late_ns_max >= 50_000_000

@@ -235,3 +235,62 @@ def test_unusual_batches_take_the_general_builder() -> None:
     assert not big._is_plain([1]), "a large batch"
     assert big.encode(Compression.NONE, -1, -1, -1) == build_batch(
         [NewRecord(bytes(PLAIN_BATCH_BYTES_MAX), timestamp_ms=1)])
+
+
+def _chunk(acc: RecordAccumulator, rows: np.ndarray, stamp_ms: int, *,
+           keys: list[bytes | None] | None = None) -> BulkCompletion:
+    """One `send_many` call of `rows`, cut as the producer cuts it, joining up to 1 MB."""
+    completion = BulkCompletion(1)
+    ((_, _, size_bytes),) = cut_points(rows, keys, 1 << 20)
+    acc.append_chunk(TP, values=rows, keys=keys, timestamp_ms=stamp_ms, completion=completion,
+                     completion_index=0, size_bytes=size_bytes, now_ms=0,
+                     join_bytes_max=1 << 20)
+    return completion
+
+
+def test_queued_array_chunks_of_a_partition_travel_as_one_batch() -> None:
+    """send_many calls that queue while the sender is busy leave as one RecordBatch: a 1,000-row
+    call then costs the broker and the sender what a 10,000-row call does per row. Each call
+    still learns where its own records landed."""
+    acc = accumulator(batch_size_bytes=1 << 20)
+    first = _chunk(acc, np.full((30, 10), 1, np.uint8), 100)
+    second = _chunk(acc, np.full((40, 10), 2, np.uint8), 101)
+    batch = acc.pop_first(TP)
+    assert not acc.ready_partitions(0, flushing=True)
+    assert batch.record_count == 70
+    records = read_records(batch.encode(Compression.NONE, 7, 2, 40))
+    assert [(r.offset, r.value, r.timestamp_ms) for r in records] == [
+        *((i, bytes([1] * 10), 100) for i in range(30)),
+        *((30 + i, bytes([2] * 10), 101) for i in range(40))]
+    batch.complete(base_offset=500, log_append_time_ms=-1)
+    assert [(m.base_offset, m.record_count, m.timestamp_ms) for m in first.future.result()] == [
+        (500, 30, 100)]
+    assert [(m.base_offset, m.record_count, m.timestamp_ms) for m in second.future.result()] == [
+        (530, 40, 101)]
+    acc.release(batch)
+    assert acc.used_bytes == 0
+
+
+def test_a_joined_batch_that_fails_fails_every_call_in_it() -> None:
+    acc = accumulator(batch_size_bytes=1 << 20)
+    calls = [_chunk(acc, np.zeros((30, 10), np.uint8), 5) for _ in range(3)]
+    batch = acc.pop_first(TP)
+    error = ZlogError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "moved")
+    batch.fail(error)
+    assert [call.future.exception() for call in calls] == [error] * 3
+
+
+def test_a_chunk_joins_no_batch_taken_full_keyed_or_of_another_width() -> None:
+    acc = accumulator(batch_size_bytes=1 << 20)
+    _chunk(acc, np.zeros((30, 10), np.uint8), 5)
+    acc.pop_first(TP)  # taken by the sender: its bytes may be on the wire already
+    _chunk(acc, np.zeros((30, 10), np.uint8), 5)
+    _chunk(acc, np.zeros((30, 11), np.uint8), 5)  # another width
+    _chunk(acc, np.zeros((30, 11), np.uint8), 5, keys=[b"k"] * 30)  # keyed
+    _chunk(acc, np.zeros((30, 11), np.uint8), 5)
+    _chunk(acc, np.zeros((9000, 100), np.uint8), 5)  # together over 1 MB
+    _chunk(acc, np.zeros((2000, 100), np.uint8), 5)
+    counts = []
+    while acc.ready_partitions(0, flushing=True):
+        counts.append(acc.pop_first(TP).record_count)
+    assert counts == [30, 30, 30, 30, 9000, 2000]
