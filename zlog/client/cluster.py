@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import zmq
 
@@ -45,6 +45,9 @@ from zlog.transport.messages.admin import (
     MetadataResponseV0,
 )
 from zlog.transport.rpc import RpcClient
+
+if TYPE_CHECKING:
+    from zlog.client.local_produce import LocalChannels
 
 log = logging.getLogger("zlog.client")
 
@@ -261,13 +264,15 @@ class Connections:
     """RpcClients by endpoint, plus the metadata they are chosen by. One owning thread."""
 
     def __init__(self, bootstrap: str | Sequence[str], *, max_in_flight: int = 64,
-                 retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT) -> None:
+                 retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
+                 local: LocalChannels | None = None) -> None:
         self.bootstrap = resolvable_endpoints(parse_bootstrap(bootstrap))
         self.metadata = MetadataCache()
         self.retry_backoff_ms = retry_backoff_ms
         self._max_in_flight = max_in_flight
         self._clients: dict[str, RpcClient] = {}
         self._control_index = 0
+        self._local = local  # a local producer's: workers on this host through shared memory
         # Bumped whenever a client is opened, closed or broken, so that a caller polling the
         # clients' sockets rebuilds its poller only when the set of sockets changed.
         self.generation = 0
@@ -280,16 +285,26 @@ class Connections:
             rpc.close()
             rpc = None
         if rpc is None:
-            try:
-                rpc = RpcClient(endpoint, max_in_flight=self._max_in_flight,
-                                on_broken=self._on_broken)
-            except zmq.ZMQError as error:
-                raise ZlogError(
-                    ErrorCode.NETWORK_EXCEPTION, f"cannot connect to {endpoint!r}: {error}"
-                ) from None
+            rpc = self._open(endpoint)
             self._clients[endpoint] = rpc
             self.generation += 1
         return rpc
+
+    def _open(self, endpoint: str) -> RpcClient:
+        """Through shared memory to a worker on this host that takes it (a local producer's
+        connections, local_produce.py), else a DEALER."""
+        if self._local is not None:
+            local = self._local.open(endpoint, max_in_flight=self._max_in_flight,
+                                     on_broken=self._on_broken)
+            if local is not None:
+                return local
+        try:
+            return RpcClient(endpoint, max_in_flight=self._max_in_flight,
+                             on_broken=self._on_broken)
+        except zmq.ZMQError as error:
+            raise ZlogError(
+                ErrorCode.NETWORK_EXCEPTION, f"cannot connect to {endpoint!r}: {error}"
+            ) from None
 
     def _on_broken(self) -> None:
         self.generation += 1

@@ -1,0 +1,87 @@
+"""The doorbell between a local producer and the worker it produces to: a Unix socket.
+
+A worker takes local producers on a SOCK_SEQPACKET socket in the abstract namespace named for
+its data endpoint (`doorbell_name`), so a producer on the same host (and in the same network
+namespace) finds it from the endpoint Metadata gave, with no file to create or clean up; a
+worker that is not running, or that takes no local producers, refuses the connection, and the
+producer uses the network.
+
+The connection carries three things, each a small message:
+* the hello: the producer names its queue pair file (shm_queue.py) and the worker answers OK or
+  why not (it has mapped the file and unlinked it by then, so nothing is left under /dev/shm
+  whoever dies);
+* doorbells: one byte, sent only to a side that sleeps (shm_queue.py), to wake its poll;
+* the end: when either process dies the kernel closes its end, and the other sees end of file
+  at once. That is how a worker learns a producer is gone, and a producer its worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from typing import Final
+
+HELLO: Final = b"hello "
+OK: Final = b"ok"
+REFUSED: Final = b"no "
+BELL: Final = b"!"
+MESSAGE_BYTES_MAX: Final = 4096
+LISTEN_BACKLOG: Final = 64
+
+
+def doorbell_name(endpoint: str) -> bytes:
+    """The abstract socket name of the worker serving `endpoint` (a leading NUL byte)."""
+    return b"\0zlog-local-produce " + endpoint.encode()
+
+
+def listen(endpoint: str) -> socket.socket:
+    """The worker's listening socket, non-blocking (OSError if another process holds it)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        listener.bind(doorbell_name(endpoint))
+        listener.listen(LISTEN_BACKLOG)
+    except OSError:
+        listener.close()
+        raise
+    listener.setblocking(False)
+    return listener
+
+
+def connect(endpoint: str) -> socket.socket | None:
+    """A producer's connection to the worker serving `endpoint`; None when none listens."""
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        connection.connect(doorbell_name(endpoint))
+    except OSError:
+        connection.close()
+        return None
+    return connection
+
+
+def ring(connection: socket.socket) -> bool:
+    """Wake the other side; False when it is gone. A full socket already holds a bell."""
+    try:
+        connection.send(BELL, socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def drain(connection: socket.socket) -> bool:
+    """Take every bell waiting; False once the other side closed (it died, or let go)."""
+    while True:
+        try:
+            message = connection.recv(MESSAGE_BYTES_MAX, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        if not message:
+            return False
+
+
+def close(connection: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        connection.close()
