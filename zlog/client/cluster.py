@@ -223,6 +223,12 @@ class MetadataCache:
             return ""
         return info.partitions[partition].ring_path
 
+    def is_data_endpoint(self, endpoint: str) -> bool:
+        """Whether a partition's leader is served at `endpoint` (a worker's, not a broker's
+        control endpoint)."""
+        return any(p.endpoint == endpoint for info in self._topics.values()
+                   for p in info.partitions)
+
     def invalidate(self, topic: str) -> None:
         self.version += 1
         self._topics.pop(topic, None)
@@ -284,6 +290,11 @@ class Connections:
         if rpc is not None and rpc.broken is not None and not rpc.has_results:
             rpc.close()
             rpc = None
+        elif (rpc is not None and self._local is not None and not rpc.in_flight
+              and self._local.may_return(endpoint, rpc)
+              and self.metadata.is_data_endpoint(endpoint)):
+            self._drop(endpoint)  # its worker was not taking local producers a moment ago
+            rpc = None
         if rpc is None:
             rpc = self._open(endpoint)
             self._clients[endpoint] = rpc
@@ -293,7 +304,7 @@ class Connections:
     def _open(self, endpoint: str) -> RpcClient:
         """Through shared memory to a worker on this host that takes it (a local producer's
         connections, local_produce.py), else a DEALER."""
-        if self._local is not None:
+        if self._local is not None and self.metadata.is_data_endpoint(endpoint):
             local = self._local.open(endpoint, max_in_flight=self._max_in_flight,
                                      on_broken=self._on_broken)
             if local is not None:

@@ -55,8 +55,9 @@ log = logging.getLogger("zlog.client.producer")
 
 HELLO_TIMEOUT_S: Final = 1.0
 """How long a worker may take to accept a queue pair before the producer uses the network."""
-RETRY_LOCAL_S: Final = 5.0
-"""After a worker refused a local producer, how long its endpoint is served over the network."""
+RETRY_LOCAL_S: Final = 1.0
+"""After a worker refused a local producer (or was not running), how long its endpoint is
+served over the network before the producer asks it again."""
 
 _names = itertools.count()
 _READABLE: Final = select.POLLIN | select.POLLHUP | select.POLLERR
@@ -196,12 +197,24 @@ class LocalChannels:
         self._network_only: set[str] = set()
         self._spin_check = MachineSpinCheck()
 
+    def may_return(self, endpoint: str, network: RpcClient) -> bool:
+        """Whether a network connection to `endpoint`, made when its worker took no local
+        producer, should give way to a new try (the worker restarted, the leader moved back)."""
+        if isinstance(network, LocalRpc) or endpoint in self._network_only:
+            return False
+        now_s = time.monotonic()
+        if now_s < self._network_until_s.get(endpoint, 0.0):
+            return False
+        self._network_until_s[endpoint] = now_s + RETRY_LOCAL_S  # asked this often at most
+        if not is_local_endpoint(endpoint):
+            self._network_only.add(endpoint)
+            return False
+        return True
+
     def open(self, endpoint: str, *, max_in_flight: int,
              on_broken: Callable[[], None] | None) -> LocalRpc | None:
         """A LocalRpc to the worker at `endpoint`, or None to use the network."""
         if endpoint in self._network_only or not is_local_endpoint(endpoint):
-            return None
-        if time.monotonic() < self._network_until_s.get(endpoint, 0.0):
             return None
         connection = local_channel.connect(endpoint)
         if connection is None:
