@@ -83,7 +83,7 @@ class LocalProducers:
     _spin_check: MachineSpinCheck = field(default_factory=MachineSpinCheck)
     _parked_since_s: float | None = None
     _next_liveness_check_s: float = 0.0
-    dropped: int = 0  # producers let go because they misbehaved (a full replies queue, a bad message)
+    dropped: int = 0  # producers let go for misbehaving (a full replies queue, a bad message)
 
     @classmethod
     def serving(cls, endpoint: str) -> LocalProducers:
