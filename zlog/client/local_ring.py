@@ -47,6 +47,7 @@ from urllib.parse import urlsplit
 import psutil
 
 from zlog.client.fetch_buffer import trim_view
+from zlog.client.ring_doorbells import RingNews
 from zlog.errors import ZlogError
 from zlog.record.arrays import BatchView, parse_batch
 from zlog.record.header import validate_batch
@@ -116,7 +117,11 @@ class Backoff:
             now = time.perf_counter()
         if news():
             return
-        time.sleep(max(0.0, min(self._pause_s, remaining_s)))
+        pause_s = max(0.0, min(self._pause_s, remaining_s))
+        if isinstance(news, RingNews):  # parked on the writers' doorbells: woken by an append
+            news.park(pause_s)
+        else:
+            time.sleep(pause_s)
         self._pause_s = min(self._pause_s * 2, PAUSE_LAST_S)
 
 

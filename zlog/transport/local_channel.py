@@ -1,4 +1,4 @@
-"""The doorbell between a local producer and the worker it produces to: a Unix socket.
+"""The doorbells between a worker and the clients on its host: a Unix socket.
 
 A worker takes local producers on a SOCK_SEQPACKET socket in the abstract namespace named for
 its data endpoint (`doorbell_name`), so a producer on the same host (and in the same network
@@ -6,13 +6,19 @@ namespace) finds it from the endpoint Metadata gave, with no file to create or c
 worker that is not running, or that takes no local producers, refuses the connection, and the
 producer uses the network.
 
-The connection carries three things, each a small message:
+A local producer's connection carries three things, each a small message:
 * the hello: the producer names its queue pair file (shm_queue.py) and the worker answers OK or
   why not (it has mapped the file and unlinked it by then, so nothing is left under /dev/shm
   whoever dies);
 * doorbells: one byte, sent only to a side that sleeps (shm_queue.py), to wake its poll;
 * the end: when either process dies the kernel closes its end, and the other sees end of file
   at once. That is how a worker learns a producer is gone, and a producer its worker.
+
+A local consumer (zlog/client/local_reads.py) connects the same way with READER_HELLO, then
+tells each offset it parks at (`wait_message`: a partition and the offset it has read to); the
+worker rings it once that partition's high watermark passes the offset (at once if it has
+already), then forgets the wait. So a consumer parked on a ring is woken by the append itself,
+not by a timer.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import socket
 from typing import Final
 
 HELLO: Final = b"hello "
+READER_HELLO: Final = b"reader"
+WAIT: Final = b"wait "
 OK: Final = b"ok"
 REFUSED: Final = b"no "
 BELL: Final = b"!"
@@ -31,7 +39,7 @@ LISTEN_BACKLOG: Final = 64
 
 def doorbell_name(endpoint: str) -> bytes:
     """The abstract socket name of the worker serving `endpoint` (a leading NUL byte)."""
-    return b"\0zlog-local-produce " + endpoint.encode()
+    return b"\0zlog-local " + endpoint.encode()
 
 
 def listen(endpoint: str) -> socket.socket:
@@ -71,15 +79,40 @@ def ring(connection: socket.socket) -> bool:
 
 def drain(connection: socket.socket) -> bool:
     """Take every bell waiting; False once the other side closed (it died, or let go)."""
+    return receive(connection) is not None
+
+
+def wait_message(topic: str, partition: int, offset: int) -> bytes:
+    """A consumer parks at `offset` of a partition: ring me once records past it are visible."""
+    return WAIT + b"%d %d " % (partition, offset) + topic.encode()
+
+
+def parse_wait(message: bytes) -> tuple[str, int, int] | None:
+    """(topic, partition, offset) of a wait message; None for anything else."""
+    if not message.startswith(WAIT):
+        return None
+    fields = message[len(WAIT):].split(b" ", 2)
+    if len(fields) != 3 or not fields[2]:
+        return None
+    try:
+        return fields[2].decode(), int(fields[0]), int(fields[1])
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def receive(connection: socket.socket) -> list[bytes] | None:
+    """Every message waiting (bells included); None once the other side closed."""
+    messages: list[bytes] = []
     while True:
         try:
             message = connection.recv(MESSAGE_BYTES_MAX, socket.MSG_DONTWAIT)
         except BlockingIOError:
-            return True
+            return messages
         except OSError:
-            return False
+            return None
         if not message:
-            return False
+            return None
+        messages.append(message)
 
 
 def close(connection: socket.socket) -> None:

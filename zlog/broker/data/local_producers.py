@@ -1,5 +1,8 @@
 """The local producers of a worker: requests from shared-memory queues, served like a socket's.
 
+The same doorbell socket takes the worker's local readers (local_readers.py): a connection
+whose hello says it reads is handed over to them.
+
 A producer on this host (`Producer(local=True)`, zlog/client/local_produce.py) connects to the
 worker's doorbell socket (zlog/transport/local_channel.py) and names a queue pair it made in
 /dev/shm (zlog/transport/shm_queue.py). From then on the worker's loop takes its requests from
@@ -43,12 +46,15 @@ from typing import Final
 import zmq
 
 from zlog import limits
+from zlog.broker.data.local_readers import LocalReaders
+from zlog.broker.data.partition import Partition
 from zlog.errors import ZlogError
 from zlog.transport import local_channel
 from zlog.transport.codec import Frame
 from zlog.transport.server import Reply
 from zlog.transport.shm_queue import QUEUE_NAME_PREFIX, QueuePair, queue_directory
 from zlog.transport.spin_window import PARK_BACKSTOP_MS, MachineSpinCheck, SpinWindow
+from zlog.types import TopicPartition
 
 log = logging.getLogger("zlog.broker.data.local_producers")
 
@@ -74,7 +80,9 @@ class LocalProducers:
     """The doorbell socket and the producers connected to it; see the module docstring."""
 
     listener: socket.socket | None
+    partitions: Mapping[TopicPartition, Partition]  # the worker's own table, for its readers
     directory: Path = field(default_factory=queue_directory)
+    readers: LocalReaders = field(default_factory=LocalReaders)  # consumers parked on rings
     _producers: dict[int, _Producer] = field(default_factory=dict)  # by connection fd
     _by_identity: dict[bytes, _Producer] = field(default_factory=dict)
     _polled: set[int] = field(default_factory=set)
@@ -86,20 +94,21 @@ class LocalProducers:
     dropped: int = 0  # producers let go for misbehaving (a full replies queue, a bad message)
 
     @classmethod
-    def serving(cls, endpoint: str) -> LocalProducers:
-        """Take local producers for the worker at `endpoint` (none when its doorbell name is
-        taken: another process serves that endpoint on this host)."""
+    def serving(cls, endpoint: str, partitions: Mapping[TopicPartition, Partition],
+                ) -> LocalProducers:
+        """Take local producers (and readers) for the worker at `endpoint` (none when its
+        doorbell name is taken: another process serves that endpoint on this host)."""
         try:
-            return cls(local_channel.listen(endpoint))
+            return cls(local_channel.listen(endpoint), partitions)
         except OSError as error:
             log.warning("no local producers for %s: %s", endpoint, error)
-            return cls(None)
+            return cls(None, partitions)
 
     # -- the poll loop --------------------------------------------------------------------
 
     def watch(self, poller: zmq.Poller) -> None:
         """The poller watches the listener and exactly the connected producers."""
-        wanted = set(self._producers)
+        wanted = set(self._producers) | self.readers.fds()
         if self.listener is not None:
             wanted.add(self.listener.fileno())
         for fd in self._polled - wanted:
@@ -134,6 +143,8 @@ class LocalProducers:
         if self.listener is not None and self.listener.fileno() in events:
             self._accept()
         replies: list[Reply] = []
+        for fd in [fd for fd in self.readers.fds() if fd in events]:
+            self.readers.on_readable(fd)
         for fd in [fd for fd in self._producers if fd in events]:
             producer = self._producers[fd]
             if producer.queues is None:
@@ -158,6 +169,7 @@ class LocalProducers:
         if served and self._parked_since_s is not None:
             self._window.note_wait(time.perf_counter() - self._parked_since_s)
             self._parked_since_s = None
+        self.readers.wake(self.partitions)  # what this turn appended (or the HW moved)
         return replies
 
     def deliver(self, replies: Sequence[Reply]) -> Sequence[Reply]:
@@ -183,6 +195,7 @@ class LocalProducers:
         return others
 
     def close(self) -> None:
+        self.readers.close()
         for producer in list(self._producers.values()):
             self._drop(producer, "the worker stops")
         if self.listener is not None:
@@ -227,6 +240,10 @@ class LocalProducers:
             message = b""
         if not message:
             self._drop(producer, "it closed before its hello")
+            return
+        if message == local_channel.READER_HELLO:  # a consumer parking on rings
+            del self._producers[producer.connection.fileno()]
+            self.readers.adopt(producer.connection)
             return
         try:
             producer.queues = self._open_queues(producer, message)

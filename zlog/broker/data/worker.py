@@ -152,7 +152,7 @@ class Worker:
         self.parent_pid = os.getppid()
         self._context = shared_context()
         self._data, self.endpoint = self._bind_data()
-        self.local_producers = LocalProducers.serving(self.endpoint)
+        self.local_producers = LocalProducers.serving(self.endpoint, self.host.partitions)
         self._control = self._connect_control()
         now_ms = self.clock.monotonic_ms()
         self._last_supervisor_ms = now_ms
