@@ -77,6 +77,7 @@ class LocalRpc(RpcClient):
         self._spin_check = spin_check
         self._on_too_large = on_too_large
         self._waiting_since_s: float | None = None
+        self._worker_gone = False
         self._init_calls(endpoint, max_in_flight, on_broken)
         self.connected = True
 
@@ -98,7 +99,7 @@ class LocalRpc(RpcClient):
             return True
         if self._closed or self.broken is not None:
             return False
-        return not self._queues.replies.is_empty() or bool(self._bell.poll(0))
+        return not self._queues.replies.is_empty() or not self._take_bells()
 
     def ready_to_park(self) -> bool:
         """Spin for an answer within the window, then set the sleeping flag (module doc).
@@ -172,11 +173,18 @@ class LocalRpc(RpcClient):
             self._waiting_since_s = time.perf_counter() if self._pending else None
         return received
 
+    def _take_bells(self) -> bool:
+        """Take the bells waiting (no system call that lets the GIL go: local_channel.ring);
+        False once the worker's end closed, which is remembered."""
+        if not self._worker_gone and not local_channel.drain(self._connection):
+            self._worker_gone = True
+        return not self._worker_gone
+
     def _take_link_events(self) -> None:
         """The worker's end of file: it died, or let this producer go."""
-        if self.broken is not None or self._closed or not self._bell.poll(0):
+        if self.broken is not None or self._closed:
             return
-        if not local_channel.drain(self._connection):
+        if not self._take_bells():
             self._break(ZlogError(ErrorCode.NETWORK_EXCEPTION,
                                   f"the worker at {self.endpoint} closed the shared-memory "
                                   "queue (it stopped, or died)"))
