@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +21,11 @@ from typing import Final
 import pytest
 
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
-from zlog.transport.shm_queue import QUEUE_NAME_PREFIX, queue_directory
+from zlog.errors import ErrorCode
+from zlog.transport import local_channel
+from zlog.transport.api import ApiKey
+from zlog.transport.codec import REQUEST_HEADER, decode_response_header
+from zlog.transport.shm_queue import QUEUE_NAME_PREFIX, QueuePair, ShmQueue, queue_directory
 from zlog_testbed.broker_process import BrokerProcess, broker_process
 from zlog_testbed.waiting import wait_until
 
@@ -161,3 +167,76 @@ def test_a_killed_producer_is_let_go_and_the_worker_serves_on(broker: BrokerProc
     assert values[:acknowledged + 1] == [b"%d" % index for index in range(acknowledged + 1)]
     assert values[after] == b"after"
     assert len(set(values)) == len(values), "nothing appended twice"
+
+
+def _hello(endpoint: str, path: Path) -> tuple[socket.socket, bytes]:
+    connection = local_channel.connect(endpoint)
+    assert connection is not None
+    connection.settimeout(WAIT_S)
+    connection.send(local_channel.HELLO + str(path).encode())
+    return connection, connection.recv(local_channel.MESSAGE_BYTES_MAX)
+
+
+def test_a_hello_naming_another_file_is_refused_and_nothing_is_unlinked(
+        broker: BrokerProcess, tmp_path: Path) -> None:
+    topic = new_topic(broker)
+    endpoint = broker.data_endpoint(topic, 0)
+    outside = tmp_path / f"{QUEUE_NAME_PREFIX}outside"
+    outside.write_bytes(b"x" * 8192)
+    connection, answer = _hello(endpoint, outside)
+    connection.close()
+    assert answer.startswith(local_channel.REFUSED) and b"not a queue pair of" in answer
+    assert outside.exists()
+    other = QueuePair.create(queue_directory(), f"{QUEUE_NAME_PREFIX}{os.getpid()}-other")
+    other.close()
+    try:
+        with open(other.path, "r+b") as header:  # a pair claiming another process made it
+            header.seek(8)
+            header.write((1).to_bytes(8, "little"))
+        connection, answer = _hello(endpoint, other.path)
+        connection.close()
+        assert answer.startswith(local_channel.REFUSED) and b"not by the producer" in answer
+        assert other.path.exists()
+    finally:
+        other.path.unlink()
+
+
+def test_a_producer_writing_garbage_is_let_go_and_others_are_served(
+        broker: BrokerProcess) -> None:
+    """A request that does not decode is answered with its Kafka code, as on the socket; a
+    queue whose framing is impossible gets its producer let go (end of file on its connection)
+    and the worker serves on."""
+    topic = new_topic(broker)
+    endpoint = broker.data_endpoint(topic, 0)
+    pair = QueuePair.create(queue_directory(), f"{QUEUE_NAME_PREFIX}{os.getpid()}-garbage")
+    try:
+        connection, answer = _hello(endpoint, pair.path)
+        assert answer == local_channel.OK
+        garbage = REQUEST_HEADER.pack(ApiKey.PRODUCE, 0, 7, 0)
+        assert pair.requests.put([memoryview(garbage), memoryview(b"not a produce body")])
+        local_channel.ring(connection)
+        replies: list[list[memoryview]] = []
+
+        def answered() -> bool:
+            reply = pair.replies.take()
+            if reply is not None:
+                replies.append(reply)
+            return bool(replies)
+
+        wait_until(answered, WAIT_S, what="the answer to a request that does not decode")
+        header = decode_response_header(replies[0])
+        assert header.correlation_id == 7 and header.error_code != ErrorCode.NONE
+        scribble(pair.requests)
+        local_channel.ring(connection)
+        assert connection.recv(local_channel.MESSAGE_BYTES_MAX) == b"", "let go"
+        connection.close()
+    finally:
+        pair.close()
+    with Producer(broker.endpoint, local=True, linger_ms=0) as producer:
+        assert producer.send(topic, b"fine", partition=0).result(WAIT_S).offset == 0
+
+
+def scribble(queue: ShmQueue) -> None:
+    """What a writer gone wrong leaves: a message length past everything it wrote."""
+    struct.pack_into("<I", queue._data, queue._head.value % queue.capacity, 999_999)
+    queue._head.value += 8
