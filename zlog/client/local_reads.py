@@ -230,7 +230,7 @@ class LocalReads:
             return any(ring.has_news(position) for _tp, ring, position in watched)
 
         def park(pause_s: float) -> None:
-            self._doorbells.park(waits, pause_s, news)
+            self._doorbells.park(waits, pause_s, news, complete=len(waits) == len(watched))
 
         return RingNews(news, park)
 

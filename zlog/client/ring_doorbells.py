@@ -51,12 +51,16 @@ class RingDoorbells:
         self._retry_at_s: dict[str, float] = {}
         self._told: dict[str, dict[TopicPartition, int]] = {}
 
-    def park(self, waits: Sequence[Wait], pause_s: float, news: Callable[[], bool]) -> None:
-        """Tell the waits, then sleep until a bell, `news()` or `pause_s`."""
+    def park(self, waits: Sequence[Wait], pause_s: float, news: Callable[[], bool], *,
+             complete: bool) -> None:
+        """Tell the waits, then sleep until a bell, `news()` or `pause_s`. Not `complete`
+        (a ring watched has no doorbell: a follower's), or a worker not reached: the sleep is
+        the pause, as without doorbells."""
         polled: dict[int, str] = {}
         for endpoint, tp, offset in waits:
             connection = self._connection(endpoint)
             if connection is None:
+                complete = False
                 continue
             told = self._told.setdefault(endpoint, {})
             if told.get(tp) != offset:
@@ -69,13 +73,10 @@ class RingDoorbells:
             polled[connection.fileno()] = endpoint
         if news():
             return
-        if not polled:
+        if not complete or not polled:
             time.sleep(pause_s)
             return
-        poller = select.poll()
-        for fd in polled:
-            poller.register(fd, select.POLLIN)
-        for fd, _events in poller.poll(pause_s * 1000):
+        for fd in _readable(list(polled), pause_s):
             endpoint = polled[fd]
             self._told.pop(endpoint, None)  # rung: tell it every wait again next time
             if local_channel.receive(self._connections[endpoint]) is None:
@@ -110,3 +111,16 @@ class RingDoorbells:
         if connection is not None:
             local_channel.close(connection)
         self._retry_at_s[endpoint] = time.monotonic() + RECONNECT_INTERVAL_S
+
+
+def _readable(fds: list[int], timeout_s: float) -> list[int]:
+    """The fds readable within `timeout_s`, to the microsecond (select(2); poll(2) counts in
+    milliseconds, rounding the first pauses of 20 us up to 1 ms)."""
+    try:
+        readable, _, _ = select.select(fds, [], [], timeout_s)
+    except ValueError:  # an fd past FD_SETSIZE: poll, to the millisecond
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        return [fd for fd, _events in poller.poll(timeout_s * 1000)]
+    return readable
