@@ -54,6 +54,8 @@ log = logging.getLogger("zlog.client")
 CONTROL_CONNECT_TIMEOUT_MS: Final = 2_000
 """With other control endpoints left to try, one that has not connected by then is passed over."""
 RETRY_BACKOFF_MS_DEFAULT: Final = 100
+LOCAL_RETURN_LINGER_MS: Final = 1_000
+"""How long a DEALER given up for a worker's shared-memory queue may still send what it holds."""
 
 
 def _passed_over(error: ZlogError) -> bool:
@@ -293,7 +295,10 @@ class Connections:
         elif (rpc is not None and self._local is not None and not rpc.in_flight
               and self._local.may_return(endpoint, rpc)
               and self.metadata.is_data_endpoint(endpoint)):
-            self._drop(endpoint)  # its worker was not taking local producers a moment ago
+            # Its worker was not taking local producers a moment ago. Nothing is in flight,
+            # but an acks=0 request may still be queued: it is given time to leave.
+            self._clients.pop(endpoint)
+            rpc.close(linger_ms=LOCAL_RETURN_LINGER_MS)
             rpc = None
         if rpc is None:
             rpc = self._open(endpoint)
