@@ -47,7 +47,12 @@ from zlog.client.local_ring import is_local_endpoint
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport import local_channel
 from zlog.transport.rpc import RpcClient
-from zlog.transport.shm_queue import QUEUE_NAME_PREFIX, QueuePair, queue_directory
+from zlog.transport.shm_queue import (
+    QUEUE_NAME_PREFIX,
+    QueuePair,
+    as_byte_views,
+    queue_directory,
+)
 from zlog.transport.spin_window import PARK_BACKSTOP_MS, MachineSpinCheck, SpinWindow
 from zlog.transport.wire import Buffer
 
@@ -125,7 +130,7 @@ class LocalRpc(RpcClient):
     # -- the transport --------------------------------------------------------------------
 
     def _transmit(self, frames: list[Buffer]) -> bool:
-        views = [memoryview(frame).cast("B") for frame in frames]
+        views = as_byte_views(frames)
         requests = self._queues.requests
         if not requests.fits(views):
             size = sum(view.nbytes for view in views)

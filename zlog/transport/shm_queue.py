@@ -26,6 +26,7 @@ The file carries the producer's pid, so a worker can tell a queue whose producer
 from __future__ import annotations
 
 import ctypes
+import functools
 import mmap
 import os
 import struct
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Final
 
 from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.wire import Buffer
 
 MAGIC: Final = b"ZLOGLPQ1"
 PAGE_BYTES: Final = 4096
@@ -64,6 +66,26 @@ def _align8(size: int) -> int:
 def message_bytes(frames: Sequence[memoryview]) -> int:
     """The room a message of `frames` takes in a queue (without padding before it)."""
     return _align8(_MESSAGE_HEAD.size + 4 * len(frames) + sum(f.nbytes for f in frames))
+
+
+@functools.cache
+def _sizes_struct(count: int) -> struct.Struct:
+    """A message's head for `count` frames: payload bytes, frame count, each frame's size."""
+    return struct.Struct(f"<II{count}I")
+
+
+@functools.cache
+def _frame_sizes(count: int) -> struct.Struct:
+    return struct.Struct(f"<{count}I")
+
+
+def as_byte_views(frames: Sequence[Buffer]) -> list[memoryview]:
+    """Flat byte views of `frames`, as `put` takes them (a cast only where one is needed)."""
+    views = []
+    for frame in frames:
+        view = memoryview(frame)
+        views.append(view if view.format == "B" and view.ndim == 1 else view.cast("B"))
+    return views
 
 
 class ShmQueue:
@@ -100,7 +122,9 @@ class ShmQueue:
     def put(self, frames: Sequence[memoryview]) -> bool:
         """Append one message of byte frames (format "B"); False (nothing written) when it
         does not fit now. Then `wake_needed` says whether to ring the reader's doorbell."""
-        size = message_bytes(frames)
+        sizes = [frame.nbytes for frame in frames]
+        count = len(sizes)
+        size = _align8(_MESSAGE_HEAD.size + 4 * count + sum(sizes))
         head = self._head.value
         free = self.capacity - (head - self._tail.value)
         position = head % self.capacity
@@ -113,14 +137,11 @@ class ShmQueue:
             _U32.pack_into(data, position, _PAD)
             head += padding
             position = 0
-        payload = size - 4  # what follows the length word, padding included
-        _MESSAGE_HEAD.pack_into(data, position, payload, len(frames))
-        at = position + _MESSAGE_HEAD.size
-        for frame in frames:
-            _U32.pack_into(data, at, frame.nbytes)
-            at += 4
-        for frame in frames:
-            end = at + frame.nbytes
+        # The length word counts what follows it, padding included.
+        _sizes_struct(count).pack_into(data, position, size - 4, count, *sizes)
+        at = position + _MESSAGE_HEAD.size + 4 * count
+        for frame, frame_bytes in zip(frames, sizes, strict=True):
+            end = at + frame_bytes
             data[at:end] = frame
             at = end
         self._head.value = head + size
@@ -186,12 +207,12 @@ def _frames_of(payload: bytes) -> list[memoryview]:
     if at > len(view):
         raise _corrupt(f"{count} frames in a message of {len(view)} bytes")
     frames: list[memoryview] = []
-    for index in range(count):
-        (size,) = _U32.unpack_from(view, 4 + 4 * index)
-        if at + size > len(view):
+    for size in _frame_sizes(count).unpack_from(view, 4):
+        end = at + size
+        if end > len(view):
             raise _corrupt(f"a frame of {size} bytes past its message's end")
-        frames.append(view[at:at + size])
-        at += size
+        frames.append(view[at:end])
+        at = end
     return frames
 
 

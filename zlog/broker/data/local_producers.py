@@ -52,7 +52,12 @@ from zlog.errors import ZlogError
 from zlog.transport import local_channel
 from zlog.transport.codec import Frame
 from zlog.transport.server import Reply
-from zlog.transport.shm_queue import QUEUE_NAME_PREFIX, QueuePair, queue_directory
+from zlog.transport.shm_queue import (
+    QUEUE_NAME_PREFIX,
+    QueuePair,
+    as_byte_views,
+    queue_directory,
+)
 from zlog.transport.spin_window import PARK_BACKSTOP_MS, MachineSpinCheck, SpinWindow
 from zlog.types import TopicPartition
 
@@ -186,7 +191,7 @@ class LocalProducers:
                 continue  # gone: it retries what it waited for
             assert producer.queues is not None
             replies_queue = producer.queues.replies
-            views = [memoryview(frame).cast("B") for frame in frames]
+            views = as_byte_views(frames)
             if not replies_queue.put(views):
                 self._drop(producer, "its replies queue is full (it does not read)",
                            misbehaved=True)
