@@ -195,6 +195,12 @@ class ShmQueue:
         """The reader is running again: writers need not ring."""
         self._sleeping.value = 0
 
+    @property
+    def reader_sleeping(self) -> bool:
+        """Whether the flag is set: a flag set a while ago is seen by every writer, one just
+        set may not be yet (see the module docstring)."""
+        return bool(self._sleeping.value)
+
 
 def _corrupt(what: str) -> ZlogError:
     return ZlogError(ErrorCode.CORRUPT_MESSAGE, f"shared-memory queue: {what}")

@@ -27,8 +27,10 @@ Never wedged by a producer:
 
 Waiting: the worker spins on the queues for its adaptive window (zlog/transport/spin_window.py,
 never on a machine without a core to spare), then sets each queue's sleeping flag and sleeps in
-its poll, on the doorbells among its sockets, at most PARK_BACKSTOP_MS while producers are
-connected (a lost doorbell's cost).
+its poll, on the doorbells among its sockets. A flag it has just set may not be seen yet by a
+producer putting a request at that moment, so that sleep lasts at most PARK_BACKSTOP_MS (a lost
+doorbell's cost); a flag that stayed set since is seen, and an idle worker sleeps as long as
+its own timers let it. The flag is cleared when the worker takes a request again.
 """
 
 from __future__ import annotations
@@ -135,12 +137,17 @@ class LocalProducers:
             while time.perf_counter() < spin_until:
                 if self._any_request():
                     return 0
+        flags_set_now = False
         for producer in self._by_identity.values():
             assert producer.queues is not None
-            if not producer.queues.requests.sleep_if_empty():
+            requests = producer.queues.requests
+            flags_set_now |= not requests.reader_sleeping
+            if not requests.sleep_if_empty():
                 return 0
         self._parked_since_s = time.perf_counter()
-        return min(timeout_ms, PARK_BACKSTOP_MS)
+        # Only a flag set just now can be missed by a producer putting at this moment: after
+        # one backstop the worker sleeps as long as its own timers let it.
+        return min(timeout_ms, PARK_BACKSTOP_MS) if flags_set_now else timeout_ms
 
     def serve(self, events: Mapping[object, int], handle: Handler, now_ms: int) -> list[Reply]:
         """After a poll: new producers, doorbells and ends of file, then every request waiting
@@ -160,7 +167,7 @@ class LocalProducers:
         for producer in list(self._by_identity.values()):
             queues = producer.queues
             assert queues is not None
-            queues.requests.awake()
+            took = False
             for _ in range(limits.DRAIN_MESSAGES_MAX):
                 try:
                     frames = queues.requests.take()
@@ -169,7 +176,9 @@ class LocalProducers:
                     break
                 if frames is None:
                     break
-                served = True
+                if not took:
+                    queues.requests.awake()  # at work: its producer need not ring
+                took = served = True
                 replies.extend(handle(producer.identity, frames, now_ms))
         if served and self._parked_since_s is not None:
             self._window.note_wait(time.perf_counter() - self._parked_since_s)
