@@ -240,3 +240,33 @@ def scribble(queue: ShmQueue) -> None:
     """What a writer gone wrong leaves: a message length past everything it wrote."""
     struct.pack_into("<I", queue._data, queue._head.value % queue.capacity, 999_999)
     queue._head.value += 8
+
+
+def test_a_producer_that_stops_reading_is_let_go(broker: BrokerProcess) -> None:
+    """Its replies queue fills (it never takes a reply): the worker lets it go instead of
+    waiting for room, and serves on."""
+    topic = new_topic(broker)
+    endpoint = broker.data_endpoint(topic, 0)
+    pair = QueuePair.create(queue_directory(), f"{QUEUE_NAME_PREFIX}{os.getpid()}-deaf")
+    request = [memoryview(REQUEST_HEADER.pack(ApiKey.PRODUCE, 0, 1, 0)), memoryview(b"?")]
+    try:
+        connection, answer = _hello(endpoint, pair.path)
+        assert answer == local_channel.OK
+        connection.setblocking(False)
+        let_go = False
+
+        def gone() -> bool:
+            nonlocal let_go
+            while pair.requests.put(request):  # each is answered with an error code
+                pass
+            local_channel.ring(connection)
+            let_go = not local_channel.drain(connection)
+            return let_go
+
+        wait_until(gone, WAIT_S, interval_s=0.01, what="the deaf producer let go")
+        assert pair.replies.used_bytes > pair.replies.capacity // 2, "its replies filled up"
+        connection.close()
+    finally:
+        pair.close()
+    with Producer(broker.endpoint, local=True, linger_ms=0) as producer:
+        assert producer.send(topic, b"fine", partition=0).result(WAIT_S).offset == 0
