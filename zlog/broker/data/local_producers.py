@@ -93,6 +93,8 @@ class LocalProducers:
     _producers: dict[int, _Producer] = field(default_factory=dict)  # by connection fd
     _by_identity: dict[bytes, _Producer] = field(default_factory=dict)
     _polled: set[int] = field(default_factory=set)
+    _connections_version: int = 0  # moves when a connection comes or goes
+    _polled_version: tuple[int, int] = (-1, -1)
     _next_id: int = 0
     _window: SpinWindow = field(default_factory=SpinWindow)
     _spin_check: MachineSpinCheck = field(default_factory=MachineSpinCheck)
@@ -114,7 +116,12 @@ class LocalProducers:
     # -- the poll loop --------------------------------------------------------------------
 
     def watch(self, poller: zmq.Poller) -> None:
-        """The poller watches the listener and exactly the connected producers."""
+        """The poller watches the listener and exactly the connected producers and readers
+        (looked at again only when one came or went)."""
+        version = (self._connections_version, self.readers.version)
+        if version == self._polled_version:
+            return
+        self._polled_version = version
         wanted = set(self._producers) | self.readers.fds()
         if self.listener is not None:
             wanted.add(self.listener.fileno())
@@ -155,6 +162,8 @@ class LocalProducers:
         if self.listener is not None and self.listener.fileno() in events:
             self._accept()
         replies: list[Reply] = []
+        if not self._producers and not self.readers.version:
+            return replies  # no local client ever: the network path pays nothing more
         for fd in [fd for fd in self.readers.fds() if fd in events]:
             self.readers.on_readable(fd)
         for fd in [fd for fd in self._producers if fd in events]:
@@ -244,6 +253,7 @@ class LocalProducers:
             self._next_id += 1
             identity = LOCAL_IDENTITY_PREFIX + str(self._next_id).encode()
             self._producers[connection.fileno()] = _Producer(connection, identity, pid, uid)
+            self._connections_version += 1
 
     def _hello(self, producer: _Producer) -> None:
         try:
@@ -257,6 +267,7 @@ class LocalProducers:
             return
         if message == local_channel.READER_HELLO:  # a consumer parking on rings
             del self._producers[producer.connection.fileno()]
+            self._connections_version += 1
             self.readers.adopt(producer.connection)
             return
         try:
@@ -311,6 +322,7 @@ class LocalProducers:
             self.dropped += 1
         self._producers.pop(producer.connection.fileno(), None)
         self._by_identity.pop(producer.identity, None)
+        self._connections_version += 1
         if producer.queues is not None:
             producer.queues.close()
             producer.queues = None

@@ -30,6 +30,7 @@ class LocalReaders:
     def __init__(self) -> None:
         self._connections: dict[int, socket.socket] = {}  # by fd
         self._waits: dict[TopicPartition, dict[int, int]] = {}  # tp -> reader fd -> offset
+        self.version = 0  # moves when a reader comes or goes (0: never any)
 
     def fds(self) -> set[int]:
         return set(self._connections)
@@ -37,6 +38,7 @@ class LocalReaders:
     def adopt(self, connection: socket.socket) -> None:
         """A connection whose hello said it reads."""
         self._connections[connection.fileno()] = connection
+        self.version += 1
 
     def on_readable(self, fd: int) -> None:
         """Take the reader's waits; drop it at its end of file."""
@@ -55,6 +57,8 @@ class LocalReaders:
 
     def wake(self, partitions: Mapping[TopicPartition, Partition]) -> None:
         """Ring every reader whose partition's high watermark passed its offset."""
+        if not self._waits:
+            return
         for tp in list(self._waits):
             partition = partitions.get(tp)
             waiting = self._waits[tp]
@@ -72,6 +76,7 @@ class LocalReaders:
 
     def _drop(self, fd: int) -> None:
         connection = self._connections.pop(fd, None)
+        self.version += 1
         for waiting in self._waits.values():
             waiting.pop(fd, None)
         if connection is not None:
