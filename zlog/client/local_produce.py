@@ -83,6 +83,7 @@ class LocalRpc(RpcClient):
         self._on_too_large = on_too_large
         self._waiting_since_s: float | None = None
         self._worker_gone = False
+        self._corrupt: ZlogError | None = None  # the replies queue's framing is impossible
         self._init_calls(endpoint, max_in_flight, on_broken)
         self.connected = True
 
@@ -167,7 +168,9 @@ class LocalRpc(RpcClient):
             try:
                 frames = replies.take()
             except ZlogError as error:
-                self._break(error)
+                if self._corrupt is None:  # _break drains once more: that drain stops here
+                    self._corrupt = error
+                    self._break(error)
                 return received
             if frames is None:
                 break
