@@ -295,16 +295,26 @@ class Connections:
         elif (rpc is not None and self._local is not None and not rpc.in_flight
               and self._local.may_return(endpoint, rpc)
               and self.metadata.is_data_endpoint(endpoint)):
-            # Its worker was not taking local producers a moment ago. Nothing is in flight,
-            # but an acks=0 request may still be queued: it is given time to leave.
-            self._clients.pop(endpoint)
-            rpc.close(linger_ms=LOCAL_RETURN_LINGER_MS)
-            rpc = None
+            rpc = self._return_to_local(endpoint, rpc)
         if rpc is None:
             rpc = self._open(endpoint)
             self._clients[endpoint] = rpc
             self.generation += 1
         return rpc
+
+    def _return_to_local(self, endpoint: str, network: RpcClient) -> RpcClient:
+        """The worker at `endpoint` was not taking local producers a while ago: the local
+        connection if it takes one now, else `network` still."""
+        assert self._local is not None
+        local = self._local.open(endpoint, max_in_flight=self._max_in_flight,
+                                 on_broken=self._on_broken)
+        if local is None:
+            return network
+        # Nothing is in flight on the DEALER, but an acks=0 request may still be queued.
+        network.close(linger_ms=LOCAL_RETURN_LINGER_MS)
+        self._clients[endpoint] = local
+        self.generation += 1
+        return local
 
     def _open(self, endpoint: str) -> RpcClient:
         """Through shared memory to a worker on this host that takes it (a local producer's

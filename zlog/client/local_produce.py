@@ -17,7 +17,8 @@ costs that much, never a hang).
 Falling back to the network:
 - the leader is elsewhere, or its worker refuses the connection (not running, no local
   producers taken): the connection is a DEALER as usual; a worker found refusing is asked again
-  only after RETRY_LOCAL_S;
+  after RETRY_LOCAL_S, then less and less often while it keeps refusing, and the DEALER is
+  given up only once the worker took the local connection;
 - the leader moves: the old worker answers NOT_LEADER_OR_FOLLOWER through the queue, the sender
   learns the new leader from Metadata and sends there, through a queue or a socket;
 - the worker dies: the kernel closes its end of the connection, every request in flight fails
@@ -62,7 +63,10 @@ HELLO_TIMEOUT_S: Final = 1.0
 """How long a worker may take to accept a queue pair before the producer uses the network."""
 RETRY_LOCAL_S: Final = 1.0
 """After a worker refused a local producer (or was not running), how long its endpoint is
-served over the network before the producer asks it again."""
+served over the network before the producer asks it again; doubled at each refusal in a row,
+up to RETRY_LOCAL_MAX_S (a worker that will never take it: another user's, another network
+namespace's)."""
+RETRY_LOCAL_MAX_S: Final = 60.0
 
 _names = itertools.count()
 _READABLE: Final = select.POLLIN | select.POLLHUP | select.POLLERR
@@ -210,6 +214,7 @@ class LocalChannels:
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or queue_directory()
         self._network_until_s: dict[str, float] = {}
+        self._refusals: dict[str, int] = {}  # in a row, per endpoint
         self._network_only: set[str] = set()
         self._spin_check = MachineSpinCheck()
 
@@ -218,10 +223,8 @@ class LocalChannels:
         producer, should give way to a new try (the worker restarted, the leader moved back)."""
         if isinstance(network, LocalRpc) or endpoint in self._network_only:
             return False
-        now_s = time.monotonic()
-        if now_s < self._network_until_s.get(endpoint, 0.0):
+        if time.monotonic() < self._network_until_s.get(endpoint, 0.0):
             return False
-        self._network_until_s[endpoint] = now_s + RETRY_LOCAL_S  # asked this often at most
         if not is_local_endpoint(endpoint):
             self._network_only.add(endpoint)
             return False
@@ -234,7 +237,7 @@ class LocalChannels:
             return None
         connection = local_channel.connect(endpoint)
         if connection is None:
-            self._network_until_s[endpoint] = time.monotonic() + RETRY_LOCAL_S
+            self._refused(endpoint)
             return None
         name = f"{QUEUE_NAME_PREFIX}{os.getpid()}-{next(_names)}-{os.urandom(4).hex()}"
         try:
@@ -253,11 +256,18 @@ class LocalChannels:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(queues.path)
             local_channel.close(connection)
-            self._network_until_s[endpoint] = time.monotonic() + RETRY_LOCAL_S
+            self._refused(endpoint)
             return None
+        self._refusals.pop(endpoint, None)
         return LocalRpc(endpoint, connection, queues, max_in_flight=max_in_flight,
                         on_broken=on_broken, spin_check=self._spin_check,
                         on_too_large=self._network_only.add)
+
+
+    def _refused(self, endpoint: str) -> None:
+        refusals = self._refusals[endpoint] = self._refusals.get(endpoint, 0) + 1
+        retry_s = min(RETRY_LOCAL_S * 2 ** (refusals - 1), RETRY_LOCAL_MAX_S)
+        self._network_until_s[endpoint] = time.monotonic() + retry_s
 
 
 def _hello(connection: socket.socket, path: Path) -> bytes:
