@@ -21,9 +21,8 @@ Never wedged by a producer:
   worker sees end of file, unmaps the queues (their file was unlinked when it was mapped: nothing
   is left in /dev/shm). A producer whose process is gone while its connection stays open (a
   child that inherited the socket) is dropped by the liveness check every LIVENESS_CHECK_MS;
-- the hello is checked: the queue file must be a queue pair in the queue directory, owned by
-  the connecting process's user and naming that process (SO_PEERCRED), so a local process
-  cannot make the worker map or unlink another file.
+- the hello is checked (local_hello.py), so a local process cannot make the worker map or
+  unlink another file than its own queue pair.
 
 Waiting: the worker spins on the queues for its adaptive window (zlog/transport/spin_window.py,
 never on a machine without a core to spare), then sets each queue's sleeping flag and sleeps in
@@ -38,7 +37,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,18 +46,14 @@ from typing import Final
 import zmq
 
 from zlog import limits
+from zlog.broker.data.local_hello import Peer, open_queues, peer_of
 from zlog.broker.data.local_readers import LocalReaders
 from zlog.broker.data.partition import Partition
 from zlog.errors import ZlogError
 from zlog.transport import local_channel
 from zlog.transport.codec import Frame
 from zlog.transport.server import Reply
-from zlog.transport.shm_queue import (
-    QUEUE_NAME_PREFIX,
-    QueuePair,
-    as_byte_views,
-    queue_directory,
-)
+from zlog.transport.shm_queue import QueuePair, as_byte_views, queue_directory
 from zlog.transport.spin_window import PARK_BACKSTOP_MS, MachineSpinCheck, SpinWindow
 from zlog.types import TopicPartition
 
@@ -68,7 +62,6 @@ log = logging.getLogger("zlog.broker.data.local_producers")
 LOCAL_IDENTITY_PREFIX: Final = b"\xfflocal-"
 """Identities of local producers: a ROUTER's own identities start with a zero byte."""
 LIVENESS_CHECK_MS: Final = 1_000
-_PEER_CREDENTIALS: Final = struct.Struct("3i")  # pid, uid, gid (struct ucred)
 
 Handler = Callable[[bytes, Sequence[Frame], int], list[Reply]]
 
@@ -77,9 +70,12 @@ Handler = Callable[[bytes, Sequence[Frame], int], list[Reply]]
 class _Producer:
     connection: socket.socket
     identity: bytes
-    pid: int
-    uid: int
+    peer: Peer
     queues: QueuePair | None = None  # once its hello was accepted
+
+    @property
+    def pid(self) -> int:
+        return self.peer.pid
 
 
 @dataclass(slots=True)
@@ -247,12 +243,10 @@ class LocalProducers:
                 log.warning("accepting a local producer failed: %s", error)
                 return
             connection.setblocking(False)
-            credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                _PEER_CREDENTIALS.size)
-            pid, uid, _gid = _PEER_CREDENTIALS.unpack(credentials)
             self._next_id += 1
             identity = LOCAL_IDENTITY_PREFIX + str(self._next_id).encode()
-            self._producers[connection.fileno()] = _Producer(connection, identity, pid, uid)
+            self._producers[connection.fileno()] = _Producer(connection, identity,
+                                                             peer_of(connection))
             self._connections_version += 1
 
     def _hello(self, producer: _Producer) -> None:
@@ -271,7 +265,7 @@ class LocalProducers:
             self.readers.adopt(producer.connection)
             return
         try:
-            producer.queues = self._open_queues(producer, message)
+            producer.queues = open_queues(producer.peer, message, self.directory)
         except (ZlogError, OSError, ValueError) as error:
             reason = error.message if isinstance(error, ZlogError) else str(error)
             log.warning("local producer (pid %d) refused: %s", producer.pid, reason)
@@ -283,28 +277,6 @@ class LocalProducers:
             self._drop(producer, "it left before the answer to its hello")
             return
         log.info("local producer (pid %d) connected", producer.pid)
-
-    def _open_queues(self, producer: _Producer, message: bytes) -> QueuePair:
-        """The queue pair a hello names, mapped and unlinked, once it checks out (module doc)."""
-        if not message.startswith(local_channel.HELLO):
-            raise ValueError("the first message is not a hello")
-        path = Path(message[len(local_channel.HELLO):].decode())
-        if path.parent != self.directory or not path.name.startswith(QUEUE_NAME_PREFIX):
-            raise ValueError(f"{path} is not a queue pair of {self.directory}")
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
-        try:
-            owner = os.fstat(fd).st_uid
-            if owner != producer.uid:
-                raise ValueError(f"{path} belongs to uid {owner}, not to the producer's")
-            queues = QueuePair(path, fd, create=False)
-        finally:
-            os.close(fd)
-        if queues.producer_pid != producer.pid:
-            queues.close()
-            raise ValueError(f"{path} was made by pid {queues.producer_pid}, not by the "
-                             f"producer's {producer.pid}")
-        os.unlink(path)
-        return queues
 
     def _check_liveness(self) -> None:
         now_s = time.monotonic()
