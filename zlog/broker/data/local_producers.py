@@ -96,7 +96,6 @@ class LocalProducers:
     _spin_check: MachineSpinCheck = field(default_factory=MachineSpinCheck)
     _parked_since_s: float | None = None
     _next_liveness_check_s: float = 0.0
-    dropped: int = 0  # producers let go for misbehaving (a full replies queue, a bad message)
 
     @classmethod
     def serving(cls, endpoint: str, partitions: Mapping[TopicPartition, Partition],
@@ -290,8 +289,6 @@ class LocalProducers:
     def _drop(self, producer: _Producer, why: str, *, misbehaved: bool = False) -> None:
         log.log(logging.WARNING if misbehaved else logging.INFO,
                 "local producer (pid %d) let go: %s", producer.pid, why)
-        if misbehaved:
-            self.dropped += 1
         self._producers.pop(producer.connection.fileno(), None)
         self._by_identity.pop(producer.identity, None)
         self._connections_version += 1
