@@ -23,7 +23,11 @@ nothing more on one replica), then tuned by the flags (`--batch-size`, `--fetch-
   significant digits) when that package imports, else from numpy over all samples; the JSON
   says which. The latency phase runs twice: with a network consumer (`latency_*`) and with
   `Consumer(local=True)`, which reads the leader's shared-memory ring directly
-  (`zlog_local_latency_*`).
+  (`zlog_local_latency_*`);
+- the local producer phases (`zlog_local_produce_*`): `Producer(local=True)`, whose requests
+  reach the worker through a shared-memory queue (docs/local-path.md), in the latency phase
+  with `Consumer(local=True)` (the whole trip on this host without a socket) and in the
+  send_many phase (records/s). `--local-produce-only` runs only these.
 
 Usage: python bench/broker_bench.py [--json PATH] [--repeat N] [--duration-s S] ...
 `--phase` runs one client phase in this process (how the parent starts its children).
@@ -159,11 +163,12 @@ def create_topic(endpoint: str, name: str) -> None:
 
 def _producer(args: argparse.Namespace, *, linger_ms: int) -> Producer:
     """The client's defaults (`--profile defaults`), or the tuned settings of the flags."""
+    local = bool(args.local_producer)
     if args.profile == "defaults":
-        return Producer(args.endpoint, acks=args.acks)
+        return Producer(args.endpoint, acks=args.acks, local=local)
     return Producer(args.endpoint, acks=args.acks, linger_ms=linger_ms,
                     batch_size=args.batch_size, bulk_batch_size=args.batch_size,
-                    compression=args.compression)
+                    compression=args.compression, local=local)
 
 
 def phase_produce_many(args: argparse.Namespace) -> dict[str, Any]:
@@ -469,7 +474,8 @@ def _wait_for_file(path: Path, process: subprocess.Popen[str]) -> None:
 
 
 def run_latency(args: argparse.Namespace, topic: str, endpoint: str, scratch: Path,
-                broker_pid: int, *, local: bool = False) -> dict[str, Any]:
+                broker_pid: int, *, local: bool = False, local_producer: bool = False,
+                ) -> dict[str, Any]:
     ready = scratch / f"{topic}.consumer-ready"
     consumer = subprocess.Popen(
         _phase_command(args, "latency-consume", topic, endpoint, ready_file=ready,
@@ -479,7 +485,8 @@ def run_latency(args: argparse.Namespace, topic: str, endpoint: str, scratch: Pa
         _wait_for_file(ready, consumer)
         workers_cpu_started = _cpu_s(broker_pid)
         produced = run_phase(args, "latency-produce", topic, endpoint,
-                             ready_file=scratch / f"{topic}.producer-ready")
+                             ready_file=scratch / f"{topic}.producer-ready",
+                             local_producer=int(local_producer))
         output, _ = consumer.communicate(timeout=args.duration_s + args.warmup_s + 60)
         broker_cpu_s = _cpu_s(broker_pid) - workers_cpu_started
     finally:
@@ -528,6 +535,9 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
         if args.large_only:
             figures.update(run_large_batch_figures(args, broker, run))
             return figures
+        if args.local_produce_only:
+            figures.update(run_local_produce_figures(args, broker, Path(scratch), run))
+            return figures
         if args.latency_only:
             figures.update(run_latency_figures(args, f"latency-{run}", broker, Path(scratch)))
             figures.update(run_latency_figures(args, f"latency-local-{run}", broker,
@@ -548,6 +558,7 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
         figures.update(run_latency_figures(args, f"latency-{run}", broker, Path(scratch)))
         figures.update(run_latency_figures(args, f"latency-local-{run}", broker, Path(scratch),
                                            local=True))
+        figures.update(run_local_produce_figures(args, broker, Path(scratch), run))
         figures["machine_latency"] = machine_load()
         # Last: the 1 MiB phase writes and frees gigabytes of page cache (recycle_pages), and
         # on this virtual machine the host then takes those pages back; the next allocations
@@ -575,16 +586,23 @@ def run_throughput_figures(
     return figures
 
 
+def _latency_points(prefix: str, latency: dict[str, Any]) -> dict[str, Any]:
+    """The percentiles, the maximum and the records lost of a latency phase, named `prefix_*`."""
+    return {
+        f"{prefix}_p50_us": latency.get("p50_us"),
+        f"{prefix}_p99_us": latency.get("p99_us"),
+        f"{prefix}_p999_us": latency.get("p999_us"),
+        f"{prefix}_max_us": latency.get("max_us"),
+        f"{prefix}_records_lost": latency["expected"] - latency["records"],
+    }
+
+
 def run_latency_figures(args: argparse.Namespace, topic: str, broker: Broker, scratch: Path,
                         *, local: bool = False) -> dict[str, Any]:
     latency = run_latency(args, topic, broker.endpoint, scratch, broker.process.pid, local=local)
     if local:  # the same phase with Consumer(local=True): reads the ring, no fetch
         return {
-            "zlog_local_latency_p50_us": latency.get("p50_us"),
-            "zlog_local_latency_p99_us": latency.get("p99_us"),
-            "zlog_local_latency_p999_us": latency.get("p999_us"),
-            "zlog_local_latency_max_us": latency.get("max_us"),
-            "zlog_local_latency_records_lost": latency["expected"] - latency["records"],
+            **_latency_points("zlog_local_latency", latency),
             "zlog_local_latency_cpu_us_per_record_consumer": latency["cpu_us_per_record"],
         }
     return {
@@ -600,6 +618,24 @@ def run_latency_figures(args: argparse.Namespace, topic: str, broker: Broker, sc
         "latency_cpu_us_per_record_producer": latency["producer_cpu_us_per_record"],
         "latency_cpu_us_per_record_consumer": latency["cpu_us_per_record"],
         "latency_cpu_us_per_record_broker": latency["broker_cpu_us_per_record"],
+    }
+
+
+def run_local_produce_figures(args: argparse.Namespace, broker: Broker, scratch: Path,
+                              run: int) -> dict[str, Any]:
+    """`Producer(local=True)`: the latency phase with a local consumer, and send_many."""
+    latency_topic, many_topic = f"local-produce-latency-{run}", f"local-produce-many-{run}"
+    for topic in (latency_topic, many_topic):
+        create_topic(broker.endpoint, topic)
+    latency = run_latency(args, latency_topic, broker.endpoint, scratch, broker.process.pid,
+                          local=True, local_producer=True)
+    many = run_phase(args, "produce-many", many_topic, broker.endpoint, local_producer=1)
+    return {
+        **_latency_points("zlog_local_produce_latency", latency),
+        "zlog_local_produce_cpu_us_per_record_producer": latency["producer_cpu_us_per_record"],
+        "zlog_local_produce_cpu_us_per_record_broker": latency["broker_cpu_us_per_record"],
+        "zlog_local_produce_cpu_us_per_record_consumer": latency["cpu_us_per_record"],
+        "zlog_local_produce_records_per_s": many["measured_records"] / many["elapsed_s"],
     }
 
 
@@ -659,6 +695,11 @@ def report(summary: dict[str, Any]) -> None:
         ("zlog_local latency p99 us", "zlog_local_latency_p99_us", "{:,.0f}"),
         ("zlog_local latency p99.9 us", "zlog_local_latency_p999_us", "{:,.0f}"),
         ("zlog_local latency max us", "zlog_local_latency_max_us", "{:,.0f}"),
+        ("local produce latency p50 us", "zlog_local_produce_latency_p50_us", "{:,.0f}"),
+        ("local produce latency p99 us", "zlog_local_produce_latency_p99_us", "{:,.0f}"),
+        ("local produce latency p99.9 us", "zlog_local_produce_latency_p999_us", "{:,.0f}"),
+        ("local produce latency max us", "zlog_local_produce_latency_max_us", "{:,.0f}"),
+        ("local send_many records/s", "zlog_local_produce_records_per_s", "{:,.0f}"),
     ]
     for label, key, form in lines:
         if key not in summary:
@@ -669,6 +710,10 @@ def report(summary: dict[str, Any]) -> None:
     if "latency_cpu_us_per_record_broker" in summary:
         print("CPU us per record at the latency rate: " + ", ".join(
             f"{who} {summary[f'latency_cpu_us_per_record_{who}']:.0f}"
+            for who in ("producer", "broker", "consumer")))
+    if "zlog_local_produce_cpu_us_per_record_broker" in summary:
+        print("CPU us per record, local producer and consumer: " + ", ".join(
+            f"{who} {summary[f'zlog_local_produce_cpu_us_per_record_{who}']:.0f}"
             for who in ("producer", "broker", "consumer")))
     if "latency_samples" in summary:
         print(f"latency percentiles by {summary['latency_method']}; "
@@ -723,6 +768,9 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--records", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--ready-file", default="", help=argparse.SUPPRESS)
     parser.add_argument("--local-consumer", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--local-producer", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--local-produce-only", action="store_true",
+                        help="only the local producer phases (zlog_local_produce_*)")
     args = parser.parse_args(argv)
     if args.compression in ("none", ""):
         args.compression = None

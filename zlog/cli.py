@@ -187,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--acks", default="all", help="0, 1 or all (default all)")
     produce.add_argument("--compression", choices=("lz4", "none"), default="lz4",
                          help="the codec batches are sent in (default lz4)")
+    produce.add_argument("--local", action="store_true",
+                         help="to a leader on this host through shared memory, not a socket")
 
     consume = _command(commands, "consume", "print a topic's records", _consume)
     consume.add_argument("topic", help="the topic to read")
@@ -409,7 +411,7 @@ def _produce(args: argparse.Namespace) -> int:
     compression = None if args.compression == "none" else args.compression
     # --request-timeout-ms bounds the whole command: each request, and each record's delivery
     # with its retries (whose last cause is then the error shown).
-    with Producer(args.bootstrap, acks=args.acks, compression=compression,
+    with Producer(args.bootstrap, acks=args.acks, compression=compression, local=args.local,
                   request_timeout_ms=args.request_timeout_ms,
                   delivery_timeout_ms=args.request_timeout_ms,
                   max_block_ms=args.request_timeout_ms) as producer:

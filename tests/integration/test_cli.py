@@ -87,6 +87,18 @@ def test_produce_lines_then_consume_them_back(broker: BrokerProcess) -> None:
     assert sum(high_watermarks) == 300
 
 
+def test_produce_local_goes_through_shared_memory(broker: BrokerProcess) -> None:
+    ok(zlog(broker, "topic", "create", "cli-local-produce", "--partitions", "1"))
+    lines = [f"local {i}" for i in range(100)]
+    connected_before = broker.log_text().count("local producer (pid")
+    ok(zlog(broker, "produce", "cli-local-produce", "--local",
+            stdin="\n".join(lines).encode() + b"\n"))
+    assert broker.log_text().count("local producer (pid") > connected_before
+    consumed = ok(zlog(broker, "consume", "cli-local-produce", "--from-beginning", "--local",
+                       "--max-messages", "100", "--timeout-ms", "10000"))
+    assert consumed.splitlines() == lines
+
+
 def test_keyed_lines_and_offsets(broker: BrokerProcess) -> None:
     ok(zlog(broker, "topic", "create", "cli-keys", "--partitions", "1"))
     ok(zlog(broker, "produce", "cli-keys", "--key-separator", ":",

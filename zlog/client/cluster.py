@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import zmq
 
@@ -46,11 +46,16 @@ from zlog.transport.messages.admin import (
 )
 from zlog.transport.rpc import RpcClient
 
+if TYPE_CHECKING:
+    from zlog.client.local_produce import LocalChannels
+
 log = logging.getLogger("zlog.client")
 
 CONTROL_CONNECT_TIMEOUT_MS: Final = 2_000
 """With other control endpoints left to try, one that has not connected by then is passed over."""
 RETRY_BACKOFF_MS_DEFAULT: Final = 100
+LOCAL_RETURN_LINGER_MS: Final = 1_000
+"""How long a DEALER given up for a worker's shared-memory queue may still send what it holds."""
 
 
 def _passed_over(error: ZlogError) -> bool:
@@ -220,6 +225,12 @@ class MetadataCache:
             return ""
         return info.partitions[partition].ring_path
 
+    def is_data_endpoint(self, endpoint: str) -> bool:
+        """Whether a partition's leader is served at `endpoint` (a worker's, not a broker's
+        control endpoint)."""
+        return any(p.endpoint == endpoint for info in self._topics.values()
+                   for p in info.partitions)
+
     def invalidate(self, topic: str) -> None:
         self.version += 1
         self._topics.pop(topic, None)
@@ -261,13 +272,15 @@ class Connections:
     """RpcClients by endpoint, plus the metadata they are chosen by. One owning thread."""
 
     def __init__(self, bootstrap: str | Sequence[str], *, max_in_flight: int = 64,
-                 retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT) -> None:
+                 retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
+                 local: LocalChannels | None = None) -> None:
         self.bootstrap = resolvable_endpoints(parse_bootstrap(bootstrap))
         self.metadata = MetadataCache()
         self.retry_backoff_ms = retry_backoff_ms
         self._max_in_flight = max_in_flight
         self._clients: dict[str, RpcClient] = {}
         self._control_index = 0
+        self._local = local  # a local producer's: workers on this host through shared memory
         # Bumped whenever a client is opened, closed or broken, so that a caller polling the
         # clients' sockets rebuilds its poller only when the set of sockets changed.
         self.generation = 0
@@ -279,17 +292,45 @@ class Connections:
         if rpc is not None and rpc.broken is not None and not rpc.has_results:
             rpc.close()
             rpc = None
+        elif (rpc is not None and self._local is not None and not rpc.in_flight
+              and self._local.may_return(endpoint, rpc)
+              and self.metadata.is_data_endpoint(endpoint)):
+            rpc = self._return_to_local(endpoint, rpc)
         if rpc is None:
-            try:
-                rpc = RpcClient(endpoint, max_in_flight=self._max_in_flight,
-                                on_broken=self._on_broken)
-            except zmq.ZMQError as error:
-                raise ZlogError(
-                    ErrorCode.NETWORK_EXCEPTION, f"cannot connect to {endpoint!r}: {error}"
-                ) from None
+            rpc = self._open(endpoint)
             self._clients[endpoint] = rpc
             self.generation += 1
         return rpc
+
+    def _return_to_local(self, endpoint: str, network: RpcClient) -> RpcClient:
+        """The worker at `endpoint` was not taking local producers a while ago: the local
+        connection if it takes one now, else `network` still."""
+        assert self._local is not None
+        local = self._local.open(endpoint, max_in_flight=self._max_in_flight,
+                                 on_broken=self._on_broken)
+        if local is None:
+            return network
+        # Nothing is in flight on the DEALER, but an acks=0 request may still be queued.
+        network.close(linger_ms=LOCAL_RETURN_LINGER_MS)
+        self._clients[endpoint] = local
+        self.generation += 1
+        return local
+
+    def _open(self, endpoint: str) -> RpcClient:
+        """Through shared memory to a worker on this host that takes it (a local producer's
+        connections, local_produce.py), else a DEALER."""
+        if self._local is not None and self.metadata.is_data_endpoint(endpoint):
+            local = self._local.open(endpoint, max_in_flight=self._max_in_flight,
+                                     on_broken=self._on_broken)
+            if local is not None:
+                return local
+        try:
+            return RpcClient(endpoint, max_in_flight=self._max_in_flight,
+                             on_broken=self._on_broken)
+        except zmq.ZMQError as error:
+            raise ZlogError(
+                ErrorCode.NETWORK_EXCEPTION, f"cannot connect to {endpoint!r}: {error}"
+            ) from None
 
     def _on_broken(self) -> None:
         self.generation += 1

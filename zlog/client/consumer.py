@@ -30,7 +30,9 @@ of Aeron and Chronicle readers. A partition falls back to network fetches while 
 on this host, while the position is below the ring's tail (older data lives only in the segment
 files; the consumer comes back to the ring once it has caught up) or past its end. Waiting for
 new records spins on the ring heads for up to `local_spin_us` (a core's worth of CPU for the
-lowest latency), then sleeps in tiny growing steps.
+lowest latency; a few recent waits' worth, and none on a machine without a core to spare),
+then sleeps in tiny growing steps on the leaders' doorbells, which an append rings
+(docs/local-path.md).
 
 On a cluster (zlog.client.local_replicas, docs/replication.md §2.6): with
 `prefer_local_replica=True` or `client_rack` the ring may be an in-sync follower's on this host,

@@ -16,7 +16,7 @@ Everything here runs on the Consumer's thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -31,6 +31,7 @@ from zlog.client.local_replicas import (
     local_ring_dirs,
 )
 from zlog.client.local_ring import Backoff, LocalRing, ring_exists
+from zlog.client.ring_doorbells import RingDoorbells, RingNews, Wait
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.arrays import BatchView
 from zlog.transport.messages.admin import (
@@ -98,6 +99,7 @@ class LocalReads:
         self._ring_choices_version = -1  # the metadata version they were chosen from
         self._local_dirs: dict[int, Path] = {}  # brokers whose rings are this host's (same version)
         self.backoff = Backoff(spin_s=spin_us / 1e6)
+        self._doorbells = RingDoorbells()
         self._handed_out: list[tuple[LocalRing, int | None]] = []  # zero-copy views out there
         self.batches_read = 0  # batches taken from rings
 
@@ -208,18 +210,29 @@ class LocalReads:
         self.batches_read += len(views)
         return RingRead(views, next_offset, ring.high_watermark)
 
-    def news(self, positions: Mapping[TopicPartition, int | None]) -> Callable[[], bool]:
-        """A cheap test (one state read per ring) of whether any ring moved past a position.
+    def news(self, positions: Mapping[TopicPartition, int | None]) -> RingNews:
+        """A cheap test (one state read per ring) of whether any ring moved past a position,
+        and how to park until one does: on the doorbells of the leaders' workers
+        (ring_doorbells.py).
 
         A ring whose writer is gone never moves: watching it would only spin."""
-        watched = [(ring, position) for tp, ring in self._rings.items()
+        watched = [(tp, ring, position) for tp, ring in self._rings.items()
                    if (position := positions.get(tp)) is not None
                    and not ring.writer_gone()]
+        waits: list[Wait] = []
+        for tp, _ring, position in watched:
+            choice = self._ring_choices.get(tp)
+            partition = self._connections.metadata.partition(*tp)
+            if choice is not None and choice.is_leader and partition is not None:
+                waits.append((partition.endpoint, tp, position))
 
         def news() -> bool:
-            return any(ring.has_news(position) for ring, position in watched)
+            return any(ring.has_news(position) for _tp, ring, position in watched)
 
-        return news
+        def park(pause_s: float) -> None:
+            self._doorbells.park(waits, pause_s, news, complete=len(waits) == len(watched))
+
+        return RingNews(news, park)
 
     # -- zero-copy views ------------------------------------------------------------------
 
@@ -252,3 +265,4 @@ class LocalReads:
         for ring in self._rings.values():
             ring.close()
         self._rings.clear()
+        self._doorbells.close()

@@ -47,11 +47,13 @@ from urllib.parse import urlsplit
 import psutil
 
 from zlog.client.fetch_buffer import trim_view
+from zlog.client.ring_doorbells import RingNews
 from zlog.errors import ZlogError
 from zlog.record.arrays import BatchView, parse_batch
 from zlog.record.header import validate_batch
 from zlog.shm_segments.log import ring_path_for
 from zlog.shm_segments.ring import RingOverrunError, RingReader
+from zlog.transport.spin_window import MachineSpinCheck, SpinWindow
 
 __all__ = ["Backoff", "LocalRing", "is_local_endpoint", "ring_exists", "ring_path_for"]
 
@@ -90,34 +92,56 @@ class Backoff:
 
     The spin is for latency: a sleeping process needs a scheduler wake-up (tens of microseconds
     on a virtual machine), while a spinning one sees a commit within a state read. It costs a
-    core while it lasts, so it is bounded per wait (`spin_s`, 0 for none); a quiet ring then
-    costs only the sleeps, from PAUSE_FIRST_S up to PAUSE_LAST_S.
+    core while it lasts, so it is bounded per wait: by `spin_s` (0 for none), by a few of the
+    recent waits (none once waits are longer than `spin_s`: a quiet ring), and never on a
+    machine without a core to spare beside the ring's writer (zlog/transport/spin_window.py).
+    Then the sleeps, from PAUSE_FIRST_S up to PAUSE_LAST_S, on the writers' doorbells when
+    they have them (ring_doorbells.py).
     """
 
-    def __init__(self, spin_s: float = 0.0) -> None:
+    def __init__(self, spin_s: float = 0.0,
+                 spin_allowed: Callable[[], bool] | None = None) -> None:
         assert spin_s >= 0, spin_s
         self.spin_s = spin_s
+        self.window = SpinWindow(cap_s=spin_s)  # what the waits that ended with news teach
+        self._spin_allowed = spin_allowed or MachineSpinCheck().allowed
         self._spin_until: float | None = None
+        self._waiting_since: float | None = None
         self._pause_s = PAUSE_FIRST_S
 
     def reset(self) -> None:
         self._spin_until = None
+        self._waiting_since = None
         self._pause_s = PAUSE_FIRST_S
 
     def wait(self, remaining_s: float, news: Callable[[], bool]) -> None:
         """Return as soon as `news()` is true, or after one pause once the spin is spent."""
         now = time.perf_counter()
         if self._spin_until is None:
-            self._spin_until = now + self.spin_s
+            self._waiting_since = now
+            self.window.allowed = self.spin_s > 0 and self._spin_allowed()
+            self._spin_until = now + self.window.window_s()
         spin_until = min(self._spin_until, now + max(remaining_s, 0.0))
         while now < spin_until:
             if news():
+                self._waited(now)
                 return
             now = time.perf_counter()
         if news():
+            self._waited(now)
             return
-        time.sleep(max(0.0, min(self._pause_s, remaining_s)))
+        pause_s = max(0.0, min(self._pause_s, remaining_s))
+        if isinstance(news, RingNews):  # parked on the writers' doorbells: woken by an append
+            news.park(pause_s)
+        else:
+            time.sleep(pause_s)
         self._pause_s = min(self._pause_s * 2, PAUSE_LAST_S)
+
+    def _waited(self, now: float) -> None:
+        """News came: how long this wait lasted sets the next spin windows."""
+        if self._waiting_since is not None:
+            self.window.note_wait(now - self._waiting_since)
+            self._waiting_since = None
 
 
 class LocalRing:

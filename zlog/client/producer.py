@@ -26,6 +26,10 @@ errors are retried with `retry_backoff_ms` between attempts until `retries` atte
 each record is appended exactly once and in order per partition. Idempotence needs acks != 0;
 with acks=0 it is silently off, as in Kafka when not set explicitly.
 
+Local: with `local=True`, requests to a leader whose worker runs on this host go through a
+shared-memory queue instead of a socket (local_produce.py, docs/local-path.md), with the same
+delivery guarantees; leaders elsewhere are reached over the network as usual.
+
 Memory: queued records hold at most `buffer_memory` bytes; `send` blocks up to `max_block_ms`
 for room and then raises REQUEST_TIMED_OUT.
 
@@ -65,6 +69,7 @@ from zlog.client.accumulator import (
     record_size_bytes,
 )
 from zlog.client.cluster import Connections
+from zlog.client.local_produce import LocalChannels
 from zlog.client.partitioner import StickyPartitioner, partition_for_key, partitions_for_keys
 from zlog.client.records import BatchMetadata, RecordMetadata
 from zlog.client.sender import DeferredSend, Sender, SenderConfig, SharedState
@@ -174,6 +179,7 @@ class Producer:
         max_in_flight: int = 5,
         metadata_max_age_ms: int = 300_000,
         clock: Clock | None = None,
+        local: bool = False,
     ) -> None:
         acks_value = parse_acks(acks)
         for name, value in (("linger_ms", linger_ms), ("retries", retries),
@@ -209,7 +215,8 @@ class Producer:
             delivery_timeout_ms=delivery_timeout_ms,
             metadata_max_age_ms=metadata_max_age_ms,
         )
-        connections = Connections(bootstrap, max_in_flight=max_in_flight)
+        connections = Connections(bootstrap, max_in_flight=max_in_flight,
+                                  local=LocalChannels() if local else None)
         self._sender = Sender(self.config, self._shared, connections, self._clock.monotonic_ms)
         self._thread = threading.Thread(target=self._sender.run, name="zlog-producer-io",
                                         daemon=True)

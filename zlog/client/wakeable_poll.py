@@ -15,6 +15,7 @@ import select
 import zmq
 
 from zlog.client.cluster import Connections
+from zlog.transport.rpc import RpcClient
 
 
 class WakeablePoll:
@@ -27,6 +28,7 @@ class WakeablePoll:
         os.set_blocking(self._wake_write, False)
         self._poller = select.poll()
         self._polled_generation = -1
+        self._parking: list[RpcClient] = []  # connections that spin, then park (raw_fds)
 
     def wake(self) -> None:
         """Cut the current or next wait short."""
@@ -44,16 +46,25 @@ class WakeablePoll:
         flight is still drained when something arrives on it: a late answer)."""
         poller = select.poll()
         poller.register(self._wake_read, select.POLLIN)
+        self._parking = []
         for rpc in connections.clients():
             for sock in rpc.sockets:  # the DEALER and its connection monitor
                 fd = sock.getsockopt(zmq.FD)
                 assert isinstance(fd, int)
                 poller.register(fd, select.POLLIN)
+            for fd in rpc.raw_fds:  # a local producer's doorbell (local_produce.py)
+                poller.register(fd, select.POLLIN)
+                self._parking.append(rpc)
         self._poller = poller
         self._polled_generation = connections.generation
 
     def wait(self, wait_ms: int) -> None:
-        """Sleep until a socket signals, a wake-up or `wait_ms`."""
+        """Sleep until a socket signals, a wake-up or `wait_ms` (not at all when a local
+        connection's answer came while it got ready to park)."""
+        for rpc in self._parking:
+            if not rpc.ready_to_park():
+                return
+            wait_ms = rpc.park_ms(wait_ms)
         ready = self._poller.poll(wait_ms)
         if any(fd == self._wake_read for fd, _events in ready):
             with contextlib.suppress(BlockingIOError):  # another pass drained it already

@@ -56,7 +56,7 @@ from zlog.transport.sockets import (
     recv_frames,
     send_frames,
 )
-from zlog.transport.wire import INT32_MAX
+from zlog.transport.wire import INT32_MAX, Buffer
 
 IN_FLIGHT_DEFAULT: Final = 64
 TIMEOUT_MS_DEFAULT: Final = 30_000
@@ -105,9 +105,6 @@ class RpcClient:
         frame_bytes_max: int = limits.CLIENT_FRAME_BYTES_MAX,
         on_broken: Callable[[], None] | None = None,
     ) -> None:
-        assert 1 <= max_in_flight <= limits.IN_FLIGHT_REQUESTS_MAX, max_in_flight
-        self.endpoint = endpoint
-        self.max_in_flight = max_in_flight
         self._socket = new_dealer(context=context, frame_bytes_max=frame_bytes_max)
         # The monitor is attached before connecting, so no connection event can be missed.
         self._monitor: zmq.Socket[bytes] = self._socket.get_monitor_socket(_LINK_EVENTS)
@@ -116,6 +113,15 @@ class RpcClient:
         except zmq.ZMQError:
             self._close_sockets(0)
             raise
+        self._init_calls(endpoint, max_in_flight, on_broken)
+
+    def _init_calls(self, endpoint: str, max_in_flight: int,
+                    on_broken: Callable[[], None] | None) -> None:
+        """The state of the calls, whatever carries them (a subclass may carry them by other
+        means than a DEALER: zlog/client/local_produce.py)."""
+        assert 1 <= max_in_flight <= limits.IN_FLIGHT_REQUESTS_MAX, max_in_flight
+        self.endpoint = endpoint
+        self.max_in_flight = max_in_flight
         self._on_broken = on_broken  # the owner's hook: this client's sockets are gone
         self._pending: dict[int, _Pending] = {}
         self._ready: deque[RpcResult] = deque()
@@ -187,7 +193,7 @@ class RpcClient:
                 raise ZlogError(self.broken.code, self.broken.message)
         correlation_id = self._take_correlation_id()
         frames = encode_request(correlation_id, msg)
-        if not send_frames(self._socket, frames, block=False):
+        if not self._transmit(frames):
             raise ZlogError(
                 ErrorCode.NETWORK_EXCEPTION, f"the send queue to {self.endpoint} is full"
             )
@@ -195,6 +201,20 @@ class RpcClient:
             self._pending[correlation_id] = _Pending(msg, deadline_ms, timeout_ms)
         assert len(self._pending) <= self.max_in_flight
         return correlation_id
+
+    @property
+    def raw_fds(self) -> tuple[int, ...]:
+        """Plain file descriptors to wait on beside `sockets` (a DEALER has none)."""
+        return ()
+
+    def ready_to_park(self) -> bool:
+        """Called right before its owner sleeps on `sockets` and `raw_fds`: False when an
+        answer came meanwhile and the sleep should be skipped (a DEALER has nothing to do)."""
+        return True
+
+    def park_ms(self, wait_ms: int) -> int:
+        """How long its owner may then sleep at most (a DEALER's sockets always signal)."""
+        return wait_ms
 
     def poll_responses(self, timeout_ms: int) -> list[RpcResult]:
         """Every result ready now, waiting up to `timeout_ms` for the first one.
@@ -293,6 +313,10 @@ class RpcClient:
         self.close()
 
     # -- internals ------------------------------------------------------------------------
+
+    def _transmit(self, frames: list[Buffer]) -> bool:
+        """Hand a request's frames to the transport; False when its queue is full."""
+        return send_frames(self._socket, frames, block=False)
 
     def _take_correlation_id(self) -> int:
         # Ids wrap within int32; at most max_in_flight are taken, so a free one is near.

@@ -35,10 +35,28 @@ def test_news_ends_the_wait_without_a_sleep(sleeps: list[float]) -> None:
 
 
 def test_the_spin_watches_until_news_arrives(sleeps: list[float]) -> None:
+    backoff = Backoff(spin_s=60.0, spin_allowed=lambda: True)
+    backoff.window.note_wait(10.0)  # waits were short against the cap
     seen, news = news_after(3)
-    Backoff(spin_s=60.0).wait(60.0, news)  # type: ignore[arg-type]
+    backoff.wait(60.0, news)  # type: ignore[arg-type]
     assert seen == [4]
     assert sleeps == []
+
+
+@pytest.mark.parametrize(("spin_s", "waited_s", "allowed"), [
+    (60.0, 10.0, False),  # no core to spare beside the ring's writer
+    (0.001, 10.0, True),  # waits longer than the spin: a quiet ring
+    (60.0, None, True),  # nothing learnt yet
+])
+def test_no_spin_without_a_spare_core_or_short_waits(
+        sleeps: list[float], spin_s: float, waited_s: float | None, allowed: bool) -> None:
+    backoff = Backoff(spin_s=spin_s, spin_allowed=lambda: allowed)
+    if waited_s is not None:
+        backoff.window.note_wait(waited_s)
+    seen, news = news_after(3)
+    backoff.wait(60.0, news)  # type: ignore[arg-type]
+    assert seen == [1]
+    assert sleeps == [PAUSE_FIRST_S]
 
 
 def test_without_spin_each_wait_is_one_sleep_that_doubles_up_to_the_last(

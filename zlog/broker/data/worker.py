@@ -53,6 +53,7 @@ from zlog.broker.data.group_host import GroupHost
 from zlog.broker.data.isr_change_file import IsrChangeFiles
 from zlog.broker.data.isr_proposals import ISR_CHECK_INTERVAL_MS, IsrProposals
 from zlog.broker.data.metrics_publish import open_worker_metrics, publish
+from zlog.broker.data.local_producers import LocalProducers
 from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.log_lines import (
     LOG_FORMATS,
@@ -165,6 +166,7 @@ class Worker:
         self.parent_pid = os.getppid()
         self._context = shared_context()
         self._data, self.endpoint = self._bind_data()
+        self.local_producers = LocalProducers.serving(self.endpoint, self.host.partitions)
         self._control = self._connect_control()
         now_ms = self.clock.monotonic_ms()
         self._last_supervisor_ms = now_ms
@@ -224,7 +226,7 @@ class Worker:
             log.warning("supervisor queue full; dropped %s", message.TYPE)
 
     def _send_replies(self, replies: Sequence[Reply]) -> None:
-        for identity, frames in replies:
+        for identity, frames in self.local_producers.deliver(replies):
             try:
                 sent = send_routed(self._data, identity, frames)
             except zmq.ZMQError as error:
@@ -251,7 +253,9 @@ class Worker:
         try:
             while not self._stopping:
                 self._poll_fetchers(poller)
-                events = dict(poller.poll(self._poll_timeout_ms()))
+                self.local_producers.watch(poller)
+                events = dict(poller.poll(
+                    self.local_producers.poll_timeout_ms(self._poll_timeout_ms())))
                 if self.lifeline is not None and self.lifeline.cut():
                     log.info("the supervisor's lifeline is cut (it stops, or it died): "
                              "stopping")
@@ -261,6 +265,8 @@ class Worker:
                     self._serve_data()
                 if self._control in events:
                     self._serve_control()
+                self._send_replies(self.local_producers.serve(
+                    events, self.data_plane.handle, self.clock.monotonic_ms()))
                 self._run_fetchers()
                 self._run_timers()
         finally:
@@ -360,6 +366,7 @@ class Worker:
             self._send_replies(self.data_plane.drain())
             self._send_replies(self.groups.drain())
         finally:
+            self.local_producers.close()
             self.fetchers.close()
             self.host.close_all()
             self._data.close(linger=SHUTDOWN_LINGER_MS)
