@@ -52,8 +52,8 @@ from zlog.broker.data.fetcher import Fetchers, FetcherSettings
 from zlog.broker.data.group_host import GroupHost
 from zlog.broker.data.isr_change_file import IsrChangeFiles
 from zlog.broker.data.isr_proposals import ISR_CHECK_INTERVAL_MS, IsrProposals
-from zlog.broker.data.metrics_publish import open_worker_metrics, publish
 from zlog.broker.data.local_producers import LocalProducers
+from zlog.broker.data.metrics_publish import open_worker_metrics, publish
 from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.log_lines import (
     LOG_FORMATS,
