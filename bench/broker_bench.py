@@ -21,7 +21,8 @@ nothing more on one replica), then tuned by the flags (`--batch-size`, `--fetch-
   *scheduled* time to its receipt, so a stall counts against every record it delays (no
   coordinated omission). Percentiles come from an HDR histogram (`hdrhistogram`, 3
   significant digits) when that package imports, else from numpy over all samples; the JSON
-  says which. The latency phase runs twice: with a network consumer (`latency_*`) and with
+  says which. Every latency phase runs at the client's defaults (`send` with linger_ms 0, a
+  subscription for the consumer). The latency phase runs twice: with a network consumer (`latency_*`) and with
   `Consumer(local=True)`, which reads the leader's shared-memory ring directly
   (`zlog_local_latency_*`);
 - the local producer phases (`zlog_local_produce_*`): `Producer(local=True)`, whose requests
@@ -535,6 +536,7 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
         if args.large_only:
             figures.update(run_large_batch_figures(args, broker, run))
             return figures
+        args.profile = "defaults"  # every latency phase: what a user gets
         if args.local_produce_only:
             figures.update(run_local_produce_figures(args, broker, Path(scratch), run))
             return figures
@@ -550,7 +552,7 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
             create_topic(endpoint, f"send-{profile}-{run}")
             figures.update({prefix + key: value for key, value in run_throughput_figures(
                 args, endpoint, f"many-{profile}-{run}", f"send-{profile}-{run}").items()})
-        args.profile = "tuned"
+        args.profile = "defaults"
         for kind in ("produce", "consume"):
             figures[f"{kind}_defaults_vs_tuned"] = (
                 figures[f"{kind}_records_per_s"] / figures[f"tuned_{kind}_records_per_s"])

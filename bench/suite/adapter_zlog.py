@@ -188,9 +188,11 @@ def latency_send(spec: Spec) -> dict[str, Any]:
 
     padding = latency_padding(spec["value_bytes"])
     topic = spec["topic"]
-    # linger 0 in both profiles: what a latency-sensitive user sets (the default, 5 ms, trades
-    # latency for batching, and every peer here sends at once).
-    with Producer(spec["endpoint"], acks=spec["acks"], linger_ms=0) as producer:
+    # The client's defaults (linger_ms 0: records batch by round trip, not by timer); with
+    # spec["local"] (zlog_local) the producer hands its requests to the worker through shared
+    # memory (docs/local-path.md).
+    with Producer(spec["endpoint"], acks=spec["acks"],
+                  local=bool(spec.get("local"))) as producer:
         producer.send(topic, bytes(spec["value_bytes"]), partition=0).result(30)
         schedule = Schedule.after_go(spec)
         for due in schedule.due():

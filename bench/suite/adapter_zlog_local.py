@@ -1,7 +1,9 @@
-"""zlog with its local consumer: the same broker and producer as `adapter_zlog`, and a
-`Consumer(local=True, local_zero_copy=True)` that reads the partition's shared-memory ring
-directly (no fetch request, no socket, batches decoded in place), spinning on the ring head for
-up to LOCAL_SPIN_US before it sleeps. Every batch it counts is checked with `views_intact()`.
+"""zlog's local path: the same broker as `adapter_zlog`; in the latency cases a
+`Producer(local=True)` that hands its requests to the leader's worker through a shared-memory
+queue, and in every case a `Consumer(local=True, local_zero_copy=True)` that reads the
+partition's shared-memory ring directly (no fetch request, no socket, batches decoded in
+place), woken by the worker's doorbell. Every batch it counts is checked with
+`views_intact()`. The produce cases keep the network producer, to compare the readers alone.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def consume(spec: Spec) -> dict[str, Any]:
 
 
 def latency_send(spec: Spec) -> dict[str, Any]:
-    return adapter_zlog.latency_send(spec)
+    return adapter_zlog.latency_send(spec | {"local": True})
 
 
 def latency_receive(spec: Spec) -> dict[str, Any]:
