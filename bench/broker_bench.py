@@ -22,8 +22,9 @@ nothing more on one replica), then tuned by the flags (`--batch-size`, `--fetch-
   coordinated omission). Percentiles come from an HDR histogram (`hdrhistogram`, 3
   significant digits) when that package imports, else from numpy over all samples; the JSON
   says which. Every latency phase runs at the client's defaults (`send` with linger_ms 0, a
-  subscription for the consumer). The latency phase runs twice: with a network consumer (`latency_*`) and with
-  `Consumer(local=True)`, which reads the leader's shared-memory ring directly
+  subscription for the consumer). The latency phase runs twice: with a network consumer
+  (`latency_*`) and with `Consumer(local=True)`, which reads the leader's shared-memory ring
+  directly
   (`zlog_local_latency_*`);
 - the local producer phases (`zlog_local_produce_*`): `Producer(local=True)`, whose requests
   reach the worker through a shared-memory queue (docs/local-path.md), in the latency phase
