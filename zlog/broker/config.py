@@ -163,6 +163,17 @@ class BrokerConfig:
     """debug, info, warning or error."""
     topic_defaults: tuple[tuple[str, str], ...] = ()
     """Topic config defaults for this broker (Kafka names -> values) over LogConfig's own."""
+    security: bool = False
+    """CURVE on every ZeroMQ socket (clients, workers, replication, the metadata log), only the
+    principals in security_keys_dir let in, ACLs default-deny and quotas enforced
+    (docs/security.md). Every broker of a cluster has the same setting."""
+    security_keys_dir: Path | None = None
+    """With security on: server.key_secret (the cluster's server key) and principals/ (each
+    principal's NAME.key, and this broker's own NAME.key_secret); `zlog keys generate`."""
+    security_principal: str = "broker"
+    """The principal this broker presents to the others; always a super-user."""
+    super_users: tuple[str, ...] = ()
+    """Principals every ACL lets through, "admin,ops" (Kafka's super.users)."""
 
     def __post_init__(self) -> None:
         assert self.node_id >= 0
@@ -199,6 +210,8 @@ class BrokerConfig:
             raise ConfigError("replica_lag_time_max_ms must exceed replica_fetch_wait_max_ms")
         if self.ring_flush_bytes >= self.ring_bytes:
             raise ConfigError("ring_flush_bytes must be smaller than ring_bytes")
+        if self.security and self.security_keys_dir is None:
+            raise ConfigError("security needs security_keys_dir (zlog keys generate makes one)")
 
     @property
     def offsets_retention_effective_ms(self) -> int:
@@ -366,6 +379,13 @@ def raft_endpoint(control_endpoint: str) -> str:
     return f"{host}:{int(port) + 1}"
 
 
+def _to_names(value: object) -> tuple[str, ...]:
+    """"admin, ops" or a TOML list -> ("admin", "ops")."""
+    items = value if isinstance(value, list) else _to_optional_str(value).split(",")
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    return tuple(dict.fromkeys(names))
+
+
 def _to_log_level(value: object) -> str:
     text = _to_str(value).lower()
     if text not in LOG_LEVELS:
@@ -418,6 +438,10 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "controller_stall_timeout_ms": _to_int(0, 3_600_000),
     "shutdown_timeout_ms": _to_int(0, 3_600_000),
     "log_level": _to_log_level,
+    "security": _to_bool,
+    "security_keys_dir": _to_optional_path,
+    "security_principal": _to_str,
+    "super_users": _to_names,
 }
 assert set(_PARSERS) | {"topic_defaults"} == {f.name for f in fields(BrokerConfig)}
 

@@ -75,12 +75,14 @@ from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.groups.partitioning import OFFSETS_TOPIC
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
 from zlog.shm_segments.partition_metadata import read_topic_id
+from zlog.transport import curve
 from zlog.transport.api import CONTROL_APIS
 from zlog.transport.codec import (
     RequestHeader,
     encode_error_response,
     encode_response,
 )
+from zlog.transport.curve_keys import broker_security
 from zlog.transport.messages import (
     Request,
     Response,
@@ -222,6 +224,13 @@ class Supervisor:
             dir_id = data_dir_identity(self.data_dir, config.node_id)
         except DataDirError as error:
             raise StartupError(str(error)) from None
+        keys_dir = config.security_keys_dir if config.security else None
+        if keys_dir is not None:  # before the first socket: none is ever made in the clear
+            try:
+                curve.install(broker_security(keys_dir, config.security_principal,
+                                              config.super_users))
+            except ZlogError as error:
+                raise StartupError(error.message) from None
         try:
             self._control_socket, self.control_endpoint = make_router(
                 config.listen, context=self._context
@@ -241,6 +250,7 @@ class Supervisor:
                 worker_module=self.worker_module,
                 ring_bytes=config.ring_bytes, ring_flush_bytes=config.ring_flush_bytes,
                 replica=config.replica_settings, lifeline_fds=self._lifeline.read_fds,
+                security_keys_dir=keys_dir, security_principal=config.security_principal,
             ),
             self._context,
             on_assigned=self.control.partition_assigned,

@@ -59,6 +59,8 @@ from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
+from zlog.transport import curve
+from zlog.transport.curve_keys import broker_security
 from zlog.transport.server import Reply
 from zlog.transport.sockets import (
     has_message,
@@ -108,6 +110,8 @@ class WorkerOptions:
     """The port of the worker this one replaces (0: none), tried first: clients and followers
     then reconnect to the address they knew, with no metadata change to wait for."""
     supervisor_fds: tuple[int, ...] = NO_FDS  # the read ends of the supervisor's lifeline
+    security_keys_dir: Path | None = None  # security on: the broker's keys (curve_keys.py)
+    security_principal: str = ""
 
 
 class Worker:
@@ -496,6 +500,10 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
     parser.add_argument("--supervisor-fd", type=int, action="append", dest="supervisor_fds",
                         default=[], help="a read end of the supervisor's lifeline (repeated)")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--security-keys-dir", type=Path, default=None,
+                        help="CURVE on every socket, with the broker's keys from here")
+    parser.add_argument("--security-principal", default="broker",
+                        help="the principal this worker presents to its peers")
     for name, flag in flag_names().items():
         default = getattr(REPLICA_DEFAULTS, name)
         parser.add_argument(flag, dest="replica_" + name, type=int, default=default,
@@ -521,6 +529,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
         args.port_range, args.ring_bytes, args.ring_flush_bytes, args.supervisor_silence_ms,
         ReplicaSettings(**{name: getattr(args, "replica_" + name) for name in flag_names()}),
         args.bind_host, args.preferred_port, tuple(args.supervisor_fds),
+        args.security_keys_dir, args.security_principal,
     )
     return options, str(args.log_level).upper()
 
@@ -554,6 +563,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options.data_dir.mkdir(parents=True, exist_ok=True)
         options.ring_dir.mkdir(parents=True, exist_ok=True)
+        if options.security_keys_dir is not None:  # before any socket is made
+            curve.install(broker_security(options.security_keys_dir,
+                                          options.security_principal))
         worker = Worker(options)
     except (ZlogError, zmq.ZMQError, OSError) as error:
         log.error("worker %d cannot start: %s", options.worker_id, error)

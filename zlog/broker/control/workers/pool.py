@@ -186,6 +186,8 @@ class WorkerSettings:
     replica: ReplicaSettings = REPLICA_DEFAULTS
     bind_host: str = ""  # where the data endpoints bind; empty: `host`
     lifeline_fds: tuple[int, ...] = NO_FDS  # the supervisor's lifeline: every worker gets it
+    security_keys_dir: Path | None = None  # security on: every worker's sockets use CURVE
+    security_principal: str = ""
 
 
 def supervisor_endpoint(data_dir: Path) -> str:
@@ -305,6 +307,9 @@ class WorkerPool:
             command += ["--preferred-port", str(worker.last_port)]
         for fd in settings.lifeline_fds:
             command += ["--supervisor-fd", str(fd)]
+        if settings.security_keys_dir is not None:
+            command += ["--security-keys-dir", str(settings.security_keys_dir),
+                        "--security-principal", settings.security_principal]
         return command
 
     def _spawn(self, worker: WorkerHandle, now_ms: int) -> None:
