@@ -18,6 +18,8 @@
                              --to-datetime ISO | --shift-by N) [--execute]
     zlog cluster status
     zlog keys generate DIR [NAME]...
+    zlog acl add|remove --principal P --operation OP (--topic T | --group G | --cluster) ...
+    zlog acl list | zlog user add|remove NAME | user list | quota set ... | quota list
     zlog --version
 
 Every client command takes --bootstrap (default tcp://127.0.0.1:7400, or $ZLOG_BOOTSTRAP) and
@@ -38,7 +40,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
 import zlog
-from zlog import cli_cluster, cli_groups, cli_security
+from zlog import cli_acls, cli_cluster, cli_groups, cli_security
 from zlog.cli_records import (
     FORMAT_TOKENS,
     NULL_TEXT_DEFAULT,
@@ -257,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     elect.add_argument("--preferred", action="store_true", required=True,
                        help="a preferred-leader election over every partition (the only kind)")
     cli_security.add_keys_parser(commands, _set_handler)
+    cli_acls.add_parsers(commands, _command)
     return parser
 
 

@@ -24,6 +24,7 @@ from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.curve_keys import PRINCIPALS_DIR, generate_key_pair
 from zlog.transport.messages.admin import MetadataRequestV0
+from zlog.transport.messages.security import AclEntry, AlterSecurityRequestV0
 from zlog.transport.rpc import RpcClient
 from zlog_testbed.broker_process import REPO_ROOT, BrokerProcess
 from zlog_testbed.free_ports import free_port
@@ -70,6 +71,8 @@ def test_only_a_known_key_produces_fetches_and_reads_metadata(keys: Path, tmp_pa
         with speaking_as(keys):
             with Admin(broker.endpoint, request_timeout_ms=TIMEOUT_MS) as admin:
                 admin.create_topics([NewTopic(TOPIC, 1)])
+                admin.alter_security(AlterSecurityRequestV0(
+                    acls_add=(AclEntry("alice", "topic", TOPIC, "write"),)))
             data_endpoint = broker.data_endpoint(TOPIC, 0)
             assert _produce(broker.endpoint, b"kept") == 0
             assert _fetch_one(broker.endpoint) == b"kept"

@@ -29,12 +29,11 @@ import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
 from zlog.errors import ErrorCode, ZlogError
+from zlog.transport.messages.security import ANONYMOUS
 
 log = logging.getLogger("zlog.transport.curve")
 
 ZAP_DOMAIN: Final = "zlog"
-ANONYMOUS: Final = "ANONYMOUS"
-"""The principal of every request when security is off."""
 _USER_ID: Final = "User-Id"
 HANDSHAKE_REFUSED_EVENTS: Final = int(
     zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL

@@ -21,12 +21,15 @@ restarts it and the ring gives back every acknowledged batch.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from zlog import __version__, limits
+from zlog.broker.data.data_security import DataSecurity
 from zlog.broker.data.fetch_waiters import (
     EntryRead,
     FetchWaiters,
@@ -74,6 +77,7 @@ from zlog.transport.messages.groups import (
     GROUP_REQUEST_TYPES,
     GroupRequest,
 )
+from zlog.transport.messages.security import ANONYMOUS
 from zlog.transport.server import Reply, RequestPath, ServerStats
 from zlog.types import ACKS_ALL, TopicPartition
 
@@ -88,6 +92,7 @@ REQUEST_PATH: Final = RequestPath(
 )
 
 _INTERNAL_ERROR: Final = REQUEST_PATH.internal_error_message
+_HELD_ORDER: Final = itertools.count()  # ties between held replies go in order
 
 GroupHandler = Callable[[bytes, RequestHeader, GroupRequest, int], list[Reply]]
 
@@ -126,20 +131,48 @@ class DataPlane:
     lease_until_ms: int | None = None  # leaderships stand until then (worker_protocol.Lease)
     supervisor_gone: Callable[[], bool] = lambda: False  # then none stands (supervisor_lifeline)
     group_requests: GroupHandler | None = None  # the worker's coordinators (group_host.py)
+    security: DataSecurity | None = None  # security on: ACLs checked, quotas enforced
+    held: list[tuple[int, int, Reply]] = field(default_factory=list)  # (due ms, seq, reply)
 
     # ------------------------------------------------------------------ entry points
 
-    def handle(self, identity: bytes, frames: Sequence[Frame], now_ms: int) -> list[Reply]:
-        """Apply one request; returns every reply it causes (its own and woken long polls)."""
+    def handle(self, identity: bytes, frames: Sequence[Frame], now_ms: int,
+               principal: str = ANONYMOUS) -> list[Reply]:
+        """Apply one request; returns every reply it causes (its own and woken long polls).
+        With security on, `principal` must be allowed it, and its answer waits out the
+        principal's quotas (data_security.py)."""
+        security = self.security
 
         def dispatch(peer: bytes, header: RequestHeader, request: Request) -> list[Reply]:
-            return self._dispatch(peer, header, request, now_ms)
+            if security is None:
+                return self._dispatch(peer, header, request, now_ms)
+            security.check(principal, request)
+            replies = self._dispatch(peer, header, request, now_ms)
+            delay_ms = security.throttle_ms(principal, request, peer, replies, now_ms)
+            return self._hold(peer, replies, now_ms + delay_ms) if delay_ms > 0 else replies
 
         return REQUEST_PATH.serve(identity, frames, dispatch, self.stats)
 
+    def _hold(self, peer: bytes, replies: list[Reply], due_ms: int) -> list[Reply]:
+        """Keep `peer`'s replies until `due_ms`; the others go now."""
+        for reply in replies:
+            if reply[0] == peer:
+                heapq.heappush(self.held, (due_ms, next(_HELD_ORDER), reply))
+        return [reply for reply in replies if reply[0] != peer]
+
+    def _release_held(self, now_ms: int | None) -> list[Reply]:
+        """The held replies due by `now_ms` (None: all of them)."""
+        released: list[Reply] = []
+        while self.held and (now_ms is None or self.held[0][0] <= now_ms):
+            released.append(heapq.heappop(self.held)[2])
+        return released
+
     def on_timer(self, now_ms: int) -> list[Reply]:
-        """Answer the long polls and acks=all waits whose time is up."""
+        """Answer the long polls and acks=all waits whose time is up, and the throttled
+        answers now due."""
         replies = [self._answer_fetch(token) for token in self.waiters.expire(now_ms)]
+        if self.held:
+            replies.extend(self._release_held(now_ms))
         if self.delayed:
             for delayed in [d for d in self.delayed if d.deadline_ms <= now_ms]:
                 replies.append(self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT))
@@ -164,9 +197,11 @@ class DataPlane:
     def next_deadline_ms(self) -> int | None:
         """The earliest deadline of a parked fetch or acks=all wait (None: nothing waits)."""
         fetch_deadline_ms = self.waiters.next_deadline_ms()
-        if not self.delayed:
+        if not self.delayed and not self.held:
             return fetch_deadline_ms
         deadlines = [d.deadline_ms for d in self.delayed]
+        if self.held:
+            deadlines.append(self.held[0][0])
         if fetch_deadline_ms is not None:
             deadlines.append(fetch_deadline_ms)
         return min(deadlines)
@@ -182,6 +217,7 @@ class DataPlane:
     def drain(self) -> list[Reply]:
         """Shutdown: answer every parked request with what there is now."""
         replies = [self._answer_fetch(token) for token in self.waiters.drain()]
+        replies.extend(self._release_held(None))
         for delayed in list(self.delayed):
             replies.append(self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT))
         return replies

@@ -47,6 +47,7 @@ import zmq
 from zlog import limits
 from zlog.broker import worker_protocol as protocol
 from zlog.broker.data.data_plane import DataPlane
+from zlog.broker.data.data_security import DataSecurity
 from zlog.broker.data.fetcher import Fetchers, FetcherSettings
 from zlog.broker.data.group_host import GroupHost
 from zlog.broker.data.isr_change_file import IsrChangeFiles
@@ -60,7 +61,9 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
 from zlog.transport import curve
+from zlog.transport.curve import principal_of
 from zlog.transport.curve_keys import broker_security
+from zlog.transport.messages.security import ANONYMOUS
 from zlog.transport.server import Reply
 from zlog.transport.sockets import (
     has_message,
@@ -128,6 +131,8 @@ class Worker:
         )
         self.lifeline = LifelineWatch(options.supervisor_fds) if options.supervisor_fds else None
         self.data_plane = DataPlane(self.host.partitions, clock=self.clock)
+        if options.security_keys_dir is not None:
+            self.data_plane.security = DataSecurity.before_settings(options.security_principal)
         if self.lifeline is not None:
             self.data_plane.supervisor_gone = self.lifeline.cut
         self.groups = GroupHost(self.host.partitions, self.data_plane.append_batch,
@@ -299,7 +304,9 @@ class Worker:
             if routed is None:
                 return
             identity, frames = routed
-            self._send_replies(self.data_plane.handle(identity, frames, self.clock.monotonic_ms()))
+            self._send_replies(self.data_plane.handle(
+                identity, frames, self.clock.monotonic_ms(),
+                principal_of(frames[0]) if frames else ANONYMOUS))
             if not has_message(self._data):
                 return
 
@@ -397,6 +404,9 @@ class Worker:
             self._send_replies(self.groups.check_lease())
         elif isinstance(message, protocol.GroupSettings):
             self._send_replies(self.groups.configure(message))
+        elif isinstance(message, protocol.SecuritySettings):
+            if self.data_plane.security is not None:
+                self.data_plane.security.configure(message)
         else:
             log.info("stop requested by the supervisor")
             self.request_stop()

@@ -242,6 +242,7 @@ class WorkerPool:
         self._next_request_id = 1
         self._lease_until_ms = -1  # sent to every worker (worker_protocol.Lease); -1: none
         self._group_settings: protocol.GroupSettings | None = None
+        self._security_settings: protocol.SecuritySettings | None = None
         self._forkserver: WorkerForkServer | None = None
         self._forkserver_retry_at_ms = 0
         self.router, self.endpoint = make_channel_router(
@@ -500,12 +501,20 @@ class WorkerPool:
     def set_group_settings(self, settings: protocol.GroupSettings) -> None:
         """Topic partition counts and group configs changed: every ready worker hears it now
         (one that says hello later hears it then)."""
-        if settings == self._group_settings:
-            return
-        self._group_settings = settings
+        if settings != self._group_settings:
+            self._group_settings = settings
+            self._send_ready(settings)
+
+    def set_security_settings(self, settings: protocol.SecuritySettings) -> None:
+        """ACLs, quotas or super-users changed: as `set_group_settings`."""
+        if settings != self._security_settings:
+            self._security_settings = settings
+            self._send_ready(settings)
+
+    def _send_ready(self, message: protocol.ToWorker) -> None:
         for worker in self.workers:
             if worker.state == WorkerState.READY:
-                self._send(worker, settings)
+                self._send(worker, message)
 
     def set_lease(self, until_ms: int) -> None:
         """Until when this broker's leaderships stand; every ready worker hears it now."""
@@ -583,6 +592,8 @@ class WorkerPool:
         self.changed = True
         if self._group_settings is not None:
             self._send(worker, self._group_settings)
+        if self._security_settings is not None:
+            self._send(worker, self._security_settings)
         if self._lease_until_ms >= 0:  # before any assign: it leads nothing without one
             self._send(worker, protocol.Lease(self._lease_until_ms))
         log.info("worker %d (pid %d) serving at %s", worker.worker_id, message.pid,
