@@ -12,11 +12,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from zlog import cli
+from zlog.client import Admin, NewTopic
 from zlog.transport import curve
 from zlog.transport.curve_keys import PRINCIPALS_DIR, client_security
+from zlog.transport.messages.security import AclEntry, AlterSecurityRequestV0
 from zlog_testbed.broker_process import BrokerProcess, broker_process
 
 ADMIN = "admin"  # the tests' super-user
+SETUP_TIMEOUT_MS = 30_000
 
 
 def make_keys(directory: Path, principals: Sequence[str]) -> Path:
@@ -53,11 +56,20 @@ def speaking_as(keys: Path | None, principal: str = ADMIN, *,
 
 @contextlib.contextmanager
 def secure_broker(keys: Path, log_dir: Path, *, workers: int = 1,
-                  extra_args: Sequence[str] = ()) -> Iterator[BrokerProcess]:
-    """A started broker with security on; the test process speaks as the super-user while it
-    starts (its readiness probe is a client too)."""
+                  extra_args: Sequence[str] = (), topics: Sequence[str] = (),
+                  acls: Sequence[AclEntry] = ()) -> Iterator[BrokerProcess]:
+    """A started broker with security on, its `topics` (one partition each) served and its
+    `acls` set; the test process speaks as the super-user while it starts (its readiness
+    probe is a client too)."""
     with speaking_as(keys), broker_process(
             log_dir, workers=workers,
             extra_args=(*security_args(keys), *extra_args)) as broker:
+        with Admin(broker.endpoint, request_timeout_ms=SETUP_TIMEOUT_MS) as admin:
+            if topics:
+                admin.create_topics([NewTopic(name, 1) for name in topics])
+            if acls:
+                admin.alter_security(AlterSecurityRequestV0(acls_add=tuple(acls)))
+        for name in topics:
+            broker.data_endpoint(name, 0)
         curve.install(None)
         yield broker

@@ -37,12 +37,7 @@ def keys(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def broker(keys: Path, tmp_path: Path) -> Iterator[BrokerProcess]:
-    with secure_broker(keys, tmp_path) as running:
-        with speaking_as(keys):
-            with Admin(running.endpoint, request_timeout_ms=TIMEOUT_MS) as admin:
-                admin.create_topics([NewTopic(name, 1) for name in (*ORDERS, OTHER)])
-            for name in (*ORDERS, OTHER):
-                running.data_endpoint(name, 0)
+    with secure_broker(keys, tmp_path, topics=(*ORDERS, OTHER)) as running:
         yield running
 
 

@@ -15,6 +15,7 @@ default. Pure: time comes in as `now_ms`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Final
 
@@ -60,7 +61,8 @@ class QuotaMeter:
         if rate <= 0:
             return 0
         key = (*entity, kind)
-        paid_ms = max(self._paid_until_ms.get(key, 0.0), now_ms - BURST_MS) + amount * 1000 / rate
+        paid_ms = (max(self._paid_until_ms.get(key, -math.inf), now_ms - BURST_MS)
+                   + amount * 1000 / rate)
         self._paid_until_ms[key] = paid_ms
         return max(0, int(paid_ms) - now_ms)
 
