@@ -47,7 +47,7 @@ def test_operations_imply_describe_and_all_grants_everything() -> None:
 
 
 def test_a_deny_wins_over_any_allow() -> None:
-    authorizer = Authorizer((AclEntry("a", "topic", "", "all", "prefixed"),
+    authorizer = Authorizer((AclEntry("a", "topic", "*", "all"),
                              AclEntry("a", "topic", "secret", "read", permission="deny")), ())
     assert authorizer.allowed("a", "write", "topic", "secret")
     assert not authorizer.allowed("a", "read", "topic", "secret")
