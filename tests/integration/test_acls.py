@@ -10,6 +10,7 @@ log, so a restarted broker still enforces them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -131,3 +132,19 @@ def test_acls_are_kept_in_the_metadata_log_across_a_restart(
         assert _topics(broker) == [ORDERS[0]]
         assert _produce(broker, ORDERS[0]) == 0
         assert _code(lambda: _produce(broker, ORDERS[1])) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_consumer_whose_group_is_refused_hears_it_from_poll(
+        keys: Path, broker: BrokerProcess) -> None:
+    """Allowed to read the topic but not the group: the group's coordinator lookup is refused,
+    and poll raises GROUP_AUTHORIZATION_FAILED instead of returning nothing for ever."""
+    _alter(keys, broker, AlterSecurityRequestV0(acls_add=(
+        AclEntry("alice", "topic", ORDERS[0], "read"),)))
+    with speaking_as(keys, "alice"), Consumer(broker.endpoint, group_id="audit",
+                                               request_timeout_ms=TIMEOUT_MS) as consumer:
+        consumer.subscribe([ORDERS[0]])
+        deadline = time.monotonic() + WAIT_S
+        with pytest.raises(ZlogError) as refused:
+            while time.monotonic() < deadline:
+                consumer.poll(timeout_ms=500)
+        assert refused.value.code == ErrorCode.GROUP_AUTHORIZATION_FAILED

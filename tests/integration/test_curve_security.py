@@ -115,11 +115,33 @@ def _has_leader(keys: Path, broker: BrokerProcess) -> bool:
     return getattr(response, "controller_id", -1) >= 0
 
 
+def _replicated_write(keys: Path, first: BrokerProcess, second: BrokerProcess) -> None:
+    """Over CURVE both ways: an ACL set through either broker (the one that is not the
+    controller forwards it), a topic replicated on both, a write acknowledged by both."""
+    bootstrap = f"{first.endpoint},{second.endpoint}"
+    with speaking_as(keys):
+        first.wait_ready()
+        second.wait_ready()
+        with Admin(second.endpoint, request_timeout_ms=WAIT_S * 1000) as admin:
+            admin.create_topics([NewTopic(TOPIC, 1, replication_factor=2)])
+            admin.alter_security(AlterSecurityRequestV0(
+                acls_add=(AclEntry("alice", "topic", TOPIC, "write"),)))
+
+        def both_in_sync() -> bool:
+            (topic,) = first.metadata([TOPIC]).topics
+            return len(topic.partitions[0].isr) == 2
+
+        wait_until(both_in_sync, WAIT_S, interval_s=0.1, what="both replicas in sync")
+    with speaking_as(keys, "alice"):
+        assert _produce(bootstrap, b"both") == 0
+
+
 def test_a_voter_with_a_key_the_others_do_not_know_cannot_join_the_metadata_log(
         keys: Path, tmp_path: Path) -> None:
     """Two voters need each other for a quorum: with broker 2 presenting a key broker 1 does
     not know (the cluster's public server key is no secret), broker 1 refuses its Raft
-    connections and no leader is elected; once both hold the same keys they elect one."""
+    connections and no leader is elected; once both hold the same keys they elect one and
+    replicate a write."""
     other_keys = tmp_path / "other-keys"  # the cluster's keys, but its own broker principal
     shutil.copytree(keys, other_keys)
     for path in (other_keys / PRINCIPALS_DIR).glob("broker.*"):
@@ -140,6 +162,7 @@ def test_a_voter_with_a_key_the_others_do_not_know_cannot_join_the_metadata_log(
         try:
             wait_until(lambda: _has_leader(keys, first), WAIT_S, interval_s=0.1,
                        what="a metadata-log leader once both voters share keys")
+            _replicated_write(keys, first, member)
         finally:
             member.close()
     finally:
