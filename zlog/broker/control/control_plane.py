@@ -125,6 +125,7 @@ from zlog.transport.messages.reassignment import (
 )
 from zlog.transport.messages.security import (
     ANONYMOUS,
+    CLUSTER_RESOURCE,
     AlterSecurityRequestV0,
     DescribeSecurityRequestV0,
 )
@@ -298,7 +299,8 @@ class ControlPlane:
                   principal: str = ANONYMOUS) -> MetadataResponseV0:
         """With security on, a topic the principal may not describe is left out of an answer
         about every topic, and answered TOPIC_AUTHORIZATION_FAILED when named (whether it
-        exists or not, which is not the principal's to know)."""
+        exists or not, which is not the principal's to know); a missing topic is
+        auto-created only for a principal that may create it."""
         state = self._state()
         authorizer = self.security.authorizer() if self.config.security else None
         names = list(state.topics) if request.topics is None else list(request.topics)
@@ -315,7 +317,10 @@ class ControlPlane:
             elif topic is not None:
                 topics.append(self._topic_metadata(state, topic))
             else:
-                topics.append(self._missing_topic(name, state.topics))
+                may_create = authorizer is None or any(
+                    authorizer.allowed(principal, "create", kind, resource)
+                    for kind, resource in (("topic", name), ("cluster", CLUSTER_RESOURCE)))
+                topics.append(self._missing_topic(name, state.topics, may_create=may_create))
         return MetadataResponseV0(
             state.cluster_id, self._controller_id(), self._brokers(state), tuple(topics)
         )
@@ -389,9 +394,10 @@ class ControlPlane:
         return FindCoordinatorResponseV0(int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                                          f"{OFFSETS_TOPIC} is being created")
 
-    def _missing_topic(self, name: str, state_topics: Iterable[str]) -> TopicMetadata:
+    def _missing_topic(self, name: str, state_topics: Iterable[str], *,
+                       may_create: bool = True) -> TopicMetadata:
         """UNKNOWN_TOPIC_OR_PARTITION, or (auto_create_topics) create it and say "soon"."""
-        if not self.config.auto_create_topics:
+        if not self.config.auto_create_topics or not may_create:
             return TopicMetadata(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                       f"no topic {name!r}")
         try:
