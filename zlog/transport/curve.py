@@ -70,11 +70,17 @@ class TransportSecurity:
 class _PrincipalAuthenticator(ThreadAuthenticator):
     """Lets in a client whose public key is a known principal, and names it as the User-Id."""
 
-    def __init__(self, context: zmq.Context[Any],
-                 principals: Callable[[], Mapping[bytes, str]]) -> None:
+    def __init__(self, context: zmq.Context[Any]) -> None:
         super().__init__(context, log=logging.getLogger("zlog.transport.zap"))
-        self._principals = principals
         self.configure_curve_callback(ZAP_DOMAIN, credentials_provider=self)
+
+    @staticmethod
+    def _principals() -> Mapping[bytes, str]:
+        """The principals of the security installed now (none once it is off)."""
+        security = _installed
+        if security is None or security.principals is None:
+            return {}
+        return security.principals()
 
     def callback(self, domain: str, key: bytes) -> bool:
         """pyzmq's credentials-provider hook: `key` is the client's Z85 public key."""
@@ -98,15 +104,14 @@ _authenticators: dict[int, tuple[zmq.Context[Any], _PrincipalAuthenticator]] = {
 def install(security: TransportSecurity | None) -> None:
     """Turn security on for every socket made from now on (None: off again, for tests).
 
-    Sockets made before keep what they had: a process installs before it makes any.
+    Sockets made before keep what they had: a process installs before it makes any. A ZAP
+    handler, once started for a context, stays for the process and asks the security
+    installed at each connection (stopping one would race libzmq's asynchronous close of its
+    endpoint with the next handler's bind).
     """
     global _installed
     with _lock:
         _installed = security
-        if security is None:
-            for _context, authenticator in _authenticators.values():
-                authenticator.stop()
-            _authenticators.clear()
 
 
 def installed() -> TransportSecurity | None:
@@ -121,7 +126,7 @@ def _ensure_authenticator(context: zmq.Context[Any], security: TransportSecurity
         entry = _authenticators.get(id(context))
         if entry is not None and entry[0] is context and entry[1].is_alive():
             return
-        authenticator = _PrincipalAuthenticator(context, security.principals)
+        authenticator = _PrincipalAuthenticator(context)
         authenticator.start()
         _authenticators[id(context)] = (context, authenticator)
 
