@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
+from zlog import limits
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages.security import ANY_PRINCIPAL, CLUSTER_RESOURCE, AclEntry
 
@@ -51,10 +52,23 @@ class Authorizer:
         self._by_type: dict[str, list[AclEntry]] = {}
         for entry in acls:
             self._by_type.setdefault(entry.resource_type, []).append(entry)
+        # Decisions so far: the same few (principal, operation, resource) come with every
+        # request, and the ACLs never change under an Authorizer (a new one is built).
+        self._decided: dict[tuple[str, str, str, str], bool] = {}
 
     def allowed(self, principal: str, operation: str, resource_type: str, name: str) -> bool:
         if principal in self.super_users:
             return True
+        key = (principal, operation, resource_type, name)
+        verdict = self._decided.get(key)
+        if verdict is None:
+            if len(self._decided) >= limits.ACL_DECISIONS_CACHED_MAX:
+                self._decided.clear()
+            verdict = self._decided[key] = self._decide(principal, operation, resource_type,
+                                                        name)
+        return verdict
+
+    def _decide(self, principal: str, operation: str, resource_type: str, name: str) -> bool:
         granting = _granting(operation)
         verdict = False
         for entry in self._by_type.get(resource_type, ()):
