@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -102,6 +102,7 @@ class _ParkedFetch:
     identity: bytes
     header: RequestHeader
     request: FetchRequestV0 | FetchRequestV1
+    principal: str = ANONYMOUS  # whose fetch quota its answer counts against
 
 
 @dataclass(slots=True)
@@ -133,6 +134,7 @@ class DataPlane:
     group_requests: GroupHandler | None = None  # the worker's coordinators (group_host.py)
     security: DataSecurity | None = None  # security on: ACLs checked, quotas enforced
     held: list[tuple[int, int, Reply]] = field(default_factory=list)  # (due ms, seq, reply)
+    serving: str = ANONYMOUS  # the principal of the request being handled
 
     # ------------------------------------------------------------------ entry points
 
@@ -142,6 +144,7 @@ class DataPlane:
         With security on, `principal` must be allowed it, and its answer waits out the
         principal's quotas (data_security.py)."""
         security = self.security
+        self.serving = principal
 
         def dispatch(peer: bytes, header: RequestHeader, request: Request) -> list[Reply]:
             if security is None:
@@ -170,7 +173,7 @@ class DataPlane:
     def on_timer(self, now_ms: int) -> list[Reply]:
         """Answer the long polls and acks=all waits whose time is up, and the throttled
         answers now due."""
-        replies = [self._answer_fetch(token) for token in self.waiters.expire(now_ms)]
+        replies = self._answer_parked(self.waiters.expire(now_ms), now_ms)
         if self.held:
             replies.extend(self._release_held(now_ms))
         if self.delayed:
@@ -209,7 +212,7 @@ class DataPlane:
     def partition_removed(self, tp: TopicPartition) -> list[Reply]:
         """A partition left this worker: its waiters hear NOT_LEADER_OR_FOLLOWER now."""
         assert tp not in self.partitions
-        replies = [self._answer_fetch(token) for token in self.waiters.wake_partition(tp)]
+        replies = self._answer_parked(self.waiters.wake_partition(tp), self.clock.monotonic_ms())
         for delayed in [d for d in self.delayed if any(w[0] == tp for w in d.waiting.values())]:
             replies.append(self._finish_delayed(delayed, ErrorCode.NOT_LEADER_OR_FOLLOWER))
         return replies
@@ -337,10 +340,10 @@ class DataPlane:
         replies: list[Reply] = []
         if appended_bytes:
             tokens = self.waiters.on_appended(tp, appended_bytes)
-            replies.extend(self._answer_fetch(token) for token in tokens)
+            replies.extend(self._answer_parked(tokens, self.clock.monotonic_ms()))
         if committed_bytes:
             tokens = self.waiters.on_committed(tp, committed_bytes)
-            replies.extend(self._answer_fetch(token) for token in tokens)
+            replies.extend(self._answer_parked(tokens, self.clock.monotonic_ms()))
             if self.delayed:
                 replies.extend(self._settle_delayed(tp))
         return replies
@@ -378,7 +381,7 @@ class DataPlane:
     def _fetch(
         self, identity: bytes, header: RequestHeader, request: FetchRequestV0, now_ms: int
     ) -> list[Reply]:
-        token = _ParkedFetch(identity, header, request)
+        token = _ParkedFetch(identity, header, request, self.serving)
         if request.replica_id >= 0:
             return [_fetch_reply(token, _replica_id_refused(request))]
         replies: list[Reply] = []
@@ -419,6 +422,21 @@ class DataPlane:
         return collect_fetch(
             request.entries, request.max_bytes, lambda entry: entry.partition_max_bytes, read
         )
+
+    def _answer_parked(self, tokens: Iterable[_ParkedFetch], now_ms: int) -> list[Reply]:
+        """The answers to parked fetches now settled; with security on, a consumer's is held
+        for as long as its fetch quota says (its bytes are known only now)."""
+        settled = list(tokens)
+        replies = [self._answer_fetch(token) for token in settled]
+        security = self.security
+        if security is None or not security.quotas.active:
+            return replies
+        kept: list[Reply] = []
+        for token, reply in zip(settled, replies, strict=True):
+            delay_ms = security.fetch_throttle_ms(token.principal, [reply], now_ms)
+            kept.extend(self._hold(reply[0], [reply], now_ms + delay_ms) if delay_ms > 0
+                        else [reply])
+        return kept
 
     def _answer_fetch(self, token: _ParkedFetch) -> Reply:
         request = token.request
@@ -469,7 +487,8 @@ class DataPlane:
         that stops leading answers every wait on the partition now (NOT_LEADER_OR_FOLLOWER)."""
         replies = self._on_progress(tp, 0, committed_bytes) if committed_bytes else []
         if role_changed:
-            replies.extend(self._answer_fetch(token) for token in self.waiters.wake_partition(tp))
+            replies.extend(self._answer_parked(self.waiters.wake_partition(tp),
+                                               self.clock.monotonic_ms()))
             if self.delayed:
                 replies.extend(self._settle_delayed(tp))
         return replies

@@ -24,11 +24,6 @@ from zlog.transport.messages.data import FetchRequestV0, ProduceRequestV0
 from zlog.transport.server import Reply
 
 
-def _frame_bytes(replies: Sequence[Reply], identity: bytes) -> int:
-    return sum(len(memoryview(frame)) for peer, frames in replies if peer == identity
-               for frame in frames)
-
-
 @dataclass(slots=True)
 class DataSecurity:
     authorizer: Authorizer
@@ -58,6 +53,15 @@ class DataSecurity:
             delay_ms = max(delay_ms, quotas.record(principal, "", "produce_bytes_per_s", sent,
                                                    now_ms))
         elif isinstance(request, FetchRequestV0):
-            delay_ms = max(delay_ms, quotas.record(principal, "", "fetch_bytes_per_s",
-                                                   _frame_bytes(replies, identity), now_ms))
+            answered = [reply for reply in replies if reply[0] == identity]
+            delay_ms = max(delay_ms, self.fetch_throttle_ms(principal, answered, now_ms))
         return delay_ms
+
+    def fetch_throttle_ms(self, principal: str, answers: Sequence[Reply], now_ms: int) -> int:
+        """A consumer's fetch answered (now, or once its long poll settled): its bytes
+        counted against the principal's fetch quota; how long to hold the answer."""
+        if not self.quotas.active or principal in self.authorizer.super_users:
+            return 0
+        answered_bytes = sum(len(memoryview(frame)) for _peer, frames in answers
+                             for frame in frames)
+        return self.quotas.record(principal, "", "fetch_bytes_per_s", answered_bytes, now_ms)
