@@ -8,15 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.clock import ManualClock
 from tests.storage_helpers import make_batch
-from tests.unit.broker.data.test_data_plane import CLIENT, OTHER, Harness, _decode, _fetched
+from tests.unit.broker.data.test_data_plane import (
+    CLIENT,
+    OTHER,
+    Harness,
+    _decode,
+    _fetched,
+    harness_at,
+)
 from zlog.broker.authorizer import Authorizer
 from zlog.broker.data.data_security import DataSecurity
-from zlog.broker.data.partition_host import PartitionHost
 from zlog.broker.quotas import QuotaMeter
 from zlog.errors import ErrorCode
-from zlog.shm_segments.log_config import LogConfig
 from zlog.transport.codec import encode_request
 from zlog.transport.messages import ErrorBody
 from zlog.transport.messages.data import (
@@ -33,19 +37,14 @@ FETCH_BYTES_PER_S = 100
 
 @pytest.fixture
 def harness(tmp_path: Path, shm_dir: Path) -> Iterator[Harness]:
-    clock = ManualClock()
-    host = PartitionHost(tmp_path, shm_dir, base_config=LogConfig(ring_bytes=64 * 1024),
-                         clock=clock)
-    harness = Harness(host, clock)
-    harness.plane.clock = clock  # one clock for the requests and the parked answers
-    harness.assign()
-    harness.plane.security = DataSecurity(
-        Authorizer((AclEntry("alice", "topic", "t", "read"),), ("admin",)),
-        QuotaMeter((QuotaEntry("principal", "alice", fetch_bytes_per_s=FETCH_BYTES_PER_S),)))
-    try:
-        yield harness
-    finally:
-        host.close_all()
+    """test_data_plane.py's harness with security on."""
+    with harness_at(tmp_path, shm_dir) as made:
+        made.plane.clock = made.clock  # one clock for the requests and the parked answers
+        made.plane.security = DataSecurity(
+            Authorizer((AclEntry("alice", "topic", "t", "read"),), ("admin",)),
+            QuotaMeter((QuotaEntry("principal", "alice",
+                                   fetch_bytes_per_s=FETCH_BYTES_PER_S),)))
+        yield made
 
 
 def _as(harness: Harness, principal: str, request: object,
@@ -74,7 +73,7 @@ def test_a_long_poll_s_answer_waits_out_the_fetch_quota(harness: Harness) -> Non
     assert _as(harness, "alice", fetch, OTHER) == []  # parked: nothing to read yet
     woken = _produce(harness, "admin")  # the admin's produce answer, and alice's is held
     assert [peer for peer, _frames in woken] == [CLIENT]
-    (_due_ms, _order, (peer, frames)) = harness.plane.held[0]
+    (_due_ms, _order, (_peer, frames)) = harness.plane.held[0]
     answered_bytes = sum(len(memoryview(frame)) for frame in frames)
     hold_ms = answered_bytes * 1000 // FETCH_BYTES_PER_S - 1000  # less one second's burst
     assert hold_ms > 0
