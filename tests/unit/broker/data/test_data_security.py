@@ -31,6 +31,7 @@ from zlog.transport.messages.data import (
 )
 from zlog.transport.messages.security import AclEntry, QuotaEntry
 from zlog.transport.server import Reply
+from zlog.types import TopicPartition
 
 FETCH_BYTES_PER_S = 100
 
@@ -65,7 +66,7 @@ def test_a_refused_produce_is_answered_with_its_code_and_appends_nothing(
     refused = _decode(reply)
     assert isinstance(refused, ErrorBody)
     assert refused.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    assert harness.host.partitions[("t", 0)].log.log_end_offset == 0
+    assert harness.host.partitions[TopicPartition("t", 0)].log.log_end_offset == 0
 
 
 def test_a_long_poll_s_answer_waits_out_the_fetch_quota(harness: Harness) -> None:
