@@ -27,7 +27,7 @@ from zlog.transport.messages.admin import MetadataRequestV0
 from zlog.transport.messages.security import AclEntry, AlterSecurityRequestV0
 from zlog.transport.rpc import RpcClient
 from zlog_testbed.broker_process import REPO_ROOT, BrokerProcess
-from zlog_testbed.free_ports import free_port
+from zlog_testbed.free_ports import free_port, free_port_pair
 from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -35,6 +35,7 @@ pytestmark = pytest.mark.slow
 TOPIC: Final = "guarded"
 TIMEOUT_MS: Final = 5_000
 WAIT_S: Final = 30.0
+HOST: Final = "127.0.0.1"
 
 
 def _produce(bootstrap: str, value: bytes) -> int:
@@ -98,6 +99,16 @@ def test_only_a_known_key_produces_fetches_and_reads_metadata(keys: Path, tmp_pa
         assert "is no known principal" in broker.log_text()
 
 
+def _port_pairs(count: int) -> list[int]:
+    """Ports p with p and p + 1 free (a voter's control and Raft ports), none overlapping."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port_pair([HOST])
+        if all(abs(port - other) > 1 for other in ports):
+            ports.append(port)
+    return ports
+
+
 def _voter(keys: Path, node: int, endpoints: dict[int, str]) -> BrokerProcess:
     voters = ",".join(f"{n}@{endpoint}" for n, endpoint in sorted(endpoints.items()))
     broker = BrokerProcess(1, ("--node-id", str(node), "--voters", voters,
@@ -147,7 +158,8 @@ def test_a_voter_with_a_key_the_others_do_not_know_cannot_join_the_metadata_log(
     for path in (other_keys / PRINCIPALS_DIR).glob("broker.*"):
         path.unlink()
     generate_key_pair(other_keys / PRINCIPALS_DIR, "broker")
-    endpoints = {node: f"tcp://127.0.0.1:{free_port()}" for node in (1, 2)}
+    endpoints = {node: f"tcp://{HOST}:{port}" for node, port in zip((1, 2), _port_pairs(2),
+                                                                    strict=True)}
     first = _voter(keys, 1, endpoints)
     intruder = _voter(other_keys, 2, endpoints)
     try:
@@ -165,6 +177,9 @@ def test_a_voter_with_a_key_the_others_do_not_know_cannot_join_the_metadata_log(
             _replicated_write(keys, first, member)
         finally:
             member.close()
+    except AssertionError:
+        print(f"--- broker 1 ---\n{first.log_tail()}\n--- broker 2 ---\n{intruder.log_tail()}")
+        raise
     finally:
         intruder.close()
         first.close()

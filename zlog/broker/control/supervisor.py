@@ -657,14 +657,16 @@ class Supervisor:
         """The control plane answers through `_reply`, now or once a request settles; the
         cluster node answers the brokers' requests, and forwards clients' metadata changes
         when another node is the controller. With security on, `principal` must be allowed
-        what the request asks first (request_acls.py), here, before any forward."""
-        if self.config.security:
-            check_request(self.control.security.authorizer(), principal, request)
+        what the request asks first (request_acls.py), here, before any forward; a request
+        held until this broker registered is checked once released, against ACLs that are
+        then caught up."""
         cluster = self._cluster
         if (cluster is None or not cluster.serves_clients()) and not isinstance(
                 request, (*CONTROLLER_APIS, ApiVersionsRequestV0)):
             self._hold(identity, header, request, principal)
             return []
+        if self.config.security:
+            check_request(self.control.security.authorizer(), principal, request)
         if cluster is not None and isinstance(request, CONTROLLER_APIS):
             cluster.handle(request, functools.partial(self._reply, identity, header),
                            monotonic_ms())
