@@ -31,6 +31,9 @@ nothing more on one replica), then tuned by the flags (`--batch-size`, `--fetch-
   with `Consumer(local=True)` (the whole trip on this host without a socket) and in the
   send_many phase (records/s). `--local-produce-only` runs only these.
 
+`--security` runs send_many and the latency phase with security off, then on, instead
+(bench/security_ab.py).
+
 Usage: python bench/broker_bench.py [--json PATH] [--repeat N] [--duration-s S] ...
 `--phase` runs one client phase in this process (how the parent starts its children).
 """
@@ -60,6 +63,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench.suite.common import precise_sleeps  # noqa: E402
+from zlog.cli_security import install_client_keys  # noqa: E402
 from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition  # noqa: E402
 from zlog.errors import ZlogError  # noqa: E402
 from zlog.record.header import BATCH_HEADER_BYTES  # noqa: E402
@@ -754,6 +758,9 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--poll-records", type=int, default=2_000_000,
                         help="records read by the poll() phase")
     parser.add_argument("--latency-only", action="store_true", help="skip throughput phases")
+    parser.add_argument("--security", action="store_true",
+                        help="send_many and latency with security off, then on (CURVE, ACLs): "
+                             "bench/security_ab.py")
     parser.add_argument("--large-value-bytes", type=int, default=1024,
                         help="value size in the 1 MiB batch phase")
     parser.add_argument("--large-mib", type=int, default=1024,
@@ -784,7 +791,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     if args.phase is not None:
         precise_sleeps()  # as every child of the side-by-side suite does
+        install_client_keys(args)  # $ZLOG_KEY_FILE: the --security runs' principal
         print(json.dumps(PHASES[args.phase](args)), flush=True)
+        return 0
+    if args.security:
+        # imported here: security_ab imports this module
+        from bench.security_ab import report_security, run_security_ab
+
+        security_summary = run_security_ab(args)
+        report_security(security_summary)
+        write_json(args.json, security_summary)
         return 0
     runs = []
     for run in range(args.repeat):

@@ -62,6 +62,8 @@ PURE_MODULES = {
     "zlog/broker/data/partition.py", "zlog/broker/data/producer_state.py",
     "zlog/broker/data/fetch_waiters.py", "zlog/broker/data/isr.py",
     "zlog/broker/worker_protocol.py", "zlog/broker/control/metadata/commands.py",
+    "zlog/broker/authorizer.py", "zlog/broker/request_acls.py", "zlog/broker/quotas.py",
+    "zlog/broker/control/metadata/security_state.py", "zlog/transport/messages/security.py",
     "zlog/transport/json_fields.py", "zlog/transport/server.py",
     "zlog/spark/offsets.py", "zlog/spark/options.py",
     "zlog/groups/assignors.py", "zlog/groups/config.py",

@@ -17,10 +17,14 @@
     zlog group reset-offsets G --topic T (--to-earliest | --to-latest | --to-offset N |
                              --to-datetime ISO | --shift-by N) [--execute]
     zlog cluster status
+    zlog keys generate DIR [NAME]...
+    zlog acl add|remove --principal P --operation OP (--topic T | --group G | --cluster) ...
+    zlog acl list | zlog user add|remove NAME | user list | quota set ... | quota list
     zlog --version
 
 Every client command takes --bootstrap (default tcp://127.0.0.1:7400, or $ZLOG_BOOTSTRAP) and
---request-timeout-ms, before or after the command's name. Failures print
+--request-timeout-ms (and, with security on, --key-file and --server-key-file), before or
+after the command's name. Failures print
 `error: <CODE NAME> (<n>): <sentence>` on stderr and exit 1, never a traceback; a bad command
 line prints that command's usage and exits 2. docs/cli.md describes the record formats.
 """
@@ -37,6 +41,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
 import zlog
 from zlog import cli_cluster, cli_groups, cli_health, cli_rings, cli_top
+from zlog import cli_acls, cli_cluster, cli_groups, cli_security
 from zlog.cli_records import (
     FORMAT_TOKENS,
     NULL_TEXT_DEFAULT,
@@ -105,6 +110,7 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
                         metavar="MS", help="bound on each request to the cluster, and on "
                                            "each record's delivery with its retries "
                                            f"(default {REQUEST_TIMEOUT_MS_DEFAULT})")
+    cli_security.add_client_key_options(parser)
 
 
 def _fill_client_defaults(args: argparse.Namespace) -> None:
@@ -121,7 +127,7 @@ def _command(
     """A leaf command: client options, its handler, and itself for usage errors."""
     parser = commands.add_parser(name, help=help_text, description=help_text)
     _add_client_options(parser)
-    parser.set_defaults(handler=handler, command_parser=parser)
+    _set_handler(parser, handler)
     return parser
 
 
@@ -258,7 +264,14 @@ def build_parser() -> argparse.ArgumentParser:
                      "give leaderships back to the preferred (first) replicas", _leader_elect)
     elect.add_argument("--preferred", action="store_true", required=True,
                        help="a preferred-leader election over every partition (the only kind)")
+    cli_security.add_keys_parser(commands, _set_handler)
+    cli_acls.add_parsers(commands, _command)
     return parser
+
+
+def _set_handler(parser: argparse.ArgumentParser,
+                 handler: Callable[[argparse.Namespace], int]) -> None:
+    parser.set_defaults(handler=handler, command_parser=parser)
 
 
 def parse_arguments(parser: argparse.ArgumentParser, arguments: Sequence[str]) -> (
@@ -595,6 +608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] = args.handler
     _show_client_warnings(sys.stderr)
     try:
+        cli_security.install_client_keys(args)
         return handler(args)
     except ZlogError as error:
         return _report(error, sys.stderr)

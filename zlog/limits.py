@@ -139,3 +139,7 @@ assert RAFT_BATCH_BYTES_MAX_DEFAULT <= RAFT_QUEUED_BYTES_MAX_DEFAULT
 assert (4 + 4 * RAFT_BATCH_COMMANDS_MAX_DEFAULT
         + max(RAFT_BATCH_BYTES_MAX_DEFAULT, RAFT_COMMAND_BYTES_MAX)) <= RAFT_BLOCK_PAYLOAD_BYTES_MAX
 assert RAFT_SNAPSHOT_BYTES_MAX <= RAFT_STORAGE_RECORD_BYTES_MAX, "a checkpoint holds the snapshot"
+
+ACL_DECISIONS_CACHED_MAX = 65_536
+"""Authorization decisions an Authorizer remembers (principal, operation, resource) before it
+starts over: bounds the memory a principal naming ever new topics can make it hold."""

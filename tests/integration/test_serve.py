@@ -234,7 +234,7 @@ def test_ready_fast_notifies_systemd_and_stops_cleanly_on_sigterm(broker: Broker
     client = Client(broker.endpoint)
     versions = client.call(ApiVersionsRequestV0())
     assert {v.api_key for v in versions.api_versions} == {
-        3, 10, 18, 19, 20, 22, 32, 37, 43, 44, 45, 46, 56, 60, 62, 63, 64, 1000}
+        3, 10, 18, 19, 20, 22, 32, 37, 43, 44, 45, 46, 56, 60, 62, 63, 64, 1000, 1001, 1002}
     assert versions.server.startswith("zlog ")
     described = client.call(DescribeClusterRequestV0())
     assert described.controller_id == 1 and described.raft.leader == 1

@@ -173,6 +173,17 @@ class BrokerConfig:
     metrics_listen: str = f"127.0.0.1:{METRICS_PORT_DEFAULT}"
     """HOST:PORT of the HTTP endpoint serving /metrics (Prometheus), /healthz and /readyz;
     empty: none. Port 0 takes a free one (the log says which)."""
+    security: bool = False
+    """CURVE on every ZeroMQ socket (clients, workers, replication, the metadata log), only the
+    principals in security_keys_dir let in, ACLs default-deny and quotas enforced
+    (docs/security.md). Every broker of a cluster has the same setting."""
+    security_keys_dir: Path | None = None
+    """With security on: server.key_secret (the cluster's server key) and principals/ (each
+    principal's NAME.key, and this broker's own NAME.key_secret); `zlog keys generate`."""
+    security_principal: str = "broker"
+    """The principal this broker presents to the others; always a super-user."""
+    super_users: tuple[str, ...] = ()
+    """Principals every ACL lets through, "admin,ops" (Kafka's super.users)."""
 
     def __post_init__(self) -> None:
         assert self.node_id >= 0
@@ -209,6 +220,8 @@ class BrokerConfig:
             raise ConfigError("replica_lag_time_max_ms must exceed replica_fetch_wait_max_ms")
         if self.ring_flush_bytes >= self.ring_bytes:
             raise ConfigError("ring_flush_bytes must be smaller than ring_bytes")
+        if self.security and self.security_keys_dir is None:
+            raise ConfigError("security needs security_keys_dir (zlog keys generate makes one)")
 
     @property
     def offsets_retention_effective_ms(self) -> int:
@@ -385,6 +398,11 @@ def _to_log_format(value: object) -> str:
 
 def _to_log_levels(value: object) -> tuple[tuple[str, str], ...]:
     return parse_module_levels(_to_optional_str(value))
+def _to_names(value: object) -> tuple[str, ...]:
+    """"admin, ops" or a TOML list -> ("admin", "ops")."""
+    items = value if isinstance(value, list) else _to_optional_str(value).split(",")
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    return tuple(dict.fromkeys(names))
 
 
 def _to_log_level(value: object) -> str:
@@ -453,6 +471,10 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "log_format": _to_log_format,
     "log_levels": _to_log_levels,
     "metrics_listen": _to_http_listen,
+    "security": _to_bool,
+    "security_keys_dir": _to_optional_path,
+    "security_principal": _to_str,
+    "super_users": _to_names,
 }
 assert set(_PARSERS) | {"topic_defaults"} == {f.name for f in fields(BrokerConfig)}
 

@@ -78,12 +78,19 @@ from zlog.transport.messages.reassignment import (
     UnregisterBrokerRequestV0,
     UnregisterBrokerResponseV0,
 )
+from zlog.transport.messages.security import (
+    AlterSecurityRequestV0,
+    AlterSecurityResponseV0,
+    DescribeSecurityRequestV0,
+    DescribeSecurityResponseV0,
+)
 from zlog.types import DEFAULT_BOOTSTRAP, TopicPartition
 
 R = TypeVar("R", bound=Response)
 T = TypeVar("T")
 C = TypeVar("C", ElectLeadersResponseV0, AlterPartitionReassignmentsResponseV0,
-            ListPartitionReassignmentsResponseV0, UnregisterBrokerResponseV0)
+            ListPartitionReassignmentsResponseV0, UnregisterBrokerResponseV0,
+            AlterSecurityResponseV0)
 
 CONFIG_SOURCE_NAMES: Final = {
     ConfigSource.TOPIC: "topic",
@@ -307,6 +314,18 @@ class Admin:
             return response
 
         return self._retrying(attempt, after_control_error)
+
+    def alter_security(self, change: AlterSecurityRequestV0) -> None:
+        """Add and remove ACLs, set and remove SASL users, set quotas: one change, committed
+        whole in the metadata log (docs/security.md); the principal needs alter on the
+        cluster (CLUSTER_AUTHORIZATION_FAILED otherwise)."""
+        self._controller_call(change, AlterSecurityResponseV0)
+
+    def describe_security(self) -> DescribeSecurityResponseV0:
+        """The ACLs, the SASL users (names and mechanisms only) and the quotas."""
+        return _expect(self._connections.call_control(DescribeSecurityRequestV0(),
+                                                      self.request_timeout_ms),
+                       DescribeSecurityResponseV0)
 
     def describe_cluster(self) -> ClusterDescription:
         response = _expect(

@@ -47,6 +47,9 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     # zlog's own: Kafka has no request for this (its observers fetch without asking).
     ADD_RAFT_LEARNER = 1000
+    # zlog's own: ACLs, SASL users and quotas in one change (Kafka spreads them over five).
+    ALTER_SECURITY = 1001
+    DESCRIBE_SECURITY = 1002
 
 
 # (min_version, max_version), both inclusive.
@@ -90,6 +93,8 @@ CONTROL_APIS: Final = frozenset(
         ApiKey.ALTER_PARTITION,
         ApiKey.ADD_RAFT_LEARNER,
         ApiKey.FIND_COORDINATOR,
+        ApiKey.ALTER_SECURITY,
+        ApiKey.DESCRIBE_SECURITY,
     }
 )
 

@@ -44,6 +44,7 @@ from zlog.transport.codec import (
     encode_request,
     expects_response,
 )
+from zlog.transport.curve import HANDSHAKE_REFUSED_EVENTS
 from zlog.transport.messages import (
     ErrorBody,
     Request,
@@ -66,7 +67,7 @@ CANCEL_CHECK_MS: Final = 50  # a cancellable call looks at its predicate this of
 # is not a connection.
 _LINK_EVENTS: Final = int(
     zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED
-)
+) | HANDSHAKE_REFUSED_EVENTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,6 +386,11 @@ class RpcClient:
                 self._break(ZlogError(
                     ErrorCode.NETWORK_EXCEPTION,
                     f"cannot connect to {self.endpoint} (refused, unreachable or not resolved)"))
+            elif event & HANDSHAKE_REFUSED_EVENTS:
+                self._break(ZlogError(
+                    ErrorCode.SASL_AUTHENTICATION_FAILED,
+                    f"{self.endpoint} refused this client: its key is not one the broker "
+                    "lets in, or security is on at one end only (--key-file, docs/security.md)"))
 
     def _break(self, error: ZlogError) -> None:
         """The connection failed: answers already here are taken, every other waiting request

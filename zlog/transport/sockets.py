@@ -15,16 +15,21 @@ frames; `codec.py` turns them into messages. Settings and why (the bounds themse
 * heartbeats on client connections: a server that stops answering without closing the
   connection (a host that died, a cut network) ends the connection within
   HEARTBEAT_TIMEOUT_MS, so the client's monitor sees it drop (`rpc.py`).
+* CURVE, once the process turned security on (`curve.py`): every socket made here that binds
+  is a CURVE server behind the ZAP handler, every one that connects a CURVE client. They are
+  all made here, so none can be left in the clear.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 import zmq
 
 from zlog import limits
+from zlog.errors import ZlogError
+from zlog.transport.curve import secure_client, secure_server
 from zlog.transport.wire import Buffer
 
 RECONNECT_INTERVAL_MS: Final = 100
@@ -59,6 +64,20 @@ def _apply_common(sock: zmq.Socket[bytes], frame_bytes_max: int, hwm_messages: i
     sock.setsockopt(zmq.MAXMSGSIZE, frame_bytes_max)
 
 
+def _bind_server(sock: zmq.Socket[bytes], endpoint: str) -> str:
+    """Bind as a server (CURVE when security is on); the endpoint really bound. The socket is
+    closed when it cannot bind."""
+    try:
+        secure_server(sock)
+        sock.bind(endpoint)
+    except (zmq.ZMQError, ZlogError):
+        sock.close(linger=0)
+        raise
+    bound = sock.getsockopt(zmq.LAST_ENDPOINT)
+    assert isinstance(bound, bytes)
+    return bound.decode("ascii")
+
+
 def new_dealer(
     *,
     context: zmq.Context[zmq.Socket[bytes]] | None = None,
@@ -67,6 +86,7 @@ def new_dealer(
 ) -> zmq.Socket[bytes]:
     """A configured DEALER, not connected yet (attach a monitor first to see every event)."""
     sock = (context or shared_context()).socket(zmq.DEALER)
+    secure_client(sock)
     _apply_common(sock, frame_bytes_max, hwm_messages)
     sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_INTERVAL_MS)
     sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_INTERVAL_MS_MAX)
@@ -88,14 +108,7 @@ def make_router(
     sock = (context or shared_context()).socket(zmq.ROUTER)
     _apply_common(sock, frame_bytes_max, hwm_messages)
     sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-    try:
-        sock.bind(endpoint)
-    except zmq.ZMQError:
-        sock.close(linger=0)
-        raise
-    bound = sock.getsockopt(zmq.LAST_ENDPOINT)
-    assert isinstance(bound, bytes)
-    return sock, bound.decode("ascii")
+    return sock, _bind_server(sock, endpoint)
 
 
 def make_channel_router(
@@ -112,14 +125,7 @@ def make_channel_router(
     sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
     sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
     sock.setsockopt(zmq.MAXMSGSIZE, frame_bytes_max)
-    try:
-        sock.bind(endpoint)
-    except zmq.ZMQError:
-        sock.close(linger=0)
-        raise
-    bound = sock.getsockopt(zmq.LAST_ENDPOINT)
-    assert isinstance(bound, bytes)
-    return sock, bound.decode()
+    return sock, _bind_server(sock, endpoint)
 
 
 def make_channel_dealer(
@@ -133,6 +139,7 @@ def make_channel_dealer(
     """A worker's end of the channel to its supervisor, connected under `identity`."""
     sock = context.socket(zmq.DEALER)
     sock.setsockopt(zmq.IDENTITY, identity)
+    secure_client(sock)
     _apply_common(sock, frame_bytes_max, hwm_messages)
     sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_INTERVAL_MS)
     sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_INTERVAL_MS_MAX)
@@ -146,12 +153,13 @@ def make_peer_router(endpoint: str, *, context: zmq.Context[Any]) -> zmq.Socket[
     sock: zmq.Socket[bytes] = context.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVHWM, 0)
-    sock.bind(endpoint)
+    _bind_server(sock, endpoint)
     return sock
 
 
 def make_peer_dealer(
-    endpoint: str, identity: bytes, *, context: zmq.Context[Any], hwm_messages: int
+    endpoint: str, identity: bytes, *, context: zmq.Context[Any], hwm_messages: int,
+    before_connect: Callable[[zmq.Socket[bytes]], None] | None = None,
 ) -> zmq.Socket[bytes]:
     """A Raft node's DEALER to one peer. ZMQ_IMMEDIATE: nothing queues for a peer that is down
     (Raft resends its state anyway), and reconnects are quick, so an election is not slowed."""
@@ -159,9 +167,12 @@ def make_peer_dealer(
     sock.setsockopt(zmq.IDENTITY, identity)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.IMMEDIATE, 1)
+    secure_client(sock)
     sock.setsockopt(zmq.SNDHWM, hwm_messages)
     sock.setsockopt(zmq.RECONNECT_IVL, PEER_RECONNECT_INTERVAL_MS)
     sock.setsockopt(zmq.RECONNECT_IVL_MAX, PEER_RECONNECT_INTERVAL_MS_MAX)
+    if before_connect is not None:  # a monitor, say, which must not miss the first events
+        before_connect(sock)
     sock.connect(endpoint)
     return sock
 

@@ -13,6 +13,7 @@ import zmq
 
 from tests.unit.transport.test_cluster_messages import CLUSTER_REQUESTS, CLUSTER_RESPONSES
 from tests.unit.transport.test_group_messages import GROUP_REQUESTS, GROUP_RESPONSES
+from tests.unit.transport.wire_samples import ACL, QUOTA
 from zlog.errors import ErrorCode
 from zlog.transport.api import SUPPORTED_VERSIONS, ApiKey
 from zlog.transport.codec import (
@@ -94,9 +95,25 @@ from zlog.transport.messages.reassignment import (
     UnregisterBrokerRequestV0,
     UnregisterBrokerResponseV0,
 )
+from zlog.transport.messages.security import (
+    AlterSecurityRequestV0,
+    AlterSecurityResponseV0,
+    DescribeSecurityRequestV0,
+    DescribeSecurityResponseV0,
+    UserListing,
+)
 
 BATCH_A = b"A" * 70
 BATCH_B = b"B" * 90
+
+SECURITY_REQUESTS: list[Request] = [
+    AlterSecurityRequestV0(acls_add=(ACL,), users_remove=("carol",), quotas_set=(QUOTA,)),
+    DescribeSecurityRequestV0(),
+]
+SECURITY_RESPONSES: list[Response] = [
+    AlterSecurityResponseV0(31, "no"),
+    DescribeSecurityResponseV0((ACL,), (UserListing("bob", ("SCRAM-SHA-256",)),), (QUOTA,)),
+]
 
 REQUESTS: list[Request] = [
     ProduceRequestV0(
@@ -139,6 +156,7 @@ REQUESTS: list[Request] = [
         validate_only=True),
     *CLUSTER_REQUESTS,
     *GROUP_REQUESTS,
+    *SECURITY_REQUESTS,
 ]
 
 BROKERS = (BrokerMetadata(1, "host-a", "tcp://10.0.0.1:7400"), BrokerMetadata(2, "host-b", "tcp://b:1"))
@@ -193,6 +211,7 @@ RESPONSES: list[Response] = [
                                        AlterConfigsResourceResult(40, "bad", 2, "b"))),
     *CLUSTER_RESPONSES,
     *GROUP_RESPONSES,
+    *SECURITY_RESPONSES,
 ]
 
 

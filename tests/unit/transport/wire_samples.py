@@ -116,6 +116,16 @@ from zlog.transport.messages.reassignment import (
     UnregisterBrokerRequestV0,
     UnregisterBrokerResponseV0,
 )
+from zlog.transport.messages.security import (
+    AclEntry,
+    AlterSecurityRequestV0,
+    AlterSecurityResponseV0,
+    DescribeSecurityRequestV0,
+    DescribeSecurityResponseV0,
+    QuotaEntry,
+    ScramUser,
+    UserListing,
+)
 from zlog.types import TopicPartition
 
 Kind: TypeAlias = Literal["request", "response", "worker", "command", "result"]
@@ -343,5 +353,30 @@ LEGACY_CREATE_TOPIC_DECODED = mc.CreateTopic(
     "t", 1, 2, {}, ((1, 2),), (InitialPartition(0, (1, 2), 1, 0, (1, 2)),))
 
 
+ACL = AclEntry("alice", "topic", "orders-", "write", "prefixed", "deny")
+ACL_BARE = AclEntry("*", "cluster", "kafka-cluster", "describe")
+USER = ScramUser("bob", "SCRAM-SHA-512", 4096, "c2FsdA==", "c3RvcmVk", "c2VydmVy")
+QUOTA = QuotaEntry("client_id", "ingest", 1_000_000, 2_000_000, 100)
+QUOTA_BARE = QuotaEntry("principal", "*")
+
+
+def _security() -> dict[str, tuple[Kind, object]]:
+    return {
+        "AlterSecurityRequestV0": ("request", AlterSecurityRequestV0(
+            (ACL,), (ACL_BARE,), (USER,), ("carol",), (QUOTA, QUOTA_BARE))),
+        "AlterSecurityRequestV0/bare": ("request", AlterSecurityRequestV0()),
+        "AlterSecurityResponseV0": ("response", AlterSecurityResponseV0(31, "no")),
+        "DescribeSecurityRequestV0": ("request", DescribeSecurityRequestV0()),
+        "DescribeSecurityResponseV0": ("response", DescribeSecurityResponseV0(
+            (ACL, ACL_BARE), (UserListing("bob", ("SCRAM-SHA-256", "SCRAM-SHA-512")),),
+            (QUOTA,))),
+        "security-settings": ("worker", wp.SecuritySettings((ACL,), ("admin",), (QUOTA,))),
+        "AlterSecurity": ("command", mc.AlterSecurity(
+            (ACL,), (ACL_BARE,), (USER,), ("carol",), (QUOTA_BARE,))),
+        "AlterSecurity/bare": ("command", mc.AlterSecurity()),
+    }
+
+
 def samples() -> dict[str, tuple[Kind, object]]:
-    return {**_api(), **_cluster(), **_reassignment(), **_groups(), **_worker(), **_commands()}
+    return {**_api(), **_cluster(), **_reassignment(), **_groups(), **_worker(), **_commands(),
+            **_security()}

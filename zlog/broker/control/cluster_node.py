@@ -84,6 +84,7 @@ from zlog.transport.messages.reassignment import (
     ListPartitionReassignmentsRequestV0,
     UnregisterBrokerRequestV0,
 )
+from zlog.transport.messages.security import AlterSecurityRequestV0
 from zlog.transport.rpc import RpcResult
 from zlog.types import TopicPartition
 
@@ -99,7 +100,8 @@ FORWARDED_APIS: Final = (CreateTopicsRequestV0, DeleteTopicsRequestV0,
                          ListPartitionReassignmentsRequestV0,
                          UnregisterBrokerRequestV0,
                          DescribeClusterRequestV0,  # for the voters' progress
-                         AddRaftLearnerRequestV0)  # only the metadata log's leader adds one
+                         AddRaftLearnerRequestV0,  # only the metadata log's leader adds one
+                         AlterSecurityRequestV0)
 FORWARD_TIMEOUT_MS: Final = 30_000  # as long as the controller may take to settle one
 
 Forwarded = Callable[[Response | None, ZlogError | None], None]

@@ -37,6 +37,7 @@ from typing import Final
 
 import zlog
 from zlog import limits
+from zlog.broker.authorizer import refusal
 from zlog.broker.config import BrokerConfig
 from zlog.broker.control.controller.decisions import placeable
 from zlog.broker.control.controller.reassignment_requests import ReassignmentRequests
@@ -54,6 +55,7 @@ from zlog.broker.control.metadata.commands import (
 from zlog.broker.control.metadata.state import ClusterState, PartitionInfo, TopicInfo
 from zlog.broker.control.placement import place_replicas
 from zlog.broker.control.producer_ids import ProducerIdBlocks
+from zlog.broker.control.security_requests import SecurityRequests
 from zlog.broker.topic_configs import (
     TOPIC_CONFIG_DEFAULTS,
     altered_topic_configs,
@@ -120,6 +122,12 @@ from zlog.transport.messages.reassignment import (
     AlterPartitionReassignmentsRequestV0,
     ListPartitionReassignmentsRequestV0,
     UnregisterBrokerRequestV0,
+)
+from zlog.transport.messages.security import (
+    ANONYMOUS,
+    CLUSTER_RESOURCE,
+    AlterSecurityRequestV0,
+    DescribeSecurityRequestV0,
 )
 from zlog.types import TopicPartition
 
@@ -198,6 +206,8 @@ class ControlPlane:
         self._auto_creating: set[str] = set()
         self._producer_ids = ProducerIdBlocks(propose, reply)
         self._reassignments = ReassignmentRequests(state, propose, reply)
+        self.security = SecurityRequests(state, propose, reply,
+                                         (config.security_principal, *config.super_users))
 
     @property
     def waiting_count(self) -> int:
@@ -226,14 +236,20 @@ class ControlPlane:
             self._finish(waiting, ErrorCode.BROKER_NOT_AVAILABLE, "the broker is stopping")
         self._producer_ids.shut_down()
 
-    def handle(self, identity: bytes, header: RequestHeader, request: Request) -> None:
-        """Answer `request` now, or park it until the metadata log and the workers finish."""
+    def handle(self, identity: bytes, header: RequestHeader, request: Request,
+               principal: str = ANONYMOUS) -> None:
+        """Answer `request` now, or park it until the metadata log and the workers finish.
+        `principal` may do what it asks (request_acls.py): only Metadata is still filtered."""
         assert header.api_key in CONTROL_APIS, "the supervisor routes only control requests"
         match request:
             case ApiVersionsRequestV0():
                 self._reply(identity, header, self._api_versions())
             case MetadataRequestV0():
-                self._reply(identity, header, self._metadata(request))
+                self._reply(identity, header, self._metadata(request, principal))
+            case AlterSecurityRequestV0():
+                self.security.alter(identity, header, request)
+            case DescribeSecurityRequestV0():
+                self._reply(identity, header, self.security.describe())
             case CreateTopicsRequestV0():
                 self._create_topics(identity, header, request)
             case DeleteTopicsRequestV0():
@@ -279,16 +295,32 @@ class ControlPlane:
         status = self._raft_status()
         return -1 if status is None or status.leader is None else status.leader
 
-    def _metadata(self, request: MetadataRequestV0) -> MetadataResponseV0:
+    def _metadata(self, request: MetadataRequestV0,
+                  principal: str = ANONYMOUS) -> MetadataResponseV0:
+        """With security on, a topic the principal may not describe is left out of an answer
+        about every topic, and answered TOPIC_AUTHORIZATION_FAILED when named (whether it
+        exists or not, which is not the principal's to know); a missing topic is
+        auto-created only for a principal that may create it."""
         state = self._state()
+        authorizer = self.security.authorizer() if self.config.security else None
         names = list(state.topics) if request.topics is None else list(request.topics)
+        if authorizer is not None and request.topics is None:
+            names = [name for name in names
+                     if authorizer.allowed(principal, "describe", "topic", name)]
         topics = []
         for name in names:
             topic = state.topics.get(name)
-            if topic is not None:
+            if authorizer is not None and not authorizer.allowed(principal, "describe",
+                                                                 "topic", name):
+                denied = refusal(principal, "describe", "topic", name)
+                topics.append(TopicMetadata(name, int(denied.code), denied.message))
+            elif topic is not None:
                 topics.append(self._topic_metadata(state, topic))
             else:
-                topics.append(self._missing_topic(name, state.topics))
+                may_create = authorizer is None or any(
+                    authorizer.allowed(principal, "create", kind, resource)
+                    for kind, resource in (("topic", name), ("cluster", CLUSTER_RESOURCE)))
+                topics.append(self._missing_topic(name, state.topics, may_create=may_create))
         return MetadataResponseV0(
             state.cluster_id, self._controller_id(), self._brokers(state), tuple(topics)
         )
@@ -362,9 +394,10 @@ class ControlPlane:
         return FindCoordinatorResponseV0(int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                                          f"{OFFSETS_TOPIC} is being created")
 
-    def _missing_topic(self, name: str, state_topics: Iterable[str]) -> TopicMetadata:
+    def _missing_topic(self, name: str, state_topics: Iterable[str], *,
+                       may_create: bool = True) -> TopicMetadata:
         """UNKNOWN_TOPIC_OR_PARTITION, or (auto_create_topics) create it and say "soon"."""
-        if not self.config.auto_create_topics:
+        if not self.config.auto_create_topics or not may_create:
             return TopicMetadata(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                       f"no topic {name!r}")
         try:

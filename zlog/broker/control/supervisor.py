@@ -70,20 +70,24 @@ from zlog.broker.control.supervisor_metrics import SupervisorMetrics
 from zlog.broker.control.workers.offline_leaderships import resignations
 from zlog.broker.control.workers.pool import WorkerPool, WorkerSettings
 from zlog.broker.log_lines import log_failure
+from zlog.broker.request_acls import check_request
 from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.supervisor_lifeline import Lifeline
-from zlog.broker.worker_protocol import AlterIsr, GroupSettings
+from zlog.broker.worker_protocol import AlterIsr, GroupSettings, SecuritySettings
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.groups.partitioning import OFFSETS_TOPIC
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
 from zlog.shm_segments.partition_metadata import read_topic_id
+from zlog.transport import curve
 from zlog.transport.api import CONTROL_APIS
 from zlog.transport.codec import (
     RequestHeader,
     encode_error_response,
     encode_response,
 )
+from zlog.transport.curve import principal_of
+from zlog.transport.curve_keys import broker_security
 from zlog.transport.messages import (
     Request,
     Response,
@@ -97,6 +101,7 @@ from zlog.transport.messages.admin import (
 )
 from zlog.transport.messages.cluster import AddRaftLearnerRequestV0
 from zlog.transport.messages.groups import FindCoordinatorRequestV0
+from zlog.transport.messages.security import ANONYMOUS
 from zlog.transport.server import Reply, RequestPath, ServerStats
 from zlog.transport.sockets import make_router, recv_routed, send_routed, sync_polled
 from zlog.transport.wire import Buffer
@@ -130,6 +135,7 @@ class _Held:
     header: RequestHeader
     request: Request
     deadline_ms: int
+    principal: str = ANONYMOUS
 
 
 class StartupError(Exception):
@@ -226,6 +232,13 @@ class Supervisor:
             dir_id = data_dir_identity(self.data_dir, config.node_id)
         except DataDirError as error:
             raise StartupError(str(error)) from None
+        keys_dir = config.security_keys_dir if config.security else None
+        if keys_dir is not None:  # before the first socket: none is ever made in the clear
+            try:
+                curve.install(broker_security(keys_dir, config.security_principal,
+                                              config.super_users))
+            except ZlogError as error:
+                raise StartupError(error.message) from None
         try:
             self._control_socket, self.control_endpoint = make_router(
                 config.listen, context=self._context
@@ -252,6 +265,7 @@ class Supervisor:
                 ring_bytes=config.ring_bytes, ring_flush_bytes=config.ring_flush_bytes,
                 replica=config.replica_settings, lifeline_fds=self._lifeline.read_fds,
                 metrics=self._metrics is not None,
+                security_keys_dir=keys_dir, security_principal=config.security_principal,
             ),
             self._context,
             on_assigned=self.control.partition_assigned,
@@ -557,6 +571,9 @@ class Supervisor:
         strays = stray_partitions(os.listdir(self.data_dir), state, self.config.node_id,
                                   lambda name: read_topic_id(self.data_dir / name))
         self._pool.set_group_settings(self._group_settings(state))
+        if self.config.security:
+            self._pool.set_security_settings(SecuritySettings(
+                state.security.acls, self.control.security.super_users, state.security.quotas))
         self._pool.reconcile(desired, deleting + strays, now_ms)
         self._resign_offline(state, now_ms)
         for name, count in state.deleting.items():
@@ -669,21 +686,29 @@ class Supervisor:
             if routed is None:
                 return
             identity, frames = routed
-            for peer, reply in CONTROL_REQUEST_PATH.serve(identity, frames, self._dispatch,
+            dispatch = functools.partial(self._dispatch,
+                                         principal=principal_of(frames[0]) if frames else ANONYMOUS)
+            for peer, reply in CONTROL_REQUEST_PATH.serve(identity, frames, dispatch,
                                                           self.request_stats):
                 self._send(peer, reply)
 
     def _dispatch(
-        self, identity: bytes, header: RequestHeader, request: Request
+        self, identity: bytes, header: RequestHeader, request: Request, *,
+        principal: str = ANONYMOUS,
     ) -> list[Reply]:
         """The control plane answers through `_reply`, now or once a request settles; the
         cluster node answers the brokers' requests, and forwards clients' metadata changes
-        when another node is the controller."""
+        when another node is the controller. With security on, `principal` must be allowed
+        what the request asks first (request_acls.py), here, before any forward; a request
+        held until this broker registered is checked once released, against ACLs that are
+        then caught up."""
         cluster = self._cluster
         if (cluster is None or not cluster.serves_clients()) and not isinstance(
                 request, (*CONTROLLER_APIS, ApiVersionsRequestV0)):
-            self._hold(identity, header, request)
+            self._hold(identity, header, request, principal)
             return []
+        if self.config.security:
+            check_request(self.control.security.authorizer(), principal, request)
         if cluster is not None and isinstance(request, CONTROLLER_APIS):
             cluster.handle(request, functools.partial(self._reply, identity, header),
                            monotonic_ms())
@@ -694,10 +719,11 @@ class Supervisor:
         elif cluster is not None and isinstance(request, AddRaftLearnerRequestV0):
             cluster.add_learner(request, functools.partial(self._reply, identity, header))
         else:
-            self.control.handle(identity, header, request)
+            self.control.handle(identity, header, request, principal)
         return []
 
-    def _hold(self, identity: bytes, header: RequestHeader, request: Request) -> None:
+    def _hold(self, identity: bytes, header: RequestHeader, request: Request,
+              principal: str) -> None:
         """Keep a client's request until this broker registered: its metadata may be behind the
         cluster's until then, so it answers nothing from it (as a Kafka broker opens its client
         listener only once registered)."""
@@ -705,7 +731,7 @@ class Supervisor:
             raise ZlogError(ErrorCode.BROKER_NOT_AVAILABLE,
                             "the broker is starting: not registered with the controller yet")
         self._held.append(_Held(identity, header, request,
-                                monotonic_ms() + HELD_REQUEST_TIMEOUT_MS))
+                                monotonic_ms() + HELD_REQUEST_TIMEOUT_MS, principal))
 
     def _release_held(self, now_ms: int) -> None:
         """Serve the held requests once registered; answer those held too long."""
@@ -715,8 +741,10 @@ class Supervisor:
         held, self._held = self._held, []
         for item in held:
             if registered:
-                replies = CONTROL_REQUEST_PATH.call(item.identity, item.header, item.request,
-                                                    self._dispatch, self.request_stats)
+                replies = CONTROL_REQUEST_PATH.call(
+                    item.identity, item.header, item.request,
+                    functools.partial(self._dispatch, principal=item.principal),
+                    self.request_stats)
             elif now_ms >= item.deadline_ms or self._stop_requested:
                 replies = [(item.identity, encode_error_response(
                     item.header, ErrorCode.BROKER_NOT_AVAILABLE,

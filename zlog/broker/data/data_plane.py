@@ -21,12 +21,15 @@ restarts it and the ring gives back every acknowledged batch.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
 from zlog import __version__, limits
+from zlog.broker.data.data_security import DataSecurity
 from zlog.broker.data.fetch_waiters import (
     EntryRead,
     FetchWaiters,
@@ -79,6 +82,7 @@ from zlog.transport.messages.groups import (
     GROUP_REQUEST_TYPES,
     GroupRequest,
 )
+from zlog.transport.messages.security import ANONYMOUS
 from zlog.transport.server import Reply, RequestPath, ServerStats
 from zlog.types import ACKS_ALL, TopicPartition
 
@@ -93,6 +97,7 @@ REQUEST_PATH: Final = RequestPath(
 )
 
 _INTERNAL_ERROR: Final = REQUEST_PATH.internal_error_message
+_HELD_ORDER: Final = itertools.count()  # ties between held replies go in order
 
 GroupHandler = Callable[[bytes, RequestHeader, GroupRequest, int], list[Reply]]
 
@@ -107,6 +112,7 @@ class _ParkedFetch:
     request: FetchRequestV0 | FetchRequestV1 | FetchRequestV2
     sent_bytes: int = 0  # a subscription's: what its answers carried so far
     ends_ms: int = 0  # a subscription's: when its lifetime ends
+    principal: str = ANONYMOUS  # whose fetch quota its answers count against
 
 
 @dataclass(slots=True)
@@ -141,24 +147,53 @@ class DataPlane:
     push_now: list[_ParkedFetch] = field(default_factory=list)
     stopping: bool = False  # drain(): subscriptions end with their next answer
     metrics: WorkerMetrics | None = None  # bytes in and out per partition (worker_metrics.py)
+    security: DataSecurity | None = None  # security on: ACLs checked, quotas enforced
+    held: list[tuple[int, int, Reply]] = field(default_factory=list)  # (due ms, seq, reply)
+    serving: str = ANONYMOUS  # the principal of the request being handled
 
     # ------------------------------------------------------------------ entry points
 
-    def handle(self, identity: bytes, frames: Sequence[Frame], now_ms: int) -> list[Reply]:
-        """Apply one request; returns every reply it causes (its own and woken long polls)."""
+    def handle(self, identity: bytes, frames: Sequence[Frame], now_ms: int,
+               principal: str = ANONYMOUS) -> list[Reply]:
+        """Apply one request; returns every reply it causes (its own and woken long polls).
+        With security on, `principal` must be allowed it, and its answer waits out the
+        principal's quotas (data_security.py)."""
+        security = self.security
+        self.serving = principal
 
         def dispatch(peer: bytes, header: RequestHeader, request: Request) -> list[Reply]:
-            return self._dispatch(peer, header, request, now_ms)
+            if security is None:
+                return self._dispatch(peer, header, request, now_ms)
+            security.check(principal, request)
+            replies = self._dispatch(peer, header, request, now_ms)
+            delay_ms = security.throttle_ms(principal, request, peer, replies, now_ms)
+            return self._hold(peer, replies, now_ms + delay_ms) if delay_ms > 0 else replies
 
         return REQUEST_PATH.serve(identity, frames, dispatch, self.stats)
 
+    def _hold(self, peer: bytes, replies: list[Reply], due_ms: int) -> list[Reply]:
+        """Keep `peer`'s replies until `due_ms`; the others go now."""
+        for reply in replies:
+            if reply[0] == peer:
+                heapq.heappush(self.held, (due_ms, next(_HELD_ORDER), reply))
+        return [reply for reply in replies if reply[0] != peer]
+
+    def _release_held(self, now_ms: int | None) -> list[Reply]:
+        """The held replies due by `now_ms` (None: all of them)."""
+        released: list[Reply] = []
+        while self.held and (now_ms is None or self.held[0][0] <= now_ms):
+            released.append(heapq.heappop(self.held)[2])
+        return released
+
     def on_timer(self, now_ms: int) -> list[Reply]:
-        """Answer the long polls and acks=all waits whose time is up, and the subscriptions
-        left with more to read."""
+        """Answer the long polls and acks=all waits whose time is up, the subscriptions left
+        with more to read, and the throttled answers now due."""
         replies = self._answer_fetches(self.waiters.expire(now_ms), now_ms)
         if self.push_now:
             tokens, self.push_now = self.push_now, []
             replies.extend(self._answer_fetches(tokens, now_ms))
+        if self.held:
+            replies.extend(self._release_held(now_ms))
         if self.delayed:
             for delayed in [d for d in self.delayed if d.deadline_ms <= now_ms]:
                 replies.append(self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT))
@@ -186,9 +221,11 @@ class DataPlane:
         if self.push_now:
             return 0
         fetch_deadline_ms = self.waiters.next_deadline_ms()
-        if not self.delayed:
+        if not self.delayed and not self.held:
             return fetch_deadline_ms
         deadlines = [d.deadline_ms for d in self.delayed]
+        if self.held:
+            deadlines.append(self.held[0][0])
         if fetch_deadline_ms is not None:
             deadlines.append(fetch_deadline_ms)
         return min(deadlines)
@@ -206,6 +243,7 @@ class DataPlane:
         self.stopping = True
         tokens, self.push_now = [*self.waiters.drain(), *self.push_now], []
         replies = self._answer_fetches(tokens)
+        replies.extend(self._release_held(None))
         for delayed in list(self.delayed):
             replies.append(self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT))
         return replies
@@ -374,7 +412,8 @@ class DataPlane:
         self, identity: bytes, header: RequestHeader, request: ConsumerFetch, now_ms: int
     ) -> list[Reply]:
         token = _ParkedFetch(identity, header, request,
-                             ends_ms=now_ms + limits.SUBSCRIPTION_LIFETIME_MS)
+                             ends_ms=now_ms + limits.SUBSCRIPTION_LIFETIME_MS,
+                             principal=self.serving)
         if request.replica_id >= 0:
             return [self._fetch_reply(token, _replica_id_refused(request), more=False)]
         if isinstance(request, FetchRequestV2) and not request.entries:
@@ -477,11 +516,9 @@ class DataPlane:
             lambda entry: entry.partition_max_bytes, read,
         )
 
-    def _answer_fetches(self, tokens: list[_ParkedFetch], now_ms: int | None = None,
+    def _answer_fetches(self, tokens: Iterable[_ParkedFetch], now_ms: int | None = None,
                         ) -> list[Reply]:
         """Answer parked fetches (woken, timed out, or subscriptions with more to read)."""
-        if not tokens:
-            return []
         if now_ms is None:
             now_ms = self.clock.monotonic_ms()
         replies: list[Reply] = []
@@ -493,8 +530,18 @@ class DataPlane:
                                       FetchResponseV1(tuple(read.result for read in reads))))
             else:
                 results = self._read_fetch(request, token.sent_bytes)
-                replies.extend(self._answer(token, results, now_ms))
+                replies.extend(self._throttled(token, self._answer(token, results, now_ms),
+                                               now_ms))
         return replies
+
+    def _throttled(self, token: _ParkedFetch, answers: list[Reply], now_ms: int) -> list[Reply]:
+        """With security on, a consumer's answer settled now is held for as long as its fetch
+        quota says (its bytes are known only now)."""
+        security = self.security
+        if security is None or not security.quotas.active or not answers:
+            return answers
+        delay_ms = security.fetch_throttle_ms(token.principal, answers, now_ms)
+        return self._hold(answers[0][0], answers, now_ms + delay_ms) if delay_ms > 0 else answers
 
     # ------------------------------------------------------------------ followers
 

@@ -48,6 +48,7 @@ import zmq
 from zlog import limits
 from zlog.broker import worker_protocol as protocol
 from zlog.broker.data.data_plane import DataPlane
+from zlog.broker.data.data_security import DataSecurity
 from zlog.broker.data.fetcher import Fetchers, FetcherSettings
 from zlog.broker.data.group_host import GroupHost
 from zlog.broker.data.isr_change_file import IsrChangeFiles
@@ -69,6 +70,10 @@ from zlog.clock import Clock, SystemClock
 from zlog.errors import ErrorCode, ZlogError
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
+from zlog.transport import curve
+from zlog.transport.curve import principal_of
+from zlog.transport.curve_keys import broker_security
+from zlog.transport.messages.security import ANONYMOUS
 from zlog.transport.server import Reply
 from zlog.transport.sockets import (
     has_message,
@@ -119,6 +124,8 @@ class WorkerOptions:
     then reconnect to the address they knew, with no metadata change to wait for."""
     supervisor_fds: tuple[int, ...] = NO_FDS  # the read ends of the supervisor's lifeline
     metrics_file: Path | None = None  # where its metrics go (worker_metrics.py); None: off
+    security_keys_dir: Path | None = None  # security on: the broker's keys (curve_keys.py)
+    security_principal: str = ""
 
 
 class Worker:
@@ -135,6 +142,8 @@ class Worker:
         )
         self.lifeline = LifelineWatch(options.supervisor_fds) if options.supervisor_fds else None
         self.data_plane = DataPlane(self.host.partitions, clock=self.clock)
+        if options.security_keys_dir is not None:
+            self.data_plane.security = DataSecurity.before_settings(options.security_principal)
         if self.lifeline is not None:
             self.data_plane.supervisor_gone = self.lifeline.cut
         self.metrics = open_worker_metrics(options.metrics_file)
@@ -166,7 +175,11 @@ class Worker:
         self.parent_pid = os.getppid()
         self._context = shared_context()
         self._data, self.endpoint = self._bind_data()
-        self.local_producers = LocalProducers.serving(self.endpoint, self.host.partitions)
+        # With security on every request names its principal, which a shared-memory queue
+        # cannot prove: local clients then go over the network, with their keys.
+        self.local_producers = (
+            LocalProducers(None, self.host.partitions) if options.security_keys_dir is not None
+            else LocalProducers.serving(self.endpoint, self.host.partitions))
         self._control = self._connect_control()
         now_ms = self.clock.monotonic_ms()
         self._last_supervisor_ms = now_ms
@@ -315,7 +328,9 @@ class Worker:
             if routed is None:
                 return
             identity, frames = routed
-            self._send_replies(self.data_plane.handle(identity, frames, self.clock.monotonic_ms()))
+            self._send_replies(self.data_plane.handle(
+                identity, frames, self.clock.monotonic_ms(),
+                principal_of(frames[0]) if frames else ANONYMOUS))
             if not has_message(self._data):
                 return
 
@@ -416,6 +431,9 @@ class Worker:
             self._send_replies(self.groups.check_lease())
         elif isinstance(message, protocol.GroupSettings):
             self._send_replies(self.groups.configure(message))
+        elif isinstance(message, protocol.SecuritySettings):
+            if self.data_plane.security is not None:
+                self.data_plane.security.configure(message)
         else:
             log.info("stop requested by the supervisor")
             self.request_stop()
@@ -523,6 +541,10 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, L
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--log-format", choices=LOG_FORMATS, default=LOG_FORMATS[0])
     parser.add_argument("--log-levels", default="", help="levels per logger, logger=level,...")
+    parser.add_argument("--security-keys-dir", type=Path, default=None,
+                        help="CURVE on every socket, with the broker's keys from here")
+    parser.add_argument("--security-principal", default="broker",
+                        help="the principal this worker presents to its peers")
     for name, flag in flag_names().items():
         default = getattr(REPLICA_DEFAULTS, name)
         parser.add_argument(flag, dest="replica_" + name, type=int, default=default,
@@ -548,6 +570,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, L
         args.port_range, args.ring_bytes, args.ring_flush_bytes, args.supervisor_silence_ms,
         ReplicaSettings(**{name: getattr(args, "replica_" + name) for name in flag_names()}),
         args.bind_host, args.preferred_port, tuple(args.supervisor_fds), args.metrics_file,
+        args.security_keys_dir, args.security_principal,
     )
     try:
         module_levels = parse_module_levels(args.log_levels)
@@ -582,6 +605,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options.data_dir.mkdir(parents=True, exist_ok=True)
         options.ring_dir.mkdir(parents=True, exist_ok=True)
+        if options.security_keys_dir is not None:  # before any socket is made
+            curve.install(broker_security(options.security_keys_dir,
+                                          options.security_principal))
         worker = Worker(options)
     except (ZlogError, zmq.ZMQError, OSError) as error:
         log.error("worker %d cannot start: %s", options.worker_id, error)

@@ -39,6 +39,7 @@ from zlog.client.group.metadata_watch import MetadataWatch, matching, partition_
 from zlog.client.group.offsets import commit_offsets, fetch_committed
 from zlog.client.group.server_side_member import ServerSideMember
 from zlog.client.group.settings import SERVER_SIDE_PROTOCOL, GroupMetadata, GroupSettings
+from zlog.client.retries import Next, after_coordinator_error
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages.groups import (
@@ -256,6 +257,9 @@ class GroupMembership:
         try:
             link.find(self.request_timeout_ms)
         except ZlogError as error:
+            if after_coordinator_error(error.code) is Next.FAIL:  # refused: an ACL, a bad id
+                with self._lock:
+                    self.member.failure = self.member.failure or error
             log.debug("group %s: no coordinator yet: %s", self.member.group_id, error)
             self._closing.wait(self.member.retry_backoff_ms / 1000)
             return

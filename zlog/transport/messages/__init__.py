@@ -6,7 +6,8 @@
 * `cluster`: what brokers send each other and the controller (epochs, registration,
   heartbeats, ISR changes, joining the metadata log);
 * `groups`: the consumer-group APIs and FindCoordinator;
-* `reassignment`: moving replicas, draining a broker.
+* `reassignment`: moving replicas, draining a broker;
+* `security`: ACLs, SASL users and quotas.
 
 A field's annotation is its wire type (wire_types.py), so each message is declared once: the
 JSON bodies are encoded and decoded from the classes themselves (json_codec.py), the data
@@ -82,6 +83,12 @@ from zlog.transport.messages.reassignment import (
     UnregisterBrokerRequestV0,
     UnregisterBrokerResponseV0,
 )
+from zlog.transport.messages.security import (
+    AlterSecurityRequestV0,
+    AlterSecurityResponseV0,
+    DescribeSecurityRequestV0,
+    DescribeSecurityResponseV0,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +107,8 @@ Request: TypeAlias = (
     | OffsetForLeaderEpochRequestV0
     | BrokerRegistrationRequestV0
     | AddRaftLearnerRequestV0
+    | AlterSecurityRequestV0
+    | DescribeSecurityRequestV0
     | BrokerHeartbeatRequestV0
     | AlterPartitionRequestV0
     | ListOffsetsRequestV0
@@ -127,6 +136,8 @@ Response: TypeAlias = (
     | OffsetForLeaderEpochResponseV0
     | BrokerRegistrationResponseV0
     | AddRaftLearnerResponseV0
+    | AlterSecurityResponseV0
+    | DescribeSecurityResponseV0
     | BrokerHeartbeatResponseV0
     | AlterPartitionResponseV0
     | ListOffsetsResponseV0
@@ -157,6 +168,8 @@ REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
         OffsetForLeaderEpochRequestV0,
         BrokerRegistrationRequestV0,
         AddRaftLearnerRequestV0,
+        AlterSecurityRequestV0,
+        DescribeSecurityRequestV0,
         BrokerHeartbeatRequestV0,
         AlterPartitionRequestV0,
         ListOffsetsRequestV0,
@@ -187,6 +200,8 @@ RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
         OffsetForLeaderEpochResponseV0,
         BrokerRegistrationResponseV0,
         AddRaftLearnerResponseV0,
+        AlterSecurityResponseV0,
+        DescribeSecurityResponseV0,
         BrokerHeartbeatResponseV0,
         AlterPartitionResponseV0,
         ListOffsetsResponseV0,

@@ -363,7 +363,8 @@ def test_api_versions_and_describe_cluster(broker: FakeBroker) -> None:
                              ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
                              ApiKey.FIND_COORDINATOR,
                              ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
-                             ApiKey.ADD_RAFT_LEARNER))
+                             ApiKey.ADD_RAFT_LEARNER, ApiKey.ALTER_SECURITY,
+                             ApiKey.DESCRIBE_SECURITY))
     broker.leader = None
     described = broker.reply_to(broker.request(DescribeClusterRequestV0()))
     assert described == DescribeClusterResponseV0(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,8 +126,9 @@ def _fetched(reply: Reply) -> FetchResponseV0:
     return response
 
 
-@pytest.fixture
-def harness(tmp_path: Path, shm_dir: Path) -> Iterator[Harness]:
+@contextlib.contextmanager
+def harness_at(tmp_path: Path, shm_dir: Path) -> Iterator[Harness]:
+    """A data plane over one assigned partition `t-0`, on a manual clock."""
     clock = ManualClock()
     host = PartitionHost(tmp_path, shm_dir, base_config=LogConfig(ring_bytes=64 * 1024),
                          clock=clock)
@@ -136,6 +138,12 @@ def harness(tmp_path: Path, shm_dir: Path) -> Iterator[Harness]:
         yield harness
     finally:
         host.close_all()
+
+
+@pytest.fixture
+def harness(tmp_path: Path, shm_dir: Path) -> Iterator[Harness]:
+    with harness_at(tmp_path, shm_dir) as made:
+        yield made
 
 
 def test_produce_then_fetch_returns_the_stored_batches_as_views(harness: Harness) -> None:

@@ -20,6 +20,7 @@ from zlog.broker.control.controller.reassignment import cancelled, started
 from zlog.broker.control.metadata.commands import (
     AddPartitions,
     AllocateProducerIds,
+    AlterSecurity,
     AlterTopicConfigs,
     Applied,
     BrokerChange,
@@ -39,6 +40,7 @@ from zlog.broker.control.metadata.commands import (
     TopicCreated,
     TopicDeleted,
 )
+from zlog.broker.control.metadata.security_state import altered
 from zlog.broker.control.metadata.state import (
     BrokerRegistration,
     ClusterState,
@@ -77,6 +79,11 @@ def apply_command(state: ClusterState, command: Command) -> _Applied:
             return apply_cluster_change(state, command), Applied()
         case ReassignPartitions():
             return _reassign_partitions(state, command)
+        case AlterSecurity():
+            return replace(state, security=altered(
+                state.security, acls_add=command.acls_add, acls_remove=command.acls_remove,
+                users_set=command.users_set, users_remove=command.users_remove,
+                quotas_set=command.quotas_set)), Applied()
 
 
 def _register_broker(state: ClusterState, command: RegisterBroker) -> _Applied:

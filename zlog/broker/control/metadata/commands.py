@@ -25,6 +25,7 @@ from zlog.broker.control.placement import InitialPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.json_codec import from_annotations, from_fields, to_json
 from zlog.transport.json_fields import Fields, parse_json_object
+from zlog.transport.messages.security import AclEntry, QuotaEntry, ScramUser
 from zlog.transport.wire_types import AtLeast, Check, Code, Local, Range, Sparse
 from zlog.types import BROKER_ID_MAX, NO_TOPIC_ID, valid_topic_id
 
@@ -289,15 +290,30 @@ class AllocateProducerIds:
     count: Annotated[int, Range(1, limits.PRODUCER_IDS_PER_COMMAND_MAX)] = 1
 
 
+@dataclass(frozen=True, slots=True)
+class AlterSecurity:
+    """ACLs added and removed, SASL users set and removed, quotas set, as one change
+    (security_state.py); the fields are AlterSecurity's request's."""
+
+    TYPE: ClassVar[str] = "AlterSecurity"
+    RESULT: ClassVar[type[Result]] = Applied
+    acls_add: tuple[AclEntry, ...] = ()
+    acls_remove: tuple[AclEntry, ...] = ()
+    users_set: tuple[ScramUser, ...] = ()
+    users_remove: tuple[Name, ...] = ()
+    quotas_set: tuple[QuotaEntry, ...] = ()
+
+
 Command: TypeAlias = (
     RegisterBroker | CreateTopic | AlterTopicConfigs | DeleteTopic | TopicDeleted
     | SetPartitionState | AllocateProducerIds | ClusterChange | AddPartitions
-    | ReassignPartitions
+    | ReassignPartitions | AlterSecurity
 )
 COMMANDS: Final[dict[str, type[Command]]] = {
     kind.TYPE: kind for kind in (RegisterBroker, CreateTopic, AlterTopicConfigs, DeleteTopic,
                                  TopicDeleted, SetPartitionState, AllocateProducerIds,
-                                 ClusterChange, AddPartitions, ReassignPartitions)
+                                 ClusterChange, AddPartitions, ReassignPartitions,
+                                 AlterSecurity)
 }
 
 Done = Callable[[Result | None, ZlogError | None], None]

@@ -13,6 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from zlog.broker.control.metadata.security_state import (
+    SecurityRecords,
+    records_from_json,
+    records_to_json,
+)
+
 _LEGACY_TOPIC_IDS: Final = uuid.UUID("6f1c1b2e-55a3-4d0e-9a51-1f0d3c2b7a40")
 
 
@@ -125,6 +131,7 @@ class ClusterState:
     # Brokers removed from the cluster (node id -> the incarnation removed): that process may
     # not register again; a restart (a new incarnation) joins as a new, empty broker.
     retired: Mapping[int, str] = field(default_factory=dict)
+    security: SecurityRecords = field(default_factory=SecurityRecords)  # ACLs, users, quotas
 
     def partition(self, topic: str, partition: int) -> PartitionInfo | None:
         info = self.topics.get(topic)
@@ -169,6 +176,7 @@ def state_to_json(state: ClusterState) -> dict[str, Any]:
         "next_broker_epoch": state.next_broker_epoch,
         "applied_commands": state.applied_commands,
         "retired": {str(node_id): incarnation for node_id, incarnation in state.retired.items()},
+        **records_to_json(state.security),
     }
 
 
@@ -215,4 +223,5 @@ def state_from_json(data: dict[str, Any]) -> ClusterState:
             (b.broker_epoch for b in brokers.values()), default=-1))),
         applied_commands=int(data["applied_commands"]),
         retired={int(key): str(value) for key, value in data.get("retired", {}).items()},
+        security=records_from_json(data),
     )

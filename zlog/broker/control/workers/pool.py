@@ -191,6 +191,8 @@ class WorkerSettings:
     log_format: str = "logfmt"  # the worker's lines look like the supervisor's (log_lines.py)
     log_levels: tuple[tuple[str, str], ...] = ()
     metrics: bool = False  # each worker writes its metrics_path under ring_dir
+    security_keys_dir: Path | None = None  # security on: every worker's sockets use CURVE
+    security_principal: str = ""
 
 
 def supervisor_endpoint(data_dir: Path) -> str:
@@ -245,6 +247,7 @@ class WorkerPool:
         self._next_request_id = 1
         self._lease_until_ms = -1  # sent to every worker (worker_protocol.Lease); -1: none
         self._group_settings: protocol.GroupSettings | None = None
+        self._security_settings: protocol.SecuritySettings | None = None
         self._forkserver: WorkerForkServer | None = None
         self._forkserver_retry_at_ms = 0
         self.router, self.endpoint = make_channel_router(
@@ -314,6 +317,9 @@ class WorkerPool:
             command += ["--supervisor-fd", str(fd)]
         if settings.metrics:
             command += ["--metrics-file", str(metrics_path(settings.ring_dir, worker.worker_id))]
+        if settings.security_keys_dir is not None:
+            command += ["--security-keys-dir", str(settings.security_keys_dir),
+                        "--security-principal", settings.security_principal]
         return command
 
     def _spawn(self, worker: WorkerHandle, now_ms: int) -> None:
@@ -504,12 +510,20 @@ class WorkerPool:
     def set_group_settings(self, settings: protocol.GroupSettings) -> None:
         """Topic partition counts and group configs changed: every ready worker hears it now
         (one that says hello later hears it then)."""
-        if settings == self._group_settings:
-            return
-        self._group_settings = settings
+        if settings != self._group_settings:
+            self._group_settings = settings
+            self._send_ready(settings)
+
+    def set_security_settings(self, settings: protocol.SecuritySettings) -> None:
+        """ACLs, quotas or super-users changed: as `set_group_settings`."""
+        if settings != self._security_settings:
+            self._security_settings = settings
+            self._send_ready(settings)
+
+    def _send_ready(self, message: protocol.ToWorker) -> None:
         for worker in self.workers:
             if worker.state == WorkerState.READY:
-                self._send(worker, settings)
+                self._send(worker, message)
 
     def set_lease(self, until_ms: int) -> None:
         """Until when this broker's leaderships stand; every ready worker hears it now."""
@@ -587,6 +601,8 @@ class WorkerPool:
         self.changed = True
         if self._group_settings is not None:
             self._send(worker, self._group_settings)
+        if self._security_settings is not None:
+            self._send(worker, self._security_settings)
         if self._lease_until_ms >= 0:  # before any assign: it leads nothing without one
             self._send(worker, protocol.Lease(self._lease_until_ms))
         log.info("worker %d (pid %d) serving at %s", worker.worker_id, message.pid,
