@@ -40,8 +40,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
 import zlog
-from zlog import cli_cluster, cli_groups, cli_health, cli_rings, cli_top
-from zlog import cli_acls, cli_cluster, cli_groups, cli_security
+from zlog import cli_acls, cli_cluster, cli_groups, cli_health, cli_rings, cli_security, cli_top
 from zlog.cli_records import (
     FORMAT_TOKENS,
     NULL_TEXT_DEFAULT,
