@@ -10,6 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# A property test asserts what its code does, never how fast: Hypothesis's per-example deadline
+# (200 ms by default) is a wall-clock bound that a busy 2-core machine breaks at random.
+settings.register_profile("zlog", deadline=None)
+settings.load_profile("zlog")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
