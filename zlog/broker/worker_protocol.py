@@ -83,6 +83,7 @@ class Hello:
     worker_id: WorkerId
     pid: Annotated[int, Range(1, PID_MAX)]  # tells a restarted process from a late message
     endpoint: str  # the data ROUTER, as clients must spell it: tcp://host:port
+    kafka_endpoint: str = ""  # its Kafka port, host:port ("": it has none)
 
 
 @dataclass(frozen=True, slots=True)

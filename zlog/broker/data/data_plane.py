@@ -137,6 +137,16 @@ class DataPlane:
 
         return REQUEST_PATH.serve(identity, frames, dispatch, self.stats)
 
+    def handle_translated(self, identity: bytes, header: RequestHeader, request: Request,
+                          now_ms: int) -> list[Reply]:
+        """Apply one request that another protocol's port decoded and translated (the Kafka
+        port, kafka_port.py); its header's own encoder answers it (codec.TranslatedHeader)."""
+
+        def dispatch(peer: bytes, header: RequestHeader, request: Request) -> list[Reply]:
+            return self._dispatch(peer, header, request, now_ms)
+
+        return REQUEST_PATH.call(identity, header, request, dispatch, self.stats)
+
     def on_timer(self, now_ms: int) -> list[Reply]:
         """Answer the long polls and acks=all waits whose time is up."""
         replies = [self._answer_fetch(token) for token in self.waiters.expire(now_ms)]

@@ -51,7 +51,9 @@ from zlog.broker.data.fetcher import Fetchers, FetcherSettings
 from zlog.broker.data.group_host import GroupHost
 from zlog.broker.data.isr_change_file import IsrChangeFiles
 from zlog.broker.data.isr_proposals import ISR_CHECK_INTERVAL_MS, IsrProposals
+from zlog.broker.data.kafka_port import KafkaPort
 from zlog.broker.data.partition_host import PartitionHost
+from zlog.broker.kafka_port_settings import KafkaPortOptions, add_kafka_arguments
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings, flag_names
 from zlog.broker.supervisor_lifeline import NO_FDS, LifelineWatch
 from zlog.broker.topic_configs import validate_topic_name
@@ -108,6 +110,7 @@ class WorkerOptions:
     """The port of the worker this one replaces (0: none), tried first: clients and followers
     then reconnect to the address they knew, with no metadata change to wait for."""
     supervisor_fds: tuple[int, ...] = NO_FDS  # the read ends of the supervisor's lifeline
+    kafka: KafkaPortOptions | None = None  # the worker's Kafka port (None: it has none)
 
 
 class Worker:
@@ -151,6 +154,8 @@ class Worker:
         self.parent_pid = os.getppid()
         self._context = shared_context()
         self._data, self.endpoint = self._bind_data()
+        self.kafka = (KafkaPort.open(options.kafka, self.data_plane)
+                      if options.kafka is not None else None)
         self._control = self._connect_control()
         now_ms = self.clock.monotonic_ms()
         self._last_supervisor_ms = now_ms
@@ -211,6 +216,9 @@ class Worker:
 
     def _send_replies(self, replies: Sequence[Reply]) -> None:
         for identity, frames in replies:
+            if self.kafka is not None and self.kafka.owns(identity):
+                self.kafka.deliver(identity, frames)
+                continue
             try:
                 sent = send_routed(self._data, identity, frames)
             except zmq.ZMQError as error:
@@ -232,11 +240,15 @@ class Worker:
         poller.register(self._control, zmq.POLLIN)
         for fd in self.lifeline.fds if self.lifeline is not None else ():
             poller.register(fd, zmq.POLLIN)
-        self._send_control(protocol.Hello(self.options.worker_id, os.getpid(), self.endpoint))
+        kafka_endpoint = self.kafka.endpoint if self.kafka is not None else ""
+        self._send_control(protocol.Hello(self.options.worker_id, os.getpid(), self.endpoint,
+                                          kafka_endpoint))
         log.info("worker %d serving on %s", self.options.worker_id, self.endpoint)
         try:
             while not self._stopping:
                 self._poll_fetchers(poller)
+                if self.kafka is not None:
+                    self.kafka.sync(poller)
                 events = dict(poller.poll(self._poll_timeout_ms()))
                 if self.lifeline is not None and self.lifeline.cut():
                     log.info("the supervisor's lifeline is cut (it stops, or it died): "
@@ -247,6 +259,8 @@ class Worker:
                     self._serve_data()
                 if self._control in events:
                     self._serve_control()
+                if self.kafka is not None:
+                    self._send_replies(self.kafka.serve(events, self.clock.monotonic_ms()))
                 self._run_fetchers()
                 self._run_timers()
         finally:
@@ -262,6 +276,8 @@ class Worker:
             if other_ms is not None and other_ms < deadline_ms:
                 deadline_ms = other_ms
         wait_ms = max(deadline_ms - self.clock.monotonic_ms(), 0)
+        if self.kafka is not None and self.kafka.has_work():
+            return 0
         group_wait_ms = self.groups.ms_to_next_timer()
         return wait_ms if group_wait_ms is None else min(wait_ms, group_wait_ms)
 
@@ -347,6 +363,8 @@ class Worker:
             self.fetchers.close()
             self.host.close_all()
             self._data.close(linger=SHUTDOWN_LINGER_MS)
+            if self.kafka is not None:
+                self.kafka.close()
             self._control.close(linger=SHUTDOWN_LINGER_MS)
             log.info("worker %d stopped", self.options.worker_id)
 
@@ -496,6 +514,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
     parser.add_argument("--supervisor-fd", type=int, action="append", dest="supervisor_fds",
                         default=[], help="a read end of the supervisor's lifeline (repeated)")
     parser.add_argument("--log-level", default="INFO")
+    add_kafka_arguments(parser)
     for name, flag in flag_names().items():
         default = getattr(REPLICA_DEFAULTS, name)
         parser.add_argument(flag, dest="replica_" + name, type=int, default=default,
@@ -521,6 +540,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, s
         args.port_range, args.ring_bytes, args.ring_flush_bytes, args.supervisor_silence_ms,
         ReplicaSettings(**{name: getattr(args, "replica_" + name) for name in flag_names()}),
         args.bind_host, args.preferred_port, tuple(args.supervisor_fds),
+        KafkaPortOptions.from_arguments(args),
     )
     return options, str(args.log_level).upper()
 

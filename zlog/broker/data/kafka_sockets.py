@@ -1,0 +1,148 @@
+"""The raw TCP side of a worker's Kafka port: the listener, each client's connection, and the
+one connection to this broker's own Kafka gateway, all non-blocking and all polled by the
+worker's one zmq.Poller, so Kafka traffic costs no thread and no process hop.
+
+Kafka answers a connection's requests in order, one at a time: a connection whose request is
+being served (a Fetch parked for data, a Produce waiting for the in-sync replicas) reads no
+further request until that one is answered, as Kafka's own broker mutes the channel. Frames
+that arrived meanwhile wait in the connection. Output is gathered from the buffers a response
+is made of (`sendmsg`), so stored batches go from the log's pages to the socket uncopied.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+from collections import deque
+from collections.abc import Iterable
+from typing import Final
+
+from zlog.kafka.framing import FrameReader, FrameSizeError
+from zlog.transport.wire import Buffer
+
+log = logging.getLogger(__name__)
+
+RECV_BYTES: Final = 256 * 1024
+"""What one read takes from a socket at most."""
+SEND_BUFFERS_MAX: Final = 512
+"""Buffers handed to one sendmsg (the kernel's IOV_MAX is 1024)."""
+LISTEN_BACKLOG: Final = 1024
+
+
+class KafkaConnection:
+    """One client's connection: its unread frames, its unsent bytes, and whether a request of
+    its is being served."""
+
+    __slots__ = ("busy", "closed", "conn_id", "frames", "out", "reader", "sock")
+
+    def __init__(self, sock: socket.socket, conn_id: int) -> None:
+        self.sock = sock
+        self.conn_id = conn_id
+        self.reader = FrameReader()
+        self.frames: deque[bytes] = deque()
+        self.out: deque[memoryview] = deque()
+        self.busy = False
+        self.closed = False
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def read(self) -> bool:
+        """Take what the socket has into frames; False when the connection is done (closed by
+        the client, or an absurd frame size, after which it cannot be re-synchronised)."""
+        try:
+            data = self.sock.recv(RECV_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+        if not data:
+            return False
+        try:
+            self.frames.extend(self.reader.feed(data))
+        except FrameSizeError as error:
+            log.info("kafka connection %d closed: %s", self.conn_id, error)
+            return False
+        return True
+
+    def send(self, buffers: Iterable[Buffer]) -> None:
+        """Queue a response and write what the socket takes now."""
+        self.out.extend(memoryview(b).cast("B") for b in buffers)
+        self.flush()
+
+    def flush(self) -> None:
+        while self.out and not self.closed:
+            batch = [self.out[i] for i in range(min(len(self.out), SEND_BUFFERS_MAX))]
+            try:
+                sent = self.sock.sendmsg(batch)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as error:
+                log.info("kafka connection %d lost: %s", self.conn_id, error)
+                self.close()
+                return
+            while sent:
+                head = self.out[0]
+                if sent >= head.nbytes:
+                    sent -= head.nbytes
+                    self.out.popleft()
+                else:
+                    self.out[0] = head[sent:]
+                    sent = 0
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.out.clear()
+            self.frames.clear()
+            self.sock.close()
+
+
+def listen(bind_host: str, port: int) -> socket.socket:
+    """A non-blocking listener on `bind_host`:`port` (0: the OS picks)."""
+    family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((bind_host, port))
+        sock.listen(LISTEN_BACKLOG)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def accept_all(listener: socket.socket) -> list[socket.socket]:
+    """Every connection waiting on the listener, made non-blocking with Nagle off."""
+    accepted: list[socket.socket] = []
+    while True:
+        try:
+            sock, _address = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return accepted
+        except OSError as error:  # EMFILE and the like: the client is refused, we go on
+            if error.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM,
+                                   errno.ECONNABORTED):
+                raise
+            log.warning("kafka connection not accepted: %s", error)
+            return accepted
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        accepted.append(sock)
+
+
+def connect(address: str) -> socket.socket:
+    """A non-blocking connection under way to `address` ("host:port")."""
+    host, _, port_text = address.rpartition(":")
+    host = host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    code = sock.connect_ex((host, int(port_text)))
+    if code not in (0, errno.EINPROGRESS):
+        sock.close()
+        raise OSError(code, f"cannot connect to {address}: {errno.errorcode.get(code, code)}")
+    return sock
