@@ -1,0 +1,70 @@
+"""Kafka's framing: each request and response is a 4-byte big-endian size, then that many bytes.
+
+`FrameReader` is fed whatever a socket read returned and hands back the complete frames, so
+the same code serves an asyncio stream and a worker's non-blocking socket in a zmq.Poller
+loop. A size that is negative, too small to hold a request header's fixed part, or larger
+than `KAFKA_REQUEST_BYTES_MAX` is refused before anything is allocated for it: the
+connection cannot be re-synchronised after a bad size, so its owner closes it, and that
+client alone is cut off.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+from zlog.limits import KAFKA_REQUEST_BYTES_MAX
+
+SIZE: Final = struct.Struct(">i")
+SIZE_BYTES: Final = SIZE.size
+REQUEST_PREFIX: Final = struct.Struct(">hhi")
+"""api_key, api_version, correlation_id: the fixed start of every request header version."""
+
+
+class FrameSizeError(Exception):
+    """A size prefix no Kafka client sends; the connection must be closed."""
+
+
+def frame(payload: bytes) -> bytes:
+    """The payload behind its size prefix."""
+    return SIZE.pack(len(payload)) + payload
+
+
+class FrameReader:
+    """Reassembles one connection's request frames from the chunks its socket delivers."""
+
+    __slots__ = ("_buffer", "_max_bytes")
+
+    def __init__(self, max_bytes: int = KAFKA_REQUEST_BYTES_MAX) -> None:
+        self._buffer = bytearray()
+        self._max_bytes = max_bytes
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes received that do not yet make a whole frame."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The frames `data` completes, in order, each without its size prefix.
+
+        Raises FrameSizeError on an absurd size; frames completed before it are lost with the
+        connection, as they would be on Kafka's own broker.
+        """
+        buffer = self._buffer
+        buffer += data
+        frames: list[bytes] = []
+        start = 0
+        while len(buffer) - start >= SIZE_BYTES:
+            (size,) = SIZE.unpack_from(buffer, start)
+            if size < REQUEST_PREFIX.size or size > self._max_bytes:
+                raise FrameSizeError(
+                    f"a request frame of {size} bytes: Kafka requests are "
+                    f"{REQUEST_PREFIX.size} to {self._max_bytes} bytes")
+            end = start + SIZE_BYTES + size
+            if end > len(buffer):
+                break
+            frames.append(bytes(buffer[start + SIZE_BYTES:end]))
+            start = end
+        if start:
+            del buffer[:start]
+        return frames
