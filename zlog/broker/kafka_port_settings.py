@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from zlog.broker.config import WILDCARD_HOSTS, BrokerConfig, split_host_port
+
 
 @dataclass(frozen=True, slots=True)
 class KafkaPortOptions:
@@ -46,3 +48,18 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kafka-gateway", default="",
                         help="HOST:PORT of this broker's Kafka gateway, for what a worker "
                              "does not serve")
+
+
+def worker_kafka_options(config: BrokerConfig) -> KafkaPortOptions | None:
+    """The workers' Kafka ports for a broker: bound where its Kafka port binds, on a port the
+    OS picks, advertised on the host its Kafka port is advertised on, relaying to that port
+    on this host (None: the broker has no Kafka listener)."""
+    if not config.kafka_listen:
+        return None
+    listen_host, listen_port = split_host_port(config.kafka_listen)
+    bind_host = listen_host or "0.0.0.0"
+    gateway_host = "127.0.0.1" if listen_host in WILDCARD_HOSTS else listen_host
+    if ":" in gateway_host:
+        gateway_host = f"[{gateway_host}]"
+    return KafkaPortOptions(config.kafka_advertised_host, bind_host, 0,
+                            f"{gateway_host}:{listen_port}")

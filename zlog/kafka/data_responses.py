@@ -174,5 +174,6 @@ def encode_fetch_response(
             out += _NO_TAGS
     if flexible:
         out += _NO_TAGS
-    parts.append(bytes(out))
+    if out:
+        parts.append(bytes(out))
     return _framed(correlation_id, flexible, parts)

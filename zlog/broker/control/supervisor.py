@@ -67,6 +67,7 @@ from zlog.broker.control.metadata.state_machine import MetadataStateMachine
 from zlog.broker.control.stray_partitions import stray_partitions
 from zlog.broker.control.workers.offline_leaderships import resignations
 from zlog.broker.control.workers.pool import WorkerPool, WorkerSettings
+from zlog.broker.kafka_port_settings import worker_kafka_options
 from zlog.broker.sdnotify import SystemdNotifier
 from zlog.broker.supervisor_lifeline import Lifeline
 from zlog.broker.worker_protocol import AlterIsr, GroupSettings
@@ -200,6 +201,7 @@ class Supervisor:
             raft_status=lambda: None if self._metadata_log is None else self._metadata_log.status(),
             clock_ms=monotonic_ms,
             ring_path_for=self._ring_path_for,
+            kafka_endpoint_for=self._kafka_endpoint_for,
             ring_dir=str(self.ring_dir),
             host_storage=self._host_storage,
             create_at_controller=self._create_at_controller,
@@ -241,6 +243,7 @@ class Supervisor:
                 worker_module=self.worker_module,
                 ring_bytes=config.ring_bytes, ring_flush_bytes=config.ring_flush_bytes,
                 replica=config.replica_settings, lifeline_fds=self._lifeline.read_fds,
+                kafka=worker_kafka_options(config),
             ),
             self._context,
             on_assigned=self.control.partition_assigned,
@@ -576,6 +579,9 @@ class Supervisor:
 
     def _endpoint_for(self, topic_partition: TopicPartition) -> str | None:
         return None if self._pool is None else self._pool.endpoint_for(topic_partition)
+
+    def _kafka_endpoint_for(self, topic_partition: TopicPartition) -> str:
+        return "" if self._pool is None else self._pool.kafka_endpoint_for(topic_partition)
 
     def _applied_configs(self, topic_partition: TopicPartition) -> Mapping[str, str] | None:
         return None if self._pool is None else self._pool.applied_configs(topic_partition)

@@ -33,7 +33,6 @@ from zlog.broker.data.partition import Partition
 from zlog.broker.data.replica_requests import epoch_answers
 from zlog.broker.kafka_port_settings import KafkaPortOptions
 from zlog.errors import ErrorCode, ZlogError
-from zlog.kafka.api_versions import ApiKey
 from zlog.kafka.data_responses import (
     FetchPartition,
     ProducePartition,
@@ -50,6 +49,7 @@ from zlog.record.header import (
     MAGIC_AT,
     Compression,
 )
+from zlog.transport.api import ApiKey
 from zlog.transport.codec import TranslatedHeader
 from zlog.transport.messages import Response
 from zlog.transport.messages.cluster import EpochQuery, OffsetForLeaderEpochRequestV0

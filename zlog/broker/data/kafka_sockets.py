@@ -68,7 +68,10 @@ class KafkaConnection:
 
     def send(self, buffers: Iterable[Buffer]) -> None:
         """Queue a response and write what the socket takes now."""
-        self.out.extend(memoryview(b).cast("B") for b in buffers)
+        for buffer in buffers:
+            view = memoryview(buffer).cast("B")
+            if view.nbytes:  # sendmsg takes nothing from an empty one: it would stay forever
+                self.out.append(view)
         self.flush()
 
     def flush(self) -> None:

@@ -57,6 +57,9 @@ class PartitionMetadata:
     # The leader's shared-memory ring file (absolute path on the leader's host), "" if unknown;
     # a consumer on that host may read it directly (zlog.client.local_ring).
     ring_path: str = ""
+    # The Kafka port of the worker that leads it, host:port ("" when that worker has none or it
+    # is not known here): the Kafka gateway advertises each one as a Kafka node.
+    kafka_endpoint: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any, Final
@@ -54,6 +54,7 @@ from zlog.broker.control.workers.fork_server import (
     PendingStart,
     WorkerForkServer,
 )
+from zlog.broker.kafka_port_settings import KafkaPortOptions
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
 from zlog.broker.supervisor_lifeline import NO_FDS
 from zlog.clock import monotonic_ms
@@ -149,6 +150,8 @@ class WorkerHandle:
     unkillable_told: bool = False  # the log said it outlived its SIGKILL
     endpoint: str = ""  # its data endpoint, from hello
     last_port: int = 0  # the port of its last endpoint: a restart binds it again if it can
+    kafka_endpoint: str = ""  # its Kafka port, host:port, from hello ("": none)
+    last_kafka_port: int = 0  # the same for its Kafka port
     started_ms: int = 0
     last_seen_ms: int = 0
     restart_at_ms: int = 0
@@ -186,6 +189,7 @@ class WorkerSettings:
     replica: ReplicaSettings = REPLICA_DEFAULTS
     bind_host: str = ""  # where the data endpoints bind; empty: `host`
     lifeline_fds: tuple[int, ...] = NO_FDS  # the supervisor's lifeline: every worker gets it
+    kafka: KafkaPortOptions | None = None  # each worker's Kafka port (None: workers have none)
 
 
 def supervisor_endpoint(data_dir: Path) -> str:
@@ -305,6 +309,8 @@ class WorkerPool:
             command += ["--preferred-port", str(worker.last_port)]
         for fd in settings.lifeline_fds:
             command += ["--supervisor-fd", str(fd)]
+        if settings.kafka is not None:
+            command += replace(settings.kafka, preferred_port=worker.last_kafka_port).as_flags()
         return command
 
     def _spawn(self, worker: WorkerHandle, now_ms: int) -> None:
@@ -361,7 +367,7 @@ class WorkerPool:
         """What the process held: gone with it."""
         worker.forking = None
         worker.early_hello = None
-        worker.endpoint = ""
+        worker.endpoint = worker.kafka_endpoint = ""
         worker.opened.clear()
         worker.pending.clear()
         self.changed = True
@@ -571,8 +577,11 @@ class WorkerPool:
         worker.state = WorkerState.READY
         worker.ever_ready = True
         worker.endpoint = message.endpoint
+        worker.kafka_endpoint = message.kafka_endpoint
         with contextlib.suppress(ValueError):
             worker.last_port = int(message.endpoint.rsplit(":", 1)[1])
+        with contextlib.suppress(ValueError):
+            worker.last_kafka_port = int(message.kafka_endpoint.rsplit(":", 1)[1] or 0)
         worker.opened.clear()
         worker.pending.clear()
         self.changed = True
@@ -745,6 +754,12 @@ class WorkerPool:
         if worker.state != WorkerState.READY or topic_partition not in worker.opened:
             return None
         return worker.endpoint
+
+    def kafka_endpoint_for(self, topic_partition: TopicPartition) -> str:
+        """The Kafka port of the worker serving this partition ("": none, or not open yet)."""
+        if self.endpoint_for(topic_partition) is None:
+            return ""
+        return self.workers[self.placement[topic_partition]].kafka_endpoint
 
     def applied_configs(self, topic_partition: TopicPartition) -> Mapping[str, str] | None:
         """The configs the worker serving this partition confirmed, once it confirmed any."""
