@@ -24,6 +24,7 @@ from zlog.transport.wire_types import (
     Int64,
     Range,
     Sentence,
+    Sparse,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -59,7 +60,7 @@ class PartitionMetadata:
     ring_path: str = ""
     # The Kafka port of the worker that leads it, host:port ("" when that worker has none or it
     # is not known here): the Kafka gateway advertises each one as a Kafka node.
-    kafka_endpoint: str = ""
+    kafka_endpoint: Annotated[str, Sparse] = ""
 
 
 @dataclass(frozen=True, slots=True)

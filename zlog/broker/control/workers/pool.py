@@ -580,8 +580,9 @@ class WorkerPool:
         worker.kafka_endpoint = message.kafka_endpoint
         with contextlib.suppress(ValueError):
             worker.last_port = int(message.endpoint.rsplit(":", 1)[1])
-        with contextlib.suppress(ValueError):
-            worker.last_kafka_port = int(message.kafka_endpoint.rsplit(":", 1)[1] or 0)
+        if message.kafka_endpoint:
+            with contextlib.suppress(ValueError):
+                worker.last_kafka_port = int(message.kafka_endpoint.rsplit(":", 1)[1])
         worker.opened.clear()
         worker.pending.clear()
         self.changed = True
