@@ -54,6 +54,7 @@ from zlog.broker.control.cluster_node import (
     data_dir_identity,
 )
 from zlog.broker.control.control_plane import ControlPlane, HostStorage
+from zlog.broker.control.kafka_gateway_process import KafkaGatewayError, KafkaGatewayProcess
 from zlog.broker.control.loop_watch import LoopWatch
 from zlog.broker.control.metadata.commands import (
     Command,
@@ -185,6 +186,7 @@ class Supervisor:
         self._next_unregistered_warning_ms = 0
         self._held: list[_Held] = []
         self._control_socket: zmq.Socket[Any] | None = None
+        self.kafka_gateway: KafkaGatewayProcess | None = None
         self._wake_read_fd, self._wake_write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._lifeline = Lifeline()  # before any socket (supervisor_lifeline.py)
         self._seen_state: ClusterState | None = None
@@ -231,6 +233,13 @@ class Supervisor:
         except zmq.ZMQError as error:
             raise StartupError(f"cannot listen on {config.listen}: {error}") from None
         self._lifeline.bracket()
+        if config.kafka_listen:
+            self.kafka_gateway = KafkaGatewayProcess(config, self.control_endpoint,
+                                                     self._lifeline.read_fds)
+            try:
+                self.kafka_gateway.start()
+            except KafkaGatewayError as error:
+                raise StartupError(str(error)) from None
         self._pool = WorkerPool(
             WorkerSettings(
                 count=config.workers, data_dir=self.data_dir, ring_dir=self.ring_dir,
@@ -398,6 +407,8 @@ class Supervisor:
                 self._pool.set_lease(self._cluster.lifecycle.lease_until_ms)
         self._release_held(now_ms)
         self._pool.check(now_ms)
+        if self.kafka_gateway is not None:
+            self.kafka_gateway.check(now_ms)
         state = self.fsm.state
         due = (state is not self._seen_state or self._pool.changed
                or now_ms >= self._next_reconcile_ms)
@@ -473,6 +484,9 @@ class Supervisor:
             # A short linger lets the last answers (BROKER_NOT_AVAILABLE to parked requests) out.
             self._control_socket.close(linger=CONTROL_CLOSE_LINGER_MS)
             self._control_socket = None
+        if self.kafka_gateway is not None:
+            self.kafka_gateway.stop()
+            self.kafka_gateway = None
         if self._pool is not None:
             self._pool.stop_all(self.config.shutdown_timeout_ms)
             self._pool.close()
