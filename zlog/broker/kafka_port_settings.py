@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from zlog.broker.config import WILDCARD_HOSTS, BrokerConfig, split_host_port
+from zlog.broker.config import BrokerConfig, split_host_port
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,16 +50,9 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
                              "does not serve")
 
 
-def worker_kafka_options(config: BrokerConfig) -> KafkaPortOptions | None:
-    """The workers' Kafka ports for a broker: bound where its Kafka port binds, on a port the
-    OS picks, advertised on the host its Kafka port is advertised on, relaying to that port
-    on this host (None: the broker has no Kafka listener)."""
-    if not config.kafka_listen:
-        return None
-    listen_host, listen_port = split_host_port(config.kafka_listen)
-    bind_host = listen_host or "0.0.0.0"
-    gateway_host = "127.0.0.1" if listen_host in WILDCARD_HOSTS else listen_host
-    if ":" in gateway_host:
-        gateway_host = f"[{gateway_host}]"
-    return KafkaPortOptions(config.kafka_advertised_host, bind_host, 0,
-                            f"{gateway_host}:{listen_port}")
+def worker_kafka_options(config: BrokerConfig, gateway: str) -> KafkaPortOptions:
+    """The workers' Kafka ports of a broker with a Kafka listener: bound where its gateway
+    binds, on ports the OS picks, advertised on the host the gateway is advertised on, and
+    relaying to the gateway at `gateway` (host:port on this host)."""
+    listen_host, _port = split_host_port(config.kafka_listen)
+    return KafkaPortOptions(config.kafka_advertised_host, listen_host or "0.0.0.0", 0, gateway)

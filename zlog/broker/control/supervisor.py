@@ -252,7 +252,8 @@ class Supervisor:
                 worker_module=self.worker_module,
                 ring_bytes=config.ring_bytes, ring_flush_bytes=config.ring_flush_bytes,
                 replica=config.replica_settings, lifeline_fds=self._lifeline.read_fds,
-                kafka=worker_kafka_options(config),
+                kafka=(None if self.kafka_gateway is None else
+                       worker_kafka_options(config, self.kafka_gateway.local_address)),
             ),
             self._context,
             on_assigned=self.control.partition_assigned,
