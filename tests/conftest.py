@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+# A broker a test starts by hand (`zlog serve` with the test's environment) takes a free port
+# for Kafka clients rather than 9092, which another broker on this machine may hold.
+os.environ.setdefault("ZLOG_KAFKA_LISTEN", "127.0.0.1:0")
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
