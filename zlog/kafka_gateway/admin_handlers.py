@@ -55,7 +55,11 @@ def metadata(gateway: Gateway, call: Call) -> dict[str, Any]:
         else:
             names = tuple(topic.name for topic in requested)
     native = gateway.native.control(MetadataRequestV0(names), MetadataResponseV0)
-    return metadata_values(native, gateway.node, topic_ids)
+    # Every node, whatever the topics asked: librdkafka decommissions a broker that a Metadata
+    # answer leaves out, and with it the requests it was serving (a ListOffsets, a fetch).
+    cluster = (native if names is None and topic_ids is None
+               else gateway.native.control(MetadataRequestV0(None), MetadataResponseV0))
+    return metadata_values(native, gateway.node, topic_ids, cluster=cluster)
 
 
 def _results(results: tuple[TopicResult, ...]) -> dict[str, TopicResult]:

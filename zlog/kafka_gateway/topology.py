@@ -96,11 +96,18 @@ def _topic_values(topic: TopicMetadata, partitions: list[dict[str, Any]]) -> dic
 
 
 def metadata_values(native: MetadataResponseV0, gateway: KafkaNode,
-                    topic_ids: frozenset[str] | None = None) -> dict[str, Any]:
+                    topic_ids: frozenset[str] | None = None, *,
+                    cluster: MetadataResponseV0 | None = None) -> dict[str, Any]:
     """A Kafka Metadata answer for `native`; `topic_ids` keeps only those topics (a request
-    naming topics by id)."""
+    naming topics by id). The nodes listed are those leading a partition of `cluster` (the
+    whole cluster's metadata; `native` when None) as well as `native`'s."""
     racks = {broker.node_id: broker.rack for broker in native.brokers}
     nodes: dict[int, KafkaNode] = {gateway.node_id: gateway}
+    for topic in () if cluster is None else cluster.topics:
+        for partition in topic.partitions:
+            leader = _leader_node(partition, racks)
+            if leader is not None:
+                nodes[leader.node_id] = leader
     topics: list[dict[str, Any]] = []
     for topic in native.topics:
         if topic_ids is not None and topic.topic_id not in topic_ids:

@@ -38,6 +38,7 @@ async function read(kafka, command) {
   await consumer.subscribe({ topic: command.topic, fromBeginning: true });
   const records = [];
   await new Promise((resolve, reject) => {
+    consumer.on(consumer.events.CRASH, (event) => reject(event.payload.error));
     consumer
       .run({
         autoCommit: false,
@@ -66,7 +67,8 @@ async function main() {
                             logLevel: logLevel.ERROR });
   const records = command.op === "produce" ? await produce(kafka, command)
                                            : await read(kafka, command);
-  process.stdout.write(JSON.stringify(records) + "\n");
+  // Exit once stdout is written: a pipe is written asynchronously.
+  await new Promise((resolve) => process.stdout.write(JSON.stringify(records) + "\n", resolve));
 }
 
 main().then(() => process.exit(0), (error) => {

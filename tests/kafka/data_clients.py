@@ -17,12 +17,10 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-KAFKAJS_DIR = REPO_ROOT / ".venv" / "kafkajs"
-KAFKAJS_SCRIPT = Path(__file__).with_name("kafkajs_client.js")
-CLIENT_TIMEOUT_S = 60
+from tests.kafka.kafka_clients import CLIENT_TIMEOUT_S, KAFKAJS_DIR, KAFKAJS_SCRIPTS
+
+KAFKAJS_SCRIPT = KAFKAJS_SCRIPTS / "data.js"
 
 
 @dataclass(frozen=True, slots=True)

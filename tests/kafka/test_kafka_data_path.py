@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import cramjam
 import pytest
 
-from tests.kafka_wire import (
+from tests.kafka.kafka_wire import (
     KafkaWire,
     RecordSpec,
     fetch_values,
@@ -31,7 +31,6 @@ from zlog.errors import ErrorCode
 from zlog.record.header import BATCH_HEADER_BYTES, CODEC_MASK
 from zlog.types import TopicPartition
 from zlog_testbed.broker_process import BrokerProcess, broker_process
-from zlog_testbed.free_ports import free_port
 from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -46,8 +45,7 @@ RECORDS: list[RecordSpec] = [
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[BrokerProcess]:
-    with broker_process(workers=2,
-                        extra_args=["--kafka-listen", f"127.0.0.1:{free_port()}"]) as instance:
+    with broker_process(workers=2) as instance:
         yield instance
 
 
