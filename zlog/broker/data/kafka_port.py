@@ -206,13 +206,21 @@ class KafkaPort:
     # ------------------------------------------------------------------ the loop's side
 
     def sync(self, poller: zmq.Poller) -> None:
-        """Make `poller` watch the listener, every connection (for output too while it has
-        some) and the gateway connection."""
+        """Before the loop sleeps: write what this turn answered, then make `poller` watch
+        the listener, every connection (for output too while some is left) and the gateway
+        connection."""
         wanted: dict[int, int] = {self._listener.fileno(): zmq.POLLIN}
-        for conn in self._connections.values():
+        for conn in list(self._connections.values()):
+            if conn.out:
+                conn.flush()
+            if conn.closed:
+                self._drop(conn)
+                continue
             wanted[conn.fileno()] = zmq.POLLIN | (zmq.POLLOUT if conn.out else 0)
         if self._upstream_out is not None:
             out = self._upstream_out
+            if out.out:
+                out.flush()
             wanted[out.fileno()] = zmq.POLLIN | (zmq.POLLOUT if out.out else 0)
         for fd in [fd for fd in self._registered if fd not in wanted]:
             poller.unregister(fd)
@@ -267,7 +275,9 @@ class KafkaPort:
         return self._route(replies)
 
     def close(self) -> None:
+        """Shutdown: the last answers (parked fetches answered empty) go out, then all closes."""
         for conn in self._connections.values():
+            conn.flush()
             conn.close()
         self._connections.clear()
         if self._upstream_out is not None:

@@ -67,12 +67,12 @@ class KafkaConnection:
         return True
 
     def send(self, buffers: Iterable[Buffer]) -> None:
-        """Queue a response and write what the socket takes now."""
+        """Queue a response; `flush` writes it, once a loop turn, so the answers to requests a
+        client sent back to back leave in one system call."""
         for buffer in buffers:
             view = memoryview(buffer).cast("B")
             if view.nbytes:  # sendmsg takes nothing from an empty one: it would stay forever
                 self.out.append(view)
-        self.flush()
 
     def flush(self) -> None:
         while self.out and not self.closed:
