@@ -308,6 +308,9 @@ class ControlPlane:
                 ring_path = self._ring_path_for(key)
             if here and self._kafka_endpoint_for is not None:
                 kafka_endpoint = self._kafka_endpoint_for(key)
+            elif endpoint and partition.leader in state.brokers:
+                kafka_endpoint = state.brokers[partition.leader].worker_kafka_endpoint(
+                    partition.worker_of(partition.leader))
             code = ErrorCode.NONE if endpoint else ErrorCode.LEADER_NOT_AVAILABLE
             if not endpoint and key in self._open_errors:
                 # A worker could not open it (e.g. KAFKA_STORAGE_ERROR): say so, not "wait".

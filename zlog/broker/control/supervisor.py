@@ -275,6 +275,7 @@ class Supervisor:
             config, state=lambda: self.fsm.state, raft_status=self._metadata_log.status,
             propose=self._propose, control_endpoint=self._advertised_control(),
             worker_endpoints=self._pool.worker_endpoints, dir_id=dir_id,
+            worker_kafka_endpoints=self._pool.worker_kafka_endpoints,
             context=self._context, add_learner=self._metadata_log.add_learner,
             add_peers=self._metadata_log.add_peers,
             leader_unreachable=self._metadata_log.leader_unreachable,

@@ -774,5 +774,12 @@ class WorkerPool:
         return tuple(worker.endpoint if worker.state == WorkerState.READY else ""
                      for worker in self.workers)
 
+    def worker_kafka_endpoints(self) -> tuple[str, ...]:
+        """Each worker's Kafka port, "" for one not serving now; () when workers have none."""
+        if self.settings.kafka is None:
+            return ()
+        return tuple(worker.kafka_endpoint if worker.state == WorkerState.READY else ""
+                     for worker in self.workers)
+
     def is_open(self, topic_partition: TopicPartition) -> bool:
         return self.endpoint_for(topic_partition) is not None
