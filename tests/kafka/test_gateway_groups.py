@@ -5,6 +5,7 @@ calls (what lag exporters read)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 import subprocess
@@ -25,7 +26,8 @@ from kafka.errors import CommitFailedError, RebalanceInProgressError
 from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
 from kafka.structs import OffsetAndMetadata
 
-from zlog import Admin, Consumer
+from tests.kafka.kafka_clients import needs_worker_ports
+from zlog import Admin, Consumer, Producer
 from zlog.client.records import NewTopic
 from zlog.errors import ErrorCode
 from zlog.types import TopicPartition
@@ -225,3 +227,76 @@ def test_member_id_required_is_answered_from_join_group_v4_only(
     assert old.error_code == ErrorCode.NONE and old.member_id
     new = _join(kafka_broker, 4, "")
     assert new.error_code == ErrorCode.MEMBER_ID_REQUIRED and new.member_id
+
+
+def _produce(broker: BrokerProcess, topic: str, values: Sequence[bytes], partitions: int) -> None:
+    with Producer(broker.endpoint) as producer:
+        for index, value in enumerate(values):
+            producer.send(topic, value, partition=index % partitions)
+        producer.flush()
+
+
+def _consume_and_commit(member: KafkaConsumer, into: list[bytes]) -> None:
+    """One poll; what it returned is committed before the next (at least once)."""
+    polled = member.poll(timeout_ms=100)
+    if not polled:
+        return
+    into.extend(record.value for records in polled.values() for record in records)
+    with contextlib.suppress(RebalanceInProgressError, CommitFailedError):
+        member.commit()  # refused during a rebalance: the next owner reads those again
+
+
+@needs_worker_ports
+def test_a_kafka_group_reads_everything_across_a_kill_and_a_restart_goes_on_from_its_commits(
+        kafka_broker: BrokerProcess) -> None:
+    topic = _topic(kafka_broker, "kill-and-restart", 6)
+    first = [b"first-%d" % i for i in range(600)]
+    _produce(kafka_broker, topic, first, 6)
+    killed = subprocess.Popen([sys.executable, str(MEMBER_MAIN), kafka_broker.kafka_bootstrap,
+                               "restarted", topic], stdout=subprocess.PIPE, text=True)
+    members = [KafkaConsumer(topic, bootstrap_servers=kafka_broker.kafka_bootstrap,
+                             group_id="restarted", enable_auto_commit=False,
+                             auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
+                             heartbeat_interval_ms=500) for _ in range(2)]
+    consumed: list[bytes] = []
+    try:
+        def spread(partitions_each: int) -> bool:
+            for member in members:
+                _consume_and_commit(member, consumed)
+            return all(len(p) == partitions_each for p in _partitions(members))
+
+        wait_until(lambda: spread(2), 60, what="three members holding two partitions each")
+        killed.kill()  # it commits nothing: its partitions are read again from the start
+        killed.wait()
+        wait_until(lambda: spread(3) and set(consumed) == set(first), 90,
+                   what="the survivors reading every record, the killed member's too")
+        for member in members:
+            wait_until(lambda member=member: _committed_all(member), 30,
+                       what="a last commit in a stable generation")
+    finally:
+        killed.kill()
+        for member in members:
+            member.close()
+
+    second = [b"second-%d" % i for i in range(300)]
+    _produce(kafka_broker, topic, second, 6)
+    restarted = KafkaConsumer(topic, bootstrap_servers=kafka_broker.kafka_bootstrap,
+                              group_id="restarted", enable_auto_commit=False,
+                              auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
+                              heartbeat_interval_ms=500)
+    after: list[bytes] = []
+    try:
+        wait_until(lambda: _consume_and_commit(restarted, after) or len(after) >= 300, 90,
+                   what="the restarted member reading the new records")
+        assert sorted(after) == sorted(second)  # from the commits on: nothing read twice
+    finally:
+        restarted.close()
+
+
+def _committed_all(member: KafkaConsumer) -> bool:
+    member.poll(timeout_ms=50)
+    try:
+        member.commit()
+    except (RebalanceInProgressError, CommitFailedError):
+        return False
+    return True
