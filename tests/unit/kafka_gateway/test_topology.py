@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ HAS_KAFKA_ENDPOINT = "kafka_endpoint" in {f.name for f in dataclasses.fields(Par
 def _partition(index: int, leader: int, kafka_endpoint: str) -> PartitionMetadata:
     partition = PartitionMetadata(index, leader, 7, (1, 2, 3), (2, 1), "tcp://h:1")
     if HAS_KAFKA_ENDPOINT:
-        endpoint = {"kafka_endpoint": kafka_endpoint}  # a field of builds with worker ports
+        endpoint: dict[str, Any] = {"kafka_endpoint": kafka_endpoint}  # builds with worker ports
         return dataclasses.replace(partition, **endpoint)
     return partition
 
