@@ -4,8 +4,8 @@
 the same code serves an asyncio stream and a worker's non-blocking socket in a zmq.Poller
 loop. A size that is negative, too small to hold a request header's fixed part, or larger
 than `KAFKA_REQUEST_BYTES_MAX` is refused before anything is allocated for it: the
-connection cannot be re-synchronised after a bad size, so its owner closes it, and that
-client alone is cut off.
+connection cannot be re-synchronised after a bad size, so its owner answers the requests
+that came whole before it and closes it, and that client alone is cut off.
 """
 
 from __future__ import annotations
@@ -33,11 +33,14 @@ def frame(payload: bytes) -> bytes:
 class FrameReader:
     """Reassembles one connection's request frames from the chunks its socket delivers."""
 
-    __slots__ = ("_buffer", "_max_bytes")
+    __slots__ = ("_buffer", "_max_bytes", "refusal")
 
     def __init__(self, max_bytes: int = KAFKA_REQUEST_BYTES_MAX) -> None:
         self._buffer = bytearray()
         self._max_bytes = max_bytes
+        self.refusal: str | None = None
+        """Why the stream was given up, once a bad size arrived behind whole frames: the
+        owner answers those, then closes the connection."""
 
     @property
     def pending_bytes(self) -> int:
@@ -47,9 +50,13 @@ class FrameReader:
     def feed(self, data: bytes) -> list[bytes]:
         """The frames `data` completes, in order, each without its size prefix.
 
-        Raises FrameSizeError on an absurd size; frames completed before it are lost with the
-        connection, as they would be on Kafka's own broker.
+        An absurd size raises FrameSizeError, unless whole frames came before it in this
+        call: those are returned (they are answered, as Kafka's broker answers requests read
+        before a bad one) and `refusal` says why nothing more will be; every later call
+        raises.
         """
+        if self.refusal is not None:
+            raise FrameSizeError(self.refusal)
         buffer = self._buffer
         buffer += data
         frames: list[bytes] = []
@@ -57,9 +64,12 @@ class FrameReader:
         while len(buffer) - start >= SIZE_BYTES:
             (size,) = SIZE.unpack_from(buffer, start)
             if size < REQUEST_PREFIX.size or size > self._max_bytes:
-                raise FrameSizeError(
-                    f"a request frame of {size} bytes: Kafka requests are "
-                    f"{REQUEST_PREFIX.size} to {self._max_bytes} bytes")
+                self.refusal = (f"a request frame of {size} bytes: Kafka requests are "
+                                f"{REQUEST_PREFIX.size} to {self._max_bytes} bytes")
+                buffer.clear()
+                if not frames:
+                    raise FrameSizeError(self.refusal)
+                return frames
             end = start + SIZE_BYTES + size
             if end > len(buffer):
                 break

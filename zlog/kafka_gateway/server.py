@@ -55,6 +55,8 @@ class GatewayServer:
                     if reply is not None:
                         writer.write(reply)
                         await writer.drain()
+                if frames.refusal is not None:
+                    raise FrameSizeError(frames.refusal)
         except FrameSizeError as error:
             log.info("kafka client %s: %s; closing its connection", client_host, error)
         except (ConnectionError, OSError):

@@ -41,3 +41,12 @@ def test_the_largest_allowed_frame_is_waited_for_not_refused() -> None:
     reader = FrameReader(max_bytes=1_000)
     assert reader.feed(struct.pack(">i", 1_000) + b"x" * 999) == []
     assert reader.feed(b"y") == [b"x" * 999 + b"y"]
+
+
+def test_frames_before_an_absurd_size_are_still_handed_out_then_the_stream_is_refused(
+        ) -> None:
+    reader = FrameReader()
+    assert reader.feed(frame(b"a" * 8) + struct.pack(">i", -5)) == [b"a" * 8]
+    assert reader.refusal is not None and "-5 bytes" in reader.refusal
+    with pytest.raises(FrameSizeError):
+        reader.feed(frame(b"b" * 8))

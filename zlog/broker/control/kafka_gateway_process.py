@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
 import subprocess
 import sys
 from typing import Final
 
 from zlog.broker.config import WILDCARD_HOSTS, BrokerConfig, split_host_port
+from zlog.broker.control.workers.pool import worker_environ
 from zlog.clock import monotonic_ms
 
 log = logging.getLogger("zlog.broker.kafka_gateway")
@@ -77,7 +79,7 @@ class KafkaGatewayProcess:
         assert self._listener is not None
         config = self.config
         command = [
-            sys.executable, "-m", GATEWAY_MODULE,
+            sys.executable, "-P", "-m", GATEWAY_MODULE,
             "--listen-fd", str(self._listener.fileno()),
             "--control", self.control_endpoint, "--node-id", str(config.node_id),
             "--advertised", self.advertised, "--rack", config.rack,
@@ -87,9 +89,12 @@ class KafkaGatewayProcess:
         ]
         if self.lifeline_fds:
             command += ["--lifeline-fd", str(self.lifeline_fds[0])]
+        # As a worker is started: this zlog first on the module path whatever the working
+        # directory, and a process group of its own (a terminal's Ctrl-C reaches only the
+        # supervisor, which stops it).
         self._process = subprocess.Popen(
             command, pass_fds=(self._listener.fileno(), *self.lifeline_fds[:1]),
-            stdin=subprocess.DEVNULL)
+            env=worker_environ(os.environ), stdin=subprocess.DEVNULL, process_group=0)
         log.info("kafka gateway started (pid %d) for Kafka clients at %s", self._process.pid,
                  self.advertised)
 
