@@ -301,3 +301,23 @@ def test_an_absurd_frame_closes_that_connection_only(broker: BrokerProcess) -> N
         bad.send_raw(struct.pack(">i", 2**31 - 1) + b"\0" * 100)
         assert bad.closed_by_peer()
         assert len(kafka_python_records(fetch_all(good, topic))) == 2
+
+
+def test_requests_a_worker_does_not_serve_are_relayed_to_the_gateway(
+        broker: BrokerProcess) -> None:
+    """Metadata asked of a worker's port is the gateway's answer; so is a Heartbeat v0, whose
+    answer (a correlation id and an error code) is shorter than any request."""
+    topic = new_topic(broker)
+    with KafkaWire(kafka_address(broker, topic)) as wire:
+        metadata = wire.call(3, 9, {"topics": [{"name": topic}],
+                                    "allow_auto_topic_creation": False})
+        (found,) = metadata.topics
+        assert (found.name, found.error_code) == (topic, 0)
+        leader = found.partitions[0].leader_id
+        assert any(node.node_id == leader for node in metadata.brokers)
+        beat = wire.call(12, 0, {"group_id": "nobody", "generation_id": 1,
+                                 "member_id": "m"})
+        assert beat.error_code != 0, "a group nobody joined"
+        again = wire.call(3, 9, {"topics": [{"name": topic}],
+                                 "allow_auto_topic_creation": False})
+        assert again.topics[0].name == topic, "the connection and the relay go on"

@@ -33,11 +33,15 @@ def frame(payload: bytes) -> bytes:
 class FrameReader:
     """Reassembles one connection's request frames from the chunks its socket delivers."""
 
-    __slots__ = ("_buffer", "_max_bytes", "refusal")
+    __slots__ = ("_buffer", "_max_bytes", "_min_bytes", "refusal")
 
-    def __init__(self, max_bytes: int = KAFKA_REQUEST_BYTES_MAX) -> None:
+    def __init__(self, max_bytes: int = KAFKA_REQUEST_BYTES_MAX,
+                 min_bytes: int = REQUEST_PREFIX.size) -> None:
+        """`min_bytes`: the smallest frame, a request's fixed header by default; responses
+        read from a Kafka port (a worker relaying to its gateway) can be 6 bytes."""
         self._buffer = bytearray()
         self._max_bytes = max_bytes
+        self._min_bytes = min_bytes
         self.refusal: str | None = None
         """Why the stream was given up, once a bad size arrived behind whole frames: the
         owner answers those, then closes the connection."""
@@ -63,9 +67,9 @@ class FrameReader:
         start = 0
         while len(buffer) - start >= SIZE_BYTES:
             (size,) = SIZE.unpack_from(buffer, start)
-            if size < REQUEST_PREFIX.size or size > self._max_bytes:
-                self.refusal = (f"a request frame of {size} bytes: Kafka requests are "
-                                f"{REQUEST_PREFIX.size} to {self._max_bytes} bytes")
+            if size < self._min_bytes or size > self._max_bytes:
+                self.refusal = (f"a frame of {size} bytes: Kafka's are "
+                                f"{self._min_bytes} to {self._max_bytes} bytes here")
                 buffer.clear()
                 if not frames:
                     raise FrameSizeError(self.refusal)

@@ -71,6 +71,7 @@ IDENTITY_PREFIX: Final = b"\xffkafka:"
 """The data plane's peer identity of a Kafka connection: a ROUTER's own identities start with
 a zero byte, so a reply is routed to the right door by its identity alone."""
 _CONN_ID: Final = struct.Struct(">Q")
+RESPONSE_BYTES_MIN: Final = 4  # a response's correlation id, its only fixed part
 _ATTRIBUTES_LOW_AT: Final = 22  # the low byte of the attributes: the codec bits
 ZSTD_PRODUCE_MIN: Final = 7
 ZSTD_FETCH_MIN: Final = 10
@@ -181,7 +182,7 @@ class KafkaPort:
         self._next_conn_id = 1
         self._registered: dict[int, int] = {}  # fd -> poll flags
         self._upstream: socket.socket | None = None
-        self._upstream_reader = FrameReader()
+        self._upstream_reader = FrameReader(min_bytes=RESPONSE_BYTES_MIN)
         self._upstream_out: KafkaConnection | None = None
         self._relayed: dict[int, tuple[int, int]] = {}  # upstream correlation -> (conn, own)
         self._next_relay_id = 1
@@ -213,7 +214,7 @@ class KafkaPort:
         for conn in list(self._connections.values()):
             if conn.out:
                 conn.flush()
-            if conn.closed:
+            if conn.done():
                 self._drop(conn)
                 continue
             wanted[conn.fileno()] = zmq.POLLIN | (zmq.POLLOUT if conn.out else 0)
@@ -517,7 +518,7 @@ class KafkaPort:
             log.warning("kafka gateway %s: %s", self._gateway, error)
             return None
         self._upstream_out = KafkaConnection(sock, 0)
-        self._upstream_reader = FrameReader()
+        self._upstream_reader = FrameReader(min_bytes=RESPONSE_BYTES_MIN)
         return self._upstream_out
 
     def _serve_upstream(self, flags: int) -> None:

@@ -34,7 +34,7 @@ class KafkaConnection:
     """One client's connection: its unread frames, its unsent bytes, and whether a request of
     its is being served."""
 
-    __slots__ = ("busy", "closed", "conn_id", "frames", "out", "reader", "sock")
+    __slots__ = ("busy", "closed", "closing", "conn_id", "frames", "out", "reader", "sock")
 
     def __init__(self, sock: socket.socket, conn_id: int) -> None:
         self.sock = sock
@@ -44,6 +44,7 @@ class KafkaConnection:
         self.out: deque[memoryview] = deque()
         self.busy = False
         self.closed = False
+        self.closing = False  # an absurd size came: close once what came before is answered
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -64,7 +65,15 @@ class KafkaConnection:
         except FrameSizeError as error:
             log.info("kafka connection %d closed: %s", self.conn_id, error)
             return False
+        if self.reader.refusal is not None:
+            log.info("kafka connection %d closes: %s", self.conn_id, self.reader.refusal)
+            self.closing = True
         return True
+
+    def done(self) -> bool:
+        """Closed, or closing with nothing left to answer or to write."""
+        return self.closed or (self.closing and not self.frames and not self.busy
+                               and not self.out)
 
     def send(self, buffers: Iterable[Buffer]) -> None:
         """Queue a response; `flush` writes it, once a loop turn, so the answers to requests a
