@@ -321,3 +321,4 @@ def test_requests_a_worker_does_not_serve_are_relayed_to_the_gateway(
         again = wire.call(3, 9, {"topics": [{"name": topic}],
                                  "allow_auto_topic_creation": False})
         assert again.topics[0].name == topic, "the connection and the relay go on"
+

@@ -18,7 +18,9 @@ Fetch 10 (UNSUPPORTED_COMPRESSION_TYPE), the records field split into whole batc
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import select
 import socket
 import struct
 from collections.abc import Callable, Mapping, Sequence
@@ -71,6 +73,8 @@ IDENTITY_PREFIX: Final = b"\xffkafka:"
 """The data plane's peer identity of a Kafka connection: a ROUTER's own identities start with
 a zero byte, so a reply is routed to the right door by its identity alone."""
 _CONN_ID: Final = struct.Struct(">Q")
+EPOLL_EVENTS_MAX: Final = 1024  # sockets taken from the epoll set per loop turn at most
+_READABLE: Final = select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR
 RESPONSE_BYTES_MIN: Final = 4  # a response's correlation id, its only fixed part
 _ATTRIBUTES_LOW_AT: Final = 22  # the low byte of the attributes: the codec bits
 ZSTD_PRODUCE_MIN: Final = 7
@@ -180,7 +184,18 @@ class KafkaPort:
         self._gateway = gateway
         self._connections: dict[int, KafkaConnection] = {}
         self._next_conn_id = 1
-        self._registered: dict[int, int] = {}  # fd -> poll flags
+        # Every socket of the port is watched by one epoll set, and the worker's zmq.Poller
+        # watches that set's one fd: a loop turn costs the sockets that are ready, not the
+        # thousands that may be idle (zmq.Poller walks its whole list on every poll).
+        self._epoll = select.epoll()
+        self._registered: dict[int, int] = {}  # fd -> the epoll events it is watched for
+        self._by_fd: dict[int, KafkaConnection] = {}
+        # Only the connections something happened to are looked at in a loop turn, so
+        # thousands of idle ones cost nothing: those with frames to serve, and those whose
+        # output or state changed (their poll flags may change).
+        self._ready: set[KafkaConnection] = set()
+        self._touched: set[KafkaConnection] = set()
+        self._in_poller = False
         self._upstream: socket.socket | None = None
         self._upstream_reader = FrameReader(min_bytes=RESPONSE_BYTES_MIN)
         self._upstream_out: KafkaConnection | None = None
@@ -208,32 +223,54 @@ class KafkaPort:
 
     def sync(self, poller: zmq.Poller) -> None:
         """Before the loop sleeps: write what this turn answered, then make `poller` watch
-        the listener, every connection (for output too while some is left) and the gateway
+        the listener, each connection (for output too while some is left) and the gateway
         connection."""
-        wanted: dict[int, int] = {self._listener.fileno(): zmq.POLLIN}
-        for conn in list(self._connections.values()):
+        if not self._in_poller:
+            poller.register(self._epoll.fileno(), zmq.POLLIN)
+            self._in_poller = True
+            self._watch(self._listener.fileno(), select.EPOLLIN)
+        touched, self._touched = self._touched, set()
+        for conn in touched:
+            if conn.closed and conn.conn_id not in self._connections:
+                continue  # dropped already
             if conn.out:
                 conn.flush()
             if conn.done():
                 self._drop(conn)
                 continue
-            wanted[conn.fileno()] = zmq.POLLIN | (zmq.POLLOUT if conn.out else 0)
-        if self._upstream_out is not None:
-            out = self._upstream_out
+            self._watch(conn.fileno(), select.EPOLLIN | (select.EPOLLOUT if conn.out else 0))
+        out = self._upstream_out
+        if out is not None:
             if out.out:
                 out.flush()
-            wanted[out.fileno()] = zmq.POLLIN | (zmq.POLLOUT if out.out else 0)
-        for fd in [fd for fd in self._registered if fd not in wanted]:
-            poller.unregister(fd)
-            del self._registered[fd]
-        for fd, flags in wanted.items():
-            if self._registered.get(fd) != flags:
-                poller.register(fd, flags)
-                self._registered[fd] = flags
+            if out.closed:
+                self._lose_upstream()
+            else:
+                self._watch(out.fileno(), select.EPOLLIN | (select.EPOLLOUT if out.out else 0))
+
+    def _watch(self, fd: int, events: int) -> None:
+        known = self._registered.get(fd)
+        if known == events:
+            return
+        if known is None:
+            self._epoll.register(fd, events)
+        else:
+            self._epoll.modify(fd, events)
+        self._registered[fd] = events
+
+    def _unwatch(self, fd: int) -> None:
+        """Before the socket closes (a closed fd leaves the set by itself)."""
+        if self._registered.pop(fd, None) is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._epoll.unregister(fd)
 
     def has_work(self) -> bool:
         """A connection has frames to serve now (the loop must not sleep)."""
-        return any(c.frames and not c.busy for c in self._connections.values())
+        return any(c.frames and not c.busy for c in self._ready)
+
+    def _send(self, conn: KafkaConnection, buffers: Sequence[Buffer]) -> None:
+        conn.send(buffers)
+        self._touched.add(conn)
 
     def owns(self, identity: bytes) -> bool:
         return identity.startswith(IDENTITY_PREFIX)
@@ -245,23 +282,34 @@ class KafkaPort:
         if conn is None:
             return  # the client went away meanwhile
         conn.busy = False
-        conn.send(frames)
+        self._send(conn, frames)
 
-    def serve(self, events: Mapping[Any, int], now_ms: int) -> list[Reply]:
+    def serve(self, polled_events: Mapping[Any, int], now_ms: int) -> list[Reply]:
         """Accept, read, write and serve; returns the data plane's replies for others (the
         ZeroMQ peers whose long polls a Kafka produce woke)."""
-        listener_fd = self._listener.fileno()
-        if events.get(listener_fd):
+        events: dict[int, int] = {}
+        if polled_events.get(self._epoll.fileno()):
+            events = dict(self._epoll.poll(0, EPOLL_EVENTS_MAX))
+        if events.get(self._listener.fileno()):
             for sock in accept_all(self._listener):
                 conn = KafkaConnection(sock, self._next_conn_id)
                 self._connections[conn.conn_id] = conn
+                self._by_fd[conn.fileno()] = conn
+                self._touched.add(conn)
                 self._next_conn_id += 1
-        for conn in list(self._connections.values()):
-            flags = events.get(conn.fileno(), 0)
-            if flags & zmq.POLLOUT:
-                conn.flush()
-            if (flags & zmq.POLLIN and not conn.read()) or conn.closed:
-                self._drop(conn)
+        for key, flags in events.items():
+            polled = self._by_fd.get(key)
+            if polled is None:
+                continue
+            if flags & select.EPOLLOUT:
+                polled.flush()
+                self._touched.add(polled)
+            if (flags & _READABLE and not polled.read()) or polled.closed:
+                self._drop(polled)
+            elif polled.frames:
+                self._ready.add(polled)
+            if polled.closing:
+                self._touched.add(polled)
         if self._upstream_out is not None:
             flags = events.get(self._upstream_out.fileno(), 0)
             if flags:
@@ -270,9 +318,12 @@ class KafkaPort:
 
     def serve_pending(self, now_ms: int) -> list[Reply]:
         replies: list[Reply] = []
-        for conn in list(self._connections.values()):
+        for conn in list(self._ready):
             while conn.frames and not conn.busy and not conn.closed:
                 replies.extend(self._serve_frame(conn, conn.frames.popleft(), now_ms))
+            if not conn.frames or conn.closed:
+                self._ready.discard(conn)
+                self._touched.add(conn)  # a closing one may be done now
         return self._route(replies)
 
     def close(self) -> None:
@@ -284,10 +335,16 @@ class KafkaPort:
         if self._upstream_out is not None:
             self._upstream_out.close()
         self._listener.close()
+        self._epoll.close()
 
     def _drop(self, conn: KafkaConnection) -> None:
+        if conn.conn_id in self._connections:
+            fd = conn.fileno()
+            self._unwatch(fd)
+            self._by_fd.pop(fd, None)
+            del self._connections[conn.conn_id]
+        self._ready.discard(conn)
         conn.close()
-        self._connections.pop(conn.conn_id, None)
 
     def _route(self, replies: list[Reply]) -> list[Reply]:
         others: list[Reply] = []
@@ -305,7 +362,7 @@ class KafkaPort:
         try:
             request = parse_request(frame)
         except BadRequest as bad:
-            conn.send([error_response(bad.api_key, bad.api_version, bad.correlation_id,
+            self._send(conn, [error_response(bad.api_key, bad.api_version, bad.correlation_id,
                                       bad.error, request=bad.body, message=bad.reason)])
             return []
         key = request.api_key
@@ -319,16 +376,16 @@ class KafkaPort:
             if key == ApiKey.FETCH:
                 return self._fetch(conn, identity, request, now_ms)
             if key == ApiKey.LIST_OFFSETS:
-                conn.send([self._list_offsets(request)])
+                self._send(conn, [self._list_offsets(request)])
             elif key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
-                conn.send([self._offset_for_leader_epoch(request)])
+                self._send(conn, [self._offset_for_leader_epoch(request)])
             else:
-                conn.send([api_versions_response(request.api_version,
+                self._send(conn, [api_versions_response(request.api_version,
                                                  request.correlation_id)])
         except Exception:
             log.exception("kafka request %d v%d failed", key, request.api_version)
             conn.busy = False
-            conn.send([error_response(key, request.api_version, request.correlation_id,
+            self._send(conn, [error_response(key, request.api_version, request.correlation_id,
                                       ErrorCode.UNKNOWN_SERVER_ERROR, request=request.body,
                                       message="internal error in the partition worker")])
         return []
@@ -377,7 +434,7 @@ class KafkaPort:
 
         if not entries:
             if acks != 0:
-                conn.send(answer(ProduceResponseV0(())))
+                self._send(conn, answer(ProduceResponseV0(())))
             return []
         timeout_ms = max(int(body.timeout.total_seconds() * 1000), 0)
         header = self._translated(request, int(ApiKey.PRODUCE), answer)
@@ -494,7 +551,7 @@ class KafkaPort:
         but for the correlation id, and the gateway's answer back the same way."""
         upstream = self._upstream_connection()
         if upstream is None:
-            conn.send([error_response(request.api_key, request.api_version,
+            self._send(conn, [error_response(request.api_key, request.api_version,
                                       request.correlation_id, ErrorCode.REQUEST_TIMED_OUT,
                                       request=request.body,
                                       message="this broker's Kafka gateway is not reachable")])
@@ -524,9 +581,9 @@ class KafkaPort:
     def _serve_upstream(self, flags: int) -> None:
         upstream = self._upstream_out
         assert upstream is not None
-        if flags & zmq.POLLOUT:
+        if flags & select.EPOLLOUT:
             upstream.flush()
-        if not flags & zmq.POLLIN:
+        if not flags & _READABLE:
             return
         try:
             data = upstream.sock.recv(1 << 20)
@@ -553,12 +610,13 @@ class KafkaPort:
             answer = bytearray(frame)
             struct.pack_into(">i", answer, 0, waiting[1])
             conn.busy = False
-            conn.send([struct.pack(">i", len(answer)), answer])
+            self._send(conn, [struct.pack(">i", len(answer)), answer])
 
     def _lose_upstream(self) -> None:
         """The gateway went away: every relayed request's client is cut off (it reconnects
         and asks again), as a broker that restarts would cut it off."""
         if self._upstream_out is not None:
+            self._unwatch(self._upstream_out.fd)
             self._upstream_out.close()
             self._upstream_out = None
         for conn_id, _ in self._relayed.values():

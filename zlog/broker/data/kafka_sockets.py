@@ -28,16 +28,21 @@ RECV_BYTES: Final = 256 * 1024
 SEND_BUFFERS_MAX: Final = 512
 """Buffers handed to one sendmsg (the kernel's IOV_MAX is 1024)."""
 LISTEN_BACKLOG: Final = 1024
+ACCEPTS_PER_TURN_MAX: Final = 256
+"""Connections accepted in one loop turn at most: a burst of thousands is taken over several
+turns, so the worker's heartbeats, timers and other clients are not held up behind it."""
 
 
 class KafkaConnection:
     """One client's connection: its unread frames, its unsent bytes, and whether a request of
     its is being served."""
 
-    __slots__ = ("busy", "closed", "closing", "conn_id", "frames", "out", "reader", "sock")
+    __slots__ = ("busy", "closed", "closing", "conn_id", "fd", "frames", "out", "reader",
+                 "sock")
 
     def __init__(self, sock: socket.socket, conn_id: int) -> None:
         self.sock = sock
+        self.fd = sock.fileno()  # kept: a closed socket's fileno() is -1, the poller's is not
         self.conn_id = conn_id
         self.reader = FrameReader()
         self.frames: deque[bytes] = deque()
@@ -47,7 +52,7 @@ class KafkaConnection:
         self.closing = False  # an absurd size came: close once what came before is answered
 
     def fileno(self) -> int:
-        return self.sock.fileno()
+        return self.fd
 
     def read(self) -> bool:
         """Take what the socket has into frames; False when the connection is done (closed by
@@ -127,9 +132,10 @@ def listen(bind_host: str, port: int) -> socket.socket:
 
 
 def accept_all(listener: socket.socket) -> list[socket.socket]:
-    """Every connection waiting on the listener, made non-blocking with Nagle off."""
+    """The connections waiting on the listener (up to ACCEPTS_PER_TURN_MAX; the listener
+    stays readable for the rest), made non-blocking with Nagle off."""
     accepted: list[socket.socket] = []
-    while True:
+    while len(accepted) < ACCEPTS_PER_TURN_MAX:
         try:
             sock, _address = listener.accept()
         except (BlockingIOError, InterruptedError):
@@ -143,6 +149,7 @@ def accept_all(listener: socket.socket) -> list[socket.socket]:
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         accepted.append(sock)
+    return accepted
 
 
 def connect(address: str) -> socket.socket:
