@@ -131,10 +131,14 @@ kafka-clients:
 # the 2-core machine the suite must finish on within 15 minutes; the tests of real processes
 # run one at a time, as their timing assumes.
 PURE_TESTS := tests/unit tests/sim tests/scenarios
+# The Kafka clients' tests (one broker or cluster per module, on ports of its own) mostly wait
+# on the clients' own timers (rebalances, backoffs), so their modules run two at a time.
+KAFKA_TESTS := tests/kafka
 
 test: setup lint java nftables kafka-clients
 	$(PY) -m pytest -m 'not soak' -n 2 $(PURE_TESTS) $(PYTEST_ARGS)
-	$(PY) -m pytest -m 'not soak' $(addprefix --ignore=,$(PURE_TESTS)) $(PYTEST_ARGS)
+	$(PY) -m pytest -m 'not soak' -n 2 --dist loadfile $(KAFKA_TESTS) $(PYTEST_ARGS)
+	$(PY) -m pytest -m 'not soak' $(addprefix --ignore=,$(PURE_TESTS) $(KAFKA_TESTS)) $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
