@@ -13,7 +13,8 @@ PYTEST_ARGS ?=
 JEPSEN_ARGS ?=
 
 .PHONY: all setup run cluster test test-unit test-sim test-integration lint fmt typecheck soak bench clean \
-        bench-peers bench-suite java bench-spark jepsen nftables promtool
+        bench-peers bench-suite java bench-spark jepsen nftables promtool systemd-tools \
+        kafka-clients
 
 all: test
 
@@ -132,16 +133,40 @@ promtool: setup
 	    rm -rf $$dir; \
 	else \
 	    echo "promtool: not available; the PromQL check of deploy/ skips"; \
+# The Kafka clients the Kafka listener's tests drive besides the Python ones (tests/kafka):
+# Debian's kcat, with apt, when missing; kafkajs from npm into $(KAFKAJS_DIR) (node runs it).
+# Without root, or without node, the tests that need them are skipped and say why.
+KAFKAJS_DIR := .kafka-clients
+KAFKAJS_VERSION := 2.2.4
+kafka-clients:
+	@if command -v kcat >/dev/null; then \
+	    true; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update && apt-get install -y kcat) || echo "kafka-clients: kcat not installed"; \
+	else \
+	    echo "kafka-clients: kcat is missing (sudo apt-get install -y kcat)"; \
+	fi
+	@if [ -f $(KAFKAJS_DIR)/node_modules/kafkajs/package.json ]; then \
+	    true; \
+	elif command -v npm >/dev/null; then \
+	    mkdir -p $(KAFKAJS_DIR) && npm install --silent --no-save --prefix $(KAFKAJS_DIR) \
+	        kafkajs@$(KAFKAJS_VERSION) || echo "kafka-clients: kafkajs not installed"; \
+	else \
+	    echo "kafka-clients: npm is missing: the kafkajs tests are skipped"; \
 	fi
 
 # The pure tests (no broker, no process of their own) run in two processes, one per core of
 # the 2-core machine the suite must finish on within 15 minutes; the tests of real processes
 # run one at a time, as their timing assumes.
 PURE_TESTS := tests/unit tests/sim tests/scenarios
+# The Kafka clients' tests (one broker or cluster per module, on ports of its own) mostly wait
+# on the clients' own timers (rebalances, backoffs), so their modules run two at a time.
+KAFKA_TESTS := tests/kafka
 
-test: setup lint java nftables systemd-tools promtool
+test: setup lint java nftables systemd-tools promtool kafka-clients
 	$(PY) -m pytest -m 'not soak' -n 2 $(PURE_TESTS) $(PYTEST_ARGS)
-	$(PY) -m pytest -m 'not soak' $(addprefix --ignore=,$(PURE_TESTS)) $(PYTEST_ARGS)
+	$(PY) -m pytest -m 'not soak' -n 2 --dist loadfile $(KAFKA_TESTS) $(PYTEST_ARGS)
+	$(PY) -m pytest -m 'not soak' $(addprefix --ignore=,$(PURE_TESTS) $(KAFKA_TESTS)) $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

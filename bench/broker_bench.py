@@ -97,7 +97,7 @@ class Broker:
         self._command = [sys.executable, "-m", "zlog", "serve", "--data-dir",
                          str(self.directory / "data"), "--listen", self.endpoint,
                          "--workers", str(workers), "--ring-dir", str(self.ring_dir),
-                         *extra_args]
+                         "--kafka-listen", "127.0.0.1:0", *extra_args]
         self.process = self._spawn()
 
     def _spawn(self) -> subprocess.Popen[bytes]:

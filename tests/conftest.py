@@ -17,6 +17,10 @@ from hypothesis import settings
 settings.register_profile("zlog", deadline=None)
 settings.load_profile("zlog")
 
+# A broker a test starts by hand (`zlog serve` with the test's environment) takes a free port
+# for Kafka clients rather than 9092, which another broker on this machine may hold.
+os.environ.setdefault("ZLOG_KAFKA_LISTEN", "127.0.0.1:0")
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

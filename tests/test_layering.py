@@ -37,7 +37,10 @@ ALLOWED: dict[str, set[str]] = {
     "transport": set(),
     "groups": {"zlog.transport"},
     "client": {"zlog.record", "zlog.transport", "zlog.shm_segments", "zlog.groups"},
-    "broker": {"zlog.record", "zlog.shm_segments", "zlog.raft", "zlog.groups", "zlog.transport"},
+    "kafka": {"zlog.record", "zlog.transport"},
+    "kafka_gateway": {"zlog.kafka", "zlog.client", "zlog.transport"},
+    "broker": {"zlog.record", "zlog.shm_segments", "zlog.raft", "zlog.groups", "zlog.transport",
+               "zlog.kafka"},
     "spark": {"zlog.client"},
 }
 # (package, zlog package it imports) -> the one module of the package that may import it
@@ -85,6 +88,8 @@ PURE_MODULES = {
     "zlog/broker/data/recent_batches.py", "zlog/raft/membership.py",
     "zlog/client/accumulator.py", "zlog/client/partitioner.py", "zlog/client/fetch_buffer.py",
     "zlog/client/group/classic_member.py", "zlog/client/group/server_side_member.py",
+    "zlog/kafka/framing.py", "zlog/kafka/api_versions.py", "zlog/kafka/requests.py",
+    "zlog/kafka/responses.py", "zlog/kafka_gateway/topology.py",
 }
 IMPURE_IMPORTS = {"os", "time", "socket", "zmq", "mmap", "threading", "subprocess", "asyncio",
                   "fcntl", "signal", "select", "multiprocessing", "psutil"}

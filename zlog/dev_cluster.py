@@ -60,11 +60,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"how many brokers, 1 to {BROKERS_MAX} (default 3)")
     parser.add_argument("--base-dir", type=Path, default=Path("zlog-data"), metavar="DIR",
                         help="broker i keeps its data in DIR/node-i (default ./zlog-data)")
+    parser.add_argument("--kafka-port", type=int, default=9092,
+                        help="every broker's Kafka port, on its own 127.0.0.N (0: none)")
     parser.add_argument("--port", type=int, default=7400,
                         help="every broker's control port; its metadata log uses the next "
                              "one (default 7400)")
     parser.add_argument("--workers", type=int, default=1,
                         help="partition workers per broker (default 1)")
+
+
+def kafka_bootstrap_of(brokers: int, port: int) -> str:
+    return ",".join(f"127.0.0.{node}:{port}" for node in range(1, brokers + 1))
 
 
 def bootstrap_of(brokers: int, port: int) -> str:
@@ -114,7 +120,8 @@ def _start(args: argparse.Namespace) -> list[_Broker]:
         command = [sys.executable, "-P", "-m", "zlog.cli", "serve", "--node-id", str(node),
                    "--listen", endpoint, "--advertised-host", f"127.0.0.{node}",
                    "--voters", voters, "--data-dir", str(data_dir),
-                   "--workers", str(args.workers), "--metrics-listen", _metrics_of(node)]
+                   "--workers", str(args.workers), "--metrics-listen", _metrics_of(node),
+                   "--kafka-listen", f"127.0.0.{node}:{args.kafka_port}" if args.kafka_port else ""]
         environ = {key: value for key, value in os.environ.items()
                    if key != "NOTIFY_SOCKET" and not key.startswith("ZLOG_")}
         with (data_dir / LOG_FILE).open("ab") as log:
@@ -156,6 +163,9 @@ def _print_banner(args: argparse.Namespace, brokers: Sequence[_Broker]) -> None:
               for b in brokers]
     lines += ["point the CLI at it:",
               f"  export ZLOG_BOOTSTRAP={bootstrap}",
+              *([f"  Kafka clients: bootstrap.servers="
+                 f"{kafka_bootstrap_of(args.brokers, args.kafka_port)}"]
+                if args.kafka_port else []),
               f"  zlog topic create events --partitions 3 --replication-factor "
               f"{min(3, len(brokers))}",
               "  zlog cluster status",

@@ -47,6 +47,11 @@ SERVER_FRAME_BYTES_MAX = max(BATCH_SIZE_BYTES_MAX, JSON_BODY_BYTES_MAX) + 1024
 # A client receives fetch chunks: up to max_bytes of batches, and always at least one whole
 # batch even if that batch alone exceeds max_bytes, as in Kafka.
 CLIENT_FRAME_BYTES_MAX = 2 * BATCH_SIZE_BYTES_MAX
+
+# The Kafka-protocol listener (zlog/kafka): a request frame past this is refused and its
+# connection closed (Kafka's own socket.request.max.bytes default); a Produce still carries
+# the largest batch zlog accepts.
+KAFKA_REQUEST_BYTES_MAX = 100 * 1024 * 1024
 # Messages queued per peer in each direction before sends fail with EAGAIN: a client's
 # connection pipelines requests to a server, while a client has at most its in-flight
 # requests outstanding (64 by default, `rpc.IN_FLIGHT_DEFAULT`).
@@ -126,6 +131,7 @@ assert SEGMENT_BYTES_MIN <= SEGMENT_BYTES_DEFAULT <= SEGMENT_BYTES_MAX
 assert SERVER_FRAME_BYTES_MAX >= BATCH_SIZE_BYTES_MAX, "a produce of one largest batch"
 assert SERVER_FRAME_BYTES_MAX >= JSON_BODY_BYTES_MAX, "a request of one largest JSON body"
 assert CLIENT_FRAME_BYTES_MAX >= BATCH_SIZE_BYTES_MAX, "a fetch answer of one largest batch"
+assert KAFKA_REQUEST_BYTES_MAX >= BATCH_SIZE_BYTES_MAX + 1024, "a Kafka produce of one batch"
 assert WORKER_MESSAGE_BYTES_MAX <= JSON_BODY_BYTES_MAX, "the JSON reader takes every message"
 # The producer's retries are recognised by the broker only while it remembers the batch.
 assert IDEMPOTENT_IN_FLIGHT_BATCHES_MAX <= CACHED_BATCHES_PER_PRODUCER

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import psutil
 
+from zlog.broker.control.kafka_gateway_process import GATEWAY_MODULE as KAFKA_GATEWAY_MODULE
 from zlog.broker.control.workers.fork_server import FORKSERVER_MODULE
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages.admin import (
@@ -79,6 +80,9 @@ class BrokerProcess:
                                               dir=shm_base))
         self.data_dir = data_dir or self.directory / "data"
         self.endpoint = endpoint or f"tcp://127.0.0.1:{free_port()}"
+        host = self.endpoint.partition("//")[2].rpartition(":")[0] or "127.0.0.1"
+        # Kafka clients' bootstrap: a port of its own, kept across restarts as an operator's is.
+        self.kafka_bootstrap = f"{host}:{free_port(host)}"
         self.workers = workers
         self.extra_args = tuple(extra_args)
         self.cwd = cwd
@@ -109,7 +113,7 @@ class BrokerProcess:
                    "--data-dir", str(self.data_dir), "--listen", self.endpoint,
                    "--workers", str(self.workers), "--ring-dir", str(self.ring_dir),
                    "--worker-heartbeat-timeout-ms", "5000", "--worker-restart-backoff-initial-ms",
-                   "50", *self.extra_args]
+                   "50", "--kafka-listen", self.kafka_bootstrap, *self.extra_args]
         environ = {key: value for key, value in os.environ.items()
                    if key != "NOTIFY_SOCKET" and not key.startswith("ZLOG_")}
         environ["PYTHONUNBUFFERED"] = "1"
@@ -311,7 +315,7 @@ def broker_process(keep_logs_in: Path | None = None, *, workers: int = 2,
 
 def worker_processes(supervisor_pid: int) -> list[psutil.Process]:
     """A supervisor's workers: the children of its worker fork server, and any child started
-    as a new interpreter (when no fork server runs)."""
+    as a new interpreter (when no fork server runs) but its Kafka gateway."""
     workers: list[psutil.Process] = []
     try:
         children = psutil.Process(supervisor_pid).children()
@@ -319,7 +323,10 @@ def worker_processes(supervisor_pid: int) -> list[psutil.Process]:
         return []
     for child in children:
         with contextlib.suppress(psutil.NoSuchProcess):
-            if FORKSERVER_MODULE in child.cmdline():
+            command = child.cmdline()
+            if KAFKA_GATEWAY_MODULE in command:
+                continue
+            if FORKSERVER_MODULE in command:
                 workers += child.children()
             else:
                 workers.append(child)

@@ -55,7 +55,7 @@ class Server:
             self.ring_dir = rings
             return [sys.executable, "-m", "zlog", "serve", "--data-dir", str(directory / "data"),
                     "--listen", self.endpoint, "--workers", str(self.workers),
-                    "--ring-dir", str(rings)]
+                    "--ring-dir", str(rings), "--kafka-listen", "127.0.0.1:0"]
 
         self.server = ServerProcess(NAME, command)
         self.server.wait_ready(self._ready)

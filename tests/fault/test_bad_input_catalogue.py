@@ -728,9 +728,12 @@ def _null_key(env: Env) -> None:
 @case(9, "unsupported-compression")
 def _compression(env: Env) -> None:
     batch = _batch(b"codec")
-    for codec in (1, 2, 4, 5, 7):  # gzip, snappy, zstd and codecs that do not exist
+    for codec in (5, 7):  # codecs that do not exist
         _refused(env, VICTIM, _rewritten(batch, _ATTRIBUTES_AT, ">h", codec),
                  ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+    for codec in (1, 2, 4):  # gzip, snappy, zstd claimed over records that are not
+        _refused(env, VICTIM, _rewritten(batch, _ATTRIBUTES_AT, ">h", codec),
+                 ErrorCode.CORRUPT_MESSAGE)
 
 
 # Row 10: timestamp skew (message.timestamp.difference.max.ms, as in Kafka).

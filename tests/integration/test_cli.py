@@ -323,9 +323,9 @@ def test_topic_alter_and_describe_configs_with_their_sources(broker: BrokerProce
     [
         (("--config", "segment.bytes=1"),
          "INVALID_CONFIG (40): topic 'cli-refused': segment.bytes must be at least 14, not 1"),
-        (("--config", "compression.type=zstd"),
-         "compression.type 'zstd' is not supported; zlog supports producer, none, uncompressed, "
-         "lz4"),
+        (("--config", "compression.type=brotli"),
+         "compression.type 'brotli' is not supported; zlog supports producer, none, "
+         "uncompressed, gzip, snappy, lz4, zstd"),
         (("--config", "retention.ms=soon"), "retention.ms must be an integer, not 'soon'"),
         (("--config", "no.such=1"), "unknown topic config 'no.such'"),
         (("--delete-config", "no.such"), "unknown topic config 'no.such'"),

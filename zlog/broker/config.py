@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+import ipaddress
 import itertools
 import os
+import socket
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -39,6 +41,8 @@ ENV_PREFIX: Final = "ZLOG_"
 ENV_TOPIC_PREFIX: Final = "ZLOG_TOPIC_"
 ENV_CONFIG_FILE: Final = "ZLOG_CONFIG"
 METRICS_PORT_DEFAULT: Final = 9644  # the metrics endpoint's (docs/operations-metrics.md)
+WILDCARD_HOSTS: Final = frozenset({"0.0.0.0", "::", ""})
+"""Hosts that bind every interface and that no client can connect to."""
 # A clustered metadata log's election timeout, in ticks: with 50 ms ticks a new leader
 # within 0.5 to 1 s.
 METADATA_ELECTION_TICKS: Final = 10
@@ -71,6 +75,14 @@ class BrokerConfig:
     a proxy in between): registered as this broker's control endpoint, its Raft endpoint the
     next port; its workers then bind on listen's host and are advertised on advertised_host.
     Empty: `listen` itself (a wildcard host replaced by advertised_host)."""
+    kafka_listen: str = "127.0.0.1:9092"
+    """Where this broker's Kafka port (bootstrap, metadata, groups, admin) listens, host:port;
+    each partition worker has a Kafka port of its own beside it (docs/kafka.md). A wildcard
+    host (0.0.0.0, ::) listens on every interface. Empty: no Kafka listener."""
+    kafka_advertised_listeners: str = ""
+    """The host:port (or PLAINTEXT://host:port) Kafka clients are told for kafka_listen.
+    Empty: kafka_listen itself, a wildcard host replaced by advertised_host, or by this
+    machine's host name while advertised_host is a loopback address. Never 0.0.0.0."""
     data_port_range: tuple[int, int] | None = None
     """Ports for the workers' data endpoints, "a-b" inclusive; empty: the OS picks free ports."""
     workers: int = field(default_factory=_cpu_count)
@@ -200,6 +212,9 @@ class BrokerConfig:
         if self.advertised_listener and not (self.advertised_listener.startswith("tcp://")
                                              and self.listen.startswith("tcp://")):
             raise ConfigError("advertised_listener and listen must both be tcp:// endpoints")
+        if self.kafka_advertised_listeners and not self.kafka_listen:
+            raise ConfigError("kafka_advertised_listeners is set but kafka_listen is empty "
+                              "(no Kafka listener to advertise)")
         if self.broker_session_timeout_ms < 4 * self.broker_heartbeat_interval_ms:
             raise ConfigError("broker_session_timeout_ms must be at least 4 times "
                               "broker_heartbeat_interval_ms")
@@ -258,6 +273,29 @@ class BrokerConfig:
         if not self.advertised_listener:
             return self.advertised_host
         return self.listen[len("tcp://"):].rpartition(":")[0]
+
+    @property
+    def kafka_advertised_address(self) -> tuple[str, int] | None:
+        """The (host, port) Kafka clients are told for this broker's Kafka port; None when
+        there is none. A wildcard is never advertised: clients could not connect to it."""
+        if not self.kafka_listen:
+            return None
+        if self.kafka_advertised_listeners:
+            return split_host_port(self.kafka_advertised_listeners)
+        host, port = split_host_port(self.kafka_listen)
+        return self.kafka_advertised_host if host in WILDCARD_HOSTS else host, port
+
+    @property
+    def kafka_advertised_host(self) -> str:
+        """The host Kafka clients are told for this broker's Kafka ports (its workers' too)."""
+        if self.kafka_advertised_listeners:
+            return split_host_port(self.kafka_advertised_listeners)[0]
+        host, _ = split_host_port(self.kafka_listen or "127.0.0.1:0")
+        if host not in WILDCARD_HOSTS:
+            return host
+        if ipaddress_is_loopback(self.advertised_host):
+            return socket.gethostname()
+        return self.advertised_host
 
     @property
     def clustered(self) -> bool:
@@ -382,6 +420,44 @@ def _to_voters(value: object) -> tuple[tuple[int, str], ...]:
     return tuple(sorted(voters.items()))
 
 
+def split_host_port(address: str) -> tuple[str, int]:
+    """"h:9092", "[::1]:9092" or "PLAINTEXT://h:9092" (as validated) -> ("h", 9092)."""
+    text = address.partition("://")[2] if "://" in address else address
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def ipaddress_is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _to_kafka_address(advertised: bool) -> Callable[[object], str]:
+    """host:port, or "" for none; an advertised address may carry Kafka's PLAINTEXT:// and
+    never names a wildcard host."""
+
+    def parse(value: object) -> str:
+        text = _to_optional_str(value)
+        if not text:
+            return ""
+        scheme, separator, rest = text.partition("://")
+        if separator and not (advertised and scheme.upper() == "PLAINTEXT"):
+            raise ValueError(f"must be host:port{' or PLAINTEXT://host:port' * advertised}, "
+                             f"not {text!r} (zlog's Kafka ports speak plaintext only)")
+        if "," in text:
+            raise ValueError(f"must be one address, not a list: {text!r}")
+        host, _, port = (rest if separator else text).rpartition(":")
+        if not host.strip("[]") or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"must be host:port with a port in 0..65535, not {text!r}")
+        if advertised and (host.strip("[]") in WILDCARD_HOSTS or int(port) == 0):
+            raise ValueError(f"must name a host and port clients can connect to, not {text!r}")
+        return text
+
+    return parse
+
+
 def raft_endpoint(control_endpoint: str) -> str:
     """A voter's Raft endpoint: its control endpoint's host, the next port."""
     host, _, port = control_endpoint.rpartition(":")
@@ -429,6 +505,8 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "listen": _to_endpoint,
     "advertised_host": _to_str,
     "advertised_listener": _to_optional_endpoint,
+    "kafka_listen": _to_kafka_address(advertised=False),
+    "kafka_advertised_listeners": _to_kafka_address(advertised=True),
     "data_port_range": _to_port_range,
     "workers": _to_int(1, limits.WORKERS_MAX),
     "ring_dir": _to_optional_path,

@@ -65,9 +65,12 @@ PRODUCER_COMPRESSION: Final = "producer"
 TOPIC_CODECS: Final[Mapping[str, Compression]] = {
     "none": Compression.NONE,
     "uncompressed": Compression.NONE,  # Kafka's spelling
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
     "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
 }
-"""compression.type values that name a codec: zlog reads and writes NONE and LZ4 only."""
+"""compression.type values that name a codec: Kafka's, each read and written by zlog."""
 INTERNAL_TOPIC_PREFIX: Final = "__"
 """Names zlog keeps for its own topics (`__consumer_offsets`); clients may not create them."""
 
@@ -223,7 +226,7 @@ def validate_topic_configs(
 def validate_compression_type(text: str | None) -> Compression | None:
     """The codec the topic stores batches in; None for "producer" (kept as sent, the default).
 
-    Kafka's gzip, snappy and zstd are refused here: zlog's record codec has only NONE and LZ4.
+    Any other name is refused: Kafka's five codecs are all zlog's record codec knows.
     """
     if text is None or text == PRODUCER_COMPRESSION:
         return None

@@ -41,7 +41,7 @@ from zlog.transport.json_fields import Fields, parse_json_object
 from zlog.transport.messages.cluster import MemberEpochs
 from zlog.transport.messages.security import AclEntry, QuotaEntry
 from zlog.transport.wire import INT32_MAX
-from zlog.transport.wire_types import AtLeast, Check, ErrorCode16, Range, Sentence
+from zlog.transport.wire_types import AtLeast, Check, ErrorCode16, Range, Sentence, Sparse
 from zlog.types import BROKER_ID_MAX, NO_TOPIC_ID, valid_topic_id
 
 HEARTBEAT_INTERVAL_MS: Final = 500
@@ -85,6 +85,7 @@ class Hello:
     worker_id: WorkerId
     pid: Annotated[int, Range(1, PID_MAX)]  # tells a restarted process from a late message
     endpoint: str  # the data ROUTER, as clients must spell it: tcp://host:port
+    kafka_endpoint: Annotated[str, Sparse] = ""  # its Kafka port, host:port ("": none)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ Batch layout (big-endian; the CRC-32C covers attributes .. end):
         51     2  producerEpoch
         53     4  baseSequence
         57     4  records count
-        61        records, LZ4-frame compressed as a whole when the codec says so
+        61        records, compressed as a whole by the codec the attributes name
 
 Errors: a malformed batch raises `ZlogError` with CORRUPT_MESSAGE (framing, CRC, varints,
 lengths), INVALID_RECORD (counts and offsets that contradict each other),
@@ -102,7 +102,7 @@ assert _PLACEMENT.unpack_from(_HEADER.pack(*range(1, 14))) == (1, 2, 7, 9)
 
 
 class Compression(IntEnum):
-    """The codec in attribute bits 0-2; zlog reads and writes NONE and LZ4 only."""
+    """The codec in attribute bits 0-2: Kafka's five, all read and written (compression.py)."""
 
     NONE = 0
     GZIP = 1
@@ -118,7 +118,7 @@ class TimestampType(IntEnum):
     LOG_APPEND_TIME = 1  # the broker's; every record takes the batch's max timestamp
 
 
-SUPPORTED_COMPRESSION: Final = frozenset({Compression.NONE, Compression.LZ4})
+SUPPORTED_COMPRESSION: Final = frozenset(Compression)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +268,7 @@ def _check_header_fields(header: BatchHeader, *, strict: bool) -> None:
     if codec not in SUPPORTED_COMPRESSION:
         raise ZlogError(
             ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-            f"codec {codec} is not supported; zlog reads uncompressed and LZ4 batches",
+            f"codec {codec} is not one of Kafka's (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)",
         )
     records_bytes = header.size_bytes - BATCH_HEADER_BYTES
     if codec == Compression.NONE and records_bytes < count * RECORD_BYTES_MIN:
@@ -396,7 +396,7 @@ def attributes_for(compression: Compression, *, is_transactional: bool = False) 
     if compression not in SUPPORTED_COMPRESSION:
         raise ZlogError(
             ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-            f"cannot write codec {int(compression)}; zlog writes uncompressed and LZ4 batches",
+            f"cannot write codec {int(compression)}: it is not one of Kafka's",
         )
     return int(compression) | (_TRANSACTIONAL_BIT if is_transactional else 0)
 

@@ -18,7 +18,7 @@ Decoding never lets a parsing exception escape. A server sees three outcomes:
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -105,6 +105,17 @@ class RequestHeader:
     api_version: int  # int16
     correlation_id: int  # int32, echoed in the response
     flags: int = 0  # uint16, reserved
+
+
+@dataclass(frozen=True, slots=True)
+class TranslatedHeader(RequestHeader):
+    """The header of a request that came in another protocol (Kafka's, zlog/kafka) and was
+    translated into zlog's: its answer, however the data plane reaches it (at once, after a
+    long poll, after the in-sync replicas), is encoded back by `answer` in that protocol, so
+    the data plane serves both doors with one path and never knows which one it serves."""
+
+    answer: Callable[[Response], list[Buffer]] | None = None
+    answer_error: Callable[[ErrorCode, str], list[Buffer]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +239,9 @@ def _response_header(header: RequestHeader, error_code: int) -> bytes:
 
 def encode_response(header: RequestHeader, msg: Response) -> list[Buffer]:
     """[header, body, *chunks] answering the request whose header is `header`."""
+    if isinstance(header, TranslatedHeader):
+        assert header.answer is not None
+        return header.answer(msg)
     assert (header.api_key, header.api_version) == (msg.API_KEY, msg.API_VERSION), (
         f"{type(msg).__name__} does not answer api {header.api_key} v{header.api_version}"
     )
@@ -250,6 +264,9 @@ def encode_response(header: RequestHeader, msg: Response) -> list[Buffer]:
 def encode_error_response(header: RequestHeader, code: ErrorCode, message: str) -> list[Buffer]:
     """A whole-request failure: the error code in the header, `>H` length + message as body."""
     assert code != ErrorCode.NONE, "an error response carries an error"
+    if isinstance(header, TranslatedHeader):
+        assert header.answer_error is not None
+        return header.answer_error(code, message)
     text = clip_message(message)
     return [_response_header(header, code), _ERROR_MESSAGE_LENGTH.pack(len(text)) + text]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import socket
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -251,3 +252,44 @@ def test_offsets_retention_ms_wins_over_the_minutes_when_set() -> None:
     assert both.offsets_retention_effective_ms == 1_500
     with pytest.raises(ConfigError, match="offsets_retention_ms"):
         resolve_config([ConfigLayer("t", {"offsets_retention_ms": -1})])
+
+
+def test_the_kafka_listener_is_on_by_default_and_set_in_each_spelling() -> None:
+    assert BrokerConfig().kafka_advertised_address == ("127.0.0.1", 9092)
+    from_file = resolve_config([file_layer('kafka_listen = "127.0.0.2:19092"', "zlog.toml")])
+    from_environment = load_config({}, environ={"ZLOG_KAFKA_LISTEN": "127.0.0.3:29092"})
+    from_flag = resolve_config([flags_layer({"kafka_listen": "127.0.0.4:39092"}, [])])
+    assert [config.kafka_advertised_address for config in (
+        from_file, from_environment, from_flag)] == [
+        ("127.0.0.2", 19092), ("127.0.0.3", 29092), ("127.0.0.4", 39092)]
+    off = load_config({}, environ={"ZLOG_KAFKA_LISTEN": ""})
+    assert (off.kafka_listen, off.kafka_advertised_address) == ("", None)
+
+
+def test_a_wildcard_kafka_listener_is_never_advertised() -> None:
+    """Clients told 0.0.0.0 could not connect: the configured address, else the host's name."""
+    configured = BrokerConfig(kafka_listen="0.0.0.0:9092", advertised_host="broker1.example")
+    assert configured.kafka_advertised_address == ("broker1.example", 9092)
+    named = BrokerConfig(kafka_listen="[::]:9092")
+    assert named.kafka_advertised_address == (socket.gethostname(), 9092)
+    told = resolve_config([flags_layer({
+        "kafka_listen": "0.0.0.0:9092",
+        "kafka_advertised_listeners": "PLAINTEXT://kafka.example:19092"}, [])])
+    assert told.kafka_advertised_address == ("kafka.example", 19092)
+    assert told.kafka_advertised_host == "kafka.example"
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"kafka_advertised_listeners": "0.0.0.0:9092"}, "clients can connect to"),
+    ({"kafka_advertised_listeners": "PLAINTEXT://[::]:9092"}, "clients can connect to"),
+    ({"kafka_advertised_listeners": "h:0"}, "clients can connect to"),
+    ({"kafka_advertised_listeners": "SSL://h:9093"}, "plaintext only"),
+    ({"kafka_advertised_listeners": "a:1,b:2"}, "one address"),
+    ({"kafka_listen": "PLAINTEXT://h:9092"}, "must be host:port,"),
+    ({"kafka_listen": "h"}, "host:port with a port"),
+    ({"kafka_listen": "h:65536"}, "host:port with a port"),
+    ({"kafka_listen": "", "kafka_advertised_listeners": "h:9092"}, "kafka_listen is empty"),
+])
+def test_a_bad_kafka_address_is_refused(values: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve_config([ConfigLayer("command line", values)])

@@ -87,7 +87,7 @@ def test_every_allowed_config_is_accepted() -> None:
         {"message.timestamp.difference.max.ms": "-5"},
         {"message.timestamp.difference.max.ms": "soon"},
         {"min.insync.replicas": "two"},
-        {"compression.type": "gzip"},
+        {"compression.type": "brotli"},
         {"compression.type": "LZ4 "},
         {"unclean.leader.election.enable": "yes"},
     ],
@@ -152,17 +152,20 @@ def test_a_value_out_of_bounds_names_the_bound_and_the_value(
     assert sentence in caught.value.message
 
 
-def test_compression_type_is_producer_none_or_lz4() -> None:
+def test_compression_type_is_producer_or_one_of_kafkas_codecs() -> None:
     assert validate_compression_type(None) is None
     assert validate_compression_type("producer") is None
     assert validate_compression_type("none") == Compression.NONE
     assert validate_compression_type("uncompressed") == Compression.NONE  # Kafka's spelling
     assert validate_compression_type("lz4") == Compression.LZ4
-    for unsupported in ("gzip", "snappy", "zstd", "lz5", ""):
+    assert validate_compression_type("gzip") == Compression.GZIP
+    assert validate_compression_type("snappy") == Compression.SNAPPY
+    assert validate_compression_type("zstd") == Compression.ZSTD
+    for unsupported in ("brotli", "lz5", "LZ4", ""):
         with pytest.raises(ZlogError) as caught:
             validate_compression_type(unsupported)
         assert caught.value.code == ErrorCode.INVALID_CONFIG
-        assert "producer, none, uncompressed, lz4" in caught.value.message
+        assert "producer, none, uncompressed, gzip, snappy, lz4, zstd" in caught.value.message
 
 
 def test_every_topic_config_has_a_builtin_default_that_validates() -> None:

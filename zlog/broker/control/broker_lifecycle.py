@@ -74,6 +74,7 @@ class BrokerLifecycle:
         link: ControllerLink,
         lease_margin_ms: int = 0,
         worker_endpoints: Callable[[], tuple[str, ...]],
+        worker_kafka_endpoints: Callable[[], tuple[str, ...]] = tuple,
     ) -> None:
         self.identity = identity
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -81,6 +82,7 @@ class BrokerLifecycle:
         self.lease_margin_ms = lease_margin_ms  # the lease: a session less this
         self._link = link
         self._worker_endpoints = worker_endpoints
+        self._worker_kafka_endpoints = worker_kafka_endpoints
         self.registration = Registration.UNREGISTERED
         self.cluster_id = ""
         self.broker_epoch = -1
@@ -158,7 +160,8 @@ class BrokerLifecycle:
 
     def _heartbeat(self, now_ms: int) -> None:
         request = BrokerHeartbeatRequestV0(self.identity.node_id, self.broker_epoch,
-                                           self._worker_endpoints(), self.want_shutdown)
+                                           self._worker_endpoints(), self.want_shutdown,
+                                           self._worker_kafka_endpoints())
         self._next_heartbeat_ms = now_ms + self.heartbeat_interval_ms
         self._sent_ms = now_ms
         self._heartbeat_in_flight = self._send(request, self._heartbeat_answered)

@@ -142,6 +142,7 @@ class ClusterNode:
         propose: Propose,
         control_endpoint: str,
         worker_endpoints: Callable[[], tuple[str, ...]],
+        worker_kafka_endpoints: Callable[[], tuple[str, ...]] = tuple,
         dir_id: str,
         context: zmq.Context[Any],
         leader_unreachable: Callable[[int], None] = lambda leader: None,
@@ -175,7 +176,8 @@ class ClusterNode:
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             session_timeout_ms=config.broker_session_timeout_ms,
             lease_margin_ms=config.lease_margin_ms,
-            link=self.link, worker_endpoints=worker_endpoints)
+            link=self.link, worker_endpoints=worker_endpoints,
+            worker_kafka_endpoints=worker_kafka_endpoints)
 
     # -- the loop's part --------------------------------------------------------------------
 

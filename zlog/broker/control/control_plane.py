@@ -184,6 +184,7 @@ class ControlPlane:
         raft_status: Callable[[], NodeStatus | None],
         clock_ms: Callable[[], int],
         ring_path_for: Callable[[TopicPartition], str] | None = None,
+        kafka_endpoint_for: Callable[[TopicPartition], str] | None = None,
         ring_dir: str = "",
         host_storage: Callable[[], HostStorage] = HostStorage,
         create_at_controller: CreateAtController | None = None,
@@ -193,6 +194,7 @@ class ControlPlane:
         self._create_at_controller = create_at_controller
         self._host_storage = host_storage
         self._ring_path_for = ring_path_for  # a partition's ring file on this host
+        self._kafka_endpoint_for = kafka_endpoint_for  # its worker's Kafka port on this host
         self._ring_dir = ring_dir  # where this broker's rings are, told to local consumers
         self._state = state  # the metadata as last applied (an immutable snapshot)
         self._propose = propose  # commit a command; Done runs later on the loop thread
@@ -330,13 +332,17 @@ class ControlPlane:
         answered, another broker's as its heartbeats told the controller."""
         partitions = []
         for partition in topic.partitions:
-            ring_path = ""
+            ring_path = kafka_endpoint = ""
             key = TopicPartition(topic.name, partition.partition)
             endpoint = self._leader_endpoint(state, key, partition)
-            if endpoint and partition.leader == self.config.node_id and (
-                self._ring_path_for is not None
-            ):
+            here = bool(endpoint) and partition.leader == self.config.node_id
+            if here and self._ring_path_for is not None:
                 ring_path = self._ring_path_for(key)
+            if here and self._kafka_endpoint_for is not None:
+                kafka_endpoint = self._kafka_endpoint_for(key)
+            elif endpoint and partition.leader in state.brokers:
+                kafka_endpoint = state.brokers[partition.leader].worker_kafka_endpoint(
+                    partition.worker_of(partition.leader))
             code = ErrorCode.NONE if endpoint else ErrorCode.LEADER_NOT_AVAILABLE
             if not endpoint and key in self._open_errors:
                 # A worker could not open it (e.g. KAFKA_STORAGE_ERROR): say so, not "wait".
@@ -344,6 +350,7 @@ class ControlPlane:
             partitions.append(PartitionMetadata(
                 partition.partition, partition.leader, partition.leader_epoch,
                 partition.replicas, partition.isr, endpoint or "", int(code), ring_path,
+                kafka_endpoint,
             ))
         return TopicMetadata(topic.name, 0, "", dict(topic.configs), tuple(partitions),
                                   topic.topic_id)

@@ -54,6 +54,7 @@ from zlog.broker.control.cluster_node import (
     data_dir_identity,
 )
 from zlog.broker.control.control_plane import ControlPlane, HostStorage
+from zlog.broker.control.kafka_gateway_process import KafkaGatewayError, KafkaGatewayProcess
 from zlog.broker.control.loop_view import LoopView, MetadataChanges, WorkerView, listen_port
 from zlog.broker.control.loop_watch import LoopWatch
 from zlog.broker.control.metadata.commands import (
@@ -69,6 +70,7 @@ from zlog.broker.control.stray_partitions import stray_partitions
 from zlog.broker.control.supervisor_metrics import SupervisorMetrics
 from zlog.broker.control.workers.offline_leaderships import resignations
 from zlog.broker.control.workers.pool import WorkerPool, WorkerSettings
+from zlog.broker.kafka_port_settings import worker_kafka_options
 from zlog.broker.log_lines import log_failure
 from zlog.broker.request_acls import check_request
 from zlog.broker.sdnotify import SystemdNotifier
@@ -194,6 +196,7 @@ class Supervisor:
         self._next_unregistered_warning_ms = 0
         self._held: list[_Held] = []
         self._control_socket: zmq.Socket[Any] | None = None
+        self.kafka_gateway: KafkaGatewayProcess | None = None
         self._wake_read_fd, self._wake_write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._lifeline = Lifeline()  # before any socket (supervisor_lifeline.py)
         self._seen_state: ClusterState | None = None
@@ -210,6 +213,7 @@ class Supervisor:
             raft_status=lambda: None if self._metadata_log is None else self._metadata_log.status(),
             clock_ms=monotonic_ms,
             ring_path_for=self._ring_path_for,
+            kafka_endpoint_for=self._kafka_endpoint_for,
             ring_dir=str(self.ring_dir),
             host_storage=self._host_storage,
             create_at_controller=self._create_at_controller,
@@ -251,6 +255,18 @@ class Supervisor:
                                                 now_ms=monotonic_ms())
         if self._metrics is not None:
             self.request_stats.observe = self._metrics.observe_control
+        if config.kafka_listen and config.security:
+            # The Kafka listener has no TLS or SASL yet: with security on it would be a door
+            # that asks nobody who they are, so it stays shut (docs/security.md).
+            log.warning("security is on and the Kafka listener has no authentication yet: "
+                        "no Kafka listener (kafka_listen %s ignored)", config.kafka_listen)
+        elif config.kafka_listen:
+            self.kafka_gateway = KafkaGatewayProcess(config, self.control_endpoint,
+                                                     self._lifeline.read_fds)
+            try:
+                self.kafka_gateway.start()
+            except KafkaGatewayError as error:
+                raise StartupError(str(error)) from None
         self._pool = WorkerPool(
             WorkerSettings(
                 count=config.workers, data_dir=self.data_dir, ring_dir=self.ring_dir,
@@ -266,6 +282,8 @@ class Supervisor:
                 replica=config.replica_settings, lifeline_fds=self._lifeline.read_fds,
                 metrics=self._metrics is not None,
                 security_keys_dir=keys_dir, security_principal=config.security_principal,
+                kafka=(None if self.kafka_gateway is None else
+                       worker_kafka_options(config, self.kafka_gateway.local_address)),
             ),
             self._context,
             on_assigned=self.control.partition_assigned,
@@ -287,6 +305,7 @@ class Supervisor:
             config, state=lambda: self.fsm.state, raft_status=self._metadata_log.status,
             propose=self._propose, control_endpoint=self._advertised_control(),
             worker_endpoints=self._pool.worker_endpoints, dir_id=dir_id,
+            worker_kafka_endpoints=self._pool.worker_kafka_endpoints,
             context=self._context, add_learner=self._metadata_log.add_learner,
             add_peers=self._metadata_log.add_peers,
             leader_unreachable=self._metadata_log.leader_unreachable,
@@ -420,6 +439,8 @@ class Supervisor:
                 self._pool.set_lease(self._cluster.lifecycle.lease_until_ms)
         self._release_held(now_ms)
         self._pool.check(now_ms)
+        if self.kafka_gateway is not None:
+            self.kafka_gateway.check(now_ms)
         state = self.fsm.state
         due = (state is not self._seen_state or self._pool.changed
                or now_ms >= self._next_reconcile_ms)
@@ -523,6 +544,9 @@ class Supervisor:
             # A short linger lets the last answers (BROKER_NOT_AVAILABLE to parked requests) out.
             self._control_socket.close(linger=CONTROL_CLOSE_LINGER_MS)
             self._control_socket = None
+        if self.kafka_gateway is not None:
+            self.kafka_gateway.stop()
+            self.kafka_gateway = None
         if self._pool is not None:
             self._pool.stop_all(self.config.shutdown_timeout_ms)
             self._pool.close()
@@ -635,6 +659,9 @@ class Supervisor:
 
     def _endpoint_for(self, topic_partition: TopicPartition) -> str | None:
         return None if self._pool is None else self._pool.endpoint_for(topic_partition)
+
+    def _kafka_endpoint_for(self, topic_partition: TopicPartition) -> str:
+        return "" if self._pool is None else self._pool.kafka_endpoint_for(topic_partition)
 
     def _applied_configs(self, topic_partition: TopicPartition) -> Mapping[str, str] | None:
         return None if self._pool is None else self._pool.applied_configs(topic_partition)

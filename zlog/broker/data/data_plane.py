@@ -184,6 +184,15 @@ class DataPlane:
         while self.held and (now_ms is None or self.held[0][0] <= now_ms):
             released.append(heapq.heappop(self.held)[2])
         return released
+    def handle_translated(self, identity: bytes, header: RequestHeader, request: Request,
+                          now_ms: int) -> list[Reply]:
+        """Apply one request that another protocol's port decoded and translated (the Kafka
+        port, kafka_port.py); its header's own encoder answers it (codec.TranslatedHeader)."""
+
+        def dispatch(peer: bytes, header: RequestHeader, request: Request) -> list[Reply]:
+            return self._dispatch(peer, header, request, now_ms)
+
+        return REQUEST_PATH.call(identity, header, request, dispatch, self.stats)
 
     def on_timer(self, now_ms: int) -> list[Reply]:
         """Answer the long polls and acks=all waits whose time is up, the subscriptions left

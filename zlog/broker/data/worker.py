@@ -53,9 +53,11 @@ from zlog.broker.data.fetcher import Fetchers, FetcherSettings
 from zlog.broker.data.group_host import GroupHost
 from zlog.broker.data.isr_change_file import IsrChangeFiles
 from zlog.broker.data.isr_proposals import ISR_CHECK_INTERVAL_MS, IsrProposals
+from zlog.broker.data.kafka_port import KafkaPort
 from zlog.broker.data.local_producers import LocalProducers
 from zlog.broker.data.metrics_publish import open_worker_metrics, publish
 from zlog.broker.data.partition_host import PartitionHost
+from zlog.broker.kafka_port_settings import KafkaPortOptions, add_kafka_arguments
 from zlog.broker.log_lines import (
     LOG_FORMATS,
     LogSettings,
@@ -126,6 +128,7 @@ class WorkerOptions:
     metrics_file: Path | None = None  # where its metrics go (worker_metrics.py); None: off
     security_keys_dir: Path | None = None  # security on: the broker's keys (curve_keys.py)
     security_principal: str = ""
+    kafka: KafkaPortOptions | None = None  # the worker's Kafka port (None: it has none)
 
 
 class Worker:
@@ -180,6 +183,8 @@ class Worker:
         self.local_producers = (
             LocalProducers(None, self.host.partitions) if options.security_keys_dir is not None
             else LocalProducers.serving(self.endpoint, self.host.partitions))
+        self.kafka = (KafkaPort.open(options.kafka, self.data_plane)
+                      if options.kafka is not None else None)
         self._control = self._connect_control()
         now_ms = self.clock.monotonic_ms()
         self._last_supervisor_ms = now_ms
@@ -240,6 +245,9 @@ class Worker:
 
     def _send_replies(self, replies: Sequence[Reply]) -> None:
         for identity, frames in self.local_producers.deliver(replies):
+            if self.kafka is not None and self.kafka.owns(identity):
+                self.kafka.deliver(identity, frames)
+                continue
             try:
                 sent = send_routed(self._data, identity, frames)
             except zmq.ZMQError as error:
@@ -261,7 +269,9 @@ class Worker:
         poller.register(self._control, zmq.POLLIN)
         for fd in self.lifeline.fds if self.lifeline is not None else ():
             poller.register(fd, zmq.POLLIN)
-        self._send_control(protocol.Hello(self.options.worker_id, os.getpid(), self.endpoint))
+        kafka_endpoint = self.kafka.endpoint if self.kafka is not None else ""
+        self._send_control(protocol.Hello(self.options.worker_id, os.getpid(), self.endpoint,
+                                          kafka_endpoint))
         log.info("worker %d serving on %s", self.options.worker_id, self.endpoint)
         try:
             while not self._stopping:
@@ -269,6 +279,9 @@ class Worker:
                 self.local_producers.watch(poller)
                 events = dict(poller.poll(
                     self.local_producers.poll_timeout_ms(self._poll_timeout_ms())))
+                if self.kafka is not None:
+                    self.kafka.sync(poller)
+                events = dict(poller.poll(self._poll_timeout_ms()))
                 if self.lifeline is not None and self.lifeline.cut():
                     log.info("the supervisor's lifeline is cut (it stops, or it died): "
                              "stopping")
@@ -280,6 +293,8 @@ class Worker:
                     self._serve_control()
                 self._send_replies(self.local_producers.serve(
                     events, self.data_plane.handle, self.clock.monotonic_ms()))
+                if self.kafka is not None:
+                    self._send_replies(self.kafka.serve(events, self.clock.monotonic_ms()))
                 self._run_fetchers()
                 self._run_timers()
         finally:
@@ -295,6 +310,8 @@ class Worker:
             if other_ms is not None and other_ms < deadline_ms:
                 deadline_ms = other_ms
         wait_ms = max(deadline_ms - self.clock.monotonic_ms(), 0)
+        if self.kafka is not None and self.kafka.has_work():
+            return 0
         group_wait_ms = self.groups.ms_to_next_timer()
         return wait_ms if group_wait_ms is None else min(wait_ms, group_wait_ms)
 
@@ -385,6 +402,8 @@ class Worker:
             self.fetchers.close()
             self.host.close_all()
             self._data.close(linger=SHUTDOWN_LINGER_MS)
+            if self.kafka is not None:
+                self.kafka.close()
             self._control.close(linger=SHUTDOWN_LINGER_MS)
             log.info("worker %d stopped", self.options.worker_id)
 
@@ -545,6 +564,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, L
                         help="CURVE on every socket, with the broker's keys from here")
     parser.add_argument("--security-principal", default="broker",
                         help="the principal this worker presents to its peers")
+    add_kafka_arguments(parser)
     for name, flag in flag_names().items():
         default = getattr(REPLICA_DEFAULTS, name)
         parser.add_argument(flag, dest="replica_" + name, type=int, default=default,
@@ -570,7 +590,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> tuple[WorkerOptions, L
         args.port_range, args.ring_bytes, args.ring_flush_bytes, args.supervisor_silence_ms,
         ReplicaSettings(**{name: getattr(args, "replica_" + name) for name in flag_names()}),
         args.bind_host, args.preferred_port, tuple(args.supervisor_fds), args.metrics_file,
-        args.security_keys_dir, args.security_principal,
+        args.security_keys_dir, args.security_principal, KafkaPortOptions.from_arguments(args),
     )
     try:
         module_levels = parse_module_levels(args.log_levels)

@@ -24,6 +24,7 @@ from zlog.transport.wire_types import (
     Int64,
     Range,
     Sentence,
+    Sparse,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -57,6 +58,9 @@ class PartitionMetadata:
     # The leader's shared-memory ring file (absolute path on the leader's host), "" if unknown;
     # a consumer on that host may read it directly (zlog.client.local_ring).
     ring_path: str = ""
+    # The Kafka port of the worker that leads it, host:port ("" when that worker has none or it
+    # is not known here): the Kafka gateway advertises each one as a Kafka node.
+    kafka_endpoint: Annotated[str, Sparse] = ""
 
 
 @dataclass(frozen=True, slots=True)

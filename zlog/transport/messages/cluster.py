@@ -30,6 +30,7 @@ from zlog.transport.wire_types import (
     NodeId32,
     Range,
     Sentence,
+    Sparse,
 )
 
 BrokerEpoch = Annotated[int, AtLeast(0)]
@@ -139,6 +140,8 @@ class BrokerHeartbeatRequestV0:
     broker_epoch: BrokerEpoch
     worker_endpoints: tuple[str, ...]  # each worker's data endpoint, "" while unknown
     want_shutdown: bool = False  # a controlled shutdown: move my leaderships away
+    # each worker's Kafka port, host:port ("" while unknown; empty: the broker has none)
+    worker_kafka_endpoints: Annotated[tuple[str, ...], Sparse] = ()
 
 
 @dataclass(frozen=True, slots=True)

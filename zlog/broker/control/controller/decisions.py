@@ -80,6 +80,7 @@ class RoundInput:
     heard_from: frozenset[int] = frozenset()  # heartbeats at their current epoch: unfence
     shutting_down: frozenset[int] = frozenset()  # asked for a controlled shutdown
     endpoints: Mapping[int, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
+    kafka_endpoints: Mapping[int, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
     isr_requests: Sequence[IsrRequest] = ()
     preferred_elections: bool = False  # move leadership back to preferred replicas
     unclean_topics: frozenset[str] = frozenset()  # unclean.leader.election.enable=true
@@ -329,9 +330,15 @@ def _broker_changes(state: ClusterState, round_input: RoundInput) -> list[Broker
         if update is not None and update[0] == registration.broker_epoch and (
                 update[1] != registration.worker_endpoints):
             endpoints = update[1]
-        if fenced is not None or shutting is not None or endpoints is not None:
+        kafka_endpoints: tuple[str, ...] | None = None
+        kafka_update = round_input.kafka_endpoints.get(node_id)
+        if kafka_update is not None and kafka_update[0] == registration.broker_epoch and (
+                kafka_update[1] != registration.worker_kafka_endpoints):
+            kafka_endpoints = kafka_update[1]
+        if (fenced is not None or shutting is not None or endpoints is not None
+                or kafka_endpoints is not None):
             changes.append(BrokerChange(node_id, registration.broker_epoch, fenced, shutting,
-                                        endpoints))
+                                        endpoints, worker_kafka_endpoints=kafka_endpoints))
     return changes
 
 

@@ -198,7 +198,8 @@ class ControllerService:
                 True, False, self.node_id)
         if not heartbeat(self._sessions, request.node_id, request.broker_epoch, now_ms,
                          want_shutdown=request.want_shutdown,
-                         worker_endpoints=request.worker_endpoints):
+                         worker_endpoints=request.worker_endpoints,
+                         worker_kafka_endpoints=request.worker_kafka_endpoints):
             return BrokerHeartbeatResponseV0(
                 int(ErrorCode.STALE_BROKER_EPOCH),
                 f"broker {request.node_id} epoch {request.broker_epoch} was fenced when its "
@@ -257,6 +258,9 @@ class ControllerService:
             shutting_down=frozenset(n for n, s in self._sessions.items() if s.want_shutdown),
             endpoints={n: (s.broker_epoch, s.worker_endpoints)
                        for n, s in self._sessions.items() if s.worker_endpoints is not None},
+            kafka_endpoints={n: (s.broker_epoch, s.worker_kafka_endpoints)
+                             for n, s in self._sessions.items()
+                             if s.worker_kafka_endpoints is not None},
             isr_requests=tuple(q.request for q in queued), preferred_elections=preferred,
             unclean_topics=frozenset(
                 name for name, topic in state.topics.items()

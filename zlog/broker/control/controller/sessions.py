@@ -37,6 +37,7 @@ class Session:
     want_shutdown: bool = False
     worker_endpoints: tuple[str, ...] | None = None
     process_gone: bool = False  # fenced as gone: no heartbeat at this epoch counts any more
+    worker_kafka_endpoints: tuple[str, ...] | None = None
 
 
 def taken_over(state: ClusterState, now_ms: int) -> dict[int, Session]:
@@ -67,14 +68,15 @@ def heard_from(state: ClusterState, sessions: Mapping[int, Session], now_ms: int
 
 
 def heartbeat(sessions: dict[int, Session], node_id: int, broker_epoch: int, now_ms: int, *,
-              want_shutdown: bool = False, worker_endpoints: tuple[str, ...] | None = None
-              ) -> bool:
+              want_shutdown: bool = False, worker_endpoints: tuple[str, ...] | None = None,
+              worker_kafka_endpoints: tuple[str, ...] | None = None) -> bool:
     """Note a heartbeat at the broker's registered epoch; False (nothing noted) when that
     registration's process was fenced as gone: the broker must register again."""
     session = sessions.get(node_id)
     if session is not None and session.broker_epoch == broker_epoch and session.process_gone:
         return False
-    sessions[node_id] = Session(broker_epoch, now_ms, True, want_shutdown, worker_endpoints)
+    sessions[node_id] = Session(broker_epoch, now_ms, True, want_shutdown, worker_endpoints,
+                                worker_kafka_endpoints=worker_kafka_endpoints)
     return True
 
 

@@ -115,10 +115,12 @@ def _register_broker(state: ClusterState, command: RegisterBroker) -> _Applied:
     epoch = previous.broker_epoch if same and previous is not None else state.next_broker_epoch
     workers = max(command.workers, 1)
     endpoints = previous.worker_endpoints if same and previous is not None else ("",) * workers
+    kafka_endpoints = previous.worker_kafka_endpoints if same and previous is not None else ()
     broker = BrokerRegistration(
         command.node_id, command.host, command.control_endpoint, epoch,
         incarnation_id=command.incarnation_id, workers=workers, rack=command.rack,
         dir_id=command.dir_id, worker_endpoints=endpoints,
+        worker_kafka_endpoints=kafka_endpoints,
         draining=previous is not None and previous.draining,
     )
     brokers = dict(sorted({**state.brokers, command.node_id: broker}.items()))
@@ -400,6 +402,8 @@ def _changed_broker(state: ClusterState, change: BrokerChange) -> BrokerRegistra
         updated = replace(updated, shutting_down=change.shutting_down)
     if change.worker_endpoints is not None:
         updated = replace(updated, worker_endpoints=change.worker_endpoints)
+    if change.worker_kafka_endpoints is not None:
+        updated = replace(updated, worker_kafka_endpoints=change.worker_kafka_endpoints)
     return updated
 
 

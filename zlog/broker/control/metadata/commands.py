@@ -229,6 +229,7 @@ class BrokerChange:
     worker_endpoints: Annotated[tuple[str, ...] | None, Sparse] = None
     # a drained broker leaves the cluster (the rest is ignored)
     unregister: Annotated[bool, Sparse] = False
+    worker_kafka_endpoints: Annotated[tuple[str, ...] | None, Sparse] = None
 
 
 @dataclass(frozen=True, slots=True)

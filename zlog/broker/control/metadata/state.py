@@ -42,12 +42,20 @@ class BrokerRegistration:
     fenced: bool = False  # the controller lost its heartbeats: it leads nothing, is in no ISR
     shutting_down: bool = False  # controlled shutdown: leadership moves off it first
     draining: bool = False  # being removed: its replicas move away, then it is deregistered
+    worker_kafka_endpoints: tuple[str, ...] = ()  # each worker's Kafka port ("": unknown)
 
     def worker_endpoint(self, worker: int) -> str:
         """The data endpoint serving a replica placed on `worker` ("" while unknown)."""
         if not self.worker_endpoints:
             return ""
         return self.worker_endpoints[worker % len(self.worker_endpoints)]
+
+    def worker_kafka_endpoint(self, worker: int) -> str:
+        """The Kafka port of the worker serving a replica placed on `worker` ("": none, or
+        not known yet)."""
+        if not self.worker_kafka_endpoints:
+            return ""
+        return self.worker_kafka_endpoints[worker % len(self.worker_kafka_endpoints)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +160,8 @@ def state_to_json(state: ClusterState) -> dict[str, Any]:
              "incarnation_id": broker.incarnation_id, "workers": broker.workers,
              "rack": broker.rack, "dir_id": broker.dir_id,
              "worker_endpoints": list(broker.worker_endpoints), "fenced": broker.fenced,
-             "shutting_down": broker.shutting_down, "draining": broker.draining}
+             "shutting_down": broker.shutting_down, "draining": broker.draining,
+             "worker_kafka_endpoints": list(broker.worker_kafka_endpoints)}
             for broker in state.brokers.values()
         ],
         "topics": [
@@ -189,6 +198,7 @@ def state_from_json(data: dict[str, Any]) -> ClusterState:
             tuple(str(e) for e in item.get("worker_endpoints", ())),
             bool(item.get("fenced", False)), bool(item.get("shutting_down", False)),
             bool(item.get("draining", False)),
+            tuple(str(e) for e in item.get("worker_kafka_endpoints", ())),
         )
         for item in data["brokers"]
     }

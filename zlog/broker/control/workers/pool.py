@@ -37,7 +37,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any, Final
@@ -54,6 +54,7 @@ from zlog.broker.control.workers.fork_server import (
     PendingStart,
     WorkerForkServer,
 )
+from zlog.broker.kafka_port_settings import KafkaPortOptions
 from zlog.broker.log_lines import format_module_levels
 from zlog.broker.replica_settings import REPLICA_DEFAULTS, ReplicaSettings
 from zlog.broker.supervisor_lifeline import NO_FDS
@@ -151,6 +152,8 @@ class WorkerHandle:
     unkillable_told: bool = False  # the log said it outlived its SIGKILL
     endpoint: str = ""  # its data endpoint, from hello
     last_port: int = 0  # the port of its last endpoint: a restart binds it again if it can
+    kafka_endpoint: str = ""  # its Kafka port, host:port, from hello ("": none)
+    last_kafka_port: int = 0  # the same for its Kafka port
     started_ms: int = 0
     last_seen_ms: int = 0
     restart_at_ms: int = 0
@@ -193,6 +196,7 @@ class WorkerSettings:
     metrics: bool = False  # each worker writes its metrics_path under ring_dir
     security_keys_dir: Path | None = None  # security on: every worker's sockets use CURVE
     security_principal: str = ""
+    kafka: KafkaPortOptions | None = None  # each worker's Kafka port (None: workers have none)
 
 
 def supervisor_endpoint(data_dir: Path) -> str:
@@ -320,6 +324,8 @@ class WorkerPool:
         if settings.security_keys_dir is not None:
             command += ["--security-keys-dir", str(settings.security_keys_dir),
                         "--security-principal", settings.security_principal]
+        if settings.kafka is not None:
+            command += replace(settings.kafka, preferred_port=worker.last_kafka_port).as_flags()
         return command
 
     def _spawn(self, worker: WorkerHandle, now_ms: int) -> None:
@@ -376,7 +382,7 @@ class WorkerPool:
         """What the process held: gone with it."""
         worker.forking = None
         worker.early_hello = None
-        worker.endpoint = ""
+        worker.endpoint = worker.kafka_endpoint = ""
         worker.opened.clear()
         worker.pending.clear()
         self.changed = True
@@ -594,8 +600,12 @@ class WorkerPool:
         worker.state = WorkerState.READY
         worker.ever_ready = True
         worker.endpoint = message.endpoint
+        worker.kafka_endpoint = message.kafka_endpoint
         with contextlib.suppress(ValueError):
             worker.last_port = int(message.endpoint.rsplit(":", 1)[1])
+        if message.kafka_endpoint:
+            with contextlib.suppress(ValueError):
+                worker.last_kafka_port = int(message.kafka_endpoint.rsplit(":", 1)[1])
         worker.opened.clear()
         worker.pending.clear()
         self.changed = True
@@ -771,6 +781,12 @@ class WorkerPool:
             return None
         return worker.endpoint
 
+    def kafka_endpoint_for(self, topic_partition: TopicPartition) -> str:
+        """The Kafka port of the worker serving this partition ("": none, or not open yet)."""
+        if self.endpoint_for(topic_partition) is None:
+            return ""
+        return self.workers[self.placement[topic_partition]].kafka_endpoint
+
     def applied_configs(self, topic_partition: TopicPartition) -> Mapping[str, str] | None:
         """The configs the worker serving this partition confirmed, once it confirmed any."""
         if self.endpoint_for(topic_partition) is None:
@@ -781,6 +797,13 @@ class WorkerPool:
     def worker_endpoints(self) -> tuple[str, ...]:
         """Each worker's data endpoint, "" for one not serving now."""
         return tuple(worker.endpoint if worker.state == WorkerState.READY else ""
+                     for worker in self.workers)
+
+    def worker_kafka_endpoints(self) -> tuple[str, ...]:
+        """Each worker's Kafka port, "" for one not serving now; () when workers have none."""
+        if self.settings.kafka is None:
+            return ()
+        return tuple(worker.kafka_endpoint if worker.state == WorkerState.READY else ""
                      for worker in self.workers)
 
     def is_open(self, topic_partition: TopicPartition) -> bool:

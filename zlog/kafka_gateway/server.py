@@ -1,0 +1,93 @@
+"""The gateway's asyncio loop: connections in, one request at a time per connection.
+
+Kafka answers a connection's requests in order, so each connection reads a frame, answers it
+and only then reads the next (Kafka's own broker mutes a connection the same way). Handlers
+block on native calls, so they run on a thread pool large enough for every JoinGroup that
+may be waiting on a rebalance at once. The process ends when its supervisor's lifeline pipe
+reads end-of-file (the supervisor stopped or died) or on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from typing import Final
+
+from zlog.kafka.framing import FrameReader, FrameSizeError
+from zlog.kafka_gateway.calls import Call, Gateway, Handler
+from zlog.kafka_gateway.dispatch import answer
+
+log = logging.getLogger("zlog.kafka_gateway")
+
+HANDLER_THREADS: Final = 256
+READ_CHUNK_BYTES: Final = 256 * 1024
+
+
+class GatewayServer:
+    """Serves Kafka clients on a listening socket the supervisor bound."""
+
+    def __init__(self, gateway: Gateway, listener: socket.socket, lifeline_fd: int | None) -> None:
+        self.gateway = gateway
+        self.listener = listener
+        self.lifeline_fd = lifeline_fd
+        self._pool = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="kafka-call")
+        self._stopped: asyncio.Event | None = None
+
+    async def _run_blocking(self, handler: Handler, gateway: Gateway,
+                            call: Call) -> dict[str, object]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, handler, gateway, call)
+
+    async def _connection(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        client_host = peer[0] if isinstance(peer, tuple) else ""
+        frames = FrameReader()
+        try:
+            while data := await reader.read(READ_CHUNK_BYTES):
+                for frame in frames.feed(data):
+                    reply = await answer(frame, self.gateway, client_host, self._run_blocking)
+                    if reply is not None:
+                        writer.write(reply)
+                        await writer.drain()
+                if frames.refusal is not None:
+                    raise FrameSizeError(frames.refusal)
+        except FrameSizeError as error:
+            log.info("kafka client %s: %s; closing its connection", client_host, error)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError, OSError):
+                await writer.wait_closed()
+
+    def _on_lifeline(self) -> None:
+        assert self.lifeline_fd is not None and self._stopped is not None
+        try:
+            data = os.read(self.lifeline_fd, 1)
+        except BlockingIOError:
+            return
+        if not data:
+            log.info("the supervisor is gone: stopping")
+            self._stopped.set()
+
+    async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        loop.add_signal_handler(signal.SIGTERM, self._stopped.set)
+        loop.add_signal_handler(signal.SIGINT, self._stopped.set)
+        if self.lifeline_fd is not None:
+            os.set_blocking(self.lifeline_fd, False)
+            loop.add_reader(self.lifeline_fd, self._on_lifeline)
+        server = await asyncio.start_server(self._connection, sock=self.listener,
+                                            limit=READ_CHUNK_BYTES)
+        log.info("kafka gateway of broker %d serving at %s:%d", self.gateway.node.node_id,
+                 self.gateway.node.host, self.gateway.node.port)
+        async with server:
+            await self._stopped.wait()
+        self._pool.shutdown(wait=False, cancel_futures=True)
