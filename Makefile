@@ -133,6 +133,8 @@ promtool: setup
 	    rm -rf $$dir; \
 	else \
 	    echo "promtool: not available; the PromQL check of deploy/ skips"; \
+	fi
+
 # The Kafka clients the Kafka listener's tests drive besides the Python ones (tests/kafka):
 # Debian's kcat, with apt, when missing; kafkajs from npm into $(KAFKAJS_DIR) (node runs it).
 # Without root, or without node, the tests that need them are skipped and say why.
