@@ -77,11 +77,11 @@ def test_three_kafka_members_share_six_partitions_and_the_survivors_take_a_kille
                 member.poll(timeout_ms=50)
             return all(len(p) == partitions_each for p in _partitions(members))
 
-        wait_until(lambda: spread(2), 60, what="six partitions spread over three members")
+        wait_until(lambda: spread(2), 120, what="six partitions spread over three members")
         assert len(_held(members)) == 4  # and the member in its own process the other two
         killed.kill()
         killed.wait()
-        wait_until(lambda: spread(3), 60, what="the survivors taking the killed one's two")
+        wait_until(lambda: spread(3), 120, what="the survivors taking the killed one's two")
         assert _held(members) == set(range(6))
 
         committed: dict[KpTopicPartition, OffsetAndMetadata] = {}
@@ -266,7 +266,7 @@ def test_a_kafka_group_reads_everything_across_a_kill_and_a_restart_goes_on_from
                 _consume_and_commit(member, consumed)
             return all(len(p) == partitions_each for p in _partitions(members))
 
-        wait_until(lambda: spread(2), 60, what="three members holding two partitions each")
+        wait_until(lambda: spread(2), 120, what="three members holding two partitions each")
         killed.kill()  # it commits nothing: its partitions are read again from the start
         killed.wait()
         wait_until(lambda: spread(3) and set(consumed) == set(first), 90,
