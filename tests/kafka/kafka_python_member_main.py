@@ -12,7 +12,7 @@ def main() -> None:
     bootstrap, group, topic = sys.argv[1:4]
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                              enable_auto_commit=False, session_timeout_ms=3_000,
-                             heartbeat_interval_ms=500)
+                             heartbeat_interval_ms=500, max_poll_interval_ms=10_000)
     shown: list[int] = []
     while True:
         consumer.poll(timeout_ms=100)

@@ -38,6 +38,10 @@ pytestmark = pytest.mark.slow
 
 MEMBER_MAIN = Path(__file__).with_name("kafka_python_member_main.py")
 SESSION_MS = 3_000
+# A member's rebalance timeout (kafka-python's max.poll.interval.ms, 5 minutes by default): as
+# in Kafka, a member killed while its JoinGroup waits at the coordinator is let go only when
+# the rebalance timeout ends, not its session, so the members here keep it short.
+REBALANCE_MS = 10_000
 
 
 def _topic(broker: BrokerProcess, name: str, partitions: int) -> str:
@@ -49,7 +53,7 @@ def _topic(broker: BrokerProcess, name: str, partitions: int) -> str:
 def _kafka_python_member(broker: BrokerProcess, group: str, topic: str) -> KafkaConsumer:
     return KafkaConsumer(topic, bootstrap_servers=broker.kafka_bootstrap, group_id=group,
                          enable_auto_commit=False, session_timeout_ms=SESSION_MS,
-                         heartbeat_interval_ms=500)
+                         heartbeat_interval_ms=500, max_poll_interval_ms=REBALANCE_MS)
 
 
 def _native_offsets(broker: BrokerProcess, group: str) -> dict[TopicPartition, int]:
@@ -258,7 +262,8 @@ def test_a_kafka_group_reads_everything_across_a_kill_and_a_restart_goes_on_from
     members = [KafkaConsumer(topic, bootstrap_servers=kafka_broker.kafka_bootstrap,
                              group_id="restarted", enable_auto_commit=False,
                              auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
-                             heartbeat_interval_ms=500) for _ in range(2)]
+                             heartbeat_interval_ms=500, max_poll_interval_ms=REBALANCE_MS)
+               for _ in range(2)]
     consumed: list[bytes] = []
     try:
         def spread(partitions_each: int) -> bool:
