@@ -161,14 +161,16 @@ kafka-clients:
 # the 2-core machine the suite must finish on within 15 minutes; the tests of real processes
 # run one at a time, as their timing assumes.
 PURE_TESTS := tests/unit tests/sim tests/scenarios
-# The Kafka clients' tests (one broker or cluster per module, on ports of its own) mostly wait
-# on the clients' own timers (rebalances, backoffs), so their modules run two at a time.
-KAFKA_TESTS := tests/kafka
+# The tests of one broker per module (the Kafka clients', the integration, Spark and tool
+# tests: each module's broker on ports of its own, every wait on a condition) mostly wait on
+# timers (rebalances, backoffs, long polls), so their modules run two at a time. The tests of
+# clusters, faults and the harness (network namespaces, frozen processes, kills) run alone.
+PAIRED_TESTS := tests/kafka tests/integration tests/spark tests/tools
 
 test: setup lint java nftables systemd-tools promtool kafka-clients
 	$(PY) -m pytest -m 'not soak' -n 2 $(PURE_TESTS) $(PYTEST_ARGS)
-	$(PY) -m pytest -m 'not soak' -n 2 --dist loadfile $(KAFKA_TESTS) $(PYTEST_ARGS)
-	$(PY) -m pytest -m 'not soak' $(addprefix --ignore=,$(PURE_TESTS) $(KAFKA_TESTS)) $(PYTEST_ARGS)
+	$(PY) -m pytest -m 'not soak' -n 2 --dist loadfile $(PAIRED_TESTS) $(PYTEST_ARGS)
+	$(PY) -m pytest -m 'not soak' $(addprefix --ignore=,$(PURE_TESTS) $(PAIRED_TESTS)) $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
