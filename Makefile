@@ -161,11 +161,12 @@ kafka-clients:
 # the 2-core machine the suite must finish on within 15 minutes; the tests of real processes
 # run one at a time, as their timing assumes.
 PURE_TESTS := tests/unit tests/sim tests/scenarios
-# The tests of one broker per module (the Kafka clients', the integration, Spark and tool
-# tests: each module's broker on ports of its own, every wait on a condition) mostly wait on
-# timers (rebalances, backoffs, long polls), so their modules run two at a time. The tests of
-# clusters, faults and the harness (network namespaces, frozen processes, kills) run alone.
-PAIRED_TESTS := tests/kafka tests/integration tests/spark tests/tools
+# The tests of one broker per module (integration, Spark and tool tests: each module's broker
+# on ports of its own, zlog_testbed/free_ports.py, every wait on a condition) mostly wait on
+# timers (backoffs, long polls), so their modules run two at a time. The tests of clusters,
+# faults and the harness (network namespaces, frozen processes, kills) and the Kafka clients'
+# (whose groups run on the clients' own short session timers) run alone.
+PAIRED_TESTS := tests/integration tests/spark tests/tools
 
 test: setup lint java nftables systemd-tools promtool kafka-clients
 	$(PY) -m pytest -m 'not soak' -n 2 $(PURE_TESTS) $(PYTEST_ARGS)

@@ -38,7 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     "groups": {"zlog.transport"},
     "client": {"zlog.record", "zlog.transport", "zlog.shm_segments", "zlog.groups"},
     "kafka": {"zlog.record", "zlog.transport"},
-    "kafka_gateway": {"zlog.kafka", "zlog.client", "zlog.transport"},
+    "kafka_gateway": {"zlog.kafka", "zlog.client", "zlog.transport", "zlog.broker.log_lines"},
     "broker": {"zlog.record", "zlog.shm_segments", "zlog.raft", "zlog.groups", "zlog.transport",
                "zlog.kafka"},
     "spark": {"zlog.client"},

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import resource
 import socket
-import sys
 from collections.abc import Sequence
 
+from zlog.broker.log_lines import LOG_FORMATS, parse_module_levels, setup_logging
 from zlog.kafka_gateway.calls import Gateway, GatewaySettings
 from zlog.kafka_gateway.native import Native
 from zlog.kafka_gateway.server import GatewayServer
@@ -39,9 +38,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--default-partitions", type=int, default=1)
     parser.add_argument("--default-replication-factor", type=int, default=1)
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default=LOG_FORMATS[0])
+    parser.add_argument("--log-levels", default="", help="levels per logger, logger=level,...")
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
-                        format="%(asctime)s kafka-gateway %(levelname)s %(name)s: %(message)s")
+    try:
+        module_levels = parse_module_levels(args.log_levels)
+    except ValueError as error:
+        parser.error(f"--log-levels {error}")
+    setup_logging(args.log_level, args.log_format, module_levels, "kafka-gateway")
     _raise_open_files_limit()
     settings = GatewaySettings(args.node_id, args.advertised, args.default_partitions,
                                args.default_replication_factor)

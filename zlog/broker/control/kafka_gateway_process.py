@@ -21,6 +21,7 @@ from typing import Final
 
 from zlog.broker.config import WILDCARD_HOSTS, BrokerConfig, split_host_port
 from zlog.broker.control.workers.pool import worker_environ
+from zlog.broker.log_lines import format_module_levels
 from zlog.clock import monotonic_ms
 
 log = logging.getLogger("zlog.broker.kafka_gateway")
@@ -85,7 +86,8 @@ class KafkaGatewayProcess:
             "--advertised", self.advertised, "--rack", config.rack,
             "--default-partitions", str(config.default_partitions),
             "--default-replication-factor", str(config.default_replication_factor),
-            "--log-level", config.log_level,
+            "--log-level", config.log_level, "--log-format", config.log_format,
+            "--log-levels", format_module_levels(config.log_levels),
         ]
         if self.lifeline_fds:
             command += ["--lifeline-fd", str(self.lifeline_fds[0])]
