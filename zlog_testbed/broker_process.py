@@ -82,7 +82,10 @@ class BrokerProcess:
         self.endpoint = endpoint or f"tcp://127.0.0.1:{free_port()}"
         host = self.endpoint.partition("//")[2].rpartition(":")[0] or "127.0.0.1"
         # Kafka clients' bootstrap: a port of its own, kept across restarts as an operator's is.
-        self.kafka_bootstrap = f"{host}:{free_port(host)}"
+        try:
+            self.kafka_bootstrap = f"{host}:{free_port(host)}"
+        except OSError:  # an address of another network namespace: its kernel picks the port
+            self.kafka_bootstrap = f"{host}:0"
         self.workers = workers
         self.extra_args = tuple(extra_args)
         self.cwd = cwd

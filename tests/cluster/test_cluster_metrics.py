@@ -66,19 +66,22 @@ def test_one_active_controller_and_a_dead_followers_partitions_counted_once(
         led = sum(value for one in scrapes.values()
                   for labels, value in one.series("zlog_partition_leader")
                   if labels["topic"] == TOPIC)
+        # Followers copy as they fetch, and each worker's gauges are published with its
+        # heartbeat: every replica's log end shows its ten records a moment after the leader's.
+        replicas = [value for one in scrapes.values()
+                    for labels, value in one.series("zlog_partition_log_end_offset")
+                    if labels["topic"] == TOPIC]
         return (_sum(scrapes, "zlog_controller_active") == 1 and led == PARTITIONS
-                and _sum(scrapes, "zlog_under_replicated_partitions") == 0)
+                and _sum(scrapes, "zlog_under_replicated_partitions") == 0
+                and replicas == [10] * (PARTITIONS * 3))
 
-    wait_until(settled, timeout_s=30, what="one controller, every partition led once")
+    wait_until(settled, timeout_s=30,
+               what="one controller, every partition led once, every replica its ten records")
     scrapes = _scrapes(urls)
     assert _sum(scrapes, "zlog_offline_partitions") == 0
     assert sum(value for one in scrapes.values()
                for labels, value in one.series("zlog_cluster_brokers")
                if labels["state"] == "serving") == 3
-    replicas = [value for one in scrapes.values()
-                for labels, value in one.series("zlog_partition_log_end_offset")
-                if labels["topic"] == TOPIC]
-    assert replicas == [10] * (PARTITIONS * 3), "every replica holds its ten records"
 
     # A broker other than the controller dies: every partition (all have it as a replica)
     # loses it from its ISR, led by one of the two others, and the controller fences it.

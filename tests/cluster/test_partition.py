@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
@@ -232,9 +232,10 @@ def test_a_cut_off_leader_heard_from_again_takes_no_write_before_its_metadata_ca
 def _elected_at_s(cluster: ProxiedCluster, nodes: set[int], topic: str, victim: int) -> float:
     """When a controller among `nodes` decided another leader than `victim` (wall clock, from
     the line it logs: `<topic>-0: leader N epoch E, ISR [...]`)."""
-    pattern = re.compile(rf"^(\S+ \S+) .*: {re.escape(topic)}-0: leader (\d+) epoch (\d+),",
+    pattern = re.compile(rf"^ts=(\S+) .*{re.escape(topic)}-0: leader (\d+) epoch (\d+),",
                          re.MULTILINE)
-    decided = [datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    decided = [datetime.strptime(match[1], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+                   tzinfo=UTC).timestamp()
                for node in nodes for match in pattern.finditer(cluster.broker(node).log_text())
                if int(match[2]) != victim and int(match[3]) > 0]
     assert decided, f"no controller among {sorted(nodes)} logged a new leader of {topic}-0"

@@ -461,11 +461,13 @@ def _unknown_api(env: Env) -> None:
                                           ErrorCode.UNSUPPORTED_VERSION)
             assert "version" in message or "supported" in message, message
     data = env.at(VICTIM, 0)
-    # A data api one version past its newest (Fetch v1 is a follower's replica fetch).
-    for api_key, version in ((0, 1), (1, 2), (2, 1)):
+    # A data api one version past its newest (Fetch v1 is a follower's replica fetch, v2 a
+    # consumer's subscription).
+    for api_key, version in ((0, 1), (1, 3), (2, 1)):
         _expect_error_reply(data, _raw(api_key, version, b"{}"), ErrorCode.UNSUPPORTED_VERSION)
-    # A malformed follower fetch is refused whole, with nothing stored.
+    # A malformed follower fetch or subscription is refused whole, with nothing stored.
     _expect_error_reply(data, _raw(1, 1, b"{}"), ErrorCode.INVALID_REQUEST)
+    _expect_error_reply(data, _raw(1, 2, b"{}"), ErrorCode.INVALID_REQUEST)
     # Each endpoint refuses the other's apis.
     _expect_error_reply(data, _raw(3, 0, b'{"topics": null}'), ErrorCode.UNSUPPORTED_VERSION)
     _expect_error_reply(data, _raw(19, 0, b'{"topics": []}'), ErrorCode.UNSUPPORTED_VERSION)

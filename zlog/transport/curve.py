@@ -38,9 +38,19 @@ _USER_ID: Final = "User-Id"
 HANDSHAKE_REFUSED_EVENTS: Final = int(
     zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-"""Monitor events of a connection whose handshake the server refused (an unknown key, or
-security on at one end only). libzmq never tries such a connection again: whoever needs it
-back makes a new socket."""
+"""Monitor events of a connection whose handshake failed. libzmq never tries such a
+connection again: whoever needs it back makes a new socket."""
+
+
+def handshake_refused(event: int, value: int) -> bool:
+    """Whether a failed handshake (a monitor event and its value) was a refusal by security: an
+    unknown key (ZAP said no) or security on at one end only (the mechanisms differ). Anything
+    else (the peer closed mid-handshake, garbage where a greeting should be: another kind of
+    server now listening on a port a moved worker had) is a lost connection, to retry."""
+    if event & zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        return True
+    return bool(event & zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL) and (
+        value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
 
 
 @dataclass(frozen=True, slots=True)

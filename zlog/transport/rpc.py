@@ -44,7 +44,7 @@ from zlog.transport.codec import (
     encode_request,
     expects_response,
 )
-from zlog.transport.curve import HANDSHAKE_REFUSED_EVENTS
+from zlog.transport.curve import HANDSHAKE_REFUSED_EVENTS, handshake_refused
 from zlog.transport.messages import (
     ErrorBody,
     Request,
@@ -377,6 +377,7 @@ class RpcClient:
         while self.broken is None and not self._closed and has_message(self._monitor):
             frames = self._monitor.recv_multipart(zmq.NOBLOCK)
             event = int.from_bytes(frames[0][:2], "little") if frames and frames[0] else 0
+            value = int.from_bytes(frames[0][2:6], "little") if frames and frames[0] else 0
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.connected = True
             elif event == zmq.EVENT_DISCONNECTED:
@@ -386,11 +387,16 @@ class RpcClient:
                 self._break(ZlogError(
                     ErrorCode.NETWORK_EXCEPTION,
                     f"cannot connect to {self.endpoint} (refused, unreachable or not resolved)"))
-            elif event & HANDSHAKE_REFUSED_EVENTS:
+            elif event & HANDSHAKE_REFUSED_EVENTS and handshake_refused(event, value):
                 self._break(ZlogError(
                     ErrorCode.SASL_AUTHENTICATION_FAILED,
                     f"{self.endpoint} refused this client: its key is not one the broker "
                     "lets in, or security is on at one end only (--key-file, docs/security.md)"))
+            elif event & HANDSHAKE_REFUSED_EVENTS:
+                self._break(ZlogError(
+                    ErrorCode.NETWORK_EXCEPTION,
+                    f"the connection to {self.endpoint} failed in its handshake (what listens "
+                    "there is not the zlog endpoint it was)"))
 
     def _break(self, error: ZlogError) -> None:
         """The connection failed: answers already here are taken, every other waiting request
