@@ -32,7 +32,8 @@ def _short_run(out_dir: Path, *extra: str) -> tuple[bool, dict[str, object], str
     return outcome.valid, outcome.numbers, summary
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.soak  # a harness self-check of a minute or more: make soak runs it with its twin;
+@pytest.mark.timeout(180)  # make test keeps test_short_schedule, zlog's own clean run
 def test_acks_all_answered_at_the_append_loses_acknowledged_writes(tmp_path: Path) -> None:
     valid, numbers, summary = _short_run(tmp_path, "--planted-bug", ACK_BEFORE_REPLICATION)
     assert "operations" in numbers, summary  # the run reached its verdict
@@ -42,8 +43,8 @@ def test_acks_all_answered_at_the_append_loses_acknowledged_writes(tmp_path: Pat
     assert f"planted bug: {ACK_BEFORE_REPLICATION}" in summary
 
 
-@pytest.mark.soak  # make test's share is the planted run; test_short_schedule shows a clean
-@pytest.mark.timeout(180)  # harness run finds nothing, and this twin pins the cause in make soak
+@pytest.mark.soak  # the planted run's twin: the same schedule without the bug loses nothing
+@pytest.mark.timeout(180)
 def test_the_same_schedule_without_the_bug_loses_nothing(tmp_path: Path) -> None:
     valid, numbers, summary = _short_run(tmp_path)
     assert valid, summary
