@@ -19,6 +19,7 @@ again when it changed, so a new client key is let in without restarting the brok
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -44,13 +45,16 @@ connection again: whoever needs it back makes a new socket."""
 
 def handshake_refused(event: int, value: int) -> bool:
     """Whether a failed handshake (a monitor event and its value) was a refusal by security: an
-    unknown key (ZAP said no) or security on at one end only (the mechanisms differ). Anything
-    else (the peer closed mid-handshake, garbage where a greeting should be: another kind of
-    server now listening on a port a moved worker had) is a lost connection, to retry."""
+    unknown key (ZAP said no), security on at one end only (the mechanisms differ), or a
+    client without keys whose greeting a secured server cut short (the pipe closed under it:
+    EPIPE). Anything else (a connection reset mid-handshake, a server gone or replaced on the
+    port of a worker that moved) is a lost connection, to retry."""
     if event & zmq.EVENT_HANDSHAKE_FAILED_AUTH:
         return True
-    return bool(event & zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL) and (
-        value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+    if event & zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        return value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+    return (bool(event & zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL) and value == errno.EPIPE
+            and installed() is None)
 
 
 @dataclass(frozen=True, slots=True)
