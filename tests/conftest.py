@@ -17,9 +17,9 @@ from hypothesis import settings
 settings.register_profile("zlog", deadline=None)
 settings.load_profile("zlog")
 
-# A broker a test starts by hand (`zlog serve` with the test's environment) takes a free port
-# for Kafka clients rather than 9092, which another broker on this machine may hold.
-os.environ.setdefault("ZLOG_KAFKA_LISTEN", "127.0.0.1:0")
+# A broker a test starts by hand (`zlog serve` with the test's environment) opens no Kafka
+# listener (one process less to start) unless the Kafka tests ask for one (tests/kafka).
+os.environ.setdefault("ZLOG_KAFKA_LISTEN", "")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Final
 
 import psutil
 
@@ -64,6 +65,12 @@ def _remove_stale_ring_dirs(base: Path) -> None:
         found = _STALE_RING_DIR.match(path.name)
         if found is not None and not psutil.pid_exists(int(found.group(1))):
             shutil.rmtree(path, ignore_errors=True)
+
+
+# Brokers of the testbed open their Kafka listener only where this is "1" (tests/kafka sets
+# it): each listener is one more process (the gateway) to start, which the many brokers of the
+# other tests, started two tests at a time, need not pay for.
+KAFKA_SWITCH: Final = "ZLOG_TESTBED_KAFKA"
 
 
 class BrokerProcess:
@@ -116,7 +123,9 @@ class BrokerProcess:
                    "--data-dir", str(self.data_dir), "--listen", self.endpoint,
                    "--workers", str(self.workers), "--ring-dir", str(self.ring_dir),
                    "--worker-heartbeat-timeout-ms", "5000", "--worker-restart-backoff-initial-ms",
-                   "50", "--kafka-listen", self.kafka_bootstrap, *self.extra_args]
+                   "50", "--kafka-listen",
+                   self.kafka_bootstrap if os.environ.get(KAFKA_SWITCH) == "1" else "",
+                   *self.extra_args]
         environ = {key: value for key, value in os.environ.items()
                    if key != "NOTIFY_SOCKET" and not key.startswith("ZLOG_")}
         environ["PYTHONUNBUFFERED"] = "1"
