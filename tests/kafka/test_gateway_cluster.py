@@ -46,13 +46,20 @@ def test_each_brokers_gateway_serves_the_whole_cluster(cluster: ClusterProcesses
     cluster.wait_for(lambda partition: len(partition.isr) == 3, TOPIC, 0,
                      what="the topic replicated on every broker")
     for broker in cluster.brokers.values():
-        listing = AdminClient({"bootstrap.servers": broker.kafka_bootstrap}).list_topics(
-            timeout=30)
+        client = AdminClient({"bootstrap.servers": broker.kafka_bootstrap})
+
+        def led_everywhere(client: AdminClient = client) -> bool:
+            """Every partition listed with its leader's worker port: a gateway learns the
+            ports of workers on other brokers as their heartbeats reach the controller."""
+            partitions = client.list_topics(timeout=30).topics[TOPIC].partitions
+            return len(partitions) == 3 and (not WORKER_PORTS or all(
+                p.leader >= PORTS_PER_BROKER for p in partitions.values()))
+
+        wait_until(led_everywhere, 60, what=f"broker {broker} listing every partition's leader")
+        listing = client.list_topics(timeout=30)
         assert listing.controller_id in cluster.brokers  # the gateway that answered
         partitions = listing.topics[TOPIC].partitions
-        assert len(partitions) == 3
         if WORKER_PORTS:  # each leader, wherever it is, as the worker port it listens on
-            assert all(p.leader >= PORTS_PER_BROKER for p in partitions.values()), partitions
             assert {listing.brokers[p.leader].host for p in partitions.values()} <= {
                 b.kafka_bootstrap.split(":")[0] for b in cluster.brokers.values()}
 
