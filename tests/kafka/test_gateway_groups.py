@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 import struct
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
 from kafka.structs import OffsetAndMetadata
 
 from tests.kafka.kafka_clients import kafkajs, kcat, needs_worker_ports
+from tests.kafka.polled_member import PolledMember, Records
 from zlog import Admin, Consumer, Producer
 from zlog.client.records import NewTopic
 from zlog.errors import ErrorCode
@@ -61,12 +63,12 @@ def _native_offsets(broker: BrokerProcess, group: str) -> dict[TopicPartition, i
         return admin.list_group_offsets(group)
 
 
-def _held(consumers: Sequence[KafkaConsumer]) -> set[int]:
-    return {tp.partition for consumer in consumers for tp in consumer.assignment()}
+def _spread(members: Sequence[PolledMember], partitions_each: int) -> bool:
+    return all(len(member.partitions) == partitions_each for member in members)
 
 
-def _partitions(consumers: Sequence[KafkaConsumer]) -> list[list[int]]:
-    return [sorted(tp.partition for tp in consumer.assignment()) for consumer in consumers]
+def _held(members: Sequence[PolledMember]) -> set[int]:
+    return {partition for member in members for partition in member.partitions}
 
 
 def test_three_kafka_members_share_six_partitions_and_the_survivors_take_a_killed_ones(
@@ -74,31 +76,29 @@ def test_three_kafka_members_share_six_partitions_and_the_survivors_take_a_kille
     topic = _topic(kafka_broker, "group-of-three", 6)
     killed = subprocess.Popen([sys.executable, str(MEMBER_MAIN), kafka_broker.kafka_bootstrap,
                                "three", topic], stdout=subprocess.DEVNULL)
-    members = [_kafka_python_member(kafka_broker, "three", topic) for _ in range(2)]
+    members = [PolledMember(_kafka_python_member(kafka_broker, "three", topic))
+               for _ in range(2)]
     try:
-        def spread(partitions_each: int) -> bool:
-            for member in members:
-                member.poll(timeout_ms=50)
-            return all(len(p) == partitions_each for p in _partitions(members))
-
-        wait_until(lambda: spread(2), 120, what="six partitions spread over three members")
+        wait_until(lambda: _spread(members, 2), 120,
+                   what="six partitions spread over three members")
         assert len(_held(members)) == 4  # and the member in its own process the other two
         killed.kill()
         killed.wait()
-        wait_until(lambda: spread(3), 120, what="the survivors taking the killed one's two")
+        wait_until(lambda: _spread(members, 3), 120,
+                   what="the survivors taking the killed one's two")
         assert _held(members) == set(range(6))
 
         committed: dict[KpTopicPartition, OffsetAndMetadata] = {}
 
         def commit_once_stable() -> bool:
             """A commit made during a rebalance is refused: poll (rejoin) and try again."""
-            if not spread(3):
+            if not _spread(members, 3):
                 return False
             committed.clear()
             committed.update({KpTopicPartition(topic, p): OffsetAndMetadata(10 + p, "", -1)
-                              for p in _partitions(members)[0]})
+                              for p in members[0].partitions})
             try:
-                members[0].commit(committed)
+                members[0].call(lambda consumer: consumer.commit(committed))
             except (RebalanceInProgressError, CommitFailedError):
                 return False
             return True
@@ -121,32 +121,32 @@ def test_three_kafka_members_share_six_partitions_and_the_survivors_take_a_kille
 def test_a_kafka_consumer_and_a_native_consumer_share_one_group(
         kafka_broker: BrokerProcess) -> None:
     topic = _topic(kafka_broker, "mixed-group", 4)
-    kafka_member = _kafka_python_member(kafka_broker, "mixed", topic)
+    kafka_member = PolledMember(_kafka_python_member(kafka_broker, "mixed", topic))
     native_member = Consumer(kafka_broker.endpoint, group_id="mixed", group_protocol="classic",
                              partition_assignment_strategy=("range",), enable_auto_commit=False,
                              session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500)
     native_member.subscribe([topic])
     try:
         def shared() -> bool:
-            kafka_member.poll(timeout_ms=50)
             native_member.poll(timeout_ms=50)
-            return (len(kafka_member.assignment()) == 2
-                    and len(native_member.assignment()) == 2)
+            return len(kafka_member.partitions) == 2 and len(native_member.assignment()) == 2
 
         wait_until(shared, 60, what="the four partitions shared two and two")
-        kafka_side = {tp.partition for tp in kafka_member.assignment()}
+        kafka_side = set(kafka_member.partitions)
         native_side = {tp.partition for tp in native_member.assignment()}
         assert kafka_side | native_side == {0, 1, 2, 3} and not kafka_side & native_side
 
-        kafka_member.commit({KpTopicPartition(topic, p): OffsetAndMetadata(100 + p, "", -1)
-                             for p in kafka_side})
+        kafka_member.call(lambda consumer: consumer.commit(
+            {KpTopicPartition(topic, p): OffsetAndMetadata(100 + p, "", -1)
+             for p in kafka_side}))
         native_member.commit({TopicPartition(topic, p): 200 + p for p in native_side})
         everything = [TopicPartition(topic, p) for p in range(4)]
         expected = {TopicPartition(topic, p): (100 if p in kafka_side else 200) + p
                     for p in range(4)}
         assert native_member.committed(everything) == expected
-        assert {TopicPartition(topic, p): kafka_member.committed(KpTopicPartition(topic, p))
-                for p in range(4)} == expected
+        assert kafka_member.call(lambda consumer: {
+            TopicPartition(topic, p): consumer.committed(KpTopicPartition(topic, p))
+            for p in range(4)}) == expected
     finally:
         kafka_member.close()
         native_member.close()
@@ -241,14 +241,13 @@ def _produce(broker: BrokerProcess, topic: str, values: Sequence[bytes], partiti
         producer.flush()
 
 
-def _consume_and_commit(member: KafkaConsumer, into: list[bytes]) -> None:
-    """One poll; what it returned is committed before the next (at least once)."""
-    polled = member.poll(timeout_ms=100)
-    if not polled:
-        return
-    into.extend(record.value for records in polled.values() for record in records)
-    with contextlib.suppress(RebalanceInProgressError, CommitFailedError):
-        member.commit()  # refused during a rebalance: the next owner reads those again
+def _consume_and_commit(into: list[bytes]) -> Callable[[KafkaConsumer, Records], None]:
+    """What a poll returned is committed before the next (at least once)."""
+    def on_records(member: KafkaConsumer, polled: Records) -> None:
+        into.extend(record.value for records in polled.values() for record in records)
+        with contextlib.suppress(RebalanceInProgressError, CommitFailedError):
+            member.commit()  # refused during a rebalance: the next owner reads those again
+    return on_records
 
 
 @needs_worker_ports
@@ -259,25 +258,21 @@ def test_a_kafka_group_reads_everything_across_a_kill_and_a_restart_goes_on_from
     _produce(kafka_broker, topic, first, 6)
     killed = subprocess.Popen([sys.executable, str(MEMBER_MAIN), kafka_broker.kafka_bootstrap,
                                "restarted", topic], stdout=subprocess.DEVNULL)
-    members = [KafkaConsumer(topic, bootstrap_servers=kafka_broker.kafka_bootstrap,
-                             group_id="restarted", enable_auto_commit=False,
-                             auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
-                             heartbeat_interval_ms=500, max_poll_interval_ms=REBALANCE_MS)
-               for _ in range(2)]
     consumed: list[bytes] = []
+    members = [PolledMember(KafkaConsumer(
+        topic, bootstrap_servers=kafka_broker.kafka_bootstrap, group_id="restarted",
+        enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=500, max_poll_interval_ms=REBALANCE_MS),
+        _consume_and_commit(consumed)) for _ in range(2)]
     try:
-        def spread(partitions_each: int) -> bool:
-            for member in members:
-                _consume_and_commit(member, consumed)
-            return all(len(p) == partitions_each for p in _partitions(members))
-
-        wait_until(lambda: spread(2), 120, what="three members holding two partitions each")
+        wait_until(lambda: _spread(members, 2), 120,
+                   what="three members holding two partitions each")
         killed.kill()  # it commits nothing: its partitions are read again from the start
         killed.wait()
-        wait_until(lambda: spread(3) and set(consumed) == set(first), 90,
+        wait_until(lambda: _spread(members, 3) and set(consumed) == set(first), 90,
                    what="the survivors reading every record, the killed member's too")
         for member in members:
-            wait_until(lambda member=member: _committed_all(member), 30,
+            wait_until(functools.partial(_committed_all, member), 30,
                        what="a last commit in a stable generation")
     finally:
         killed.kill()
@@ -306,10 +301,9 @@ def test_a_kafka_group_reads_everything_across_a_kill_and_a_restart_goes_on_from
         restarted.close()
 
 
-def _committed_all(member: KafkaConsumer) -> bool:
-    member.poll(timeout_ms=50)
+def _committed_all(member: PolledMember) -> bool:
     try:
-        member.commit()
+        member.call(lambda consumer: consumer.commit())
     except (RebalanceInProgressError, CommitFailedError):
         return False
     return True
