@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,10 +33,22 @@ def _write(path: Path, size: int) -> OSError | None:
     return None
 
 
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A directory whose data dirs are short enough for a unix socket's path (108 bytes),
+    as the supervisor's `ipc://` socket in its data dir is; pytest's own tmp_path under
+    pytest-xdist is not."""
+    path = Path(tempfile.mkdtemp(prefix="zsd-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def test_a_filled_disk_refuses_writes_until_freed_and_the_other_stays_writable(
-        tmp_path: Path) -> None:
+        short_dir: Path) -> None:
     """Kept at the end: what the disk held, less the ballast and the socket."""
-    dirs = {1: tmp_path / "broker-1" / "data", 2: tmp_path / "broker-2" / "data"}
+    dirs = {1: short_dir / "broker-1" / "data", 2: short_dir / "broker-2" / "data"}
     disks = SmallDisks(dirs, SIZE_BYTES)
     listening = socket.socket(socket.AF_UNIX)  # as the supervisor's, which no copy opens
     try:
