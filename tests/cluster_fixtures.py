@@ -23,12 +23,15 @@ from zlog.transport.rpc import RpcClient
 from zlog_testbed.broker_process import BrokerProcess
 from zlog_testbed.waiting import wait_until
 
+STALE_VALUE = b"stale"
+"""The value of `produce_to_worker`'s batch."""
+
 
 def produce_to_worker(worker_endpoint: str, topic: str, partition: int, *, acks: int,
                       timeout_ms: int = 5_000) -> int:
     """One batch straight to a worker, as a client that has not refreshed its metadata sends
     it; the entry's error code (ErrorCode.NONE: acknowledged)."""
-    batch = build_batch([NewRecord(b"stale")])
+    batch = build_batch([NewRecord(STALE_VALUE)])
     with RpcClient(worker_endpoint) as client:
         response = client.call(
             ProduceRequestV0(acks, timeout_ms, (ProduceEntry(topic, partition, (batch,)),)),

@@ -172,10 +172,12 @@ def read_log(bootstrap: str, topic: str, ends: dict[int, int],
     return log
 
 
-def check_log(bootstrap: str, production: Production, seed: int,
-              must_survive: set[int]) -> dict[int, dict[int, bytes]]:
-    """The log holds every acknowledged record at its offset, each once; returns the log
-    (partition -> offset -> value)."""
+def check_log(bootstrap: str, production: Production, seed: int, must_survive: set[int],
+              unacknowledged: frozenset[bytes] = frozenset()) -> dict[int, dict[int, bytes]]:
+    """The log holds every acknowledged record at its offset, each once, and nothing else but
+    for `unacknowledged`: values the test wrote besides the production whose writes were not
+    acknowledged, which a log may or may not keep (a write that timed out on its way to the
+    replicas may have reached them); returns the log (partition -> offset -> value)."""
     failures = production.failed()
     assert not failures, (
         f"seed {seed}: {len(failures)} sends failed, e.g. {next(iter(failures.items()))}")
@@ -200,7 +202,13 @@ def check_log(bootstrap: str, production: Production, seed: int,
             f"seed {seed}: record {index} was acknowledged at {landed.partition}/"
             f"{landed.offset} but the log holds {log[landed.partition].get(landed.offset)!r}")
     assert must_survive <= set(acknowledged)
-    assert sum(ends.values()) == records, f"seed {seed}: {ends}"  # each record exactly once
+    sent = set(production.values[:records])
+    strangers = {(partition, offset): value for partition, stored in log.items()
+                 for offset, value in stored.items() if value not in sent}
+    assert set(strangers.values()) <= unacknowledged, (
+        f"seed {seed}: records no send of this test made: {strangers}")
+    # each record exactly once
+    assert sum(ends.values()) == records + len(strangers), f"seed {seed}: {ends}"
     return log
 
 

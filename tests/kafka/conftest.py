@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from zlog_testbed.broker_process import KAFKA_SWITCH, BrokerProcess, broker_process
 
-# The Kafka tests' brokers open their Kafka listeners: the testbed's, and a `zlog serve` a
-# test starts by hand (on a free port, since another broker of this machine may hold 9092).
-os.environ[KAFKA_SWITCH] = "1"
-os.environ["ZLOG_KAFKA_LISTEN"] = "127.0.0.1:0"
+
+@pytest.fixture(scope="package", autouse=True)
+def kafka_listeners() -> Iterator[None]:
+    """The Kafka tests' brokers open their Kafka listeners: the testbed's, and a `zlog serve`
+    a test starts by hand (on a free port, since another broker of this machine may hold
+    9092). Only theirs: a pytest process runs other directories' modules too, before and
+    after these, and their brokers start no Kafka gateway."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(KAFKA_SWITCH, "1")
+        patch.setenv("ZLOG_KAFKA_LISTEN", "127.0.0.1:0")
+        yield
 
 
 @pytest.fixture(scope="module")
