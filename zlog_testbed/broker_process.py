@@ -42,7 +42,7 @@ from zlog_testbed.free_ports import free_port
 from zlog_testbed.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-START_TIMEOUT_S = 30.0  # generous: CI machines are shared
+START_TIMEOUT_S = 60.0  # generous: CI machines are shared
 CALL_TIMEOUT_MS = 10_000
 READY_RETRY_S = 0.02  # between two probes of a broker not listening yet
 LOG_TAIL_CHARS = 6_000
