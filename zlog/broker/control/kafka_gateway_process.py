@@ -31,6 +31,22 @@ LISTEN_BACKLOG: Final = 1024
 STOP_WAIT_S: Final = 5.0
 
 
+def gateway_security_flags(config: BrokerConfig) -> list[str]:
+    """With security on: the broker's keys and the TLS files, for SASL_SSL."""
+    if not config.security:
+        return []
+    assert config.security_keys_dir is not None and config.kafka_tls_cert_file is not None
+    assert config.kafka_tls_key_file is not None
+    flags = ["--security-keys-dir", str(config.security_keys_dir),
+             "--security-principal", config.security_principal,
+             "--super-users", ",".join(config.super_users),
+             "--tls-cert-file", str(config.kafka_tls_cert_file),
+             "--tls-key-file", str(config.kafka_tls_key_file)]
+    if config.kafka_tls_ca_file is not None:
+        flags += ["--tls-ca-file", str(config.kafka_tls_ca_file)]
+    return flags
+
+
 class KafkaGatewayError(Exception):
     """The Kafka port cannot be bound."""
 
@@ -91,6 +107,7 @@ class KafkaGatewayProcess:
         ]
         if self.lifeline_fds:
             command += ["--lifeline-fd", str(self.lifeline_fds[0])]
+        command += gateway_security_flags(config)
         # As a worker is started: this zlog first on the module path whatever the working
         # directory, and a process group of its own (a terminal's Ctrl-C reaches only the
         # supervisor, which stops it).

@@ -1,0 +1,169 @@
+"""With security on, the Kafka listener speaks SASL_SSL only (docs/security.md).
+
+One real broker with CURVE on its ZeroMQ sockets and a TLS certificate for its Kafka listener
+(made in the test by a throwaway CA); users alice (SCRAM-SHA-256 and SCRAM-SHA-512) and bob
+(SCRAM-SHA-256) in its metadata log; alice may read and write `orders` and read the group
+`billing`, bob may do nothing. kcat and confluent-kafka log in with PLAIN and SCRAM over TLS;
+a wrong password, a request before logging in and a client speaking plaintext to the TLS port
+are refused, and the broker goes on serving the others.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import struct
+import subprocess
+from collections.abc import Iterator
+from typing import Any, Final
+
+import pytest
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+from tests.kafka.kafka_clients import kcat
+from tests.kafka.raw_kafka import api_versions_frame, read_frame, request_frame
+from tests.kafka.tls_certs import TlsFiles, make_tls_files
+from tests.secure_broker import make_keys, secure_broker, speaking_as
+from zlog.client import Admin
+from zlog.client.scram import scram_user
+from zlog.errors import ErrorCode
+from zlog.transport.messages.security import AclEntry, AlterSecurityRequestV0
+from zlog_testbed.broker_process import BrokerProcess
+from zlog_testbed.waiting import wait_until
+
+pytestmark = pytest.mark.slow
+
+ALICE_PASSWORD: Final = "alice-secret"
+BOB_PASSWORD: Final = "bob-secret"
+ORDERS: Final = "orders"
+PAYROLL: Final = "payroll"
+GROUP: Final = "billing"
+TIMEOUT_S: Final = 30.0
+ALICE_ACLS: Final = (
+    AclEntry("alice", "topic", ORDERS, "read"),
+    AclEntry("alice", "topic", ORDERS, "write"),
+    AclEntry("alice", "group", GROUP, "read"),
+)
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    return make_tls_files(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory,
+           tls_files: TlsFiles) -> Iterator[BrokerProcess]:
+    directory = tmp_path_factory.mktemp("sasl")
+    keys = make_keys(directory / "keys", ["admin"])
+    with secure_broker(keys, directory, topics=(ORDERS, PAYROLL), acls=ALICE_ACLS,
+                       extra_args=("--kafka-tls-cert-file", str(tls_files.cert_file),
+                                   "--kafka-tls-key-file", str(tls_files.key_file))) as running:
+        users = (scram_user("alice", ALICE_PASSWORD, "SCRAM-SHA-256", iterations=4096),
+                 scram_user("alice", ALICE_PASSWORD, "SCRAM-SHA-512", iterations=4096),
+                 scram_user("bob", BOB_PASSWORD, "SCRAM-SHA-256", iterations=4096))
+        with speaking_as(keys), Admin(running.endpoint) as admin:
+            admin.alter_security(AlterSecurityRequestV0(users_set=users))
+        wait_until(lambda: _kcat_metadata(running, tls_files, "PLAIN", "alice",
+                                          ALICE_PASSWORD, check=False) is not None,
+                   TIMEOUT_S, what="alice logging in at the Kafka gateway")
+        yield running
+
+
+def _sasl_options(broker: BrokerProcess, tls: TlsFiles, mechanism: str, user: str,
+                  password: str) -> list[str]:
+    return ["-b", broker.kafka_bootstrap, "-X", "security.protocol=SASL_SSL",
+            "-X", f"sasl.mechanisms={mechanism}", "-X", f"sasl.username={user}",
+            "-X", f"sasl.password={password}", "-X", f"ssl.ca.location={tls.ca_file}"]
+
+
+def _kcat_metadata(broker: BrokerProcess, tls: TlsFiles, mechanism: str, user: str,
+                   password: str, *, check: bool = True) -> dict[str, Any] | None:
+    options = _sasl_options(broker, tls, mechanism, user, password)
+    if not check:
+        done = subprocess.run(["kcat", "-L", "-J", "-m", "5", *options], capture_output=True,
+                              timeout=TIMEOUT_S, check=False)
+        return json.loads(done.stdout) if done.returncode == 0 else None
+    return json.loads(kcat("-L", "-J", "-m", "10", *options))
+
+
+def _topic_names(metadata: dict[str, Any]) -> set[str]:
+    return {topic["topic"] for topic in metadata["topics"] if not topic.get("error")}
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kcat_logs_in_over_sasl_ssl_and_sees_only_its_topics(
+        broker: BrokerProcess, tls_files: TlsFiles, mechanism: str) -> None:
+    metadata = _kcat_metadata(broker, tls_files, mechanism, "alice", ALICE_PASSWORD)
+    assert metadata is not None
+    assert _topic_names(metadata) == {ORDERS}
+
+
+def test_a_user_without_acls_sees_no_topic(broker: BrokerProcess, tls_files: TlsFiles) -> None:
+    metadata = _kcat_metadata(broker, tls_files, "SCRAM-SHA-256", "bob", BOB_PASSWORD)
+    assert metadata is not None
+    assert _topic_names(metadata) == set()
+
+
+# -- raw connections: what no client library would send --------------------------------------
+
+
+def _tls_connection(broker: BrokerProcess, tls: TlsFiles) -> ssl.SSLSocket:
+    context = ssl.create_default_context(cafile=str(tls.ca_file))
+    host, port = broker.kafka_bootstrap.rsplit(":", 1)
+    raw = socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
+    return context.wrap_socket(raw, server_hostname=host)
+
+
+def _answer(connection: socket.socket, frame: bytes) -> bytes | None:
+    connection.sendall(frame)
+    return read_frame(connection)
+
+
+def _error_code(answer: bytes) -> int:
+    """The error code that follows the correlation id (SaslHandshake, SaslAuthenticate v1)."""
+    return int(struct.unpack_from(">h", answer, 4)[0])
+
+
+def test_a_wrong_password_gets_58_with_a_sentence_and_the_connection_closes(
+        broker: BrokerProcess, tls_files: TlsFiles) -> None:
+    with _tls_connection(broker, tls_files) as connection:
+        assert _answer(connection, api_versions_frame(1)) is not None
+        handshake = _answer(connection, request_frame(SaslHandshakeRequest(mechanism="PLAIN"),
+                                                      1, 2))
+        assert handshake is not None and _error_code(handshake) == ErrorCode.NONE
+        refused = _answer(connection, request_frame(
+            SaslAuthenticateRequest(auth_bytes=b"\0alice\0guess"), 1, 3))
+        assert refused is not None
+        assert _error_code(refused) == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert b"invalid user name or password" in refused
+        assert read_frame(connection) is None, "the connection stays open after a failure"
+    with pytest.raises(AssertionError, match=r"(?i)authentication failed"):
+        _kcat_metadata(broker, tls_files, "SCRAM-SHA-512", "alice", "guess")
+
+
+def test_a_request_before_logging_in_is_refused_and_closed(
+        broker: BrokerProcess, tls_files: TlsFiles) -> None:
+    with _tls_connection(broker, tls_files) as connection:
+        refused = _answer(connection, request_frame(MetadataRequest(topics=None), 1, 7))
+        assert refused is not None
+        assert struct.unpack_from(">i", refused)[0] == 7
+        assert read_frame(connection) is None, "the connection stays open after a refusal"
+        assert ORDERS.encode() not in refused
+
+
+def test_a_plaintext_client_on_the_tls_port_is_refused_and_the_broker_serves_on(
+        broker: BrokerProcess, tls_files: TlsFiles) -> None:
+    host, port = broker.kafka_bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as connection:
+        connection.sendall(api_versions_frame(1))
+        try:
+            answer = connection.recv(65536)
+        except ConnectionResetError:
+            answer = b""
+        assert b"zlog" not in answer and not answer.startswith(b"\x00\x00"), answer
+    metadata = _kcat_metadata(broker, tls_files, "PLAIN", "alice", ALICE_PASSWORD)
+    assert metadata is not None and _topic_names(metadata) == {ORDERS}
+    assert "Traceback" not in broker.log_text()
