@@ -15,10 +15,12 @@ import socket
 import ssl
 import struct
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any, Final
 
 import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
@@ -167,3 +169,86 @@ def test_a_plaintext_client_on_the_tls_port_is_refused_and_the_broker_serves_on(
     metadata = _kcat_metadata(broker, tls_files, "PLAIN", "alice", ALICE_PASSWORD)
     assert metadata is not None and _topic_names(metadata) == {ORDERS}
     assert "Traceback" not in broker.log_text()
+
+
+# -- the data path: the workers' Kafka ports --------------------------------------------------
+
+
+def _confluent_config(broker: BrokerProcess, tls: TlsFiles, mechanism: str, user: str,
+                      password: str) -> dict[str, Any]:
+    return {"bootstrap.servers": broker.kafka_bootstrap, "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": mechanism, "sasl.username": user, "sasl.password": password,
+            "ssl.ca.location": str(tls.ca_file)}
+
+
+def _consume_all(config: dict[str, Any], prefix: bytes, count: int) -> list[bytes]:
+    """The values starting with `prefix` read from `orders` by a member of `billing`, until
+    `count` of them came (or the deadline)."""
+    consumer = Consumer({**config, "group.id": GROUP, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([ORDERS])
+    values: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            value = message.value()
+            if value is not None and value.startswith(prefix):
+                values.append(value)
+    finally:
+        consumer.close()
+    return values
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_confluent_kafka_produces_and_consumes_over_sasl_ssl(
+        broker: BrokerProcess, tls_files: TlsFiles, mechanism: str) -> None:
+    config = _confluent_config(broker, tls_files, mechanism, "alice", ALICE_PASSWORD)
+    prefix = f"{mechanism}-".encode()
+    sent = [prefix + str(index).encode() for index in range(200)]
+    producer = Producer({**config, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5})
+    failures: list[Any] = []
+    for value in sent:
+        producer.produce(ORDERS, value, partition=0,
+                         on_delivery=lambda error, _m: failures.append(error) if error else None)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert failures == []
+    assert _consume_all(config, prefix, len(sent)) == sent
+
+
+def test_kcat_produces_and_consumes_over_sasl_ssl(broker: BrokerProcess,
+                                                   tls_files: TlsFiles) -> None:
+    options = _sasl_options(broker, tls_files, "SCRAM-SHA-256", "alice", ALICE_PASSWORD)
+    lines = [f"kcat-{index}" for index in range(50)]
+    kcat("-P", "-t", ORDERS, "-p", "0", *options, stdin="\n".join(lines).encode() + b"\n")
+    read = kcat("-C", "-t", ORDERS, "-p", "0", "-o", "beginning", "-e", *options)
+    assert [line for line in read.splitlines() if line.startswith("kcat-")] == lines
+
+
+def test_a_user_without_acls_cannot_produce_or_fetch(broker: BrokerProcess,
+                                                     tls_files: TlsFiles) -> None:
+    config = _confluent_config(broker, tls_files, "SCRAM-SHA-256", "bob", BOB_PASSWORD)
+    producer = Producer({**config, "message.timeout.ms": 10_000})
+    errors: list[Any] = []
+    producer.produce(ORDERS, b"bob", partition=0, on_delivery=lambda error, _m: errors.append(
+        error))
+    producer.flush(TIMEOUT_S)
+    assert [error.code() for error in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    consumer = Consumer({**config, "group.id": "bobs", "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(ORDERS, 0, 0)])
+        deadline = time.monotonic() + TIMEOUT_S
+        code = None
+        while code is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is not None:
+                code = message.error().code()
+            assert message is None or message.error() is not None, "bob read a record"
+        assert code in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                        KafkaError.GROUP_AUTHORIZATION_FAILED)
+    finally:
+        consumer.close()

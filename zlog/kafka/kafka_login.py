@@ -42,17 +42,31 @@ class LoginStep:
 class KafkaLogin:
     """The login state of one connection."""
 
-    __slots__ = ("_exchange", "_users", "peer", "principal")
+    __slots__ = ("_exchange", "_users", "closed", "peer", "principal")
 
     def __init__(self, users: UserLookup, peer: str = "") -> None:
         self._users = users
         self.peer = peer  # for the log lines
         self.principal: str | None = None
         self._exchange: SaslExchange | None = None
+        self.closed = False  # refused: nothing more is served on the connection
+
+    @classmethod
+    def logged_in(cls, principal: str, peer: str = "") -> KafkaLogin:
+        """A connection whose client logged in elsewhere (a worker relaying its request)."""
+        login = cls(lambda _name, _mechanism: None, peer)
+        login.principal = principal
+        return login
 
     def step(self, request: KafkaRequest) -> LoginStep | None:
         """The answer to `request` when the login answers it; None when the port serves it
         (ApiVersions, or anything once logged in)."""
+        step = self._step(request)
+        if step is not None and step.close:
+            self.closed = True
+        return step
+
+    def _step(self, request: KafkaRequest) -> LoginStep | None:
         key = request.api_key
         if key == ApiKey.API_VERSIONS:
             return None

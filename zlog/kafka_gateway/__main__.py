@@ -57,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tls-cert-file", type=Path, default=None)
     parser.add_argument("--tls-key-file", type=Path, default=None)
     parser.add_argument("--tls-ca-file", type=Path, default=None)
+    parser.add_argument("--relay", default="", help="@NAME: the workers' relay socket")
     args = parser.parse_args(argv)
     try:
         module_levels = parse_module_levels(args.log_levels)
@@ -84,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         super_users = [name for name in args.super_users.split(",") if name]
         security = GatewaySecurity(native, (args.security_principal, *super_users))
     server = GatewayServer(Gateway(settings, native, node), listener, args.lifeline_fd,
-                           security, tls)
+                           security=security, tls=tls, relay=args.relay)
     asyncio.run(server.serve())
     return 0
 

@@ -25,6 +25,7 @@ from typing import Final
 
 from zlog.kafka.framing import FrameReader, FrameSizeError
 from zlog.kafka.kafka_login import KafkaLogin
+from zlog.kafka.relay import peer_is_own_user, split_relayed
 from zlog.kafka_gateway.calls import Call, Gateway, Handler
 from zlog.kafka_gateway.dispatch import Session, answer
 from zlog.kafka_gateway.gateway_security import GatewaySecurity
@@ -37,13 +38,20 @@ TLS_HANDSHAKE_TIMEOUT_S: Final = 10.0
 SECURITY_WAIT_S: Final = 0.05
 
 
+async def _closed(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(ConnectionError, OSError):
+        await writer.wait_closed()
+
+
 class GatewayServer:
     """Serves Kafka clients on a listening socket the supervisor bound."""
 
-    def __init__(self, gateway: Gateway, listener: socket.socket, lifeline_fd: int | None,
+    def __init__(self, gateway: Gateway, listener: socket.socket, lifeline_fd: int | None, *,
                  security: GatewaySecurity | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, relay: str = "") -> None:
         assert (security is None) == (tls is None), "security on: SASL_SSL, never plaintext"
+        self.relay = relay  # "@name": the workers' relay socket (relay.py), security on
         self.gateway = gateway
         self.listener = listener
         self.lifeline_fd = lifeline_fd
@@ -83,9 +91,39 @@ class GatewayServer:
         except (ConnectionError, OSError):
             pass
         finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.wait_closed()
+            await _closed(writer)
+
+    async def _relay_connection(self, reader: asyncio.StreamReader,
+                                writer: asyncio.StreamWriter) -> None:
+        """A worker relaying its logged-in clients' requests, each under its principal. A
+        quota's throttle is reported in the answer but not waited out here: the connection
+        carries every client of that worker."""
+        assert self.security is not None
+        sock = writer.get_extra_info("socket")
+        frames = FrameReader()
+        sessions: dict[str, Session] = {}
+        try:
+            if sock is None or not peer_is_own_user(sock):
+                log.warning("kafka relay connection from another user refused")
+                return
+            while data := await reader.read(READ_CHUNK_BYTES):
+                for frame in frames.feed(data):
+                    principal, request = split_relayed(frame)
+                    session = sessions.get(principal)
+                    if session is None:
+                        session = sessions[principal] = Session(
+                            KafkaLogin.logged_in(principal, "relay"), self.security)
+                    reply = await answer(request, self.gateway, "relay", self._run_blocking,
+                                         session)
+                    if reply.reply is not None:
+                        writer.write(reply.reply)
+                        await writer.drain()
+        except (FrameSizeError, ValueError) as error:
+            log.warning("kafka relay connection: %s; closing it", error)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            await _closed(writer)
 
     def _on_lifeline(self) -> None:
         assert self.lifeline_fd is not None and self._stopped is not None
@@ -117,11 +155,17 @@ class GatewayServer:
                                             limit=READ_CHUNK_BYTES, ssl=self.tls,
                                             ssl_handshake_timeout=(TLS_HANDSHAKE_TIMEOUT_S
                                                                    if self.tls else None))
+        relay = (await asyncio.start_unix_server(self._relay_connection,
+                                                 path="\0" + self.relay[1:],
+                                                 limit=READ_CHUNK_BYTES)
+                 if self.relay else None)
         log.info("kafka gateway of broker %d serving %s at %s:%d", self.gateway.node.node_id,
                  "SASL_SSL" if self.tls else "PLAINTEXT", self.gateway.node.host,
                  self.gateway.node.port)
         async with server:
             await self._stopped.wait()
+        if relay is not None:
+            relay.close()
         if self.security is not None:
             self.security.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)

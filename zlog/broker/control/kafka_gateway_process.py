@@ -67,11 +67,17 @@ class KafkaGatewayProcess:
         self._backoff_ms = config.worker_restart_backoff_initial_ms
         host, port = config.kafka_advertised_address
         self.advertised = f"{host}:{port}"
+        # With security on the workers relay to the gateway's Unix socket, each request with
+        # its client's principal (zlog/kafka/relay.py); the name is this broker's.
+        self.relay_address = (f"@zlog-kafka-relay-{os.getpid()}-{config.node_id}"
+                              if config.security else "")
 
     @property
     def local_address(self) -> str:
         """host:port at which processes on this host reach the gateway (the workers relay
-        to it); set once bound."""
+        to it), or with security on its relay socket; set once bound."""
+        if self.relay_address:
+            return self.relay_address
         assert self._listener is not None
         host, port = self._listener.getsockname()[:2]
         if host in WILDCARD_HOSTS:
@@ -108,6 +114,8 @@ class KafkaGatewayProcess:
         if self.lifeline_fds:
             command += ["--lifeline-fd", str(self.lifeline_fds[0])]
         command += gateway_security_flags(config)
+        if self.relay_address:
+            command += ["--relay", self.relay_address]
         # As a worker is started: this zlog first on the module path whatever the working
         # directory, and a process group of its own (a terminal's Ctrl-C reaches only the
         # supervisor, which stops it).

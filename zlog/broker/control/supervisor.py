@@ -289,8 +289,7 @@ class Supervisor:
                 replica=config.replica_settings, lifeline_fds=self._lifeline.read_fds,
                 metrics=self._metrics is not None,
                 security_keys_dir=keys_dir, security_principal=config.security_principal,
-                # With security on the workers' Kafka ports stay shut until they speak SASL_SSL.
-                kafka=(None if self.kafka_gateway is None or config.security else
+                kafka=(None if self.kafka_gateway is None else
                        worker_kafka_options(config, self.kafka_gateway.local_address)),
             ),
             self._context,
@@ -605,7 +604,8 @@ class Supervisor:
         self._pool.set_group_settings(self._group_settings(state))
         if self.config.security:
             self._pool.set_security_settings(SecuritySettings(
-                state.security.acls, self.control.security.super_users, state.security.quotas))
+                state.security.acls, self.control.security.super_users, state.security.quotas,
+                state.security.users))
         self._pool.reconcile(desired, deleting + strays, now_ms)
         self._resign_offline(state, now_ms)
         for name, count in state.deleting.items():

@@ -158,8 +158,14 @@ class DataPlane:
         """Apply one request; returns every reply it causes (its own and woken long polls).
         With security on, `principal` must be allowed it, and its answer waits out the
         principal's quotas (data_security.py)."""
-        security = self.security
         self.serving = principal
+        return REQUEST_PATH.serve(identity, frames, self._dispatcher(principal, now_ms),
+                                  self.stats)
+
+    def _dispatcher(self, principal: str,
+                    now_ms: int) -> Callable[[bytes, RequestHeader, Request], list[Reply]]:
+        """Requests of `principal` applied: checked and throttled first with security on."""
+        security = self.security
 
         def dispatch(peer: bytes, header: RequestHeader, request: Request) -> list[Reply]:
             if security is None:
@@ -169,7 +175,7 @@ class DataPlane:
             delay_ms = security.throttle_ms(principal, request, peer, replies, now_ms)
             return self._hold(peer, replies, now_ms + delay_ms) if delay_ms > 0 else replies
 
-        return REQUEST_PATH.serve(identity, frames, dispatch, self.stats)
+        return dispatch
 
     def _hold(self, peer: bytes, replies: list[Reply], due_ms: int) -> list[Reply]:
         """Keep `peer`'s replies until `due_ms`; the others go now."""
@@ -185,14 +191,13 @@ class DataPlane:
             released.append(heapq.heappop(self.held)[2])
         return released
     def handle_translated(self, identity: bytes, header: RequestHeader, request: Request,
-                          now_ms: int) -> list[Reply]:
+                          now_ms: int, principal: str = ANONYMOUS) -> list[Reply]:
         """Apply one request that another protocol's port decoded and translated (the Kafka
-        port, kafka_port.py); its header's own encoder answers it (codec.TranslatedHeader)."""
-
-        def dispatch(peer: bytes, header: RequestHeader, request: Request) -> list[Reply]:
-            return self._dispatch(peer, header, request, now_ms)
-
-        return REQUEST_PATH.call(identity, header, request, dispatch, self.stats)
+        port, kafka_port.py) for `principal`, as `handle` applies its own; its header's own
+        encoder answers it (codec.TranslatedHeader)."""
+        self.serving = principal
+        return REQUEST_PATH.call(identity, header, request, self._dispatcher(principal, now_ms),
+                                 self.stats)
 
     def on_timer(self, now_ms: int) -> list[Reply]:
         """Answer the long polls and acks=all waits whose time is up, the subscriptions left

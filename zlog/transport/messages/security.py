@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Annotated, ClassVar, Final
 
 from zlog.transport.api import ApiKey
-from zlog.transport.wire_types import Absent, AtLeast, Check, ErrorCode16
+from zlog.transport.wire_types import Absent, AtLeast, Check, ErrorCode16, Sparse
 
 RESOURCE_TYPES: Final = ("topic", "group", "cluster")
 PATTERN_TYPES: Final = ("literal", "prefixed")
@@ -106,7 +106,7 @@ class DescribeSecurityRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_SECURITY
     API_VERSION: ClassVar[int] = 0
 
-    credentials: bool = False
+    credentials: Annotated[bool, Sparse] = False
     """The users' SCRAM credentials too: only a broker's own processes may ask (its Kafka
     gateway checks logins with them)."""
 
@@ -127,4 +127,4 @@ class DescribeSecurityResponseV0:
     acls: tuple[AclEntry, ...]
     users: tuple[UserListing, ...]
     quotas: tuple[QuotaEntry, ...]
-    credentials: tuple[ScramUser, ...] = ()  # asked for, by a broker only
+    credentials: Annotated[tuple[ScramUser, ...], Sparse] = ()  # asked for, by a broker only
