@@ -31,7 +31,7 @@ from tests.secure_broker import make_keys, secure_broker, speaking_as
 from zlog.client import Admin
 from zlog.client.scram import scram_user
 from zlog.errors import ErrorCode
-from zlog.transport.messages.security import AclEntry, AlterSecurityRequestV0
+from zlog.transport.messages.security import AclEntry, AlterSecurityRequestV0, QuotaEntry
 from zlog_testbed.broker_process import BrokerProcess
 from zlog_testbed.waiting import wait_until
 
@@ -43,10 +43,13 @@ ORDERS: Final = "orders"
 PAYROLL: Final = "payroll"
 GROUP: Final = "billing"
 TIMEOUT_S: Final = 30.0
+CAROL_PASSWORD: Final = "carol-secret"
+CAROL_PRODUCE_BYTES_PER_S: Final = 20_000
 ALICE_ACLS: Final = (
     AclEntry("alice", "topic", ORDERS, "read"),
     AclEntry("alice", "topic", ORDERS, "write"),
     AclEntry("alice", "group", GROUP, "read"),
+    AclEntry("carol", "topic", ORDERS, "write"),
 )
 
 
@@ -65,9 +68,11 @@ def broker(tmp_path_factory: pytest.TempPathFactory,
                                    "--kafka-tls-key-file", str(tls_files.key_file))) as running:
         users = (scram_user("alice", ALICE_PASSWORD, "SCRAM-SHA-256", iterations=4096),
                  scram_user("alice", ALICE_PASSWORD, "SCRAM-SHA-512", iterations=4096),
-                 scram_user("bob", BOB_PASSWORD, "SCRAM-SHA-256", iterations=4096))
+                 scram_user("bob", BOB_PASSWORD, "SCRAM-SHA-256", iterations=4096),
+                 scram_user("carol", CAROL_PASSWORD, "SCRAM-SHA-256", iterations=4096))
+        quota = QuotaEntry("principal", "carol", produce_bytes_per_s=CAROL_PRODUCE_BYTES_PER_S)
         with speaking_as(keys), Admin(running.endpoint) as admin:
-            admin.alter_security(AlterSecurityRequestV0(users_set=users))
+            admin.alter_security(AlterSecurityRequestV0(users_set=users, quotas_set=(quota,)))
         wait_until(lambda: _kcat_metadata(running, tls_files, "PLAIN", "alice",
                                           ALICE_PASSWORD, check=False) is not None,
                    TIMEOUT_S, what="alice logging in at the Kafka gateway")
@@ -156,16 +161,21 @@ def test_a_request_before_logging_in_is_refused_and_closed(
         assert ORDERS.encode() not in refused
 
 
-def test_a_plaintext_client_on_the_tls_port_is_refused_and_the_broker_serves_on(
-        broker: BrokerProcess, tls_files: TlsFiles) -> None:
-    host, port = broker.kafka_bootstrap.rsplit(":", 1)
+def _assert_plaintext_refused(address: str) -> None:
+    """A Kafka request in the clear gets no Kafka answer (a TLS alert, or a closed socket)."""
+    host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as connection:
         connection.sendall(api_versions_frame(1))
         try:
             answer = connection.recv(65536)
         except ConnectionResetError:
             answer = b""
-        assert b"zlog" not in answer and not answer.startswith(b"\x00\x00"), answer
+        assert not answer.startswith(b"\x00\x00"), answer  # a frame's size would
+
+
+def test_a_plaintext_client_on_the_tls_port_is_refused_and_the_broker_serves_on(
+        broker: BrokerProcess, tls_files: TlsFiles) -> None:
+    _assert_plaintext_refused(broker.kafka_bootstrap)
     metadata = _kcat_metadata(broker, tls_files, "PLAIN", "alice", ALICE_PASSWORD)
     assert metadata is not None and _topic_names(metadata) == {ORDERS}
     assert "Traceback" not in broker.log_text()
@@ -252,3 +262,47 @@ def test_a_user_without_acls_cannot_produce_or_fetch(broker: BrokerProcess,
                         KafkaError.GROUP_AUTHORIZATION_FAILED)
     finally:
         consumer.close()
+
+
+def _worker_port(broker: BrokerProcess, tls: TlsFiles) -> str:
+    """host:port of the worker leading orders-0, as Metadata names it."""
+    metadata = _kcat_metadata(broker, tls, "PLAIN", "alice", ALICE_PASSWORD)
+    assert metadata is not None
+    leader = next(topic["partitions"][0]["leader"] for topic in metadata["topics"]
+                  if topic["topic"] == ORDERS)
+    return str(next(node["name"] for node in metadata["brokers"] if node["id"] == leader))
+
+
+def test_a_workers_port_refuses_plaintext_and_requests_before_logging_in(
+        broker: BrokerProcess, tls_files: TlsFiles) -> None:
+    address = _worker_port(broker, tls_files)
+    assert address != broker.kafka_bootstrap
+    _assert_plaintext_refused(address)
+    host, port = address.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(tls_files.ca_file))
+    with context.wrap_socket(socket.create_connection((host, int(port)), timeout=TIMEOUT_S),
+                             server_hostname=host) as connection:
+        refused = _answer(connection, request_frame(MetadataRequest(topics=None), 1, 9))
+        assert refused is not None and struct.unpack_from(">i", refused)[0] == 9
+        assert ORDERS.encode() not in refused
+        assert read_frame(connection) is None, "the connection stays open after a refusal"
+    assert "Traceback" not in broker.log_text()
+
+
+def test_a_throttled_producer_is_told_its_throttle_time(broker: BrokerProcess,
+                                                        tls_files: TlsFiles) -> None:
+    """carol may produce 20 kB/s: past her burst, her answers are held and say for how long
+    (librdkafka reports throttle_time_ms through its throttle callback)."""
+    throttles: list[int] = []
+    config = _confluent_config(broker, tls_files, "SCRAM-SHA-256", "carol", CAROL_PASSWORD)
+    producer = Producer({**config, "linger.ms": 0, "batch.size": 4_000,
+                         "throttle_cb": lambda event: throttles.append(
+                             int(event.throttle_time * 1000))})
+    failures: list[Any] = []
+    for _ in range(20):  # 80 kB: three times the burst and the quota's second
+        producer.produce(ORDERS, b"c" * 4_000, partition=0,
+                         on_delivery=lambda error, _m: failures.append(error) if error else None)
+        producer.poll(0)
+    assert producer.flush(TIMEOUT_S * 2) == 0
+    assert failures == []
+    assert any(throttle > 0 for throttle in throttles), throttles

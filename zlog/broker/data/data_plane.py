@@ -50,7 +50,7 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.coordinator import error_response
 from zlog.record.header import next_offset_after
 from zlog.transport.api import DATA_APIS, SUPPORTED_VERSIONS
-from zlog.transport.codec import Frame, RequestHeader, encode_response
+from zlog.transport.codec import Frame, RequestHeader, TranslatedHeader, encode_response
 from zlog.transport.messages import (
     Request,
     Response,
@@ -173,15 +173,20 @@ class DataPlane:
             security.check(principal, request)
             replies = self._dispatch(peer, header, request, now_ms)
             delay_ms = security.throttle_ms(principal, request, peer, replies, now_ms)
-            return self._hold(peer, replies, now_ms + delay_ms) if delay_ms > 0 else replies
+            return self._hold(peer, replies, now_ms, delay_ms, header) if delay_ms > 0 \
+                else replies
 
         return dispatch
 
-    def _hold(self, peer: bytes, replies: list[Reply], due_ms: int) -> list[Reply]:
-        """Keep `peer`'s replies until `due_ms`; the others go now."""
-        for reply in replies:
-            if reply[0] == peer:
-                heapq.heappush(self.held, (due_ms, next(_HELD_ORDER), reply))
+    def _hold(self, peer: bytes, replies: list[Reply], now_ms: int, delay_ms: int,
+              header: RequestHeader) -> list[Reply]:
+        """Keep `peer`'s replies for `delay_ms`, saying so in them where the protocol that
+        asked has the field; the others go now."""
+        throttled = header.throttled if isinstance(header, TranslatedHeader) else None
+        for identity, frames in replies:
+            if identity == peer:
+                held = (identity, throttled(frames, delay_ms) if throttled else frames)
+                heapq.heappush(self.held, (now_ms + delay_ms, next(_HELD_ORDER), held))
         return [reply for reply in replies if reply[0] != peer]
 
     def _release_held(self, now_ms: int | None) -> list[Reply]:
@@ -555,7 +560,8 @@ class DataPlane:
         if security is None or not security.quotas.active or not answers:
             return answers
         delay_ms = security.fetch_throttle_ms(token.principal, answers, now_ms)
-        return self._hold(answers[0][0], answers, now_ms + delay_ms) if delay_ms > 0 else answers
+        return (self._hold(answers[0][0], answers, now_ms, delay_ms, token.header)
+                if delay_ms > 0 else answers)
 
     # ------------------------------------------------------------------ followers
 

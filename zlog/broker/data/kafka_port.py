@@ -54,6 +54,7 @@ from zlog.kafka.data_responses import (
     ProducePartition,
     encode_fetch_response,
     encode_produce_response,
+    with_throttle_time,
 )
 from zlog.kafka.framing import FrameReader, FrameSizeError
 from zlog.kafka.kafka_login import KafkaLogin
@@ -445,7 +446,12 @@ class KafkaPort:
                                    request.correlation_id, code, request=request.body,
                                    message=message)]
 
-        return TranslatedHeader(native_key, 0, request.correlation_id, 0, answer, answer_error)
+        def throttled(frames: Sequence[Buffer], throttle_ms: int) -> list[Buffer]:
+            return with_throttle_time(request.api_key == ApiKey.PRODUCE, request.api_version,
+                                      frames, throttle_ms)
+
+        return TranslatedHeader(native_key, 0, request.correlation_id, 0, answer, answer_error,
+                                throttled)
 
     def _produce(self, conn: KafkaConnection, identity: bytes, request: KafkaRequest,
                  now_ms: int, principal: str) -> list[Reply]:
