@@ -26,13 +26,13 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from tests.kafka.kafka_clients import kcat
 from tests.kafka.raw_kafka import api_versions_frame, read_frame, request_frame
-from tests.kafka.tls_certs import TlsFiles, make_tls_files
 from tests.secure_broker import make_keys, secure_broker, speaking_as
 from zlog.client import Admin
 from zlog.client.scram import scram_user
 from zlog.errors import ErrorCode
 from zlog.transport.messages.security import AclEntry, AlterSecurityRequestV0, QuotaEntry
 from zlog_testbed.broker_process import BrokerProcess
+from zlog_testbed.tls_certs import TlsFiles, make_tls_files, openssl_installed
 from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -55,6 +55,8 @@ ALICE_ACLS: Final = (
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    if not openssl_installed():
+        pytest.skip("the openssl command line is not installed")
     return make_tls_files(tmp_path_factory.mktemp("tls"))
 
 
