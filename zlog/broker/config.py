@@ -80,7 +80,8 @@ class BrokerConfig:
     each partition worker has a Kafka port of its own beside it (docs/kafka.md). A wildcard
     host (0.0.0.0, ::) listens on every interface. Empty: no Kafka listener."""
     kafka_advertised_listeners: str = ""
-    """The host:port (or PLAINTEXT://host:port) Kafka clients are told for kafka_listen.
+    """The host:port (or PLAINTEXT://host:port, SASL_SSL:// with security on) Kafka clients
+    are told for kafka_listen.
     Empty: kafka_listen itself, a wildcard host replaced by advertised_host, or by this
     machine's host name while advertised_host is a loopback address. Never 0.0.0.0."""
     data_port_range: tuple[int, int] | None = None
@@ -248,6 +249,12 @@ class BrokerConfig:
             raise ConfigError("security needs security_keys_dir (zlog keys generate makes one)")
         if (self.kafka_tls_cert_file is None) != (self.kafka_tls_key_file is None):
             raise ConfigError("kafka_tls_cert_file and kafka_tls_key_file go together")
+        scheme = self.kafka_advertised_listeners.partition("://")[0].upper() \
+            if "://" in self.kafka_advertised_listeners else ""
+        if scheme and scheme != ("SASL_SSL" if self.security else "PLAINTEXT"):
+            raise ConfigError(f"kafka_advertised_listeners says {scheme} but the Kafka "
+                              f"listener speaks {'SASL_SSL' if self.security else 'PLAINTEXT'}"
+                              " (security decides)")
         if self.kafka_tls_cert_file is not None and not self.security:
             raise ConfigError("kafka_tls_cert_file is set but security is off: the Kafka "
                               "listener speaks TLS (SASL_SSL) only with security on")
@@ -435,7 +442,8 @@ def _to_voters(value: object) -> tuple[tuple[int, str], ...]:
 
 
 def split_host_port(address: str) -> tuple[str, int]:
-    """"h:9092", "[::1]:9092" or "PLAINTEXT://h:9092" (as validated) -> ("h", 9092)."""
+    """"h:9092", "[::1]:9092" or "PLAINTEXT://h:9092" (SASL_SSL://, as validated) ->
+    ("h", 9092)."""
     text = address.partition("://")[2] if "://" in address else address
     host, _, port = text.rpartition(":")
     return host.strip("[]"), int(port)
@@ -449,7 +457,8 @@ def ipaddress_is_loopback(host: str) -> bool:
 
 
 def _to_kafka_address(advertised: bool) -> Callable[[object], str]:
-    """host:port, or "" for none; an advertised address may carry Kafka's PLAINTEXT:// and
+    """host:port, or "" for none; an advertised address may carry Kafka's PLAINTEXT:// or
+    SASL_SSL:// (the one the security setting gives, __post_init__ checks) and
     never names a wildcard host."""
 
     def parse(value: object) -> str:

@@ -306,7 +306,17 @@ def test_the_kafka_tls_files_come_together_and_with_security(values: dict[str, o
         resolve_config([ConfigLayer("command line", values)])
 
 
-def test_the_kafka_listener_may_be_advertised_as_sasl_ssl() -> None:
+def test_the_kafka_listener_is_advertised_with_the_protocol_it_speaks() -> None:
     config = resolve_config([ConfigLayer("command line", {
+        "security": "true", "security_keys_dir": "/k",
         "kafka_advertised_listeners": "SASL_SSL://kafka.example:9093"})])
     assert config.kafka_advertised_address == ("kafka.example", 9093)
+    with pytest.raises(ConfigError, match="says SASL_SSL but the Kafka listener speaks "
+                                          "PLAINTEXT"):
+        resolve_config([ConfigLayer("command line", {
+            "kafka_advertised_listeners": "SASL_SSL://kafka.example:9093"})])
+    with pytest.raises(ConfigError, match="says PLAINTEXT but the Kafka listener speaks "
+                                          "SASL_SSL"):
+        resolve_config([ConfigLayer("command line", {
+            "security": "true", "security_keys_dir": "/k",
+            "kafka_advertised_listeners": "PLAINTEXT://kafka.example:9093"})])

@@ -122,7 +122,8 @@ class KafkaGatewayProcess:
         self._process = subprocess.Popen(
             command, pass_fds=(self._listener.fileno(), *self.lifeline_fds[:1]),
             env=worker_environ(os.environ), stdin=subprocess.DEVNULL, process_group=0)
-        log.info("kafka gateway started (pid %d) for Kafka clients at %s", self._process.pid,
+        log.info("kafka gateway started (pid %d) for Kafka clients at %s://%s",
+                 self._process.pid, "SASL_SSL" if config.security else "PLAINTEXT",
                  self.advertised)
 
     def check(self, now_ms: int | None = None) -> None:

@@ -236,6 +236,9 @@ class KafkaPort:
                 log.info("kafka port %d of the worker replaced does not bind (%s): binding "
                          "another", options.preferred_port, error)
         tls = None
+        if data_plane.security is not None and options.tls_cert_file is None:
+            raise ZlogError(ErrorCode.INVALID_CONFIG, "security is on and the Kafka port has "
+                                                      "no certificate: it speaks SASL_SSL only")
         if options.tls_cert_file is not None:
             assert options.tls_key_file is not None
             tls = server_context(options.tls_cert_file, options.tls_key_file,
