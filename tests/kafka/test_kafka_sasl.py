@@ -308,3 +308,32 @@ def test_a_throttled_producer_is_told_its_throttle_time(broker: BrokerProcess,
     assert producer.flush(TIMEOUT_S * 2) == 0
     assert failures == []
     assert any(throttle > 0 for throttle in throttles), throttles
+
+
+def _logged_in(address: str, tls: TlsFiles, user: str, password: str) -> ssl.SSLSocket:
+    host, port = address.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(tls.ca_file))
+    connection = context.wrap_socket(socket.create_connection((host, int(port)),
+                                                              timeout=TIMEOUT_S),
+                                     server_hostname=host)
+    handshake = _answer(connection, request_frame(SaslHandshakeRequest(mechanism="PLAIN"), 1, 1))
+    assert handshake is not None and _error_code(handshake) == ErrorCode.NONE
+    login = _answer(connection, request_frame(
+        SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()), 1, 2))
+    assert login is not None and _error_code(login) == ErrorCode.NONE
+    return connection
+
+
+@pytest.mark.parametrize(("user", "password", "seen"), [
+    ("alice", ALICE_PASSWORD, True), ("bob", BOB_PASSWORD, False)])
+def test_metadata_asked_of_a_worker_is_answered_for_the_principal_logged_in_there(
+        broker: BrokerProcess, tls_files: TlsFiles, user: str, password: str,
+        seen: bool) -> None:
+    """A worker relays Metadata to its gateway with its client's principal: bob, who may
+    describe nothing, is not answered as the broker (a super-user) would be."""
+    address = _worker_port(broker, tls_files)
+    with _logged_in(address, tls_files, user, password) as connection:
+        answer = _answer(connection, request_frame(MetadataRequest(topics=None), 1, 3))
+    assert answer is not None and struct.unpack_from(">i", answer)[0] == 3
+    assert (ORDERS.encode() in answer) == seen
+    assert PAYROLL.encode() not in answer
