@@ -152,13 +152,13 @@ class TlsKafkaConnection(KafkaConnection):
         if not data:
             return False
         self._incoming.write(data)
-        plain = bytearray()
+        chunks: list[bytes] = []
         try:
             if not self._handshaken:
                 self._tls.do_handshake()
                 self._handshaken = True
             while chunk := self._tls.read(RECV_BYTES):
-                plain += chunk
+                chunks.append(chunk)
         except ssl.SSLWantReadError:
             pass  # the rest of a record, or of the handshake, is still to come
         except ssl.SSLZeroReturnError:  # the client's close_notify
@@ -168,7 +168,9 @@ class TlsKafkaConnection(KafkaConnection):
             return False
         finally:
             self._queue_ciphertext()
-        return self._take(bytes(plain)) if plain else True
+        if not chunks:
+            return True
+        return self._take(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
     def send(self, buffers: Iterable[Buffer]) -> None:
         """Encrypt the response in one piece (TLS records of up to 16 KiB each)."""
