@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
@@ -44,11 +45,13 @@ GROUP: Final = "billing"
 TIMEOUT_S: Final = 30.0
 CAROL_PASSWORD: Final = "carol-secret"
 CAROL_PRODUCE_BYTES_PER_S: Final = 20_000
+DAVE_PASSWORD: Final = "dave-secret"
 ALICE_ACLS: Final = (
     AclEntry("alice", "topic", ORDERS, "read"),
     AclEntry("alice", "topic", ORDERS, "write"),
     AclEntry("alice", "group", GROUP, "read"),
     AclEntry("carol", "topic", ORDERS, "write"),
+    AclEntry("dave", "topic", ORDERS, "describe"),
 )
 
 
@@ -70,10 +73,12 @@ def broker(tmp_path_factory: pytest.TempPathFactory,
         users = (scram_user("alice", ALICE_PASSWORD, "SCRAM-SHA-256", iterations=4096),
                  scram_user("alice", ALICE_PASSWORD, "SCRAM-SHA-512", iterations=4096),
                  scram_user("bob", BOB_PASSWORD, "SCRAM-SHA-256", iterations=4096),
-                 scram_user("carol", CAROL_PASSWORD, "SCRAM-SHA-256", iterations=4096))
-        quota = QuotaEntry("principal", "carol", produce_bytes_per_s=CAROL_PRODUCE_BYTES_PER_S)
+                 scram_user("carol", CAROL_PASSWORD, "SCRAM-SHA-256", iterations=4096),
+                 scram_user("dave", DAVE_PASSWORD, "SCRAM-SHA-256", iterations=4096))
+        quotas = (QuotaEntry("principal", "carol", produce_bytes_per_s=CAROL_PRODUCE_BYTES_PER_S),
+                  QuotaEntry("principal", "dave", requests_per_s=1))
         with speaking_as(keys), Admin(running.endpoint) as admin:
-            admin.alter_security(AlterSecurityRequestV0(users_set=users, quotas_set=(quota,)))
+            admin.alter_security(AlterSecurityRequestV0(users_set=users, quotas_set=quotas))
         wait_until(lambda: _can_log_in(running.kafka_bootstrap, tls_files), TIMEOUT_S,
                    interval_s=0.1, what="alice logging in at the Kafka gateway")
         yield running
@@ -351,3 +356,17 @@ def test_metadata_asked_of_a_worker_is_answered_for_the_principal_logged_in_ther
     assert answer is not None and struct.unpack_from(">i", answer)[0] == 3
     assert (ORDERS.encode() in answer) == seen
     assert PAYROLL.encode() not in answer
+
+
+def test_the_gateway_holds_and_reports_a_request_quota(broker: BrokerProcess,
+                                                       tls_files: TlsFiles) -> None:
+    """dave may make one request a second: the gateway's Metadata answers past that are held
+    and say so in throttle_time_ms, which librdkafka reports."""
+    throttles: list[int] = []
+    config = _confluent_config(broker, tls_files, "SCRAM-SHA-256", "dave", DAVE_PASSWORD)
+    config["throttle_cb"] = lambda event: throttles.append(int(event.throttle_time * 1000))
+    admin = AdminClient(config)
+    for _ in range(4):
+        assert ORDERS in admin.list_topics(timeout=TIMEOUT_S).topics
+    admin.poll(1.0)  # the throttle callbacks
+    assert any(throttle > 0 for throttle in throttles), throttles
