@@ -95,13 +95,17 @@ class GatewayServer:
 
     async def _relay_connection(self, reader: asyncio.StreamReader,
                                 writer: asyncio.StreamWriter) -> None:
-        """A worker relaying its logged-in clients' requests, each under its principal. A
-        quota's throttle is reported in the answer but not waited out here: the connection
-        carries every client of that worker."""
+        """A worker relaying its logged-in clients' requests, each under its principal.
+
+        The requests of different clients are answered side by side, each as soon as it is
+        done (the worker matches an answer to its client by its correlation id, and sends a
+        client's next request only once its last is answered), so a JoinGroup waiting for its
+        group or an answer a quota holds delays no other client of that worker."""
         assert self.security is not None
         sock = writer.get_extra_info("socket")
         frames = FrameReader()
         sessions: dict[str, Session] = {}
+        answering: set[asyncio.Task[None]] = set()
         try:
             if sock is None or not peer_is_own_user(sock):
                 log.warning("kafka relay connection from another user refused")
@@ -113,17 +117,27 @@ class GatewayServer:
                     if session is None:
                         session = sessions[principal] = Session(
                             KafkaLogin.logged_in(principal, "relay"), self.security)
-                    reply = await answer(request, self.gateway, "relay", self._run_blocking,
-                                         session)
-                    if reply.reply is not None:
-                        writer.write(reply.reply)
-                        await writer.drain()
+                    task = asyncio.create_task(self._relayed(request, session, writer))
+                    answering.add(task)
+                    task.add_done_callback(answering.discard)
         except (FrameSizeError, ValueError) as error:
             log.warning("kafka relay connection: %s; closing it", error)
         except (ConnectionError, OSError):
             pass
         finally:
+            for task in answering:
+                task.cancel()
             await _closed(writer)
+
+    async def _relayed(self, request: bytes, session: Session,
+                       writer: asyncio.StreamWriter) -> None:
+        reply = await answer(request, self.gateway, "relay", self._run_blocking, session)
+        if reply.throttle_ms:
+            await asyncio.sleep(reply.throttle_ms / 1000)
+        if reply.reply is not None and not writer.is_closing():
+            writer.write(reply.reply)
+            with contextlib.suppress(ConnectionError, OSError):
+                await writer.drain()
 
     def _on_lifeline(self) -> None:
         assert self.lifeline_fd is not None and self._stopped is not None
