@@ -15,6 +15,11 @@ in the same run. One partition, 100-byte values, acks=1.
   of them, each timed.
 
 Each client runs in a process of its own. Usage: python bench/kafka_bench.py [--json PATH].
+
+`--sasl-ssl` instead runs confluent-kafka's produce and consume phases against a broker with
+security off (PLAINTEXT) and then one with security on (SASL_SSL, SCRAM-SHA-256, a user that
+is not a super-user, a certificate of a throwaway CA), and reports both: what TLS, the login's
+ACL checks and the copy into the cipher cost the Kafka data path (bench/kafka_sasl_ab.py).
 """
 
 from __future__ import annotations
@@ -41,10 +46,18 @@ from zlog_testbed.free_ports import free_port  # noqa: E402
 VALUE_BYTES: Final = broker_bench.VALUE_BYTES
 STAMP_BYTES: Final = broker_bench.STAMP_BYTES
 PARTITION: Final = 0
+CONSUMER_GROUP: Final = "kafka-bench"
 
 
-def _producer_config(bootstrap: str, **extra: object) -> dict[str, object]:
-    return {"bootstrap.servers": bootstrap, "acks": "1", "enable.idempotence": False,
+def _client_config(args: argparse.Namespace) -> dict[str, object]:
+    """Every client's connection settings: the bootstrap, and `--client-config` (JSON: the
+    SASL_SSL settings of a `--sasl-ssl` run)."""
+    extra: dict[str, object] = json.loads(args.client_config) if args.client_config else {}
+    return {"bootstrap.servers": args.bootstrap, **extra}
+
+
+def _producer_config(args: argparse.Namespace, **extra: object) -> dict[str, object]:
+    return {**_client_config(args), "acks": "1", "enable.idempotence": False,
             "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 1 << 20,
             "batch.size": 1 << 20, **extra}
 
@@ -52,7 +65,7 @@ def _producer_config(bootstrap: str, **extra: object) -> dict[str, object]:
 def phase_kafka_produce(args: argparse.Namespace) -> dict[str, Any]:
     import confluent_kafka
 
-    producer = confluent_kafka.Producer(_producer_config(args.bootstrap, **{"linger.ms": 5}))
+    producer = confluent_kafka.Producer(_producer_config(args, **{"linger.ms": 5}))
     value = bytes(range(VALUE_BYTES))
     producer.produce(args.topic, value, partition=PARTITION)
     producer.flush(30)  # metadata and connections first
@@ -80,7 +93,7 @@ def phase_kafka_consume(args: argparse.Namespace) -> dict[str, Any]:
     import confluent_kafka
 
     consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": args.bootstrap, "group.id": "kafka-bench",
+        **_client_config(args), "group.id": CONSUMER_GROUP,
         "enable.auto.commit": False, "fetch.max.bytes": 64 << 20,
         "max.partition.fetch.bytes": 16 << 20, "queued.max.messages.kbytes": 1 << 20})
     consumer.assign([confluent_kafka.TopicPartition(args.topic, PARTITION, 0)])
@@ -101,7 +114,7 @@ def phase_kafka_consume(args: argparse.Namespace) -> dict[str, Any]:
 def phase_kafka_latency_produce(args: argparse.Namespace) -> dict[str, Any]:
     import confluent_kafka
 
-    producer = confluent_kafka.Producer(_producer_config(args.bootstrap, **{"linger.ms": 0}))
+    producer = confluent_kafka.Producer(_producer_config(args, **{"linger.ms": 0}))
     producer.produce(args.topic, bytes(VALUE_BYTES), partition=PARTITION)
     producer.flush(30)
     Path(args.ready_file).write_text("producer")
@@ -125,7 +138,7 @@ def phase_kafka_latency_consume(args: argparse.Namespace) -> dict[str, Any]:
     import confluent_kafka
 
     consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": args.bootstrap, "group.id": "kafka-bench-latency",
+        **_client_config(args), "group.id": "kafka-bench-latency",
         "enable.auto.commit": False, "fetch.wait.max.ms": 10, "fetch.min.bytes": 1,
         "fetch.error.backoff.ms": 1})
     consumer.assign([confluent_kafka.TopicPartition(
@@ -163,7 +176,7 @@ def _command(args: argparse.Namespace, phase: str, topic: str, **extra: object) 
     command = [sys.executable, str(Path(__file__).resolve()), "--phase", phase,
                "--bootstrap", args.bootstrap, "--topic", topic,
                "--duration-s", str(args.duration_s), "--warmup-s", str(args.warmup_s),
-               "--rate", str(args.rate)]
+               "--rate", str(args.rate), "--client-config", args.client_config]
     for name, value in extra.items():
         command += [f"--{name.replace('_', '-')}", str(value)]
     return command
@@ -298,6 +311,11 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--topic", default="")
     parser.add_argument("--records", type=int, default=0)
     parser.add_argument("--ready-file", default="")
+    parser.add_argument("--client-config", default="",
+                        help="JSON: more client settings (the phases' children)")
+    parser.add_argument("--sasl-ssl", action="store_true",
+                        help="produce and consume over PLAINTEXT, then SASL_SSL "
+                             "(bench/kafka_sasl_ab.py)")
     return parser.parse_args(argv)
 
 
@@ -306,7 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.phase is not None:
         print(json.dumps(PHASES[args.phase](args)))
         return 0
-    figures = run(args)
+    if args.sasl_ssl:
+        from bench.kafka_sasl_ab import run_sasl_ab  # imported here: it imports this module
+
+        figures = run_sasl_ab(args)
+    else:
+        figures = run(args)
     text = json.dumps(figures, indent=2, sort_keys=True)
     print(text)
     if args.json is not None:

@@ -38,7 +38,10 @@ ALLOWED: dict[str, set[str]] = {
     "groups": {"zlog.transport"},
     "client": {"zlog.record", "zlog.transport", "zlog.shm_segments", "zlog.groups"},
     "kafka": {"zlog.record", "zlog.transport"},
-    "kafka_gateway": {"zlog.kafka", "zlog.client", "zlog.transport", "zlog.broker.log_lines"},
+    # The gateway decides who may do what as the native listener does: the same pure rules.
+    "kafka_gateway": {"zlog.kafka", "zlog.client", "zlog.transport", "zlog.broker.log_lines",
+                      "zlog.broker.authorizer", "zlog.broker.request_acls",
+                      "zlog.broker.quotas"},
     "broker": {"zlog.record", "zlog.shm_segments", "zlog.raft", "zlog.groups", "zlog.transport",
                "zlog.kafka"},
     "spark": {"zlog.client"},

@@ -80,7 +80,8 @@ class BrokerConfig:
     each partition worker has a Kafka port of its own beside it (docs/kafka.md). A wildcard
     host (0.0.0.0, ::) listens on every interface. Empty: no Kafka listener."""
     kafka_advertised_listeners: str = ""
-    """The host:port (or PLAINTEXT://host:port) Kafka clients are told for kafka_listen.
+    """The host:port (or PLAINTEXT://host:port, SASL_SSL:// with security on) Kafka clients
+    are told for kafka_listen.
     Empty: kafka_listen itself, a wildcard host replaced by advertised_host, or by this
     machine's host name while advertised_host is a loopback address. Never 0.0.0.0."""
     data_port_range: tuple[int, int] | None = None
@@ -196,6 +197,15 @@ class BrokerConfig:
     """The principal this broker presents to the others; always a super-user."""
     super_users: tuple[str, ...] = ()
     """Principals every ACL lets through, "admin,ops" (Kafka's super.users)."""
+    kafka_tls_cert_file: Path | None = None
+    """With security on: the PEM certificate chain the Kafka listener (its gateway and its
+    workers' ports) presents; it then speaks SASL_SSL only. Without it and its key the Kafka
+    listener stays shut when security is on."""
+    kafka_tls_key_file: Path | None = None
+    """The PEM private key of kafka_tls_cert_file (readable by the broker only)."""
+    kafka_tls_ca_file: Path | None = None
+    """PEM CA certificates a Kafka client's certificate must chain to: set, every client
+    presents one (mutual TLS) and still logs in with SASL; empty: none asked for."""
 
     def __post_init__(self) -> None:
         assert self.node_id >= 0
@@ -237,6 +247,17 @@ class BrokerConfig:
             raise ConfigError("ring_flush_bytes must be smaller than ring_bytes")
         if self.security and self.security_keys_dir is None:
             raise ConfigError("security needs security_keys_dir (zlog keys generate makes one)")
+        if (self.kafka_tls_cert_file is None) != (self.kafka_tls_key_file is None):
+            raise ConfigError("kafka_tls_cert_file and kafka_tls_key_file go together")
+        scheme = self.kafka_advertised_listeners.partition("://")[0].upper() \
+            if "://" in self.kafka_advertised_listeners else ""
+        if scheme and scheme != ("SASL_SSL" if self.security else "PLAINTEXT"):
+            raise ConfigError(f"kafka_advertised_listeners says {scheme} but the Kafka "
+                              f"listener speaks {'SASL_SSL' if self.security else 'PLAINTEXT'}"
+                              " (security decides)")
+        if self.kafka_tls_cert_file is not None and not self.security:
+            raise ConfigError("kafka_tls_cert_file is set but security is off: the Kafka "
+                              "listener speaks TLS (SASL_SSL) only with security on")
 
     @property
     def offsets_retention_effective_ms(self) -> int:
@@ -421,7 +442,8 @@ def _to_voters(value: object) -> tuple[tuple[int, str], ...]:
 
 
 def split_host_port(address: str) -> tuple[str, int]:
-    """"h:9092", "[::1]:9092" or "PLAINTEXT://h:9092" (as validated) -> ("h", 9092)."""
+    """"h:9092", "[::1]:9092" or "PLAINTEXT://h:9092" (SASL_SSL://, as validated) ->
+    ("h", 9092)."""
     text = address.partition("://")[2] if "://" in address else address
     host, _, port = text.rpartition(":")
     return host.strip("[]"), int(port)
@@ -435,7 +457,8 @@ def ipaddress_is_loopback(host: str) -> bool:
 
 
 def _to_kafka_address(advertised: bool) -> Callable[[object], str]:
-    """host:port, or "" for none; an advertised address may carry Kafka's PLAINTEXT:// and
+    """host:port, or "" for none; an advertised address may carry Kafka's PLAINTEXT:// or
+    SASL_SSL:// (the one the security setting gives, __post_init__ checks) and
     never names a wildcard host."""
 
     def parse(value: object) -> str:
@@ -443,9 +466,10 @@ def _to_kafka_address(advertised: bool) -> Callable[[object], str]:
         if not text:
             return ""
         scheme, separator, rest = text.partition("://")
-        if separator and not (advertised and scheme.upper() == "PLAINTEXT"):
-            raise ValueError(f"must be host:port{' or PLAINTEXT://host:port' * advertised}, "
-                             f"not {text!r} (zlog's Kafka ports speak plaintext only)")
+        if separator and not (advertised and scheme.upper() in ("PLAINTEXT", "SASL_SSL")):
+            raise ValueError(f"must be host:port"
+                             f"{' or PLAINTEXT://host:port or SASL_SSL://host:port' * advertised}"
+                             f", not {text!r}")
         if "," in text:
             raise ValueError(f"must be one address, not a list: {text!r}")
         host, _, port = (rest if separator else text).rpartition(":")
@@ -553,6 +577,9 @@ _PARSERS: Final[dict[str, Callable[[object], Any]]] = {
     "security_keys_dir": _to_optional_path,
     "security_principal": _to_str,
     "super_users": _to_names,
+    "kafka_tls_cert_file": _to_optional_path,
+    "kafka_tls_key_file": _to_optional_path,
+    "kafka_tls_ca_file": _to_optional_path,
 }
 assert set(_PARSERS) | {"topic_defaults"} == {f.name for f in fields(BrokerConfig)}
 

@@ -14,7 +14,8 @@
                                  delete group; FindCoordinator describe group
     ListGroups, DescribeCluster  describe cluster
     ElectLeaders, reassignments, UnregisterBroker, AlterSecurity       alter cluster
-    DescribeSecurity             describe cluster
+    DescribeSecurity             describe cluster (with the users' credentials:
+                                 cluster_action cluster, brokers only)
     the brokers' own requests    cluster_action cluster
     ApiVersions, InitProducerId  anyone connected (a producer id grants nothing by itself)
 
@@ -97,7 +98,8 @@ def needs(request: Request) -> Iterator[Need]:
     """Every permission `request` needs; nothing for the requests anyone connected may make
     (and Metadata, filtered by the control plane)."""
     cluster = CLUSTER_RESOURCE
-    if isinstance(request, _BROKER_REQUESTS):
+    if isinstance(request, _BROKER_REQUESTS) or (
+            isinstance(request, DescribeSecurityRequestV0) and request.credentials):
         yield "cluster_action", "cluster", cluster
     elif isinstance(request, ProduceRequestV0):
         for topic in dict.fromkeys(entry.topic for entry in request.entries):

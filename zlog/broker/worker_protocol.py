@@ -16,7 +16,7 @@ ipc; each message is one JSON object in one frame, with a `type` field naming it
                        member_epochs)                  a leader's ISR change, for the controller
     sup    -> AlterIsrAnswer(request_id, error_code, error_message)
     sup    -> GroupSettings(partition_counts, group configs)   on hello and on every change
-    sup    -> SecuritySettings(acls, super_users, quotas)      the same, with security on
+    sup    -> SecuritySettings(acls, super_users, quotas, users) the same, with security on
 
 Both sides encode and decode with the functions here, so the two can no longer drift apart; a
 new message is a new class in `TO_WORKER` or `FROM_WORKER`, its fields' annotations its shape
@@ -39,7 +39,7 @@ from zlog.groups.config import GroupConfig
 from zlog.transport.json_codec import from_fields, to_json
 from zlog.transport.json_fields import Fields, parse_json_object
 from zlog.transport.messages.cluster import MemberEpochs
-from zlog.transport.messages.security import AclEntry, QuotaEntry
+from zlog.transport.messages.security import AclEntry, QuotaEntry, ScramUser
 from zlog.transport.wire import INT32_MAX
 from zlog.transport.wire_types import AtLeast, Check, ErrorCode16, Range, Sentence, Sparse
 from zlog.types import BROKER_ID_MAX, NO_TOPIC_ID, valid_topic_id
@@ -227,13 +227,15 @@ class AlterIsrAnswer:
 @dataclass(frozen=True, slots=True)
 class SecuritySettings:
     """With security on, what a worker's data endpoint enforces: the ACLs and quotas of the
-    metadata log and the broker's super-users. Sent when it says hello (before any assign) and
-    on every change."""
+    metadata log and the broker's super-users, and the SASL users its Kafka port logs clients
+    in with (their SCRAM credentials: the channel is CURVE too). Sent when it says hello
+    (before any assign) and on every change."""
 
     TYPE: ClassVar[str] = "security-settings"
     acls: tuple[AclEntry, ...]
     super_users: tuple[str, ...]
     quotas: tuple[QuotaEntry, ...] = ()
+    users: Annotated[tuple[ScramUser, ...], Sparse] = ()
 
 
 ToWorker: TypeAlias = (Assign | Unassign | Stop | AlterIsrAnswer | Lease | GroupSettings

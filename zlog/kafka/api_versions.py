@@ -27,7 +27,7 @@ from zlog.transport.api import ApiKey
 class ApiRange:
     """One row of the ApiVersions answer: versions min_version to max_version, inclusive."""
 
-    api_key: ApiKey
+    api_key: int  # an ApiKey, or a SASL key (Kafka's only: zlog's own protocol has none)
     min_version: int
     max_version: int
 
@@ -60,11 +60,24 @@ ADVERTISED: Final = (
 )
 """What ApiVersions answers, in key order."""
 
-ADVERTISED_BUT_REFUSED_BELOW: Final[dict[int, int]] = {ApiKey.PRODUCE: 3}
-"""Versions advertised for old clients' sake but answered with UNSUPPORTED_VERSION: Produce
-before 3 carries message formats v0 and v1, which zlog does not store."""
+SASL_HANDSHAKE: Final = 17
+SASL_AUTHENTICATE: Final = 36
+SASL_ADVERTISED: Final = (
+    ApiRange(SASL_HANDSHAKE, 0, 1),
+    ApiRange(SASL_AUTHENTICATE, 0, 2),
+)
+"""Added to the table by a listener that asks for a login (docs/security.md). SaslHandshake
+from 0 because librdkafka offers SASL only to a broker whose range holds version 0; v0 itself,
+after which the SASL tokens travel bare instead of in SaslAuthenticate requests, is answered
+UNSUPPORTED_VERSION (every client since Kafka 1.0 sends v1 when v1 is advertised)."""
 
-_RANGES: Final[dict[int, ApiRange]] = {int(row.api_key): row for row in ADVERTISED}
+ADVERTISED_BUT_REFUSED_BELOW: Final[dict[int, int]] = {ApiKey.PRODUCE: 3, SASL_HANDSHAKE: 1}
+"""Versions advertised for old clients' sake but answered with UNSUPPORTED_VERSION: Produce
+before 3 carries message formats v0 and v1, which zlog does not store; SaslHandshake 0 is
+the bare-token login."""
+
+_RANGES: Final[dict[int, ApiRange]] = {int(row.api_key): row
+                                        for row in (*ADVERTISED, *SASL_ADVERTISED)}
 
 
 def advertised(api_key: int, api_version: int) -> bool:
@@ -79,5 +92,5 @@ def served(api_key: int, api_version: int) -> bool:
             and api_version >= ADVERTISED_BUT_REFUSED_BELOW.get(api_key, 0))
 
 
-def max_version(api_key: ApiKey) -> int:
+def max_version(api_key: int) -> int:
     return _RANGES[api_key].max_version

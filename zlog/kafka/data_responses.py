@@ -177,3 +177,20 @@ def encode_fetch_response(
     if out:
         parts.append(bytes(out))
     return _framed(correlation_id, flexible, parts)
+
+
+def with_throttle_time(produce: bool, version: int, frames: Sequence[Buffer],
+                       throttle_ms: int) -> list[Buffer]:
+    """A Produce (`produce`) or Fetch answer these encoders made, its throttle_time_ms set:
+    a quota held it that long (KIP-219). Only the buffer holding the field is copied."""
+    parts = list(frames)
+    if produce:  # the field ends the body, before the flexible versions' tag section
+        at = len(parts[0]) - _INT32.size - (len(_NO_TAGS) if version >= PRODUCE_FIRST_FLEXIBLE
+                                            else 0)
+    else:  # the field opens the body, after the flexible versions' header tag section
+        at = _SIZE_AND_CORRELATION.size + (len(_NO_TAGS) if version >= FETCH_FIRST_FLEXIBLE
+                                           else 0)
+    head = bytearray(parts[0])
+    _INT32.pack_into(head, at, max(0, min(throttle_ms, 2**31 - 1)))
+    parts[0] = bytes(head)
+    return parts

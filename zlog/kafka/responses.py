@@ -32,7 +32,7 @@ from kio.serial._introspect import (
 )
 
 from zlog.errors import ErrorCode
-from zlog.kafka.api_versions import ADVERTISED
+from zlog.kafka.api_versions import ADVERTISED, SASL_ADVERTISED
 from zlog.kafka.framing import SIZE
 from zlog.transport.api import ApiKey
 from zlog.transport.kafka_codec import KafkaWriter
@@ -160,11 +160,14 @@ def respond(api_key: int, api_version: int, correlation_id: int,
     return encode(correlation_id, build(load_response_schema(api_key, api_version), values))
 
 
-def api_versions_response(api_version: int, correlation_id: int) -> bytes:
+def api_versions_response(api_version: int, correlation_id: int, *, sasl: bool = False) -> bytes:
     """ApiVersions' answer: the table, or at version 0 with UNSUPPORTED_VERSION when the
-    request's version is past ours (KIP-511)."""
+    request's version is past ours (KIP-511); with the SASL APIs on a port that asks for a
+    login."""
+    table = sorted((*ADVERTISED, *SASL_ADVERTISED), key=lambda row: row.api_key) if sasl \
+        else ADVERTISED
     rows = [{"api_key": row.api_key, "min_version": row.min_version,
-             "max_version": row.max_version} for row in ADVERTISED]
+             "max_version": row.max_version} for row in table]
     known = 0 <= api_version <= _API_VERSIONS_MAX
     return respond(ApiKey.API_VERSIONS, api_version if known else 0, correlation_id, {
         "error_code": ErrorCode.NONE if known else ErrorCode.UNSUPPORTED_VERSION,

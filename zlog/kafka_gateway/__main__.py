@@ -2,7 +2,9 @@
 
 The supervisor binds the listening socket itself (an address in use fails `zlog serve` at
 start, and a restarted gateway takes over the same socket) and hands it over by descriptor,
-with a read end of its lifeline pipe (zlog/broker/supervisor_lifeline.py).
+with a read end of its lifeline pipe (zlog/broker/supervisor_lifeline.py). With security on
+it is given the broker's keys (its native calls are CURVE, as the broker's principal) and the
+TLS files: it then serves SASL_SSL only.
 """
 
 from __future__ import annotations
@@ -11,13 +13,21 @@ import argparse
 import asyncio
 import resource
 import socket
+import ssl
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from zlog.broker.log_lines import LOG_FORMATS, parse_module_levels, setup_logging
+from zlog.errors import ZlogError
+from zlog.kafka.tls import server_context
 from zlog.kafka_gateway.calls import Gateway, GatewaySettings
+from zlog.kafka_gateway.gateway_security import GatewaySecurity
 from zlog.kafka_gateway.native import Native
 from zlog.kafka_gateway.server import GatewayServer
 from zlog.kafka_gateway.topology import gateway_node
+from zlog.transport import curve
+from zlog.transport.curve_keys import broker_security
 
 
 def _raise_open_files_limit() -> None:
@@ -40,6 +50,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--log-format", choices=LOG_FORMATS, default=LOG_FORMATS[0])
     parser.add_argument("--log-levels", default="", help="levels per logger, logger=level,...")
+    parser.add_argument("--security-keys-dir", type=Path, default=None,
+                        help="security on: the broker's keys; SASL_SSL with the TLS files")
+    parser.add_argument("--security-principal", default="broker")
+    parser.add_argument("--super-users", default="", help="name,name,...")
+    parser.add_argument("--tls-cert-file", type=Path, default=None)
+    parser.add_argument("--tls-key-file", type=Path, default=None)
+    parser.add_argument("--tls-ca-file", type=Path, default=None)
+    parser.add_argument("--relay", default="", help="@NAME: the workers' relay socket")
     args = parser.parse_args(argv)
     try:
         module_levels = parse_module_levels(args.log_levels)
@@ -54,8 +72,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         node = type(node)(node.node_id, node.host, node.port, args.rack)
     listener = socket.socket(fileno=args.listen_fd)
     listener.setblocking(False)
-    server = GatewayServer(Gateway(settings, Native(args.control), node), listener,
-                           args.lifeline_fd)
+    native = Native(args.control)
+    security: GatewaySecurity | None = None
+    tls: ssl.SSLContext | None = None
+    if args.security_keys_dir is not None:
+        try:  # before the first socket: none is ever made in the clear
+            curve.install(broker_security(args.security_keys_dir, args.security_principal))
+            tls = server_context(args.tls_cert_file, args.tls_key_file, args.tls_ca_file)
+        except ZlogError as error:
+            print(f"kafka gateway cannot start: {error.message}", file=sys.stderr)
+            return 1
+        super_users = [name for name in args.super_users.split(",") if name]
+        security = GatewaySecurity(native, (args.security_principal, *super_users))
+    server = GatewayServer(Gateway(settings, native, node), listener, args.lifeline_fd,
+                           security=security, tls=tls, relay=args.relay)
     asyncio.run(server.serve())
     return 0
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from zlog.broker.authorizer import refusal
 from zlog.errors import ErrorCode, ZlogError
 from zlog.kafka_gateway.calls import Call, Gateway, milliseconds
-from zlog.kafka_gateway.topology import metadata_values
+from zlog.kafka_gateway.topology import metadata_values, refused_topic
 from zlog.transport.messages.admin import (
     AlterableConfig,
     AlterConfigsResource,
@@ -40,12 +41,18 @@ from zlog.transport.messages.admin import (
     TopicResult,
     TopicSpec,
 )
+from zlog.transport.messages.security import CLUSTER_RESOURCE
 
 NO_TRANSACTIONS: Final = "zlog does not support transactions (a transactional.id)"
 UNCLEAN_ELECTION: Final = 1
 
 
 def metadata(gateway: Gateway, call: Call) -> dict[str, Any]:
+    """With security on, as the native listener answers: a topic the principal may not
+    describe is left out of an answer about every topic and answered
+    TOPIC_AUTHORIZATION_FAILED when named, and a missing topic is created only for a
+    principal that may create it (the native call is the broker's own, which may)."""
+    native = gateway.native
     requested = call.field("topics")
     names: tuple[str, ...] | None = None
     topic_ids: frozenset[str] | None = None
@@ -54,12 +61,31 @@ def metadata(gateway: Gateway, call: Call) -> dict[str, Any]:
             topic_ids = frozenset(topic.topic_id.hex for topic in requested)
         else:
             names = tuple(topic.name for topic in requested)
-    native = gateway.native.control(MetadataRequestV0(names), MetadataResponseV0)
     # Every node, whatever the topics asked: librdkafka decommissions a broker that a Metadata
     # answer leaves out, and with it the requests it was serving (a ListOffsets, a fetch).
-    cluster = (native if names is None and topic_ids is None
-               else gateway.native.control(MetadataRequestV0(None), MetadataResponseV0))
-    return metadata_values(native, gateway.node, topic_ids, cluster=cluster)
+    cluster = native.control(MetadataRequestV0(None), MetadataResponseV0)
+    refused: list[dict[str, Any]] = []
+    if names is not None and native.authorizer is not None:
+        existing = {topic.name for topic in cluster.topics}
+        may_create_any = native.may("create", "cluster", CLUSTER_RESOURCE)
+        allowed: list[str] = []
+        for name in names:
+            if not native.may("describe", "topic", name):
+                denied = refusal(native.principal, "describe", "topic", name)
+                refused.append(refused_topic(name, denied.code))
+            elif name in existing or may_create_any or native.may("create", "topic", name):
+                allowed.append(name)
+            else:
+                refused.append(refused_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        names = tuple(allowed)
+    answered = (cluster if names is None
+                else native.control(MetadataRequestV0(names), MetadataResponseV0))
+    values = metadata_values(answered, gateway.node, topic_ids, cluster=cluster)
+    if names is None and native.authorizer is not None:
+        values["topics"] = [topic for topic in values["topics"]
+                            if native.may("describe", "topic", topic["name"])]
+    values["topics"] += refused
+    return values
 
 
 def _results(results: tuple[TopicResult, ...]) -> dict[str, TopicResult]:

@@ -6,19 +6,29 @@ the client reads Metadata again and goes to the leader's own port (a Produce wit
 no answer, as Kafka gives none). A native error becomes the request's own answer with its
 code and sentence; a bug is logged and answered UNKNOWN_SERVER_ERROR, and the connection goes
 on.
+
+With security on, each connection has a `Session`: its login answers until the client has
+logged in (zlog/kafka/kafka_login.py), then every call is checked under the client's principal
+(native.py), and the principal's request quota holds the answer, reported as
+throttle_time_ms.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Final
 
+from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError
+from zlog.kafka.kafka_login import KafkaLogin
 from zlog.kafka.requests import BadRequest, KafkaRequest, parse_request
 from zlog.kafka.responses import api_versions_response, error_response, respond
 from zlog.kafka_gateway import admin_handlers, group_handlers
 from zlog.kafka_gateway.calls import Call, Gateway, Handler
+from zlog.kafka_gateway.gateway_security import GatewaySecurity
 from zlog.transport.api import ApiKey
 
 log = logging.getLogger("zlog.kafka_gateway")
@@ -48,29 +58,66 @@ HANDLERS: Final[dict[int, Handler]] = {
 RunBlocking = Callable[[Handler, Gateway, Call], Awaitable[dict[str, object]]]
 
 
-async def answer(frame: bytes, gateway: Gateway, client_host: str,
-                 run: RunBlocking) -> bytes | None:
-    """The framed answer to one request frame, or None when Kafka sends none."""
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A connection's login and what its principal is checked against (security on)."""
+
+    login: KafkaLogin
+    security: GatewaySecurity
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The framed answer (None: Kafka sends none), whether to close the connection after it,
+    and how long to hold it (a quota's throttle)."""
+
+    reply: bytes | None
+    close: bool = False
+    throttle_ms: int = 0
+
+
+async def answer(frame: bytes, gateway: Gateway, client_host: str, run: RunBlocking,
+                 session: Session | None = None) -> Answer:
+    """The answer to one request frame."""
     try:
         request = parse_request(frame)
     except BadRequest as bad:
         log.debug("kafka request from %s: %s", client_host, bad.reason)
-        return error_response(bad.api_key, bad.api_version, bad.correlation_id, bad.error,
-                              request=bad.body, message=bad.reason)
+        return Answer(error_response(bad.api_key, bad.api_version, bad.correlation_id,
+                                     bad.error, request=bad.body, message=bad.reason))
+    if session is not None:
+        step = session.login.step(request)
+        if step is not None:
+            return Answer(step.reply, step.close)
     if request.api_key == ApiKey.API_VERSIONS:
-        return api_versions_response(request.api_version, request.correlation_id)
+        return Answer(api_versions_response(request.api_version, request.correlation_id,
+                                            sasl=session is not None))
     handler = HANDLERS.get(request.api_key)
     if handler is None:
-        return _not_here(request)
+        return Answer(_not_here(request))
+    principal_gateway, throttle_ms = gateway, 0
+    if session is not None:
+        principal = session.login.principal
+        assert principal is not None, "the login answers until the client has logged in"
+        security = session.security
+        principal_gateway = dataclasses.replace(
+            gateway, native=gateway.native.as_principal(principal, security.authorizer))
+        if principal not in security.authorizer.super_users:
+            throttle_ms = security.quotas.record(principal, request.client_id or "",
+                                                 "requests_per_s", 1, monotonic_ms())
     try:
-        values = await run(handler, gateway, Call(request, client_host))
+        values = await run(handler, principal_gateway, Call(request, client_host))
     except ZlogError as error:
-        return _error(request, error.code, error.message)
+        return Answer(_error(request, error.code, error.message), throttle_ms=throttle_ms)
     except Exception:  # a bug, not input: this client gets an error, the others go on
         log.exception("kafka request %s v%d failed", ApiKey(request.api_key).name,
                       request.api_version)
-        return _error(request, ErrorCode.UNKNOWN_SERVER_ERROR, "the broker failed on this")
-    return respond(request.api_key, request.api_version, request.correlation_id, values)
+        return Answer(_error(request, ErrorCode.UNKNOWN_SERVER_ERROR,
+                             "the broker failed on this"))
+    if "throttle_time_ms" in values:
+        values["throttle_time_ms"] = throttle_ms
+    return Answer(respond(request.api_key, request.api_version, request.correlation_id, values),
+                  throttle_ms=throttle_ms)
 
 
 def _error(request: KafkaRequest, code: ErrorCode, message: str) -> bytes:

@@ -22,6 +22,7 @@ from zlog.transport.messages.groups import (
     DescribeGroupsRequestV0,
     DescribeGroupsResponseV0,
     FetchedOffset,
+    FindCoordinatorRequestV0,
     GroupRequest,
     GroupResponse,
     HeartbeatRequestV0,
@@ -32,6 +33,7 @@ from zlog.transport.messages.groups import (
     LeaveGroupRequestV0,
     LeaveGroupResponseV0,
     LeavingMember,
+    ListGroupsRequestV0,
     MemberAssignment,
     OffsetCommitRequestV0,
     OffsetCommitResponseV0,
@@ -71,6 +73,8 @@ def _call(gateway: Gateway, group_id: str, request: GroupRequest, expected: type
 
 def find_coordinator(gateway: Gateway, call: Call) -> dict[str, Any]:
     keys: Sequence[str] = call.field("coordinator_keys", default=None) or [call.field("key")]
+    for key in keys:
+        gateway.native.authorize(FindCoordinatorRequestV0(key))
     node = gateway.node
     if call.field("key_type", default=GROUP_KEY_TYPE) != GROUP_KEY_TYPE:
         code, message = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -217,6 +221,7 @@ def describe_groups(gateway: Gateway, call: Call) -> dict[str, Any]:
 
 def list_groups(gateway: Gateway, call: Call) -> dict[str, Any]:
     states = {state.lower() for state in call.field("states_filter", default=()) or ()}
+    gateway.native.authorize(ListGroupsRequestV0())
     listed = gateway.native.groups.list_groups()
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": [
         {"group_id": group.group_id, "protocol_type": group.protocol_type,

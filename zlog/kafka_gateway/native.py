@@ -4,16 +4,24 @@ Each Kafka request is answered on a thread of the gateway's pool, since a native
 (a JoinGroup for as long as the group takes to rebalance); zmq sockets belong to the thread
 that made them, so every thread keeps its own Connections and its own link to each group's
 coordinator.
+
+With security on, the gateway speaks to its broker as the broker's own principal (a
+super-user), so it checks each call itself first, under the Kafka client's principal, with the
+same rules the native listener applies (zlog/broker/request_acls.py): `as_principal` gives the
+view of one logged-in client.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
+from zlog.broker.authorizer import Authorizer
+from zlog.broker.request_acls import check_request
 from zlog.client.cluster import Connections
 from zlog.client.group.admin import GroupAdmin
 from zlog.client.group.coordinator import CoordinatorLink
@@ -26,6 +34,7 @@ from zlog.transport.messages.admin import (
     TopicMetadata,
 )
 from zlog.transport.messages.groups import GroupRequest, GroupResponse
+from zlog.transport.messages.security import ANONYMOUS
 
 R = TypeVar("R", bound=Response)
 
@@ -52,6 +61,23 @@ class Native:
         self.control_endpoint = control_endpoint
         self.request_timeout_ms = request_timeout_ms
         self._local = threading.local()
+        self.principal = ANONYMOUS
+        self.authorizer: Authorizer | None = None  # None: security off, nothing checked
+
+    def as_principal(self, principal: str, authorizer: Authorizer) -> Native:
+        """These calls (the same connections) made for `principal`: each checked first."""
+        view = copy.copy(self)
+        view.principal, view.authorizer = principal, authorizer
+        return view
+
+    def authorize(self, request: Request) -> None:
+        """Raise the authorization error if the principal may not make `request`."""
+        if self.authorizer is not None:
+            check_request(self.authorizer, self.principal, request)
+
+    def may(self, operation: str, resource_type: str, name: str) -> bool:
+        return self.authorizer is None or self.authorizer.allowed(self.principal, operation,
+                                                                  resource_type, name)
 
     def _state(self) -> _ThreadState:
         state: _ThreadState | None = getattr(self._local, "state", None)
@@ -64,6 +90,7 @@ class Native:
     def control(self, request: Request, expected: type[R], timeout_ms: int | None = None) -> R:
         """The control plane's answer (any broker's, the local one first); a Metadata answer
         completed with every leader's Kafka port (`_with_leaders_kafka_ports`)."""
+        self.authorize(request)
         state = self._state()
         response = state.connections.call_control(request, timeout_ms or self.request_timeout_ms)
         if isinstance(response, MetadataResponseV0):
@@ -78,6 +105,7 @@ class Native:
               timeout_ms: int | None = None) -> GroupResponse:
         """One call to the group's coordinator, found first; its answer as it is, errors
         included: the Kafka client retries what Kafka calls retriable."""
+        self.authorize(request)
         state = self._state()
         link = state.links.get(group_id)
         if link is None:

@@ -95,6 +95,12 @@ def _topic_values(topic: TopicMetadata, partitions: list[dict[str, Any]]) -> dic
             "topic_authorized_operations": -2147483648}
 
 
+def refused_topic(name: str, code: int) -> dict[str, Any]:
+    """A Metadata answer's entry for a topic named but not described: its error alone."""
+    return {"error_code": code, "name": name, "topic_id": None, "is_internal": False,
+            "partitions": [], "topic_authorized_operations": -2147483648}
+
+
 def metadata_values(native: MetadataResponseV0, gateway: KafkaNode,
                     topic_ids: frozenset[str] | None = None, *,
                     cluster: MetadataResponseV0 | None = None) -> dict[str, Any]:

@@ -116,6 +116,9 @@ class TranslatedHeader(RequestHeader):
 
     answer: Callable[[Response], list[Buffer]] | None = None
     answer_error: Callable[[ErrorCode, str], list[Buffer]] | None = None
+    throttled: Callable[[Sequence[Buffer], int], list[Buffer]] | None = None
+    """The answer's frames with the time a quota held them (ms) written in, when that
+    protocol's answer says it (Kafka's throttle_time_ms)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,3 +74,14 @@ def test_create_on_the_cluster_creates_any_topic() -> None:
                   "ops", request)
     with pytest.raises(ZlogError):
         check_request(Authorizer((), ()), "ops", request)
+
+
+def test_only_a_broker_reads_the_users_credentials() -> None:
+    """DescribeSecurity with the credentials needs cluster_action (the brokers' own right);
+    describe on the cluster, enough for the listing, is not enough for them."""
+    ops = Authorizer((AclEntry("ops", "cluster", "kafka-cluster", "describe"),), ("broker",))
+    check_request(ops, "ops", DescribeSecurityRequestV0())
+    with pytest.raises(ZlogError) as caught:
+        check_request(ops, "ops", DescribeSecurityRequestV0(credentials=True))
+    assert caught.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    check_request(ops, "broker", DescribeSecurityRequestV0(credentials=True))

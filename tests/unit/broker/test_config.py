@@ -283,7 +283,7 @@ def test_a_wildcard_kafka_listener_is_never_advertised() -> None:
     ({"kafka_advertised_listeners": "0.0.0.0:9092"}, "clients can connect to"),
     ({"kafka_advertised_listeners": "PLAINTEXT://[::]:9092"}, "clients can connect to"),
     ({"kafka_advertised_listeners": "h:0"}, "clients can connect to"),
-    ({"kafka_advertised_listeners": "SSL://h:9093"}, "plaintext only"),
+    ({"kafka_advertised_listeners": "SSL://h:9093"}, "or SASL_SSL://host:port, not"),
     ({"kafka_advertised_listeners": "a:1,b:2"}, "one address"),
     ({"kafka_listen": "PLAINTEXT://h:9092"}, "must be host:port,"),
     ({"kafka_listen": "h"}, "host:port with a port"),
@@ -293,3 +293,30 @@ def test_a_wildcard_kafka_listener_is_never_advertised() -> None:
 def test_a_bad_kafka_address_is_refused(values: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         resolve_config([ConfigLayer("command line", values)])
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"security": "true", "security_keys_dir": "/k", "kafka_tls_cert_file": "/c.pem"},
+     "go together"),
+    ({"kafka_tls_cert_file": "/c.pem", "kafka_tls_key_file": "/k.pem"}, "security is off"),
+])
+def test_the_kafka_tls_files_come_together_and_with_security(values: dict[str, object],
+                                                             message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve_config([ConfigLayer("command line", values)])
+
+
+def test_the_kafka_listener_is_advertised_with_the_protocol_it_speaks() -> None:
+    config = resolve_config([ConfigLayer("command line", {
+        "security": "true", "security_keys_dir": "/k",
+        "kafka_advertised_listeners": "SASL_SSL://kafka.example:9093"})])
+    assert config.kafka_advertised_address == ("kafka.example", 9093)
+    with pytest.raises(ConfigError, match="says SASL_SSL but the Kafka listener speaks "
+                                          "PLAINTEXT"):
+        resolve_config([ConfigLayer("command line", {
+            "kafka_advertised_listeners": "SASL_SSL://kafka.example:9093"})])
+    with pytest.raises(ConfigError, match="says PLAINTEXT but the Kafka listener speaks "
+                                          "SASL_SSL"):
+        resolve_config([ConfigLayer("command line", {
+            "security": "true", "security_keys_dir": "/k",
+            "kafka_advertised_listeners": "PLAINTEXT://kafka.example:9093"})])

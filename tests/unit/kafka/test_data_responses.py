@@ -18,6 +18,7 @@ from zlog.kafka.data_responses import (
     encode_fetch_response,
     encode_produce_response,
     uvarint,
+    with_throttle_time,
 )
 
 
@@ -87,3 +88,24 @@ def test_fetch_response_is_kios_and_gathers_the_stored_bytes(version: int) -> No
 def test_uvarint_matches_kafkas_unsigned_varint() -> None:
     assert [uvarint(n) for n in (0, 1, 127, 128, 300, 2**31 - 1)] == [
         b"\x00", b"\x01", b"\x7f", b"\x80\x01", b"\xac\x02", b"\xff\xff\xff\xff\x07"]
+
+
+@pytest.mark.parametrize("version", range(3, 10))
+def test_a_held_produce_answer_says_its_throttle_time(version: int) -> None:
+    frame = encode_produce_response(version, 7, [("orders", [ProducePartition(0, 0, 42, 0)])])
+    held = with_throttle_time(True, version, [frame], 1_500)
+    _header, body = _read_with_kio(0, version, b"".join(held))
+    assert body.throttle_time.total_seconds() * 1000 == 1_500
+    assert body.responses[0].partition_responses[0].base_offset == 42
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_a_held_fetch_answer_says_its_throttle_time(version: int) -> None:
+    batch = memoryview(b"stored batch bytes")
+    frames = encode_fetch_response(version, 7, [("orders", [FetchPartition(0, 0, 5, 0,
+                                                                         (batch,))])])
+    held = with_throttle_time(False, version, frames, 250)
+    assert held[1:] == frames[1:], "the stored batches stay uncopied"
+    _header, body = _read_with_kio(1, version, b"".join(bytes(part) for part in held))
+    assert body.throttle_time.total_seconds() * 1000 == 250
+    assert bytes(body.responses[0].partitions[0].records) == bytes(batch)

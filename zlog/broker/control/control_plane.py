@@ -251,7 +251,7 @@ class ControlPlane:
             case AlterSecurityRequestV0():
                 self.security.alter(identity, header, request)
             case DescribeSecurityRequestV0():
-                self._reply(identity, header, self.security.describe())
+                self._reply(identity, header, self.security.describe(request))
             case CreateTopicsRequestV0():
                 self._create_topics(identity, header, request)
             case DeleteTopicsRequestV0():

@@ -31,6 +31,22 @@ LISTEN_BACKLOG: Final = 1024
 STOP_WAIT_S: Final = 5.0
 
 
+def gateway_security_flags(config: BrokerConfig) -> list[str]:
+    """With security on: the broker's keys and the TLS files, for SASL_SSL."""
+    if not config.security:
+        return []
+    assert config.security_keys_dir is not None and config.kafka_tls_cert_file is not None
+    assert config.kafka_tls_key_file is not None
+    flags = ["--security-keys-dir", str(config.security_keys_dir),
+             "--security-principal", config.security_principal,
+             "--super-users", ",".join(config.super_users),
+             "--tls-cert-file", str(config.kafka_tls_cert_file),
+             "--tls-key-file", str(config.kafka_tls_key_file)]
+    if config.kafka_tls_ca_file is not None:
+        flags += ["--tls-ca-file", str(config.kafka_tls_ca_file)]
+    return flags
+
+
 class KafkaGatewayError(Exception):
     """The Kafka port cannot be bound."""
 
@@ -51,11 +67,17 @@ class KafkaGatewayProcess:
         self._backoff_ms = config.worker_restart_backoff_initial_ms
         host, port = config.kafka_advertised_address
         self.advertised = f"{host}:{port}"
+        # With security on the workers relay to the gateway's Unix socket, each request with
+        # its client's principal (zlog/kafka/relay.py); the name is this broker's.
+        self.relay_address = (f"@zlog-kafka-relay-{os.getpid()}-{config.node_id}"
+                              if config.security else "")
 
     @property
     def local_address(self) -> str:
         """host:port at which processes on this host reach the gateway (the workers relay
-        to it); set once bound."""
+        to it), or with security on its relay socket; set once bound."""
+        if self.relay_address:
+            return self.relay_address
         assert self._listener is not None
         host, port = self._listener.getsockname()[:2]
         if host in WILDCARD_HOSTS:
@@ -91,13 +113,17 @@ class KafkaGatewayProcess:
         ]
         if self.lifeline_fds:
             command += ["--lifeline-fd", str(self.lifeline_fds[0])]
+        command += gateway_security_flags(config)
+        if self.relay_address:
+            command += ["--relay", self.relay_address]
         # As a worker is started: this zlog first on the module path whatever the working
         # directory, and a process group of its own (a terminal's Ctrl-C reaches only the
         # supervisor, which stops it).
         self._process = subprocess.Popen(
             command, pass_fds=(self._listener.fileno(), *self.lifeline_fds[:1]),
             env=worker_environ(os.environ), stdin=subprocess.DEVNULL, process_group=0)
-        log.info("kafka gateway started (pid %d) for Kafka clients at %s", self._process.pid,
+        log.info("kafka gateway started (pid %d) for Kafka clients at %s://%s",
+                 self._process.pid, "SASL_SSL" if config.security else "PLAINTEXT",
                  self.advertised)
 
     def check(self, now_ms: int | None = None) -> None:

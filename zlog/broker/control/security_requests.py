@@ -3,8 +3,9 @@
 AlterSecurity becomes one AlterSecurity command of the metadata log (forwarded to the
 controller by any other broker, after this one checked the principal may alter the cluster);
 its answer comes once the command is committed and applied. DescribeSecurity answers from the
-metadata at hand, never with a user's credential. `authorizer()` is the Authorizer of the
-ACLs as last applied and the config's super-users, built again only when the ACLs changed.
+metadata at hand, with the users' credentials only for a broker's own process.
+`authorizer()` is the Authorizer of the ACLs as last applied and the config's super-users,
+built again only when the ACLs changed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from zlog.transport.messages.security import (
     AclEntry,
     AlterSecurityRequestV0,
     AlterSecurityResponseV0,
+    DescribeSecurityRequestV0,
     DescribeSecurityResponseV0,
     UserListing,
 )
@@ -57,9 +59,11 @@ class SecurityRequests:
 
         self._propose(command, done)
 
-    def describe(self) -> DescribeSecurityResponseV0:
+    def describe(self, request: DescribeSecurityRequestV0) -> DescribeSecurityResponseV0:
+        """The users' credentials only when asked, by a broker (request_acls.py checked)."""
         records = self._state().security
         users = tuple(
             UserListing(name, tuple(u.mechanism for u in records.users if u.name == name))
             for name in records.user_names())
-        return DescribeSecurityResponseV0(records.acls, users, records.quotas)
+        return DescribeSecurityResponseV0(records.acls, users, records.quotas,
+                                          records.users if request.credentials else ())

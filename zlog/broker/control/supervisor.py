@@ -79,6 +79,7 @@ from zlog.broker.worker_protocol import AlterIsr, GroupSettings, SecuritySetting
 from zlog.clock import monotonic_ms
 from zlog.errors import ErrorCode, ZlogError, for_code
 from zlog.groups.partitioning import OFFSETS_TOPIC
+from zlog.kafka.tls import server_context
 from zlog.shm_segments.log import FILE_NAME_BYTES_MAX, default_ring_dir, ring_path_for
 from zlog.shm_segments.partition_metadata import read_topic_id
 from zlog.transport import curve
@@ -255,12 +256,18 @@ class Supervisor:
                                                 now_ms=monotonic_ms())
         if self._metrics is not None:
             self.request_stats.observe = self._metrics.observe_control
-        if config.kafka_listen and config.security:
-            # The Kafka listener has no TLS or SASL yet: with security on it would be a door
-            # that asks nobody who they are, so it stays shut (docs/security.md).
-            log.warning("security is on and the Kafka listener has no authentication yet: "
-                        "no Kafka listener (kafka_listen %s ignored)", config.kafka_listen)
+        if config.kafka_listen and config.security and config.kafka_tls_cert_file is None:
+            # Security promises encrypted and authenticated: no SASL_PLAINTEXT (docs/security.md).
+            log.warning("security is on and kafka_tls_cert_file is not set: no Kafka listener "
+                        "(kafka_listen %s ignored; it speaks SASL_SSL only)", config.kafka_listen)
         elif config.kafka_listen:
+            if config.security:
+                try:  # a certificate that cannot be used stops the start, saying which
+                    assert config.kafka_tls_cert_file and config.kafka_tls_key_file
+                    server_context(config.kafka_tls_cert_file, config.kafka_tls_key_file,
+                                   config.kafka_tls_ca_file)
+                except ZlogError as error:
+                    raise StartupError(error.message) from None
             self.kafka_gateway = KafkaGatewayProcess(config, self.control_endpoint,
                                                      self._lifeline.read_fds)
             try:
@@ -597,7 +604,8 @@ class Supervisor:
         self._pool.set_group_settings(self._group_settings(state))
         if self.config.security:
             self._pool.set_security_settings(SecuritySettings(
-                state.security.acls, self.control.security.super_users, state.security.quotas))
+                state.security.acls, self.control.security.super_users, state.security.quotas,
+                state.security.users))
         self._pool.reconcile(desired, deleting + strays, now_ms)
         self._resign_offline(state, now_ms)
         for name, count in state.deleting.items():

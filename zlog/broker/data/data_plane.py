@@ -50,7 +50,7 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.groups.coordinator import error_response
 from zlog.record.header import next_offset_after
 from zlog.transport.api import DATA_APIS, SUPPORTED_VERSIONS
-from zlog.transport.codec import Frame, RequestHeader, encode_response
+from zlog.transport.codec import Frame, RequestHeader, TranslatedHeader, encode_response
 from zlog.transport.messages import (
     Request,
     Response,
@@ -158,8 +158,14 @@ class DataPlane:
         """Apply one request; returns every reply it causes (its own and woken long polls).
         With security on, `principal` must be allowed it, and its answer waits out the
         principal's quotas (data_security.py)."""
-        security = self.security
         self.serving = principal
+        return REQUEST_PATH.serve(identity, frames, self._dispatcher(principal, now_ms),
+                                  self.stats)
+
+    def _dispatcher(self, principal: str,
+                    now_ms: int) -> Callable[[bytes, RequestHeader, Request], list[Reply]]:
+        """Requests of `principal` applied: checked and throttled first with security on."""
+        security = self.security
 
         def dispatch(peer: bytes, header: RequestHeader, request: Request) -> list[Reply]:
             if security is None:
@@ -167,15 +173,20 @@ class DataPlane:
             security.check(principal, request)
             replies = self._dispatch(peer, header, request, now_ms)
             delay_ms = security.throttle_ms(principal, request, peer, replies, now_ms)
-            return self._hold(peer, replies, now_ms + delay_ms) if delay_ms > 0 else replies
+            return self._hold(peer, replies, now_ms, delay_ms, header) if delay_ms > 0 \
+                else replies
 
-        return REQUEST_PATH.serve(identity, frames, dispatch, self.stats)
+        return dispatch
 
-    def _hold(self, peer: bytes, replies: list[Reply], due_ms: int) -> list[Reply]:
-        """Keep `peer`'s replies until `due_ms`; the others go now."""
-        for reply in replies:
-            if reply[0] == peer:
-                heapq.heappush(self.held, (due_ms, next(_HELD_ORDER), reply))
+    def _hold(self, peer: bytes, replies: list[Reply], now_ms: int, delay_ms: int,
+              header: RequestHeader) -> list[Reply]:
+        """Keep `peer`'s replies for `delay_ms`, saying so in them where the protocol that
+        asked has the field; the others go now."""
+        throttled = header.throttled if isinstance(header, TranslatedHeader) else None
+        for identity, frames in replies:
+            if identity == peer:
+                held = (identity, throttled(frames, delay_ms) if throttled else frames)
+                heapq.heappush(self.held, (now_ms + delay_ms, next(_HELD_ORDER), held))
         return [reply for reply in replies if reply[0] != peer]
 
     def _release_held(self, now_ms: int | None) -> list[Reply]:
@@ -185,14 +196,13 @@ class DataPlane:
             released.append(heapq.heappop(self.held)[2])
         return released
     def handle_translated(self, identity: bytes, header: RequestHeader, request: Request,
-                          now_ms: int) -> list[Reply]:
+                          now_ms: int, principal: str = ANONYMOUS) -> list[Reply]:
         """Apply one request that another protocol's port decoded and translated (the Kafka
-        port, kafka_port.py); its header's own encoder answers it (codec.TranslatedHeader)."""
-
-        def dispatch(peer: bytes, header: RequestHeader, request: Request) -> list[Reply]:
-            return self._dispatch(peer, header, request, now_ms)
-
-        return REQUEST_PATH.call(identity, header, request, dispatch, self.stats)
+        port, kafka_port.py) for `principal`, as `handle` applies its own; its header's own
+        encoder answers it (codec.TranslatedHeader)."""
+        self.serving = principal
+        return REQUEST_PATH.call(identity, header, request, self._dispatcher(principal, now_ms),
+                                 self.stats)
 
     def on_timer(self, now_ms: int) -> list[Reply]:
         """Answer the long polls and acks=all waits whose time is up, the subscriptions left
@@ -550,7 +560,8 @@ class DataPlane:
         if security is None or not security.quotas.active or not answers:
             return answers
         delay_ms = security.fetch_throttle_ms(token.principal, answers, now_ms)
-        return self._hold(answers[0][0], answers, now_ms + delay_ms) if delay_ms > 0 else answers
+        return (self._hold(answers[0][0], answers, now_ms, delay_ms, token.header)
+                if delay_ms > 0 else answers)
 
     # ------------------------------------------------------------------ followers
 

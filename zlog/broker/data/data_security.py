@@ -7,7 +7,8 @@ answered, one request each, and the answer is held back for as long as the quota
 client sees a slower answer, never an error (Kafka's way, KIP-219).
 
 Until the supervisor's first SecuritySettings the worker knows no ACL: only its own broker's
-principal gets through (its followers' fetches), nothing else.
+principal gets through (its followers' fetches), nothing else; and no SASL user, so no Kafka
+client logs in at its Kafka port.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from zlog.broker.request_acls import check_request
 from zlog.broker.worker_protocol import SecuritySettings
 from zlog.transport.messages import Request
 from zlog.transport.messages.data import FetchRequestV0, ProduceRequestV0
+from zlog.transport.messages.security import ScramUser
 from zlog.transport.server import Reply
 
 
@@ -28,6 +30,7 @@ from zlog.transport.server import Reply
 class DataSecurity:
     authorizer: Authorizer
     quotas: QuotaMeter = field(default_factory=QuotaMeter)
+    users: dict[tuple[str, str], ScramUser] = field(default_factory=dict)
 
     @classmethod
     def before_settings(cls, own_principal: str) -> DataSecurity:
@@ -36,6 +39,11 @@ class DataSecurity:
     def configure(self, settings: SecuritySettings) -> None:
         self.authorizer = Authorizer(settings.acls, settings.super_users)
         self.quotas.set_quotas(settings.quotas)
+        self.users = {(user.name, user.mechanism): user for user in settings.users}
+
+    def user(self, name: str, mechanism: str) -> ScramUser | None:
+        """A SASL user's credential, for the Kafka port's logins (sasl.UserLookup)."""
+        return self.users.get((name, mechanism))
 
     def check(self, principal: str, request: Request) -> None:
         check_request(self.authorizer, principal, request)

@@ -14,6 +14,13 @@ polls and wake-ups are the native path's, not a copy of it. What Kafka checks th
 protocol does not is checked here, before the data plane sees the partition: the client's
 current leader epoch (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH), zstd only from Produce 7 and
 Fetch 10 (UNSUPPORTED_COMPRESSION_TYPE), the records field split into whole batches.
+
+With security on the port speaks SASL_SSL: TLS in the worker's loop (kafka_sockets.py), then
+the client's login (zlog/kafka/kafka_login.py) against the users the supervisor sent
+(DataSecurity). Produce and Fetch go to the data plane under the logged-in principal, which
+checks the ACLs and holds the answer for the quotas as for a native client; ListOffsets and
+OffsetForLeaderEpoch need describe on each topic; a relayed request carries the principal to
+the gateway (zlog/kafka/relay.py).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import contextlib
 import logging
 import select
 import socket
+import ssl
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +38,13 @@ from typing import Any, Final
 import zmq
 
 from zlog.broker.data.data_plane import DataPlane
-from zlog.broker.data.kafka_sockets import KafkaConnection, accept_all, connect, listen
+from zlog.broker.data.kafka_sockets import (
+    KafkaConnection,
+    TlsKafkaConnection,
+    accept_all,
+    connect,
+    listen,
+)
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.replica_requests import epoch_answers
 from zlog.broker.kafka_port_settings import KafkaPortOptions
@@ -40,10 +54,14 @@ from zlog.kafka.data_responses import (
     ProducePartition,
     encode_fetch_response,
     encode_produce_response,
+    with_throttle_time,
 )
 from zlog.kafka.framing import FrameReader, FrameSizeError
+from zlog.kafka.kafka_login import KafkaLogin
+from zlog.kafka.relay import relayed_frame
 from zlog.kafka.requests import BadRequest, KafkaRequest, parse_request
 from zlog.kafka.responses import api_versions_response, error_response, respond
+from zlog.kafka.tls import server_context
 from zlog.record.header import (
     BATCH_LENGTH_AT,
     CODEC_MASK,
@@ -63,6 +81,7 @@ from zlog.transport.messages.data import (
     ProduceRequestV0,
     ProduceResponseV0,
 )
+from zlog.transport.messages.security import ANONYMOUS
 from zlog.transport.server import Reply
 from zlog.transport.wire import Buffer
 from zlog.types import TopicPartition
@@ -177,8 +196,9 @@ class KafkaPort:
     """The worker's Kafka listener and its connections, served from the worker's poll loop."""
 
     def __init__(self, data_plane: DataPlane, listener: socket.socket, host: str,
-                 gateway: str) -> None:
+                 gateway: str, tls: ssl.SSLContext | None = None) -> None:
         self.data_plane = data_plane
+        self._tls = tls  # security on: SASL_SSL
         self._listener = listener
         self.endpoint = f"{host}:{listener.getsockname()[1]}"
         self._gateway = gateway
@@ -215,9 +235,17 @@ class KafkaPort:
             except OSError as error:
                 log.info("kafka port %d of the worker replaced does not bind (%s): binding "
                          "another", options.preferred_port, error)
+        tls = None
+        if data_plane.security is not None and options.tls_cert_file is None:
+            raise ZlogError(ErrorCode.INVALID_CONFIG, "security is on and the Kafka port has "
+                                                      "no certificate: it speaks SASL_SSL only")
+        if options.tls_cert_file is not None:
+            assert options.tls_key_file is not None
+            tls = server_context(options.tls_cert_file, options.tls_key_file,
+                                 options.tls_ca_file)
         if listener is None:
             listener = listen(bind_host, 0)
-        return cls(data_plane, listener, options.host, options.gateway)
+        return cls(data_plane, listener, options.host, options.gateway, tls)
 
     # ------------------------------------------------------------------ the loop's side
 
@@ -292,7 +320,7 @@ class KafkaPort:
             events = dict(self._epoll.poll(0, EPOLL_EVENTS_MAX))
         if events.get(self._listener.fileno()):
             for sock in accept_all(self._listener):
-                conn = KafkaConnection(sock, self._next_conn_id)
+                conn = self._accepted(sock)
                 self._connections[conn.conn_id] = conn
                 self._by_fd[conn.fileno()] = conn
                 self._touched.add(conn)
@@ -308,13 +336,22 @@ class KafkaPort:
                 self._drop(polled)
             elif polled.frames:
                 self._ready.add(polled)
-            if polled.closing:
+            if polled.closing or polled.out:  # a TLS handshake's answer to write
                 self._touched.add(polled)
         if self._upstream_out is not None:
             flags = events.get(self._upstream_out.fileno(), 0)
             if flags:
                 self._serve_upstream(flags)
         return self.serve_pending(now_ms)
+
+    def _accepted(self, sock: socket.socket) -> KafkaConnection:
+        if self._tls is None:
+            return KafkaConnection(sock, self._next_conn_id)
+        conn = TlsKafkaConnection(sock, self._next_conn_id, self._tls)
+        security = self.data_plane.security
+        assert security is not None, "TLS is security on"
+        conn.login = KafkaLogin(security.user, f"connection {conn.conn_id}")
+        return conn
 
     def serve_pending(self, now_ms: int) -> list[Reply]:
         replies: list[Reply] = []
@@ -358,6 +395,8 @@ class KafkaPort:
     # ------------------------------------------------------------------ requests
 
     def _serve_frame(self, conn: KafkaConnection, frame: bytes, now_ms: int) -> list[Reply]:
+        if conn.login is not None and conn.login.closed:
+            return []  # refused: the connection closes once its answer is out
         self.requests += 1
         try:
             request = parse_request(frame)
@@ -366,22 +405,35 @@ class KafkaPort:
                                       bad.error, request=bad.body, message=bad.reason)])
             return []
         key = request.api_key
+        login = conn.login
+        principal = ANONYMOUS
+        if login is not None:
+            step = login.step(request)
+            if step is not None:
+                if step.reply is not None:
+                    self._send(conn, [step.reply])
+                if step.close:
+                    conn.frames.clear()
+                    conn.closing = True
+                return []
+            principal = login.principal or ANONYMOUS
         if key not in _DATA_KEYS:
-            self._relay(conn, frame, request)
+            self._relay(conn, frame, request, principal)
             return []
         identity = IDENTITY_PREFIX + _CONN_ID.pack(conn.conn_id)
         try:
             if key == ApiKey.PRODUCE:
-                return self._produce(conn, identity, request, now_ms)
+                return self._produce(conn, identity, request, now_ms, principal)
             if key == ApiKey.FETCH:
-                return self._fetch(conn, identity, request, now_ms)
+                return self._fetch(conn, identity, request, now_ms, principal)
             if key == ApiKey.LIST_OFFSETS:
-                self._send(conn, [self._list_offsets(request)])
+                self._send(conn, [self._list_offsets(request, principal)])
             elif key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
-                self._send(conn, [self._offset_for_leader_epoch(request)])
+                self._send(conn, [self._offset_for_leader_epoch(request, principal)])
             else:
                 self._send(conn, [api_versions_response(request.api_version,
-                                                 request.correlation_id)])
+                                                        request.correlation_id,
+                                                        sasl=login is not None)])
         except Exception:
             log.exception("kafka request %d v%d failed", key, request.api_version)
             conn.busy = False
@@ -397,10 +449,15 @@ class KafkaPort:
                                    request.correlation_id, code, request=request.body,
                                    message=message)]
 
-        return TranslatedHeader(native_key, 0, request.correlation_id, 0, answer, answer_error)
+        def throttled(frames: Sequence[Buffer], throttle_ms: int) -> list[Buffer]:
+            return with_throttle_time(request.api_key == ApiKey.PRODUCE, request.api_version,
+                                      frames, throttle_ms)
+
+        return TranslatedHeader(native_key, 0, request.correlation_id, 0, answer, answer_error,
+                                throttled)
 
     def _produce(self, conn: KafkaConnection, identity: bytes, request: KafkaRequest,
-                 now_ms: int) -> list[Reply]:
+                 now_ms: int, principal: str) -> list[Reply]:
         body = request.body
         version = request.api_version
         slots: list[_Slot] = []
@@ -440,13 +497,14 @@ class KafkaPort:
         header = self._translated(request, int(ApiKey.PRODUCE), answer)
         conn.busy = acks != 0
         replies = self.data_plane.handle_translated(
-            identity, header, ProduceRequestV0(acks, timeout_ms, tuple(entries)), now_ms)
+            identity, header, ProduceRequestV0(acks, timeout_ms, tuple(entries)), now_ms,
+            principal)
         if acks == 0:
             conn.busy = False
         return replies
 
     def _fetch(self, conn: KafkaConnection, identity: bytes, request: KafkaRequest,
-               now_ms: int) -> list[Reply]:
+               now_ms: int, principal: str) -> list[Reply]:
         body = request.body
         version = request.api_version
         partitions = self.data_plane.partitions
@@ -486,20 +544,30 @@ class KafkaPort:
                                 max(getattr(body, "max_bytes", 2**31 - 1), 0), tuple(entries))
         header = self._translated(request, int(ApiKey.FETCH), answer)
         conn.busy = True
-        return self.data_plane.handle_translated(identity, header, native, now_ms)
+        return self.data_plane.handle_translated(identity, header, native, now_ms, principal)
 
-    def _list_offsets(self, request: KafkaRequest) -> bytes:
+    def _described(self, principal: str, topic: str) -> tuple[ErrorCode, str] | None:
+        """TOPIC_AUTHORIZATION_FAILED unless `principal` may describe `topic` (security on)."""
+        security = self.data_plane.security
+        if security is None or security.authorizer.allowed(principal, "describe", "topic",
+                                                           topic):
+            return None
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"principal {principal!r} may not " \
+                                                     f"describe topic {topic!r}"
+
+    def _list_offsets(self, request: KafkaRequest, principal: str) -> bytes:
         partitions = self.data_plane.partitions
         topics = []
         for topic in request.body.topics:
             answers = []
+            refused = self._described(principal, topic.name)
             for wanted in topic.partitions:
                 tp = TopicPartition(topic.name, wanted.partition_index)
                 partition = partitions.get(tp)
                 answer: dict[str, Any] = {"partition_index": wanted.partition_index,
                                           "timestamp": -1, "offset": -1, "leader_epoch": -1}
-                refusal = epoch_refusal(partition, tp, getattr(wanted, "current_leader_epoch",
-                                                               NO_EPOCH))
+                refusal = refused or epoch_refusal(partition, tp, getattr(
+                    wanted, "current_leader_epoch", NO_EPOCH))
                 if refusal is not None or partition is None:
                     assert refusal is not None, "no partition is NOT_LEADER_OR_FOLLOWER"
                     answer["error_code"] = int(refusal[0])
@@ -522,11 +590,16 @@ class KafkaPort:
         return respond(ApiKey.LIST_OFFSETS, request.api_version, request.correlation_id,
                        {"throttle_time_ms": 0, "topics": topics})
 
-    def _offset_for_leader_epoch(self, request: KafkaRequest) -> bytes:
+    def _offset_for_leader_epoch(self, request: KafkaRequest, principal: str) -> bytes:
         partitions = self.data_plane.partitions
         queries = []
+        refused: dict[tuple[str, int], int] = {}
         for topic in request.body.topics:
+            refusal = self._described(principal, topic.topic)
             for wanted in topic.partitions:
+                if refusal is not None:
+                    refused[(topic.topic, wanted.partition)] = int(refusal[0])
+                    continue
                 current = wanted.current_leader_epoch
                 partition = partitions.get(TopicPartition(topic.topic, wanted.partition))
                 if current == NO_EPOCH and partition is not None:
@@ -541,14 +614,20 @@ class KafkaPort:
             topics[-1]["partitions"].append({
                 "error_code": answer.error_code, "partition": answer.partition,
                 "leader_epoch": answer.leader_epoch, "end_offset": answer.end_offset})
+        for (name, index), code in refused.items():
+            topics.append({"topic": name, "partitions": [{
+                "error_code": code, "partition": index, "leader_epoch": NO_EPOCH,
+                "end_offset": -1}]})
         return respond(ApiKey.OFFSET_FOR_LEADER_EPOCH, request.api_version,
                        request.correlation_id, {"throttle_time_ms": 0, "topics": topics})
 
     # ------------------------------------------------------------------ the gateway relay
 
-    def _relay(self, conn: KafkaConnection, frame: bytes, request: KafkaRequest) -> None:
+    def _relay(self, conn: KafkaConnection, frame: bytes, request: KafkaRequest,
+               principal: str) -> None:
         """Pass a request this port does not serve to the broker's Kafka gateway, as it came
-        but for the correlation id, and the gateway's answer back the same way."""
+        but for the correlation id (and, with security on, behind the client's principal),
+        and the gateway's answer back the same way."""
         upstream = self._upstream_connection()
         if upstream is None:
             self._send(conn, [error_response(request.api_key, request.api_version,
@@ -562,7 +641,8 @@ class KafkaPort:
         conn.busy = True
         rewritten = bytearray(frame)
         struct.pack_into(">i", rewritten, 4, relay_id)
-        upstream.send([struct.pack(">i", len(rewritten)), rewritten])
+        upstream.send(relayed_frame(principal, rewritten) if conn.login is not None
+                      else [struct.pack(">i", len(rewritten)), rewritten])
 
     def _upstream_connection(self) -> KafkaConnection | None:
         if self._upstream_out is not None and not self._upstream_out.closed:

@@ -1,7 +1,8 @@
 """The security admin messages: ACLs, SASL users and quotas, as the metadata log keeps them.
 
     AlterSecurity(acls_add, acls_remove, users_set, users_remove, quotas_set)  -> errors
-    DescribeSecurity()                                -> the ACLs, user names, quotas
+    DescribeSecurity(credentials)                     -> the ACLs, user names, quotas
+                                                         (and credentials: brokers only)
 
 zlog's own API keys (Kafka splits these over CreateAcls, DeleteAcls, DescribeAcls,
 AlterUserScramCredentials and AlterClientQuotas, which a Kafka listener maps onto these): one
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Annotated, ClassVar, Final
 
 from zlog.transport.api import ApiKey
-from zlog.transport.wire_types import Absent, AtLeast, Check, ErrorCode16
+from zlog.transport.wire_types import Absent, AtLeast, Check, ErrorCode16, Sparse
 
 RESOURCE_TYPES: Final = ("topic", "group", "cluster")
 PATTERN_TYPES: Final = ("literal", "prefixed")
@@ -105,6 +106,10 @@ class DescribeSecurityRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.DESCRIBE_SECURITY
     API_VERSION: ClassVar[int] = 0
 
+    credentials: Annotated[bool, Sparse] = False
+    """The users' SCRAM credentials too: only a broker's own processes may ask (its Kafka
+    gateway checks logins with them)."""
+
 
 @dataclass(frozen=True, slots=True)
 class UserListing:
@@ -122,3 +127,4 @@ class DescribeSecurityResponseV0:
     acls: tuple[AclEntry, ...]
     users: tuple[UserListing, ...]
     quotas: tuple[QuotaEntry, ...]
+    credentials: Annotated[tuple[ScramUser, ...], Sparse] = ()  # asked for, by a broker only
