@@ -136,17 +136,22 @@ promtool: setup
 	fi
 
 # The Kafka clients the Kafka listener's tests drive besides the Python ones (tests/kafka):
-# Debian's kcat, with apt, when missing; kafkajs from npm into $(KAFKAJS_DIR) (node runs it).
+# Debian's kcat, with apt, when missing; kafkajs from npm into $(KAFKAJS_DIR) (node runs it);
+# and the openssl command the SASL_SSL tests make their certificates with.
 # Without root, or without node, the tests that need them are skipped and say why.
 KAFKAJS_DIR := .kafka-clients
 KAFKAJS_VERSION := 2.2.4
 kafka-clients:
-	@if command -v kcat >/dev/null; then \
+	@missing=""; \
+	command -v kcat >/dev/null || missing="$$missing kcat"; \
+	command -v openssl >/dev/null || missing="$$missing openssl"; \
+	if [ -z "$$missing" ]; then \
 	    true; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    (apt-get update && apt-get install -y kcat) || echo "kafka-clients: kcat not installed"; \
+	    (apt-get update && apt-get install -y $$missing) || \
+	        echo "kafka-clients:$$missing not installed"; \
 	else \
-	    echo "kafka-clients: kcat is missing (sudo apt-get install -y kcat)"; \
+	    echo "kafka-clients:$$missing missing (sudo apt-get install -y$$missing)"; \
 	fi
 	@if [ -f $(KAFKAJS_DIR)/node_modules/kafkajs/package.json ]; then \
 	    true; \
@@ -159,14 +164,14 @@ kafka-clients:
 
 # The pure tests (no broker, no process of their own) run in two processes, one per core of
 # the 2-core machine the suite must finish on within 15 minutes. The tests of real processes
-# (brokers, clusters, Kafka clients, the harness) run three modules at a time: each module's
+# (brokers, clusters, Kafka clients, the harness) run four modules at a time: each module's
 # brokers listen on ports of their own (zlog_testbed/free_ports.py), each harness run on a /24
 # of its own (zlog_jepsen/netns.py), and every test waits on a condition with a deadline, never
 # on the machine being idle. Those tests mostly wait on timers (elections, sessions, backoffs,
-# long polls): two at a time kept the two cores under half busy. The longest modules start
+# long polls): two at a time kept the two cores under half busy, three too. The longest modules start
 # first (LONG_MODULES_FIRST in tests/conftest.py), so no worker runs one alone at the end.
 PURE_TESTS := tests/unit tests/sim tests/scenarios
-PROCESS_TEST_WORKERS ?= 3
+PROCESS_TEST_WORKERS ?= 4
 
 test: setup lint java nftables systemd-tools promtool kafka-clients
 	$(PY) -m pytest -m 'not soak' -n 2 $(PURE_TESTS) $(PYTEST_ARGS)
