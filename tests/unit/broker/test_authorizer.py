@@ -9,7 +9,14 @@ from zlog.broker.authorizer import Authorizer
 from zlog.broker.request_acls import check_request
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages.admin import CreateTopicsRequestV0, TopicSpec
-from zlog.transport.messages.data import FetchEntry, FetchRequestV0, ProduceEntry, ProduceRequestV0
+from zlog.transport.messages.data import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequestV0,
+    FetchEntry,
+    FetchRequestV0,
+    ProduceEntry,
+    ProduceRequestV0,
+)
 from zlog.transport.messages.groups import FindCoordinatorRequestV0
 from zlog.transport.messages.security import AclEntry, DescribeSecurityRequestV0
 
@@ -74,3 +81,15 @@ def test_create_on_the_cluster_creates_any_topic() -> None:
                   "ops", request)
     with pytest.raises(ZlogError):
         check_request(Authorizer((), ()), "ops", request)
+
+
+def test_delete_records_needs_delete_on_the_topic() -> None:
+    """As in Kafka: reading or writing a topic does not let a principal delete its records."""
+    request = DeleteRecordsRequestV0("orders", (DeleteRecordsPartition(0, 5),))
+    writer = Authorizer(tuple(AclEntry("alice", "topic", "orders", operation)
+                              for operation in ("read", "write")), ())
+    with pytest.raises(ZlogError) as refused:
+        check_request(writer, "alice", request)
+    assert refused.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    check_request(Authorizer((AclEntry("alice", "topic", "orders", "delete"),), ()), "alice",
+                  request)

@@ -30,6 +30,7 @@ from typing import Final
 
 from zlog import __version__, limits
 from zlog.broker.data.data_security import DataSecurity
+from zlog.broker.data.delete_records import delete_records
 from zlog.broker.data.fetch_waiters import (
     EntryRead,
     FetchWaiters,
@@ -62,6 +63,8 @@ from zlog.transport.messages.admin import (
 )
 from zlog.transport.messages.cluster import OffsetForLeaderEpochRequestV0
 from zlog.transport.messages.data import (
+    DeleteRecordsRequestV0,
+    DeleteRecordsResponseV0,
     FetchEntry,
     FetchRequestV0,
     FetchRequestV1,
@@ -128,7 +131,8 @@ class _DelayedProduce:
 
 @dataclass(slots=True)
 class DataPlane:
-    """Produce, Fetch, ListOffsets and ApiVersions over the partitions in `partitions`.
+    """Produce, Fetch, ListOffsets, DeleteRecords and ApiVersions over the partitions in
+    `partitions`.
 
     `partitions` is the worker's own table, shared: assign and unassign change it, and must
     call `partition_removed` after removing one so that its waiters are answered.
@@ -216,6 +220,18 @@ class DataPlane:
         return not self.supervisor_gone() and (self.lease_until_ms is None
                                                or now_ms < self.lease_until_ms)
 
+    def lease_refusal(self, now_ms: int) -> str | None:
+        """Why this broker's leaderships may no longer stand (`lease_holds`), or None."""
+        if self.lease_holds(now_ms):
+            return None
+        return ("its supervisor is gone" if self.supervisor_gone() else
+                "it has not heard from the controller within its session")
+
+    def delete_records(self, request: DeleteRecordsRequestV0,
+                       now_ms: int) -> DeleteRecordsResponseV0:
+        """DeleteRecords (delete_records.py): also the Kafka port's, already decoded."""
+        return delete_records(self.partitions, request, self.lease_refusal(now_ms))
+
     def lease_remaining_ms(self) -> int | None:
         """How long the lease still stands (0 or less: it ran out; None: no lease)."""
         if self.supervisor_gone():
@@ -272,6 +288,8 @@ class DataPlane:
             return [_reply(identity, header, self._list_offsets(request))]
         if isinstance(request, OffsetForLeaderEpochRequestV0):
             return [_reply(identity, header, epoch_answers(self.partitions, request))]
+        if isinstance(request, DeleteRecordsRequestV0):
+            return [_reply(identity, header, self.delete_records(request, now_ms))]
         if isinstance(request, GROUP_REQUEST_TYPES):
             if self.group_requests is None:
                 return [_reply(identity, header, error_response(
@@ -352,9 +370,8 @@ class DataPlane:
             return ProduceOutcome(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, _not_here(entry.topic, entry.partition)
             )
-        if not self.lease_holds(now_ms):
-            why = ("its supervisor is gone" if self.supervisor_gone() else
-                   "it has not heard from the controller within its session")
+        why = self.lease_refusal(now_ms)
+        if why is not None:
             return ProduceOutcome(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1,
                 f"{entry.topic}-{entry.partition}: this broker may have been replaced as "

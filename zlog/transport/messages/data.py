@@ -1,6 +1,6 @@
-"""The data path's messages: Produce v0, Fetch v0 (a consumer's), Fetch v1 (a follower's) and
-ListOffsets v0. Field names are the wire's names, so a reader can hold this file next to
-docs/protocol.md.
+"""The data path's messages: Produce v0, Fetch v0 (a consumer's), Fetch v1 (a follower's),
+ListOffsets v0 and DeleteRecords v0. Field names are the wire's names, so a reader can hold this
+file next to docs/protocol.md.
 
 Produce and Fetch bodies are structs (struct_bodies.py) with record batches riding as their own
 frames, held here as buffers (memoryviews of received frames): nothing copies them. A
@@ -8,7 +8,7 @@ follower's Fetch v1 says beside v0's fields who asks (replica id and broker epoc
 leader epoch it believes current and the epoch of its last batch, so the leader can tell it
 where its log diverges (`diverging_epoch`, KIP-320/KIP-595) instead of sending batches it must
 not append; and per partition the topic id of its replica (KIP-516), which the leader refuses
-if it is not its own (UNKNOWN_TOPIC_ID). ListOffsets is JSON (json_codec.py).
+if it is not its own (UNKNOWN_TOPIC_ID). ListOffsets and DeleteRecords are JSON (json_codec.py).
 """
 
 from __future__ import annotations
@@ -235,3 +235,43 @@ class ListOffsetsResponseV0:
 
     topic: str
     partitions: tuple[ListOffsetsResult, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# DeleteRecords v0 (JSON; one topic per request), answered by the partitions' leader.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsPartition:
+    partition: Int32
+    # records below this offset go; -1 (DELETE_TO_HIGH_WATERMARK): all below the high
+    # watermark; any other negative offset, or one above the high watermark, is
+    # OFFSET_OUT_OF_RANGE for that partition alone
+    offset: Int64
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.DELETE_RECORDS
+    API_VERSION: ClassVar[int] = 0
+
+    topic: str
+    partitions: tuple[DeleteRecordsPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsResult:
+    partition: Int32
+    error_code: ErrorCode16
+    error_message: Annotated[str, Absent("")]
+    low_watermark: Int64  # the leader's log start after the deletion, -1 on error
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.DELETE_RECORDS
+    API_VERSION: ClassVar[int] = 0
+
+    topic: str
+    partitions: tuple[DeleteRecordsResult, ...]

@@ -330,3 +330,38 @@ def test_a_follower_out_of_range_inside_the_leaders_log_starts_over_at_its_start
     assert (a.log.log_start_offset, a.end) == (14, 14)
     sync(b, a)
     assert a.batches() == b.batches()
+
+
+
+def test_a_followers_log_start_follows_the_leaders_and_the_next_leader_keeps_it() -> None:
+    """Records deleted on the leader (DeleteRecords) go from its followers with their next
+    fetch, the epoch cache trimmed with them: the replica that leads next neither serves nor
+    lists them."""
+    a, b, c = three()
+    a.produce(4)
+    a.produce(4)
+    sync(a, b, c)
+    assert a.partition.delete_records(6) == 6
+    sync(a, b, c)
+    for follower in (b, c):
+        assert follower.log.log_start_offset == 6
+        assert follower.partition.epochs.entries[0].start_offset == 6
+    for replica in (a, b, c):
+        replica.become(2, 1)
+    sync(b, a, c)
+    assert b.partition.list_offset(-2) == (6, -1)
+    read = b.partition.read(5, 1 << 20, replica_id=-1, at_least_one=True)
+    assert read.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert read.log_start_offset == 6
+
+
+def test_a_followers_log_start_never_passes_its_own_high_watermark() -> None:
+    """What lies above a follower's HW may not be committed: a leader's log start above it
+    (it cannot be, from a leader that keeps its own below its HW) moves it only that far."""
+    _a, b, _c = three()
+    b.log.append_replicated(make_batch(0, 12))
+    result = ReplicaFetchResult("t", 0, 0, 0, high_watermark=8, log_start_offset=12,
+                                log_end_offset=12)
+    apply_replica_fetch(b.partition, result, 12, ProducerStateTable)
+    assert b.partition.high_watermark == 8
+    assert b.log.log_start_offset == 8
