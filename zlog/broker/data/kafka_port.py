@@ -30,6 +30,7 @@ from typing import Any, Final
 import zmq
 
 from zlog.broker.data.data_plane import DataPlane
+from zlog.broker.data.kafka_delete_records import delete_records_response
 from zlog.broker.data.kafka_sockets import KafkaConnection, accept_all, connect, listen
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.replica_requests import epoch_answers
@@ -81,7 +82,8 @@ ZSTD_PRODUCE_MIN: Final = 7
 ZSTD_FETCH_MIN: Final = 10
 NO_EPOCH: Final = -1
 _DATA_KEYS: Final = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS,
-                               ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.API_VERSIONS})
+                               ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.API_VERSIONS,
+                               ApiKey.DELETE_RECORDS})
 
 
 def epoch_refusal(partition: Partition | None, tp: TopicPartition,
@@ -379,6 +381,8 @@ class KafkaPort:
                 self._send(conn, [self._list_offsets(request)])
             elif key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
                 self._send(conn, [self._offset_for_leader_epoch(request)])
+            elif key == ApiKey.DELETE_RECORDS:
+                self._send(conn, [delete_records_response(self.data_plane, request, now_ms)])
             else:
                 self._send(conn, [api_versions_response(request.api_version,
                                                  request.correlation_id)])
