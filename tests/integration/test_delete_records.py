@@ -5,15 +5,15 @@ for the module."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 
-from zlog.client import EARLIEST, LATEST, Admin, Consumer, NewTopic, Producer, TopicPartition
+from tests.first_read import first_offset_read
+from zlog.client import EARLIEST, LATEST, Admin, NewTopic, Producer, TopicPartition
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages.data import (
-    DeleteRecordsPartition,
+    DeleteRecordsEntry,
     DeleteRecordsRequestV0,
     DeleteRecordsResponseV0,
 )
@@ -54,16 +54,8 @@ def _earliest(admin: Admin, tp: TopicPartition) -> int:
 
 def _first_offset_read(broker: BrokerProcess, tp: TopicPartition, from_offset: int,
                        reset: str) -> int:
-    with Consumer(broker.endpoint, auto_offset_reset=reset, fetch_max_wait_ms=100,
-                  request_timeout_ms=TIMEOUT_MS) as consumer:
-        consumer.assign([tp])
-        consumer.seek(tp, from_offset)
-        deadline = time.monotonic() + TIMEOUT_MS / 1000
-        while time.monotonic() < deadline:
-            records = consumer.poll(200)
-            if records:
-                return records[0].offset
-    raise AssertionError(f"nothing read from {tp} at {from_offset}")
+    return first_offset_read(broker.endpoint, tp, from_offset, reset=reset,
+                             timeout_s=TIMEOUT_MS / 1000)
 
 
 def test_records_below_the_offset_are_gone_for_every_reader(
@@ -107,10 +99,10 @@ def test_a_partition_this_worker_does_not_lead_is_not_leader_or_follower(
         broker: BrokerProcess, admin: Admin) -> None:
     tp = _topic(admin, broker, "dr-elsewhere", 1)
     with RpcClient(broker.data_endpoint(tp.topic, 0)) as rpc:
-        response = rpc.call(DeleteRecordsRequestV0("dr-not-here", (
-            DeleteRecordsPartition(0, 0),)), TIMEOUT_MS)
+        response = rpc.call(DeleteRecordsRequestV0(1000, (
+            DeleteRecordsEntry("dr-not-here", 0, 0),)), TIMEOUT_MS)
     assert isinstance(response, DeleteRecordsResponseV0)
-    (result,) = response.partitions
+    (result,) = response.results
     assert (result.error_code, result.low_watermark) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
 
 

@@ -115,7 +115,8 @@ def needs(request: Request) -> Iterator[Need]:
     elif isinstance(request, ListOffsetsRequestV0):
         yield "describe", "topic", request.topic
     elif isinstance(request, DeleteRecordsRequestV0):
-        yield "delete", "topic", request.topic
+        for topic in dict.fromkeys(entry.topic for entry in request.entries):
+            yield "delete", "topic", topic
     elif isinstance(request, CreateTopicsRequestV0):
         for spec in request.topics:
             yield "create", "topic", spec.name

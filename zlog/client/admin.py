@@ -65,7 +65,7 @@ from zlog.transport.messages.admin import (
     TopicSpec,
 )
 from zlog.transport.messages.data import (
-    DeleteRecordsPartition,
+    DeleteRecordsEntry,
     DeleteRecordsRequestV0,
     DeleteRecordsResponseV0,
     ListOffsetsPartition,
@@ -390,11 +390,14 @@ class Admin:
         self, offsets: Mapping[TopicPartition | tuple[str, int], int]
     ) -> dict[TopicPartition, int]:
         """Delete every record below each offset (Kafka's DeleteRecords); -1 deletes every
-        record below the high watermark. Returns each partition's new log start (its low
-        watermark): consumers can no longer read below it, and ListOffsets earliest returns it.
+        record below the high watermark. Returns each partition's low watermark, the lowest
+        log start of its leader and in-sync followers, once every one of them deleted the
+        records: consumers can no longer read below it, whichever of those replicas leads, and
+        ListOffsets earliest returns it.
 
-        Asked of each partition's leader; a leader that moved, is not elected yet or does not
-        answer is asked again, within request_timeout_ms, as `list_offsets` does. An offset
+        Asked of each partition's leader; a leader that moved, is not elected yet, does not
+        answer, or whose followers have not caught up yet (REQUEST_TIMED_OUT) is asked again,
+        within request_timeout_ms, as `list_offsets` does. An offset
         above the high watermark or negative other than -1 (OFFSET_OUT_OF_RANGE), a topic
         without the delete cleanup policy (POLICY_VIOLATION) or a partition the cluster does
         not have raises at once; those partitions keep every record."""
@@ -403,12 +406,14 @@ class Admin:
 
         def ask(endpoint: str, topic: str, specs: list[tuple[int, int]], timeout_ms: int,
                 ) -> list[_PartitionAnswer[int]]:
-            request = DeleteRecordsRequestV0(
-                topic, tuple(DeleteRecordsPartition(index, offset) for index, offset in specs))
+            # The leader may wait half the time left for its in-sync followers: its answer
+            # (REQUEST_TIMED_OUT, retried, at worst) still comes within the call's own bound.
+            request = DeleteRecordsRequestV0(timeout_ms // 2, tuple(
+                DeleteRecordsEntry(topic, index, offset) for index, offset in specs))
             response = _expect(self._connections.call_endpoint(endpoint, request, timeout_ms),
                                DeleteRecordsResponseV0)
             return [(r.partition, r.error_code, r.error_message, r.low_watermark)
-                    for r in response.partitions]
+                    for r in response.results]
 
         def attempt(remaining_ms: int) -> dict[TopicPartition, int]:
             pending = {tp: offset for tp, offset in wanted.items() if tp not in answers}

@@ -43,7 +43,7 @@ from zlog.shm_segments.segment import BatchMeta, Segment, batch_meta
 
 log = logging.getLogger(__name__)
 
-_LOG_START_FILE = "log-start-offset"
+LOG_START_FILE = "log-start-offset"
 FILE_NAME_BYTES_MAX = 255  # NAME_MAX of ext4, xfs, btrfs and tmpfs
 
 
@@ -209,12 +209,12 @@ class PartitionLog:
 
     def _read_log_start(self) -> int:
         try:
-            return int((self.directory / _LOG_START_FILE).read_text().strip() or 0)
+            return int((self.directory / LOG_START_FILE).read_text().strip() or 0)
         except (FileNotFoundError, ValueError):
             return 0
 
     def _write_log_start(self, *, durable: bool = False) -> None:
-        replace_atomically(self.directory / _LOG_START_FILE,
+        replace_atomically(self.directory / LOG_START_FILE,
                            f"{self._log_start_offset}\n".encode(), durable=durable)
 
     # ------------------------------------------------------------------ appending

@@ -10,7 +10,7 @@ from zlog.broker.request_acls import check_request
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages.admin import CreateTopicsRequestV0, TopicSpec
 from zlog.transport.messages.data import (
-    DeleteRecordsPartition,
+    DeleteRecordsEntry,
     DeleteRecordsRequestV0,
     FetchEntry,
     FetchRequestV0,
@@ -85,7 +85,7 @@ def test_create_on_the_cluster_creates_any_topic() -> None:
 
 def test_delete_records_needs_delete_on_the_topic() -> None:
     """As in Kafka: reading or writing a topic does not let a principal delete its records."""
-    request = DeleteRecordsRequestV0("orders", (DeleteRecordsPartition(0, 5),))
+    request = DeleteRecordsRequestV0(1000, (DeleteRecordsEntry("orders", 0, 5),))
     writer = Authorizer(tuple(AclEntry("alice", "topic", "orders", operation)
                               for operation in ("read", "write")), ())
     with pytest.raises(ZlogError) as refused:

@@ -30,7 +30,7 @@ from typing import Any, Final
 import zmq
 
 from zlog.broker.data.data_plane import DataPlane
-from zlog.broker.data.kafka_delete_records import delete_records_response
+from zlog.broker.data.kafka_delete_records import serve_delete_records
 from zlog.broker.data.kafka_sockets import KafkaConnection, accept_all, connect, listen
 from zlog.broker.data.partition import Partition
 from zlog.broker.data.replica_requests import epoch_answers
@@ -377,12 +377,12 @@ class KafkaPort:
                 return self._produce(conn, identity, request, now_ms)
             if key == ApiKey.FETCH:
                 return self._fetch(conn, identity, request, now_ms)
+            if key == ApiKey.DELETE_RECORDS:
+                return serve_delete_records(self.data_plane, conn, identity, request, now_ms)
             if key == ApiKey.LIST_OFFSETS:
                 self._send(conn, [self._list_offsets(request)])
             elif key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
                 self._send(conn, [self._offset_for_leader_epoch(request)])
-            elif key == ApiKey.DELETE_RECORDS:
-                self._send(conn, [delete_records_response(self.data_plane, request, now_ms)])
             else:
                 self._send(conn, [api_versions_response(request.api_version,
                                                  request.correlation_id)])

@@ -158,6 +158,9 @@ class Partition:
                                  epoch_start_offset=self.epoch_start_offset)
         self._published_high_watermark = -1
         self._publish_high_watermark()
+        # A leader's followers' log starts, as each last reported one in this term (Fetch v1):
+        # DeleteRecords is answered once the in-sync ones reached its offset (`low_watermark`).
+        self._follower_log_starts: dict[int, int] = {}
         # Why the last produce could not be stored (a full disk), until an append succeeds or
         # the role changes: while set, the leader resigns (isr_proposals.py).
         self.storage_error: ZlogError | None = None
@@ -220,6 +223,7 @@ class Partition:
             self.storage_error = None
             if self._recent is not None:
                 self._recent.clear()
+            self._follower_log_starts.clear()
             if is_leader:
                 self._note_epoch(leader_epoch, self.log.log_end_offset)
                 self._hw.start_term(now_ms, self.epoch_start_offset)
@@ -269,10 +273,14 @@ class Partition:
         return self._advance_high_watermark() if self.is_leader else 0
 
     def note_replica_fetch(
-        self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int
+        self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int,
+        log_start_offset: int = -1,
     ) -> int:
         """A follower's Fetch v1 at `fetch_offset` (isr.py's rules, with the time and the
-        broker epoch it fetched with); the bytes that became visible to consumers."""
+        broker epoch it fetched with, and its own log start); the bytes that became visible
+        to consumers."""
+        if log_start_offset >= 0:
+            self._follower_log_starts[replica_id] = log_start_offset
         self._hw.note_follower(replica_id, fetch_offset, self.log.log_start_offset,
                                self.log.log_end_offset, now_ms=now_ms,
                                broker_epoch=broker_epoch)
@@ -664,13 +672,28 @@ class Partition:
 
     # ------------------------------------------------------------------ delete records
 
+    @property
+    def low_watermark(self) -> int:
+        """The lowest log start of this leader and its in-sync followers (Kafka's
+        `lowWatermarkIfLeader`, over the replicas that may lead next: zlog elects only in-sync
+        ones, and a follower joining the ISR counts from its proposal); a follower not heard
+        from in this term counts as -1."""
+        low = self.log.log_start_offset
+        local = self._hw.replicas.local_replica_id
+        for replica in self._hw.maximal_isr:
+            if replica != local:
+                low = min(low, self._follower_log_starts.get(replica, -1))
+        return low
+
     def delete_records(self, offset: int) -> int:
         """DeleteRecords on the leader: the log start moves up to `offset` (-1: the HW);
-        returns the new log start. Never past the HW (Kafka's `deleteRecordsOnLeader`): a
-        record above it may not be on every in-sync replica, and a follower's log start
-        follows the leader's only up to its own HW. Refused, nothing deleted: not the leader
-        (NOT_LEADER_OR_FOLLOWER), a negative offset other than -1 or one above the HW
-        (OFFSET_OUT_OF_RANGE), a topic whose cleanup.policy has no delete (POLICY_VIOLATION)."""
+        returns the offset it moved to (the HW for -1), which the answer waits for every
+        in-sync follower's log start to reach (`low_watermark`). Never past the HW (Kafka's
+        `deleteRecordsOnLeader`): a record above it may not be on every in-sync replica, and
+        a follower's log start follows the leader's only up to its own HW. Refused, nothing
+        deleted: not the leader (NOT_LEADER_OR_FOLLOWER), a negative offset other than -1 or
+        one above the HW (OFFSET_OUT_OF_RANGE), a topic whose cleanup.policy has no delete
+        (POLICY_VIOLATION)."""
         where = f"{self.topic}-{self.partition}"
         if not self.is_leader:
             raise ZlogError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -687,10 +710,9 @@ class Partition:
                             f"{where}: records of a topic whose cleanup.policy has no "
                             "delete cannot be deleted")
         before = self.log.log_start_offset
-        start = self.log.delete_records_before(target)
-        if start != before:
+        if self.log.delete_records_before(target) != before:
             self.log_start_moved()
-        return start
+        return target
 
     # ------------------------------------------------------------------ list offsets
 

@@ -238,12 +238,13 @@ class ListOffsetsResponseV0:
 
 
 # ---------------------------------------------------------------------------------------------
-# DeleteRecords v0 (JSON; one topic per request), answered by the partitions' leader.
+# DeleteRecords v0 (JSON), answered by the partitions' leader.
 # ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteRecordsPartition:
+class DeleteRecordsEntry:
+    topic: str
     partition: Int32
     # records below this offset go; -1 (DELETE_TO_HIGH_WATERMARK): all below the high
     # watermark; any other negative offset, or one above the high watermark, is
@@ -256,16 +257,21 @@ class DeleteRecordsRequestV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.DELETE_RECORDS
     API_VERSION: ClassVar[int] = 0
 
-    topic: str
-    partitions: tuple[DeleteRecordsPartition, ...]
+    # how long the answer may wait for the in-sync followers' log starts to reach the offsets
+    # (Kafka's DeleteRecords timeout); a partition still waiting then is REQUEST_TIMED_OUT
+    timeout_ms: Annotated[int, AtLeast(0)]
+    entries: tuple[DeleteRecordsEntry, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class DeleteRecordsResult:
+    topic: str
     partition: Int32
     error_code: ErrorCode16
     error_message: Annotated[str, Absent("")]
-    low_watermark: Int64  # the leader's log start after the deletion, -1 on error
+    # the lowest log start of the leader and its in-sync followers once the deletion reached
+    # them all (Kafka's low watermark); -1 on error
+    low_watermark: Int64
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,5 +279,4 @@ class DeleteRecordsResponseV0:
     API_KEY: ClassVar[ApiKey] = ApiKey.DELETE_RECORDS
     API_VERSION: ClassVar[int] = 0
 
-    topic: str
-    partitions: tuple[DeleteRecordsResult, ...]
+    results: tuple[DeleteRecordsResult, ...]
