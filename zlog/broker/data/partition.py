@@ -158,9 +158,6 @@ class Partition:
                                  epoch_start_offset=self.epoch_start_offset)
         self._published_high_watermark = -1
         self._publish_high_watermark()
-        # A leader's followers' log starts, as each last reported one in this term (Fetch v1):
-        # DeleteRecords is answered once the in-sync ones reached its offset (`low_watermark`).
-        self._follower_log_starts: dict[int, int] = {}
         # Why the last produce could not be stored (a full disk), until an append succeeds or
         # the role changes: while set, the leader resigns (isr_proposals.py).
         self.storage_error: ZlogError | None = None
@@ -223,7 +220,6 @@ class Partition:
             self.storage_error = None
             if self._recent is not None:
                 self._recent.clear()
-            self._follower_log_starts.clear()
             if is_leader:
                 self._note_epoch(leader_epoch, self.log.log_end_offset)
                 self._hw.start_term(now_ms, self.epoch_start_offset)
@@ -273,17 +269,16 @@ class Partition:
         return self._advance_high_watermark() if self.is_leader else 0
 
     def note_replica_fetch(
-        self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int,
-        log_start_offset: int = -1,
+        self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int, *,
+        log_start_offset: int,
     ) -> int:
         """A follower's Fetch v1 at `fetch_offset` (isr.py's rules, with the time and the
         broker epoch it fetched with, and its own log start); the bytes that became visible
         to consumers."""
-        if log_start_offset >= 0:
-            self._follower_log_starts[replica_id] = log_start_offset
         self._hw.note_follower(replica_id, fetch_offset, self.log.log_start_offset,
                                self.log.log_end_offset, now_ms=now_ms,
-                               broker_epoch=broker_epoch)
+                               broker_epoch=broker_epoch,
+                               follower_log_start_offset=log_start_offset)
         return self._advance_high_watermark()
 
     # ------------------------------------------------------------------ as a follower
@@ -674,16 +669,9 @@ class Partition:
 
     @property
     def low_watermark(self) -> int:
-        """The lowest log start of this leader and its in-sync followers (Kafka's
-        `lowWatermarkIfLeader`, over the replicas that may lead next: zlog elects only in-sync
-        ones, and a follower joining the ISR counts from its proposal); a follower not heard
-        from in this term counts as -1."""
-        low = self.log.log_start_offset
-        local = self._hw.replicas.local_replica_id
-        for replica in self._hw.maximal_isr:
-            if replica != local:
-                low = min(low, self._follower_log_starts.get(replica, -1))
-        return low
+        """The lowest log start of this leader and its in-sync followers (isr.py): what a
+        DeleteRecords answer waits for."""
+        return self._hw.low_watermark(self.log.log_start_offset)
 
     def delete_records(self, offset: int) -> int:
         """DeleteRecords on the leader: the log start moves up to `offset` (-1: the HW);

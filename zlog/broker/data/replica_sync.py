@@ -128,7 +128,8 @@ def serve_replica_fetch(
         return _refused(partition, entry, ErrorCode.OFFSET_OUT_OF_RANGE,
                         f"{where}: offset {entry.fetch_offset} is past the log end {log_end}")
     committed = partition.note_replica_fetch(replica_id, entry.fetch_offset, now_ms,
-                                             broker_epoch, entry.log_start_offset)
+                                             broker_epoch,
+                                             log_start_offset=entry.log_start_offset)
     chunks: Sequence[Buffer] = ()
     if entry.fetch_offset < log_end:
         chunks = log.read(entry.fetch_offset, max(limit_bytes, 1), None)

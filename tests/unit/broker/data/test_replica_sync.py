@@ -365,3 +365,32 @@ def test_a_followers_log_start_never_passes_its_own_high_watermark() -> None:
     apply_replica_fetch(b.partition, result, 12, ProducerStateTable)
     assert b.partition.high_watermark == 8
     assert b.log.log_start_offset == 8
+
+
+def test_a_follower_joins_the_isr_only_once_its_log_start_reached_the_leaders() -> None:
+    """B30: records deleted while a follower was out of the ISR (the answer did not wait for
+    it) must be gone from it before it may lead: it joins once a fetch reported its log start
+    at the leader's, which the answer to its previous fetch brought it to."""
+    a, b, c = three()
+    a.produce(4)
+    sync(a, b, c)
+    for replica in (a, b, c):
+        replica.become(1, 1, isr=(1, 2))  # c left the ISR
+    a.produce(2)
+    sync(a, b, c)  # c holds [0, 6) too, outside the ISR
+    assert a.partition.delete_records(5) == 5
+    sync(a, b)
+    assert a.partition.low_watermark == 5  # c is not waited for
+    tracker = a.partition.isr_tracker
+    part = c.partition
+    entry = ReplicaFetchEntry("t", 0, c.end, part.leader_epoch, part.epochs.latest_epoch,
+                              c.log.log_start_offset, 1 << 20)
+    read = serve_replica_fetch(a.partition, entry, replica_id=3, broker_epoch=7, now_ms=0,
+                               limit_bytes=1 << 20)  # c fetches; its answer is lost
+    assert read.result.error_code == ErrorCode.NONE
+    assert tracker.ready_to_join(a.log.log_start_offset) == frozenset()  # it reported 0
+    fetch(c, a)  # the answer arrives: c's log start follows a's
+    assert c.log.log_start_offset == 5
+    assert tracker.ready_to_join(a.log.log_start_offset) == frozenset()  # not reported yet
+    fetch(c, a)
+    assert tracker.ready_to_join(a.log.log_start_offset) == frozenset({3})
