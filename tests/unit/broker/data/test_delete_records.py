@@ -166,3 +166,20 @@ def test_a_leader_that_stops_leading_answers_the_waiting_request(
         assert response.results[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     finally:
         host.close_all()
+
+
+def test_a_follower_leaving_the_isr_no_longer_holds_the_answer(
+        tmp_path: Path, shm_dir: Path) -> None:
+    """Only the replicas that may lead next are waited for: once the controller committed
+    the ISR without the follower, the answer goes."""
+    host, harness = _replicated(tmp_path, shm_dir)
+    try:
+        assert harness.send(DeleteRecordsRequestV0(5000, (DeleteRecordsEntry("t", 0, 4),))) == []
+        host.assign(Assign(0, "t", 0, {}, leader_epoch=1, broker_id=1, leader=1,
+                           partition_epoch=1, replicas=(1, 2), isr=(1,)))
+        (answer,) = harness.plane.partition_changed(("t", 0), 0, False)
+        response = _decode(answer)
+        assert isinstance(response, DeleteRecordsResponseV0)
+        assert [(r.error_code, r.low_watermark) for r in response.results] == [(0, 4)]
+    finally:
+        host.close_all()
