@@ -78,7 +78,7 @@ class DeleteRecordsWaits:
         parked = _Waiting(identity, header, results, waiting, now_ms + request.timeout_ms)
         if not waiting:
             return [self._answer(parked)], moved
-        if request.timeout_ms <= 0 or len(self.parked) >= limits.DELAYED_PRODUCES_MAX:
+        if request.timeout_ms <= 0 or len(self.parked) >= limits.DELAYED_DELETES_MAX:
             return [self._finish(parked, ErrorCode.REQUEST_TIMED_OUT)], moved
         self.parked.append(parked)
         return [], moved
