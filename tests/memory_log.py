@@ -83,6 +83,22 @@ class MemoryLog:
         self.batches = []
         self.log_start_offset = self.log_end_offset = offset
 
+    def delete_records_before(self, offset: int) -> int:
+        """The log start moves to `offset`, never past the published HW; the batches wholly
+        below it go."""
+        bound = min(self.log_end_offset, self.published_high_watermark)
+        if not 0 <= offset <= bound:
+            raise ZlogError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                            f"cannot delete records before {offset}: the bound is {bound}")
+        if offset > self.log_start_offset:
+            self._drop_below(offset)
+            self.log_start_offset = offset
+        return self.log_start_offset
+
+    def _drop_below(self, offset: int) -> None:
+        self.batches = [b for b in self.batches
+                        if validate_batch(b, check_crc=False).next_offset > offset]
+
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         for stored in self.batches:
             parsed = parse_batch(stored)

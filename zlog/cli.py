@@ -13,6 +13,7 @@
                        [--local [--prefer-local-replica] [--client-rack R] [--ring-dir D]]
                        [--group G]                                  join group G
     zlog offsets TOPIC
+    zlog delete-records TOPIC --before OFFSET|hw [--partition P]...
     zlog group list | describe G | delete G
     zlog group reset-offsets G --topic T (--to-earliest | --to-latest | --to-offset N |
                              --to-datetime ISO | --shift-by N) [--execute]
@@ -52,7 +53,7 @@ from zlog.cli_records import (
     value_formatter,
 )
 from zlog.errors import ErrorCode, ZlogError
-from zlog.types import DEFAULT_BOOTSTRAP
+from zlog.types import DEFAULT_BOOTSTRAP, DELETE_TO_HIGH_WATERMARK
 
 if TYPE_CHECKING:
     from zlog.client import Admin, Consumer, Producer
@@ -79,6 +80,11 @@ def _non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
     return value
+
+
+def _before_offset(text: str) -> int:
+    """delete-records' --before: an offset, or "hw" for the high watermark."""
+    return DELETE_TO_HIGH_WATERMARK if text == "hw" else _non_negative_int(text)
 
 
 def _int(text: str) -> int:
@@ -246,6 +252,17 @@ def build_parser() -> argparse.ArgumentParser:
     offsets = _command(commands, "offsets", "log start and high watermark per partition",
                        _offsets)
     offsets.add_argument("topic", help="the topic")
+    delete_records = _command(commands, "delete-records",
+                              "delete a topic's records below an offset (Kafka's "
+                              "DeleteRecords): the log start moves up to it", _delete_records)
+    delete_records.add_argument("topic", help="the topic")
+    delete_records.add_argument("--before", type=_before_offset, required=True,
+                                metavar="OFFSET", help="delete every record below OFFSET, or "
+                                "below the high watermark with 'hw' (at most the high "
+                                "watermark)")
+    delete_records.add_argument("--partition", type=_non_negative_int, action="append",
+                                default=[], metavar="P",
+                                help="only this partition (repeatable; default: all)")
 
     cluster = commands.add_parser("cluster", help="cluster state", description="cluster state")
     cluster_commands = cluster.add_subparsers(dest="cluster_command", required=True,
@@ -554,6 +571,23 @@ def _offsets(args: argparse.Namespace) -> int:
     print("partition\tlog_start_offset\thigh_watermark")
     for tp in tps:
         print(f"{tp.partition}\t{starts[tp].offset}\t{ends[tp].offset}")
+    return 0
+
+
+def _delete_records(args: argparse.Namespace) -> int:
+    from zlog.client import TopicPartition  # noqa: PLC0415
+
+    with _admin(args) as admin:
+        if args.partition:
+            partitions = sorted(set(args.partition))
+        else:
+            (description,) = admin.describe_topics([args.topic])
+            partitions = [p.partition for p in description.partitions]
+        starts = admin.delete_records(
+            {TopicPartition(args.topic, partition): args.before for partition in partitions})
+    print("partition\tlog_start_offset")
+    for tp, start in sorted(starts.items()):
+        print(f"{tp.partition}\t{start}")
     return 0
 
 

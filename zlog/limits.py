@@ -81,6 +81,7 @@ FORK_SERVER_MESSAGE_BYTES_MAX = 1024 * 1024
 
 # The data plane (zlog/broker/data), per worker and per partition.
 DELAYED_PRODUCES_MAX = 10_000  # acks=all requests waiting for the HW; beyond it they time out
+DELAYED_DELETES_MAX = 1_000  # DeleteRecords waiting for followers; beyond it they time out
 PARKED_FETCHES_MAX = 10_000  # long polls per worker; beyond it a fetch is answered at once
 # A consumer's subscription (Fetch v2) ends this long after it began; its consumer subscribes
 # again. A consumer that vanished without a word costs its worker no more than this.

@@ -34,6 +34,10 @@ EARLIEST_TIMESTAMP: Final = -2
 
 Every real timestamp is >= 0, and anything below this sentinel is an invalid request."""
 
+DELETE_TO_HIGH_WATERMARK: Final = -1
+"""DeleteRecords' offset meaning "every record below the high watermark" (Kafka's
+DeleteRecordsRequest.HIGH_WATERMARK); any other negative offset is out of range."""
+
 NO_LEADER_EPOCH: Final = -1
 """A committed offset, or a record, that names no leader epoch (Kafka's -1)."""
 

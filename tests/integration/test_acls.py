@@ -106,6 +106,11 @@ def test_a_prefixed_acl_opens_exactly_its_topics_and_a_deny_wins(
         assert _fetch(broker, ORDERS[0]) == [b"v"]
         assert _code(lambda: _produce(broker, OTHER)) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         assert _code(lambda: _group_offsets(broker)) == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        with Admin(broker.endpoint, request_timeout_ms=TIMEOUT_MS) as admin:
+            # reading and writing a topic is not deleting its records (Kafka's rule)
+            assert _code(lambda: admin.delete_records({TopicPartition(ORDERS[0], 0): 1})) == (
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        assert _fetch(broker, ORDERS[0]) == [b"v"]
     with speaking_as(keys, "bob"):  # another principal: nothing
         assert _topics(broker) == []
 

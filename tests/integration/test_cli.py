@@ -501,3 +501,20 @@ def test_consume_local_reads_the_ring_and_follower_flags_need_it(broker: BrokerP
         stderr = result.stderr.decode()
         assert stderr.startswith("error: INVALID_CONFIG (40): "), stderr
         assert "--local" in stderr
+
+
+def test_delete_records_moves_the_log_start_that_offsets_shows(broker: BrokerProcess) -> None:
+    ok(zlog(broker, "topic", "create", "cli-delete", "--partitions", "2"))
+    ok(zlog(broker, "produce", "cli-delete", "--partition", "0", "--acks", "all",
+            stdin=b"".join(b"%d\n" % i for i in range(5))))
+    assert ok(zlog(broker, "delete-records", "cli-delete", "--before", "3",
+                   "--partition", "0")).splitlines() == ["partition\tlog_start_offset", "0\t3"]
+    assert ok(zlog(broker, "offsets", "cli-delete")).splitlines()[1:] == ["0\t3\t5", "1\t0\t0"]
+    refused = zlog(broker, "delete-records", "cli-delete", "--before", "6")
+    assert refused.returncode == 1
+    assert refused.stderr.decode().startswith("error: OFFSET_OUT_OF_RANGE (1): cli-delete-0")
+    assert "Traceback" not in refused.stderr.decode()
+    assert ok(zlog(broker, "delete-records", "cli-delete", "--before", "hw")).splitlines()[1:] == [
+        "0\t5", "1\t0"]
+    consumed = ok(zlog(broker, "consume", "cli-delete", "--from-beginning", "--timeout-ms", "500"))
+    assert consumed == ""

@@ -6,7 +6,7 @@
     Metadata                     describe topic: topics not allowed are left out of the
                                  answer (or, named, answered TOPIC_AUTHORIZATION_FAILED)
     CreateTopics                 create topic (or create cluster)
-    DeleteTopics                 delete topic           CreatePartitions    alter topic
+    DeleteTopics, DeleteRecords  delete topic           CreatePartitions    alter topic
     DescribeConfigs              describe_configs topic (broker: cluster)
     IncrementalAlterConfigs      alter_configs topic    (broker: cluster)
     group requests, OffsetCommit read group (a commit also read topic); OffsetFetch
@@ -47,6 +47,7 @@ from zlog.transport.messages.cluster import (
     OffsetForLeaderEpochRequestV0,
 )
 from zlog.transport.messages.data import (
+    DeleteRecordsRequestV0,
     FetchRequestV0,
     FetchRequestV1,
     ListOffsetsRequestV0,
@@ -115,6 +116,9 @@ def needs(request: Request) -> Iterator[Need]:
                 yield "describe", "topic", topic
     elif isinstance(request, ListOffsetsRequestV0):
         yield "describe", "topic", request.topic
+    elif isinstance(request, DeleteRecordsRequestV0):
+        for topic in dict.fromkeys(entry.topic for entry in request.entries):
+            yield "delete", "topic", topic
     elif isinstance(request, CreateTopicsRequestV0):
         for spec in request.topics:
             yield "create", "topic", spec.name

@@ -1,15 +1,15 @@
 """zlog.Admin: topics, their configs, offsets and the cluster's state, one synchronous call at
 a time.
 
-Topic and cluster calls go to a control endpoint (the supervisor); `list_offsets` goes to the
-workers that lead the partitions, as the data path does. Every failure raises ZlogError with
-Kafka's code. Not thread-safe: one Admin per thread (it owns sockets).
+Topic and cluster calls go to a control endpoint (the supervisor); `list_offsets` and
+`delete_records` go to the workers that lead the partitions, as the data path does. Every
+failure raises ZlogError with Kafka's code. Not thread-safe: one Admin per thread (it owns sockets).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Final, TypeVar
+from typing import Final, TypeAlias, TypeVar
 
 from zlog.client.cluster import Connections
 from zlog.client.group.admin import GroupAdmin
@@ -65,6 +65,9 @@ from zlog.transport.messages.admin import (
     TopicSpec,
 )
 from zlog.transport.messages.data import (
+    DeleteRecordsEntry,
+    DeleteRecordsRequestV0,
+    DeleteRecordsResponseV0,
     ListOffsetsPartition,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
@@ -91,6 +94,12 @@ T = TypeVar("T")
 C = TypeVar("C", ElectLeadersResponseV0, AlterPartitionReassignmentsResponseV0,
             ListPartitionReassignmentsResponseV0, UnregisterBrokerResponseV0,
             AlterSecurityResponseV0)
+
+_PartitionAnswer: TypeAlias = tuple[int, int, str, T]
+"""One partition's answer from its leader: (partition, error code, error message, value)."""
+_LeaderCall: TypeAlias = Callable[[str, str, list[tuple[int, int]], int],
+                                  list[_PartitionAnswer[T]]]
+"""(endpoint, topic, [(partition, argument)], timeout_ms) -> each partition's answer."""
 
 CONFIG_SOURCE_NAMES: Final = {
     ConfigSource.TOPIC: "topic",
@@ -366,37 +375,82 @@ class Admin:
 
     def _list_offsets_once(self, wanted: Mapping[TopicPartition, int], timeout_ms: int,
                            ) -> dict[TopicPartition, OffsetAndTimestamp]:
-        """One round: every leader asked once. What answered is returned; the first failure
-        (a definite one before any retriable one) is raised once every leader was asked, with
-        the topics whose metadata it shows stale forgotten."""
+        def ask(endpoint: str, topic: str, specs: list[tuple[int, int]], timeout_ms: int,
+                ) -> list[_PartitionAnswer[OffsetAndTimestamp]]:
+            request = ListOffsetsRequestV0(
+                topic, tuple(ListOffsetsPartition(index, spec) for index, spec in specs))
+            response = _expect(self._connections.call_endpoint(endpoint, request, timeout_ms),
+                               ListOffsetsResponseV0)
+            return [(r.partition, r.error_code, r.error_message,
+                     OffsetAndTimestamp(r.offset, r.timestamp)) for r in response.partitions]
+
+        return self._ask_leaders(wanted, timeout_ms, ask)
+
+    def delete_records(
+        self, offsets: Mapping[TopicPartition | tuple[str, int], int]
+    ) -> dict[TopicPartition, int]:
+        """Delete every record below each offset (Kafka's DeleteRecords); -1 deletes every
+        record below the high watermark. Returns each partition's low watermark, the lowest
+        log start of its leader and in-sync followers, once every one of them deleted the
+        records: consumers can no longer read below it, whichever of those replicas leads, and
+        ListOffsets earliest returns it.
+
+        Asked of each partition's leader; a leader that moved, is not elected yet, does not
+        answer, or whose followers have not caught up yet (REQUEST_TIMED_OUT) is asked again,
+        within request_timeout_ms, as `list_offsets` does. An offset
+        above the high watermark or negative other than -1 (OFFSET_OUT_OF_RANGE), a topic
+        without the delete cleanup policy (POLICY_VIOLATION) or a partition the cluster does
+        not have raises at once; those partitions keep every record."""
+        wanted = {TopicPartition(*tp): offset for tp, offset in offsets.items()}
+        answers: dict[TopicPartition, int] = {}
+
+        def ask(endpoint: str, topic: str, specs: list[tuple[int, int]], timeout_ms: int,
+                ) -> list[_PartitionAnswer[int]]:
+            # The leader may wait half the time left for its in-sync followers: its answer
+            # (REQUEST_TIMED_OUT, retried, at worst) still comes within the call's own bound.
+            request = DeleteRecordsRequestV0(timeout_ms // 2, tuple(
+                DeleteRecordsEntry(topic, index, offset) for index, offset in specs))
+            response = _expect(self._connections.call_endpoint(endpoint, request, timeout_ms),
+                               DeleteRecordsResponseV0)
+            return [(r.partition, r.error_code, r.error_message, r.low_watermark)
+                    for r in response.results]
+
+        def attempt(remaining_ms: int) -> dict[TopicPartition, int]:
+            pending = {tp: offset for tp, offset in wanted.items() if tp not in answers}
+            answers.update(self._ask_leaders(pending, remaining_ms, ask))
+            return {tp: answers[tp] for tp in wanted}
+
+        return self._retrying(attempt, after_leader_error)
+
+    def _ask_leaders(self, wanted: Mapping[TopicPartition, int], timeout_ms: int,
+                     ask: _LeaderCall[T]) -> dict[TopicPartition, T]:
+        """One round: every leader asked once, one request per (leader, topic). What answered
+        is returned; the first failure (a definite one before any retriable one) is raised
+        once every leader was asked, with the topics whose metadata it shows stale
+        forgotten."""
         self._refresh_for(wanted, timeout_ms)
-        answers: dict[TopicPartition, OffsetAndTimestamp] = {}
+        answers: dict[TopicPartition, T] = {}
         failures: list[ZlogError] = []
-        groups: dict[tuple[str, str], list[ListOffsetsPartition]] = {}
+        groups: dict[tuple[str, str], list[tuple[int, int]]] = {}
         for tp, spec in wanted.items():
             try:
                 endpoint = self._leader(tp)
             except ZlogError as error:
                 self._note_failure(tp.topic, error, failures)
                 continue
-            groups.setdefault((endpoint, tp.topic), []).append(
-                ListOffsetsPartition(tp.partition, spec))
-        for (endpoint, topic), partitions in groups.items():
+            groups.setdefault((endpoint, tp.topic), []).append((tp.partition, spec))
+        for (endpoint, topic), specs in groups.items():
             try:
-                response = _expect(
-                    self._connections.call_endpoint(
-                        endpoint, ListOffsetsRequestV0(topic, tuple(partitions)), timeout_ms),
-                    ListOffsetsResponseV0)
+                results = ask(endpoint, topic, specs, timeout_ms)
             except ZlogError as error:
                 self._note_failure(topic, error, failures)
                 continue
-            for result in response.partitions:
-                if result.error_code != ErrorCode.NONE:
-                    self._note_failure(topic, for_code(result.error_code, prefixed_once(
-                        f"{topic}-{result.partition}", result.error_message)), failures)
+            for index, code, message, value in results:
+                if code != ErrorCode.NONE:
+                    self._note_failure(topic, for_code(code, prefixed_once(
+                        f"{topic}-{index}", message)), failures)
                     continue
-                answers[TopicPartition(topic, result.partition)] = OffsetAndTimestamp(
-                    result.offset, result.timestamp)
+                answers[TopicPartition(topic, index)] = value
         if failures:
             raise min(failures, key=lambda error: error.retriable)
         return answers

@@ -49,6 +49,7 @@ ADVERTISED: Final = (
     ApiRange(ApiKey.API_VERSIONS, 0, 3),
     ApiRange(ApiKey.CREATE_TOPICS, 2, 7),
     ApiRange(ApiKey.DELETE_TOPICS, 1, 6),
+    ApiRange(ApiKey.DELETE_RECORDS, 0, 2),
     ApiRange(ApiKey.INIT_PRODUCER_ID, 0, 4),
     ApiRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4),
     ApiRange(ApiKey.DESCRIBE_CONFIGS, 1, 4),

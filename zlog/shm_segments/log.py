@@ -43,7 +43,7 @@ from zlog.shm_segments.segment import BatchMeta, Segment, batch_meta
 
 log = logging.getLogger(__name__)
 
-_LOG_START_FILE = "log-start-offset"
+LOG_START_FILE = "log-start-offset"
 FILE_NAME_BYTES_MAX = 255  # NAME_MAX of ext4, xfs, btrfs and tmpfs
 
 
@@ -209,13 +209,13 @@ class PartitionLog:
 
     def _read_log_start(self) -> int:
         try:
-            return int((self.directory / _LOG_START_FILE).read_text().strip() or 0)
+            return int((self.directory / LOG_START_FILE).read_text().strip() or 0)
         except (FileNotFoundError, ValueError):
             return 0
 
-    def _write_log_start(self) -> None:
-        replace_atomically(self.directory / _LOG_START_FILE,
-                           f"{self._log_start_offset}\n".encode())
+    def _write_log_start(self, *, durable: bool = False) -> None:
+        replace_atomically(self.directory / LOG_START_FILE,
+                           f"{self._log_start_offset}\n".encode(), durable=durable)
 
     # ------------------------------------------------------------------ appending
 
@@ -525,7 +525,9 @@ class PartitionLog:
         """Advance the log start offset (Kafka DeleteRecords); returns the new log start.
 
         Only up to the high watermark, as Kafka's `Partition.deleteRecordsOnLeader`: records
-        above it may not be on every in-sync replica yet.
+        above it may not be on every in-sync replica yet. The new log start is on disk
+        (fsynced) before any segment goes, so deleted records never come back, not after a
+        power loss either; a log start inside a segment hides that segment's records below it.
         """
         end = self.log_end_offset
         if offset < 0 or offset > end:
@@ -541,11 +543,19 @@ class PartitionLog:
             )
         if offset <= self._log_start_offset:
             return self._log_start_offset
-        self._log_start_offset = offset
-        self._write_log_start()
-        self.flush()
-        if offset >= self._active.next_offset and self._active.size_bytes:
-            self.roll()
+        previous, self._log_start_offset = self._log_start_offset, offset
+        try:
+            self._write_log_start(durable=True)
+        except OSError:
+            self._log_start_offset = previous  # not stored: nothing is deleted
+            raise
+        if self._flush_if_possible():  # a full disk: the sealed segments below still go
+            if self._ring.tail_offset < offset:
+                # Readers of the ring on this host (local consumers) must not find what is
+                # gone: all of it is in the segment now, so it restarts empty at the log end.
+                self._ring.reset(self._active.next_offset)
+            if offset >= self._active.next_offset and self._active.size_bytes:
+                self.roll()
         self._delete_oldest(self._segments.count_below(offset))
         return self._log_start_offset
 

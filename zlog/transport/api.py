@@ -30,6 +30,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
@@ -71,7 +72,7 @@ GROUP_APIS: Final = frozenset(
 # probe either.
 DATA_APIS: Final = frozenset(
     {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.API_VERSIONS,
-     ApiKey.OFFSET_FOR_LEADER_EPOCH} | GROUP_APIS
+     ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DELETE_RECORDS} | GROUP_APIS
 )
 CONTROL_APIS: Final = frozenset(
     {

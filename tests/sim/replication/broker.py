@@ -35,6 +35,8 @@ from tests.sim.replication.messages import (
     AlterIsrAnswer,
     ConsumerFetch,
     ConsumerFetchAnswer,
+    DeleteRecords,
+    DeleteRecordsAnswer,
     Envelope,
     Heartbeat,
     HeartbeatAnswer,
@@ -100,6 +102,14 @@ class BrokerObserver(Protocol):
     def consumer_read(self, broker: SimBroker, p: int, partition: Partition,
                       batches: tuple[tuple[int, int, int], ...], shown: int) -> None: ...
 
+    def deleting(self, broker: SimBroker, p: int, partition: Partition) -> None: ...
+
+    def records_deleted(self, broker: SimBroker, p: int, partition: Partition,
+                        offset: int) -> None: ...
+
+    def log_start_shown(self, broker: SimBroker, p: int, partition: Partition,
+                        log_start_offset: int) -> None: ...
+
     def offsets_listed(self, broker: SimBroker, p: int, partition: Partition,
                        latest: int) -> None: ...
 
@@ -154,6 +164,17 @@ class Parked:
 
 
 @dataclass(slots=True)
+class ParkedDelete:
+    """A DeleteRecords answer waiting for the in-sync followers' log starts (delete_records.py)."""
+
+    client: int
+    request_id: int
+    partition: int
+    offset: int  # the offset records were deleted below, which the low watermark must reach
+    deadline: int
+
+
+@dataclass(slots=True)
 class SimBroker:
     node_id: int
     profile: Profile
@@ -176,6 +197,7 @@ class SimBroker:
     partitions: dict[int, Partition] = field(default_factory=dict)
     fetches: dict[int, FollowerFetch] = field(default_factory=dict)
     parked: list[Parked] = field(default_factory=list)
+    deletes: list[ParkedDelete] = field(default_factory=list)
     waiting_fetches: list[tuple[int, ReplicaFetch, int]] = field(default_factory=list)
     isr_pending: dict[int, PendingIsrChange] = field(default_factory=dict)
     isr_in_flight: dict[int, int] = field(default_factory=dict)  # request id -> partition
@@ -201,7 +223,7 @@ class SimBroker:
     def _new_worker(self) -> None:
         """A new worker process: nothing of the last one's memory."""
         self.partitions, self.fetches, self.parked = {}, {}, []
-        self.waiting_fetches = []
+        self.waiting_fetches, self.deletes = [], []
         self.isr_pending, self.isr_in_flight, self.quiet_until = {}, {}, {}
         self.worker_starts += 1
 
@@ -231,7 +253,7 @@ class SimBroker:
         self._keep_ring_headers()
         self.status = Status.DOWN
         self.partitions, self.fetches, self.parked = {}, {}, []
-        self.waiting_fetches = []
+        self.waiting_fetches, self.deletes = [], []
 
     def _keep_ring_headers(self) -> None:
         """The HW each replica last published in its ring header, which outlives it."""
@@ -268,6 +290,8 @@ class SimBroker:
             self._refresh_high_watermarks()
         for parked in [x for x in self.parked if x.deadline <= now]:
             self._answer_parked(parked, ErrorCode.REQUEST_TIMED_OUT)
+        for waiting in [x for x in self.deletes if x.deadline <= now]:
+            self._answer_delete(waiting, ErrorCode.REQUEST_TIMED_OUT, -1)
         self._wake_fetches(None, now, expired_only=True)
 
     # -- messages --------------------------------------------------------------------------
@@ -301,6 +325,8 @@ class SimBroker:
             self._produce(envelope.src, body)
         elif isinstance(body, ConsumerFetch):
             self._consumer_fetch(envelope.src, body)
+        elif isinstance(body, DeleteRecords):
+            self._delete_records(envelope.src, body)
 
     def _extend_lease(self, sent_at: int) -> None:
         """The controller's session for this broker started no earlier than `sent_at`."""
@@ -394,6 +420,7 @@ class SimBroker:
                 self.wiring.follower_new_epoch(partition)
         self.observer.opened_or_became(self, p, partition, new_term)
         self._settle(p)
+        self._settle_deletes(p)
         self._wake_fetches(p, self.now)
 
     # -- follower --------------------------------------------------------------------------
@@ -535,6 +562,7 @@ class SimBroker:
         read = serve_replica_fetch(partition, entry, replica_id=follower,
                                    broker_epoch=request.broker_epoch, now_ms=now,
                                    limit_bytes=request.limit_bytes)
+        self._settle_deletes(p)  # the follower's log start came with its position
         if (may_wait and read.result.error_code == 0 and not read.result.chunks
                 and read.result.diverging_epoch == NO_EPOCH
                 and partition.high_watermark == hw_before
@@ -586,7 +614,8 @@ class SimBroker:
             if tracker.pending is not None or now < self.quiet_until.get(p, 0):
                 continue
             new_isr = self.wiring.next_proposal(tracker, now, partition.log.log_end_offset,
-                                                self.profile.lag_max_ticks)
+                                                self.profile.lag_max_ticks,
+                                                partition.log.log_start_offset)
             if new_isr is None or new_isr == tracker.replicas.isr:
                 continue
             epochs = self.wiring.member_epochs(tracker, new_isr)
@@ -766,6 +795,47 @@ class SimBroker:
         self.send(self.node_id, parked.client,
                   ProduceAnswer(parked.request_id, code, parked.base_offset))
 
+    # -- DeleteRecords (delete_records.py) ---------------------------------------------------
+
+    def _delete_records(self, client: int, request: DeleteRecords) -> None:
+        p = request.partition
+        partition = self.partitions.get(p)
+        if (partition is None or not partition.is_leader
+                or not self.wiring.lease_holds(self.now, self.lease_until)):
+            self.send(self.node_id, client, DeleteRecordsAnswer(
+                request.request_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1))
+            return
+        start_before = partition.log.log_start_offset
+        self.observer.deleting(self, p, partition)
+        try:
+            offset = partition.delete_records(request.offset)
+        except ZlogError as error:
+            self.send(self.node_id, client, DeleteRecordsAnswer(request.request_id, error.code,
+                                                                -1))
+            return
+        if partition.log.log_start_offset != start_before:
+            self.observer.log(f"b{self.node_id} p{p} deletes records below {offset}")
+        self.deletes.append(ParkedDelete(client, request.request_id, p, offset,
+                                         self.now + self.profile.produce_timeout_ticks))
+        self._settle_deletes(p)
+        self._wake_fetches(p, self.now)  # the followers' long polls take the new log start
+
+    def _settle_deletes(self, p: int) -> None:
+        """Answer the DeleteRecords on `p` whose offset every in-sync replica's log start
+        reached (the wiring's rule), or whose partition is no longer led here."""
+        partition = self.partitions.get(p)
+        for waiting in [x for x in self.deletes if x.partition == p]:
+            if partition is None or not partition.is_leader:
+                self._answer_delete(waiting, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
+            elif self.wiring.records_deleted(partition, waiting.offset):
+                self.observer.records_deleted(self, p, partition, waiting.offset)
+                self._answer_delete(waiting, ErrorCode.NONE, partition.low_watermark)
+
+    def _answer_delete(self, waiting: ParkedDelete, code: ErrorCode, low_watermark: int) -> None:
+        self.deletes.remove(waiting)
+        self.send(self.node_id, waiting.client,
+                  DeleteRecordsAnswer(waiting.request_id, code, low_watermark))
+
     # -- consumers -------------------------------------------------------------------------
 
     def _consumer_fetch(self, client: int, request: ConsumerFetch) -> None:
@@ -776,6 +846,8 @@ class SimBroker:
                 request.request_id, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, ()))
             return
         read = partition.read(request.offset, 1 << 20, replica_id=-1, at_least_one=True)
+        if read.error_code in (ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE):
+            self.observer.log_start_shown(self, p, partition, read.log_start_offset)
         batches: list[tuple[int, int, int]] = []
         for chunk in read.chunks:
             position = 0

@@ -188,9 +188,9 @@ B21 = replace(REAL, name="B21", retention_upto=_retention_past_the_hw)
 
 # B22: the HW waits for the ISR only: a caught-up follower outside it is not counted, so a
 # leader that takes a batch within every round trip of its fetches keeps its HW ahead of it.
-def _hw_waits_for_isr_only(tracker: HighWatermark, now: int, log_end: int, lag_max: int
-                           ) -> frozenset[int] | None:
-    proposal = tracker.next_proposal(now, log_end, lag_max)
+def _hw_waits_for_isr_only(tracker: HighWatermark, now: int, log_end: int, lag_max: int,
+                           log_start: int) -> frozenset[int] | None:
+    proposal = tracker.next_proposal(now, log_end, lag_max, log_start)
     tracker.awaited = frozenset()
     return proposal
 
@@ -208,8 +208,8 @@ B11 = replace(REAL, name="B11", member_epochs=_no_member_epochs)
 
 
 # B12: a follower joins once it reaches the HW, even below the leader's epoch start.
-def _join_at_hw(tracker: HighWatermark, now: int, log_end: int, lag_max: int
-                ) -> frozenset[int] | None:
+def _join_at_hw(tracker: HighWatermark, now: int, log_end: int, lag_max: int,
+                log_start: int) -> frozenset[int] | None:
     if tracker.pending is not None:
         return None
     lagging = tracker.out_of_sync(now, log_end, lag_max)
@@ -217,7 +217,8 @@ def _join_at_hw(tracker: HighWatermark, now: int, log_end: int, lag_max: int
         return tracker.replicas.isr - lagging
     joining = {replica for replica, state in tracker.followers.items()
                if replica not in tracker.replicas.isr and state.log_end_offset >= 0
-               and state.log_end_offset >= tracker.value}
+               and state.log_end_offset >= tracker.value
+               and state.log_start_offset >= log_start}
     return tracker.replicas.isr | {min(joining)} if joining else None
 
 
@@ -327,9 +328,30 @@ def _fence_forgets_nothing(sessions: Mapping[int, Session], fenced: frozenset[in
 B28 = replace(REAL, name="B28", fencing=_fence_forgets_nothing)
 
 
+# B29: a DeleteRecords is answered once the leader deleted the records, without waiting for
+# its in-sync followers' log starts: a follower elected before it fetched again serves them.
+def _deleted_on_the_leader(partition: Partition, offset: int) -> bool:
+    del partition, offset
+    return True
+
+
+B29 = replace(REAL, name="B29", records_deleted=_deleted_on_the_leader)
+
+
+# B30: a follower joins the ISR whatever its log start: one that has not taken its leader's
+# since a DeleteRecords (answered without it, outside the ISR) may lead next with the records.
+def _join_below_the_log_start(tracker: HighWatermark, now: int, log_end: int, lag_max: int,
+                              log_start: int) -> frozenset[int] | None:
+    del log_start
+    return tracker.next_proposal(now, log_end, lag_max, 0)
+
+
+B30 = replace(REAL, name="B30", next_proposal=_join_below_the_log_start)
+
+
 BUGS: dict[str, Wiring] = {w.name: w for w in (B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11,
                                                 B12, B13, B14, B15, B16, B17, B18, B19, B20,
-                                                B21, B22, B23, B27, B28)}
+                                                B21, B22, B23, B27, B28, B29, B30)}
 
 CAUGHT_BY: dict[str, frozenset[str]] = {
     "B1": frozenset({"S4", "S5", "S6", "S9", "S13"}),
@@ -379,4 +401,7 @@ CAUGHT_BY: dict[str, frozenset[str]] = {
     # The wiped broker, elected, lacks what the others committed (S5, as B18).
     "B27": frozenset({"S5", "S4", "S9"}),
     "B28": frozenset({"S5", "S4", "S9"}),
+    # A leader elected after the answer still holds the records deleted (S17).
+    "B29": frozenset({"S17"}),
+    "B30": frozenset({"S17"}),
 }

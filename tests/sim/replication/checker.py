@@ -27,6 +27,9 @@ Event checks (at the instant the fact is observable):
   replicas; NOT_ENOUGH_REPLICAS appends nothing. After every event: a leader's HW moves only
   while its committed ISR holds the effective min.insync.replicas (capped at the replicas).
 - S16 at every acks=1 ok: the leader's log holds the batch at the offset it answers.
+- S17 when a replica starts leading an epoch after a DeleteRecords was answered ok, and at
+  every consumer fetch answer of the current leader: its log start is at or past the offset
+  the records were deleted below (a deletion a client heard of is never undone).
 As a batch enters a log: S3 (logs that hold a (base offset, epoch) pair at the same time hold
 the same batch there, after the same predecessor, so they share the prefix before it) and S14
 (no (producer id, epoch, sequence) twice in a log). After every event, for what changed: S8
@@ -255,6 +258,8 @@ class Checker:
         self.marks.setdefault((broker.node_id, p), _LogMark()).led = partition.leader_epoch
         if self.ghost.exempt(p):
             return
+        self._kept_deleted(broker, p, partition, partition.log.log_start_offset,
+                           "as it starts leading")
         log = self._log_of(broker.node_id, p)
         assert log is not None
         committed_in = self.ghost.committed_in[p]
@@ -274,7 +279,10 @@ class Checker:
             if outcome.error_code == ErrorCode.NONE:
                 info = self._log_of(broker.node_id, p)
                 found = None if info is None else info.batch_at(outcome.base_offset)
-                if found is None or found.batch_id != batch_id:
+                known = self.ghost.committed[p].get(outcome.base_offset)
+                deleted = (info is not None and outcome.base_offset < info.log_start_offset
+                           and known is not None and known[0] == batch_id)
+                if not deleted and (found is None or found.batch_id != batch_id):
                     raise InvariantViolation("S16", f"p{p}: broker {broker.node_id} answers ok "
                                                     f"for batch {batch_id} at "
                                                     f"{outcome.base_offset}, which its log "
@@ -355,6 +363,49 @@ class Checker:
         if shown >= 0:  # -1: the leader shows none yet
             self._exposed(broker, p, partition, shown, "a consumer's fetch")
         self.count("consumer reads")
+
+    def deleting(self, broker: SimBroker, p: int, partition: Partition) -> None:
+        """A leader is about to delete records below at most its HW: every batch below its
+        HW is committed, and the ghost keeps them so (S6 and S16 then accept an idempotent
+        retry of one answered at its offset, where no log holds it any more)."""
+        if broker.node_id != self.ghost.leader_of.get((p, partition.leader_epoch)):
+            return
+        log = self._log_of(broker.node_id, p)
+        assert log is not None
+        for info in log.infos:
+            if info.next > partition.high_watermark:
+                break
+            self.ghost.commit(p, info.base, (info.batch_id, info.epoch), partition.leader_epoch)
+
+    def records_deleted(self, broker: SimBroker, p: int, partition: Partition,
+                        offset: int) -> None:
+        """A DeleteRecords answered ok: no leader of a later epoch, nor this one, may show
+        a log start below `offset` (S17)."""
+        deleted_below, _epoch = self.ghost.deleted.get(p, (0, -1))
+        if offset > deleted_below:
+            self.ghost.deleted[p] = (offset, partition.leader_epoch)
+        self.count("deletions answered")
+        self.log(f"b{broker.node_id} p{p} answers records below {offset} deleted (e"
+                 f"{partition.leader_epoch}, low watermark {partition.low_watermark})")
+
+    def log_start_shown(self, broker: SimBroker, p: int, partition: Partition,
+                        log_start_offset: int) -> None:
+        """S17 at a consumer's fetch answer, not held against a deposed leader that has not
+        heard of its successor (S8's exception)."""
+        info = self.world.committed_state().partition(TOPIC, p)
+        if info is not None and partition.leader_epoch < info.leader_epoch:
+            return
+        if not self.ghost.exempt(p):
+            self._kept_deleted(broker, p, partition, log_start_offset, "to a consumer")
+
+    def _kept_deleted(self, broker: SimBroker, p: int, partition: Partition,
+                      log_start_offset: int, where: str) -> None:
+        deleted_below, epoch = self.ghost.deleted.get(p, (0, -1))
+        if partition.leader_epoch >= epoch and log_start_offset < deleted_below:
+            raise InvariantViolation("S17", f"p{p}: broker {broker.node_id} (epoch "
+                                            f"{partition.leader_epoch}) shows log start "
+                                            f"{log_start_offset} {where}, below {deleted_below}, "
+                                            f"which records were deleted below in epoch {epoch}")
 
     def offsets_listed(self, broker: SimBroker, p: int, partition: Partition,
                        latest: int) -> None:
@@ -505,7 +556,13 @@ class Checker:
                        and cache[-1][0] <= partition.leader_epoch
                        and self.ghost.leader_of.get((p, cache[-1][0])) == broker
                        and self.marks[(broker, p)].led == cache[-1][0])
-        if not trailing_ok:
+        # A log DeleteRecords emptied (its start at its end) keeps the entry of the epoch that
+        # held its last deleted batch, moved to the log start (Kafka's truncateFromStart), for
+        # its next fetch to name: no batch is left to tell that epoch.
+        emptied_ok = (not log.infos and len(cache) == 1
+                      and cache[0][1] == log.log_start_offset == log.log_end_offset
+                      and cache[0][0] <= partition.leader_epoch)
+        if not (trailing_ok or emptied_ok):
             raise InvariantViolation("S10", f"p{p}: broker {broker}'s epoch cache {cache} != "
                                             f"its log's epochs {runs} (log end "
                                             f"{log.log_end_offset})")

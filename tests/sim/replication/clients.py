@@ -10,7 +10,9 @@ tail) starts a new producer epoch. A plain producer gives up after the first fai
 `retries = 0` would.
 
 A consumer reads from the leader below the high watermark; the checker looks at what the
-broker answered, so a lost answer costs nothing.
+broker answered, so a lost answer costs nothing. An admin client now and then deletes a
+partition's records below its high watermark (DeleteRecords -1), one request at a time; the
+checker learns of a deletion when the leader answers it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 from tests.sim.replication.messages import (
     ConsumerFetch,
     ConsumerFetchAnswer,
+    DeleteRecords,
+    DeleteRecordsAnswer,
     Envelope,
     Produce,
     ProduceAnswer,
@@ -34,6 +38,8 @@ from zlog.types import ACKS_ALL
 
 PRODUCER_BASE = 100
 CONSUMER_BASE = 200
+DELETER_BASE = 300
+DELETE_TIMEOUT_TICKS = 40  # an answer lost, or a broker gone: ask again after this
 PRODUCER_ID_BASE = 1000
 MAX_ATTEMPTS = 30
 _SEQUENCE_ERRORS = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -188,3 +194,30 @@ class Consumer:
             self.offset = body.log_start_offset  # auto.offset.reset = earliest
         elif body.batches:
             self.offset = body.batches[-1][1]
+
+
+class Deleter:
+    """An admin client deleting partition `partition`'s records below its HW now and then."""
+
+    def __init__(self, partition: int, delete_p: float, rng: random.Random, *, send: Send,
+                 target: Target, new_id: Callable[[], int]) -> None:
+        self.partition = partition
+        self.node_id = DELETER_BASE + partition
+        self.delete_p, self.rng, self.send, self.target, self.new_id = (
+            delete_p, rng, send, target, new_id)
+        self.waiting: int | None = None
+        self.sent_at = 0
+
+    def tick(self, now: int) -> None:
+        if self.waiting is not None and now - self.sent_at < DELETE_TIMEOUT_TICKS:
+            return
+        if self.delete_p and self.rng.random() < self.delete_p:
+            self.waiting, self.sent_at = self.new_id(), now
+            self.send(self.node_id, self.target(self.partition),
+                      DeleteRecords(self.waiting, self.partition, -1))
+
+    def receive(self, envelope: Envelope, now: int) -> None:
+        del now
+        body = envelope.body
+        if isinstance(body, DeleteRecordsAnswer) and body.request_id == self.waiting:
+            self.waiting = None

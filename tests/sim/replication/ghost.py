@@ -48,6 +48,9 @@ class Ghost:
     # loss proves nothing about what it holds now)
     lost_at_epoch: dict[int, int] = field(default_factory=dict)
     lossy: set[int] = field(default_factory=set)
+    # partition -> (the highest offset a DeleteRecords answered ok deleted below, the leader
+    # epoch it was answered in)
+    deleted: dict[int, tuple[int, int]] = field(default_factory=dict)
     unclean: set[int] = field(default_factory=set)
     spec_loss_bound: bool = False
     # what each leader's proposal saw of the members it added: (p, leader epoch, PE) ->

@@ -141,3 +141,20 @@ class ConsumerFetchAnswer:
     latest_offset: int = -1
     latest_error: ErrorCode = ErrorCode.NONE
     log_start_offset: int = 0  # where a consumer out of range starts again (earliest)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecords:
+    """DeleteRecords of one partition, below its high watermark (offset -1), as an admin
+    client sends it to the leader metadata names."""
+
+    request_id: int
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsAnswer:
+    request_id: int
+    error: ErrorCode
+    low_watermark: int

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from tests.sim.replication.broker import SimBroker, Status
 from tests.sim.replication.checker import Checker, InvariantViolation
-from tests.sim.replication.clients import Consumer, Producer
+from tests.sim.replication.clients import Consumer, Deleter, Producer
 from tests.sim.replication.clock import SimClock
 from tests.sim.replication.controller import TOPIC, Reach, SimController
 from tests.sim.replication.ghost import Ghost
@@ -75,6 +75,9 @@ class ReplicationSim:
         # Drawn after the wipes for the same reason: seeds without retention run as before.
         self.retention_rng = random.Random(rng.getrandbits(64))
         self.retention_p = self.retention_rng.choice([0.0, 0.01, 0.03, 0.1])
+        # Drawn after retention, for the same reason: seeds without DeleteRecords run as before.
+        self.delete_rng = random.Random(rng.getrandbits(64))
+        delete_p = self.delete_rng.choice([0.0, 0.0, 0.01, 0.03])
         self.trace: deque[str] = deque(maxlen=TRACE_TAIL)
         self._digest = hashlib.sha256()
         self.ghost = Ghost(spec_loss_bound=spec_loss_bound)
@@ -105,6 +108,9 @@ class ReplicationSim:
         self.consumers = [Consumer(p, profile, self.client_rng, send=self.send,
                                    target=self.target, new_id=self.new_id)
                           for p in range(profile.partitions)]
+        self.deleters = [Deleter(p, delete_p, self.delete_rng, send=self.send,
+                                 target=self.target, new_id=self.new_id)
+                         for p in range(profile.partitions)]
         self.load_every_ticks = 0  # > 0: every leader takes a batch this often (see L2)
         self.restart_at: dict[int, int] = {}
         self.resume_at: dict[int, int] = {}
@@ -209,6 +215,9 @@ class ReplicationSim:
             producer.tick(now)
         for consumer in self.consumers:
             consumer.tick(now)
+        if self.faults:  # DeleteRecords is chaos: none once healed (the final checks)
+            for deleter in self.deleters:
+                deleter.tick(now)
         if self.load_every_ticks and now % self.load_every_ticks == 0:
             self._load(now)
         if now % SWEEP_EVERY_TICKS == 0:
@@ -234,6 +243,9 @@ class ReplicationSim:
             for consumer in self.consumers:
                 if consumer.node_id == dst:
                     consumer.receive(envelope, now)
+            for deleter in self.deleters:
+                if deleter.node_id == dst:
+                    deleter.receive(envelope, now)
 
     # -- faults ----------------------------------------------------------------------------
 
@@ -418,6 +430,8 @@ class ReplicationSim:
                     self.step()
             else:
                 self.wipe_p = self.retention_p = 0.0  # a scenario's faults are its script's own
+                for deleter in self.deleters:
+                    deleter.delete_p = 0.0
                 script(self)
             self._heal_and_check_liveness()
             self.checker.sweep()

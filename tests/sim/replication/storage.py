@@ -161,6 +161,20 @@ class SimLog(MemoryLog):
         self._cut_index(0)
         self.flushed_end = offset
 
+    def _drop_below(self, offset: int) -> None:
+        """DeleteRecords, or a follower following its leader's log start: the batches wholly
+        below `offset` go (the log start itself is set by the caller)."""
+        count = 0
+        while count < len(self.infos) and self.infos[count].next <= offset:
+            count += 1
+        removed = self.infos[:count]
+        del self.infos[:count]
+        del self._bases[:count]
+        self.batches = self.batches[count:]
+        self.changes += 1
+        if self.observer is not None and removed:
+            self.observer.batches_removed(self, removed)
+
     def delete_oldest(self, count: int) -> None:
         """Retention: the `count` oldest batches go, and the log starts at the next one."""
         removed = self.infos[:count]

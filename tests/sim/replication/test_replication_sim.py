@@ -54,6 +54,8 @@ BUG_SEED_BOUND: dict[str, int] = {
     "B21": 100,  # seed 19: retention moves a follower's log start past its HW (S8)
     "B22": 40,  # seed 1: a follower never rejoins a leader under a steady load (L2)
     "B23": 150,  # seed 55: a leader cut off from the controller, fenced early, writes on (S2)
+    "B29": 150,  # seed 50: a leader elected after a DeleteRecords answer holds the records (S17)
+    "B30": 300,  # seed 115: a follower joined below its leader's log start, then leads (S17)
 }
 
 

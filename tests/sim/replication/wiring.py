@@ -40,9 +40,9 @@ def acks_status(partition: Partition, required_offset: int) -> ErrorCode | None:
     return partition.acks_status(required_offset)
 
 
-def next_proposal(tracker: HighWatermark, now: int, log_end: int, lag_max: int
-                  ) -> frozenset[int] | None:
-    return tracker.next_proposal(now, log_end, lag_max)
+def next_proposal(tracker: HighWatermark, now: int, log_end: int, lag_max: int,
+                  log_start: int) -> frozenset[int] | None:
+    return tracker.next_proposal(now, log_end, lag_max, log_start)
 
 
 def nothing(partition: Partition) -> None:
@@ -91,6 +91,12 @@ def retention_upto(log: SimLog) -> int:
     return log.published_high_watermark
 
 
+def records_deleted(partition: Partition, offset: int) -> bool:
+    """A DeleteRecords is answered once every in-sync replica's log start reached its offset
+    (delete_records.py: the partition's low watermark)."""
+    return partition.low_watermark >= offset
+
+
 def lease_holds(now: int, lease_until: int) -> bool:
     """A worker takes writes only while its broker's lease runs (DataPlane.lease_holds)."""
     return now < lease_until
@@ -116,7 +122,8 @@ class Wiring:
     epoch_cache_class: type[LeaderEpochCache] = LeaderEpochCache
     acks_status: Callable[[Partition, int], ErrorCode | None] = acks_status
     ack_duplicates_at_once: bool = False
-    next_proposal: Callable[[HighWatermark, int, int, int], frozenset[int] | None] = (
+    records_deleted: Callable[[Partition, int], bool] = records_deleted
+    next_proposal: Callable[[HighWatermark, int, int, int, int], frozenset[int] | None] = (
         next_proposal)
     after_propose: Callable[[Partition, frozenset[int]], None] = after_propose
     member_epochs: Callable[[HighWatermark, frozenset[int]], dict[int, int]] = member_epochs

@@ -9,7 +9,14 @@ from zlog.broker.authorizer import Authorizer
 from zlog.broker.request_acls import check_request
 from zlog.errors import ErrorCode, ZlogError
 from zlog.transport.messages.admin import CreateTopicsRequestV0, TopicSpec
-from zlog.transport.messages.data import FetchEntry, FetchRequestV0, ProduceEntry, ProduceRequestV0
+from zlog.transport.messages.data import (
+    DeleteRecordsEntry,
+    DeleteRecordsRequestV0,
+    FetchEntry,
+    FetchRequestV0,
+    ProduceEntry,
+    ProduceRequestV0,
+)
 from zlog.transport.messages.groups import FindCoordinatorRequestV0
 from zlog.transport.messages.security import AclEntry, DescribeSecurityRequestV0
 
@@ -85,3 +92,15 @@ def test_only_a_broker_reads_the_users_credentials() -> None:
         check_request(ops, "ops", DescribeSecurityRequestV0(credentials=True))
     assert caught.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     check_request(ops, "broker", DescribeSecurityRequestV0(credentials=True))
+
+
+def test_delete_records_needs_delete_on_the_topic() -> None:
+    """As in Kafka: reading or writing a topic does not let a principal delete its records."""
+    request = DeleteRecordsRequestV0(1000, (DeleteRecordsEntry("orders", 0, 5),))
+    writer = Authorizer(tuple(AclEntry("alice", "topic", "orders", operation)
+                              for operation in ("read", "write")), ())
+    with pytest.raises(ZlogError) as refused:
+        check_request(writer, "alice", request)
+    assert refused.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    check_request(Authorizer((AclEntry("alice", "topic", "orders", "delete"),), ()), "alice",
+                  request)

@@ -11,6 +11,7 @@ import pytest
 
 from tests.clock import ManualClock
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
+from zlog.client.local_ring import LocalRing
 from zlog.errors import ErrorCode, ZlogError
 from zlog.record.header import validate_batch
 from zlog.shm_segments.log import PartitionLog
@@ -492,3 +493,24 @@ def test_unknown_or_bad_topic_configs_are_invalid_config() -> None:
         with pytest.raises(ZlogError) as caught:
             LogConfig.from_topic_configs(bad)
         assert caught.value.code == ErrorCode.INVALID_CONFIG
+
+
+def test_a_local_reader_of_the_ring_finds_no_deleted_record(
+    tmp_path: Path, shm_dir: Path
+) -> None:
+    """The ring holds the latest batches for readers on this host (client/local_ring.py): once
+    DeleteRecords moved the log start past some of them, the ring no longer offers them, and
+    such a reader goes to the network, which answers OFFSET_OUT_OF_RANGE."""
+    with _open(tmp_path, shm_dir) as log:
+        for tag in range(6):
+            log.append(make_batch(tag, record_count=1))
+        log.publish_high_watermark(6)
+        reader = LocalRing(log.ring_path)
+        try:
+            assert reader.covers(0)
+            assert log.delete_records_before(4) == 4
+            assert not reader.covers(3)
+            log.append(make_batch(6, record_count=1))
+            assert reader.covers(6)
+        finally:
+            reader.close()

@@ -70,6 +70,10 @@ from zlog.transport.messages.admin import (
     VoterStatus,
 )
 from zlog.transport.messages.data import (
+    DeleteRecordsEntry,
+    DeleteRecordsRequestV0,
+    DeleteRecordsResponseV0,
+    DeleteRecordsResult,
     FetchEntry,
     FetchRequestV0,
     FetchRequestV2,
@@ -133,6 +137,8 @@ REQUESTS: list[Request] = [
     FetchRequestV2(-1, 500, 1, 1 << 20, ()),
     ListOffsetsRequestV0("orders", (ListOffsetsPartition(0, -1), ListOffsetsPartition(1, -2),
                                     ListOffsetsPartition(2, 1_700_000_000_000))),
+    DeleteRecordsRequestV0(30_000, (DeleteRecordsEntry("orders", 0, -1),
+                                    DeleteRecordsEntry("payments", 1, 12345678901))),
     MetadataRequestV0(None),
     MetadataRequestV0(("orders", "ünïcode")),
     MetadataRequestV0(()),
@@ -176,6 +182,9 @@ RESPONSES: list[Response] = [
     FetchResponseV2((FetchResult("orders", 1, 6, -1, -1, -1, (), "moved"),), more=False),
     ListOffsetsResponseV0("orders", (ListOffsetsResult(0, 0, "", 17, -1),
                                      ListOffsetsResult(9, 3, "no such partition", -1, -1))),
+    DeleteRecordsResponseV0((DeleteRecordsResult("orders", 0, 0, "", 17),
+                             DeleteRecordsResult("payments", 1, 1, "above the high watermark",
+                                                 -1))),
     MetadataResponseV0(
         "cluster-x", 1, BROKERS,
         (TopicMetadata("orders", 0, "", {"cleanup.policy": "delete"}, (

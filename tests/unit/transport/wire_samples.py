@@ -69,6 +69,10 @@ from zlog.transport.messages.cluster import (
     OffsetForLeaderEpochResponseV0,
 )
 from zlog.transport.messages.data import (
+    DeleteRecordsEntry,
+    DeleteRecordsRequestV0,
+    DeleteRecordsResponseV0,
+    DeleteRecordsResult,
     ListOffsetsPartition,
     ListOffsetsRequestV0,
     ListOffsetsResponseV0,
@@ -145,6 +149,10 @@ def _api() -> dict[str, tuple[Kind, object]]:
             "t", (ListOffsetsPartition(0, -1), ListOffsetsPartition(1, 1_700_000_000_000)))),
         "ListOffsetsResponseV0": ("response", ListOffsetsResponseV0(
             "t", (ListOffsetsResult(0, 0, "", 42, -1), ListOffsetsResult(1, 6, "nö", -1, -1)))),
+        "DeleteRecordsRequestV0": ("request", DeleteRecordsRequestV0(
+            1000, (DeleteRecordsEntry("t", 0, -1), DeleteRecordsEntry("t", 1, 42)))),
+        "DeleteRecordsResponseV0": ("response", DeleteRecordsResponseV0((
+            DeleteRecordsResult("t", 0, 0, "", 42), DeleteRecordsResult("t", 1, 1, "nö", -1)))),
         "MetadataRequestV0": ("request", MetadataRequestV0(("a", "b"))),
         "MetadataRequestV0/all": ("request", MetadataRequestV0(None)),
         "MetadataResponseV0": ("response", MetadataResponseV0(

@@ -30,6 +30,7 @@ from typing import Final
 
 from zlog import __version__, limits
 from zlog.broker.data.data_security import DataSecurity
+from zlog.broker.data.delete_records import DeleteRecordsWaits
 from zlog.broker.data.fetch_waiters import (
     EntryRead,
     FetchWaiters,
@@ -62,6 +63,7 @@ from zlog.transport.messages.admin import (
 )
 from zlog.transport.messages.cluster import OffsetForLeaderEpochRequestV0
 from zlog.transport.messages.data import (
+    DeleteRecordsRequestV0,
     FetchEntry,
     FetchRequestV0,
     FetchRequestV1,
@@ -128,7 +130,8 @@ class _DelayedProduce:
 
 @dataclass(slots=True)
 class DataPlane:
-    """Produce, Fetch, ListOffsets and ApiVersions over the partitions in `partitions`.
+    """Produce, Fetch, ListOffsets, DeleteRecords and ApiVersions over the partitions in
+    `partitions`.
 
     `partitions` is the worker's own table, shared: assign and unassign change it, and must
     call `partition_removed` after removing one so that its waiters are answered.
@@ -150,6 +153,10 @@ class DataPlane:
     security: DataSecurity | None = None  # security on: ACLs checked, quotas enforced
     held: list[tuple[int, int, Reply]] = field(default_factory=list)  # (due ms, seq, reply)
     serving: str = ANONYMOUS  # the principal of the request being handled
+    deletes: DeleteRecordsWaits = field(init=False)  # DeleteRecords waiting for followers
+
+    def __post_init__(self) -> None:
+        self.deletes = DeleteRecordsWaits(self.partitions)
 
     # ------------------------------------------------------------------ entry points
 
@@ -216,6 +223,8 @@ class DataPlane:
         if self.delayed:
             for delayed in [d for d in self.delayed if d.deadline_ms <= now_ms]:
                 replies.append(self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT))
+        if self.deletes.parked:
+            replies.extend(self.deletes.expire(now_ms))
         return replies
 
     def lease_holds(self, now_ms: int) -> bool:
@@ -225,6 +234,13 @@ class DataPlane:
         answered as their leader."""
         return not self.supervisor_gone() and (self.lease_until_ms is None
                                                or now_ms < self.lease_until_ms)
+
+    def lease_refusal(self, now_ms: int) -> str | None:
+        """Why this broker's leaderships may no longer stand (`lease_holds`), or None."""
+        if self.lease_holds(now_ms):
+            return None
+        return ("its supervisor is gone" if self.supervisor_gone() else
+                "it has not heard from the controller within its session")
 
     def lease_remaining_ms(self) -> int | None:
         """How long the lease still stands (0 or less: it ran out; None: no lease)."""
@@ -240,9 +256,12 @@ class DataPlane:
         if self.push_now:
             return 0
         fetch_deadline_ms = self.waiters.next_deadline_ms()
-        if not self.delayed and not self.held:
+        if not self.delayed and not self.held and not self.deletes.parked:
             return fetch_deadline_ms
         deadlines = [d.deadline_ms for d in self.delayed]
+        delete_deadline_ms = self.deletes.next_deadline_ms()
+        if delete_deadline_ms is not None:
+            deadlines.append(delete_deadline_ms)
         if self.held:
             deadlines.append(self.held[0][0])
         if fetch_deadline_ms is not None:
@@ -255,6 +274,7 @@ class DataPlane:
         replies = self._answer_fetches(self.waiters.wake_partition(tp))
         for delayed in [d for d in self.delayed if any(w[0] == tp for w in d.waiting.values())]:
             replies.append(self._finish_delayed(delayed, ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        replies.extend(self.deletes.settle([tp]))
         return replies
 
     def drain(self) -> list[Reply]:
@@ -265,6 +285,7 @@ class DataPlane:
         replies.extend(self._release_held(None))
         for delayed in list(self.delayed):
             replies.append(self._finish_delayed(delayed, ErrorCode.REQUEST_TIMED_OUT))
+        replies.extend(self.deletes.expire(None))
         return replies
 
     # ------------------------------------------------------------------ dispatch
@@ -282,6 +303,8 @@ class DataPlane:
             return [_reply(identity, header, self._list_offsets(request))]
         if isinstance(request, OffsetForLeaderEpochRequestV0):
             return [_reply(identity, header, epoch_answers(self.partitions, request))]
+        if isinstance(request, DeleteRecordsRequestV0):
+            return self._delete_records(identity, header, request, now_ms)
         if isinstance(request, GROUP_REQUEST_TYPES):
             if self.group_requests is None:
                 return [_reply(identity, header, error_response(
@@ -362,9 +385,8 @@ class DataPlane:
             return ProduceOutcome(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, _not_here(entry.topic, entry.partition)
             )
-        if not self.lease_holds(now_ms):
-            why = ("its supervisor is gone" if self.supervisor_gone() else
-                   "it has not heard from the controller within its session")
+        why = self.lease_refusal(now_ms)
+        if why is not None:
             return ProduceOutcome(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1,
                 f"{entry.topic}-{entry.partition}: this broker may have been replaced as "
@@ -576,6 +598,9 @@ class DataPlane:
             if read.committed_bytes:
                 replies.extend(self._on_progress(TopicPartition(entry.topic, entry.partition),
                                                  0, read.committed_bytes))
+        if self.deletes.parked:  # the followers' log starts came with their positions
+            replies.extend(self.deletes.settle(
+                TopicPartition(entry.topic, entry.partition) for entry in request.entries))
         token = _ParkedFetch(identity, header, request)
         if replica_fetch_is_complete(reads, request) or not self.waiters.park(
             token,
@@ -607,6 +632,20 @@ class DataPlane:
             replies.extend(self._answer_fetches(self.waiters.wake_partition(tp)))
             if self.delayed:
                 replies.extend(self._settle_delayed(tp))
+        if self.deletes.parked:  # a new role, or an ISR without a lagging follower
+            replies.extend(self.deletes.settle([tp]))
+        return replies
+
+    # ------------------------------------------------------------------ delete records
+
+    def _delete_records(self, identity: bytes, header: RequestHeader,
+                        request: DeleteRecordsRequestV0, now_ms: int) -> list[Reply]:
+        """DeleteRecords (delete_records.py): the followers' parked fetches are answered at
+        once, so that they take the new log start and report it with their next fetch."""
+        replies, moved = self.deletes.handle(identity, header, request,
+                                             self.lease_refusal(now_ms), now_ms)
+        for tp in moved:
+            replies.extend(self._answer_fetches(self.waiters.wake_partition(tp), now_ms))
         return replies
 
     # ------------------------------------------------------------------ list offsets

@@ -95,6 +95,7 @@ class FollowerState:
     last_fetch_leader_leo: int = 0  # the leader's LEO at that fetch
     broker_epoch: int = -1  # the registration it fetched with
     caught_up_in_term: bool = False  # a fetch this term set `last_caught_up_ms`
+    log_start_offset: int = -1  # its own log start, as its last fetch said (-1: not known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,13 +216,16 @@ class HighWatermark:
 
     def note_follower(
         self, replica_id: int, fetch_offset: int, log_start_offset: int, log_end_offset: int,
-        *, now_ms: int = 0, broker_epoch: int = -1,
+        *, now_ms: int = 0, broker_epoch: int = -1, follower_log_start_offset: int = -1,
     ) -> None:
         """A follower fetching at `fetch_offset` holds everything below it (Kafka's rule,
-        Replica.updateFetchStateOrThrow); an offset outside the leader's log says nothing."""
+        Replica.updateFetchStateOrThrow), and its log starts at `follower_log_start_offset`;
+        an offset outside the leader's log says nothing."""
         if not log_start_offset <= fetch_offset <= log_end_offset:
             return
         state = self.followers.setdefault(replica_id, FollowerState())
+        if follower_log_start_offset >= 0:
+            state.log_start_offset = follower_log_start_offset
         # Never back: the first fetch of a term finds last_fetch_ms still 0, and an ISR member
         # counts as caught up from the term's start (Kafka takes the max here too).
         if fetch_offset >= log_end_offset:
@@ -308,19 +312,33 @@ class HighWatermark:
                 found.add(replica)
         return frozenset(found)
 
-    def ready_to_join(self) -> frozenset[int]:
-        """Followers outside the ISR that hold everything up to the HW and the epoch start."""
+    def ready_to_join(self, log_start_offset: int = 0) -> frozenset[int]:
+        """Followers outside the ISR that hold everything up to the HW and the epoch start,
+        and hold nothing below the leader's log start (`log_start_offset`): what DeleteRecords
+        deleted is waited for on the ISR's members only (`low_watermark`), so a replica that
+        may lead must have deleted it too before it joins."""
         joining: set[int] = set()
         for replica, state in self.followers.items():
             if (replica in self.replicas.isr or replica in self.replicas.ineligible
                     or state.log_end_offset < 0):
                 continue
-            if state.log_end_offset >= max(self.value, self.epoch_start_offset):
+            if (state.log_end_offset >= max(self.value, self.epoch_start_offset)
+                    and state.log_start_offset >= log_start_offset):
                 joining.add(replica)
         return frozenset(joining)
 
+    def low_watermark(self, log_start_offset: int) -> int:
+        """The lowest log start of the leader (`log_start_offset`) and the followers of its
+        maximal ISR (Kafka's `lowWatermarkIfLeader`, over the replicas that may lead next:
+        zlog elects only in-sync ones); -1 while one has not fetched in this term."""
+        low = log_start_offset
+        for replica in self.maximal_isr - {self.replicas.local_replica_id}:
+            state = self.followers.get(replica)
+            low = min(low, -1 if state is None else state.log_start_offset)
+        return low
+
     def next_proposal(
-        self, now_ms: int, log_end_offset: int, lag_time_max_ms: int
+        self, now_ms: int, log_end_offset: int, lag_time_max_ms: int, log_start_offset: int = 0,
     ) -> frozenset[int] | None:
         """The periodic ISR check: the followers outside the ISR that the HW waits for until
         the next one (`awaited`), and the ISR to propose now, or None: shrinks first (they
@@ -331,7 +349,7 @@ class HighWatermark:
         lagging = self.out_of_sync(now_ms, log_end_offset, lag_time_max_ms)
         if lagging:
             return self.replicas.isr - lagging
-        joining = self.ready_to_join()
+        joining = self.ready_to_join(log_start_offset)
         if joining:
             return self.replicas.isr | {min(joining)}
         return None

@@ -125,7 +125,8 @@ class IsrProposals:
         tracker = partition.isr_tracker
         resigning = tracker.resignation() if partition.must_resign else None
         new_isr = resigning or tracker.next_proposal(now_ms, partition.log.log_end_offset,
-                                                     self.lag_time_max_ms)
+                                                     self.lag_time_max_ms,
+                                                     partition.log.log_start_offset)
         if not new_isr or new_isr == tracker.replicas.isr:
             return None
         proposal = tracker.propose(new_isr, now_ms)

@@ -38,6 +38,7 @@ from typing import Any, Final
 import zmq
 
 from zlog.broker.data.data_plane import DataPlane
+from zlog.broker.data.kafka_delete_records import serve_delete_records
 from zlog.broker.data.kafka_sockets import (
     KafkaConnection,
     TlsKafkaConnection,
@@ -100,7 +101,8 @@ ZSTD_PRODUCE_MIN: Final = 7
 ZSTD_FETCH_MIN: Final = 10
 NO_EPOCH: Final = -1
 _DATA_KEYS: Final = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS,
-                               ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.API_VERSIONS})
+                               ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.API_VERSIONS,
+                               ApiKey.DELETE_RECORDS})
 
 
 def epoch_refusal(partition: Partition | None, tp: TopicPartition,
@@ -426,6 +428,9 @@ class KafkaPort:
                 return self._produce(conn, identity, request, now_ms, principal)
             if key == ApiKey.FETCH:
                 return self._fetch(conn, identity, request, now_ms, principal)
+            if key == ApiKey.DELETE_RECORDS:
+                return serve_delete_records(self.data_plane, conn, identity, request, now_ms,
+                                            principal=principal)
             if key == ApiKey.LIST_OFFSETS:
                 self._send(conn, [self._list_offsets(request, principal)])
             elif key == ApiKey.OFFSET_FOR_LEADER_EPOCH:

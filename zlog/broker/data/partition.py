@@ -46,7 +46,14 @@ from zlog.record.header import (
     verify_crc,
 )
 from zlog.record.small import walk_records
-from zlog.types import ACKS_ALL, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TIMESTAMP, NO_TOPIC_ID
+from zlog.types import (
+    ACKS_ALL,
+    DELETE_TO_HIGH_WATERMARK,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    NO_TIMESTAMP,
+    NO_TOPIC_ID,
+)
 
 VALID_ACKS: Final = frozenset({0, 1, ACKS_ALL})
 _READ_ALL_BYTES: Final = 2**31 - 1
@@ -77,6 +84,8 @@ class LogLike(Protocol):
     def publish_high_watermark(self, offset: int) -> None: ...
 
     def truncate_fully_and_start_at(self, offset: int) -> None: ...
+
+    def delete_records_before(self, offset: int) -> int: ...
 
     def read(
         self, offset: int, max_bytes: int, upto_offset: int | None = None
@@ -128,6 +137,7 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.is_leader = is_leader
         self.compacted = compacted
+        self.deletes = True  # cleanup.policy includes delete: DeleteRecords may go here
         self.producers = producers or ProducerStateTable()
         self.timestamp_difference_max_ms = timestamp_difference_max_ms  # -1: not checked
         self.compression = compression  # the topic's codec; None: keep the producer's
@@ -259,13 +269,16 @@ class Partition:
         return self._advance_high_watermark() if self.is_leader else 0
 
     def note_replica_fetch(
-        self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int
+        self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int, *,
+        log_start_offset: int,
     ) -> int:
         """A follower's Fetch v1 at `fetch_offset` (isr.py's rules, with the time and the
-        broker epoch it fetched with); the bytes that became visible to consumers."""
+        broker epoch it fetched with, and its own log start); the bytes that became visible
+        to consumers."""
         self._hw.note_follower(replica_id, fetch_offset, self.log.log_start_offset,
                                self.log.log_end_offset, now_ms=now_ms,
-                               broker_epoch=broker_epoch)
+                               broker_epoch=broker_epoch,
+                               follower_log_start_offset=log_start_offset)
         return self._advance_high_watermark()
 
     # ------------------------------------------------------------------ as a follower
@@ -304,6 +317,18 @@ class Partition:
         self._publish_high_watermark()
         if self._recent is not None:
             self._recent.clear()
+
+    def follow_log_start(self, leader_log_start_offset: int) -> bool:
+        """A follower's log start follows its leader's, as a Kafka follower's does with each
+        fetch answer, never past its own HW (what lies above may not be committed): what the
+        leader deleted (DeleteRecords, retention) goes here too, so a replica that leads next
+        never serves a record a client was told was gone. Whether it moved."""
+        target = min(leader_log_start_offset, self._hw.value)
+        if self.is_leader or target <= self.log.log_start_offset:
+            return False
+        self.log.delete_records_before(target)
+        self.log_start_moved()
+        return True
 
     def log_start_moved(self) -> None:
         """Retention moved the log start: the epoch holding it now starts there, in memory and
@@ -639,6 +664,43 @@ class Partition:
         return EntryRead(
             error.code, self.client_high_watermark, self.log.log_start_offset, (), error.message
         )
+
+    # ------------------------------------------------------------------ delete records
+
+    @property
+    def low_watermark(self) -> int:
+        """The lowest log start of this leader and its in-sync followers (isr.py): what a
+        DeleteRecords answer waits for."""
+        return self._hw.low_watermark(self.log.log_start_offset)
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords on the leader: the log start moves up to `offset` (-1: the HW);
+        returns the offset it moved to (the HW for -1), which the answer waits for every
+        in-sync follower's log start to reach (`low_watermark`). Never past the HW (Kafka's
+        `deleteRecordsOnLeader`): a record above it may not be on every in-sync replica, and
+        a follower's log start follows the leader's only up to its own HW. Refused, nothing
+        deleted: not the leader (NOT_LEADER_OR_FOLLOWER), a negative offset other than -1 or
+        one above the HW (OFFSET_OUT_OF_RANGE), a topic whose cleanup.policy has no delete
+        (POLICY_VIOLATION)."""
+        where = f"{self.topic}-{self.partition}"
+        if not self.is_leader:
+            raise ZlogError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                            f"this worker does not lead {where}")
+        high_watermark = self._hw.value
+        target = high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+        if not 0 <= target <= high_watermark:
+            raise ZlogError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                            f"{where}: cannot delete records before {offset}: use -1 (the "
+                            f"high watermark) or an offset from 0 to the high watermark "
+                            f"{high_watermark}")
+        if not self.deletes:
+            raise ZlogError(ErrorCode.POLICY_VIOLATION,
+                            f"{where}: records of a topic whose cleanup.policy has no "
+                            "delete cannot be deleted")
+        before = self.log.log_start_offset
+        if self.log.delete_records_before(target) != before:
+            self.log_start_moved()
+        return target
 
     # ------------------------------------------------------------------ list offsets
 

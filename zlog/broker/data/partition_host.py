@@ -204,6 +204,7 @@ class PartitionHost:
             recovered_high_watermark=recovered_high_watermark(partition_log),
         )
         partition.topic_id = topic_id
+        partition.deletes = config.deletes
         if corrupt is not None:
             partition.note_corrupt(corrupt)
         if assignment.is_leader:
@@ -272,6 +273,7 @@ class PartitionHost:
                      config.disk_share_bytes, hosted.log.config.disk_share_bytes)
         hosted.log.config = replace(config, ring_bytes=hosted.log.config.ring_bytes)
         partition.set_compacted(config.compacted)
+        partition.deletes = config.deletes
         return AssignOutcome(committed, role_changed)
 
     def directory_of(self, tp: TopicPartition) -> Path | None:

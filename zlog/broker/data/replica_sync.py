@@ -21,7 +21,9 @@ watermark, and it gets the batches from there up to the leader's log end.
 Follower side (`apply_replica_fetch`): a diverging answer cuts the log at the smaller of the
 leader's end for that epoch and the follower's own end for it (KIP-101 with KIP-279: never by
 high watermark); batches are appended byte for byte, each exactly at the log end and of an epoch
-no newer than the leader's; the high watermark follows the leader's, never above the log end. A
+no newer than the leader's; the high watermark follows the leader's, never above the log end, and
+the log start the leader's (what DeleteRecords or retention deleted there), never above the high
+watermark. A
 diverging answer that names no epoch or no end is dropped (the follower backs off and asks
 again): neither a cut point nor "no divergence". OFFSET_OUT_OF_RANGE (`reset_out_of_range`):
 past the leader's log end the follower cuts to it, otherwise it starts over at the leader's
@@ -126,7 +128,8 @@ def serve_replica_fetch(
         return _refused(partition, entry, ErrorCode.OFFSET_OUT_OF_RANGE,
                         f"{where}: offset {entry.fetch_offset} is past the log end {log_end}")
     committed = partition.note_replica_fetch(replica_id, entry.fetch_offset, now_ms,
-                                             broker_epoch)
+                                             broker_epoch,
+                                             log_start_offset=entry.log_start_offset)
     chunks: Sequence[Buffer] = ()
     if entry.fetch_offset < log_end:
         chunks = log.read(entry.fetch_offset, max(limit_bytes, 1), None)
@@ -216,4 +219,5 @@ def apply_replica_fetch(
             expected = header.base_offset + header.last_offset_delta + 1
             position += header.size_bytes
     partition.follow_high_watermark(result.high_watermark)
+    partition.follow_log_start(result.log_start_offset)
     return FollowerProgress(appended_bytes=appended)

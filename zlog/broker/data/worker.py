@@ -468,9 +468,10 @@ class Worker:
             outcome = self.host.assign(message)
             self._follow_or_lead(message)
             tp = TopicPartition(message.topic, message.partition)
-            if outcome.committed_bytes or outcome.role_changed:
-                self._send_replies(self.data_plane.partition_changed(
-                    tp, outcome.committed_bytes, outcome.role_changed))
+            # Even with no byte committed and no new role: a shrunk ISR may settle a
+            # DeleteRecords that waited for the follower it removed.
+            self._send_replies(self.data_plane.partition_changed(
+                tp, outcome.committed_bytes, outcome.role_changed))
             self._send_replies(self.groups.partition_changed(tp))
         except ZlogError as error:
             code, text = error.code, error.message

@@ -1,6 +1,6 @@
 """Every message of the protocol, one frozen dataclass per (api, version), by family:
 
-* `data`: Produce, Fetch (a consumer's v0, a follower's v1) and ListOffsets;
+* `data`: Produce, Fetch (a consumer's v0, a follower's v1), ListOffsets and DeleteRecords;
 * `admin`: Metadata, ApiVersions, topics, configs, producer ids, DescribeCluster,
   ElectLeaders;
 * `cluster`: what brokers send each other and the controller (epochs, registration,
@@ -56,6 +56,8 @@ from zlog.transport.messages.cluster import (
     OffsetForLeaderEpochResponseV0,
 )
 from zlog.transport.messages.data import (
+    DeleteRecordsRequestV0,
+    DeleteRecordsResponseV0,
     FetchRequestV0,
     FetchRequestV1,
     FetchRequestV2,
@@ -112,6 +114,7 @@ Request: TypeAlias = (
     | BrokerHeartbeatRequestV0
     | AlterPartitionRequestV0
     | ListOffsetsRequestV0
+    | DeleteRecordsRequestV0
     | MetadataRequestV0
     | ApiVersionsRequestV0
     | CreateTopicsRequestV0
@@ -141,6 +144,7 @@ Response: TypeAlias = (
     | BrokerHeartbeatResponseV0
     | AlterPartitionResponseV0
     | ListOffsetsResponseV0
+    | DeleteRecordsResponseV0
     | MetadataResponseV0
     | ApiVersionsResponseV0
     | CreateTopicsResponseV0
@@ -173,6 +177,7 @@ REQUEST_TYPES: dict[tuple[ApiKey, int], type[Request]] = {
         BrokerHeartbeatRequestV0,
         AlterPartitionRequestV0,
         ListOffsetsRequestV0,
+        DeleteRecordsRequestV0,
         MetadataRequestV0,
         ApiVersionsRequestV0,
         CreateTopicsRequestV0,
@@ -205,6 +210,7 @@ RESPONSE_TYPES: dict[tuple[ApiKey, int], type[Response]] = {
         BrokerHeartbeatResponseV0,
         AlterPartitionResponseV0,
         ListOffsetsResponseV0,
+        DeleteRecordsResponseV0,
         MetadataResponseV0,
         ApiVersionsResponseV0,
         CreateTopicsResponseV0,

@@ -1,6 +1,6 @@
-"""The data path's messages: Produce v0, Fetch v0 (a consumer's), Fetch v1 (a follower's) and
-ListOffsets v0. Field names are the wire's names, so a reader can hold this file next to
-docs/protocol.md.
+"""The data path's messages: Produce v0, Fetch v0 (a consumer's), Fetch v1 (a follower's),
+ListOffsets v0 and DeleteRecords v0. Field names are the wire's names, so a reader can hold this
+file next to docs/protocol.md.
 
 Produce and Fetch bodies are structs (struct_bodies.py) with record batches riding as their own
 frames, held here as buffers (memoryviews of received frames): nothing copies them. A
@@ -8,7 +8,7 @@ follower's Fetch v1 says beside v0's fields who asks (replica id and broker epoc
 leader epoch it believes current and the epoch of its last batch, so the leader can tell it
 where its log diverges (`diverging_epoch`, KIP-320/KIP-595) instead of sending batches it must
 not append; and per partition the topic id of its replica (KIP-516), which the leader refuses
-if it is not its own (UNKNOWN_TOPIC_ID). ListOffsets is JSON (json_codec.py).
+if it is not its own (UNKNOWN_TOPIC_ID). ListOffsets and DeleteRecords are JSON (json_codec.py).
 """
 
 from __future__ import annotations
@@ -235,3 +235,48 @@ class ListOffsetsResponseV0:
 
     topic: str
     partitions: tuple[ListOffsetsResult, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# DeleteRecords v0 (JSON), answered by the partitions' leader.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsEntry:
+    topic: str
+    partition: Int32
+    # records below this offset go; -1 (DELETE_TO_HIGH_WATERMARK): all below the high
+    # watermark; any other negative offset, or one above the high watermark, is
+    # OFFSET_OUT_OF_RANGE for that partition alone
+    offset: Int64
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsRequestV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.DELETE_RECORDS
+    API_VERSION: ClassVar[int] = 0
+
+    # how long the answer may wait for the in-sync followers' log starts to reach the offsets
+    # (Kafka's DeleteRecords timeout); a partition still waiting then is REQUEST_TIMED_OUT
+    timeout_ms: Annotated[int, AtLeast(0)]
+    entries: tuple[DeleteRecordsEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsResult:
+    topic: str
+    partition: Int32
+    error_code: ErrorCode16
+    error_message: Annotated[str, Absent("")]
+    # the lowest log start of the leader and its in-sync followers once the deletion reached
+    # them all (Kafka's low watermark); -1 on error
+    low_watermark: Int64
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsResponseV0:
+    API_KEY: ClassVar[ApiKey] = ApiKey.DELETE_RECORDS
+    API_VERSION: ClassVar[int] = 0
+
+    results: tuple[DeleteRecordsResult, ...]

@@ -106,7 +106,8 @@ class Host:
     def follower_catches_up(self, index: int) -> list[Reply]:
         """Replica 1 fetches at the log end of partition `index`; the replies that releases."""
         partition = self.offsets(index)
-        partition.note_replica_fetch(1, partition.log.log_end_offset, now_ms=0, broker_epoch=1)
+        partition.note_replica_fetch(1, partition.log.log_end_offset, now_ms=0, broker_epoch=1,
+                                     log_start_offset=0)
         return self.groups.release()
 
     def send(self, request: GroupRequest, identity: bytes = CLIENT) -> list[Reply]:

@@ -87,9 +87,9 @@ def test_a_new_leader_shows_no_high_watermark_until_it_reaches_its_epoch_start()
     assert caught.value.code == ErrorCode.OFFSET_NOT_AVAILABLE
     assert partition.list_offset(T0_MS)[0] == 0, "a time found below the HW is answered"
 
-    partition.note_replica_fetch(2, 9, now_ms=1, broker_epoch=5)
+    partition.note_replica_fetch(2, 9, now_ms=1, broker_epoch=5, log_start_offset=0)
     assert partition.high_watermark == 3, "replica 3 has not fetched yet"
-    partition.note_replica_fetch(3, 9, now_ms=1, broker_epoch=6)
+    partition.note_replica_fetch(3, 9, now_ms=1, broker_epoch=6, log_start_offset=0)
     assert partition.high_watermark == 9
     assert _list_latest(partition) == 9
     assert partition.read(3, 1 << 20, replica_id=-1, at_least_one=True).high_watermark == 9
@@ -104,7 +104,7 @@ def test_the_high_watermark_stays_while_the_isr_is_below_min_insync_replicas() -
     outcome = partition.produce([make_batch(0)], acks=1)
     assert outcome.error_code == ErrorCode.NONE and outcome.committed_bytes == 0
     assert partition.high_watermark == 0
-    partition.note_replica_fetch(2, 3, now_ms=1, broker_epoch=5)
+    partition.note_replica_fetch(2, 3, now_ms=1, broker_epoch=5, log_start_offset=0)
     assert partition.high_watermark == 0, "replica 2 is not in the committed ISR yet"
     assert partition.set_replicas(_three(frozenset({1, 2}))) > 0
     assert partition.high_watermark == 3

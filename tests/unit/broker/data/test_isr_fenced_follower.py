@@ -32,7 +32,7 @@ def _leader_with_followers_at_the_end() -> Partition:
     leader.start_term(now_ms=0)
     assert leader.produce([make_batch(0, 1)], acks=1).error_code == ErrorCode.NONE
     for follower in (2, 3):
-        leader.note_replica_fetch(follower, 1, now_ms=10, broker_epoch=5)
+        leader.note_replica_fetch(follower, 1, now_ms=10, broker_epoch=5, log_start_offset=0)
     assert leader.high_watermark == 1
     leader.isr_tracker.next_proposal(20, leader.log.log_end_offset, LAG_MS)  # an ISR check
     return leader
@@ -44,7 +44,7 @@ def test_a_fenced_follower_out_of_the_isr_holds_the_high_watermark_back_no_longe
     leader.set_replicas(_replicas({1, 2}, 1, ineligible=frozenset({3})))
     leader.isr_tracker.next_proposal(30, leader.log.log_end_offset, LAG_MS)
     assert leader.produce([make_batch(1, 1)], acks=-1).error_code == ErrorCode.NONE
-    leader.note_replica_fetch(2, 2, now_ms=40, broker_epoch=5)
+    leader.note_replica_fetch(2, 2, now_ms=40, broker_epoch=5, log_start_offset=0)
     assert leader.high_watermark == 2, "the HW waited for the fenced broker 3"
     assert leader.isr_tracker.next_proposal(50, leader.log.log_end_offset, LAG_MS) is None
 
@@ -56,7 +56,7 @@ def test_an_eligible_follower_out_of_the_isr_is_still_waited_for() -> None:
     leader.set_replicas(_replicas({1, 2}, 1))
     leader.isr_tracker.next_proposal(30, leader.log.log_end_offset, LAG_MS)
     assert leader.produce([make_batch(1, 1)], acks=-1).error_code == ErrorCode.NONE
-    leader.note_replica_fetch(2, 2, now_ms=40, broker_epoch=5)
+    leader.note_replica_fetch(2, 2, now_ms=40, broker_epoch=5, log_start_offset=0)
     assert leader.high_watermark == 1
-    leader.note_replica_fetch(3, 2, now_ms=45, broker_epoch=5)
+    leader.note_replica_fetch(3, 2, now_ms=45, broker_epoch=5, log_start_offset=0)
     assert leader.high_watermark == 2

@@ -96,8 +96,9 @@ def test_a_caught_up_follower_that_stops_fetching_holds_the_hw_for_the_lag_time_
                        replicas=_replicas(1, frozenset({1})))
     leader.start_term(now_ms=0)
     leader.produce([make_batch(0, 1)], acks=1)
-    leader.note_replica_fetch(2, 0, now_ms=10, broker_epoch=FOLLOWER_EPOCH)
-    leader.note_replica_fetch(2, 1, now_ms=20, broker_epoch=FOLLOWER_EPOCH)  # caught up
+    leader.note_replica_fetch(2, 0, now_ms=10, broker_epoch=FOLLOWER_EPOCH, log_start_offset=0)
+    leader.note_replica_fetch(2, 1, now_ms=20, broker_epoch=FOLLOWER_EPOCH,
+                              log_start_offset=0)  # caught up
     tracker = leader.isr_tracker
     assert tracker.next_proposal(30, 1, LAG_MS) == {1, 2}
     tracker.proposal_refused(tracker.replicas.partition_epoch)  # say it was refused

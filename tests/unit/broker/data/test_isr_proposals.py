@@ -42,8 +42,8 @@ def _leader() -> Partition:
     partition.start_term(now_ms=0)
     for tag in range(2):
         partition.produce([make_batch(tag)], acks=1)
-    partition.note_replica_fetch(2, 6, now_ms=10, broker_epoch=20)
-    partition.note_replica_fetch(3, 6, now_ms=10, broker_epoch=30)
+    partition.note_replica_fetch(2, 6, now_ms=10, broker_epoch=20, log_start_offset=0)
+    partition.note_replica_fetch(3, 6, now_ms=10, broker_epoch=30, log_start_offset=0)
     return partition
 
 
@@ -84,7 +84,7 @@ def test_an_answer_of_unknown_outcome_keeps_the_member_counted_and_sends_it_agai
     proposals.answered(_answer(sent, ErrorCode.NOT_CONTROLLER))
     assert partition.isr_tracker.maximal_isr == {1, 2, 3}
     partition.produce([make_batch(2)], acks=1)
-    partition.note_replica_fetch(2, 9, now_ms=1_100, broker_epoch=20)
+    partition.note_replica_fetch(2, 9, now_ms=1_100, broker_epoch=20, log_start_offset=0)
     assert partition.high_watermark == 6, "replica 3 may be in the ISR: the HW waits for it"
     assert proposals.due(1_000 + ISR_CHECK_INTERVAL_MS) == [], "after a pause"
     again = _expansion(proposals, 1_000 + REFUSED_BACKOFF_MS)
@@ -137,7 +137,7 @@ def test_a_restarted_leader_resumes_the_change_it_had_sent() -> None:
     assert restarted.start_term(now_ms=5_000, stored_isr_change=store.load(TP))
     assert restarted.isr_tracker.maximal_isr == {1, 2, 3}
     restarted.produce([make_batch(2)], acks=1)
-    restarted.note_replica_fetch(2, 9, now_ms=5_001, broker_epoch=20)
+    restarted.note_replica_fetch(2, 9, now_ms=5_001, broker_epoch=20, log_start_offset=0)
     assert restarted.high_watermark == 6, "replica 3 may be in the ISR: the HW waits for it"
     proposals = IsrProposals({TP: restarted}, lag_time_max_ms=LAG_MS, store=store)
     again = _expansion(proposals, 5_000)

@@ -29,7 +29,7 @@ def _leader() -> tuple[Partition, IsrProposals]:
     partition = Partition("t", 0, MemoryLog(), leader_epoch=4, replicas=replicas)
     partition.produce([make_batch(0, 3)], acks=1)
     for follower in (2, 3):
-        partition.note_replica_fetch(follower, 3, 0, broker_epoch=10 + follower)
+        partition.note_replica_fetch(follower, 3, 0, broker_epoch=10 + follower, log_start_offset=0)
     return partition, IsrProposals({TP: partition}, lag_time_max_ms=LAG_MS)
 
 
@@ -43,13 +43,13 @@ def test_an_unanswered_expansion_is_sent_again_and_still_holds_the_high_watermar
     partition, proposals = _leader()
     expansion = _expansion(proposals)
     partition.produce([make_batch(1, 1)], acks=1)  # offset 3: broker 3 stops fetching
-    partition.note_replica_fetch(2, 4, 200, broker_epoch=12)
+    partition.note_replica_fetch(2, 4, 200, broker_epoch=12, log_start_offset=0)
     assert partition.high_watermark == 3  # waits for broker 3, whose join is pending
     # Broker 2 falls behind too: when the answer is overdue, a shrink would be due as well.
     partition.produce([make_batch(2, 1)], acks=1)
     later = 100 + ANSWER_TIMEOUT_MS
     (again,) = proposals.due(later)
-    partition.note_replica_fetch(2, 5, later, broker_epoch=12)
+    partition.note_replica_fetch(2, 5, later, broker_epoch=12, log_start_offset=0)
     assert partition.high_watermark == 3  # the controller may still add broker 3
     assert 3 in partition.isr_tracker.maximal_isr
     assert again.request_id != expansion.request_id

@@ -70,12 +70,14 @@ def test_the_high_watermark_is_the_lowest_log_end_in_the_isr() -> None:
     assert outcome.error_code == ErrorCode.NONE and outcome.committed_bytes == 0
     assert partition.high_watermark == 0
     assert partition.acks_status(outcome.required_offset) is None, "acks=all waits"
-    assert partition.note_replica_fetch(1, 2, now_ms=0, broker_epoch=1) == len(make_batch(0, 2))
+    assert partition.note_replica_fetch(1, 2, now_ms=0, broker_epoch=1,
+                                        log_start_offset=0) == len(make_batch(0, 2))
     assert partition.high_watermark == 2
     assert partition.acks_status(outcome.required_offset) is None
-    assert partition.note_replica_fetch(2, 4, now_ms=0, broker_epoch=1) == 0, (
+    assert partition.note_replica_fetch(2, 4, now_ms=0, broker_epoch=1, log_start_offset=0) == 0, (
         "replica 2 is not in the ISR")
-    assert partition.note_replica_fetch(1, 4, now_ms=0, broker_epoch=1) == len(make_batch(1, 2))
+    assert partition.note_replica_fetch(1, 4, now_ms=0, broker_epoch=1,
+                                        log_start_offset=0) == len(make_batch(1, 2))
     assert partition.high_watermark == 4
     assert partition.acks_status(outcome.required_offset) == ErrorCode.NONE
 
@@ -88,7 +90,7 @@ def test_the_log_is_told_each_new_high_watermark_for_its_local_readers() -> None
     assert _fake(partition).published_high_watermark == 0
     partition.produce([make_batch(0, 2)], acks=1)
     assert _fake(partition).published_high_watermark == 0
-    partition.note_replica_fetch(1, 2, now_ms=0, broker_epoch=1)
+    partition.note_replica_fetch(1, 2, now_ms=0, broker_epoch=1, log_start_offset=0)
     assert _fake(partition).published_high_watermark == 2
     single = _partition()
     single.produce([make_batch(0, 3)], acks=1)
@@ -102,9 +104,9 @@ def test_the_log_is_told_each_new_high_watermark_for_its_local_readers() -> None
 def test_the_high_watermark_never_moves_back() -> None:
     partition = _partition(_three_replicas())
     partition.produce([make_batch(0, 4)], acks=1)
-    partition.note_replica_fetch(1, 4, now_ms=0, broker_epoch=1)
+    partition.note_replica_fetch(1, 4, now_ms=0, broker_epoch=1, log_start_offset=0)
     # a follower that truncated and restarted:
-    partition.note_replica_fetch(1, 1, now_ms=0, broker_epoch=1)
+    partition.note_replica_fetch(1, 1, now_ms=0, broker_epoch=1, log_start_offset=0)
     assert partition.high_watermark == 4
 
 
@@ -115,7 +117,8 @@ def test_an_isr_below_min_after_the_append_cannot_be_acknowledged() -> None:
     partition = _partition(_three_replicas())
     waiting = partition.produce([make_batch(0)], acks=-1)
     covered = partition.produce([make_batch(1)], acks=-1)
-    partition.note_replica_fetch(1, waiting.required_offset, now_ms=0, broker_epoch=1)
+    partition.note_replica_fetch(1, waiting.required_offset, now_ms=0, broker_epoch=1,
+                                 log_start_offset=0)
     partition.set_replicas(ReplicaSet(0, frozenset({0, 1, 2}), frozenset({0}), 2))
     assert partition.acks_status(waiting.required_offset) == (
         ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -127,7 +130,7 @@ def test_an_isr_below_min_after_the_append_cannot_be_acknowledged() -> None:
 def test_consumers_read_below_the_high_watermark_and_followers_to_the_log_end() -> None:
     partition = _partition(_three_replicas())
     partition.produce([make_batch(0, 2)], acks=1)
-    partition.note_replica_fetch(1, 2, now_ms=0, broker_epoch=1)
+    partition.note_replica_fetch(1, 2, now_ms=0, broker_epoch=1, log_start_offset=0)
     partition.produce([make_batch(1, 2)], acks=1)
     consumer = partition.read(0, 1 << 20, replica_id=-1, at_least_one=True)
     assert [base_offset_of(bytes(c)) for c in consumer.chunks] == [0]
@@ -274,7 +277,7 @@ def test_list_offsets_latest_earliest_and_by_time() -> None:
     partition = _partition(_three_replicas())
     for tag in range(3):
         partition.produce([make_batch(tag, 2, timestamp_ms=T0_MS + 1000 * tag)], acks=1)
-    partition.note_replica_fetch(1, 4, now_ms=0, broker_epoch=1)
+    partition.note_replica_fetch(1, 4, now_ms=0, broker_epoch=1, log_start_offset=0)
     assert partition.list_offset(-1) == (4, -1), "latest is the high watermark"
     assert partition.list_offset(-2) == (0, -1)
     assert partition.list_offset(T0_MS + 500) == (2, T0_MS + 1000)
@@ -299,7 +302,7 @@ def test_the_rules_hold_over_the_real_log(tmp_path: Path, shm_dir: Path) -> None
         partition = Partition("t", 0, log, leader_epoch=1, replicas=_three_replicas())
         for tag in range(3):
             partition.produce([make_batch(tag, 2, timestamp_ms=T0_MS + 1000 * tag)], acks=1)
-        fetched = partition.note_replica_fetch(1, 4, now_ms=0, broker_epoch=1)
+        fetched = partition.note_replica_fetch(1, 4, now_ms=0, broker_epoch=1, log_start_offset=0)
         assert fetched == 2 * len(make_batch(0, 2))
         consumer = partition.read(0, 1 << 20, replica_id=-1, at_least_one=True)
         assert sum(c.nbytes for c in consumer.chunks) == 2 * len(make_batch(0, 2))

@@ -155,7 +155,8 @@ def test_partition_reads_are_unchanged(tmp_path: Path, shm_dir: Path) -> None:
             batch = make_batch(tag, rng.randint(1, 3), rng.choice([10, 90]), T0_MS + tag)
             assert partition.produce([batch], acks=1).error_code == ErrorCode.NONE
             follower_at = rng.randint(partition.high_watermark, log.log_end_offset)
-            partition.note_replica_fetch(1, follower_at, now_ms=0, broker_epoch=1)
+            partition.note_replica_fetch(1, follower_at, now_ms=0, broker_epoch=1,
+                                         log_start_offset=0)
             if tag == 30:
                 log.delete_records_before(partition.high_watermark - 5)
             if tag == 45:

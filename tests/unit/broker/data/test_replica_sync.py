@@ -330,3 +330,67 @@ def test_a_follower_out_of_range_inside_the_leaders_log_starts_over_at_its_start
     assert (a.log.log_start_offset, a.end) == (14, 14)
     sync(b, a)
     assert a.batches() == b.batches()
+
+
+
+def test_a_followers_log_start_follows_the_leaders_and_the_next_leader_keeps_it() -> None:
+    """Records deleted on the leader (DeleteRecords) go from its followers with their next
+    fetch, the epoch cache trimmed with them: the replica that leads next neither serves nor
+    lists them."""
+    a, b, c = three()
+    a.produce(4)
+    a.produce(4)
+    sync(a, b, c)
+    assert a.partition.delete_records(6) == 6
+    sync(a, b, c)
+    for follower in (b, c):
+        assert follower.log.log_start_offset == 6
+        assert follower.partition.epochs.entries[0].start_offset == 6
+    for replica in (a, b, c):
+        replica.become(2, 1)
+    sync(b, a, c)
+    assert b.partition.list_offset(-2) == (6, -1)
+    read = b.partition.read(5, 1 << 20, replica_id=-1, at_least_one=True)
+    assert read.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert read.log_start_offset == 6
+
+
+def test_a_followers_log_start_never_passes_its_own_high_watermark() -> None:
+    """What lies above a follower's HW may not be committed: a leader's log start above it
+    (it cannot be, from a leader that keeps its own below its HW) moves it only that far."""
+    _a, b, _c = three()
+    b.log.append_replicated(make_batch(0, 12))
+    result = ReplicaFetchResult("t", 0, 0, 0, high_watermark=8, log_start_offset=12,
+                                log_end_offset=12)
+    apply_replica_fetch(b.partition, result, 12, ProducerStateTable)
+    assert b.partition.high_watermark == 8
+    assert b.log.log_start_offset == 8
+
+
+def test_a_follower_joins_the_isr_only_once_its_log_start_reached_the_leaders() -> None:
+    """B30: records deleted while a follower was out of the ISR (the answer did not wait for
+    it) must be gone from it before it may lead: it joins once a fetch reported its log start
+    at the leader's, which the answer to its previous fetch brought it to."""
+    a, b, c = three()
+    a.produce(4)
+    sync(a, b, c)
+    for replica in (a, b, c):
+        replica.become(1, 1, isr=(1, 2))  # c left the ISR
+    a.produce(2)
+    sync(a, b, c)  # c holds [0, 6) too, outside the ISR
+    assert a.partition.delete_records(5) == 5
+    sync(a, b)
+    assert a.partition.low_watermark == 5  # c is not waited for
+    tracker = a.partition.isr_tracker
+    part = c.partition
+    entry = ReplicaFetchEntry("t", 0, c.end, part.leader_epoch, part.epochs.latest_epoch,
+                              c.log.log_start_offset, 1 << 20)
+    read = serve_replica_fetch(a.partition, entry, replica_id=3, broker_epoch=7, now_ms=0,
+                               limit_bytes=1 << 20)  # c fetches; its answer is lost
+    assert read.result.error_code == ErrorCode.NONE
+    assert tracker.ready_to_join(a.log.log_start_offset) == frozenset()  # it reported 0
+    fetch(c, a)  # the answer arrives: c's log start follows a's
+    assert c.log.log_start_offset == 5
+    assert tracker.ready_to_join(a.log.log_start_offset) == frozenset()  # not reported yet
+    fetch(c, a)
+    assert tracker.ready_to_join(a.log.log_start_offset) == frozenset({3})

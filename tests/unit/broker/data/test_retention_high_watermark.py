@@ -47,7 +47,8 @@ def test_a_leader_keeps_what_its_follower_has_not_fetched(tmp_path: Path,
         log = host.hosted[TP].log
         host.enforce_retention()
         assert log.log_start_offset == 0, "the follower holds nothing: the HW is 0"
-        partition.note_replica_fetch(2, 4, now_ms=0, broker_epoch=0)  # it holds [0, 4)
+        partition.note_replica_fetch(2, 4, now_ms=0, broker_epoch=0,
+                                     log_start_offset=0)  # it holds [0, 4)
         assert partition.high_watermark == 4
         host.enforce_retention()
         assert log.log_start_offset == 4
