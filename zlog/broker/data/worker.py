@@ -277,11 +277,10 @@ class Worker:
             while not self._stopping:
                 self._poll_fetchers(poller)
                 self.local_producers.watch(poller)
+                if self.kafka is not None:
+                    self.kafka.sync(poller)  # this turn's Kafka answers go out before the wait
                 events = dict(poller.poll(
                     self.local_producers.poll_timeout_ms(self._poll_timeout_ms())))
-                if self.kafka is not None:
-                    self.kafka.sync(poller)
-                events = dict(poller.poll(self._poll_timeout_ms()))
                 if self.lifeline is not None and self.lifeline.cut():
                     log.info("the supervisor's lifeline is cut (it stops, or it died): "
                              "stopping")
