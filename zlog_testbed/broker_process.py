@@ -336,8 +336,8 @@ def worker_processes(supervisor_pid: int) -> list[psutil.Process]:
     for child in children:
         with contextlib.suppress(psutil.NoSuchProcess):
             command = child.cmdline()
-            if KAFKA_GATEWAY_MODULE in command:
-                continue
+            if not command or KAFKA_GATEWAY_MODULE in command:
+                continue  # no command line: a process exiting (a fork server just killed)
             if FORKSERVER_MODULE in command:
                 workers += child.children()
             else:

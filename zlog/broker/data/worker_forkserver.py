@@ -64,10 +64,17 @@ def _send(channel: socket.socket, message: dict[str, Any]) -> None:
 
 
 def _run_worker(channel: socket.socket, wake_fds: tuple[int, int], argv: list[str],
-                env: dict[str, str]) -> None:
+                env: dict[str, str], server_pid: int) -> None:
     """In the forked child: become a worker as `python -m zlog.broker.data.worker` would."""
     code = 1
     try:
+        # A worker ends with its fork server (its parent-death signal), which the supervisor
+        # sees and answers by starting it again as a new process. A server that died between
+        # the fork and the signal's request would leave this worker running as init's child,
+        # where neither the supervisor's pool nor the signal reaches it: end now instead.
+        worker.stop_with_parent()
+        if os.getppid() != server_pid:
+            os._exit(1)
         os.setpgid(0, 0)  # its own process group, as the supervisor starts workers
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -106,13 +113,15 @@ def _start(channel: socket.socket, wake_fds: tuple[int, int], request: dict[str,
             and isinstance(env, dict)):
         _send(channel, {"failed": "a start request needs argv (strings) and env"})
         return
+    server_pid = os.getpid()
     try:
         pid = os.fork()
     except OSError as error:
         _send(channel, {"failed": f"fork: {error.strerror}"})
         return
     if pid == 0:
-        _run_worker(channel, wake_fds, argv, {str(k): str(v) for k, v in env.items()})
+        _run_worker(channel, wake_fds, argv, {str(k): str(v) for k, v in env.items()},
+                    server_pid)
     _send(channel, {"started": pid})
 
 
