@@ -1,10 +1,28 @@
-"""Where a zlog consumer's first record comes from: the tests of deleted records ask it."""
+"""The tests of deleted records: a replicated partition with records to delete, where a zlog
+consumer's first record comes from, and the log start a replica keeps on its disk."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
-from zlog.client import Consumer, TopicPartition
+from zlog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
+from zlog.shm_segments.log import LOG_START_FILE, partition_dir_name
+from zlog_testbed.cluster_processes import ClusterProcesses
+
+
+def replicated_records(cluster: ClusterProcesses, tp: TopicPartition, count: int, *,
+                       timeout_s: float = 60.0) -> int:
+    """A topic of one partition on every broker of a 3-broker `cluster` (min.insync.replicas
+    2), all in sync, `count` records written to it with acks=all; returns its leader."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(tp.topic, 1, replication_factor=3,
+                                      configs={"min.insync.replicas": "2"})])
+    cluster.wait_isr(tp.topic, tp.partition, {1, 2, 3})
+    with Producer(cluster.bootstrap, acks="all", linger_ms=0) as producer:
+        for i in range(count):
+            producer.send(tp.topic, b"%d" % i, partition=tp.partition).result(timeout=timeout_s)
+    return cluster.partition(tp.topic, tp.partition).leader
 
 
 def first_offset_read(bootstrap: str, tp: TopicPartition, from_offset: int, *,
@@ -22,3 +40,13 @@ def first_offset_read(bootstrap: str, tp: TopicPartition, from_offset: int, *,
             if records:
                 return records[0].offset
     raise AssertionError(f"nothing read from {tp} at {from_offset}")
+
+
+def stored_log_start(data_dir: Path, tp: TopicPartition) -> int:
+    """The log start a broker whose data directory is `data_dir` keeps on its disk for `tp`
+    (0 while it never moved)."""
+    path = data_dir / partition_dir_name(tp.topic, tp.partition) / LOG_START_FILE
+    try:
+        return int(path.read_text().strip() or 0)
+    except FileNotFoundError:
+        return 0

@@ -8,9 +8,11 @@ import dataclasses
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka
 import pytest
 
 from zlog.transport.messages.admin import PartitionMetadata
@@ -19,6 +21,29 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 KAFKAJS_DIR = REPOSITORY / ".kafka-clients"
 KAFKAJS_SCRIPTS = Path(__file__).resolve().parent / "kafkajs"
 CLIENT_TIMEOUT_S = 60
+
+
+def confluent_first_offset(bootstrap: str, topic: str, from_offset: int, *,
+                           timeout_s: float = CLIENT_TIMEOUT_S) -> int:
+    """The offset of the first record a confluent-kafka consumer assigned `topic`-0 at
+    `from_offset` reads (OFFSET_BEGINNING: from the log start; a position out of range resets
+    to the earliest): where the tests of deleted records find a consumer starts."""
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"first-{time.monotonic_ns()}",
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 100})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, from_offset)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                offset = message.offset()
+                assert offset is not None, "a record read has an offset"
+                return offset
+        raise AssertionError(f"confluent-kafka read nothing from {topic}-0 at {from_offset}")
+    finally:
+        consumer.close()
 
 
 def kcat(*arguments: str, stdin: bytes = b"") -> str:

@@ -16,7 +16,7 @@ from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
-from tests.kafka.kafka_clients import needs_worker_ports
+from tests.kafka.kafka_clients import confluent_first_offset, needs_worker_ports
 from tests.kafka.kafka_wire import KafkaWire
 from zlog import Admin
 from zlog.client.producer import Producer
@@ -48,23 +48,6 @@ def _native_earliest(broker: BrokerProcess, topic: str, partition: int = 0) -> i
         return admin.list_offsets({tp: EARLIEST_TIMESTAMP})[tp].offset
 
 
-def _confluent_first_offset(broker: BrokerProcess, topic: str, from_offset: int) -> int:
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": broker.kafka_bootstrap, "group.id": f"dr-{time.monotonic_ns()}",
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        "fetch.wait.max.ms": 100})
-    try:
-        consumer.assign([confluent_kafka.TopicPartition(topic, 0, from_offset)])
-        deadline = time.monotonic() + TIMEOUT_S
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                return message.offset()
-        raise AssertionError(f"confluent-kafka read nothing from {topic}-0 at {from_offset}")
-    finally:
-        consumer.close()
-
-
 def test_confluent_kafka_delete_records_moves_the_log_start(kafka_broker: BrokerProcess) -> None:
     topic = _topic(kafka_broker, "dr-confluent")
     admin = AdminClient({"bootstrap.servers": kafka_broker.kafka_bootstrap})
@@ -80,7 +63,8 @@ def test_confluent_kafka_delete_records_moves_the_log_start(kafka_broker: Broker
     finally:
         consumer.close()
     assert low_high == (4, RECORDS)
-    assert _confluent_first_offset(kafka_broker, topic, 1) == 4  # auto.offset.reset=earliest
+    # Offset 1 is out of range: auto.offset.reset=earliest starts at the log start.
+    assert confluent_first_offset(kafka_broker.kafka_bootstrap, topic, 1) == 4
 
     futures = admin.delete_records([confluent_kafka.TopicPartition(topic, 0, RECORDS + 1)])
     (refused,) = futures.values()
