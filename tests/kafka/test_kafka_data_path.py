@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import cramjam
 import pytest
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from tests.kafka.kafka_wire import (
     KafkaWire,
@@ -322,3 +323,33 @@ def test_requests_a_worker_does_not_serve_are_relayed_to_the_gateway(
                                  "allow_auto_topic_creation": False})
         assert again.topics[0].name == topic, "the connection and the relay go on"
 
+
+def _legacy_batch(magic: int) -> bytes:
+    """A message set of the formats before RecordBatch v2 (magic 0 or 1), by kafka-python."""
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=0, batch_size=1 << 20)
+    for offset in range(3):
+        builder.append(offset, timestamp=T0_MS + offset if magic else None, key=None,
+                       value=b"legacy-%d" % offset)
+    return bytes(builder.build())
+
+
+def test_a_batch_of_an_older_magic_is_unsupported_version_and_stores_nothing(
+        broker: BrokerProcess) -> None:
+    """Produce 3 and later carry RecordBatch v2: a message set of magic 0 or 1 inside one,
+    alone or behind a good batch, is UNSUPPORTED_VERSION (35) for its partition, with a
+    sentence; nothing of it is stored and the connection goes on."""
+    topic = new_topic(broker)
+    good = kafka_python_batch(RECORDS[:2])
+    with KafkaWire(kafka_address(broker, topic)) as wire:
+        for version in (3, 9):
+            for records in (_legacy_batch(0), _legacy_batch(1), good + _legacy_batch(1)):
+                answer = wire.call(PRODUCE, version, produce_values(topic, 0, records))
+                result = answer.responses[0].partition_responses[0]
+                assert (result.error_code, result.base_offset) == (
+                    ErrorCode.UNSUPPORTED_VERSION, -1), version
+                if version >= 8:  # where the answer has an error message
+                    assert "RecordBatch v2" in result.error_message
+        assert fetch_all(wire, topic) == b"", "nothing stored"
+        answer = wire.call(PRODUCE, 9, produce_values(topic, 0, good))
+        assert answer.responses[0].partition_responses[0].error_code == 0
+        assert len(kafka_python_records(fetch_all(wire, topic))) == 2

@@ -67,6 +67,7 @@ from zlog.record.header import (
     BATCH_LENGTH_AT,
     CODEC_MASK,
     LOG_OVERHEAD_BYTES,
+    MAGIC,
     MAGIC_AT,
     Compression,
 )
@@ -129,9 +130,10 @@ def epoch_refusal(partition: Partition | None, tp: TopicPartition,
 def split_batches(records: bytes | None, produce_version: int) -> tuple[memoryview, ...]:
     """A Produce partition's records field as whole RecordBatch v2 views, uncopied.
 
-    Raises ZlogError: CORRUPT_MESSAGE for framing that does not add up or a magic other than 2
-    (the formats before RecordBatch v2 are not stored), UNSUPPORTED_COMPRESSION_TYPE for zstd
-    before Produce 7. The batches themselves are validated by the partition.
+    Raises ZlogError: UNSUPPORTED_VERSION for a message set of magic 0 or 1 (the formats
+    before RecordBatch v2 are not stored, as for Produce 0-2), CORRUPT_MESSAGE for framing that
+    does not add up or a magic above 2, UNSUPPORTED_COMPRESSION_TYPE for zstd before Produce 7.
+    The batches themselves are validated by the partition.
     """
     if not records:
         raise ZlogError(ErrorCode.CORRUPT_MESSAGE, "the partition's records are empty")
@@ -148,9 +150,14 @@ def split_batches(records: bytes | None, produce_version: int) -> tuple[memoryvi
             raise ZlogError(ErrorCode.CORRUPT_MESSAGE,
                             f"a batch at byte {pos} claims {length} bytes, "
                             f"{view.nbytes - pos - LOG_OVERHEAD_BYTES} remain")
-        if view[pos + MAGIC_AT] != 2:
+        magic = view[pos + MAGIC_AT]
+        if magic < MAGIC:
+            raise ZlogError(ErrorCode.UNSUPPORTED_VERSION,
+                            f"a message set of magic {magic} at byte {pos}: zlog stores "
+                            f"RecordBatch v2 (magic {MAGIC}) only")
+        if magic != MAGIC:
             raise ZlogError(ErrorCode.CORRUPT_MESSAGE,
-                            f"magic {view[pos + MAGIC_AT]}: zlog stores RecordBatch v2 only")
+                            f"magic {magic} at byte {pos}: no such RecordBatch format")
         if (end - pos > _ATTRIBUTES_LOW_AT and produce_version < ZSTD_PRODUCE_MIN
                 and view[pos + _ATTRIBUTES_LOW_AT] & CODEC_MASK == Compression.ZSTD):
             raise ZlogError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
