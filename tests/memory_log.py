@@ -107,6 +107,16 @@ class MemoryLog:
                     return int(offset)
         return None
 
+    def max_timestamp_record(self, upto_offset: int) -> tuple[int, int] | None:
+        best: tuple[int, int] | None = None
+        for stored in self.batches:
+            parsed = parse_batch(stored)
+            for offset, stamp_ms in zip(parsed.offsets, parsed.timestamps_ms, strict=True):
+                if (self.log_start_offset <= offset < upto_offset
+                        and (best is None or stamp_ms > best[1])):
+                    best = int(offset), int(stamp_ms)
+        return best
+
     def batch_bytes(self) -> list[bytes]:
         """Every stored batch's bytes, in log order (for comparing replicas)."""
         return [bytes(b) for b in self.batches]

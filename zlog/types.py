@@ -34,6 +34,11 @@ EARLIEST_TIMESTAMP: Final = -2
 
 Every real timestamp is >= 0, and anything below this sentinel is an invalid request."""
 
+MAX_TIMESTAMP: Final = -3
+"""ListOffsets sentinel for the first record of the largest timestamp (Kafka's number, KIP-734,
+from ListOffsets 7): its offset and timestamp, or -1 and -1 when there is no record. Kafka
+clients ask it; zlog's own wire keeps EARLIEST_TIMESTAMP as its lower bound."""
+
 DELETE_TO_HIGH_WATERMARK: Final = -1
 """DeleteRecords' offset meaning "every record below the high watermark" (Kafka's
 DeleteRecordsRequest.HIGH_WATERMARK); any other negative offset is out of range."""

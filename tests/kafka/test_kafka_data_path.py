@@ -9,10 +9,13 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
+import confluent_kafka
 import cramjam
 import pytest
+from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from tests.kafka.kafka_wire import (
@@ -36,7 +39,8 @@ from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
-PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 23
+PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, DELETE_RECORDS = 0, 1, 2, 23, 21
+MAX_TIMESTAMP = -3  # ListOffsets: the record of the largest timestamp (KIP-734)
 T0_MS = 1_700_000_000_000
 RECORDS: list[RecordSpec] = [
     (b"key-%d" % i, b"value-%d" % i * 20, [("trace", b"t%d" % i), ("empty", b"")], T0_MS + i)
@@ -251,6 +255,15 @@ def test_the_first_batch_comes_even_when_larger_than_max_bytes(broker: BrokerPro
     assert stored[16:] == big[16:], "the whole first batch, and only it"
 
 
+def list_offset(wire: KafkaWire, topic: str, version: int, timestamp: int) -> Any:
+    """ListOffsets of `topic`-0 at `version`: the partition's answer."""
+    answer = wire.call(LIST_OFFSETS, version, {"replica_id": -1, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp,
+                                        "current_leader_epoch": -1}]}]})
+    (found,) = answer.topics[0].partitions
+    return found
+
+
 def test_leader_epochs_list_offsets_and_offset_for_leader_epoch(broker: BrokerProcess) -> None:
     topic = new_topic(broker)
     with KafkaWire(kafka_address(broker, topic)) as wire:
@@ -262,10 +275,7 @@ def test_leader_epochs_list_offsets_and_offset_for_leader_epoch(broker: BrokerPr
         assert fetch_all(wire, topic), "epoch 0 is the leader's"
 
         def offsets(version: int, timestamp: int) -> tuple[int, int, int]:
-            answer = wire.call(LIST_OFFSETS, version, {"replica_id": -1, "topics": [
-                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp,
-                                                "current_leader_epoch": -1}]}]})
-            (found,) = answer.topics[0].partitions
+            found = list_offset(wire, topic, version, timestamp)
             return int(found.error_code), found.offset, getattr(found, "leader_epoch", -1)
 
         assert offsets(7, -2) == (0, 0, 0)
@@ -322,6 +332,71 @@ def test_requests_a_worker_does_not_serve_are_relayed_to_the_gateway(
         again = wire.call(3, 9, {"topics": [{"name": topic}],
                                  "allow_auto_topic_creation": False})
         assert again.topics[0].name == topic, "the connection and the relay go on"
+
+
+def _stamped(relative_ms: Sequence[int]) -> bytes:
+    """One batch whose records carry these timestamps (after T0_MS), in this order."""
+    return kafka_python_batch([(None, b"at-%d" % stamp, [], T0_MS + stamp)
+                               for stamp in relative_ms])
+
+
+def test_list_offsets_max_timestamp_finds_the_first_record_of_the_largest_timestamp(
+        broker: BrokerProcess) -> None:
+    """ListOffsets -3 (KIP-734, from version 7): over out-of-order timestamps spread on
+    several segments, the first record holding the largest, below the high watermark and
+    at or above the log start; an empty log has none, and an older version, or another
+    negative timestamp, is UNSUPPORTED_VERSION as in Kafka."""
+    topic = new_topic(broker, configs={"segment.bytes": "1024", "index.interval.bytes": "128"})
+    empty = new_topic(broker)
+    with KafkaWire(kafka_address(broker, topic)) as wire:
+        for stamps in ([5, 1, 9, 2], [3, 9, 4], *[[0, 8, 3, 7]] * 8):
+            answer = wire.call(PRODUCE, 9, produce_values(topic, 0, _stamped(stamps)))
+            assert answer.responses[0].partition_responses[0].error_code == 0
+
+        def max_timestamp(version: int = 7) -> tuple[int, int, int]:
+            found = list_offset(wire, topic, version, MAX_TIMESTAMP)
+            return int(found.error_code), found.offset, found.timestamp
+
+        assert max_timestamp() == (0, 2, T0_MS + 9), "the first of the two at T0 + 9"
+        assert list_offset(wire, topic, 7, MAX_TIMESTAMP).leader_epoch == 0
+        later = wire.call(PRODUCE, 9, produce_values(topic, 0, _stamped([7, 20, 6, 20])))
+        base = later.responses[0].partition_responses[0].base_offset
+        assert base == 39
+        assert max_timestamp() == (0, base + 1, T0_MS + 20)
+        assert max_timestamp(6)[0] == ErrorCode.UNSUPPORTED_VERSION
+        assert max_timestamp(1)[0] == ErrorCode.UNSUPPORTED_VERSION
+        assert list_offset(wire, topic, 7, -4).error_code == ErrorCode.UNSUPPORTED_VERSION
+
+        def delete_below(offset: int) -> None:
+            answer = wire.call(DELETE_RECORDS, 2, {"timeout_ms": 10_000, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}]})
+            assert answer.topics[0].partitions[0].error_code == 0
+
+        delete_below(base + 2)  # the log start inside the batch, past its first T0 + 20
+        assert max_timestamp() == (0, base + 3, T0_MS + 20)
+        delete_below(base + 4)
+        assert max_timestamp() == (0, -1, -1), "every record deleted"
+    with KafkaWire(kafka_address(broker, empty)) as wire:
+        found = list_offset(wire, empty, 7, MAX_TIMESTAMP)
+        assert (found.error_code, found.offset, found.timestamp) == (0, -1, -1)
+
+
+def test_confluent_kafka_lists_the_offset_of_the_max_timestamp(broker: BrokerProcess) -> None:
+    """confluent-kafka's AdminClient.list_offsets with OffsetSpec.max_timestamp()."""
+    topic, empty = new_topic(broker), new_topic(broker)
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.kafka_bootstrap,
+                                         "linger.ms": 0})
+    for stamp in (5, 1, 30, 2, 30, 4):
+        producer.produce(topic, b"at-%d" % stamp, partition=0, timestamp=T0_MS + stamp)
+        producer.flush(30)
+    admin = AdminClient({"bootstrap.servers": broker.kafka_bootstrap})
+    futures = admin.list_offsets({
+        confluent_kafka.TopicPartition(topic, 0): OffsetSpec.max_timestamp(),
+        confluent_kafka.TopicPartition(empty, 0): OffsetSpec.max_timestamp()},
+        request_timeout=30)
+    found = {tp.topic: future.result(30) for tp, future in futures.items()}
+    assert (found[topic].offset, found[topic].timestamp) == (2, T0_MS + 30)
+    assert (found[empty].offset, found[empty].timestamp) == (-1, -1)
 
 
 def _legacy_batch(magic: int) -> bytes:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from zlog.transport.api import ApiKey
+from zlog.types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,20 @@ ADVERTISED_BUT_REFUSED_BELOW: Final[dict[int, int]] = {ApiKey.PRODUCE: 3, SASL_H
 """Versions advertised for old clients' sake but answered with UNSUPPORTED_VERSION: Produce
 before 3 carries message formats v0 and v1, which zlog does not store; SaslHandshake 0 is
 the bare-token login."""
+
+LIST_OFFSETS_SENTINELS_FROM: Final[dict[int, int]] = {
+    LATEST_TIMESTAMP: 1, EARLIEST_TIMESTAMP: 1, MAX_TIMESTAMP: 7}
+"""The ListOffsets version from which each negative timestamp names an offset (Kafka's
+`ReplicaManager`): -3, the max timestamp, came with version 7 (KIP-734). Any other negative
+timestamp, or one older than its version, is UNSUPPORTED_VERSION for its partition, as in
+Kafka."""
+
+
+def list_offsets_timestamp_served(timestamp: int, api_version: int) -> bool:
+    """Whether a ListOffsets partition's `timestamp` means something at `api_version`."""
+    return timestamp >= 0 or api_version >= LIST_OFFSETS_SENTINELS_FROM.get(timestamp,
+                                                                            api_version + 1)
+
 
 _RANGES: Final[dict[int, ApiRange]] = {int(row.api_key): row
                                         for row in (*ADVERTISED, *SASL_ADVERTISED)}

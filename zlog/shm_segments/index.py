@@ -101,6 +101,17 @@ def lookup_time(index: SparseIndex, timestamp_ms: int) -> int:
     return 0 if slot < 0 else int(entries["position"][slot])
 
 
+def running_max_before(index: SparseIndex, position: int) -> tuple[int, int] | None:
+    """(the running maximum timestamp, the batch's start) of the last time entry whose batch
+    starts before `position`: the largest timestamp of every batch up to and including that
+    one. None when no entry's batch starts there."""
+    entries = index.entries
+    slot = int(np.searchsorted(entries["position"], position, side="left")) - 1
+    if slot < 0:
+        return None
+    return int(entries["timestamp_ms"][slot]), int(entries["position"][slot])
+
+
 _BASE_OFFSET_BYTES = 8  # a batch starts with its base offset, an int64
 
 

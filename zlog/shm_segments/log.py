@@ -482,6 +482,36 @@ class PartitionLog:
                     return int(offset)
         return None
 
+    def max_timestamp_record(self, upto_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the largest timestamp from the log
+        start to `upto_offset` (None: no record there): ListOffsets' max timestamp (KIP-734).
+
+        Only a segment whose max timestamp passes the best one so far is looked into, and
+        there its time index and batch headers (`Segment.max_timestamp_batch`); the one batch
+        found is decoded for the record."""
+        self._flush_if_possible()
+        log_start_offset = self._log_start_offset
+        best: tuple[int, memoryview] | None = None
+        for segment in self._segments.snapshot():
+            if (segment.is_empty or segment.next_offset <= log_start_offset
+                    or (best is not None and segment.max_timestamp_ms <= best[0])):
+                continue
+            if segment.base_offset >= upto_offset:
+                break
+            found = segment.max_timestamp_batch(log_start_offset, upto_offset)
+            if found is not None and (best is None or found[0] > best[0]):
+                best = found
+        if best is None:
+            return None
+        timestamp_ms, batch = best
+        parsed = parse_batch(batch, check_crc=False)
+        for offset, stamp in zip(
+            parsed.offsets.tolist(), parsed.timestamps_ms.tolist(), strict=True
+        ):
+            if stamp == timestamp_ms and log_start_offset <= offset < upto_offset:
+                return int(offset), int(stamp)
+        raise AssertionError(f"no record of {timestamp_ms} in the batch that holds it")
+
     def publish_high_watermark(self, offset: int) -> None:
         """Where committed records end: for readers of the ring on this host
         (`client/local_ring.py`: none of theirs reaches `offset`), and the bound of what

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from zlog.errors import CorruptSegmentError, ErrorCode, ZlogError
 from zlog.record import header as batch_header
+from zlog.record.arrays import parse_batch
 from zlog.shm_segments.index import (
     OFFSET_ENTRY,
     TIME_ENTRY,
@@ -27,6 +28,7 @@ from zlog.shm_segments.index import (
     lookup_position_at_or_before,
     lookup_time,
     points_at_batches,
+    running_max_before,
 )
 
 log = logging.getLogger(__name__)
@@ -443,6 +445,54 @@ class Segment:
             position += meta.size_bytes
         return None
 
+    def max_timestamp_batch(self, from_offset: int,
+                            upto_offset: int) -> tuple[int, memoryview] | None:
+        """The largest timestamp of this segment's records in [from_offset, upto_offset) and
+        the first batch holding it (None: no record there), for ListOffsets' max timestamp.
+
+        Each batch header carries its max timestamp and each time index entry the segment's
+        running maximum up to its batch: a range from the segment's start reads the index up
+        to its last entry before `upto_offset`, then the headers of at most an index interval
+        of batches. A range starting inside (the log start moved into the segment) walks the
+        headers from there. A batch either bound cuts is decoded: only its records in the
+        range count.
+        """
+        self.verify()
+        self._load_indexes()
+        assert self._times is not None
+        view = self._view()
+        end = self._position_of(upto_offset)  # the batch holding upto_offset, if any
+        best: int | None = None
+        best_at = -1  # -1: the first batch whose max reaches `best` (from the index)
+        position = 0
+        if from_offset > self.base_offset:
+            position = self._position_of(from_offset)
+        else:
+            indexed = running_max_before(self._times, end)
+            if indexed is not None:
+                best, position = indexed
+                position += batch_meta(view, position).size_bytes
+        stop = end
+        if end < self.size_bytes and batch_meta(view, end).base_offset < upto_offset:
+            stop += batch_meta(view, end).size_bytes  # the batch upto_offset cuts
+        while position < stop:
+            meta = batch_meta(view, position)
+            batch = view[position : position + meta.size_bytes]
+            if from_offset <= meta.base_offset and meta.next_offset <= upto_offset:
+                stamp: int | None = meta.max_timestamp_ms
+            else:
+                stamp = _max_timestamp_within(batch, from_offset, upto_offset)
+            if stamp is not None and (best is None or stamp > best):
+                best, best_at = stamp, position
+            position += meta.size_bytes
+        if best is None:
+            return None
+        if best_at < 0:
+            found = self.first_batch_at_or_after_time(best)
+            assert found is not None, "the index's running maximum is a batch's"
+            return best, found
+        return best, view[best_at : best_at + batch_meta(view, best_at).size_bytes]
+
     def batch_views(self) -> list[memoryview]:
         """Every batch of the segment, in order (for compaction and tests)."""
         view = self._view()
@@ -546,3 +596,12 @@ class Segment:
         self.close()
         for path in (self.log_path, self.index_path, self.time_index_path):
             path.unlink(missing_ok=True)
+
+
+def _max_timestamp_within(batch: memoryview, from_offset: int, upto_offset: int) -> int | None:
+    """The largest timestamp of the batch's records in [from_offset, upto_offset), if any."""
+    parsed = parse_batch(batch, check_crc=False)
+    stamps = [stamp for offset, stamp in zip(parsed.offsets.tolist(),
+                                             parsed.timestamps_ms.tolist(), strict=True)
+              if from_offset <= offset < upto_offset]
+    return max(stamps) if stamps else None

@@ -19,7 +19,7 @@ from kafka.protocol.metadata import (
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from zlog.errors import ErrorCode
-from zlog.kafka.api_versions import ADVERTISED, served
+from zlog.kafka.api_versions import ADVERTISED, list_offsets_timestamp_served, served
 from zlog.kafka.requests import BadRequest, parse_request
 from zlog.kafka.responses import error_response
 from zlog.transport.api import ApiKey
@@ -126,3 +126,13 @@ def test_api_versions_at_a_served_version_parses() -> None:
                                         client_software_version="1"), 3)
     request = parse_request(frame)
     assert request.body.client_software_name == "x"
+
+
+def test_list_offsets_max_timestamp_is_served_from_version_7_like_kafka() -> None:
+    """-3 (KIP-734) came with ListOffsets 7; before it, and any negative timestamp Kafka does
+    not name, is UNSUPPORTED_VERSION for the partition, as Kafka's broker answers."""
+    assert list_offsets_timestamp_served(-3, 7)
+    assert not list_offsets_timestamp_served(-3, 6)
+    assert list_offsets_timestamp_served(-1, 1) and list_offsets_timestamp_served(-2, 1)
+    assert list_offsets_timestamp_served(0, 1) and list_offsets_timestamp_served(1234, 7)
+    assert not any(list_offsets_timestamp_served(t, 7) for t in (-4, -5, -1000))

@@ -7,12 +7,14 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.clock import ManualClock
 from tests.storage_helpers import base_offset_of, batch_tags, make_batch, split_batches
 from zlog.client.local_ring import LocalRing
 from zlog.errors import ErrorCode, ZlogError
+from zlog.record.arrays import build_batch_from_values
 from zlog.record.header import validate_batch
 from zlog.shm_segments.log import PartitionLog
 from zlog.shm_segments.log_config import LogConfig
@@ -514,3 +516,44 @@ def test_a_local_reader_of_the_ring_finds_no_deleted_record(
             assert reader.covers(6)
         finally:
             reader.close()
+
+
+def _first_of_max(stamped: list[tuple[int, int]], start: int, upto: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record of the largest timestamp in [start, upto)."""
+    inside = [(offset, stamp) for offset, stamp in stamped if start <= offset < upto]
+    if not inside:
+        return None
+    largest = max(stamp for _, stamp in inside)
+    return next((offset, stamp) for offset, stamp in inside if stamp == largest)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_max_timestamp_record_is_the_first_of_the_largest_timestamp(
+    tmp_path: Path, shm_dir: Path, seed: int
+) -> None:
+    """Over out-of-order timestamps with ties, several segments with indexes of a few entries
+    each (sealed ones read back from disk after a reopen), a log start moving inside segments
+    and batches and bounds cutting batches: the answer is what reading every record gives."""
+    rng = np.random.default_rng(seed)
+    size = len(make_batch(0, record_count=3))
+    config = {"segment_bytes": size * 6, "index_interval_bytes": size}
+    stamped: list[tuple[int, int]] = []
+    with _open(tmp_path, shm_dir, **config) as log:
+        assert log.max_timestamp_record(log.log_end_offset) is None, "an empty log"
+        for _ in range(30):
+            stamps = rng.integers(1_000, 1_040, size=int(rng.integers(1, 6)))
+            values = [b"v" * 20] * len(stamps)
+            base = log.append(build_batch_from_values(values, timestamp_ms=stamps))
+            stamped += [(base + i, int(stamp)) for i, stamp in enumerate(stamps)]
+        log.publish_high_watermark(log.log_end_offset)
+        assert log.segment_count > 3
+    with _open(tmp_path, shm_dir, **config) as log:
+        log.publish_high_watermark(log.log_end_offset)
+        end = log.log_end_offset
+        for start in sorted(int(s) for s in rng.integers(0, end, size=4)):
+            log.delete_records_before(start)
+            for upto in {end, *(int(u) for u in rng.integers(start, end + 1, size=4))}:
+                assert log.max_timestamp_record(upto) == _first_of_max(stamped, start, upto), \
+                    (start, upto)
+        log.delete_records_before(end)
+        assert log.max_timestamp_record(end) is None, "every record deleted"

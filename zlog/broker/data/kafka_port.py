@@ -50,6 +50,7 @@ from zlog.broker.data.partition import Partition
 from zlog.broker.data.replica_requests import epoch_answers
 from zlog.broker.kafka_port_settings import KafkaPortOptions
 from zlog.errors import ErrorCode, ZlogError
+from zlog.kafka.api_versions import list_offsets_timestamp_served
 from zlog.kafka.data_responses import (
     FetchPartition,
     ProducePartition,
@@ -583,6 +584,11 @@ class KafkaPort:
                 if refusal is not None or partition is None:
                     assert refusal is not None, "no partition is NOT_LEADER_OR_FOLLOWER"
                     answer["error_code"] = int(refusal[0])
+                    answers.append(answer)
+                    continue
+                if not list_offsets_timestamp_served(int(wanted.timestamp),
+                                                     request.api_version):
+                    answer["error_code"] = int(ErrorCode.UNSUPPORTED_VERSION)
                     answers.append(answer)
                     continue
                 try:

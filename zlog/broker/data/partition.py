@@ -51,6 +51,7 @@ from zlog.types import (
     DELETE_TO_HIGH_WATERMARK,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     NO_TIMESTAMP,
     NO_TOPIC_ID,
 )
@@ -92,6 +93,8 @@ class LogLike(Protocol):
     ) -> list[memoryview]: ...
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None: ...
+
+    def max_timestamp_record(self, upto_offset: int) -> tuple[int, int] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -705,12 +708,14 @@ class Partition:
     # ------------------------------------------------------------------ list offsets
 
     def list_offset(self, timestamp_ms: int) -> tuple[int, int]:
-        """ListOffsets: (offset, record timestamp) for -1 latest, -2 earliest or a time.
+        """ListOffsets: (offset, record timestamp) for -1 latest, -2 earliest, -3 max
+        timestamp or a time.
 
         A time finds the earliest offset below the HW whose record timestamp is >= it;
-        (-1, -1) when no such record exists. While a new leader shows no HW (isr.py), the
-        latest offset, and a time no record below the HW reaches, are OFFSET_NOT_AVAILABLE
-        (retriable), as in Kafka (KIP-207): either answer could be lower than one given before.
+        -3 the first record below the HW with the largest timestamp (KIP-734); (-1, -1) when
+        no such record exists. While a new leader shows no HW (isr.py), the latest offset, a
+        time no record below the HW reaches, and the max timestamp are OFFSET_NOT_AVAILABLE
+        (retriable), as in Kafka (KIP-207): each answer could be lower than one given before.
         """
         if not self.is_leader:
             raise ZlogError(
@@ -722,10 +727,14 @@ class Partition:
             return self._hw.value, -1
         if timestamp_ms == EARLIEST_TIMESTAMP:
             return self.log.log_start_offset, -1
+        if timestamp_ms == MAX_TIMESTAMP:
+            self._check_high_watermark_shown()
+            return self.log.max_timestamp_record(self._hw.value) or (-1, -1)
         if timestamp_ms < EARLIEST_TIMESTAMP:
             raise ZlogError(
                 ErrorCode.INVALID_REQUEST,
-                f"timestamp {timestamp_ms} is invalid: use -1 (latest), -2 (earliest) or >= 0",
+                f"timestamp {timestamp_ms} is invalid: use -1 (latest), -2 (earliest), "
+                "-3 (max timestamp) or >= 0",
             )
         offset = self.log.offset_for_timestamp(timestamp_ms)
         if offset is None or offset >= self._hw.value:

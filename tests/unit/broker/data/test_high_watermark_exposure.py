@@ -17,7 +17,7 @@ from zlog.broker.data.epoch_cache import EpochEntry, LeaderEpochCache
 from zlog.broker.data.isr import ReplicaSet
 from zlog.broker.data.partition import Partition
 from zlog.errors import ErrorCode, ZlogError
-from zlog.types import LATEST_TIMESTAMP
+from zlog.types import LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 T0_MS = 1_700_000_000_000
 
@@ -86,12 +86,16 @@ def test_a_new_leader_shows_no_high_watermark_until_it_reaches_its_epoch_start()
         partition.list_offset(T0_MS + 2)  # no record that recent below the HW yet
     assert caught.value.code == ErrorCode.OFFSET_NOT_AVAILABLE
     assert partition.list_offset(T0_MS)[0] == 0, "a time found below the HW is answered"
+    with pytest.raises(ZlogError) as caught:
+        partition.list_offset(MAX_TIMESTAMP)  # a larger one may lie between the HW and 9
+    assert caught.value.code == ErrorCode.OFFSET_NOT_AVAILABLE
 
     partition.note_replica_fetch(2, 9, now_ms=1, broker_epoch=5, log_start_offset=0)
     assert partition.high_watermark == 3, "replica 3 has not fetched yet"
     partition.note_replica_fetch(3, 9, now_ms=1, broker_epoch=6, log_start_offset=0)
     assert partition.high_watermark == 9
     assert _list_latest(partition) == 9
+    assert partition.list_offset(MAX_TIMESTAMP) == (6, T0_MS + 2)
     assert partition.read(3, 1 << 20, replica_id=-1, at_least_one=True).high_watermark == 9
 
 

@@ -282,8 +282,9 @@ def test_list_offsets_latest_earliest_and_by_time() -> None:
     assert partition.list_offset(-2) == (0, -1)
     assert partition.list_offset(T0_MS + 500) == (2, T0_MS + 1000)
     assert partition.list_offset(T0_MS + 1500) == (-1, -1), "only above the HW"
+    assert partition.list_offset(-3) == (2, T0_MS + 1000), "the max timestamp below the HW"
     with pytest.raises(ZlogError) as caught:
-        partition.list_offset(-3)
+        partition.list_offset(-4)
     assert caught.value.code == ErrorCode.INVALID_REQUEST
 
 
