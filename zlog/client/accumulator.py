@@ -30,6 +30,7 @@ from typing import Final, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
+from zlog.client.delivery_future import DeliveryFuture
 from zlog.client.records import BatchMetadata, RecordMetadata
 from zlog.errors import ZlogError
 from zlog.record.arrays import build_batch_from_values
@@ -57,7 +58,7 @@ class BulkCompletion:
     def __init__(self, batch_count: int,
                  future: Future[list[BatchMetadata]] | None = None) -> None:
         assert batch_count > 0
-        self.future: Future[list[BatchMetadata]] = future or Future()
+        self.future: Future[list[BatchMetadata]] = future or DeliveryFuture()
         self._results: list[BatchMetadata | None] = [None] * batch_count
         self._remaining = batch_count
 

@@ -69,6 +69,7 @@ from zlog.client.accumulator import (
     record_size_bytes,
 )
 from zlog.client.cluster import Connections
+from zlog.client.delivery_future import DeliveryFuture
 from zlog.client.local_produce import LocalChannels
 from zlog.client.partitioner import StickyPartitioner, partition_for_key, partitions_for_keys
 from zlog.client.records import BatchMetadata, RecordMetadata
@@ -248,7 +249,7 @@ class Producer:
         self._check_size(size_bytes)
         stamp_ms = self._clock.wall_ms() if timestamp_ms is None else timestamp_ms
         deadline_ms = self._clock.monotonic_ms() + self.max_block_ms
-        future: Future[RecordMetadata] = Future()
+        future: Future[RecordMetadata] = DeliveryFuture()
         place = functools.partial(self._place_record, topic, value_bytes, key_bytes, partition,
                                   record_headers, stamp_ms, size_bytes, future)
         shared = self._shared
@@ -317,7 +318,7 @@ class Producer:
         acknowledged, or to the first error.
         """
         count = len(values)
-        future: Future[list[BatchMetadata]] = Future()
+        future: Future[list[BatchMetadata]] = DeliveryFuture()
         if count == 0:
             future.set_result([])
             return future
