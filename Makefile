@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 JEPSEN_ARGS ?=
 
 .PHONY: all setup run cluster test test-unit test-sim test-integration lint fmt typecheck soak bench clean \
-        bench-peers bench-suite java bench-spark jepsen nftables promtool systemd-tools \
+        bench-peers bench-suite java bench-spark jepsen nftables promtool systemd-tools system-packages \
         kafka-clients
 
 all: test
@@ -79,6 +79,25 @@ fmt: setup
 
 typecheck: setup
 	$(VENV)/bin/mypy zlog zlog_testbed zlog_jepsen
+
+# The Debian packages `make test` uses, each target below checking for its own: on a fresh
+# machine they come in one `apt-get update` and one install here (every update reads the whole
+# archive's index again, which four of them did), and the targets below then find them. Never
+# fails: a target whose package is still missing says so itself.
+TEST_PACKAGES := java:default-jre-headless nft:nftables kcat:kcat openssl:openssl
+system-packages:
+	@missing=""; \
+	for pair in $(TEST_PACKAGES); do \
+	    command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; \
+	done; \
+	command -v systemd-analyze >/dev/null || missing_bare="systemd"; \
+	if [ -z "$$missing$$missing_bare" ]; then \
+	    true; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update || true; \
+	    [ -z "$$missing" ] || apt-get install -y $$missing || true; \
+	    [ -z "$$missing_bare" ] || apt-get install -y --no-install-recommends $$missing_bare || true; \
+	fi
 
 # Spark (tests/spark, bench-spark) needs a Java runtime: Debian's, with apt, when none is found.
 java:
@@ -174,7 +193,7 @@ kafka-clients:
 PURE_TESTS := tests/unit tests/sim tests/scenarios
 PROCESS_TEST_WORKERS ?= 3
 
-test: setup lint java nftables systemd-tools promtool kafka-clients
+test: setup lint system-packages java nftables systemd-tools promtool kafka-clients
 	$(PY) -m pytest -m 'not soak' -n 2 $(PURE_TESTS) $(PYTEST_ARGS)
 	$(PY) -m pytest -m 'not soak' -n $(PROCESS_TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	    $(addprefix --ignore=,$(PURE_TESTS)) $(PYTEST_ARGS)
