@@ -3,9 +3,9 @@
 A standard Future builds a `threading.Condition` (an RLock and its bookkeeping) when it is made.
 The producer makes one per record, and most are never waited on: the caller sends at a rate and
 reads none of them, or waits on `flush`. Made, completed and checked, a Future costs 2.0 us on
-the 2-vCPU machine of docs/benchmarks.md and a DeliveryFuture 0.9 us. It behaves as a Future in
-every way (`result`, `exception`, callbacks, `concurrent.futures.wait` and `as_completed`), but makes
-its Condition at the first operation that needs one: a wait, a callback, a cancel.
+the 2-vCPU machine of docs/benchmarks.md and a DeliveryFuture 0.9 us. It behaves as a Future
+in every way (`result`, `exception`, callbacks, `concurrent.futures.wait` and `as_completed`),
+but makes its Condition at the first operation that needs one: a wait, a callback, a cancel.
 
 Completion without a Condition is safe against a waiter that arrives at the same moment because
 both sides decide under one process-wide lock: a waiter makes the Condition under it and reads
