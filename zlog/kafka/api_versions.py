@@ -37,7 +37,7 @@ ADVERTISED: Final = (
     ApiRange(ApiKey.PRODUCE, 0, 9),
     ApiRange(ApiKey.FETCH, 4, 12),
     ApiRange(ApiKey.LIST_OFFSETS, 1, 7),
-    ApiRange(ApiKey.METADATA, 0, 11),
+    ApiRange(ApiKey.METADATA, 0, 12),
     ApiRange(ApiKey.OFFSET_COMMIT, 2, 8),
     ApiRange(ApiKey.OFFSET_FETCH, 1, 8),
     ApiRange(ApiKey.FIND_COORDINATOR, 0, 4),
@@ -59,6 +59,7 @@ ADVERTISED: Final = (
     ApiRange(ApiKey.ELECT_LEADERS, 0, 2),
     ApiRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
     ApiRange(ApiKey.DESCRIBE_CLUSTER, 0, 0),
+    ApiRange(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1),
 )
 """What ApiVersions answers, in key order."""
 
