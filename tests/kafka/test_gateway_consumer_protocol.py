@@ -5,22 +5,37 @@ member epochs, and a group the other protocol holds is a clear error, never a wa
 
 from __future__ import annotations
 
+import datetime
+import io
+import struct
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
+from importlib import import_module
+from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.response_header.v1.header import ResponseHeader
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32, i32Timedelta
 
 from tests.kafka.kafka_clients import needs_worker_ports
+from tests.kafka.raw_kafka import connect, read_frame
 from zlog import Admin, Consumer, Producer
 from zlog.client.records import NewTopic
+from zlog.errors import ErrorCode
 from zlog.types import TopicPartition
 from zlog_testbed.broker_process import BrokerProcess, broker_process
 from zlog_testbed.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
+MEMBER_MAIN = Path(__file__).with_name("confluent_member_main.py")
 SESSION_MS = 3_000
 POLL_S = 0.05
 
@@ -79,25 +94,35 @@ class Polled:
         return frozenset(tp.partition for tp in self.consumer.assignment())
 
 
-def _spread(members: Sequence[Polled], partitions: int) -> bool:
-    """Every member polled once; each partition held by exactly one, as evenly as can be."""
+def _held(members: Sequence[Polled]) -> frozenset[int]:
+    return frozenset().union(*(member.partitions for member in members))
+
+
+def _spread(members: Sequence[Polled], partitions: int, each: int) -> bool:
+    """Every member polled once, each holding `each` partitions, none held twice (and all
+    `partitions` held when these are all the members)."""
     for member in members:
         member.poll()
     held = [member.partitions for member in members]
-    each = partitions // len(members)
-    return (all(len(h) == each for h in held)
-            and frozenset().union(*held) == frozenset(range(partitions)))
+    return (all(len(h) == each for h in held) and len(_held(members)) == each * len(members)
+            and _held(members) <= frozenset(range(partitions)))
 
 
 @needs_worker_ports
-def test_three_members_share_six_partitions_a_closed_ones_move_and_a_new_one_reads_on_from_commits(
+def test_three_members_share_six_partitions_and_a_killed_ones_move_a_newcomer_reads_on_commits(
         consumer_broker: BrokerProcess) -> None:
     topic = _topic(consumer_broker, "kip848-three", 6)
     _produce(consumer_broker, topic, 10, 6)
-    members = [Polled(_member(consumer_broker, "kip848-three", topic)) for _ in range(3)]
-    closed: list[Polled] = []
+    killed = subprocess.Popen([sys.executable, str(MEMBER_MAIN), consumer_broker.kafka_bootstrap,
+                               "kip848-three", topic], stdout=subprocess.DEVNULL)
+    members = [Polled(_member(consumer_broker, "kip848-three", topic)) for _ in range(2)]
     try:
-        wait_until(lambda: _spread(members, 6), 60, what="six partitions two to each member")
+        wait_until(lambda: _spread(members, 6, 2), 60, what="two partitions to each member")
+        assert len(_held(members)) == 4  # and the member in its own process the other two
+        killed.kill()
+        killed.wait()
+        wait_until(lambda: _spread(members, 6, 3), 60,
+                   what="the survivors taking the killed one's two, once its session ended")
         for member in members:  # each commits offset 4 of the partitions it holds
             member.consumer.commit(offsets=[ConfluentTopicPartition(topic, p, 4)
                                             for p in sorted(member.partitions)],
@@ -106,19 +131,18 @@ def test_three_members_share_six_partitions_a_closed_ones_move_and_a_new_one_rea
             assert admin.list_group_offsets("kip848-three") == {
                 TopicPartition(topic, p): 4 for p in range(6)}
 
-        leaving = members.pop()
-        leaving.consumer.close()
-        closed.append(leaving)
-        wait_until(lambda: _spread(members, 6), 60,
-                   what="the two members left taking the closed one's partitions")
-
         newcomer = Polled(_member(consumer_broker, "kip848-three", topic))
         members.append(newcomer)
-        wait_until(lambda: _spread(members, 6), 60, what="a new member given two partitions")
-        wait_until(lambda: _spread(members, 6) and set(newcomer.first_read) == set(
-            newcomer.partitions), 60, what="the new member reading its partitions")
+        wait_until(lambda: _spread(members, 6, 2) and set(newcomer.first_read) == set(
+            newcomer.partitions), 60, what="a newcomer given two partitions and reading them")
         assert newcomer.first_read == dict.fromkeys(newcomer.partitions, 4)
+
+        members.remove(newcomer)
+        newcomer.consumer.close()  # leaves the group: its partitions move at once
+        wait_until(lambda: _spread(members, 6, 3), 60,
+                   what="the two others taking back the closed member's partitions")
     finally:
+        killed.kill()
         for member in members:
             member.consumer.close()
 
@@ -156,9 +180,7 @@ def test_a_kafka_member_and_a_native_server_side_member_share_one_group(
         native_member.close()
 
 
-def _fatal_error(consumer: ConfluentConsumer) -> str:
-    """What librdkafka says of the fatal error a heartbeat's answer raised: the broker's code
-    as its own words (it does not pass the broker's sentence on)."""
+def _first_error(consumer: ConfluentConsumer) -> KafkaError:
     found: list[KafkaError] = []
 
     def failed() -> bool:
@@ -167,9 +189,16 @@ def _fatal_error(consumer: ConfluentConsumer) -> str:
             found.append(message.error())
         return bool(found)
 
-    wait_until(failed, 30, what="the member failing with an error")
-    assert found[0].code() == KafkaError._FATAL, found[0]
-    return str(found[0].str())
+    wait_until(failed, 30, what="the member told of an error")
+    return found[0]
+
+
+def _fatal_error(consumer: ConfluentConsumer) -> str:
+    """What librdkafka says of the fatal error a heartbeat's answer raised: the broker's code
+    in its own words (it does not pass the broker's sentence on)."""
+    error = _first_error(consumer)
+    assert error.code() == KafkaError._FATAL, error
+    return str(error.str())
 
 
 def test_a_kafka_member_of_a_live_classic_group_fails_with_inconsistent_group_protocol(
@@ -200,3 +229,59 @@ def test_a_regex_subscription_fails_with_a_sentence(consumer_broker: BrokerProce
             refused)
     finally:
         refused.close()
+
+
+def test_a_classic_kafka_member_of_a_live_kip848_group_is_told_inconsistent_group_protocol(
+        consumer_broker: BrokerProcess) -> None:
+    topic = _topic(consumer_broker, "kip848-held", 2)
+    holder = Polled(_member(consumer_broker, "kip848-held", topic))
+    refused = ConfluentConsumer({"bootstrap.servers": consumer_broker.kafka_bootstrap,
+                                 "group.id": "kip848-held", "group.protocol": "classic",
+                                 "session.timeout.ms": SESSION_MS})
+    refused.subscribe([topic])
+    try:
+        wait_until(lambda: _spread([holder], 2, 2), 60, what="the KIP-848 member holding the group")
+        error = _first_error(refused)
+        assert error.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL, error
+        assert not refused.assignment() and holder.partitions == frozenset({0, 1})
+    finally:
+        refused.close()
+        holder.consumer.close()
+
+
+def _heartbeat(broker: BrokerProcess, version: int, **fields: Any) -> Any:
+    """One ConsumerGroupHeartbeat on a bare connection (kio writes what librdkafka would not
+    send), and its answer as kio reads it."""
+    schemas = import_module(f"kio.schema.consumer_group_heartbeat.v{version}")
+    body = {"member_id": "", "member_epoch": 0, "topic_partitions": (),
+            "subscribed_topic_names": ("t",),
+            "rebalance_timeout": i32Timedelta.parse(datetime.timedelta(seconds=10)), **fields}
+    request = schemas.ConsumerGroupHeartbeatRequest(**body)
+    buffer = io.BytesIO()
+    entity_writer(RequestHeader)(buffer, RequestHeader(
+        request_api_key=i16(68), request_api_version=i16(version), correlation_id=i32(7),
+        client_id="raw"))
+    entity_writer(type(request))(buffer, request)
+    with connect(broker.kafka_bootstrap) as connection:
+        connection.sendall(struct.pack(">i", len(buffer.getvalue())) + buffer.getvalue())
+        frame = read_frame(connection)
+    assert frame is not None
+    _, header_bytes = entity_reader(ResponseHeader)(frame, 0)
+    answer, _ = entity_reader(schemas.ConsumerGroupHeartbeatResponse)(frame, header_bytes)
+    return answer
+
+
+def test_what_zlogs_coordinator_lacks_is_answered_with_a_code_and_a_sentence(
+        consumer_broker: BrokerProcess) -> None:
+    regex = _heartbeat(consumer_broker, 1, group_id="kip848-wire", member_id="m1",
+                       subscribed_topic_names=(), subscribed_topic_regex="^t.*")
+    assert regex.error_code == ErrorCode.INVALID_REQUEST
+    assert "not a regex" in regex.error_message
+    anonymous = _heartbeat(consumer_broker, 1, group_id="kip848-wire")
+    assert anonymous.error_code == ErrorCode.INVALID_REQUEST
+    assert "KIP-1082" in anonymous.error_message
+    assignor = _heartbeat(consumer_broker, 0, group_id="kip848-wire", server_assignor="range")
+    assert assignor.error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
+    assert "'uniform' only" in assignor.error_message
+    joined = _heartbeat(consumer_broker, 0, group_id="kip848-wire")  # v0: zlog names it
+    assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 1) and joined.member_id
