@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from confluent_kafka.admin import AdminClient
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.response_header.v1.header import ResponseHeader
 from kio.serial import entity_reader, entity_writer
@@ -175,6 +176,13 @@ def test_a_kafka_member_and_a_native_server_side_member_share_one_group(
         read_by_kafka = kafka_member.consumer.committed(
             [ConfluentTopicPartition(topic, p) for p in range(4)], timeout=30)
         assert {tp.partition: tp.offset for tp in read_by_kafka} == expected
+
+        # Kafka's admin describes the group through DescribeGroups: both members, their shares
+        admin = AdminClient({"bootstrap.servers": consumer_broker.kafka_bootstrap})
+        [described] = admin.describe_consumer_groups(["kip848-mixed"]).values()
+        shares = [frozenset(tp.partition for tp in member.assignment.topic_partitions)
+                  for member in described.result(30).members]
+        assert len(shares) == 2 and set(shares) == {kafka_side, native_side}
     finally:
         kafka_member.consumer.close()
         native_member.close()

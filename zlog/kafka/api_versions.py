@@ -13,6 +13,11 @@ lower one advertised:
 - ApiVersions itself: a request above our maximum is answered at version 0 with
   UNSUPPORTED_VERSION and the whole table (KIP-511), so the client retries at a version we
   have; that answer's header is always version 0.
+
+Two rows go past Kafka 3.0, for librdkafka's KIP-848 consumer (`group.protocol=consumer`):
+ConsumerGroupHeartbeat 0-1 (Kafka 4.0; librdkafka sends version 1 only), and Metadata 12
+(Kafka 3.1), since that consumer looks an assigned topic's name up by topic id at version 12
+or later only. No client infers a release from either, so the table still reads as 3.0.
 """
 
 from __future__ import annotations
