@@ -215,17 +215,19 @@ def test_a_kafka_member_of_a_live_classic_group_fails_with_inconsistent_group_pr
     classic = Consumer(consumer_broker.endpoint, group_id="kip848-classic",
                        group_protocol="classic", enable_auto_commit=False)
     classic.subscribe([topic])
-    refused = _member(consumer_broker, "kip848-classic", topic)
     try:
         def holding() -> bool:
             classic.poll(timeout_ms=50)
             return bool(classic.assignment())
 
         wait_until(holding, 60, what="the classic member holding the group")
-        assert "ConsumerGroupHeartbeat fatal error: Broker: Inconsistent group protocol" in (
-            _fatal_error(refused))
+        refused = _member(consumer_broker, "kip848-classic", topic)
+        try:
+            assert "ConsumerGroupHeartbeat fatal error: Broker: Inconsistent group protocol" in (
+                _fatal_error(refused))
+        finally:
+            refused.close()
     finally:
-        refused.close()
         classic.close()
 
 
@@ -243,17 +245,21 @@ def test_a_classic_kafka_member_of_a_live_kip848_group_is_told_inconsistent_grou
         consumer_broker: BrokerProcess) -> None:
     topic = _topic(consumer_broker, "kip848-held", 2)
     holder = Polled(_member(consumer_broker, "kip848-held", topic))
-    refused = ConfluentConsumer({"bootstrap.servers": consumer_broker.kafka_bootstrap,
-                                 "group.id": "kip848-held", "group.protocol": "classic",
-                                 "session.timeout.ms": SESSION_MS})
-    refused.subscribe([topic])
     try:
         wait_until(lambda: _spread([holder], 2, 2), 60, what="the KIP-848 member holding the group")
-        error = _first_error(refused)
-        assert error.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL, error
-        assert not refused.assignment() and holder.partitions == frozenset({0, 1})
+        refused = ConfluentConsumer({"bootstrap.servers": consumer_broker.kafka_bootstrap,
+                                     "group.id": "kip848-held", "group.protocol": "classic",
+                                     "session.timeout.ms": SESSION_MS})
+        refused.subscribe([topic])
+        try:
+            error = _first_error(refused)
+            assert error.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL, error
+            assert not refused.assignment()
+        finally:
+            refused.close()
+        holder.poll()
+        assert holder.partitions == frozenset({0, 1})
     finally:
-        refused.close()
         holder.consumer.close()
 
 
@@ -293,3 +299,29 @@ def test_what_zlogs_coordinator_lacks_is_answered_with_a_code_and_a_sentence(
     assert "'uniform' only" in assignor.error_message
     joined = _heartbeat(consumer_broker, 0, group_id="kip848-wire")  # v0: zlog names it
     assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 1) and joined.member_id
+
+
+def _group_epoch(broker: BrokerProcess, group: str) -> int:
+    with Admin(broker.endpoint) as admin:
+        [described] = admin.describe_groups([group])
+    return described.epoch
+
+
+def test_a_static_member_back_within_its_session_gets_its_partitions_back(
+        consumer_broker: BrokerProcess) -> None:
+    topic = _topic(consumer_broker, "kip848-static", 4)
+    members = [Polled(_member(consumer_broker, "kip848-static", topic,
+                              **{"group.instance.id": name})) for name in ("a", "b")]
+    try:
+        wait_until(lambda: _spread(members, 4, 2), 60, what="two partitions to each member")
+        before = [member.partitions for member in members]
+        epoch = _group_epoch(consumer_broker, "kip848-static")
+        members[0].consumer.close()  # a static member's leave keeps its partitions for it
+        members[0] = Polled(_member(consumer_broker, "kip848-static", topic,
+                                    **{"group.instance.id": "a"}))
+        wait_until(lambda: _spread(members, 4, 2), 60, what="instance a back with two")
+        assert [member.partitions for member in members] == before
+        assert _group_epoch(consumer_broker, "kip848-static") == epoch  # no rebalance at all
+    finally:
+        for member in members:
+            member.consumer.close()
