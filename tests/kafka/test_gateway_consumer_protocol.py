@@ -10,6 +10,7 @@ import io
 import struct
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from importlib import import_module
 from pathlib import Path
@@ -20,10 +21,12 @@ from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient
+from kio.schema.metadata.v12 import request as metadata_v12
+from kio.schema.metadata.v12 import response as metadata_v12_answer
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.response_header.v1.header import ResponseHeader
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32, i32Timedelta
+from kio.static.primitive import i32, i32Timedelta
 
 from tests.kafka.kafka_clients import needs_worker_ports
 from tests.kafka.raw_kafka import connect, read_frame
@@ -263,26 +266,47 @@ def test_a_classic_kafka_member_of_a_live_kip848_group_is_told_inconsistent_grou
         holder.consumer.close()
 
 
-def _heartbeat(broker: BrokerProcess, version: int, **fields: Any) -> Any:
-    """One ConsumerGroupHeartbeat on a bare connection (kio writes what librdkafka would not
-    send), and its answer as kio reads it."""
-    schemas = import_module(f"kio.schema.consumer_group_heartbeat.v{version}")
-    body = {"member_id": "", "member_epoch": 0, "topic_partitions": (),
-            "subscribed_topic_names": ("t",),
-            "rebalance_timeout": i32Timedelta.parse(datetime.timedelta(seconds=10)), **fields}
-    request = schemas.ConsumerGroupHeartbeatRequest(**body)
+def _ask(broker: BrokerProcess, request: Any, response_class: type[Any]) -> Any:
+    """One request on a bare connection (kio writes what librdkafka would not send), and its
+    answer as kio reads it."""
     buffer = io.BytesIO()
     entity_writer(RequestHeader)(buffer, RequestHeader(
-        request_api_key=i16(68), request_api_version=i16(version), correlation_id=i32(7),
-        client_id="raw"))
+        request_api_key=request.__api_key__, request_api_version=request.__version__,
+        correlation_id=i32(7), client_id="raw"))
     entity_writer(type(request))(buffer, request)
     with connect(broker.kafka_bootstrap) as connection:
         connection.sendall(struct.pack(">i", len(buffer.getvalue())) + buffer.getvalue())
         frame = read_frame(connection)
     assert frame is not None
     _, header_bytes = entity_reader(ResponseHeader)(frame, 0)
-    answer, _ = entity_reader(schemas.ConsumerGroupHeartbeatResponse)(frame, header_bytes)
+    answer, _ = entity_reader(response_class)(frame, header_bytes)
     return answer
+
+
+def _heartbeat(broker: BrokerProcess, version: int, **fields: Any) -> Any:
+    schemas = import_module(f"kio.schema.consumer_group_heartbeat.v{version}")
+    body = {"member_id": "", "member_epoch": 0, "topic_partitions": (),
+            "subscribed_topic_names": ("t",),
+            "rebalance_timeout": i32Timedelta.parse(datetime.timedelta(seconds=10)), **fields}
+    return _ask(broker, schemas.ConsumerGroupHeartbeatRequest(**body),
+                schemas.ConsumerGroupHeartbeatResponse)
+
+
+def test_metadata_12_names_a_topic_asked_for_by_id_and_refuses_an_id_no_topic_has(
+        consumer_broker: BrokerProcess) -> None:
+    """How librdkafka's KIP-848 consumer learns the name of an assigned topic."""
+    topic = _topic(consumer_broker, "kip848-by-id", 1)
+    with Admin(consumer_broker.endpoint) as admin:
+        [known] = admin.describe_topics([topic])
+    unknown = uuid.uuid4()
+    answer = _ask(consumer_broker, metadata_v12.MetadataRequest(
+        topics=tuple(metadata_v12.MetadataRequestTopic(topic_id=topic_id, name=None)
+                     for topic_id in (uuid.UUID(hex=known.topic_id), unknown)),
+        allow_auto_topic_creation=False, include_topic_authorized_operations=False),
+        metadata_v12_answer.MetadataResponse)
+    found = {t.topic_id: (t.error_code, t.name, len(t.partitions)) for t in answer.topics}
+    assert found == {uuid.UUID(hex=known.topic_id): (ErrorCode.NONE, topic, 1),
+                     unknown: (ErrorCode.UNKNOWN_TOPIC_ID, None, 0)}
 
 
 def test_what_zlogs_coordinator_lacks_is_answered_with_a_code_and_a_sentence(
