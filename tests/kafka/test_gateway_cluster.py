@@ -80,6 +80,33 @@ def _coordinator_node(cluster: ClusterProcesses, group: str) -> int:
     return int(host.rsplit(".", 1)[1])  # broker N listens on 127.0.0.N
 
 
+def _wait_assigned_every_partition(consumer: ConfluentConsumer) -> None:
+    def assigned() -> bool:
+        consumer.poll(0.05)
+        return len(consumer.assignment()) == 3
+
+    wait_until(assigned, 60, what="the member assigned every partition")
+
+
+def test_a_kip848_member_reaches_its_groups_coordinator_on_another_broker(
+        cluster: ClusterProcesses) -> None:
+    """ConsumerGroupHeartbeat and the commits of a `group.protocol=consumer` member, sent to
+    broker 1's gateway, go on to the coordinator zlog placed on another broker."""
+    group = next(g for g in (f"kip848-remote-{i}" for i in range(100))
+                 if _coordinator_node(cluster, g) != 1)
+    consumer = ConfluentConsumer({"bootstrap.servers": cluster.broker(1).kafka_bootstrap,
+                                  "group.id": group, "group.protocol": "consumer",
+                                  "enable.auto.commit": False})
+    consumer.subscribe([TOPIC])
+    try:
+        _wait_assigned_every_partition(consumer)
+        consumer.commit(offsets=[ConfluentTopicPartition(TOPIC, 1, 21)], asynchronous=False)
+    finally:
+        consumer.close()
+    with Admin(cluster.broker(1).endpoint) as admin:
+        assert admin.list_group_offsets(group) == {TopicPartition(TOPIC, 1): 21}
+
+
 def test_a_kafka_group_commits_on_after_its_broker_is_killed(cluster: ClusterProcesses) -> None:
     """The broker killed is the one coordinating the group, and, where the workers have Kafka
     ports, the only one the client was given: it goes on through the other brokers' ports,
@@ -92,11 +119,7 @@ def test_a_kafka_group_commits_on_after_its_broker_is_killed(cluster: ClusterPro
                                   "enable.auto.commit": False, "session.timeout.ms": 6_000})
     consumer.subscribe([TOPIC])
     try:
-        def assigned() -> bool:
-            consumer.poll(0.05)
-            return len(consumer.assignment()) == 3
-
-        wait_until(assigned, 60, what="the member assigned every partition")
+        _wait_assigned_every_partition(consumer)
 
         def commits(offset: int) -> bool:
             consumer.poll(0.05)
