@@ -37,7 +37,7 @@ def consumer_group_heartbeat(gateway: Gateway, call: Call) -> dict[str, Any]:
     body = call.body
     _refuse_what_zlog_lacks(call)
     owned_ids = body.topic_partitions
-    names = (_topic_names(gateway) if owned_ids else {})
+    names = _topic_names(gateway) if owned_ids else {}  # looked up only when ids are named
     request = GroupHeartbeatRequestV0(
         group_id=body.group_id, member_id=body.member_id, member_epoch=body.member_epoch,
         group_instance_id=body.instance_id,
@@ -48,10 +48,11 @@ def consumer_group_heartbeat(gateway: Gateway, call: Call) -> dict[str, Any]:
         client_id=call.request.client_id or "", client_host=call.client_host)
     response: GroupHeartbeatResponseV0 = call_coordinator(
         gateway, body.group_id, request, GroupHeartbeatResponseV0)
-    assignment = None
+    assignment = None  # unchanged since the member's last heartbeat
     if response.assignment is not None:
-        ids = {name: topic_id for topic_id, name in
-               (names or _topic_names(gateway)).items()} if response.assignment else {}
+        if response.assignment and not names:
+            names = _topic_names(gateway)
+        ids = {name: topic_id for topic_id, name in names.items()}
         assignment = {"topic_partitions": _by_topic_id(response.assignment, ids)}
     return {"throttle_time_ms": 0, "error_code": response.error_code,
             "error_message": response.message or None,
