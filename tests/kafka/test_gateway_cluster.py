@@ -26,11 +26,24 @@ pytestmark = pytest.mark.slow
 TOPIC = "kafka-replicated"
 
 
+CLUSTER_ARGS = ["--offsets-topic-num-partitions", "3", "--group-initial-rebalance-delay-ms", "0",
+                "--group-min-session-timeout-ms", "1000"]
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[ClusterProcesses]:
-    with cluster_processes(3, extra_args=["--offsets-topic-num-partitions", "3",
-                                          "--group-initial-rebalance-delay-ms", "0",
-                                          "--group-min-session-timeout-ms", "1000"]) as running:
+    with cluster_processes(3, extra_args=CLUSTER_ARGS) as running:
+        yield running
+
+
+@pytest.fixture
+def cluster_to_kill() -> Iterator[ClusterProcesses]:
+    """A cluster of the test's own, since the test kills one of its brokers."""
+    with cluster_processes(3, extra_args=CLUSTER_ARGS) as running:
+        admin = AdminClient({"bootstrap.servers": running.broker(1).kafka_bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 3, 3)])[TOPIC].result(60)
+        running.wait_for(lambda partition: len(partition.isr) == 3, TOPIC, 0,
+                         what="the topic replicated on every broker")
         yield running
 
 
@@ -80,23 +93,52 @@ def _coordinator_node(cluster: ClusterProcesses, group: str) -> int:
     return int(host.rsplit(".", 1)[1])  # broker N listens on 127.0.0.N
 
 
-def test_a_kafka_group_commits_on_after_its_broker_is_killed(cluster: ClusterProcesses) -> None:
+def _wait_assigned_every_partition(consumer: ConfluentConsumer) -> None:
+    def assigned() -> bool:
+        consumer.poll(0.05)
+        return len(consumer.assignment()) == 3
+
+    wait_until(assigned, 60, what="the member assigned every partition")
+
+
+def test_a_kip848_member_reaches_its_groups_coordinator_on_another_broker(
+        cluster: ClusterProcesses) -> None:
+    """ConsumerGroupHeartbeat and the commits of a `group.protocol=consumer` member, sent to
+    broker 1's gateway, go on to the coordinator zlog placed on another broker."""
+    group = next(g for g in (f"kip848-remote-{i}" for i in range(100))
+                 if _coordinator_node(cluster, g) != 1)
+    consumer = ConfluentConsumer({"bootstrap.servers": cluster.broker(1).kafka_bootstrap,
+                                  "group.id": group, "group.protocol": "consumer",
+                                  "enable.auto.commit": False})
+    consumer.subscribe([TOPIC])
+    try:
+        _wait_assigned_every_partition(consumer)
+        consumer.commit(offsets=[ConfluentTopicPartition(TOPIC, 1, 21)], asynchronous=False)
+    finally:
+        consumer.close()
+    with Admin(cluster.broker(1).endpoint) as admin:
+        assert admin.list_group_offsets(group) == {TopicPartition(TOPIC, 1): 21}
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_kafka_group_commits_on_after_its_broker_is_killed(cluster_to_kill: ClusterProcesses,
+                                                             protocol: str) -> None:
     """The broker killed is the one coordinating the group, and, where the workers have Kafka
     ports, the only one the client was given: it goes on through the other brokers' ports,
-    which its metadata named."""
+    which its metadata named; with either group protocol (KIP-848's `consumer` has the
+    broker's session, not the client's)."""
+    cluster = cluster_to_kill
     group = "survivors"
     victim = _coordinator_node(cluster, group)
     bootstrap = (cluster.broker(victim).kafka_bootstrap if WORKER_PORTS
                  else _kafka_bootstrap(cluster))
+    session: dict[str, int] = {"session.timeout.ms": 6_000} if protocol == "classic" else {}
     consumer = ConfluentConsumer({"bootstrap.servers": bootstrap, "group.id": group,
-                                  "enable.auto.commit": False, "session.timeout.ms": 6_000})
+                                  "group.protocol": protocol, "enable.auto.commit": False,
+                                  **session})
     consumer.subscribe([TOPIC])
     try:
-        def assigned() -> bool:
-            consumer.poll(0.05)
-            return len(consumer.assignment()) == 3
-
-        wait_until(assigned, 60, what="the member assigned every partition")
+        _wait_assigned_every_partition(consumer)
 
         def commits(offset: int) -> bool:
             consumer.poll(0.05)

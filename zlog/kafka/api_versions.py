@@ -13,6 +13,11 @@ lower one advertised:
 - ApiVersions itself: a request above our maximum is answered at version 0 with
   UNSUPPORTED_VERSION and the whole table (KIP-511), so the client retries at a version we
   have; that answer's header is always version 0.
+
+Two rows go past Kafka 3.0, for librdkafka's KIP-848 consumer (`group.protocol=consumer`):
+ConsumerGroupHeartbeat 0-1 (Kafka 4.0; librdkafka sends version 1 only), and Metadata 12
+(Kafka 3.1), since that consumer looks an assigned topic's name up by topic id at version 12
+or later only. No client infers a release from either, so the table still reads as 3.0.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ ADVERTISED: Final = (
     ApiRange(ApiKey.PRODUCE, 0, 9),
     ApiRange(ApiKey.FETCH, 4, 12),
     ApiRange(ApiKey.LIST_OFFSETS, 1, 7),
-    ApiRange(ApiKey.METADATA, 0, 11),
+    ApiRange(ApiKey.METADATA, 0, 12),
     ApiRange(ApiKey.OFFSET_COMMIT, 2, 8),
     ApiRange(ApiKey.OFFSET_FETCH, 1, 8),
     ApiRange(ApiKey.FIND_COORDINATOR, 0, 4),
@@ -59,6 +64,7 @@ ADVERTISED: Final = (
     ApiRange(ApiKey.ELECT_LEADERS, 0, 2),
     ApiRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
     ApiRange(ApiKey.DESCRIBE_CLUSTER, 0, 0),
+    ApiRange(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1),
 )
 """What ApiVersions answers, in key order."""
 

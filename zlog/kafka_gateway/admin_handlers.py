@@ -45,6 +45,8 @@ from zlog.transport.messages.security import CLUSTER_RESOURCE
 
 NO_TRANSACTIONS: Final = "zlog does not support transactions (a transactional.id)"
 UNCLEAN_ELECTION: Final = 1
+TOPIC_NAME_NULLABLE_FROM: Final = 12
+"""Metadata's version from which a topic's name may be null (a topic asked for by id)."""
 
 
 def metadata(gateway: Gateway, call: Call) -> dict[str, Any]:
@@ -85,6 +87,12 @@ def metadata(gateway: Gateway, call: Call) -> dict[str, Any]:
         values["topics"] = [topic for topic in values["topics"]
                             if native.may("describe", "topic", topic["name"])]
     values["topics"] += refused
+    if topic_ids is not None:  # ids no topic has: Kafka names none (null from version 12)
+        found = {topic["topic_id"] for topic in values["topics"]}
+        values["topics"] += [
+            refused_topic(None if call.version >= TOPIC_NAME_NULLABLE_FROM else "",
+                          ErrorCode.UNKNOWN_TOPIC_ID) | {"topic_id": topic_id}
+            for topic_id in sorted(topic_ids - found)]
     return values
 
 

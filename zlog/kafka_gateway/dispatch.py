@@ -26,7 +26,7 @@ from zlog.errors import ErrorCode, ZlogError
 from zlog.kafka.kafka_login import KafkaLogin
 from zlog.kafka.requests import BadRequest, KafkaRequest, parse_request
 from zlog.kafka.responses import api_versions_response, error_response, respond
-from zlog.kafka_gateway import admin_handlers, group_handlers
+from zlog.kafka_gateway import admin_handlers, consumer_group_handlers, group_handlers
 from zlog.kafka_gateway.calls import Call, Gateway, Handler
 from zlog.kafka_gateway.gateway_security import GatewaySecurity
 from zlog.transport.api import ApiKey
@@ -53,6 +53,7 @@ HANDLERS: Final[dict[int, Handler]] = {
     ApiKey.DESCRIBE_GROUPS: group_handlers.describe_groups,
     ApiKey.LIST_GROUPS: group_handlers.list_groups,
     ApiKey.DELETE_GROUPS: group_handlers.delete_groups,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_handlers.consumer_group_heartbeat,
 }
 
 RunBlocking = Callable[[Handler, Gateway, Call], Awaitable[dict[str, object]]]

@@ -55,8 +55,10 @@ _UNREACHABLE: Final = frozenset({ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_
                                  ErrorCode.BROKER_NOT_AVAILABLE})
 
 
-def _call(gateway: Gateway, group_id: str, request: GroupRequest, expected: type[Any],
-          timeout_ms: int | None = None) -> Any:
+def call_coordinator(gateway: Gateway, group_id: str, request: GroupRequest, expected: type[Any],
+                     timeout_ms: int | None = None) -> Any:
+    """The coordinator's answer to `request`, of type `expected`; out of reach, it is
+    COORDINATOR_NOT_AVAILABLE, which sends a Kafka client back to FindCoordinator."""
     try:
         response: GroupResponse = gateway.native.group(group_id, request, timeout_ms)
     except ZlogError as error:
@@ -98,8 +100,8 @@ def join_group(gateway: Gateway, call: Call) -> dict[str, Any]:
         group_instance_id=call.field("group_instance_id"),
         client_id=call.request.client_id or "", client_host=call.client_host,
         require_known_member_id=call.version >= MEMBER_ID_REQUIRED_FROM_VERSION)
-    response: JoinGroupResponseV0 = _call(gateway, body.group_id, request, JoinGroupResponseV0,
-                                          rebalance_ms + CALL_MARGIN_MS)
+    response: JoinGroupResponseV0 = call_coordinator(
+        gateway, body.group_id, request, JoinGroupResponseV0, rebalance_ms + CALL_MARGIN_MS)
     return {"throttle_time_ms": 0, "error_code": response.error_code,
             "generation_id": response.generation, "protocol_type": response.protocol_type,
             "protocol_name": response.protocol_name or ("" if call.version < 7 else None),
@@ -116,8 +118,8 @@ def sync_group(gateway: Gateway, call: Call) -> dict[str, Any]:
         assignments=tuple(MemberAssignment(a.member_id, bytes(a.assignment))
                           for a in body.assignments),
         protocol_type=call.field("protocol_type"), protocol_name=call.field("protocol_name"))
-    response: SyncGroupResponseV0 = _call(gateway, body.group_id, request, SyncGroupResponseV0,
-                                          SYNC_WAIT_MS_MAX)
+    response: SyncGroupResponseV0 = call_coordinator(
+        gateway, body.group_id, request, SyncGroupResponseV0, SYNC_WAIT_MS_MAX)
     return {"throttle_time_ms": 0, "error_code": response.error_code,
             "protocol_type": response.protocol_type, "protocol_name": response.protocol_name,
             "assignment": response.assignment}
@@ -125,7 +127,7 @@ def sync_group(gateway: Gateway, call: Call) -> dict[str, Any]:
 
 def heartbeat(gateway: Gateway, call: Call) -> dict[str, Any]:
     body = call.body
-    response: HeartbeatResponseV0 = _call(gateway, body.group_id, HeartbeatRequestV0(
+    response: HeartbeatResponseV0 = call_coordinator(gateway, body.group_id, HeartbeatRequestV0(
         body.group_id, body.generation_id, body.member_id, call.field("group_instance_id")),
         HeartbeatResponseV0)
     return {"throttle_time_ms": 0, "error_code": response.error_code}
@@ -136,9 +138,8 @@ def leave_group(gateway: Gateway, call: Call) -> dict[str, Any]:
     listed = call.field("members")
     members = (tuple(LeavingMember(m.member_id, m.group_instance_id) for m in listed)
                if listed is not None else (LeavingMember(body.member_id, None),))
-    response: LeaveGroupResponseV0 = _call(gateway, body.group_id,
-                                           LeaveGroupRequestV0(body.group_id, members),
-                                           LeaveGroupResponseV0)
+    response: LeaveGroupResponseV0 = call_coordinator(
+        gateway, body.group_id, LeaveGroupRequestV0(body.group_id, members), LeaveGroupResponseV0)
     return {"throttle_time_ms": 0, "error_code": response.error_code, "members": [
         {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
          "error_code": m.error_code} for m in response.members]}
@@ -159,8 +160,8 @@ def offset_commit(gateway: Gateway, call: Call) -> dict[str, Any]:
         member_id=call.field("member_id", default=""),
         group_instance_id=call.field("group_instance_id"),
         retention_ms=None if retention_ms < 0 else retention_ms)
-    response: OffsetCommitResponseV0 = _call(gateway, body.group_id, request,
-                                             OffsetCommitResponseV0)
+    response: OffsetCommitResponseV0 = call_coordinator(gateway, body.group_id, request,
+                                                        OffsetCommitResponseV0)
     codes = dict(response.partitions)
     return {"throttle_time_ms": 0, "topics": [
         {"name": topic.name, "partitions": [
@@ -176,9 +177,8 @@ def _fetch_offsets(gateway: Gateway, group_id: str, topics: Any) -> dict[str, An
     wanted = None if topics is None else tuple(
         TopicPartition(topic.name, index) for topic in topics
         for index in topic.partition_indexes)
-    response: OffsetFetchResponseV0 = _call(gateway, group_id,
-                                            OffsetFetchRequestV0(group_id, wanted),
-                                            OffsetFetchResponseV0)
+    response: OffsetFetchResponseV0 = call_coordinator(
+        gateway, group_id, OffsetFetchRequestV0(group_id, wanted), OffsetFetchResponseV0)
     if response.error_code != ErrorCode.NONE:
         return {"group_id": group_id, "error_code": response.error_code, "topics": []}
     found = {TopicPartition(o.topic, o.partition): o for o in response.offsets}
@@ -206,7 +206,7 @@ def offset_fetch(gateway: Gateway, call: Call) -> dict[str, Any]:
 def describe_groups(gateway: Gateway, call: Call) -> dict[str, Any]:
     described = []
     for group_id in call.body.groups:
-        response: DescribeGroupsResponseV0 = _call(
+        response: DescribeGroupsResponseV0 = call_coordinator(
             gateway, group_id, DescribeGroupsRequestV0((group_id,)), DescribeGroupsResponseV0)
         described += [{
             "error_code": group.error_code, "group_id": group.group_id,
@@ -232,7 +232,7 @@ def list_groups(gateway: Gateway, call: Call) -> dict[str, Any]:
 def delete_groups(gateway: Gateway, call: Call) -> dict[str, Any]:
     results = []
     for group_id in call.body.groups_names:
-        response: DeleteGroupsResponseV0 = _call(
+        response: DeleteGroupsResponseV0 = call_coordinator(
             gateway, group_id, DeleteGroupsRequestV0((group_id,)), DeleteGroupsResponseV0)
         results += [{"group_id": name, "error_code": code} for name, code in response.results]
     return {"throttle_time_ms": 0, "results": results}

@@ -87,13 +87,15 @@ class Native:
             self._local.state = state
         return state
 
-    def control(self, request: Request, expected: type[R], timeout_ms: int | None = None) -> R:
+    def control(self, request: Request, expected: type[R], timeout_ms: int | None = None, *,
+                kafka_ports: bool = True) -> R:
         """The control plane's answer (any broker's, the local one first); a Metadata answer
-        completed with every leader's Kafka port (`_with_leaders_kafka_ports`)."""
+        completed with every leader's Kafka port (`_with_leaders_kafka_ports`) unless the
+        caller needs only its topics (`kafka_ports` False)."""
         self.authorize(request)
         state = self._state()
         response = state.connections.call_control(request, timeout_ms or self.request_timeout_ms)
-        if isinstance(response, MetadataResponseV0):
+        if kafka_ports and isinstance(response, MetadataResponseV0):
             response = _with_leaders_kafka_ports(state.connections, response)
         if not isinstance(response, expected):
             raise ZlogError(ErrorCode.UNKNOWN_SERVER_ERROR,

@@ -95,7 +95,7 @@ def _topic_values(topic: TopicMetadata, partitions: list[dict[str, Any]]) -> dic
             "topic_authorized_operations": -2147483648}
 
 
-def refused_topic(name: str, code: int) -> dict[str, Any]:
+def refused_topic(name: str | None, code: int) -> dict[str, Any]:
     """A Metadata answer's entry for a topic named but not described: its error alone."""
     return {"error_code": code, "name": name, "topic_id": None, "is_internal": False,
             "partitions": [], "topic_authorized_operations": -2147483648}

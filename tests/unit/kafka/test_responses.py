@@ -47,5 +47,9 @@ def test_the_table_serves_produce_min_0_and_the_group_apis_from_0() -> None:
                 ApiKey.LEAVE_GROUP, ApiKey.FIND_COORDINATOR):
         assert advertised(key, 0)
     assert advertised(ApiKey.OFFSET_COMMIT, 2) and advertised(ApiKey.OFFSET_FETCH, 1)
-    assert not advertised(68, 0)  # ConsumerGroupHeartbeat (KIP-848): not served
+    # ConsumerGroupHeartbeat (KIP-848): v0, and v1 (KIP-1082), the only one librdkafka sends
+    assert advertised(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0)
+    assert served(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1)
+    assert not advertised(ApiKey.CONSUMER_GROUP_HEARTBEAT, 2)
+    assert served(ApiKey.METADATA, 12)  # librdkafka's KIP-848 consumer asks by topic id
     assert served(ApiKey.FETCH, 12) and not served(ApiKey.FETCH, 13)  # topic ids in Fetch
