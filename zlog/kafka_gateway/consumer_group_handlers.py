@@ -20,11 +20,14 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from zlog.errors import ErrorCode, ZlogError
-from zlog.groups.server_side.machine import DEFAULT_TARGET_ASSIGNOR
 from zlog.kafka_gateway.calls import Call, Gateway, milliseconds
 from zlog.kafka_gateway.group_handlers import call_coordinator
 from zlog.transport.messages.admin import MetadataRequestV0, MetadataResponseV0
-from zlog.transport.messages.groups import GroupHeartbeatRequestV0, GroupHeartbeatResponseV0
+from zlog.transport.messages.groups import (
+    DEFAULT_SERVER_ASSIGNOR,
+    GroupHeartbeatRequestV0,
+    GroupHeartbeatResponseV0,
+)
 from zlog.types import TopicPartition
 
 CLIENT_MEMBER_ID_FROM_VERSION: Final = 1
@@ -74,9 +77,9 @@ def _refuse_what_zlog_lacks(call: Call) -> None:
                         "subscribe by name, or use group.protocol=classic, where the client "
                         "resolves the regex itself")
     assignor = body.server_assignor
-    if assignor is not None and assignor != DEFAULT_TARGET_ASSIGNOR:
+    if assignor is not None and assignor != DEFAULT_SERVER_ASSIGNOR:
         raise ZlogError(ErrorCode.UNSUPPORTED_ASSIGNOR,
-                        f"zlog's coordinator assigns with {DEFAULT_TARGET_ASSIGNOR!r} only, "
+                        f"zlog's coordinator assigns with {DEFAULT_SERVER_ASSIGNOR!r} only, "
                         f"not {assignor!r}: leave group.remote.assignor unset")
 
 

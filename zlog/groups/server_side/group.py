@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from zlog.transport.messages.groups import DEFAULT_SERVER_ASSIGNOR
 from zlog.types import TopicPartition
 
 
@@ -53,7 +54,7 @@ class ConsumerGroup:
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
-    assignor: str = "uniform"
+    assignor: str = DEFAULT_SERVER_ASSIGNOR
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)
     target: dict[str, set[TopicPartition]] = field(default_factory=dict)

@@ -37,7 +37,6 @@ from zlog.transport.messages.groups import (
 from zlog.types import TopicPartition
 
 TARGET_ASSIGNORS = {"uniform": sticky_assign, "range": range_assign}
-DEFAULT_TARGET_ASSIGNOR = "uniform"
 UNRELEASED_HEARTBEAT_INTERVAL_MS = 50
 """The interval told to a member waiting for partitions another member is revoking: it takes
 them at its next heartbeat after their release, so a join would otherwise wait up to a whole

@@ -231,6 +231,9 @@ class OffsetFetchResponseV0:
 
 # --- server-side protocol (ConsumerGroupHeartbeat shape) ---------------------------------
 
+DEFAULT_SERVER_ASSIGNOR: Final = "uniform"
+"""The assignor a server-side group uses unless configured otherwise (Kafka's name for it, as
+a member's `group.remote.assignor` gives it)."""
 JOIN_EPOCH: Final = 0
 LEAVE_EPOCH: Final = -1
 STATIC_LEAVE_EPOCH: Final = -2
