@@ -17,6 +17,7 @@ makes one, finds the future done).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures._base import (  # the states Future itself uses
     CANCELLED,
@@ -41,6 +42,9 @@ class DeliveryFuture(Future[T]):
         self._exception: BaseException | None = None
         self._waiters: list[Any] = []
         self._done_callbacks: list[Any] = []
+        self.on_wait: Callable[[Future[Any], float | None], float | None] | None = None
+        """Called before a caller blocks on this future with its timeout; returns what is left
+        of it (the producer's caller reads its own answers meanwhile)."""
 
     def __getattr__(self, name: str) -> Any:
         """Called only for attributes not set: `_condition` on its first use."""
@@ -60,11 +64,15 @@ class DeliveryFuture(Future[T]):
             if self._exception is not None:
                 raise self._exception
             return self._result  # type: ignore[no-any-return]
+        if self.on_wait is not None and timeout != 0:
+            timeout = self.on_wait(self, timeout)
         return super().result(timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         if self._state == FINISHED:
             return self._exception
+        if self.on_wait is not None and timeout != 0:
+            timeout = self.on_wait(self, timeout)
         return super().exception(timeout)
 
     def set_result(self, result: T) -> None:

@@ -249,7 +249,8 @@ class Producer:
         self._check_size(size_bytes)
         stamp_ms = self._clock.wall_ms() if timestamp_ms is None else timestamp_ms
         deadline_ms = self._clock.monotonic_ms() + self.max_block_ms
-        future: Future[RecordMetadata] = DeliveryFuture()
+        future: DeliveryFuture[RecordMetadata] = DeliveryFuture()
+        future.on_wait = self._sender.caller_waits
         place = functools.partial(self._place_record, topic, value_bytes, key_bytes, partition,
                                   record_headers, stamp_ms, size_bytes, future)
         shared = self._shared
@@ -265,6 +266,8 @@ class Producer:
             self._sender.send_now_or_wake()  # ready now: sent from this thread if it can be
         elif opened:
             self._sender.wake()  # a linger timer starts
+        elif self._shared.accumulator.linger_ms == 0:
+            self._sender.pump()
         return future
 
     def _place_record(  # noqa: PLR0917  (bound with functools.partial, then given the count)
@@ -318,7 +321,8 @@ class Producer:
         acknowledged, or to the first error.
         """
         count = len(values)
-        future: Future[list[BatchMetadata]] = DeliveryFuture()
+        future: DeliveryFuture[list[BatchMetadata]] = DeliveryFuture()
+        future.on_wait = self._sender.caller_waits
         if count == 0:
             future.set_result([])
             return future

@@ -24,6 +24,19 @@ ZMQ_FD only signals changes, and any operation on a socket may consume a signal 
 that has arrived, so whoever releases the lock first checks each socket's ZMQ_EVENTS: this
 thread reads what is there, a user thread wakes this thread to read it.
 
+Reading answers on the user's thread: at a steady rate most records join a batch held while
+the previous one of its partition awaits its answer (batching by round trip), so whoever reads
+that answer sends the held batch. A `send` that finds the I/O lock free reads the answers that
+have come and sends what they release (`pump`); a caller about to block on a send's future reads
+its answers itself, polling the connections' ZMQ_FDs in slices of CALLER_WINDOW_MS
+(`caller_waits`). While callers have done either within the last CALLER_WINDOW_MS, this thread
+sleeps on its wake-up pipe alone, leaving the answers to them, and wakes at the window's end at
+the latest: a batch held when the callers stop (the last records of a burst) waits at most that
+long for it. So at a steady rate, and for a caller that waits on each send, no second thread
+takes the GIL per record; this thread still does everything else (linger timers, retries,
+metadata, expiry, flush and close, which wake it into watching the connections at once).
+A future's callbacks run on whichever thread resolves it.
+
 Idempotence (KIP-98): a batch gets its partition's next sequence when it is first taken and
 keeps it, and its bytes, across retries, so the broker recognises a retry and answers it with
 the original offset. At most `limits.IDEMPOTENT_IN_FLIGHT_BATCHES_MAX` batches of a partition
@@ -43,10 +56,15 @@ thread sleeps (`wakeable_poll.py`).
 from __future__ import annotations
 
 import logging
+import select
 import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
+
+import zmq
 
 from zlog import limits
 from zlog.client.accumulator import PendingBatch, RecordAccumulator
@@ -83,6 +101,9 @@ log = logging.getLogger("zlog.client.producer")
 # the broker appends one request while this thread encodes the next (a pipeline), instead of
 # waiting while every ready batch is encoded. Small batches still share a request.
 REQUEST_SEND_BYTES: Final = 256 * 1024
+# How long after a caller last read answers (or sent) this thread leaves the answers to callers;
+# also the slice in which a caller waiting on a future polls the connections.
+CALLER_WINDOW_MS: Final = 2
 POLL_INTERVAL_MS_MAX: Final = 50  # the longest the thread sleeps without checking deadlines
 ACKS_0_CLOSE_LINGER_MS_MAX: Final = 5_000  # the longest close waits for acks=0 sends to leave
 
@@ -144,6 +165,7 @@ class Sender:
         self._poll = WakeablePoll()
         # Held for every socket operation and for this object's send state (module docstring).
         self._io_lock = threading.Lock()
+        self._caller_until_ms = 0
         self._sockets_closed = False
 
     # -- called from any thread -----------------------------------------------------------
@@ -166,7 +188,10 @@ class Sender:
                 self.wake()
                 return
             try:
-                self._send_ready(self._clock_ms())
+                self._read_answers()
+                now_ms = self._clock_ms()
+                self._send_ready(now_ms)
+                self._caller_until_ms = now_ms + CALLER_WINDOW_MS
             except Exception as error:  # a bug: as in the I/O thread, fail loudly, never hang
                 log.exception("the producer failed sending from the caller's thread")
                 self._fail_loudly(error)
@@ -177,6 +202,84 @@ class Sender:
                 self.wake()  # to poll the new socket too, to refresh metadata, to read answers
         finally:
             self._io_lock.release()
+
+    def pump(self) -> None:
+        """A record joined a held batch: read the answers that came and send what they
+        released, from this (user) thread, if the I/O lock is free (module docstring)."""
+        if not self._io_lock.acquire(blocking=False):
+            return  # the I/O thread is in a pass
+        try:
+            if self._sockets_closed or not self._may_send_directly():
+                return  # retries or no producer id: the I/O thread's work, which it watches
+            self._read_answers()
+            now_ms = self._clock_ms()
+            self._send_ready(now_ms)
+            self._caller_until_ms = now_ms + CALLER_WINDOW_MS
+        finally:
+            self._io_lock.release()
+
+    def caller_waits(self, future: Future[Any], timeout_s: float | None) -> float | None:
+        """A caller blocks on a send's future: it reads the answers itself, on its own thread,
+        until the future is done or its timeout has passed; returns the timeout left.
+
+        It hands over to the I/O thread (and wakes it to watch the connections) when that
+        thread is in a pass, or when nothing is in flight (a retry, metadata: its work).
+        """
+        deadline_s = None if timeout_s is None else time.monotonic() + timeout_s
+        while not future.done():
+            if not self._io_lock.acquire(blocking=False):
+                break
+            try:
+                if self._sockets_closed:
+                    break
+                self._read_answers()
+                if self._may_send_directly():
+                    self._send_ready(self._clock_ms())
+                if future.done():
+                    break
+                fds = self._answer_fds()
+                if not fds or self._answers_waiting():
+                    break
+                self._caller_until_ms = self._clock_ms() + CALLER_WINDOW_MS
+            finally:
+                self._io_lock.release()
+            left_s = None if deadline_s is None else deadline_s - time.monotonic()
+            if left_s is not None and left_s <= 0:
+                return 0
+            poller = select.poll()
+            for fd in fds:
+                poller.register(fd, select.POLLIN)
+            slice_ms = CALLER_WINDOW_MS if left_s is None else min(CALLER_WINDOW_MS,
+                                                                   max(1, int(left_s * 1000)))
+            poller.poll(slice_ms)
+        if not future.done():
+            self._caller_until_ms = 0
+            self.wake()
+        return None if deadline_s is None else max(0.0, deadline_s - time.monotonic())
+
+    def _answer_fds(self) -> list[int]:
+        """The ZMQ_FD of each DEALER with requests in flight; none if a local connection (its
+        doorbell is the I/O thread's to watch) has any."""
+        fds: list[int] = []
+        for rpc in self.connections.clients():
+            if not rpc.in_flight:
+                continue
+            if rpc.raw_fds or not rpc.sockets:
+                return []
+            fd = rpc.sockets[0].getsockopt(zmq.FD)
+            assert isinstance(fd, int)
+            fds.append(fd)
+        return fds
+
+    def _read_answers(self) -> None:
+        """Read the answers of the network connections with requests in flight (`_io_lock`
+        held). A local connection's answers stay the I/O thread's: its doorbell is rung only
+        while that thread sleeps on it (local_produce.py), which a reader beside it would
+        confuse."""
+        for rpc in self.connections.clients():
+            if rpc.in_flight and not rpc.raw_fds and rpc.has_news():
+                for result in rpc.poll_responses(0):
+                    self._on_result(rpc.endpoint, result)
 
     def _may_send_directly(self) -> bool:
         """Whether a pass from a user thread has what it needs: an id, no retries pending."""
@@ -252,6 +355,12 @@ class Sender:
             wait_ms = 0 if self._answers_waiting() else self._wait_ms(now_ms)
             if self._poll.stale(self.connections):
                 self._poll.rebuild(self.connections)
+            caller_ms = self._caller_until_ms - now_ms
+            callers_read = (caller_ms > 0 and wait_ms > 0 and not self._stopping
+                            and self.shared.flushes_waiting == 0 and not self.shared.closing)
+        if callers_read:
+            self._poll.wait_wake_only(min(wait_ms, caller_ms))
+            return
         self._poll.wait(wait_ms)  # without the lock
 
     def _may_stop(self) -> bool:

@@ -70,6 +70,14 @@ class WakeablePoll:
             with contextlib.suppress(BlockingIOError):  # another pass drained it already
                 os.read(self._wake_read, 4096)
 
+    def wait_wake_only(self, wait_ms: int) -> None:
+        """Sleep until a wake-up or `wait_ms`, not watching the connections."""
+        poller = select.poll()
+        poller.register(self._wake_read, select.POLLIN)
+        if poller.poll(wait_ms):
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._wake_read, 4096)
+
     def close(self) -> None:
         """Close the pipe; only once no thread waits or wakes any more."""
         if not self._closed:
