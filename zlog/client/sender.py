@@ -187,15 +187,7 @@ class Sender:
             if self._sockets_closed or not self._may_send_directly():
                 self.wake()
                 return
-            try:
-                self._read_answers()
-                now_ms = self._clock_ms()
-                self._send_ready(now_ms)
-                self._caller_until_ms = now_ms + CALLER_WINDOW_MS
-            except Exception as error:  # a bug: as in the I/O thread, fail loudly, never hang
-                log.exception("the producer failed sending from the caller's thread")
-                self._fail_loudly(error)
-                self.stop(abandon=True)
+            if not self._caller_turn():
                 return
             opened_connection = self._poll.stale(self.connections)
             if opened_connection or self._stale_topics or self._answers_waiting():
@@ -211,10 +203,7 @@ class Sender:
         try:
             if self._sockets_closed or not self._may_send_directly():
                 return  # retries or no producer id: the I/O thread's work, which it watches
-            self._read_answers()
-            now_ms = self._clock_ms()
-            self._send_ready(now_ms)
-            self._caller_until_ms = now_ms + CALLER_WINDOW_MS
+            self._caller_turn()
         finally:
             self._io_lock.release()
 
@@ -223,24 +212,22 @@ class Sender:
         until the future is done or its timeout has passed; returns the timeout left.
 
         It hands over to the I/O thread (and wakes it to watch the connections) when that
-        thread is in a pass, or when nothing is in flight (a retry, metadata: its work).
+        thread is in a pass, or when what is left is that thread's work: retries, a producer
+        id, a local connection, nothing in flight.
         """
         deadline_s = None if timeout_s is None else time.monotonic() + timeout_s
         while not future.done():
             if not self._io_lock.acquire(blocking=False):
                 break
             try:
-                if self._sockets_closed:
-                    break
-                self._read_answers()
-                if self._may_send_directly():
-                    self._send_ready(self._clock_ms())
-                if future.done():
+                if (self._sockets_closed or not self._may_send_directly()
+                        or not self._caller_turn() or future.done()):
                     break
                 fds = self._answer_fds()
-                if not fds or self._answers_waiting():
+                if not fds:
                     break
-                self._caller_until_ms = self._clock_ms() + CALLER_WINDOW_MS
+                if self._answers_waiting():
+                    continue  # came meanwhile: read them before any wait
             finally:
                 self._io_lock.release()
             left_s = None if deadline_s is None else deadline_s - time.monotonic()
@@ -256,6 +243,23 @@ class Sender:
             self._caller_until_ms = 0
             self.wake()
         return None if deadline_s is None else max(0.0, deadline_s - time.monotonic())
+
+    def _caller_turn(self) -> bool:
+        """Read the answers that came and send what is ready, on a user thread (`_io_lock`
+        held, a producer id, no retries); the I/O thread then leaves the answers to callers
+        for CALLER_WINDOW_MS. False if it failed: a bug, so everything fails loudly, as it
+        would in the I/O thread, and the producer stops."""
+        try:
+            self._read_answers()
+            now_ms = self._clock_ms()
+            self._send_ready(now_ms)
+            self._caller_until_ms = now_ms + CALLER_WINDOW_MS
+        except Exception as error:  # a bug: as in the I/O thread, fail loudly, never hang
+            log.exception("the producer failed on the caller's thread")
+            self._fail_loudly(error)
+            self.stop(abandon=True)
+            return False
+        return True
 
     def _answer_fds(self) -> list[int]:
         """The ZMQ_FD of each DEALER with requests in flight; none if a local connection (its
