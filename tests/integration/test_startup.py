@@ -15,7 +15,7 @@ import pytest
 
 from zlog.client import Admin, Consumer, NewTopic, Producer
 from zlog_testbed.broker_process import broker_process
-from zlog_testbed.free_ports import free_port
+from zlog_testbed.free_ports import free_port, free_port_pair
 
 pytestmark = pytest.mark.slow
 
@@ -60,11 +60,14 @@ def test_a_taken_metadata_log_port_stops_the_broker_with_one_line(tmp_path: Path
     """A voter whose Raft port (its control port + 1) another process holds cannot take part
     in the metadata log: it says so in one line and exits 1, instead of serving without a
     metadata log (no controller, ever) after a traceback."""
+    # Both ports from this test process's own range: a port the kernel hands out (port 0) has
+    # a neighbour any other process's outgoing connection may take, and the broker would
+    # then fail on its control port instead.
+    control_port = free_port_pair(["127.0.0.1"])
     holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
+    holder.bind(("127.0.0.1", control_port + 1))
     holder.listen()
-    raft_port = holder.getsockname()[1]
-    listen = f"tcp://127.0.0.1:{raft_port - 1}"
+    listen = f"tcp://127.0.0.1:{control_port}"
     other = f"tcp://127.0.0.2:{free_port()}"
     try:
         result = subprocess.run(
